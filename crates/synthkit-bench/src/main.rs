@@ -1,0 +1,2 @@
+//! synthkit benchmarks.
+fn main() {}

@@ -1,0 +1,2 @@
+//! The `synthkit` command.
+fn main() {}

@@ -1,0 +1,124 @@
+//! Nodes: the retrieved text chunks a synthesizer answers from.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A retrieved chunk of text with ordered metadata and an optional relevance score.
+///
+/// The model sees [`Node::llm_text`]: each metadata entry not excluded from the model as a
+/// `key: value` line, a blank line, then the text (or the text alone when no metadata is
+/// shown).
+///
+/// ```
+/// use synthkit::Node;
+/// let node = Node::new("a", "The sky is blue.")
+///     .with_metadata("file", "sky.md")
+///     .with_metadata("secret", "x")
+///     .exclude_from_llm("secret");
+/// assert_eq!(node.llm_text(), "file: sky.md\n\nThe sky is blue.");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Node {
+    /// A unique id (for sources and response metadata).
+    pub id: String,
+    /// The text.
+    pub text: String,
+    /// Metadata in insertion order.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    /// Metadata keys the model does not see.
+    #[serde(default)]
+    pub excluded_llm_metadata_keys: Vec<String>,
+    /// The retriever's relevance score, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+impl Node {
+    /// A node with an id and text and no metadata.
+    pub fn new(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds (or replaces) a metadata entry.
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Hides a metadata key from the model (it stays in the response metadata).
+    pub fn exclude_from_llm(mut self, key: impl Into<String>) -> Self {
+        self.excluded_llm_metadata_keys.push(key.into());
+        self
+    }
+
+    /// Sets the relevance score.
+    pub fn with_score(mut self, score: f64) -> Self {
+        self.score = Some(score);
+        self
+    }
+
+    /// The metadata lines the model sees (`key: value`, joined by newlines).
+    pub fn llm_metadata_str(&self) -> String {
+        let mut out = String::new();
+        for (key, value) in &self.metadata {
+            if self.excluded_llm_metadata_keys.iter().any(|k| k == key) {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(key);
+            out.push_str(": ");
+            match value {
+                Value::String(s) => out.push_str(s),
+                other => out.push_str(&other.to_string()),
+            }
+        }
+        out
+    }
+
+    /// The text the model sees: metadata lines, a blank line, then the text, with outer
+    /// whitespace trimmed; the raw text when no metadata is shown.
+    pub fn llm_text(&self) -> Cow<'_, str> {
+        let meta = self.llm_metadata_str();
+        if meta.is_empty() {
+            Cow::Borrowed(&self.text)
+        } else {
+            Cow::Owned(format!("{meta}\n\n{}", self.text).trim().to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_when_no_metadata() {
+        let n = Node::new("a", "  x  ");
+        assert_eq!(n.llm_text(), "  x  ");
+    }
+
+    #[test]
+    fn non_string_values_render_as_json() {
+        let n = Node::new("a", "t")
+            .with_metadata("page", 3)
+            .with_metadata("ok", true);
+        assert_eq!(n.llm_text(), "page: 3\nok: true\n\nt");
+    }
+
+    #[test]
+    fn all_excluded_is_plain() {
+        let n = Node::new("a", "t")
+            .with_metadata("k", "v")
+            .exclude_from_llm("k");
+        assert_eq!(n.llm_text(), "t");
+    }
+}

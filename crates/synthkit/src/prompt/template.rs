@@ -1,0 +1,452 @@
+//! Prompt templates with `{name}` variables.
+//!
+//! Formatting is one pass over the template text (decision 15): every `{name}` whose name
+//! is supplied is replaced by its value; anything else in braces (`{x:>3}`, JSON, `{}`,
+//! `{{name}}`'s outer braces) stays as written; substituted values are never scanned again,
+//! so braces inside documents, queries or answers are always safe.
+//!
+//! ```
+//! use synthkit::prompt::{PromptTemplate, TemplateKind};
+//! let t = PromptTemplate::completion(TemplateKind::Qa, "Context: {context_str}\nQ: {query_str} {json}");
+//! assert_eq!(t.variables(), vec!["context_str", "query_str", "json"]);
+//! let t = t.partial("query_str", "why {context_str}?");
+//! let out = t.render(&[("context_str", "{query_str}")]);
+//! assert_eq!(out.as_text(), Some("Context: {query_str}\nQ: why {context_str}? {json}"));
+//! ```
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What a template is for; modes pick templates by kind and backends may use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum TemplateKind {
+    /// Answer a question from context (`context_str`, `query_str`).
+    Qa,
+    /// Improve an existing answer with more context (`query_str`, `existing_answer`, `context_msg`).
+    Refine,
+    /// Combine passages into one answer (`context_str`, `query_str`).
+    Summary,
+    /// The query alone (`query_str`), used by `generation`.
+    Simple,
+    /// Anything else.
+    Custom,
+}
+
+impl TemplateKind {
+    /// The snake-case name (`qa`, `refine`, `summary`, `simple`, `custom`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TemplateKind::Qa => "qa",
+            TemplateKind::Refine => "refine",
+            TemplateKind::Summary => "summary",
+            TemplateKind::Simple => "simple",
+            TemplateKind::Custom => "custom",
+        }
+    }
+
+    /// The variables a mode must be able to fill in a template of this kind.
+    pub fn required_variables(self) -> &'static [&'static str] {
+        match self {
+            TemplateKind::Qa | TemplateKind::Summary => &["context_str"],
+            TemplateKind::Refine => &["existing_answer", "context_msg"],
+            TemplateKind::Simple => &["query_str"],
+            TemplateKind::Custom => &[],
+        }
+    }
+}
+
+impl fmt::Display for TemplateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The author of a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The user's turn.
+    User,
+    /// The model's turn.
+    Assistant,
+}
+
+impl Role {
+    /// The wire name (`system`, `user`, `assistant`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One chat message with its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who speaks.
+    pub role: Role,
+    /// What is said.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message from `role` with `content`.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+        }
+    }
+}
+
+/// A prompt ready to send: one text (completion models) or chat messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RenderedPrompt {
+    /// A single completion prompt.
+    Text(String),
+    /// Chat messages, in order.
+    Chat(Vec<ChatMessage>),
+}
+
+impl RenderedPrompt {
+    /// The text of a completion prompt, `None` for chat messages.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            RenderedPrompt::Text(t) => Some(t),
+            RenderedPrompt::Chat(_) => None,
+        }
+    }
+
+    /// The prompt as one text: a completion prompt as is; chat messages as `role: content`
+    /// lines followed by `assistant: ` (how a chat prompt is shown to a completion model).
+    pub fn to_text(&self) -> String {
+        match self {
+            RenderedPrompt::Text(t) => t.clone(),
+            RenderedPrompt::Chat(messages) => {
+                let mut out = String::new();
+                for m in messages {
+                    out.push_str(m.role.as_str());
+                    out.push_str(": ");
+                    out.push_str(&m.content);
+                    out.push('\n');
+                }
+                out.push_str("assistant: ");
+                out
+            }
+        }
+    }
+
+    /// Adds a system prompt: a leading system message for chat, or the system prompt and a
+    /// blank line before a completion prompt (as the reference does).
+    pub fn with_system_prompt(self, system_prompt: Option<&str>) -> Self {
+        match (self, system_prompt) {
+            (p, None) => p,
+            (RenderedPrompt::Text(t), Some(s)) => RenderedPrompt::Text(format!("{s}\n\n{t}")),
+            (RenderedPrompt::Chat(mut m), Some(s)) => {
+                m.insert(0, ChatMessage::new(Role::System, s));
+                RenderedPrompt::Chat(m)
+            }
+        }
+    }
+}
+
+/// Errors in templates.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// A mode needs a variable the template does not contain.
+    #[error(
+        "the {kind} template has no `{{{variable}}}` variable, which this mode fills; add `{{{variable}}}` to the template"
+    )]
+    MissingVariable {
+        /// The template's kind.
+        kind: TemplateKind,
+        /// The missing variable.
+        variable: String,
+    },
+    /// A chat template with no message.
+    #[error("a chat template needs at least one message")]
+    EmptyChat,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Body {
+    Text(String),
+    Chat(Vec<(Role, String)>),
+}
+
+/// A completion or chat template with `{name}` variables and optional partial values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTemplate {
+    kind: TemplateKind,
+    body: Body,
+    partials: Vec<(String, String)>,
+}
+
+impl PromptTemplate {
+    /// A completion template (one text).
+    pub fn completion(kind: TemplateKind, text: impl Into<String>) -> Self {
+        Self {
+            kind,
+            body: Body::Text(text.into()),
+            partials: Vec::new(),
+        }
+    }
+
+    /// A chat template: messages with their roles, each a template text.
+    pub fn chat(kind: TemplateKind, messages: Vec<(Role, String)>) -> Result<Self, TemplateError> {
+        if messages.is_empty() {
+            return Err(TemplateError::EmptyChat);
+        }
+        Ok(Self {
+            kind,
+            body: Body::Chat(messages),
+            partials: Vec::new(),
+        })
+    }
+
+    /// What the template is for.
+    pub fn kind(&self) -> TemplateKind {
+        self.kind
+    }
+
+    /// The same template with another kind.
+    pub fn with_kind(mut self, kind: TemplateKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Whether this is a chat template.
+    pub fn is_chat(&self) -> bool {
+        matches!(self.body, Body::Chat(_))
+    }
+
+    /// The template texts: one for a completion template, one per message for chat.
+    pub fn texts(&self) -> Vec<&str> {
+        match &self.body {
+            Body::Text(t) => vec![t.as_str()],
+            Body::Chat(m) => m.iter().map(|(_, t)| t.as_str()).collect(),
+        }
+    }
+
+    /// Every variable name in the template, in order of first appearance, including the
+    /// ones that have a partial value.
+    pub fn variables(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for text in self.texts() {
+            for (_, _, name) in placeholders(text) {
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the template contains `{name}`.
+    pub fn has_variable(&self, name: &str) -> bool {
+        self.texts()
+            .iter()
+            .any(|t| placeholders(t).any(|(_, _, n)| n == name))
+    }
+
+    /// Checks that every variable in `names` is in the template.
+    pub fn require(&self, names: &[&str]) -> Result<(), TemplateError> {
+        for name in names {
+            if !self.has_variable(name) {
+                return Err(TemplateError::MissingVariable {
+                    kind: self.kind,
+                    variable: (*name).to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the variables a mode fills for this template's kind.
+    pub fn validate(&self) -> Result<(), TemplateError> {
+        self.require(self.kind.required_variables())
+    }
+
+    /// A copy with `name` set to `value`; values given at render time take precedence.
+    pub fn partial(&self, name: &str, value: &str) -> Self {
+        let mut out = self.clone();
+        out.partials.retain(|(n, _)| n != name);
+        out.partials.push((name.to_string(), value.to_string()));
+        out
+    }
+
+    /// The partial value of `name`, if set.
+    pub fn partial_value(&self, name: &str) -> Option<&str> {
+        self.partials
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Renders in one pass. A `{name}` is replaced when `vars` or the partial values hold
+    /// `name` (call-time values first); every other `{...}` stays as written.
+    pub fn render(&self, vars: &[(&str, &str)]) -> RenderedPrompt {
+        self.render_inner(vars, false)
+    }
+
+    /// Like [`PromptTemplate::render`], but every template variable without a value
+    /// renders as empty text: the form the prompt budget counts.
+    pub fn render_empty(&self, vars: &[(&str, &str)]) -> RenderedPrompt {
+        self.render_inner(vars, true)
+    }
+
+    fn render_inner(&self, vars: &[(&str, &str)], empty_missing: bool) -> RenderedPrompt {
+        let lookup = |name: &str| -> Option<&str> {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .or_else(|| self.partial_value(name))
+                .or(if empty_missing { Some("") } else { None })
+        };
+        match &self.body {
+            Body::Text(t) => RenderedPrompt::Text(format_one_pass(t, &lookup)),
+            Body::Chat(m) => RenderedPrompt::Chat(
+                m.iter()
+                    .map(|(role, t)| ChatMessage::new(*role, format_one_pass(t, &lookup)))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Substitutes `{name}` placeholders in one left-to-right pass.
+///
+/// `lookup` returns the value of a name or `None` to leave the placeholder as written.
+/// Values are copied into the output and never scanned.
+pub fn format_one_pass<'v>(template: &str, lookup: &dyn Fn(&str) -> Option<&'v str>) -> String {
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut last = 0;
+    for (start, end, name) in placeholders(template) {
+        if let Some(value) = lookup(name) {
+            out.push_str(&template[last..start]);
+            out.push_str(value);
+            last = end;
+        }
+    }
+    out.push_str(&template[last..]);
+    out
+}
+
+/// Finds `{identifier(.identifier)*}` placeholders: (start, end, name) byte ranges,
+/// `start` at the `{` and `end` after the `}`.
+fn placeholders(text: &str) -> impl Iterator<Item = (usize, usize, &str)> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            if bytes.get(i) == Some(&b'{') {
+                let start = i;
+                let mut j = i + 1;
+                let mut ok = true;
+                let mut seg_start = true;
+                while let Some(&b) = bytes.get(j) {
+                    if b == b'}' {
+                        break;
+                    }
+                    let valid = if seg_start {
+                        b.is_ascii_alphabetic() || b == b'_'
+                    } else {
+                        b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+                    };
+                    if !valid {
+                        ok = false;
+                        break;
+                    }
+                    seg_start = b == b'.';
+                    j += 1;
+                }
+                if ok && bytes.get(j) == Some(&b'}') && j > start + 1 && !seg_start {
+                    i = j + 1;
+                    // The slice is ASCII and on char boundaries.
+                    if let Some(name) = text.get(start + 1..j) {
+                        return Some((start, j + 1, name));
+                    }
+                }
+                i = start + 1;
+            } else {
+                i += 1;
+            }
+        }
+        None
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_variables_not_json_or_formats() {
+        let t = PromptTemplate::completion(
+            TemplateKind::Custom,
+            r#"{a} {b.c} {"x": 1} {x:>3} {} {1a} {a.} {{d}} {a}"#,
+        );
+        assert_eq!(t.variables(), vec!["a", "b.c", "d"]);
+    }
+
+    #[test]
+    fn one_pass_never_rescans_values() {
+        let t = PromptTemplate::completion(TemplateKind::Qa, "{context_str}|{query_str}");
+        let r = t.render(&[
+            ("context_str", "{query_str}"),
+            ("query_str", "{context_str}"),
+        ]);
+        assert_eq!(r.as_text(), Some("{query_str}|{context_str}"));
+    }
+
+    #[test]
+    fn unknown_stays_and_double_braces_are_not_unescaped() {
+        let t = PromptTemplate::completion(TemplateKind::Qa, "{{context_str}} {other} {{json}}");
+        let r = t.render(&[("context_str", "V")]);
+        assert_eq!(r.as_text(), Some("{V} {other} {{json}}"));
+    }
+
+    #[test]
+    fn render_empty_fills_missing_with_nothing() {
+        let t = PromptTemplate::completion(TemplateKind::Qa, "a{context_str}b{query_str}c")
+            .partial("query_str", "Q");
+        assert_eq!(t.render_empty(&[]).as_text(), Some("abQc"));
+        assert_eq!(
+            t.render_empty(&[("query_str", "R")]).as_text(),
+            Some("abRc")
+        );
+    }
+
+    #[test]
+    fn missing_variable_is_named() {
+        let t = PromptTemplate::completion(TemplateKind::Refine, "{query_str} {context_msg}");
+        let err = t
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("{existing_answer}"), "{err}");
+    }
+
+    #[test]
+    fn unicode_is_safe() {
+        let t = PromptTemplate::completion(TemplateKind::Custom, "é{é}{a}🚀{");
+        assert_eq!(t.render(&[("a", "x")]).as_text(), Some("é{é}x🚀{"));
+    }
+
+    #[test]
+    fn system_prompt() {
+        let p = RenderedPrompt::Text("x".into()).with_system_prompt(Some("S"));
+        assert_eq!(p.as_text(), Some("S\n\nx"));
+        let c = RenderedPrompt::Chat(vec![ChatMessage::new(Role::User, "u")])
+            .with_system_prompt(Some("S"));
+        assert_eq!(c.to_text(), "system: S\nuser: u\nassistant: ");
+    }
+}

@@ -1,0 +1,7 @@
+//! Text handling: tokenizers and the token text splitter.
+
+pub mod splitter;
+pub mod tokenizer;
+
+pub use splitter::{SplitError, TokenTextSplitter};
+pub use tokenizer::{BpeTokenizer, SharedTokenizer, Tokenizer, TokenizerError};
