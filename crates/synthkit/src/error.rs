@@ -30,6 +30,20 @@ pub enum SynthError {
         #[source]
         source: ModelError,
     },
+    /// tree_summarize cannot reduce the number of chunks any further.
+    #[error(
+        "tree_summarize cannot converge: at level {level}, {summaries} summaries still need {chunks} prompts of {chunk_size} context tokens; each summary may take up to num_output tokens, so raise the context window, lower num_output, or use compact"
+    )]
+    TreeNotConverging {
+        /// The level that did not reduce.
+        level: u32,
+        /// Summaries at that level.
+        summaries: usize,
+        /// Prompts they need.
+        chunks: usize,
+        /// Context tokens per prompt.
+        chunk_size: usize,
+    },
     /// An option or combination of options is not allowed.
     #[error("{0}")]
     InvalidOption(String),

@@ -78,7 +78,7 @@ impl Node {
             out.push_str(": ");
             match value {
                 Value::String(s) => out.push_str(s),
-                other => out.push_str(&other.to_string()),
+                other => python_repr(other, &mut out),
             }
         }
         out
@@ -96,6 +96,63 @@ impl Node {
     }
 }
 
+/// Writes `value` as the reference shows metadata values (Python's `str` of the value:
+/// `['x', 'y']`, `True`, `None`, `{'k': 1}`), so prompts match the reference's.
+fn python_repr(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => python_str_repr(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                python_repr(v, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                python_str_repr(k, out);
+                out.push_str(": ");
+                python_repr(v, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn python_str_repr(s: &str, out: &mut String) {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(quote);
+    for ch in s.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,7 +164,7 @@ mod tests {
     }
 
     #[test]
-    fn non_string_values_render_as_json() {
+    fn non_string_values_render_as_the_reference_does() {
         let n = Node::new("a", "t")
             .with_metadata("page", 3)
             .with_metadata("ok", true);

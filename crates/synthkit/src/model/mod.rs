@@ -17,6 +17,9 @@ use serde_json::Value;
 use crate::prompt::{RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
 
+pub mod extractive;
+#[cfg(feature = "openai")]
+pub mod openai;
 pub mod testing;
 
 /// What a model is and how much it can take.

@@ -1,1 +1,305 @@
-//! Placeholder for default prompts.
+//! synthkit's default prompts: question answering, refine, summary and the plain query.
+//!
+//! These are our own texts (decision 16); they use the reference's variables, so any
+//! template with the same variables can replace them. Each one is counted in every call's
+//! prompt budget, so they are kept short. Every default comes as a completion template and
+//! a chat template; [`for_kind`] picks one.
+//!
+//! | kind | completion | chat | variables |
+//! |---|---|---|---|
+//! | [`TemplateKind::Qa`] | [`qa`] | [`qa_chat`] | `context_str`, `query_str` |
+//! | [`TemplateKind::Refine`] | [`refine`] | [`refine_chat`] | `query_str`, `existing_answer`, `context_msg` |
+//! | [`TemplateKind::Summary`] | [`summary`] | [`summary_chat`] | `context_str`, `query_str` |
+//! | [`TemplateKind::Simple`] | [`simple`] | [`simple_chat`] | `query_str` |
+//!
+//! Completion prompts end with a label and a colon (`Answer:`) and no trailing space, so
+//! the model's first token carries its own leading space.
+//!
+//! ```
+//! use synthkit::prompt::{TemplateKind, defaults};
+//! let qa = defaults::for_kind(TemplateKind::Qa, false);
+//! assert_eq!(qa.variables(), vec!["context_str", "query_str"]);
+//! let text = qa.render(&[("context_str", "The dome opens at dusk."), ("query_str", "When?")]);
+//! assert!(text.to_text().ends_with("Question: When?\nAnswer:"));
+//! ```
+
+use serde_json::Value;
+
+use crate::prompt::{PromptTemplate, Role, TemplateKind};
+
+/// The system message of the question-answering and summary chat templates.
+const SYSTEM_PERSONA: &str = "Answer only from the passages the user gives, never from prior knowledge. \
+Be direct and do not mention the passages. If they lack the answer, say so briefly.";
+
+const QA_COMPLETION: &str =
+    "Answer the question from the passages below alone, not from prior knowledge.
+=== passages ===
+{context_str}
+=== end of passages ===
+Answer directly without mentioning the passages; if they lack the answer, say so briefly.
+Question: {query_str}
+Answer:";
+
+const QA_CHAT_USER: &str = "=== passages ===
+{context_str}
+=== end of passages ===
+Question: {query_str}";
+
+const REFINE_COMPLETION: &str = "Question: {query_str}
+Current answer: {existing_answer}
+New passages that may improve it:
+=== passages ===
+{context_msg}
+=== end of passages ===
+Rewrite the answer if the new passages make it more complete or correct; otherwise repeat it unchanged. \
+Use only the passages and the current answer, without mentioning either.
+Improved answer:";
+
+const REFINE_CHAT_USER: &str = "Improve the current answer to the question with the new passages: rewrite it if they make it \
+more complete or correct, otherwise reply with it unchanged. Use only the passages and the current answer, \
+without mentioning either.
+=== passages ===
+{context_msg}
+=== end of passages ===
+Question: {query_str}
+Current answer: {existing_answer}";
+
+const SUMMARY_COMPLETION: &str = "Passages from several sources:
+=== passages ===
+{context_str}
+=== end of passages ===
+Combine them into one answer to the question, using only the passages. \
+Merge repeated points, keep key details such as names and numbers, and do not mention the sources.
+Question: {query_str}
+Answer:";
+
+const SUMMARY_CHAT_USER: &str = "Passages from several sources:
+=== passages ===
+{context_str}
+=== end of passages ===
+Combine them into one answer: merge repeated points and keep key details such as names and numbers.
+Question: {query_str}";
+
+const SIMPLE: &str = "{query_str}";
+
+/// A chat template, or the same messages as one completion text in the (impossible) case
+/// the chat builder refuses them.
+fn chat_or_text(kind: TemplateKind, messages: &[(Role, &str)]) -> PromptTemplate {
+    let owned: Vec<(Role, String)> = messages
+        .iter()
+        .map(|(role, text)| (*role, (*text).to_string()))
+        .collect();
+    PromptTemplate::chat(kind, owned).unwrap_or_else(|_| {
+        let joined: Vec<&str> = messages.iter().map(|(_, text)| *text).collect();
+        PromptTemplate::completion(kind, joined.join("\n\n"))
+    })
+}
+
+/// The question-answering prompt for completion models (`context_str`, `query_str`).
+///
+/// Used by the first step of `refine` and `compact`, by `simple_summarize` and by
+/// `accumulate`.
+pub fn qa() -> PromptTemplate {
+    PromptTemplate::completion(TemplateKind::Qa, QA_COMPLETION)
+}
+
+/// The question-answering prompt for chat models: a system message with the rules and a
+/// user message with the passages and the question (`context_str`, `query_str`).
+pub fn qa_chat() -> PromptTemplate {
+    chat_or_text(
+        TemplateKind::Qa,
+        &[(Role::System, SYSTEM_PERSONA), (Role::User, QA_CHAT_USER)],
+    )
+}
+
+/// The refine prompt for completion models (`query_str`, `existing_answer`,
+/// `context_msg`): rewrite the current answer with the new passages, or repeat it when
+/// they do not help.
+pub fn refine() -> PromptTemplate {
+    PromptTemplate::completion(TemplateKind::Refine, REFINE_COMPLETION)
+}
+
+/// The refine prompt for chat models: one user message (`context_msg`, `query_str`,
+/// `existing_answer`).
+pub fn refine_chat() -> PromptTemplate {
+    chat_or_text(TemplateKind::Refine, &[(Role::User, REFINE_CHAT_USER)])
+}
+
+/// The summary prompt for completion models (`context_str`, `query_str`): combine
+/// passages from several sources into one answer. Used by `tree_summarize`.
+pub fn summary() -> PromptTemplate {
+    PromptTemplate::completion(TemplateKind::Summary, SUMMARY_COMPLETION)
+}
+
+/// The summary prompt for chat models: the question-answering system message and a user
+/// message with the passages and the question (`context_str`, `query_str`).
+pub fn summary_chat() -> PromptTemplate {
+    chat_or_text(
+        TemplateKind::Summary,
+        &[
+            (Role::System, SYSTEM_PERSONA),
+            (Role::User, SUMMARY_CHAT_USER),
+        ],
+    )
+}
+
+/// The query alone, `{query_str}` (kind [`TemplateKind::Simple`]), used by `generation`.
+pub fn simple() -> PromptTemplate {
+    PromptTemplate::completion(TemplateKind::Simple, SIMPLE)
+}
+
+/// The query alone as one user message (kind [`TemplateKind::Simple`]).
+pub fn simple_chat() -> PromptTemplate {
+    chat_or_text(TemplateKind::Simple, &[(Role::User, SIMPLE)])
+}
+
+/// The default template of `kind`, the chat variant when `chat` is true.
+///
+/// [`TemplateKind::Custom`] has no default of its own and gets the simple prompt
+/// (kind [`TemplateKind::Simple`]).
+pub fn for_kind(kind: TemplateKind, chat: bool) -> PromptTemplate {
+    match (kind, chat) {
+        (TemplateKind::Qa, false) => qa(),
+        (TemplateKind::Qa, true) => qa_chat(),
+        (TemplateKind::Refine, false) => refine(),
+        (TemplateKind::Refine, true) => refine_chat(),
+        (TemplateKind::Summary, false) => summary(),
+        (TemplateKind::Summary, true) => summary_chat(),
+        (TemplateKind::Simple | TemplateKind::Custom, false) => simple(),
+        (TemplateKind::Simple | TemplateKind::Custom, true) => simple_chat(),
+    }
+}
+
+/// The instructions added after a rendered prompt when the reply must be JSON following
+/// `schema` (structured answer filtering, for models without native structured output).
+///
+/// The block has no leading or trailing blank line: append it after a blank line
+/// (`"{prompt}\n\n{block}"`), to a completion prompt or to the last message of a chat
+/// prompt. The schema is pretty-printed inside it; its field descriptions carry the meaning
+/// of each field.
+///
+/// ```
+/// let schema = serde_json::json!({"type": "object", "properties": {"answer": {"type": "string"}}});
+/// let block = synthkit::prompt::defaults::json_instructions(&schema);
+/// assert!(block.starts_with("Reply with a single JSON object"));
+/// assert!(block.contains("\"answer\""));
+/// ```
+pub fn json_instructions(schema: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(schema).unwrap_or_else(|_| schema.to_string());
+    format!(
+        "Reply with a single JSON object that follows this JSON schema, and nothing else \
+         (no text or code fences around it):\n{pretty}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> Vec<(PromptTemplate, TemplateKind, bool, Vec<&'static str>)> {
+        vec![
+            (
+                qa(),
+                TemplateKind::Qa,
+                false,
+                vec!["context_str", "query_str"],
+            ),
+            (
+                qa_chat(),
+                TemplateKind::Qa,
+                true,
+                vec!["context_str", "query_str"],
+            ),
+            (
+                refine(),
+                TemplateKind::Refine,
+                false,
+                vec!["query_str", "existing_answer", "context_msg"],
+            ),
+            (
+                refine_chat(),
+                TemplateKind::Refine,
+                true,
+                vec!["context_msg", "query_str", "existing_answer"],
+            ),
+            (
+                summary(),
+                TemplateKind::Summary,
+                false,
+                vec!["context_str", "query_str"],
+            ),
+            (
+                summary_chat(),
+                TemplateKind::Summary,
+                true,
+                vec!["context_str", "query_str"],
+            ),
+            (simple(), TemplateKind::Simple, false, vec!["query_str"]),
+            (simple_chat(), TemplateKind::Simple, true, vec!["query_str"]),
+        ]
+    }
+
+    #[test]
+    fn defaults_validate_with_expected_variables() {
+        for (t, kind, chat, vars) in all() {
+            assert_eq!(t.kind(), kind);
+            assert_eq!(t.is_chat(), chat, "{kind} chat={chat}");
+            assert!(t.validate().is_ok(), "{kind} chat={chat}");
+            assert_eq!(t.variables(), vars, "{kind} chat={chat}");
+        }
+    }
+
+    #[test]
+    fn for_kind_picks_variant() {
+        for chat in [false, true] {
+            assert_eq!(
+                for_kind(TemplateKind::Qa, chat),
+                if chat { qa_chat() } else { qa() }
+            );
+            assert_eq!(
+                for_kind(TemplateKind::Refine, chat),
+                if chat { refine_chat() } else { refine() }
+            );
+            assert_eq!(
+                for_kind(TemplateKind::Summary, chat),
+                if chat { summary_chat() } else { summary() }
+            );
+            let simple_t = if chat { simple_chat() } else { simple() };
+            assert_eq!(for_kind(TemplateKind::Simple, chat), simple_t);
+            assert_eq!(for_kind(TemplateKind::Custom, chat), simple_t);
+        }
+    }
+
+    #[test]
+    fn simple_is_the_query_alone() {
+        assert_eq!(
+            simple().render(&[("query_str", "hi {x}")]).as_text(),
+            Some("hi {x}")
+        );
+    }
+
+    #[test]
+    fn completion_prompts_end_without_trailing_space() {
+        for t in [qa(), refine(), summary()] {
+            let text = t.render(&[]).to_text();
+            assert!(text.ends_with(':'), "{text}");
+        }
+    }
+
+    #[test]
+    fn json_instructions_embed_schema() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"query_satisfied": {"type": "boolean"}, "answer": {"type": "string"}},
+            "required": ["query_satisfied", "answer"]
+        });
+        let block = json_instructions(&schema);
+        assert!(block.starts_with("Reply"));
+        assert!(block.ends_with('}'));
+        assert!(block.contains("\"query_satisfied\": {"));
+        // Field order of the schema is kept (query_satisfied before answer).
+        let q = block.find("query_satisfied").unwrap_or(usize::MAX);
+        let a = block.find("\"answer\"").unwrap_or(0);
+        assert!(q < a);
+    }
+}

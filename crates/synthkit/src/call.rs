@@ -1,0 +1,291 @@
+//! The one door to a model. Every mode's call goes through [`Caller`], which checks the
+//! budget before sending, counts usage, emits a `tracing` span per call and reports
+//! progress to the [`Observer`].
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::Serialize;
+use tracing::Instrument;
+
+use crate::error::SynthError;
+use crate::model::{
+    Completion, CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent,
+    StructuredCompletion, Usage,
+};
+use crate::prompt::BudgetError;
+
+/// Totals over the calls of one synthesis.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct UsageTotals {
+    /// Model calls made.
+    pub calls: u64,
+    /// Prompt tokens: the server's counts where it reported them, else ours.
+    pub prompt_tokens: u64,
+    /// Completion tokens: the server's counts where it reported them, else ours.
+    pub completion_tokens: u64,
+}
+
+/// What a finished call looked like (for traces and progress).
+#[derive(Debug, Clone, Copy)]
+pub struct CallReport<'a> {
+    /// The request as sent.
+    pub request: &'a ModelRequest,
+    /// The reply's text (for a stream, all of it).
+    pub response: &'a str,
+    /// Usage of this call.
+    pub usage: Usage,
+    /// Whether the server reported the usage (else it is our count).
+    pub usage_reported: bool,
+    /// Time from sending to the last byte.
+    pub elapsed: Duration,
+}
+
+/// Something noteworthy that is not an error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum SynthEvent {
+    /// simple_summarize cut text to fit one prompt.
+    Truncated {
+        /// Tokens of context dropped.
+        dropped_tokens: usize,
+        /// Nodes whose text was cut, wholly or partly.
+        dropped_node_ids: Vec<String>,
+    },
+    /// A structured refine step's reply could not be used; the answer was kept.
+    StepSkipped {
+        /// The step.
+        step: StepInfo,
+        /// Why.
+        reason: String,
+    },
+    /// A tree level was summarised.
+    TreeLevel {
+        /// The level (1 = the first summaries).
+        level: u32,
+        /// Chunks at this level.
+        chunks: usize,
+    },
+}
+
+/// Receives progress and call reports; every method has an empty default.
+pub trait Observer: Send + Sync {
+    /// `total` calls are now planned (it only grows).
+    fn calls_planned(&self, _total: usize) {}
+    /// A call finished.
+    fn call_finished(&self, _report: &CallReport<'_>) {}
+    /// Something noteworthy happened.
+    fn event(&self, _event: &SynthEvent) {}
+}
+
+/// Makes every model call of one synthesis.
+pub(crate) struct Caller {
+    model: Arc<dyn LanguageModel>,
+    max_prompt_tokens: usize,
+    observer: Option<Arc<dyn Observer>>,
+    usage: Mutex<UsageTotals>,
+    planned: AtomicUsize,
+    count_completion: Option<crate::text::SharedTokenizer>,
+}
+
+impl Caller {
+    pub(crate) fn new(
+        model: Arc<dyn LanguageModel>,
+        max_prompt_tokens: usize,
+        observer: Option<Arc<dyn Observer>>,
+        tokenizer: crate::text::SharedTokenizer,
+    ) -> Self {
+        Self {
+            model,
+            max_prompt_tokens,
+            observer,
+            usage: Mutex::new(UsageTotals::default()),
+            planned: AtomicUsize::new(0),
+            count_completion: Some(tokenizer),
+        }
+    }
+
+    pub(crate) fn totals(&self) -> UsageTotals {
+        self.usage.lock().map(|u| *u).unwrap_or_default()
+    }
+
+    /// Announces `n` more calls.
+    pub(crate) fn plan(&self, n: usize) {
+        let total = self.planned.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(o) = &self.observer {
+            o.calls_planned(total);
+        }
+    }
+
+    pub(crate) fn event(&self, event: SynthEvent) {
+        tracing::info!(target: "synthkit", ?event, "synthesis event");
+        if let Some(o) = &self.observer {
+            o.event(&event);
+        }
+    }
+
+    fn check(&self, request: &ModelRequest) -> Result<(), SynthError> {
+        if request.prompt_tokens > self.max_prompt_tokens {
+            return Err(BudgetError::PromptOverBudget {
+                kind: request.kind,
+                tokens: request.prompt_tokens,
+                budget: self.max_prompt_tokens,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn span(request: &ModelRequest) -> tracing::Span {
+        tracing::info_span!(
+            "synthkit.call",
+            mode = request.step.mode,
+            step = request.step.step,
+            level = request.step.level,
+            index = request.step.index,
+            kind = request.kind.as_str(),
+            prompt_tokens = request.prompt_tokens,
+            completion_tokens = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        )
+    }
+
+    fn finish(
+        &self,
+        request: &ModelRequest,
+        text: &str,
+        reported: Option<Usage>,
+        elapsed: Duration,
+        span: &tracing::Span,
+    ) {
+        let usage = reported.unwrap_or_else(|| Usage {
+            prompt_tokens: request.prompt_tokens as u64,
+            completion_tokens: self
+                .count_completion
+                .as_ref()
+                .map_or(0, |t| t.count(text) as u64),
+        });
+        span.record("completion_tokens", usage.completion_tokens);
+        span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
+        if let Ok(mut u) = self.usage.lock() {
+            u.calls += 1;
+            u.prompt_tokens += usage.prompt_tokens;
+            u.completion_tokens += usage.completion_tokens;
+        }
+        if let Some(o) = &self.observer {
+            o.call_finished(&CallReport {
+                request,
+                response: text,
+                usage,
+                usage_reported: reported.is_some(),
+                elapsed,
+            });
+        }
+    }
+
+    fn model_error(request: &ModelRequest, source: ModelError) -> SynthError {
+        SynthError::Model {
+            mode: request.step.mode,
+            step: request.step.step,
+            source,
+        }
+    }
+
+    /// A plain call.
+    pub(crate) async fn complete(&self, request: &ModelRequest) -> Result<Completion, SynthError> {
+        self.check(request)?;
+        let span = Self::span(request);
+        let start = Instant::now();
+        let out = self.model.complete(request).instrument(span.clone()).await;
+        let c = out.map_err(|e| Self::model_error(request, e))?;
+        self.finish(request, &c.text, c.usage, start.elapsed(), &span);
+        Ok(c)
+    }
+
+    /// A structured call (the request carries the schema).
+    pub(crate) async fn structured(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<StructuredCompletion, SynthError> {
+        self.check(request)?;
+        let span = Self::span(request);
+        let start = Instant::now();
+        let out = self
+            .model
+            .structured(request)
+            .instrument(span.clone())
+            .await;
+        match out {
+            Ok(c) => {
+                self.finish(request, &c.text, c.usage, start.elapsed(), &span);
+                Ok(c)
+            }
+            Err(e) => {
+                if matches!(e, ModelError::Structured(_) | ModelError::Malformed(_)) {
+                    // The call was made and paid for even though its reply is unusable.
+                    self.finish(request, "", None, start.elapsed(), &span);
+                }
+                Err(Self::model_error(request, e))
+            }
+        }
+    }
+
+    /// A streamed call: deltas as they come; usage is recorded when the stream ends.
+    /// A stream that ends without its `Done` event yields an error, never a silent end.
+    pub(crate) async fn stream(
+        self: &Arc<Self>,
+        request: ModelRequest,
+    ) -> Result<futures::stream::BoxStream<'static, Result<String, SynthError>>, SynthError> {
+        self.check(&request)?;
+        let span = Self::span(&request);
+        let start = Instant::now();
+        let inner: CompletionStream = self
+            .model
+            .stream(&request)
+            .instrument(span.clone())
+            .await
+            .map_err(|e| Self::model_error(&request, e))?;
+        let caller = Arc::clone(self);
+        let state = (inner, String::new(), false, request, span, start, caller);
+        let s = futures::stream::unfold(
+            state,
+            |(mut inner, mut text, done, request, span, start, caller)| async move {
+                if done {
+                    return None;
+                }
+                match inner.next().await {
+                    Some(Ok(StreamEvent::Delta(d))) => {
+                        text.push_str(&d);
+                        Some((Ok(d), (inner, text, false, request, span, start, caller)))
+                    }
+                    Some(Ok(StreamEvent::Done { usage, .. })) => {
+                        caller.finish(&request, &text, usage, start.elapsed(), &span);
+                        // Emit nothing more; an empty delta marks nothing, so end here.
+                        Some((
+                            Ok(String::new()),
+                            (inner, text, true, request, span, start, caller),
+                        ))
+                    }
+                    Some(Err(e)) => {
+                        let err = Caller::model_error(&request, e);
+                        Some((Err(err), (inner, text, true, request, span, start, caller)))
+                    }
+                    None => {
+                        let err = Caller::model_error(
+                            &request,
+                            ModelError::Incomplete(
+                                "the stream ended before the model finished".into(),
+                            ),
+                        );
+                        Some((Err(err), (inner, text, true, request, span, start, caller)))
+                    }
+                }
+            },
+        )
+        .filter(|item| futures::future::ready(!matches!(item, Ok(d) if d.is_empty())));
+        Ok(Box::pin(s))
+    }
+}

@@ -1,0 +1,162 @@
+//! Responses: the answer, its sources, usage and what truncation dropped.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use futures::stream::BoxStream;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::call::{Caller, UsageTotals};
+use crate::error::SynthError;
+use crate::node::Node;
+
+/// What `simple_summarize` cut to fit one prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Truncation {
+    /// Tokens of context that were not sent.
+    pub dropped_tokens: usize,
+    /// Nodes whose text was cut, wholly or partly, in order.
+    pub dropped_node_ids: Vec<String>,
+}
+
+/// A finished synthesis.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Response {
+    /// The answer's text (for a structured answer, its JSON).
+    pub text: String,
+    /// The structured answer, when an output schema was set.
+    pub structured: Option<Value>,
+    /// The nodes given, then the additional sources, as given.
+    pub source_nodes: Vec<Node>,
+    /// Node id to its full metadata.
+    pub metadata: Map<String, Value>,
+    /// Calls and tokens.
+    pub usage: UsageTotals,
+    /// What truncation dropped (`simple_summarize` only).
+    pub truncation: Option<Truncation>,
+}
+
+impl Response {
+    /// Parses the structured answer (or the text) into `T`.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, SynthError> {
+        let parsed = match &self.structured {
+            Some(v) => serde_json::from_value(v.clone()),
+            None => serde_json::from_str(&self.text),
+        };
+        parsed.map_err(|e| SynthError::Model {
+            mode: "synthesis",
+            step: "parse",
+            source: crate::model::ModelError::Structured(e.to_string()),
+        })
+    }
+}
+
+impl std::fmt::Display for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A synthesis whose answer arrives as text deltas.
+///
+/// Poll it as a [`Stream`] of deltas; once drained, [`StreamingResponse::text`] holds the
+/// full text, equal to what the non-streaming call returns. [`StreamingResponse::finish`]
+/// drains what is left and gives the [`Response`].
+pub struct StreamingResponse {
+    deltas: BoxStream<'static, Result<String, SynthError>>,
+    text: String,
+    done: bool,
+    failed: bool,
+    pub(crate) response: Response,
+    pub(crate) caller: Option<Arc<Caller>>,
+}
+
+impl std::fmt::Debug for StreamingResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamingResponse")
+            .field("text", &self.text)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamingResponse {
+    pub(crate) fn new(
+        deltas: BoxStream<'static, Result<String, SynthError>>,
+        response: Response,
+        caller: Option<Arc<Caller>>,
+    ) -> Self {
+        Self {
+            deltas,
+            text: String::new(),
+            done: false,
+            failed: false,
+            response,
+            caller,
+        }
+    }
+
+    /// The text received so far (all of it once the stream is drained).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether every delta has been received.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The sources, as given.
+    pub fn source_nodes(&self) -> &[Node] {
+        &self.response.source_nodes
+    }
+
+    /// Drains the remaining deltas and returns the full response. An error in the stream
+    /// is returned as the error: a partial answer is never presented as complete.
+    pub async fn finish(mut self) -> Result<Response, SynthError> {
+        use futures::StreamExt;
+        while let Some(d) = self.next().await {
+            d?;
+        }
+        if self.failed {
+            return Err(SynthError::InvalidOption(
+                "the stream failed earlier; its text is incomplete".into(),
+            ));
+        }
+        let mut response = std::mem::take(&mut self.response);
+        response.text = std::mem::take(&mut self.text);
+        if let Some(c) = &self.caller {
+            response.usage = c.totals();
+        }
+        Ok(response)
+    }
+}
+
+impl Stream for StreamingResponse {
+    type Item = Result<String, SynthError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.deltas.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(d))) => {
+                self.text.push_str(&d);
+                Poll::Ready(Some(Ok(d)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.failed = true;
+                self.done = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

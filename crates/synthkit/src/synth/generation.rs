@@ -1,0 +1,32 @@
+//! `generation`: one call with the query alone (the simple template); the nodes are only
+//! sources. Zero nodes still make the call.
+
+use super::{FinalHow, Job, Outcome};
+use crate::error::SynthError;
+use crate::model::StepInfo;
+use crate::prompt::TemplateKind;
+
+pub(crate) fn run(job: &Job<'_>) -> Result<Outcome, SynthError> {
+    let template = job.template(TemplateKind::Simple);
+    let schema = job.s.output_schema.clone();
+    let overhead = job.overhead(&template, schema.as_deref());
+    job.budget()
+        .available_context(TemplateKind::Simple, overhead)?;
+    let request = job.request(
+        &template,
+        &[],
+        StepInfo::new("generation", "generate"),
+        schema.clone(),
+    );
+    let how = if schema.is_some() {
+        FinalHow::Schema
+    } else {
+        FinalHow::Plain
+    };
+    Ok(Outcome::Final {
+        request,
+        fallback: None,
+        how,
+        truncation: None,
+    })
+}

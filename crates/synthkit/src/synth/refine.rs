@@ -1,0 +1,105 @@
+//! `refine`: answer from the first chunk, then refine the answer with each next chunk.
+//!
+//! Each step's context room is computed from the actual prompt: the query, the current
+//! answer and the system prompt are counted exactly (decision 3), so small windows work
+//! and every prompt is as full as it may be. A chunk too large for one step is handed out
+//! in order, head first (decision 4). Calls: one per chunk that fits, more for chunks that
+//! do not.
+
+use super::run::with_content;
+use super::structured::filter_step;
+use super::{FinalHow, Job, Outcome};
+use crate::error::SynthError;
+use crate::model::StepInfo;
+use crate::prompt::TemplateKind;
+use crate::prompt::budget::chunk_text;
+
+pub(crate) async fn run(
+    job: &Job<'_>,
+    texts: &[String],
+    previous: Option<String>,
+) -> Result<Outcome, SynthError> {
+    refine_texts(job, "refine", &with_content(texts), previous).await
+}
+
+/// The refine loop over `chunks` (each split on its own, never merged with another).
+pub(crate) async fn refine_texts(
+    job: &Job<'_>,
+    mode: &'static str,
+    chunks: &[&str],
+    previous: Option<String>,
+) -> Result<Outcome, SynthError> {
+    let chunks: Vec<&str> = chunks
+        .iter()
+        .copied()
+        .filter(|c| !c.trim().is_empty())
+        .collect();
+    let filtering = job.s.structured_filtering;
+    let schema = if filtering {
+        Some(Job::filter_schema())
+    } else {
+        job.s.output_schema.clone()
+    };
+    let how = if filtering {
+        FinalHow::Filter
+    } else if schema.is_some() {
+        FinalHow::Schema
+    } else {
+        FinalHow::Plain
+    };
+    let qa = job.template(TemplateKind::Qa);
+    let refine = job.template(TemplateKind::Refine);
+    let mut answer = previous.filter(|a| !a.is_empty());
+    let mut index = 0;
+    let last_chunk = chunks.len().saturating_sub(1);
+    for (ci, chunk) in chunks.iter().enumerate() {
+        let mut cursor = job.budget().cursor(chunk);
+        loop {
+            let (template, var, step) = match &answer {
+                None => (qa.clone(), "context_str", "qa"),
+                Some(a) => (
+                    refine.partial("existing_answer", a),
+                    "context_msg",
+                    "refine",
+                ),
+            };
+            let size = job.room(&template, schema.as_deref())?;
+            let overlap = job.budget().overlap_for(size);
+            let Some(piece) = cursor.next_chunk(size, overlap) else {
+                break;
+            };
+            let text = chunk_text(chunk, &piece);
+            let step = StepInfo {
+                mode,
+                step,
+                level: 0,
+                index,
+            };
+            index += 1;
+            let request = job.request(&template, &[(var, text)], step, schema.clone());
+            if ci == last_chunk && cursor.is_done() {
+                return Ok(Outcome::Final {
+                    request,
+                    fallback: answer,
+                    how,
+                    truncation: None,
+                });
+            }
+            job.caller.plan(1);
+            let result = if filtering {
+                filter_step(job, &request).await?
+            } else {
+                Some(job.call_text(&request).await?)
+            };
+            if let Some(r) = result.filter(|r| !r.is_empty()) {
+                answer = Some(r);
+                if filtering && job.s.stop_when_satisfied {
+                    return Ok(Outcome::Text(answer.unwrap_or_default()));
+                }
+            }
+        }
+    }
+    Ok(Outcome::Text(
+        answer.unwrap_or_else(|| job.s.empty_response.clone()),
+    ))
+}

@@ -1,0 +1,42 @@
+//! Dispatches a synthesis to its mode.
+
+use super::{Job, Outcome, ResponseMode, SynthesisInput};
+use super::{
+    accumulate, compact, context_only, generation, no_text, refine, simple_summarize,
+    tree_summarize,
+};
+use crate::error::SynthError;
+
+pub(crate) async fn run_mode(
+    job: &Job<'_>,
+    input: &SynthesisInput,
+    texts: &[String],
+) -> Result<Outcome, SynthError> {
+    let mode = job.s.mode;
+    // Zero nodes: the empty response without a call, except generation, which answers
+    // the query alone.
+    if input.nodes.is_empty() && mode != ResponseMode::Generation {
+        return Ok(Outcome::Text(job.s.empty_response.clone()));
+    }
+    match mode {
+        ResponseMode::Refine => refine::run(job, texts, input.previous_response.clone()).await,
+        ResponseMode::Compact => compact::run(job, texts, input.previous_response.clone()).await,
+        ResponseMode::TreeSummarize => tree_summarize::run(job, texts).await,
+        ResponseMode::SimpleSummarize => simple_summarize::run(job, texts, &input.nodes),
+        ResponseMode::Accumulate => accumulate::run(job, texts),
+        ResponseMode::CompactAccumulate => accumulate::run_compact(job, texts),
+        ResponseMode::Generation => generation::run(job),
+        ResponseMode::NoText => Ok(no_text::run()),
+        ResponseMode::ContextOnly => Ok(context_only::run(texts)),
+    }
+}
+
+/// The texts that carry content: empty and whitespace-only chunks cost no call
+/// (decision 9).
+pub(crate) fn with_content(texts: &[String]) -> Vec<&str> {
+    texts
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !t.trim().is_empty())
+        .collect()
+}

@@ -1,0 +1,89 @@
+//! `simple_summarize`: one call with as much of the context as fits, joined by newlines
+//! and truncated at the budget. What truncation dropped is reported (tokens and node ids)
+//! in the response and as an event (decision 7); use `tree_summarize` to keep everything.
+
+use super::{FinalHow, Job, Outcome};
+use crate::call::SynthEvent;
+use crate::error::SynthError;
+use crate::model::StepInfo;
+use crate::node::Node;
+use crate::prompt::TemplateKind;
+use crate::prompt::budget::chunk_text;
+use crate::response::Truncation;
+
+pub(crate) fn run(job: &Job<'_>, texts: &[String], nodes: &[Node]) -> Result<Outcome, SynthError> {
+    // The joined text and where each node's text ends in it.
+    let mut joined = String::new();
+    let mut ends: Vec<(usize, &str)> = Vec::new();
+    for (text, node) in texts.iter().zip(nodes) {
+        if text.trim().is_empty() {
+            continue;
+        }
+        if !joined.is_empty() {
+            joined.push('\n');
+        }
+        joined.push_str(text);
+        ends.push((joined.len(), node.id.as_str()));
+    }
+    if joined.is_empty() {
+        return Ok(Outcome::Text(job.s.empty_response.clone()));
+    }
+    let template = job.template(TemplateKind::Qa);
+    let schema = job.s.output_schema.clone();
+    let size = job.room(&template, schema.as_deref())?;
+    let mut cursor = job.budget().cursor(&joined);
+    let first = cursor.next_chunk(size, 0);
+    let (context, kept_end) = match &first {
+        Some(c) => (chunk_text(&joined, c), c.end),
+        None => ("", 0),
+    };
+    let rest = joined.get(kept_end..).unwrap_or_default().trim();
+    let truncation = if rest.is_empty() {
+        None
+    } else {
+        let dropped_tokens = job.budget().tokenizer().count(rest);
+        let mut start = 0;
+        let mut dropped_node_ids = Vec::new();
+        for (end, id) in &ends {
+            // A node is cut when any of its non-space text lies past the kept part.
+            let node_text = joined.get(start..*end).unwrap_or_default();
+            let node_end_trimmed = start + node_text.trim_end().len();
+            if node_end_trimmed > kept_end {
+                dropped_node_ids.push((*id).to_string());
+            }
+            start = end + 1;
+        }
+        let t = Truncation {
+            dropped_tokens,
+            dropped_node_ids,
+        };
+        job.caller.event(SynthEvent::Truncated {
+            dropped_tokens: t.dropped_tokens,
+            dropped_node_ids: t.dropped_node_ids.clone(),
+        });
+        tracing::warn!(
+            target: "synthkit",
+            dropped_tokens = t.dropped_tokens,
+            nodes = t.dropped_node_ids.len(),
+            "simple_summarize truncated the context; use tree_summarize to keep everything"
+        );
+        Some(t)
+    };
+    let request = job.request(
+        &template,
+        &[("context_str", context)],
+        StepInfo::new("simple_summarize", "qa"),
+        schema.clone(),
+    );
+    let how = if schema.is_some() {
+        FinalHow::Schema
+    } else {
+        FinalHow::Plain
+    };
+    Ok(Outcome::Final {
+        request,
+        fallback: None,
+        how,
+        truncation,
+    })
+}

@@ -1,0 +1,87 @@
+//! `tree_summarize`: pack the chunks into as few summary prompts as fit, summarise each
+//! (concurrently, bounded, order kept), then summarise the summaries, until one answer is
+//! left.
+//!
+//! Calls: the sum over levels of the packed chunk counts; the last level has one. A level
+//! that does not reduce the number of chunks stops with [`SynthError::TreeNotConverging`]
+//! (decision 8), so it always terminates.
+
+use super::run::with_content;
+use super::{FinalHow, Job, Outcome};
+use crate::call::SynthEvent;
+use crate::error::SynthError;
+use crate::model::StepInfo;
+use crate::prompt::TemplateKind;
+
+/// More levels than any real tree needs (each level at least halves the chunks).
+const MAX_LEVELS: u32 = 64;
+
+pub(crate) async fn run(job: &Job<'_>, texts: &[String]) -> Result<Outcome, SynthError> {
+    let mut current: Vec<String> = with_content(texts)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if current.is_empty() {
+        return Ok(Outcome::Text(job.s.empty_response.clone()));
+    }
+    let template = job.template(TemplateKind::Summary);
+    let schema = job.s.output_schema.clone();
+    let how = if schema.is_some() {
+        FinalHow::Schema
+    } else {
+        FinalHow::Plain
+    };
+    let size = job.room(&template, schema.as_deref())?;
+    let mut level: u32 = 0;
+    loop {
+        let packed = job.budget().repack(&current, size);
+        if packed.len() <= 1 {
+            let context = packed.into_iter().next().unwrap_or_default();
+            let step = StepInfo {
+                mode: "tree_summarize",
+                step: "summary",
+                level,
+                index: 0,
+            };
+            let request = job.request(
+                &template,
+                &[("context_str", &context)],
+                step,
+                schema.clone(),
+            );
+            return Ok(Outcome::Final {
+                request,
+                fallback: None,
+                how,
+                truncation: None,
+            });
+        }
+        if (level > 0 && packed.len() >= current.len()) || level >= MAX_LEVELS {
+            return Err(SynthError::TreeNotConverging {
+                level,
+                summaries: current.len(),
+                chunks: packed.len(),
+                chunk_size: size,
+            });
+        }
+        let requests: Vec<_> = packed
+            .iter()
+            .enumerate()
+            .map(|(index, p)| {
+                let step = StepInfo {
+                    mode: "tree_summarize",
+                    step: "summary",
+                    level,
+                    index,
+                };
+                job.request(&template, &[("context_str", p)], step, schema.clone())
+            })
+            .collect();
+        job.caller.event(SynthEvent::TreeLevel {
+            level: level + 1,
+            chunks: requests.len(),
+        });
+        current = job.call_all(&requests).await?;
+        level += 1;
+    }
+}

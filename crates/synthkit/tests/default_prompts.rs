@@ -1,0 +1,102 @@
+//! Snapshots of every default prompt, so that any change to one is deliberate and visible
+//! in review. Update with `INSTA_UPDATE=always cargo test -p synthkit --test default_prompts`
+//! (or `cargo insta review`) and commit the `.snap` files.
+
+use synthkit::prompt::{PromptBudget, PromptTemplate, RenderedPrompt, defaults};
+
+/// The template rendered with its placeholders left in: completion text as is, chat
+/// messages each under a `[role]` line.
+fn show(template: &PromptTemplate) -> String {
+    match template.render(&[]) {
+        RenderedPrompt::Text(text) => text,
+        RenderedPrompt::Chat(messages) => messages
+            .iter()
+            .map(|m| format!("[{}]\n{}", m.role.as_str(), m.content))
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+    }
+}
+
+#[test]
+fn qa() {
+    insta::assert_snapshot!(show(&defaults::qa()));
+}
+
+#[test]
+fn qa_chat() {
+    insta::assert_snapshot!(show(&defaults::qa_chat()));
+}
+
+#[test]
+fn refine() {
+    insta::assert_snapshot!(show(&defaults::refine()));
+}
+
+#[test]
+fn refine_chat() {
+    insta::assert_snapshot!(show(&defaults::refine_chat()));
+}
+
+#[test]
+fn summary() {
+    insta::assert_snapshot!(show(&defaults::summary()));
+}
+
+#[test]
+fn summary_chat() {
+    insta::assert_snapshot!(show(&defaults::summary_chat()));
+}
+
+#[test]
+fn simple() {
+    insta::assert_snapshot!(show(&defaults::simple()));
+}
+
+#[test]
+fn simple_chat() {
+    insta::assert_snapshot!(show(&defaults::simple_chat()));
+}
+
+#[test]
+fn json_instructions_structured_refine() {
+    let schema = serde_json::json!({
+        "title": "StructuredRefineResponse",
+        "type": "object",
+        "properties": {
+            "query_satisfied": {
+                "description": "Whether the given context was enough to answer the query.",
+                "type": "boolean"
+            },
+            "answer": {
+                "description": "The answer, taken from the context rather than prior knowledge.",
+                "type": "string"
+            }
+        },
+        "required": ["query_satisfied", "answer"]
+    });
+    insta::assert_snapshot!(defaults::json_instructions(&schema));
+}
+
+/// What each default costs in every call's budget (cl100k_base, empty variables, chat
+/// overhead included), so a longer prompt is a visible decision too.
+#[test]
+fn token_costs() -> Result<(), Box<dyn std::error::Error>> {
+    let budget = PromptBudget::new(8192, 256)?;
+    let rows = [
+        ("qa", defaults::qa()),
+        ("qa_chat", defaults::qa_chat()),
+        ("refine", defaults::refine()),
+        ("refine_chat", defaults::refine_chat()),
+        ("summary", defaults::summary()),
+        ("summary_chat", defaults::summary_chat()),
+        ("simple", defaults::simple()),
+        ("simple_chat", defaults::simple_chat()),
+    ];
+    let table = rows
+        .iter()
+        .map(|(name, t)| format!("{name}: {}", budget.template_tokens(t, None)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!(table);
+    Ok(())
+}
