@@ -3,5 +3,5 @@
 pub mod splitter;
 pub mod tokenizer;
 
-pub use splitter::{SplitError, TokenTextSplitter};
+pub use splitter::{Chunk, ChunkCursor, SplitError, TokenTextSplitter};
 pub use tokenizer::{BpeTokenizer, SharedTokenizer, Tokenizer, TokenizerError};

@@ -194,7 +194,9 @@ pub struct ChunkCursor<'t> {
     text: &'t str,
     seps: Vec<Sep>,
     tokenizer: SharedTokenizer,
-    /// Token counts of short splits (words), keyed by their text.
+    /// Token counts of very short splits (most words), keyed by their packed bytes.
+    small_cache: HashMap<u128, usize, BuildHasherDefault<FxHasher>>,
+    /// Token counts of other short splits, keyed by their text.
     cache: HashMap<&'t str, usize, BuildHasherDefault<FxHasher>>,
     /// Everything before this offset has been handed out (or was whitespace).
     pos: usize,
@@ -316,6 +318,7 @@ impl<'t> ChunkCursor<'t> {
             text,
             seps,
             tokenizer,
+            small_cache: HashMap::default(),
             cache: HashMap::default(),
             pos: 0,
             prev: Vec::new(),
@@ -411,7 +414,7 @@ impl<'t> ChunkCursor<'t> {
                     if cur_len + s.tokens <= size {
                         break;
                     }
-                    cur_len -= d.tokens;
+                    cur_len = cur_len.saturating_sub(d.tokens);
                     drop += 1;
                 }
                 cur.drain(..drop);
@@ -438,7 +441,7 @@ impl<'t> ChunkCursor<'t> {
         // many, so that the exact count below usually succeeds at the first try.
         let first_new = self.first_new(&cur, n_overlap);
         while cur.len() > first_new + 1 && self.estimate_trimmed(&cur, cur_len) > size {
-            cur_len -= self.give_back(&mut cur, first_new, 1);
+            cur_len = cur_len.saturating_sub(self.give_back(&mut cur, first_new, 1));
         }
 
         // Count the final text; give back splits until it fits.
@@ -690,6 +693,17 @@ impl<'t> ChunkCursor<'t> {
         if piece.len() >= CACHE_MAX_BYTES {
             return self.tokenizer.count(piece);
         }
+        if let Some(key) = pack_small(piece) {
+            if let Some(&n) = self.small_cache.get(&key) {
+                return n;
+            }
+            let n = self.tokenizer.count(piece);
+            if self.small_cache.len() >= CACHE_MAX_ENTRIES {
+                self.small_cache.clear();
+            }
+            self.small_cache.insert(key, n);
+            return n;
+        }
         if let Some(&n) = self.cache.get(piece) {
             return n;
         }
@@ -769,6 +783,22 @@ impl<'t> ChunkCursor<'t> {
     }
 }
 
+/// A text of at most 15 bytes packed into one number (its bytes, then its length in the
+/// top byte): an exact key that hashes and compares without touching memory.
+#[inline]
+fn pack_small(piece: &str) -> Option<u128> {
+    let bytes = piece.as_bytes();
+    if bytes.len() > 15 {
+        return None;
+    }
+    let mut b = [0u8; 16];
+    for (d, s) in b.iter_mut().zip(bytes) {
+        *d = *s;
+    }
+    b[15] = bytes.len() as u8;
+    Some(u128::from_le_bytes(b))
+}
+
 /// What one attempt at a chunk gave.
 enum Build {
     Chunk(Chunk),
@@ -815,8 +845,16 @@ impl Hasher for FxHasher {
     }
 
     #[inline]
+    fn write_u128(&mut self, i: u128) {
+        self.add(i as u64);
+        self.add((i >> 64) as u64);
+    }
+
+    #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        // The multiplications leave their best bits at the top; the table indexes with
+        // the bottom ones.
+        self.0.rotate_left(26)
     }
 }
 
@@ -913,13 +951,20 @@ mod tests {
 
     #[test]
     fn separators_stay_in_front() {
+        // The reference's pieces: "Hello", ". World", ". Bye", ".".
+        let s = words(2, 0)
+            .with_separator(".")
+            .with_backup_separators(vec![]);
+        assert_eq!(
+            s.split_text("Hello. World. Bye."),
+            ["Hello", ". World", ". Bye", "."]
+        );
         let s = words(1, 0)
             .with_separator(".")
             .with_backup_separators(vec![]);
-        // Pieces "Hello", ". World", ". Bye", "." -> trimmed chunk texts.
-        let chunks = s.split_text("Hello. World. Bye.");
-        assert_eq!(chunks.concat(), "Hello. World. Bye.");
-        assert_eq!(chunks.first().map(String::as_str), Some("Hello"));
+        // ".b b" is two words: cut into characters, where "." and "b" count one each.
+        assert_eq!(s.split_text("a a..b b"), ["a", "a", ".", ".", "b", "b"]);
+        assert_eq!(words(1, 0).split_text(" a b"), ["a", "b"]);
     }
 
     #[test]
