@@ -1,2 +1,76 @@
-//! The `synthkit` command.
-fn main() {}
+//! The `synthkit` command: answer questions over files with LlamaIndex-style response
+//! synthesis, offline (extractive) or with an OpenAI-compatible model.
+//!
+//! `main` only parses the arguments, runs the verb and turns errors into exit codes
+//! (0 success, 2 usage errors, 1 anything else); the work lives in the modules.
+
+mod args;
+mod backend;
+mod error;
+mod input;
+mod observe;
+mod output;
+mod plan;
+mod progress;
+mod rank;
+mod synthesis;
+mod text;
+mod trace;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with 0; usage errors to stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(error::EXIT_USAGE));
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error::message(&e));
+            ExitCode::from(error::exit_code(&e))
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Tokens(a) => text::tokens(&a),
+        Command::Split(a) => text::split(&a),
+        Command::Ask(a) => block_on(synthesis::run(
+            &a.question,
+            args::ASK_DEFAULT_MODE,
+            &a.synth,
+        )),
+        Command::Summarize(a) => block_on(synthesis::run(
+            &a.query,
+            args::SUMMARIZE_DEFAULT_MODE,
+            &a.synth,
+        )),
+    }
+}
+
+fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(future: F) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(future)
+}
+
+/// Output cut short by a closed pipe (`synthkit ... | head`) is not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}

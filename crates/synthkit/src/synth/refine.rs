@@ -51,9 +51,14 @@ pub(crate) async fn refine_texts(
     let refine = job.template(TemplateKind::Refine);
     let mut answer = previous.filter(|a| !a.is_empty());
     let mut index = 0;
+    let mut room_for: Option<(Option<String>, usize)> = None;
     let last_chunk = chunks.len().saturating_sub(1);
+    // Progress: one call per chunk is planned up front (the final call is planned when it
+    // is made); pieces beyond a chunk's first are planned as they appear.
+    job.caller.plan(last_chunk);
     for (ci, chunk) in chunks.iter().enumerate() {
         let mut cursor = job.budget().cursor(chunk);
+        let mut first_piece = true;
         loop {
             let (template, var, step) = match &answer {
                 None => (qa.clone(), "context_str", "qa"),
@@ -63,7 +68,15 @@ pub(crate) async fn refine_texts(
                     "refine",
                 ),
             };
-            let size = job.room(&template, schema.as_deref())?;
+            // The room depends only on the template and the current answer.
+            let size = match &room_for {
+                Some((a, size)) if *a == answer => *size,
+                _ => {
+                    let size = job.room(&template, schema.as_deref())?;
+                    room_for = Some((answer.clone(), size));
+                    size
+                }
+            };
             let overlap = job.budget().overlap_for(size);
             let Some(piece) = cursor.next_chunk(size, overlap) else {
                 break;
@@ -85,7 +98,10 @@ pub(crate) async fn refine_texts(
                     truncation: None,
                 });
             }
-            job.caller.plan(1);
+            if !first_piece || ci == last_chunk {
+                job.caller.plan(1);
+            }
+            first_piece = false;
             let result = if filtering {
                 filter_step(job, &request).await?
             } else {

@@ -1,0 +1,150 @@
+//! Choosing the model: the offline extractive backend or an OpenAI-compatible server.
+//!
+//! `--llm` decides; without it, the backend is `openai` when `--base-url` (or
+//! `SYNTHKIT_BASE_URL`) is given and `extractive` otherwise. The API key is read from the
+//! variable named by `--api-key-env` into a secret that the library never prints.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use synthkit::model::LanguageModel;
+use synthkit::model::extractive::ExtractiveModel;
+use synthkit::model::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::text::{BpeTokenizer, SharedTokenizer};
+
+use crate::args::{LlmKind, SynthArgs};
+use crate::error::usage;
+
+/// The chosen model and the tokenizers that go with it.
+pub struct Backend {
+    /// The model.
+    pub model: Arc<dyn LanguageModel>,
+    /// Which backend it is.
+    pub kind: LlmKind,
+    /// Counts prompts for the budget: the model's own tokenizer when it has one, else
+    /// `--tokenizer`, else `cl100k_base`.
+    pub budget_tokenizer: SharedTokenizer,
+    /// Splits files into nodes: `--tokenizer`, else `cl100k_base` (local, fast).
+    pub split_tokenizer: SharedTokenizer,
+}
+
+impl Backend {
+    /// The backend's name in reports: `extractive` or `openai`.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            LlmKind::Extractive => "extractive",
+            LlmKind::Openai => "openai",
+        }
+    }
+}
+
+/// The backend `args` ask for.
+pub fn kind(args: &SynthArgs) -> LlmKind {
+    let has_url = args
+        .base_url
+        .as_deref()
+        .is_some_and(|u| !u.trim().is_empty());
+    args.llm.unwrap_or(if has_url {
+        LlmKind::Openai
+    } else {
+        LlmKind::Extractive
+    })
+}
+
+/// Builds the backend. For `openai` this may ask the server for its context window (and
+/// probe `/tokenize` with `--server-tokenizer`); it never makes a model call.
+pub async fn connect(args: &SynthArgs) -> Result<Backend> {
+    let kind = kind(args);
+    let split_tokenizer: SharedTokenizer = args
+        .tokenizer
+        .unwrap_or_else(BpeTokenizer::cl100k_base)
+        .shared();
+    match kind {
+        LlmKind::Extractive => {
+            let mut model = ExtractiveModel::new().with_tokenizer(split_tokenizer.clone());
+            if let Some(w) = args.context_window {
+                model = model.with_context_window(w);
+            }
+            if let Some(n) = args.num_output {
+                model = model.with_num_output(n);
+            }
+            if let Some(name) = &args.model {
+                model = model.with_name(name.clone());
+            }
+            Ok(Backend {
+                model: Arc::new(model),
+                kind,
+                budget_tokenizer: split_tokenizer.clone(),
+                split_tokenizer,
+            })
+        }
+        LlmKind::Openai => {
+            let config = openai_config(args)?;
+            if config.api_key.is_none()
+                && config.base() == OpenAiConfig::DEFAULT_BASE_URL
+                && !args.plan
+            {
+                return Err(anyhow!(
+                    "no API key for {}: set the environment variable {} (or name another one with --api-key-env), or point --base-url at a local server",
+                    OpenAiConfig::DEFAULT_BASE_URL,
+                    args.api_key_env
+                ));
+            }
+            let mut model = OpenAiModel::connect(config)
+                .await
+                .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
+            if let Some(t) = args.tokenizer {
+                model = model.with_tokenizer(t.shared());
+            }
+            let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
+            Ok(Backend {
+                model: Arc::new(model),
+                kind,
+                budget_tokenizer,
+                split_tokenizer,
+            })
+        }
+    }
+}
+
+/// The OpenAI-compatible config from the environment and the flags.
+fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
+    let mut config = OpenAiConfig::from_env_with_key_var(&args.api_key_env);
+    if let Some(url) = args
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(usage(format!(
+                "--base-url must start with http:// or https://, got `{url}`"
+            )));
+        }
+        config = config.with_base_url(url);
+    }
+    if let Some(m) = &args.model {
+        config = config.with_model(m.clone());
+    }
+    if let Some(w) = args.context_window {
+        config = config.with_context_window(w);
+    }
+    if let Some(n) = args.num_output {
+        config = config.with_num_output(n);
+    }
+    if let Some(secs) = args.timeout {
+        let t = Duration::try_from_secs_f64(secs)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                usage(format!(
+                    "--timeout must be a positive number of seconds, got {secs}"
+                ))
+            })?;
+        config = config.with_timeout(t);
+    }
+    Ok(config
+        .with_chat(!args.completion_api)
+        .with_server_tokenizer(args.server_tokenizer))
+}

@@ -1,0 +1,342 @@
+//! `--plan`: a dry run that makes no model call.
+//!
+//! The synthesis runs for real against [`PlanningModel`], a local stand-in whose `info()`
+//! and tokenizer mirror the real backend's (context window, output reserve, chat flag,
+//! system prompt) and which answers every call at once with filler of exactly
+//! `num_output` tokens: the longest answer the real model may give. Every request's step
+//! and prompt tokens are recorded. The first step (or tree level) is therefore exact; later
+//! steps see the longest possible earlier answers, so their counts are upper bounds.
+
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use synthkit::model::{
+    Completion, LanguageModel, ModelError, ModelInfo, ModelRequest, StructuredCompletion,
+};
+use synthkit::text::SharedTokenizer;
+use synthkit::{Node, Observer, ResponseMode};
+
+use crate::args::SynthArgs;
+use crate::backend::Backend;
+use crate::observe::Fanout;
+use crate::output::write_json;
+use crate::synthesis::{CustomTemplates, build_synthesizer};
+use crate::trace::Trace;
+
+/// One planned call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Planned {
+    step: &'static str,
+    level: u32,
+    prompt_tokens: usize,
+}
+
+/// A stand-in model for planning: mirrors a real model's limits and answers instantly
+/// with `num_output` tokens of filler, recording each request.
+pub struct PlanningModel {
+    info: ModelInfo,
+    tokenizer: SharedTokenizer,
+    filler: String,
+    calls: Mutex<Vec<Planned>>,
+}
+
+impl PlanningModel {
+    /// A planner mirroring `info`, counting with `tokenizer`.
+    pub fn new(info: ModelInfo, tokenizer: SharedTokenizer) -> Self {
+        let filler = filler(&tokenizer, info.num_output);
+        Self {
+            info,
+            tokenizer,
+            filler,
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn record(&self, request: &ModelRequest) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push(Planned {
+                step: request.step.step,
+                level: request.step.level,
+                prompt_tokens: request.prompt_tokens,
+            });
+        }
+    }
+
+    fn calls(&self) -> Vec<Planned> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+/// Text of exactly `n` tokens when the tokenizer allows it (else the longest under `n`).
+fn filler(tokenizer: &SharedTokenizer, n: usize) -> String {
+    let make = |k: usize| "word ".repeat(k).trim_end().to_string();
+    // The largest k whose text fits n tokens.
+    let (mut lo, mut hi) = (0usize, n.saturating_mul(2).max(1));
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if tokenizer.count(&make(mid)) <= n {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut text = make(lo);
+    for _ in 0..8 {
+        if tokenizer.count(&text) >= n {
+            break;
+        }
+        let longer = format!("{text} .");
+        if tokenizer.count(&longer) > n {
+            break;
+        }
+        text = longer;
+    }
+    text
+}
+
+impl LanguageModel for PlanningModel {
+    fn info(&self) -> ModelInfo {
+        self.info.clone()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        self.record(request);
+        Box::pin(async move { Ok(Completion::text(self.filler.clone())) })
+    }
+
+    fn structured<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
+        self.record(request);
+        Box::pin(async move {
+            let value = json!({"query_satisfied": true, "answer": self.filler});
+            Ok(StructuredCompletion {
+                text: value.to_string(),
+                value,
+                usage: None,
+            })
+        })
+    }
+
+    fn tokenizer(&self) -> Option<SharedTokenizer> {
+        Some(self.tokenizer.clone())
+    }
+}
+
+/// One row of the plan: the calls of one step at one level.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    step: &'static str,
+    level: u32,
+    calls: usize,
+    prompt_tokens: usize,
+    max_prompt_tokens: usize,
+    exact: bool,
+}
+
+/// Groups calls by (step, level) in order of first appearance; the first row is exact.
+fn rows(calls: &[Planned]) -> Vec<Row> {
+    let mut rows: Vec<Row> = Vec::new();
+    for c in calls {
+        match rows
+            .iter_mut()
+            .find(|r| r.step == c.step && r.level == c.level)
+        {
+            Some(r) => {
+                r.calls += 1;
+                r.prompt_tokens += c.prompt_tokens;
+                r.max_prompt_tokens = r.max_prompt_tokens.max(c.prompt_tokens);
+            }
+            None => rows.push(Row {
+                step: c.step,
+                level: c.level,
+                calls: 1,
+                prompt_tokens: c.prompt_tokens,
+                max_prompt_tokens: c.prompt_tokens,
+                exact: rows.is_empty(),
+            }),
+        }
+    }
+    rows
+}
+
+/// Plans the synthesis and prints the plan.
+pub async fn run(
+    backend: &Backend,
+    mode: ResponseMode,
+    args: &SynthArgs,
+    templates: &CustomTemplates,
+    query: &str,
+    nodes: Vec<Node>,
+    trace: Option<Arc<Trace>>,
+) -> Result<()> {
+    let info = backend.model.info();
+    let planner = Arc::new(PlanningModel::new(
+        info.clone(),
+        backend.budget_tokenizer.clone(),
+    ));
+    let mut fanout = Fanout::default();
+    if let Some(t) = trace {
+        fanout.push(t);
+    }
+    let observer: Arc<dyn Observer> = Arc::new(fanout);
+    let synth = build_synthesizer(
+        planner.clone(),
+        backend.budget_tokenizer.clone(),
+        mode,
+        args,
+        templates,
+        observer,
+    )?;
+    let node_count = nodes.len();
+    let response = synth.synthesize(query, nodes).await.map_err(|e| {
+        anyhow::anyhow!(
+            "planning failed, assuming every answer takes all {} output tokens: {e}",
+            info.num_output
+        )
+    })?;
+    let rows = rows(&planner.calls());
+    let calls: usize = rows.iter().map(|r| r.calls).sum();
+    let prompt_tokens: usize = rows.iter().map(|r| r.prompt_tokens).sum();
+    let max_completion = calls * info.num_output;
+    let exact = rows.len() <= 1;
+    let cost = args.price_per_1k.map(|p| prompt_tokens as f64 / 1000.0 * p);
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        let steps: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "step": r.step, "level": r.level, "calls": r.calls,
+                    "prompt_tokens": r.prompt_tokens, "max_prompt_tokens": r.max_prompt_tokens,
+                    "exact": r.exact,
+                })
+            })
+            .collect();
+        let mut report = json!({
+            "plan": true,
+            "mode": mode.as_str(),
+            "backend": backend.name(),
+            "model": info.name,
+            "context_window": info.context_window,
+            "num_output": info.num_output,
+            "nodes": node_count,
+            "steps": steps,
+            "total": {
+                "calls": calls,
+                "prompt_tokens": prompt_tokens,
+                "max_completion_tokens": max_completion,
+                "exact": exact,
+            },
+        });
+        if let Some(obj) = report.as_object_mut() {
+            if let (Some(p), Some(c)) = (args.price_per_1k, cost) {
+                obj.insert("price_per_1k".into(), json!(p));
+                obj.insert("estimated_cost_usd".into(), json!(c));
+            }
+            if let Some(t) = &response.truncation {
+                obj.insert("truncation".into(), json!({"dropped_tokens": t.dropped_tokens, "dropped_node_ids": t.dropped_node_ids}));
+            }
+        }
+        write_json(&mut out, &report)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "plan: {mode} over {node_count} node{}, backend {} (model {}), context window {}, up to {} output tokens per call",
+        if node_count == 1 { "" } else { "s" },
+        backend.name(),
+        info.name,
+        info.context_window,
+        info.num_output
+    )?;
+    writeln!(out, "dry run: no model was called")?;
+    writeln!(out)?;
+    if rows.is_empty() {
+        writeln!(
+            out,
+            "no model call is needed ({mode} answers without a model)"
+        )?;
+        return Ok(out.flush()?);
+    }
+    let w = rows.iter().map(|r| r.step.len()).max().unwrap_or(4).max(5);
+    writeln!(
+        out,
+        "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}",
+        "step", "level", "calls", "prompt tokens", "largest prompt"
+    )?;
+    for r in &rows {
+        let label = if r.exact { "exact" } else { "upper bound" };
+        writeln!(
+            out,
+            "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}  {label}",
+            r.step, r.level, r.calls, r.prompt_tokens, r.max_prompt_tokens
+        )?;
+    }
+    let label = if exact { "exact" } else { "upper bound" };
+    writeln!(
+        out,
+        "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}  {label}",
+        "total", "", calls, prompt_tokens, ""
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "completion tokens: at most {max_completion} ({} per call)",
+        info.num_output
+    )?;
+    if let (Some(p), Some(c)) = (args.price_per_1k, cost) {
+        writeln!(
+            out,
+            "estimated prompt cost: ${c:.4} ({prompt_tokens} prompt tokens at ${p} per 1K{})",
+            if exact { "" } else { "; upper bound" }
+        )?;
+    }
+    if let Some(t) = &response.truncation {
+        writeln!(
+            out,
+            "note: {mode} would cut {} tokens of context to fit one prompt",
+            t.dropped_tokens
+        )?;
+    }
+    Ok(out.flush()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use synthkit::text::BpeTokenizer;
+
+    #[test]
+    fn filler_has_exactly_n_tokens() {
+        let tok = BpeTokenizer::cl100k_base().shared();
+        for n in [1, 2, 7, 256, 1000] {
+            assert_eq!(tok.count(&filler(&tok, n)), n, "n = {n}");
+        }
+        assert_eq!(filler(&tok, 0), "");
+    }
+
+    #[test]
+    fn rows_group_and_label() {
+        let p = |step, level, t| Planned {
+            step,
+            level,
+            prompt_tokens: t,
+        };
+        let r = rows(&[p("qa", 0, 10), p("refine", 0, 20), p("refine", 0, 30)]);
+        assert_eq!(r.len(), 2);
+        assert!(r[0].exact && !r[1].exact);
+        assert_eq!(
+            (r[1].calls, r[1].prompt_tokens, r[1].max_prompt_tokens),
+            (2, 50, 30)
+        );
+    }
+}

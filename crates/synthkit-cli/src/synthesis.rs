@@ -1,0 +1,262 @@
+//! `ask` and `summarize`: gather nodes, build the synthesizer, answer (or plan), print.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Result, anyhow};
+use futures::StreamExt;
+use synthkit::model::{LanguageModel, ModelError};
+use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use synthkit::text::{SharedTokenizer, TokenTextSplitter};
+use synthkit::{Node, Observer, Response, ResponseMode, SynthError, Synthesizer};
+
+use crate::args::{DEFAULT_CHUNK_OVERLAP, LlmKind, SynthArgs};
+use crate::backend::{self, Backend};
+use crate::error::usage;
+use crate::input;
+use crate::observe::{Fanout, ModelTime};
+use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
+use crate::plan;
+use crate::progress::Progress;
+use crate::rank;
+use crate::trace::Trace;
+
+/// Custom templates read from `--qa-template`, `--refine-template`, `--summary-template`.
+#[derive(Debug, Clone, Default)]
+pub struct CustomTemplates {
+    qa: Option<PromptTemplate>,
+    refine: Option<PromptTemplate>,
+    summary: Option<PromptTemplate>,
+}
+
+impl CustomTemplates {
+    /// Reads the template files named in `args`.
+    pub fn read(args: &SynthArgs) -> Result<Self> {
+        let read = |path: &Option<std::path::PathBuf>,
+                    kind: TemplateKind|
+         -> Result<Option<PromptTemplate>> {
+            let Some(p) = path else { return Ok(None) };
+            let bytes = std::fs::read(p).map_err(|e| {
+                usage(format!(
+                    "cannot read the {kind} template `{}`: {e}",
+                    p.display()
+                ))
+            })?;
+            Ok(Some(PromptTemplate::completion(
+                kind,
+                input::decode(bytes, &p.display().to_string()),
+            )))
+        };
+        Ok(Self {
+            qa: read(&args.qa_template, TemplateKind::Qa)?,
+            refine: read(&args.refine_template, TemplateKind::Refine)?,
+            summary: read(&args.summary_template, TemplateKind::Summary)?,
+        })
+    }
+}
+
+/// The default overlap between the chunks of a file: 20 tokens, capped below the size.
+pub fn default_overlap(chunk_size: usize) -> usize {
+    DEFAULT_CHUNK_OVERLAP.min(chunk_size.saturating_sub(1))
+}
+
+/// Builds a synthesizer for `model` with the options in `args`.
+pub fn build_synthesizer(
+    model: Arc<dyn LanguageModel>,
+    tokenizer: SharedTokenizer,
+    mode: ResponseMode,
+    args: &SynthArgs,
+    templates: &CustomTemplates,
+    observer: Arc<dyn Observer>,
+) -> Result<Synthesizer> {
+    let info = model.info();
+    let budget = PromptBudget::new(info.context_window, info.num_output)
+        .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
+        .with_chunk_overlap_ratio(args.overlap)
+        .map_err(|e| usage(format!("{e} (see --overlap)")))?
+        .with_tokenizer(tokenizer);
+    let mut builder = Synthesizer::builder(model)
+        .mode(mode)
+        .budget(budget)
+        .concurrency(args.concurrency)
+        .structured_answer_filtering(args.structured_filtering)
+        .observer(observer);
+    if let Some(sp) = &args.system_prompt {
+        builder = builder.system_prompt(Some(sp.clone()));
+    }
+    if let Some(t) = &templates.qa {
+        builder = builder.qa_template(t.clone());
+    }
+    if let Some(t) = &templates.refine {
+        builder = builder.refine_template(t.clone());
+    }
+    if let Some(t) = &templates.summary {
+        builder = builder.summary_template(t.clone());
+    }
+    builder.build().map_err(|e| usage(e.to_string()))
+}
+
+/// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`.
+fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> Result<Vec<Node>> {
+    let overlap = args
+        .chunk_overlap
+        .unwrap_or_else(|| default_overlap(args.chunk_size));
+    let splitter =
+        TokenTextSplitter::new(args.chunk_size, overlap, backend.split_tokenizer.clone())
+            .map_err(|e| usage(format!("{e} (see --chunk-size and --chunk-overlap)")))?;
+    let nodes_from_stdin = args.nodes.as_deref().is_some_and(|p| p == Path::new("-"));
+    if nodes_from_stdin && (args.paths.iter().any(|p| p == Path::new("-"))) {
+        return Err(usage(
+            "standard input cannot hold both --nodes and documents: give one of them a file",
+        ));
+    }
+    let mut nodes = match &args.nodes {
+        Some(p) => input::read_nodes(p)?,
+        None => Vec::new(),
+    };
+    if !args.paths.is_empty() || args.nodes.is_none() {
+        let docs = input::read_documents(&args.paths, args.quiet)?;
+        let from_docs = input::nodes_from_documents(&docs, &splitter);
+        if from_docs.is_empty() && nodes.is_empty() {
+            let names: Vec<&str> = docs.iter().map(|d| d.path.as_str()).collect();
+            return Err(match names.as_slice() {
+                [] => anyhow!("no text to work on: every file given was skipped"),
+                [one] => anyhow!("no text to work on: {one} is empty"),
+                many => anyhow!("no text to work on: {} are empty", many.join(", ")),
+            });
+        }
+        nodes.extend(from_docs);
+    }
+    if let Some(k) = args.top_k {
+        let k = usize::try_from(k).unwrap_or(usize::MAX);
+        nodes = rank::top_k(nodes, query, k);
+    }
+    Ok(nodes)
+}
+
+/// Runs `ask` or `summarize`.
+pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> Result<()> {
+    let start = Instant::now();
+    let mode = args.mode.unwrap_or(default_mode);
+    let templates = CustomTemplates::read(args)?;
+    let backend = backend::connect(args).await?;
+    let nodes = gather_nodes(args, query, &backend)?;
+
+    let trace = match &args.trace {
+        Some(p) => Some(Arc::new(Trace::create(p, args.plan)?)),
+        None => None,
+    };
+    if args.plan {
+        let outcome = plan::run(
+            &backend,
+            mode,
+            args,
+            &templates,
+            query,
+            nodes,
+            trace.clone(),
+        )
+        .await;
+        if let Some(t) = &trace {
+            t.finish()?;
+        }
+        return outcome;
+    }
+
+    let progress = Arc::new(Progress::new(!args.quiet));
+    let model_time = Arc::new(ModelTime::default());
+    let mut fanout = Fanout::default();
+    fanout.push(progress.clone());
+    fanout.push(model_time.clone());
+    if let Some(t) = &trace {
+        fanout.push(t.clone());
+    }
+    let synth = build_synthesizer(
+        Arc::clone(&backend.model),
+        backend.budget_tokenizer.clone(),
+        mode,
+        args,
+        &templates,
+        Arc::new(fanout),
+    )?;
+    if backend.kind == LlmKind::Extractive && mode.calls_model() {
+        note(args.quiet, EXTRACTIVE_NOTE);
+    }
+
+    let outcome = if args.stream {
+        stream_answer(&synth, query, nodes, &progress, args).await
+    } else {
+        let response = synth.synthesize(query, nodes).await;
+        progress.clear();
+        response.map_err(|e| explain(e, args))
+    };
+    if let Some(t) = &trace {
+        t.finish()?;
+    }
+    let response = outcome?;
+    if let Some(t) = &response.truncation {
+        warn(&format!(
+            "{mode} cut {} tokens of context to fit one prompt (from {}); use tree_summarize or compact to read everything",
+            t.dropped_tokens,
+            t.dropped_node_ids.join(", ")
+        ));
+    }
+    let stdout = io::stdout();
+    if args.json {
+        let info = output::ReportInfo {
+            mode,
+            backend: backend.name(),
+            model: &backend.model.info().name,
+            query,
+            total_ms: start.elapsed().as_secs_f64() * 1000.0,
+            model_ms: model_time.millis(),
+        };
+        output::write_json(&mut stdout.lock(), &output::report_json(&response, &info))?;
+    } else if !args.stream {
+        output::write_text(&mut stdout.lock(), &response)?;
+    }
+    Ok(())
+}
+
+/// Streams the answer to standard output as it arrives, then prints the sources.
+async fn stream_answer(
+    synth: &Synthesizer,
+    query: &str,
+    nodes: Vec<Node>,
+    progress: &Progress,
+    args: &SynthArgs,
+) -> Result<Response> {
+    let mut stream = synth.stream(query, nodes).await.map_err(|e| {
+        progress.clear();
+        explain(e, args)
+    })?;
+    let stdout = io::stdout();
+    while let Some(delta) = stream.next().await {
+        progress.clear();
+        let delta = delta.map_err(|e| explain(e, args))?;
+        let mut out = stdout.lock();
+        out.write_all(delta.as_bytes())?;
+        out.flush()?;
+    }
+    let response = stream.finish().await.map_err(|e| explain(e, args))?;
+    progress.clear();
+    output::write_after_answer(&mut stdout.lock(), &response.text, &response.source_nodes)?;
+    Ok(response)
+}
+
+/// A synthesis error with a hint when the server could not be reached.
+fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
+    let unreachable = matches!(
+        &e,
+        SynthError::Model {
+            source: ModelError::Connection(_) | ModelError::Timeout(_),
+            ..
+        }
+    );
+    match (unreachable, args.base_url.as_deref()) {
+        (true, Some(url)) => anyhow!("{e}; check that a server is running at {url} (--base-url)"),
+        _ => anyhow::Error::new(e),
+    }
+}

@@ -1,0 +1,54 @@
+//! `tokens` and `split`: the text tools.
+
+use std::io::{self, Write};
+
+use anyhow::Result;
+use synthkit::text::{TokenTextSplitter, Tokenizer};
+
+use crate::args::{SplitArgs, TokensArgs};
+use crate::error::usage;
+use crate::input;
+use crate::output::write_json;
+use crate::synthesis::default_overlap;
+
+/// `synthkit tokens`: prints the token count.
+pub fn tokens(args: &TokensArgs) -> Result<()> {
+    let text = input::read_single(args.file.as_deref())?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "{}", args.tokenizer.count(&text))?;
+    Ok(out.flush()?)
+}
+
+/// `synthkit split`: prints the chunks, each after a header line
+/// `--- chunk I/N (T tokens) ---`, or a JSON array of the chunk texts with `--json`.
+pub fn split(args: &SplitArgs) -> Result<()> {
+    let overlap = args
+        .overlap
+        .unwrap_or_else(|| default_overlap(args.chunk_size));
+    let splitter = TokenTextSplitter::new(args.chunk_size, overlap, args.tokenizer.shared())
+        .map_err(|e| usage(format!("{e} (see --chunk-size and --overlap)")))?;
+    let text = input::read_single(args.file.as_deref())?;
+    let chunks = splitter.split_chunks(&text);
+    let mut out = io::stdout().lock();
+    if args.json {
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text(&text)).collect();
+        write_json(&mut out, &serde_json::json!(texts))?;
+        return Ok(());
+    }
+    let n = chunks.len();
+    for (i, c) in chunks.iter().enumerate() {
+        let oversized = if c.oversized {
+            ", one character over the limit"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "--- chunk {}/{n} ({} tokens{oversized}) ---",
+            i + 1,
+            c.tokens
+        )?;
+        writeln!(out, "{}", c.text(&text))?;
+    }
+    Ok(out.flush()?)
+}

@@ -1,0 +1,108 @@
+//! `--trace FILE`: one JSON line per model call, written (and flushed) as each call
+//! finishes.
+//!
+//! Each line holds `call` (1, 2, ... in finishing order), `mode`, `step`, `level`, `index`,
+//! `kind` (template kind), `prompt` (the full prompt text), `prompt_tokens`, `response`,
+//! `completion_tokens`, `usage_reported` (whether the server counted the tokens) and `ms`.
+//! With `--plan` the lines describe the planned calls and carry `"dry_run": true`.
+//! The API key is never part of a request, so it never reaches the trace.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::{Result, anyhow};
+use serde_json::json;
+use synthkit::Observer;
+use synthkit::call::CallReport;
+
+use crate::error::usage;
+
+struct State {
+    out: BufWriter<File>,
+    calls: u64,
+    error: Option<String>,
+}
+
+/// The trace writer.
+pub struct Trace {
+    path: String,
+    dry_run: bool,
+    state: Mutex<State>,
+}
+
+impl Trace {
+    /// Creates (or truncates) the trace file.
+    pub fn create(path: &Path, dry_run: bool) -> Result<Self> {
+        let file = File::create(path).map_err(|e| {
+            usage(format!(
+                "cannot create the trace file `{}`: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Self {
+            path: path.display().to_string(),
+            dry_run,
+            state: Mutex::new(State {
+                out: BufWriter::new(file),
+                calls: 0,
+                error: None,
+            }),
+        })
+    }
+
+    /// The first write error, if any (the trace is then incomplete).
+    pub fn finish(&self) -> Result<()> {
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| anyhow!("the trace writer failed"))?;
+        if let Err(e) = state.out.flush() {
+            state.error.get_or_insert(e.to_string());
+        }
+        match &state.error {
+            Some(e) => Err(anyhow!("writing the trace file {} failed: {e}", self.path)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Observer for Trace {
+    fn call_finished(&self, report: &CallReport<'_>) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if state.error.is_some() {
+            return;
+        }
+        state.calls += 1;
+        let request = report.request;
+        let mut line = json!({
+            "call": state.calls,
+            "mode": request.step.mode,
+            "step": request.step.step,
+            "level": request.step.level,
+            "index": request.step.index,
+            "kind": request.kind.as_str(),
+            "prompt": request.prompt.to_text(),
+            "prompt_tokens": report.usage.prompt_tokens,
+            "response": report.response,
+            "completion_tokens": report.usage.completion_tokens,
+            "usage_reported": report.usage_reported,
+            "ms": crate::output::round_ms(report.elapsed.as_secs_f64() * 1000.0),
+        });
+        if self.dry_run
+            && let Some(obj) = line.as_object_mut()
+        {
+            obj.insert("dry_run".into(), true.into());
+        }
+        let written = serde_json::to_writer(&mut state.out, &line)
+            .map_err(|e| e.to_string())
+            .and_then(|()| state.out.write_all(b"\n").map_err(|e| e.to_string()))
+            .and_then(|()| state.out.flush().map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            state.error = Some(e);
+        }
+    }
+}
