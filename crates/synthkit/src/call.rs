@@ -62,6 +62,18 @@ pub enum SynthEvent {
         /// Why.
         reason: String,
     },
+    /// The server rejected a prompt as too long (its tokenizer counts more than ours): the
+    /// budget was shrunk and the step re-packed.
+    ContextCorrected {
+        /// The step that was rejected.
+        step: StepInfo,
+        /// The prompt's tokens as the server counted them, if it said.
+        server_prompt_tokens: Option<u64>,
+        /// The server's context window, if it said.
+        server_context_window: Option<u64>,
+        /// The prompt budget from now on.
+        budget: usize,
+    },
     /// A tree level was summarised.
     TreeLevel {
         /// The level (1 = the first summaries).

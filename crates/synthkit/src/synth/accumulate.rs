@@ -13,17 +13,16 @@ use futures::stream::BoxStream;
 
 use super::run::with_content;
 use super::{Job, Outcome};
-use crate::call::Caller;
 use crate::error::SynthError;
 use crate::model::{ModelRequest, StepInfo};
 use crate::prompt::budget::chunk_text;
 use crate::prompt::{PromptBudget, TemplateKind};
 
-pub(crate) fn run(job: &Job<'_>, texts: &[String]) -> Result<Outcome, SynthError> {
+pub(crate) fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
     requests_for(job, "accumulate", &with_content(texts))
 }
 
-pub(crate) fn run_compact(job: &Job<'_>, texts: &[String]) -> Result<Outcome, SynthError> {
+pub(crate) fn run_compact(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
     let joined = PromptBudget::join_for_packing(&with_content(texts));
     let chunks: Vec<&str> = if joined.is_empty() {
         Vec::new()
@@ -33,7 +32,7 @@ pub(crate) fn run_compact(job: &Job<'_>, texts: &[String]) -> Result<Outcome, Sy
     requests_for(job, "compact_accumulate", &chunks)
 }
 
-fn requests_for(job: &Job<'_>, mode: &'static str, chunks: &[&str]) -> Result<Outcome, SynthError> {
+fn requests_for(job: &Job, mode: &'static str, chunks: &[&str]) -> Result<Outcome, SynthError> {
     if chunks.is_empty() {
         return Ok(Outcome::Text(job.s.empty_response.clone()));
     }
@@ -62,96 +61,176 @@ fn requests_for(job: &Job<'_>, mode: &'static str, chunks: &[&str]) -> Result<Ou
     Ok(Outcome::Numbered(requests))
 }
 
+/// One item sent by a call's task to the stream's consumer.
+enum Piece {
+    /// Text of the current answer.
+    Delta(String),
+    /// The current answer is complete; another one follows from the same request (a
+    /// request re-split after the server found it too long).
+    Next,
+    /// The call failed.
+    Failed(SynthError),
+}
+
 /// Streams numbered answers in order: the answer being shown streams live while later
-/// calls run ahead (at most `limit` calls in flight), their deltas buffered.
+/// calls run ahead (at most `limit` calls in flight), their deltas buffered. A request the
+/// server rejects as too long is re-split under a shrunk budget, and its parts become
+/// consecutive numbered answers, as without streaming.
 pub(crate) fn stream_numbered(
-    caller: Arc<Caller>,
+    job: Job,
     requests: Vec<ModelRequest>,
     limit: usize,
-    separator: String,
-    empty: String,
 ) -> BoxStream<'static, Result<String, SynthError>> {
     let permits = Arc::new(tokio::sync::Semaphore::new(limit.max(1)));
-    // Each call runs in a task that forwards its deltas through a channel, so later calls
-    // make progress while an earlier answer is being shown. One driver hands out the
-    // permits in request order, so the answer shown next is never starved by later ones.
     let mut receivers = Vec::with_capacity(requests.len());
     let mut senders = Vec::with_capacity(requests.len());
     for _ in 0..requests.len() {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<String, SynthError>>();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Piece>();
         senders.push(tx);
         receivers.push(rx);
     }
+    // One driver hands out the permits in request order, so the answer shown next is
+    // never starved by later ones.
+    let driver_job = job.clone();
     tokio::spawn(async move {
         for (request, tx) in requests.into_iter().zip(senders) {
             let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
                 return;
             };
-            let caller = Arc::clone(&caller);
+            let job = driver_job.clone();
             tokio::spawn(async move {
                 let _permit = permit;
-                match caller.stream(request).await {
-                    Ok(mut s) => {
-                        while let Some(d) = s.next().await {
-                            let stop = d.is_err();
-                            if tx.send(d).is_err() || stop {
-                                break;
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                    }
-                }
+                stream_one(&job, request, &tx).await;
             });
         }
     });
-    let started = futures::stream::iter(receivers.into_iter().enumerate());
-    let mut failed = false;
-    started
-        .flat_map(move |(i, rx)| answer_stream(i, rx, &separator, empty.clone()))
-        .take_while(move |item| {
-            // Stop after the first error: a partial answer is never shown as complete.
-            let go = !failed;
-            failed |= item.is_err();
-            futures::future::ready(go)
-        })
-        .boxed()
+    let separator = job.s.separator.clone();
+    let empty = job.empty();
+    let state = Numbering {
+        receivers: receivers.into_iter(),
+        current: None,
+        number: 0,
+        any: false,
+        done: false,
+    };
+    futures::stream::unfold(state, move |mut st| {
+        let (separator, empty) = (separator.clone(), empty.clone());
+        async move {
+            st.next_item(&separator, &empty)
+                .await
+                .map(|item| (item, st))
+        }
+    })
+    .boxed()
 }
 
-/// `Response {i}: ` and the deltas of answer `i` (the empty response when it has no text).
-fn answer_stream(
-    i: usize,
-    rx: tokio::sync::mpsc::UnboundedReceiver<Result<String, SynthError>>,
-    separator: &str,
-    empty: String,
-) -> BoxStream<'static, Result<String, SynthError>> {
-    let header = if i == 0 {
-        format!("Response {}: ", i + 1)
-    } else {
-        format!("{separator}Response {}: ", i + 1)
-    };
-    let body = futures::stream::unfold(
-        (rx, false, false, empty),
-        |(mut rx, any, done, empty)| async move {
-            if done {
+/// Streams one request into `tx`, re-splitting it when the server finds it too long.
+async fn stream_one(
+    job: &Job,
+    request: ModelRequest,
+    tx: &tokio::sync::mpsc::UnboundedSender<Piece>,
+) {
+    let mut pending = std::collections::VecDeque::from([request]);
+    let mut first = true;
+    while let Some(request) = pending.pop_front() {
+        match job.caller.stream(request.clone()).await {
+            Ok(mut s) => {
+                if !first && tx.send(Piece::Next).is_err() {
+                    return;
+                }
+                first = false;
+                while let Some(d) = s.next().await {
+                    let piece = match d {
+                        Ok(t) => Piece::Delta(t),
+                        Err(e) => Piece::Failed(e),
+                    };
+                    let stop = matches!(piece, Piece::Failed(_));
+                    if tx.send(piece).is_err() || stop {
+                        return;
+                    }
+                }
+            }
+            Err(e) if job.correct_overflow(&e, &request) => match job.resplit(&request) {
+                Ok(parts) => {
+                    job.caller.plan(parts.len().saturating_sub(1));
+                    for p in parts.into_iter().rev() {
+                        pending.push_front(p);
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Piece::Failed(e));
+                    return;
+                }
+            },
+            Err(e) => {
+                let _ = tx.send(Piece::Failed(e));
+                return;
+            }
+        }
+    }
+}
+
+/// The consumer's side: numbers answers as they come and stops after an error.
+struct Numbering {
+    receivers: std::vec::IntoIter<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
+    current: Option<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
+    number: usize,
+    any: bool,
+    done: bool,
+}
+
+impl Numbering {
+    fn header(&mut self, separator: &str) -> String {
+        self.number += 1;
+        self.any = false;
+        if self.number == 1 {
+            format!("Response {}: ", self.number)
+        } else {
+            format!("{separator}Response {}: ", self.number)
+        }
+    }
+
+    async fn next_item(
+        &mut self,
+        separator: &str,
+        empty: &str,
+    ) -> Option<Result<String, SynthError>> {
+        loop {
+            if self.done {
                 return None;
             }
+            let Some(rx) = self.current.as_mut() else {
+                let next = self.receivers.next()?;
+                self.current = Some(next);
+                return Some(Ok(self.header(separator)));
+            };
             match rx.recv().await {
-                Some(Ok(d)) => {
-                    let any = any || !d.is_empty();
-                    Some((Ok(d), (rx, any, false, empty)))
+                Some(Piece::Delta(t)) => {
+                    self.any |= !t.is_empty();
+                    if !t.is_empty() {
+                        return Some(Ok(t));
+                    }
                 }
-                Some(Err(e)) => Some((Err(e), (rx, true, true, empty))),
-                None if any => None,
+                Some(Piece::Next) => {
+                    let filler = if self.any {
+                        String::new()
+                    } else {
+                        empty.to_string()
+                    };
+                    return Some(Ok(filler + &self.header(separator)));
+                }
+                Some(Piece::Failed(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
                 None => {
-                    let text = std::mem::take(&mut { empty });
-                    Some((Ok(text), (rx, true, true, String::new())))
+                    self.current = None;
+                    if !self.any {
+                        self.any = true;
+                        return Some(Ok(empty.to_string()));
+                    }
                 }
             }
-        },
-    );
-    futures::stream::once(async move { Ok(header) })
-        .chain(body)
-        .boxed()
+        }
+    }
 }

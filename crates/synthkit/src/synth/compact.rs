@@ -11,7 +11,7 @@ use crate::error::SynthError;
 use crate::prompt::PromptBudget;
 
 pub(crate) async fn run(
-    job: &Job<'_>,
+    job: &Job,
     texts: &[String],
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {

@@ -6,7 +6,7 @@ use crate::error::SynthError;
 use crate::model::StepInfo;
 use crate::prompt::TemplateKind;
 
-pub(crate) fn run(job: &Job<'_>) -> Result<Outcome, SynthError> {
+pub(crate) fn run(job: &Job) -> Result<Outcome, SynthError> {
     let template = job.template(TemplateKind::Simple);
     let schema = job.s.output_schema.clone();
     let overhead = job.overhead(&template, schema.as_deref());

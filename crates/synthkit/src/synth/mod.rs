@@ -20,6 +20,7 @@
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -355,26 +356,36 @@ impl SynthesizerBuilder {
         }
         let system_prompt = self.system_prompt.unwrap_or(info.system_prompt.clone());
         Ok(Synthesizer {
-            model: self.model,
-            mode: self.mode,
-            templates,
-            budget,
-            structured_filtering: self.structured_filtering,
-            stop_when_satisfied: self.stop_when_satisfied,
-            evaluator: self.evaluator,
-            output_schema: self.output_schema.map(Arc::new),
-            concurrency: self.concurrency,
-            variables: self.variables,
-            empty_response: self.empty_response,
-            separator: self.separator,
-            observer: self.observer,
-            system_prompt,
+            s: Arc::new(Settings {
+                model: self.model,
+                mode: self.mode,
+                templates,
+                budget,
+                structured_filtering: self.structured_filtering,
+                stop_when_satisfied: self.stop_when_satisfied,
+                evaluator: self.evaluator,
+                output_schema: self.output_schema.map(Arc::new),
+                concurrency: self.concurrency,
+                variables: self.variables,
+                empty_response: self.empty_response,
+                separator: self.separator,
+                observer: self.observer,
+                system_prompt,
+            }),
         })
     }
 }
 
 /// Turns a query and nodes into an answer with a language model, in one response mode.
+///
+/// Cheap to clone: the settings are shared.
+#[derive(Clone)]
 pub struct Synthesizer {
+    s: Arc<Settings>,
+}
+
+/// A synthesizer's settings, shared by its jobs.
+pub(crate) struct Settings {
     model: Arc<dyn LanguageModel>,
     mode: ResponseMode,
     templates: Templates,
@@ -394,10 +405,10 @@ pub struct Synthesizer {
 impl fmt::Debug for Synthesizer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Synthesizer")
-            .field("mode", &self.mode)
-            .field("budget", &self.budget)
-            .field("structured_filtering", &self.structured_filtering)
-            .field("concurrency", &self.concurrency)
+            .field("mode", &self.s.mode)
+            .field("budget", &self.s.budget)
+            .field("structured_filtering", &self.s.structured_filtering)
+            .field("concurrency", &self.s.concurrency)
             .finish_non_exhaustive()
     }
 }
@@ -429,17 +440,17 @@ impl Synthesizer {
 
     /// The response mode.
     pub fn mode(&self) -> ResponseMode {
-        self.mode
+        self.s.mode
     }
 
     /// The prompt budget.
     pub fn budget(&self) -> &PromptBudget {
-        &self.budget
+        &self.s.budget
     }
 
     /// The templates.
     pub fn templates(&self) -> &Templates {
-        &self.templates
+        &self.s.templates
     }
 
     /// Answers `query` from `nodes`.
@@ -460,11 +471,28 @@ impl Synthesizer {
     /// Answers with every option of [`SynthesisInput`].
     pub async fn synthesize_input(&self, input: SynthesisInput) -> Result<Response, SynthError> {
         let (job, texts, base) = self.prepare(&input);
-        let outcome = run::run_mode(&job, &input, &texts).await?;
-        let mut response = base;
-        job.finish(outcome, &mut response).await?;
-        response.usage = job.caller.totals();
-        Ok(response)
+        let mut outcome = run::run_mode(&job, &input, &texts).await?;
+        let mut attempts = 0;
+        loop {
+            let resume = run::Resume::of(&outcome, self.s.mode);
+            attempts += 1;
+            let mut response = base.clone();
+            match job.finish(outcome, &mut response).await {
+                Ok(()) => {
+                    response.usage = job.caller.totals();
+                    return Ok(response);
+                }
+                Err(e) => match resume {
+                    Some(r)
+                        if attempts <= 2 * MAX_CORRECTIONS
+                            && job.correct_overflow(&e, &r.request) =>
+                    {
+                        outcome = run::resume(&job, &input, &texts, r).await?;
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
     }
 
     /// Streams with every option of [`SynthesisInput`].
@@ -473,11 +501,27 @@ impl Synthesizer {
         input: SynthesisInput,
     ) -> Result<StreamingResponse, SynthError> {
         let (job, texts, base) = self.prepare(&input);
-        let outcome = run::run_mode(&job, &input, &texts).await?;
-        job.into_stream(outcome, base).await
+        let mut outcome = run::run_mode(&job, &input, &texts).await?;
+        let mut attempts = 0;
+        loop {
+            let resume = run::Resume::of(&outcome, self.s.mode);
+            attempts += 1;
+            match job.open_stream(outcome, base.clone()).await {
+                Ok(s) => return Ok(s),
+                Err(e) => match resume {
+                    Some(r)
+                        if attempts <= 2 * MAX_CORRECTIONS
+                            && job.correct_overflow(&e, &r.request) =>
+                    {
+                        outcome = run::resume(&job, &input, &texts, r).await?;
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
     }
 
-    fn prepare(&self, input: &SynthesisInput) -> (Job<'_>, Vec<String>, Response) {
+    fn prepare(&self, input: &SynthesisInput) -> (Job, Vec<String>, Response) {
         let texts: Vec<String> = input
             .nodes
             .iter()
@@ -490,18 +534,20 @@ impl Synthesizer {
             metadata.insert(n.id.clone(), Value::Object(n.metadata.clone()));
         }
         let caller = Arc::new(Caller::new(
-            Arc::clone(&self.model),
-            self.budget.max_prompt_tokens(),
-            self.observer.clone(),
-            self.budget.tokenizer().clone(),
+            Arc::clone(&self.s.model),
+            self.s.budget.max_prompt_tokens(),
+            self.s.observer.clone(),
+            self.s.budget.tokenizer().clone(),
         ));
-        let mut variables = self.variables.clone();
+        let mut variables = self.s.variables.clone();
         variables.extend(input.variables.iter().cloned());
         let job = Job {
-            s: self,
+            s: Arc::clone(&self.s),
             caller,
             query: input.query.clone(),
             variables,
+            shrink: Arc::default(),
+            corrections: Arc::default(),
         };
         let base = Response {
             source_nodes: sources,
@@ -540,16 +586,29 @@ pub(crate) enum FinalHow {
 }
 
 /// One synthesis in progress: the synthesizer's settings, the call door and the query.
-pub(crate) struct Job<'s> {
-    pub(crate) s: &'s Synthesizer,
+#[derive(Clone)]
+pub(crate) struct Job {
+    pub(crate) s: Arc<Settings>,
     pub(crate) caller: Arc<Caller>,
     pub(crate) query: String,
     pub(crate) variables: Vec<(String, String)>,
+    /// Tokens taken off the budget after the server said a prompt was too long.
+    shrink: Arc<AtomicUsize>,
+    /// How many times the budget was shrunk.
+    corrections: Arc<AtomicUsize>,
 }
 
-impl Job<'_> {
+/// The most times one synthesis shrinks its budget after context-too-long errors.
+const MAX_CORRECTIONS: usize = 4;
+
+impl Job {
     pub(crate) fn budget(&self) -> &PromptBudget {
         &self.s.budget
+    }
+
+    /// Tokens taken off the budget by context corrections so far.
+    pub(crate) fn shrink(&self) -> usize {
+        self.shrink.load(Ordering::Relaxed)
     }
 
     pub(crate) fn concurrency(&self, n: usize) -> usize {
@@ -618,7 +677,7 @@ impl Job<'_> {
         template: &PromptTemplate,
         schema: Option<&Value>,
     ) -> Result<usize, SynthError> {
-        let p = self.overhead(template, schema);
+        let p = self.overhead(template, schema) + self.shrink.load(Ordering::Relaxed);
         Ok(self.budget().chunk_size_for(
             template.kind(),
             p,
@@ -672,21 +731,122 @@ impl Job<'_> {
         }
     }
 
-    /// Runs `requests` with bounded concurrency; answers keep the requests' order.
+    /// Runs `requests` with bounded concurrency; answers keep the requests' order. A
+    /// request the server rejects as too long is re-split under a shrunk budget and its
+    /// parts' answers take its place.
     pub(crate) async fn call_all(
         &self,
         requests: &[ModelRequest],
     ) -> Result<Vec<String>, SynthError> {
-        use futures::{StreamExt, TryStreamExt};
+        use futures::StreamExt;
         self.caller.plan(requests.len());
         let limit = self.concurrency(requests.len());
-        futures::stream::iter(requests.iter().map(|r| self.call_text(r)))
-            .buffered(limit)
-            .try_collect()
-            .await
+        let mut answers: Vec<Option<String>> = Vec::with_capacity(requests.len());
+        let mut too_long = Vec::new();
+        let mut results =
+            futures::stream::iter(requests.iter().map(|r| self.call_text(r))).buffered(limit);
+        let mut i = 0;
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(a) => answers.push(Some(a)),
+                Err(e) => match requests.get(i) {
+                    Some(r) if self.correct_overflow(&e, r) => {
+                        answers.push(None);
+                        too_long.push(i);
+                    }
+                    _ => return Err(e),
+                },
+            }
+            i += 1;
+        }
+        drop(results);
+        if too_long.is_empty() {
+            return Ok(answers.into_iter().flatten().collect());
+        }
+        let mut out = Vec::with_capacity(answers.len() + too_long.len());
+        for (i, answer) in answers.into_iter().enumerate() {
+            match (answer, requests.get(i)) {
+                (Some(a), _) => out.push(a),
+                (None, Some(r)) => {
+                    let parts = self.resplit(r)?;
+                    out.extend(Box::pin(self.call_all(&parts)).await?);
+                }
+                (None, None) => {}
+            }
+        }
+        Ok(out)
     }
 
-    fn empty(&self) -> String {
+    /// When `error` says the server found `request` too long: shrinks the budget (unless
+    /// the request was built before an earlier shrink), reports it, and returns true so the
+    /// caller re-packs the step. False for any other error or after too many corrections.
+    pub(crate) fn correct_overflow(&self, error: &SynthError, request: &ModelRequest) -> bool {
+        let SynthError::Model {
+            source:
+                ModelError::ContextTooLong {
+                    prompt_tokens,
+                    context_window,
+                    ..
+                },
+            ..
+        } = error
+        else {
+            return false;
+        };
+        let shrink = self.shrink.load(Ordering::Relaxed);
+        let budget = self.budget().max_prompt_tokens().saturating_sub(shrink);
+        if request.prompt_tokens > budget {
+            // Built under a larger budget: re-packing under the current one is enough.
+            return true;
+        }
+        if self.corrections.fetch_add(1, Ordering::Relaxed) >= MAX_CORRECTIONS {
+            return false;
+        }
+        let num_output = self.budget().num_output() as u64;
+        let excess = match (prompt_tokens, context_window) {
+            (Some(p), Some(w)) => (p + num_output).saturating_sub(*w) as usize,
+            _ => 0,
+        };
+        // The excess in the server's tokens, plus a margin; a tenth of the budget when the
+        // server did not say.
+        let cut = if excess > 0 {
+            excess + (budget / 50).max(16)
+        } else {
+            (budget / 10).max(16)
+        };
+        let new_shrink = shrink + cut;
+        self.shrink.store(new_shrink, Ordering::Relaxed);
+        self.caller
+            .event(crate::call::SynthEvent::ContextCorrected {
+                step: request.step,
+                server_prompt_tokens: *prompt_tokens,
+                server_context_window: *context_window,
+                budget: self.budget().max_prompt_tokens().saturating_sub(new_shrink),
+            });
+        true
+    }
+
+    /// Splits a map-step request's context under the current (shrunk) budget.
+    pub(crate) fn resplit(&self, request: &ModelRequest) -> Result<Vec<ModelRequest>, SynthError> {
+        let template = self.template(request.kind);
+        let size = self.room(&template, request.schema.as_deref())?;
+        let overlap = self.budget().overlap_for(size);
+        let context = request.variable("context_str").unwrap_or_default();
+        let mut cursor = self.budget().cursor(context);
+        let mut parts = Vec::new();
+        while let Some(piece) = cursor.next_chunk(size, overlap) {
+            let text = crate::prompt::budget::chunk_text(context, &piece);
+            parts.push(self.request(
+                &template,
+                &[("context_str", text)],
+                request.step,
+                request.schema.clone(),
+            ));
+        }
+        Ok(parts)
+    }
+
+    pub(crate) fn empty(&self) -> String {
         self.s.empty_response.clone()
     }
 
@@ -751,8 +911,8 @@ impl Job<'_> {
 
     /// Turns the outcome into a stream: the final call streamed; everything else as one
     /// delta. The streamed text always equals the non-streamed text.
-    async fn into_stream(
-        self,
+    async fn open_stream(
+        &self,
         outcome: Outcome,
         base: Response,
     ) -> Result<StreamingResponse, SynthError> {
@@ -782,13 +942,7 @@ impl Job<'_> {
             Outcome::Numbered(requests) if self.s.output_schema.is_none() => {
                 self.caller.plan(requests.len());
                 let limit = self.concurrency(requests.len());
-                let s = accumulate::stream_numbered(
-                    Arc::clone(&self.caller),
-                    requests,
-                    limit,
-                    self.s.separator.clone(),
-                    self.empty(),
-                );
+                let s = accumulate::stream_numbered(self.clone(), requests, limit);
                 Ok(StreamingResponse::new(s, base, Some(caller)))
             }
             other => {

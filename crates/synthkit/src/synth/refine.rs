@@ -6,6 +6,8 @@
 //! in order, head first (decision 4). Calls: one per chunk that fits, more for chunks that
 //! do not.
 
+use std::collections::VecDeque;
+
 use super::run::with_content;
 use super::structured::filter_step;
 use super::{FinalHow, Job, Outcome};
@@ -15,7 +17,7 @@ use crate::prompt::TemplateKind;
 use crate::prompt::budget::chunk_text;
 
 pub(crate) async fn run(
-    job: &Job<'_>,
+    job: &Job,
     texts: &[String],
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {
@@ -24,7 +26,7 @@ pub(crate) async fn run(
 
 /// The refine loop over `chunks` (each split on its own, never merged with another).
 pub(crate) async fn refine_texts(
-    job: &Job<'_>,
+    job: &Job,
     mode: &'static str,
     chunks: &[&str],
     previous: Option<String>,
@@ -51,14 +53,15 @@ pub(crate) async fn refine_texts(
     let refine = job.template(TemplateKind::Refine);
     let mut answer = previous.filter(|a| !a.is_empty());
     let mut index = 0;
-    let mut room_for: Option<(Option<String>, usize)> = None;
-    let last_chunk = chunks.len().saturating_sub(1);
+    let mut room_for: Option<(Option<String>, usize, usize)> = None;
+    // Texts still to hand out, in order, each with whether its first call was planned.
+    let mut queue: VecDeque<(&str, bool)> = chunks.iter().map(|c| (*c, true)).collect();
     // Progress: one call per chunk is planned up front (the final call is planned when it
     // is made); pieces beyond a chunk's first are planned as they appear.
-    job.caller.plan(last_chunk);
-    for (ci, chunk) in chunks.iter().enumerate() {
+    job.caller.plan(chunks.len().saturating_sub(1));
+    while let Some((chunk, mut preplanned)) = queue.pop_front() {
+        let last_text = queue.is_empty();
         let mut cursor = job.budget().cursor(chunk);
-        let mut first_piece = true;
         loop {
             let (template, var, step) = match &answer {
                 None => (qa.clone(), "context_str", "qa"),
@@ -68,12 +71,12 @@ pub(crate) async fn refine_texts(
                     "refine",
                 ),
             };
-            // The room depends only on the template and the current answer.
+            // The room depends only on the template, the current answer and the budget.
             let size = match &room_for {
-                Some((a, size)) if *a == answer => *size,
+                Some((a, shrink, size)) if *a == answer && *shrink == job.shrink() => *size,
                 _ => {
                     let size = job.room(&template, schema.as_deref())?;
-                    room_for = Some((answer.clone(), size));
+                    room_for = Some((answer.clone(), job.shrink(), size));
                     size
                 }
             };
@@ -90,7 +93,7 @@ pub(crate) async fn refine_texts(
             };
             index += 1;
             let request = job.request(&template, &[(var, text)], step, schema.clone());
-            if ci == last_chunk && cursor.is_done() {
+            if last_text && cursor.is_done() {
                 return Ok(Outcome::Final {
                     request,
                     fallback: answer,
@@ -98,14 +101,28 @@ pub(crate) async fn refine_texts(
                     truncation: None,
                 });
             }
-            if !first_piece || ci == last_chunk {
+            if !preplanned || last_text {
                 job.caller.plan(1);
             }
-            first_piece = false;
+            preplanned = false;
             let result = if filtering {
-                filter_step(job, &request).await?
+                filter_step(job, &request).await
             } else {
-                Some(job.call_text(&request).await?)
+                job.call_text(&request).await.map(Some)
+            };
+            let result = match result {
+                Ok(r) => r,
+                Err(e) if job.correct_overflow(&e, &request) => {
+                    // Re-pack this step under the shrunk budget: the rejected piece first,
+                    // then the rest of its text.
+                    let rest = chunk.get(piece.end..).unwrap_or_default();
+                    if !rest.trim().is_empty() {
+                        queue.push_front((rest, false));
+                    }
+                    queue.push_front((text, false));
+                    break;
+                }
+                Err(e) => return Err(e),
             };
             if let Some(r) = result.filter(|r| !r.is_empty()) {
                 answer = Some(r);

@@ -8,7 +8,7 @@ use super::{
 use crate::error::SynthError;
 
 pub(crate) async fn run_mode(
-    job: &Job<'_>,
+    job: &Job,
     input: &SynthesisInput,
     texts: &[String],
 ) -> Result<Outcome, SynthError> {
@@ -39,4 +39,51 @@ pub(crate) fn with_content(texts: &[String]) -> Vec<&str> {
         .map(String::as_str)
         .filter(|t| !t.trim().is_empty())
         .collect()
+}
+
+/// What is needed to redo a final call that the server rejected as too long.
+pub(crate) struct Resume {
+    pub(crate) request: crate::model::ModelRequest,
+    fallback: Option<String>,
+}
+
+impl Resume {
+    /// The resume point of a final call; none for generation, whose prompt is the query
+    /// alone and cannot be re-packed.
+    pub(crate) fn of(outcome: &Outcome, mode: ResponseMode) -> Option<Self> {
+        match outcome {
+            Outcome::Final {
+                request, fallback, ..
+            } if mode != ResponseMode::Generation => Some(Self {
+                request: request.clone(),
+                fallback: fallback.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Re-packs a rejected final step under the shrunk budget and continues from there.
+pub(crate) async fn resume(
+    job: &Job,
+    input: &SynthesisInput,
+    texts: &[String],
+    r: Resume,
+) -> Result<Outcome, SynthError> {
+    let context = r
+        .request
+        .variable("context_msg")
+        .or_else(|| r.request.variable("context_str"))
+        .unwrap_or_default()
+        .to_string();
+    match job.s.mode {
+        ResponseMode::Refine => {
+            refine::refine_texts(job, "refine", &[context.as_str()], r.fallback).await
+        }
+        ResponseMode::Compact => {
+            refine::refine_texts(job, "compact", &[context.as_str()], r.fallback).await
+        }
+        ResponseMode::TreeSummarize => tree_summarize::run(job, &[context]).await,
+        _ => run_mode(job, input, texts).await,
+    }
 }

@@ -11,7 +11,7 @@ use crate::prompt::TemplateKind;
 use crate::prompt::budget::chunk_text;
 use crate::response::Truncation;
 
-pub(crate) fn run(job: &Job<'_>, texts: &[String], nodes: &[Node]) -> Result<Outcome, SynthError> {
+pub(crate) fn run(job: &Job, texts: &[String], nodes: &[Node]) -> Result<Outcome, SynthError> {
     // The joined text and where each node's text ends in it.
     let mut joined = String::new();
     let mut ends: Vec<(usize, &str)> = Vec::new();

@@ -56,7 +56,7 @@ pub fn filter_schema() -> Value {
 /// Runs one filtering step: `Some(answer)` when satisfied, `None` when the step leaves the
 /// answer unchanged.
 pub(crate) async fn filter_step(
-    job: &Job<'_>,
+    job: &Job,
     request: &ModelRequest,
 ) -> Result<Option<String>, SynthError> {
     let verdict = match &job.s.evaluator {

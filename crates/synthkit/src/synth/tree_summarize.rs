@@ -16,7 +16,7 @@ use crate::prompt::TemplateKind;
 /// More levels than any real tree needs (each level at least halves the chunks).
 const MAX_LEVELS: u32 = 64;
 
-pub(crate) async fn run(job: &Job<'_>, texts: &[String]) -> Result<Outcome, SynthError> {
+pub(crate) async fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
     let mut current: Vec<String> = with_content(texts)
         .into_iter()
         .map(str::to_string)
