@@ -167,8 +167,13 @@ mod tests {
     fn non_string_values_render_as_the_reference_does() {
         let n = Node::new("a", "t")
             .with_metadata("page", 3)
-            .with_metadata("ok", true);
-        assert_eq!(n.llm_text(), "page: 3\nok: true\n\nt");
+            .with_metadata("ok", true)
+            .with_metadata("tags", serde_json::json!(["x", "it's"]))
+            .with_metadata("m", serde_json::json!({"k": null}));
+        assert_eq!(
+            n.llm_text(),
+            "page: 3\nok: True\ntags: ['x', \"it's\"]\nm: {'k': None}\n\nt"
+        );
     }
 
     #[test]

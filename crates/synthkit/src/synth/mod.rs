@@ -964,18 +964,21 @@ fn with_fallback(
     fallback: String,
 ) -> futures::stream::BoxStream<'static, Result<String, SynthError>> {
     use futures::StreamExt;
-    let state = (inner, false, Some(fallback));
+    let state = (inner, false, Some(fallback), false);
     Box::pin(futures::stream::unfold(
         state,
-        |(mut inner, mut any, mut fallback)| async move {
+        |(mut inner, mut any, mut fallback, done)| async move {
+            if done {
+                return None;
+            }
             match inner.next().await {
                 Some(Ok(d)) => {
                     any |= !d.is_empty();
-                    Some((Ok(d), (inner, any, fallback)))
+                    Some((Ok(d), (inner, any, fallback, false)))
                 }
-                Some(Err(e)) => Some((Err(e), (inner, true, None))),
+                Some(Err(e)) => Some((Err(e), (inner, true, None, true))),
                 None => match fallback.take() {
-                    Some(f) if !any => Some((Ok(f), (inner, true, None))),
+                    Some(f) if !any => Some((Ok(f), (inner, true, None, true))),
                     _ => None,
                 },
             }
