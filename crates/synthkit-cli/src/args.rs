@@ -156,6 +156,16 @@ pub struct SynthArgs {
         help_heading = "Synthesis"
     )]
     pub concurrency: usize,
+    // --- limits (model::limit): begin
+    /// Requests per minute to the model, shared by every call of the run; calls wait for
+    /// their turn (also caps calls in flight at --concurrency).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
+    pub rpm: Option<u32>,
+    /// Tokens per minute to the model, shared by every call of the run: each call is
+    /// charged its prompt tokens plus its whole output reserve (--num-output).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
+    pub tpm: Option<u32>,
+    // --- limits: end
     /// A completion template file for question answering ({context_str}, {query_str}).
     #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
     pub qa_template: Option<PathBuf>,
@@ -214,7 +224,13 @@ pub struct SynthArgs {
     /// model's own when known, else cl100k_base].
     #[arg(long, value_name = "NAME", value_parser = parse_tokenizer, help_heading = "Model")]
     pub tokenizer: Option<BpeTokenizer>,
-
+    // --- cache (model::cache): begin
+    /// Keep every model reply in the SQLite file FILE (created if missing) and answer
+    /// repeated calls from it: a run that was stopped, rerun, only makes the calls it had
+    /// not finished. Ignored with --plan.
+    #[arg(long, value_name = "FILE", help_heading = "Model")]
+    pub cache: Option<PathBuf>,
+    // --- cache: end
     /// Print the answer as it is generated.
     #[arg(long, conflicts_with_all = ["json", "plan"], help_heading = "Output")]
     pub stream: bool,

@@ -73,7 +73,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                 model = model.with_name(name.clone());
             }
             Ok(Backend {
-                model: Arc::new(model),
+                model: limited(Arc::new(model), args),
                 kind,
                 budget_tokenizer: split_tokenizer.clone(),
                 split_tokenizer,
@@ -99,7 +99,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
             }
             let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
             Ok(Backend {
-                model: Arc::new(model),
+                model: limited(Arc::new(model), args),
                 kind,
                 budget_tokenizer,
                 split_tokenizer,
@@ -107,6 +107,22 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
         }
     }
 }
+
+// --- limits (model::limit): begin
+/// The model behind one shared limiter when `--rpm` or `--tpm` is given (calls in flight
+/// are then also capped at `--concurrency`, 0 meaning no cap).
+fn limited(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageModel> {
+    use synthkit::model::limit::{LimitedModel, Limiter, Limits};
+    if args.rpm.is_none() && args.tpm.is_none() {
+        return model;
+    }
+    let limits = Limits::default()
+        .with_max_in_flight(args.concurrency)
+        .with_requests_per_minute(args.rpm.unwrap_or(0))
+        .with_tokens_per_minute(args.tpm.unwrap_or(0));
+    Arc::new(LimitedModel::new(model, Limiter::new(limits)))
+}
+// --- limits: end
 
 /// The OpenAI-compatible config from the environment and the flags.
 fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
@@ -148,3 +164,72 @@ fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
         .with_chat(!args.completion_api)
         .with_server_tokenizer(args.server_tokenizer))
 }
+
+// --- cache (model::cache): begin
+/// Puts the backend's model behind a persistent response cache when `--cache FILE` is
+/// given (not with `--plan`, which makes no call), and returns the cache's counters.
+/// Call it after [`connect`]: the cache is then the outermost layer, so a hit waits for no
+/// rate limit. Keys cover the backend (kind and endpoint), the model's name and the
+/// parameters that change replies (temperature, JSON-schema mode, extra body fields; the
+/// tokenizer for extractive), besides the request itself.
+pub fn cached(
+    mut backend: Backend,
+    args: &SynthArgs,
+) -> Result<(Backend, Option<synthkit::model::cache::CacheCounters>)> {
+    use synthkit::model::cache::{CachedModel, SqliteCache};
+    let Some(path) = args.cache.as_deref().filter(|_| !args.plan) else {
+        return Ok((backend, None));
+    };
+    let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
+    let (identity, params) = match backend.kind {
+        LlmKind::Extractive => (
+            "extractive".to_string(),
+            format!("tokenizer={}", backend.split_tokenizer.name()),
+        ),
+        LlmKind::Openai => {
+            let config = openai_config(args)?;
+            (
+                format!("openai {}", config.endpoint()),
+                format!(
+                    "temperature={:?} json_schema={} extra_body={}",
+                    config.temperature,
+                    config.json_schema,
+                    serde_json::Value::Object(config.extra_body.clone())
+                ),
+            )
+        }
+    };
+    let model = CachedModel::new(
+        Arc::clone(&backend.model),
+        Arc::new(store),
+        identity,
+        params,
+    );
+    let counters = model.counters();
+    backend.model = Arc::new(model);
+    Ok((backend, Some(counters)))
+}
+
+/// The note on standard error after a cached run: `N cached, M new calls`.
+pub fn cache_note(cache: &synthkit::model::cache::CacheCounters) -> String {
+    let s = cache.snapshot();
+    format!("response cache: {} cached, {} new calls", s.hits, s.misses)
+}
+
+/// Adds `cached_calls` and `new_calls` to the `usage` of a JSON report.
+pub fn report_cache(
+    report: &mut serde_json::Value,
+    cache: Option<&synthkit::model::cache::CacheCounters>,
+) {
+    let Some(s) = cache.map(|c| c.snapshot()) else {
+        return;
+    };
+    if let Some(usage) = report
+        .get_mut("usage")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        usage.insert("cached_calls".into(), s.hits.into());
+        usage.insert("new_calls".into(), s.misses.into());
+    }
+}
+// --- cache: end

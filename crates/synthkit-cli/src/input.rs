@@ -330,6 +330,18 @@ pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
                     {
                         return Ok(vec![n]);
                     }
+                    // A line holding only `{` opens an object spanning lines (pretty-printed):
+                    // its own error says where it breaks, not "EOF on line 1".
+                    if line.trim() == "{"
+                        && let Err(whole) = serde_json::from_str::<Node>(text)
+                    {
+                        return Err(anyhow!(
+                            "{name}: line {}, column {}: not a valid node: {} (a node is a JSON object with `id` and `text`; optional `metadata`, `excluded_llm_metadata_keys`, `score`)",
+                            whole.line(),
+                            whole.column(),
+                            bare_message(&whole)
+                        ));
+                    }
                     return Err(anyhow!(
                         "{name}: line {}, column {}: not a valid node: {} (each line must be a JSON object with `id` and `text`; optional `metadata`, `excluded_llm_metadata_keys`, `score`)",
                         i + 1,
@@ -374,6 +386,16 @@ mod tests {
         assert!(e.contains("line 2"), "{e}");
         assert!(e.contains("missing field `text`"), "{e}");
         assert!(!e.contains("at line 1 column"), "{e}");
+        // A pretty-printed object: the line where it breaks, not line 1.
+        let e = parse_nodes("{\n  \"id\": \"a\",\n  \"txt\": \"x\"\n}\n", "n.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 4"), "{e}");
+        assert!(e.contains("missing field `text`"), "{e}");
+        let e = parse_nodes("{\n  \"id\": \"a\",\n  \"text\": oops\n}\n", "n.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3"), "{e}");
         let e = parse_nodes("[{\"id\":\"a\",\n\"text\": 3}]", "n.json")
             .unwrap_err()
             .to_string();

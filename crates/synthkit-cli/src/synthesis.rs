@@ -142,6 +142,9 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     let mode = args.mode.unwrap_or(default_mode);
     let templates = CustomTemplates::read(args)?;
     let backend = backend::connect(args).await?;
+    // --- cache (--cache): begin
+    let (backend, cache) = backend::cached(backend, args)?;
+    // --- cache: end
     let nodes = gather_nodes(args, query, &backend)?;
 
     let trace = match &args.trace {
@@ -195,6 +198,11 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     if let Some(t) = &trace {
         t.finish()?;
     }
+    // --- cache (--cache): begin
+    if let Some(c) = &cache {
+        note(args.quiet, &backend::cache_note(c));
+    }
+    // --- cache: end
     let response = outcome?;
     if let Some(t) = &response.truncation {
         warn(&format!(
@@ -213,7 +221,9 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
             total_ms: start.elapsed().as_secs_f64() * 1000.0,
             model_ms: model_time.millis(),
         };
-        output::write_json(&mut stdout.lock(), &output::report_json(&response, &info))?;
+        let mut report = output::report_json(&response, &info);
+        backend::report_cache(&mut report, cache.as_ref()); // --cache
+        output::write_json(&mut stdout.lock(), &report)?;
     } else if !args.stream {
         output::write_text(&mut stdout.lock(), &response)?;
     }
@@ -248,6 +258,13 @@ async fn stream_answer(
 
 /// A synthesis error with a hint when the server could not be reached.
 fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
+    // Budget errors say "context window" and "num_output": name the flags too.
+    if matches!(
+        e,
+        SynthError::Budget(_) | SynthError::TreeNotConverging { .. }
+    ) {
+        return anyhow!("{e} (see --context-window and --num-output)");
+    }
     let unreachable = matches!(
         &e,
         SynthError::Model {

@@ -17,9 +17,12 @@ use serde_json::Value;
 use crate::prompt::{RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
 
+pub mod cache;
 pub mod extractive;
+pub mod limit;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod retry;
 pub mod testing;
 
 /// What a model is and how much it can take.

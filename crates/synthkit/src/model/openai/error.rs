@@ -78,10 +78,20 @@ pub(crate) fn from_error_object(error: &Value, key: Option<&SecretString>) -> Mo
     if let Some(e) = context_error(Some(&wrapped), &text, key) {
         return e;
     }
+    let kind = error
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let code = error
         .get("code")
         .and_then(Value::as_u64)
-        .and_then(|c| u16::try_from(c).ok());
+        .and_then(|c| u16::try_from(c).ok())
+        .or(match kind {
+            "authentication_error" | "permission_error" => Some(401),
+            "rate_limit_error" | "rate_limit_exceeded" => Some(429),
+            "invalid_request_error" => Some(400),
+            _ => None,
+        });
     let body = clip(&text, key);
     match code {
         Some(status @ (401 | 403)) => ModelError::Auth { status, body },
@@ -247,12 +257,9 @@ pub(crate) fn from_reqwest(
     if e.is_timeout() {
         return ModelError::Timeout(timeout);
     }
-    let text = redact(&describe(e), key);
-    if e.is_decode() {
-        ModelError::Malformed(text)
-    } else {
-        ModelError::Connection(text)
-    }
+    // The backend parses JSON itself, so a reqwest decode or body error means the body
+    // could not be read to its end: a broken connection, which a retry may fix.
+    ModelError::Connection(redact(&describe(e), key))
 }
 
 /// An error with its chain of causes, `a: b: c`.
@@ -361,6 +368,13 @@ mod tests {
         assert!(matches!(
             from_error_object(&serde_json::json!({"message": "boom"}), None),
             ModelError::Server { status: 500, .. }
+        ));
+        assert!(matches!(
+            from_error_object(
+                &serde_json::json!({"message": "no", "type": "authentication_error"}),
+                None
+            ),
+            ModelError::Auth { status: 401, .. }
         ));
     }
 

@@ -19,7 +19,7 @@
 //! What it does:
 //! - **Chat** (`is_chat`, the default) sends `RenderedPrompt::Chat` messages as they are and
 //!   a `RenderedPrompt::Text` as one user message; **completion** mode sends
-//!   [`RenderedPrompt::to_text`] as `prompt`. The request's prompt is sent as is: the
+//!   [`RenderedPrompt::to_text`](crate::prompt::RenderedPrompt::to_text) as `prompt`. The request's prompt is sent as is: the
 //!   synthesizer has already added the system prompt that [`LanguageModel::info`] reports.
 //! - `max_tokens` is the request's `max_tokens`; `temperature` comes from the config.
 //! - **Streaming** uses SSE with `stream_options.include_usage`; see [`LanguageModel::stream`]

@@ -89,6 +89,14 @@ impl ChunkParser {
     }
 
     fn done(&self) -> StreamEvent {
+        let usage = self.usage.unwrap_or_default();
+        tracing::debug!(
+            deltas = self.deltas,
+            prompt_tokens = usage.prompt_tokens,
+            completion_tokens = usage.completion_tokens,
+            finish_reason = ?self.finish_reason,
+            "openai stream finished"
+        );
         StreamEvent::Done {
             usage: self.usage,
             finish_reason: self.finish_reason,

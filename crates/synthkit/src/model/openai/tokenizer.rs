@@ -192,6 +192,12 @@ struct Inner {
 /// Build it with [`ServerTokenizer::probe`] (or [`super::probe_tokenizer`]), which checks
 /// that the endpoint answers. Cheap to clone; the worker thread stops when the last clone
 /// is dropped.
+///
+/// An uncached count blocks the calling thread for one HTTP round trip (about a millisecond
+/// on loopback); the request itself runs on the tokenizer's own thread and runtime, so this
+/// works from inside any tokio runtime. A count that fails (server gone, timeout after the
+/// config's timeout, at most 30 s) returns the `cl100k_base` count and is not cached;
+/// [`ServerTokenizer::failures`] tells how often that happened.
 #[derive(Clone)]
 pub struct ServerTokenizer {
     inner: Arc<Inner>,

@@ -1,0 +1,954 @@
+//! The OpenAI-compatible backend against an in-process HTTP server on 127.0.0.1.
+//!
+//! Each test starts its own axum server (on its own thread and runtime, so that the
+//! synchronous server tokenizer can block the test's thread without starving the server),
+//! records what the client sent and answers with bodies shaped like llama.cpp's.
+#![cfg(feature = "openai")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use synthkit::model::openai::{OpenAiConfig, OpenAiModel, ServerTokenizer, TokenizeDialect};
+use synthkit::model::{
+    FinishReason, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent, Usage,
+};
+use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
+use synthkit::text::{BpeTokenizer, Tokenizer};
+
+const KEY: &str = "sk-test-SECRET-0123456789";
+
+/// What the server saw: path, headers and JSON body of each request.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<(String, HeaderMap, Value)>>>);
+
+impl Seen {
+    fn push(&self, path: &str, headers: &HeaderMap, body: &Bytes) {
+        let v = serde_json::from_slice(body).unwrap_or(Value::Null);
+        self.0
+            .lock()
+            .unwrap()
+            .push((path.to_string(), headers.clone(), v));
+    }
+    fn last(&self) -> (String, HeaderMap, Value) {
+        self.0.lock().unwrap().last().cloned().expect("no request")
+    }
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+/// A running loopback server; dropping it stops the server.
+struct Server {
+    base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(app: Router) -> Self {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+                let _ = stop_rx.await;
+            });
+            // Stop at once, open connections and hanging handlers included.
+            rt.shutdown_timeout(Duration::from_millis(100));
+        });
+        let addr = addr_rx.recv().unwrap();
+        Self {
+            base: format!("http://{addr}/v1"),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn config(&self) -> OpenAiConfig {
+        OpenAiConfig::new("test-model")
+            .with_base_url(&self.base)
+            .with_api_key(KEY)
+            .with_timeout(Duration::from_secs(10))
+    }
+
+    fn model(&self) -> OpenAiModel {
+        OpenAiModel::new(self.config()).unwrap()
+    }
+
+    fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn request(prompt: RenderedPrompt, max_tokens: usize) -> ModelRequest {
+    ModelRequest {
+        prompt,
+        kind: TemplateKind::Qa,
+        variables: vec![("query_str".into(), "q".into())],
+        schema: None,
+        max_tokens,
+        prompt_tokens: 10,
+        step: StepInfo::new("compact", "qa"),
+    }
+}
+
+fn chat_request() -> ModelRequest {
+    request(
+        RenderedPrompt::Chat(vec![
+            ChatMessage::new(Role::System, "Be brief."),
+            ChatMessage::new(Role::User, "Say hi"),
+        ]),
+        16,
+    )
+}
+
+/// A recording handler answering `status`, `headers` and `body` to every request.
+fn fixed(
+    seen: &Seen,
+    status: u16,
+    headers: &[(&'static str, &'static str)],
+    body: impl Into<Bytes>,
+) -> axum::routing::MethodRouter {
+    let seen = seen.clone();
+    let body: Bytes = body.into();
+    let headers: Vec<(&'static str, &'static str)> = headers.to_vec();
+    post(move |uri: axum::http::Uri, h: HeaderMap, b: Bytes| {
+        let seen = seen.clone();
+        let body = body.clone();
+        let headers = headers.clone();
+        async move {
+            seen.push(uri.path(), &h, &b);
+            let mut r = Response::builder().status(status);
+            for (k, v) in headers {
+                r = r.header(k, v);
+            }
+            r.body(Body::from(body)).unwrap()
+        }
+    })
+}
+
+const CHAT_OK: &str = r#"{"choices":[{"finish_reason":"length","index":0,"message":{"role":"assistant","content":"manuel Socrates kettle","reasoning_content":"ignored"}}],"created":1795323801,"model":"tiny.gguf","system_fingerprint":"b0-unknown","object":"chat.completion","usage":{"completion_tokens":8,"prompt_tokens":29,"total_tokens":37,"prompt_tokens_details":{"cached_tokens":0}},"id":"chatcmpl-3D2A","timings":{"cache_n":0,"prompt_n":29}}"#;
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+const SSE: (&str, &str) = ("content-type", "text/event-stream");
+
+fn sse(chunks: &[&str]) -> String {
+    chunks.iter().map(|c| format!("data: {c}\n\n")).collect()
+}
+
+fn chat_chunk(content: &str) -> String {
+    json!({"choices":[{"finish_reason":null,"index":0,"delta":{"content":content}}],"object":"chat.completion.chunk"}).to_string()
+}
+
+async fn collect(s: synthkit::model::CompletionStream) -> Vec<Result<StreamEvent, ModelError>> {
+    s.collect().await
+}
+
+// ---------------------------------------------------------------- success paths
+
+#[tokio::test]
+async fn chat_completion_sends_the_expected_body_and_reads_usage() {
+    let seen = Seen::default();
+    let server = Server::start(
+        Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[JSON], CHAT_OK)),
+    );
+    let model = server.model();
+    let c = model.complete(&chat_request()).await.unwrap();
+    assert_eq!(c.text, "manuel Socrates kettle");
+    assert_eq!(
+        c.usage,
+        Some(Usage {
+            prompt_tokens: 29,
+            completion_tokens: 8
+        })
+    );
+    assert_eq!(c.finish_reason, Some(FinishReason::Length));
+
+    let (path, headers, body) = seen.last();
+    assert_eq!(path, "/v1/chat/completions");
+    assert_eq!(
+        headers.get(header::AUTHORIZATION).unwrap(),
+        &format!("Bearer {KEY}")
+    );
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["max_tokens"], 16);
+    assert!((body["temperature"].as_f64().unwrap() - 0.1).abs() < 1e-6);
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}])
+    );
+    assert!(body.get("stream").is_none());
+    assert!(body.get("response_format").is_none());
+
+    // A text prompt sent to a chat endpoint is one user message.
+    model
+        .complete(&request(RenderedPrompt::Text("plain".into()), 4))
+        .await
+        .unwrap();
+    let (_, _, body) = seen.last();
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": "plain"}])
+    );
+    assert_eq!(body["max_tokens"], 4);
+}
+
+#[tokio::test]
+async fn completion_endpoint_sends_a_text_prompt_without_auth_when_keyless() {
+    let seen = Seen::default();
+    let reply = r#"{"choices":[{"text":" eitherModern630istration","index":0,"logprobs":null,"finish_reason":"stop"}],"object":"text_completion","usage":{"completion_tokens":4,"prompt_tokens":2,"total_tokens":6}}"#;
+    let server =
+        Server::start(Router::new().route("/v1/completions", fixed(&seen, 200, &[JSON], reply)));
+    let mut config = server.config().with_chat(false).with_temperature(None);
+    config.api_key = None;
+    let model = OpenAiModel::new(config).unwrap();
+    assert!(!model.info().is_chat);
+    let c = model
+        .complete(&request(RenderedPrompt::Text("Say hi".into()), 4))
+        .await
+        .unwrap();
+    assert_eq!(c.text, " eitherModern630istration");
+    assert_eq!(c.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(c.usage.map(|u| u.total()), Some(6));
+    let (path, headers, body) = seen.last();
+    assert_eq!(path, "/v1/completions");
+    assert!(headers.get(header::AUTHORIZATION).is_none());
+    assert_eq!(
+        body,
+        json!({"model": "test-model", "prompt": "Say hi", "max_tokens": 4})
+    );
+
+    // A chat prompt sent to a completion model is rendered as `role: content` lines.
+    model.complete(&chat_request()).await.unwrap();
+    let (_, _, body) = seen.last();
+    assert_eq!(
+        body["prompt"],
+        "system: Be brief.\nuser: Say hi\nassistant: "
+    );
+}
+
+#[tokio::test]
+async fn chat_stream_yields_deltas_then_one_done_with_usage() {
+    let seen = Seen::default();
+    let body = sse(&[
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":"let me think"}}],"object":"chat.completion.chunk"}"#,
+        &chat_chunk(" randomized"),
+        &chat_chunk("emade"),
+        r#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"object":"chat.completion.chunk"}"#,
+        r#"{"choices":[],"object":"chat.completion.chunk","usage":{"completion_tokens":2,"prompt_tokens":29,"total_tokens":31},"timings":{"cache_n":28}}"#,
+        "[DONE]",
+    ]);
+    let server =
+        Server::start(Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[SSE], body)));
+    let model = server.model();
+    let events = collect(model.stream(&chat_request()).await.unwrap()).await;
+    assert_eq!(
+        events,
+        vec![
+            Ok(StreamEvent::Delta(" randomized".into())),
+            Ok(StreamEvent::Delta("emade".into())),
+            Ok(StreamEvent::Done {
+                usage: Some(Usage {
+                    prompt_tokens: 29,
+                    completion_tokens: 2
+                }),
+                finish_reason: Some(FinishReason::Length)
+            }),
+        ]
+    );
+    let (_, headers, body) = seen.last();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(body["max_tokens"], 16);
+    assert_eq!(headers.get(header::ACCEPT).unwrap(), "text/event-stream");
+}
+
+#[tokio::test]
+async fn completion_stream_with_usage_on_the_finish_chunk() {
+    let seen = Seen::default();
+    let body = sse(&[
+        r#"{"choices":[{"text":" alters","index":0,"logprobs":null,"finish_reason":null}],"object":"text_completion"}"#,
+        r#"{"choices":[{"text":" grabbed","index":0,"logprobs":null,"finish_reason":null}],"object":"text_completion"}"#,
+        r#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"object":"text_completion","usage":{"completion_tokens":2,"prompt_tokens":2,"total_tokens":4}}"#,
+        "[DONE]",
+    ]);
+    let server =
+        Server::start(Router::new().route("/v1/completions", fixed(&seen, 200, &[SSE], body)));
+    let model = OpenAiModel::new(server.config().with_chat(false)).unwrap();
+    let events = collect(model.stream(&chat_request()).await.unwrap()).await;
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Ok(StreamEvent::Delta(d)) => Some(d.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, " alters grabbed");
+    assert_eq!(
+        events.last(),
+        Some(&Ok(StreamEvent::Done {
+            usage: Some(Usage {
+                prompt_tokens: 2,
+                completion_tokens: 2
+            }),
+            finish_reason: Some(FinishReason::Length)
+        }))
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Ok(StreamEvent::Done { .. })))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_still_streams() {
+    let seen = Seen::default();
+    let server = Server::start(
+        Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[JSON], CHAT_OK)),
+    );
+    let events = collect(server.model().stream(&chat_request()).await.unwrap()).await;
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        events[0],
+        Ok(StreamEvent::Delta("manuel Socrates kettle".into()))
+    );
+    assert!(matches!(
+        events[1],
+        Ok(StreamEvent::Done { usage: Some(_), .. })
+    ));
+}
+
+// ---------------------------------------------------------------- streams that fail
+
+#[tokio::test]
+async fn a_stream_cut_before_done_is_incomplete() {
+    let seen = Seen::default();
+    let body = sse(&[&chat_chunk("Hel"), &chat_chunk("lo")]);
+    let server =
+        Server::start(Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[SSE], body)));
+    let events = collect(server.model().stream(&chat_request()).await.unwrap()).await;
+    assert_eq!(events.len(), 3);
+    assert!(matches!(
+        events.last(),
+        Some(Err(ModelError::Incomplete(_)))
+    ));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::Done { .. })))
+    );
+}
+
+#[tokio::test]
+async fn a_stream_whose_connection_breaks_is_incomplete() {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            let first: Result<Bytes, std::io::Error> = Ok(Bytes::from(sse(&[&chat_chunk("Hel")])));
+            // The reset comes after the headers and the first chunk went out.
+            let reset = futures::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(std::io::Error::other("reset"))
+            });
+            let chunks = futures::stream::iter(vec![first]).chain(reset);
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(chunks))
+                .unwrap()
+        }),
+    );
+    let server = Server::start(app);
+    let events = collect(server.model().stream(&chat_request()).await.unwrap()).await;
+    assert_eq!(events.first(), Some(&Ok(StreamEvent::Delta("Hel".into()))));
+    let last = events.last().unwrap();
+    assert!(matches!(last, Err(ModelError::Incomplete(_))), "{last:?}");
+    assert!(last.as_ref().unwrap_err().is_transient());
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out() {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            let first: Result<Bytes, std::io::Error> = Ok(Bytes::from(sse(&[&chat_chunk("Hel")])));
+            let body = futures::stream::iter(vec![first]).chain(futures::stream::pending());
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(body))
+                .unwrap()
+        }),
+    );
+    let server = Server::start(app);
+    let model = OpenAiModel::new(server.config().with_timeout(Duration::from_millis(300))).unwrap();
+    let start = Instant::now();
+    let events = collect(model.stream(&chat_request()).await.unwrap()).await;
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        events.last(),
+        Some(&Err(ModelError::Timeout(Duration::from_millis(300))))
+    );
+}
+
+#[tokio::test]
+async fn an_error_object_inside_a_stream_is_an_error() {
+    let seen = Seen::default();
+    let body = sse(&[
+        &chat_chunk("Hel"),
+        r#"{"error":{"code":500,"message":"slot crashed","type":"server_error"}}"#,
+    ]);
+    let server =
+        Server::start(Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[SSE], body)));
+    let events = collect(server.model().stream(&chat_request()).await.unwrap()).await;
+    assert!(matches!(
+        events.last(),
+        Some(Err(ModelError::Server { status: 500, .. }))
+    ));
+}
+
+// ---------------------------------------------------------------- error classes
+
+const CONTEXT_ERROR: &str = r#"{"error":{"code":400,"message":"request (3027 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3027,"n_ctx":2048}}"#;
+
+async fn error_for(
+    status: u16,
+    headers: &[(&'static str, &'static str)],
+    body: &'static str,
+) -> ModelError {
+    let seen = Seen::default();
+    let server = Server::start(
+        Router::new().route("/v1/chat/completions", fixed(&seen, status, headers, body)),
+    );
+    server.model().complete(&chat_request()).await.unwrap_err()
+}
+
+#[tokio::test]
+async fn status_401_and_403_are_auth_errors() {
+    let e = error_for(
+        401,
+        &[JSON],
+        r#"{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}"#,
+    )
+    .await;
+    assert!(matches!(e, ModelError::Auth { status: 401, .. }), "{e:?}");
+    assert!(!e.is_transient());
+    let e = error_for(403, &[], "forbidden").await;
+    assert!(matches!(e, ModelError::Auth { status: 403, .. }), "{e:?}");
+}
+
+#[tokio::test]
+async fn status_429_is_rate_limited_with_retry_after() {
+    let e = error_for(429, &[("retry-after", "3")], "slow down").await;
+    assert_eq!(
+        e,
+        ModelError::RateLimited {
+            status: 429,
+            retry_after: Some(Duration::from_secs(3)),
+            body: "slow down".into()
+        }
+    );
+    assert!(e.is_transient());
+    // An HTTP date in the past means "now".
+    let e = error_for(429, &[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")], "").await;
+    assert!(
+        matches!(e, ModelError::RateLimited { retry_after: Some(d), .. } if d == Duration::ZERO),
+        "{e:?}"
+    );
+    let e = error_for(429, &[], "").await;
+    assert!(
+        matches!(
+            e,
+            ModelError::RateLimited {
+                retry_after: None,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn status_5xx_is_a_server_error() {
+    let e = error_for(500, &[], "internal").await;
+    assert_eq!(
+        e,
+        ModelError::Server {
+            status: 500,
+            body: "internal".into()
+        }
+    );
+    let e = error_for(
+        503,
+        &[JSON],
+        r#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#,
+    )
+    .await;
+    assert!(matches!(e, ModelError::Server { status: 503, .. }));
+}
+
+#[tokio::test]
+async fn llama_cpp_context_error_is_context_too_long_with_numbers() {
+    let e = error_for(400, &[JSON], CONTEXT_ERROR).await;
+    assert_eq!(
+        e,
+        ModelError::ContextTooLong {
+            message: "request (3027 tokens) exceeds the available context size (2048 tokens), try increasing it".into(),
+            prompt_tokens: Some(3027),
+            context_window: Some(2048),
+        }
+    );
+    assert!(e.to_string().contains("3027 tokens > 2048"));
+    // The same error on a stream request surfaces from `stream()` itself.
+    let seen = Seen::default();
+    let server = Server::start(Router::new().route(
+        "/v1/chat/completions",
+        fixed(&seen, 400, &[JSON], CONTEXT_ERROR),
+    ));
+    let e = server.model().stream(&chat_request()).await.err().unwrap();
+    assert!(matches!(
+        e,
+        ModelError::ContextTooLong {
+            prompt_tokens: Some(3027),
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn openai_context_error_is_context_too_long() {
+    let e = error_for(400, &[JSON], r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#).await;
+    assert!(
+        matches!(
+            e,
+            ModelError::ContextTooLong {
+                prompt_tokens: Some(9000),
+                context_window: Some(8192),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn other_4xx_is_a_bad_request_and_bodies_are_cut() {
+    let e = error_for(400, &[JSON], r#"{"error":{"code":400,"message":"Expected 'messages' to be an array","type":"invalid_request_error"}}"#).await;
+    assert!(
+        matches!(&e, ModelError::BadRequest { status: 400, body } if body.contains("Expected 'messages'")),
+        "{e:?}"
+    );
+    let long: &'static str = Box::leak("x".repeat(100_000).into_boxed_str());
+    let e = error_for(422, &[], long).await;
+    match e {
+        ModelError::BadRequest { status: 422, body } => {
+            assert!(body.len() < 2200, "{}", body.len())
+        }
+        e => panic!("{e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unparsable_replies_are_malformed() {
+    for body in [
+        "{\"choices\": [",
+        "<html>oops</html>",
+        r#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
+        r#"{"object":"chat.completion"}"#,
+    ] {
+        let e = error_for(200, &[JSON], body).await;
+        assert!(matches!(e, ModelError::Malformed(_)), "{body}: {e:?}");
+    }
+    let seen = Seen::default();
+    let server = Server::start(Router::new().route(
+        "/v1/chat/completions",
+        fixed(
+            &seen,
+            200,
+            &[JSON],
+            &b"{\"choices\":[{\"message\":{\"content\":\"\xff\xfe\"}}]}"[..],
+        ),
+    ));
+    let e = server.model().complete(&chat_request()).await.unwrap_err();
+    assert!(matches!(e, ModelError::Malformed(_)), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out_within_the_configured_timeout() {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            CHAT_OK
+        }),
+    );
+    let server = Server::start(app);
+    let model = OpenAiModel::new(server.config().with_timeout(Duration::from_millis(300))).unwrap();
+    let start = Instant::now();
+    let e = model.complete(&chat_request()).await.unwrap_err();
+    assert_eq!(e, ModelError::Timeout(Duration::from_millis(300)));
+    assert!(e.is_transient());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let start = Instant::now();
+    let e = model.stream(&chat_request()).await.err().unwrap();
+    assert_eq!(e, ModelError::Timeout(Duration::from_millis(300)));
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connection_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let config = OpenAiConfig::new("m")
+        .with_base_url(format!("http://{addr}/v1"))
+        .with_api_key(KEY)
+        .with_timeout(Duration::from_secs(5));
+    let model = OpenAiModel::new(config).unwrap();
+    let e = model.complete(&chat_request()).await.unwrap_err();
+    assert!(matches!(e, ModelError::Connection(_)), "{e:?}");
+    assert!(e.is_transient());
+    assert!(!format!("{e} {e:?}").contains(KEY));
+}
+
+// ---------------------------------------------------------------- structured
+
+#[tokio::test]
+async fn structured_sends_response_format_and_parses_the_reply() {
+    let seen = Seen::default();
+    let reply = json!({"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"Sure: {\"answer\":\"yes\",\"n\" : 3\n}"}}],"usage":{"completion_tokens":9,"prompt_tokens":20}}).to_string();
+    let server = Server::start(
+        Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[JSON], reply)),
+    );
+    let schema = json!({"type":"object","properties":{"answer":{"type":"string"},"n":{"type":"integer"}},"required":["answer","n"]});
+    let mut req = chat_request();
+    req.schema = Some(Arc::new(schema.clone()));
+
+    let model = server.model();
+    let s = model.structured(&req).await.unwrap();
+    assert_eq!(s.value, json!({"answer": "yes", "n": 3}));
+    assert_eq!(s.usage.map(|u| u.completion_tokens), Some(9));
+    let (_, _, body) = seen.last();
+    assert_eq!(
+        body["response_format"],
+        json!({"type":"json_schema","json_schema":{"name":"response","schema":schema,"strict":true}})
+    );
+
+    // Without server-side schemas: no response_format, same tolerant parsing.
+    let model = OpenAiModel::new(server.config().with_json_schema(false)).unwrap();
+    let s = model.structured(&req).await.unwrap();
+    assert_eq!(s.value["answer"], "yes");
+    let (_, _, body) = seen.last();
+    assert!(body.get("response_format").is_none());
+
+    // A plain completion never asks for a format.
+    model.complete(&req).await.unwrap();
+    assert!(seen.last().2.get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn structured_reply_without_json_is_a_structured_error() {
+    let seen = Seen::default();
+    let server = Server::start(
+        Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[JSON], CHAT_OK)),
+    );
+    let mut req = chat_request();
+    req.schema = Some(Arc::new(json!({"type": "object"})));
+    let e = server.model().structured(&req).await.unwrap_err();
+    assert!(matches!(e, ModelError::Structured(_)), "{e:?}");
+}
+
+// ---------------------------------------------------------------- discovery
+
+#[tokio::test]
+async fn discovery_reads_llama_cpp_props() {
+    let app = Router::new()
+        .route("/props", get(|| async { axum::Json(json!({"default_generation_settings": {"n_ctx": 1024, "params": {}}, "total_slots": 4, "n_ctx": 4096})) }));
+    let server = Server::start(app);
+    let mut model = server.model();
+    assert_eq!(
+        model.info().context_window,
+        synthkit::model::ModelInfo::DEFAULT_CONTEXT_WINDOW
+    );
+    assert_eq!(model.discover().await, Some(1024));
+    assert_eq!(model.info().context_window, 1024);
+    assert_eq!(model.discovered_context_window(), Some(1024));
+    // An explicit window wins over discovery, and `connect` does not ask then.
+    let model = OpenAiModel::connect(server.config().with_context_window(777))
+        .await
+        .unwrap();
+    assert_eq!(model.info().context_window, 777);
+    assert_eq!(model.discovered_context_window(), None);
+    // `connect` discovers.
+    let model = OpenAiModel::connect(server.config()).await.unwrap();
+    assert_eq!(model.info().context_window, 1024);
+}
+
+#[tokio::test]
+async fn discovery_reads_vllm_models_when_there_are_no_props() {
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let app = Router::new().route(
+        "/v1/models",
+        get(move |h: HeaderMap| {
+            let seen = s2.clone();
+            async move {
+                seen.push("/v1/models", &h, &Bytes::new());
+                axum::Json(json!({"object":"list","data":[
+                    {"id":"adapter","object":"model","max_model_len":1000},
+                    {"id":"test-model","object":"model","owned_by":"vllm","root":"test-model","max_model_len":8192}]}))
+            }
+        }),
+    );
+    let server = Server::start(app);
+    let mut model = server.model();
+    assert_eq!(model.discover().await, Some(8192));
+    assert_eq!(model.info().context_window, 8192);
+    let (_, headers, _) = seen.last();
+    assert_eq!(
+        headers.get(header::AUTHORIZATION).unwrap(),
+        &format!("Bearer {KEY}")
+    );
+}
+
+#[tokio::test]
+async fn discovery_without_answers_keeps_the_default() {
+    let server = Server::start(Router::new());
+    let mut model = server.model();
+    assert_eq!(model.discover().await, None);
+    assert_eq!(
+        model.info().context_window,
+        synthkit::model::ModelInfo::DEFAULT_CONTEXT_WINDOW
+    );
+}
+
+// ---------------------------------------------------------------- server tokenizer
+
+/// A fake llama.cpp `/tokenize`: one token per whitespace-separated word.
+fn llama_tokenize_app(calls: Arc<AtomicUsize>) -> Router {
+    Router::new()
+        .route(
+            "/tokenize",
+            post(move |body: axum::Json<Value>| {
+                let calls = calls.clone();
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    match body.get("content").and_then(Value::as_str) {
+                        Some(text) => {
+                            let tokens: Vec<u32> =
+                                text.split_whitespace().map(|w| w.len() as u32).collect();
+                            axum::Json(json!({"tokens": tokens})).into_response()
+                        }
+                        None => axum::Json(json!({"tokens": []})).into_response(),
+                    }
+                }
+            }),
+        )
+        .route(
+            "/detokenize",
+            post(|body: axum::Json<Value>| async move {
+                let words: Vec<String> = body["tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| "x".repeat(t.as_u64().unwrap() as usize))
+                    .collect();
+                axum::Json(json!({"content": words.join(" ")}))
+            }),
+        )
+}
+
+#[tokio::test]
+async fn llama_cpp_tokenize_counts_caches_and_falls_back() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut server = Server::start(llama_tokenize_app(calls.clone()));
+    let tok = ServerTokenizer::probe(&server.config())
+        .await
+        .expect("probe");
+    assert_eq!(tok.dialect(), TokenizeDialect::LlamaCpp);
+    assert_eq!(tok.name(), "llama.cpp:/tokenize");
+    let text = "one two three four five";
+    // Called synchronously from inside the async test, as the synthesizer does.
+    assert_eq!(tok.count(text), 5);
+    let before = calls.load(Ordering::SeqCst);
+    assert_eq!(tok.count(text), 5);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        before,
+        "the second count is cached"
+    );
+    assert_eq!(tok.cached(), 1);
+    assert_eq!(tok.count(""), 0);
+    assert_eq!(tok.count_till_limit(text, 4), None);
+    assert_eq!(tok.encode("ab cde"), vec![2, 3]);
+    assert_eq!(tok.decode(&[2, 3]).as_deref(), Some("xx xxx"));
+    // From many tasks at once.
+    let tok2 = tok.clone();
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let t = tok2.clone();
+            tokio::task::spawn_blocking(move || t.count(&"w ".repeat(i + 1)))
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.await.unwrap(), i + 1);
+    }
+    assert_eq!(tok.failures(), 0);
+
+    // The model hands it out as its tokenizer.
+    let mut model = server.model();
+    assert!(model.tokenizer().is_none());
+    assert!(model.use_server_tokenizer().await);
+    assert_eq!(model.tokenizer().unwrap().count("a b c"), 3);
+    let model = OpenAiModel::connect(server.config().with_server_tokenizer(true))
+        .await
+        .unwrap();
+    assert_eq!(model.tokenizer().unwrap().name(), "llama.cpp:/tokenize");
+
+    // Server gone: counts fall back to cl100k_base, never panic; cached counts still hold.
+    server.stop();
+    let uncached = "a completely new text to count";
+    assert_eq!(
+        tok.count(uncached),
+        BpeTokenizer::cl100k_base().count(uncached)
+    );
+    assert_eq!(tok.count(text), 5);
+    assert!(tok.failures() >= 1);
+    assert_eq!(tok.decode(&[1]), None);
+}
+
+#[tokio::test]
+async fn vllm_tokenize_dialect() {
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let app = Router::new().route(
+        "/tokenize",
+        post(move |h: HeaderMap, b: Bytes| {
+            let seen = s2.clone();
+            async move {
+                seen.push("/tokenize", &h, &b);
+                let v: Value = serde_json::from_slice(&b).unwrap();
+                match v.get("prompt").and_then(Value::as_str) {
+                    Some(p) => {
+                        let tokens: Vec<u32> = p.split_whitespace().map(|_| 7).collect();
+                        axum::Json(json!({"count": tokens.len(), "max_model_len": 8192, "tokens": tokens, "token_strs": null})).into_response()
+                    }
+                    None => (StatusCode::BAD_REQUEST, axum::Json(json!({"object":"error","message":"Field required: prompt","type":"BadRequestError","code":400}))).into_response(),
+                }
+            }
+        }),
+    );
+    let server = Server::start(app);
+    let tok = synthkit::model::openai::probe_tokenizer(&server.config())
+        .await
+        .expect("probe");
+    assert_eq!(tok.dialect(), TokenizeDialect::Vllm);
+    assert_eq!(tok.count("a b c d"), 4);
+    let (_, headers, body) = seen.last();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["prompt"], "a b c d");
+    assert_eq!(
+        headers.get(header::AUTHORIZATION).unwrap(),
+        &format!("Bearer {KEY}")
+    );
+}
+
+#[tokio::test]
+async fn no_tokenize_endpoint_means_no_server_tokenizer() {
+    let server = Server::start(Router::new());
+    assert!(ServerTokenizer::probe(&server.config()).await.is_none());
+    let mut model = server.model();
+    assert!(!model.use_server_tokenizer().await);
+    let model = OpenAiModel::connect(server.config().with_server_tokenizer(true))
+        .await
+        .unwrap();
+    assert!(model.tokenizer().is_none());
+}
+
+// ---------------------------------------------------------------- secrets
+
+#[tokio::test]
+async fn the_api_key_never_shows() {
+    let config = OpenAiConfig::new("m").with_api_key(KEY);
+    let model = OpenAiModel::new(config.clone()).unwrap();
+    for text in [
+        format!("{config:?}"),
+        format!("{config:#?}"),
+        format!("{model:?}"),
+    ] {
+        assert!(!text.contains(KEY), "{text}");
+        assert!(!text.contains("SECRET"), "{text}");
+    }
+    assert!(format!("{config:?}").contains("[REDACTED]"));
+
+    // Servers that echo the key back in their error bodies.
+    let echo: &'static str =
+        Box::leak(format!("{{\"error\":{{\"message\":\"bad key {KEY}\"}}}}").into_boxed_str());
+    let ctx: &'static str = Box::leak(
+        format!(r#"{{"error":{{"code":400,"message":"{KEY}: This model's maximum context length is 10 tokens","type":"invalid_request_error"}}}}"#)
+            .into_boxed_str(),
+    );
+    let malformed: &'static str = Box::leak(format!("<html>{KEY}").into_boxed_str());
+    let cases: Vec<(u16, &'static str)> = vec![
+        (401, echo),
+        (429, echo),
+        (500, echo),
+        (404, echo),
+        (400, ctx),
+        (200, malformed),
+        (200, echo),
+    ];
+    for (status, body) in cases {
+        let e = error_for(status, &[], body).await;
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains(KEY), "{status}: {shown}");
+        assert!(shown.contains("[REDACTED]"), "{status}: {shown}");
+    }
+    // In a stream too.
+    let seen = Seen::default();
+    let body = sse(&[&format!(r#"{{"error":{{"code":500,"message":"{KEY}"}}}}"#)]);
+    let server =
+        Server::start(Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[SSE], body)));
+    let events = collect(server.model().stream(&chat_request()).await.unwrap()).await;
+    let shown = format!("{events:?}");
+    assert!(
+        !shown.contains(KEY) && shown.contains("[REDACTED]"),
+        "{shown}"
+    );
+    // The key still went out where it belongs.
+    assert_eq!(
+        seen.last().1.get(header::AUTHORIZATION).unwrap(),
+        &format!("Bearer {KEY}")
+    );
+    assert!(seen.len() >= 1);
+}
