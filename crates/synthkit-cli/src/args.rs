@@ -166,6 +166,18 @@ pub struct SynthArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
     pub tpm: Option<u32>,
     // --- limits: end
+    /// Attempts per model call on 429, 5xx, timeouts and dropped connections (exponential
+    /// backoff with full jitter, honouring Retry-After); 1 turns retries off.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
+    pub retries: u32,
+    /// The most seconds one model call may spend retrying.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 120.0,
+        help_heading = "Model"
+    )]
+    pub retry_max_secs: f64,
     /// A completion template file for question answering ({context_str}, {query_str}).
     #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
     pub qa_template: Option<PathBuf>,

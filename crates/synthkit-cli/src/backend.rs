@@ -99,7 +99,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
             }
             let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
             Ok(Backend {
-                model: limited(Arc::new(model), args),
+                model: retried(limited(Arc::new(model), args), args),
                 kind,
                 budget_tokenizer,
                 split_tokenizer,
@@ -123,6 +123,24 @@ fn limited(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageM
     Arc::new(LimitedModel::new(model, Limiter::new(limits)))
 }
 // --- limits: end
+
+/// The model behind the retry layer (outside the limiter, so every attempt is charged).
+fn retried(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageModel> {
+    use synthkit::model::retry::{RetryModel, RetryPolicy};
+    if args.retries <= 1 {
+        return model;
+    }
+    let secs = if args.retry_max_secs.is_finite() {
+        args.retry_max_secs.clamp(0.0, 86_400.0)
+    } else {
+        120.0
+    };
+    let total = Duration::from_secs_f64(secs);
+    let policy = RetryPolicy::default()
+        .with_max_attempts(args.retries)
+        .with_max_elapsed(total);
+    Arc::new(RetryModel::new(model, policy))
+}
 
 /// The OpenAI-compatible config from the environment and the flags.
 fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {

@@ -363,6 +363,42 @@ pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The `--nodes` parser on 10,000 arbitrary byte strings (decoded lossily, as the CLI
+    /// reads them) and 10,000 JSON-shaped ones: nodes or an error, never a panic.
+    #[test]
+    fn nodes_parser_never_panics_on_arbitrary_bytes() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let mut runner = TestRunner::new(Config {
+            cases: 10_000,
+            ..Config::default()
+        });
+        let bytes = proptest::collection::vec(any::<u8>(), 0..400);
+        runner
+            .run(&bytes, |b| {
+                let text = String::from_utf8_lossy(&b);
+                let _ = parse_nodes(&text, "fuzz.jsonl");
+                Ok(())
+            })
+            .unwrap();
+        let jsonish = proptest::string::string_regex(
+            r#"[\[\]{}",:\n a-z0-9"]{0,200}|\{"id": ?"[a-z]{0,4}", ?"text": ?"[^"\\]{0,20}"(, ?"score": ?-?[0-9.e]{1,6})?\}(\n\{"id":"x","text":"y"\})*"#,
+        )
+        .unwrap();
+        runner
+            .run(&jsonish, |t| {
+                if let Ok(nodes) = parse_nodes(&t, "fuzz.json") {
+                    // What parses survives a round trip through the array form.
+                    let again = parse_nodes(&serde_json::to_string(&nodes).unwrap(), "again.json");
+                    prop_assert_eq!(again.ok(), Some(nodes));
+                }
+                Ok(())
+            })
+            .unwrap();
+        println!("nodes parser: {} cases", 2 * 10_000);
+    }
+
     use super::*;
     use synthkit::text::BpeTokenizer;
 
