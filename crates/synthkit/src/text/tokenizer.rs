@@ -12,8 +12,13 @@
 //! assert_eq!(tok.decode(&ids).as_deref(), Some("hello world"));
 //! ```
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
+
+use super::fxhash::FxHasher;
 
 /// Counts, encodes and decodes text in model tokens.
 ///
@@ -49,10 +54,40 @@ pub enum TokenizerError {
 }
 
 /// A built-in OpenAI byte-pair encoding, with its vocabulary embedded in the binary.
+///
+/// Counting splits text into pre-tokens (words, numbers, punctuation runs) and adds up
+/// their counts, as tiktoken does; the counts of short pre-tokens are remembered per
+/// thread, so text that repeats words (all text) is counted several times faster.
 #[derive(Clone, Copy)]
 pub struct BpeTokenizer {
     name: &'static str,
+    id: u8,
     inner: &'static bpe_openai::Tokenizer,
+}
+
+/// Pre-tokens up to this many bytes have their counts cached.
+const CACHED_PIECE_BYTES: usize = 14;
+/// The per-thread cache is emptied when it holds this many entries.
+const CACHE_MAX_ENTRIES: usize = 1 << 18;
+
+thread_local! {
+    /// Pre-token counts, keyed by tokenizer id, length and bytes packed into a `u128`.
+    static PIECE_COUNTS: RefCell<HashMap<u128, u32, BuildHasherDefault<FxHasher>>> =
+        RefCell::new(HashMap::default());
+}
+
+/// The exact cache key of a short piece: id, length, then the bytes.
+fn piece_key(id: u8, piece: &[u8]) -> Option<u128> {
+    if piece.len() > CACHED_PIECE_BYTES {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    bytes[0] = id;
+    bytes[1] = piece.len() as u8;
+    for (d, s) in bytes.iter_mut().skip(2).zip(piece) {
+        *d = *s;
+    }
+    Some(u128::from_le_bytes(bytes))
 }
 
 impl fmt::Debug for BpeTokenizer {
@@ -68,6 +103,7 @@ impl BpeTokenizer {
     pub fn cl100k_base() -> Self {
         Self {
             name: "cl100k_base",
+            id: 1,
             inner: bpe_openai::cl100k_base(),
         }
     }
@@ -76,6 +112,7 @@ impl BpeTokenizer {
     pub fn o200k_base() -> Self {
         Self {
             name: "o200k_base",
+            id: 2,
             inner: bpe_openai::o200k_base(),
         }
     }
@@ -87,6 +124,27 @@ impl BpeTokenizer {
             "o200k_base" | "o200k" => Ok(Self::o200k_base()),
             _ => Err(TokenizerError::Unknown(name.to_string())),
         }
+    }
+
+    /// The count of one pre-token, from the cache when it is short.
+    fn piece_count(
+        &self,
+        piece: &str,
+        cache: &mut HashMap<u128, u32, BuildHasherDefault<FxHasher>>,
+    ) -> usize {
+        let bytes = piece.as_bytes();
+        let Some(key) = piece_key(self.id, bytes) else {
+            return self.inner.bpe.count(bytes);
+        };
+        if let Some(&n) = cache.get(&key) {
+            return n as usize;
+        }
+        let n = self.inner.bpe.count(bytes);
+        if cache.len() >= CACHE_MAX_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, n as u32);
+        n
     }
 
     /// This tokenizer behind an [`Arc`], ready to share.
@@ -110,17 +168,32 @@ impl Tokenizer for BpeTokenizer {
         if text.is_empty() {
             return 0;
         }
-        self.inner.count(text)
+        let text = self.inner.normalize(text);
+        PIECE_COUNTS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            self.inner
+                .split(text.as_str())
+                .map(|p| self.piece_count(p, &mut cache))
+                .sum()
+        })
     }
 
     fn count_till_limit(&self, text: &str, limit: usize) -> Option<usize> {
         if text.is_empty() {
             return Some(0);
         }
-        // A token is at least one byte: a text of at most `limit` bytes always fits, but
-        // we still need its exact count.
-        self.inner
-            .count_till_limit(&self.inner.normalize(text), limit)
+        let text = self.inner.normalize(text);
+        PIECE_COUNTS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let mut total = 0usize;
+            for p in self.inner.split(text.as_str()) {
+                total += self.piece_count(p, &mut cache);
+                if total > limit {
+                    return None;
+                }
+            }
+            Some(total)
+        })
     }
 
     fn encode(&self, text: &str) -> Vec<u32> {
@@ -157,6 +230,23 @@ mod tests {
             BpeTokenizer::by_name("gpt2"),
             Err(TokenizerError::Unknown(_))
         ));
+    }
+
+    #[test]
+    fn cached_counts_equal_uncached_counts() {
+        let tok = BpeTokenizer::cl100k_base();
+        let text = "Hello world, hello WORLD!! 1234567 \n\n  indented\ttabs émigré 🚀🚀 \
+                    supercalifragilisticexpialidocious <|endoftext|> {query_str}";
+        for _ in 0..3 {
+            assert_eq!(tok.count(text), tok.inner.count(text));
+            assert_eq!(
+                tok.count_till_limit(text, 10_000),
+                Some(tok.inner.count(text))
+            );
+        }
+        let o = BpeTokenizer::o200k_base();
+        assert_eq!(o.count(text), o.inner.count(text));
+        assert_eq!(tok.count(text), tok.encode(text).len());
     }
 
     #[test]
