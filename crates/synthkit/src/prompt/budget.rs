@@ -198,6 +198,23 @@ impl PromptBudget {
         }
     }
 
+    /// [`PromptBudget::count_prompt`] if the count is at most `limit`, else `None` (stops
+    /// counting early).
+    pub fn count_prompt_till_limit(&self, prompt: &RenderedPrompt, limit: usize) -> Option<usize> {
+        match prompt {
+            RenderedPrompt::Text(t) => self.tokenizer.count_till_limit(t, limit),
+            RenderedPrompt::Chat(messages) => {
+                let mut total = 0usize;
+                for m in messages {
+                    total += self.tokenizer.count(m.role.as_str()) + CHAT_MESSAGE_OVERHEAD;
+                    let room = limit.checked_sub(total)?;
+                    total += self.tokenizer.count_till_limit(&m.content, room)?;
+                }
+                (total <= limit).then_some(total)
+            }
+        }
+    }
+
     /// Tokens of `template` with every unfilled variable empty, plus the system prompt as
     /// it will be sent: what a prompt costs before any context.
     pub fn template_tokens(&self, template: &PromptTemplate, system_prompt: Option<&str>) -> usize {

@@ -15,7 +15,6 @@ use super::run::with_content;
 use super::{Job, Outcome};
 use crate::error::SynthError;
 use crate::model::{ModelRequest, StepInfo};
-use crate::prompt::budget::chunk_text;
 use crate::prompt::{PromptBudget, TemplateKind};
 
 pub(crate) fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
@@ -39,23 +38,27 @@ fn requests_for(job: &Job, mode: &'static str, chunks: &[&str]) -> Result<Outcom
     let template = job.template(TemplateKind::Qa);
     let schema = job.s.output_schema.clone();
     let size = job.room(&template, schema.as_deref())?;
-    let overlap = job.budget().overlap_for(size);
     let mut requests = Vec::new();
     for chunk in chunks {
         let mut cursor = job.budget().cursor(chunk);
-        while let Some(piece) = cursor.next_chunk(size, overlap) {
+        loop {
             let step = StepInfo {
                 mode,
                 step: "qa",
                 level: 0,
                 index: requests.len(),
             };
-            requests.push(job.request(
+            let Some((request, _)) = job.next_request(
+                &mut cursor,
                 &template,
-                &[("context_str", chunk_text(chunk, &piece))],
+                "context_str",
+                size,
                 step,
                 schema.clone(),
-            ));
+            ) else {
+                break;
+            };
+            requests.push(request);
         }
     }
     Ok(Outcome::Numbered(requests))

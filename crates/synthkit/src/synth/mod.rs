@@ -30,8 +30,10 @@ use crate::call::{Caller, Observer};
 use crate::error::SynthError;
 use crate::model::{LanguageModel, ModelError, ModelRequest, StepInfo};
 use crate::node::Node;
+use crate::prompt::budget::chunk_text;
 use crate::prompt::{PromptBudget, PromptTemplate, RenderedPrompt, TemplateKind, defaults};
 use crate::response::{Response, StreamingResponse, Truncation};
+use crate::text::{Chunk, ChunkCursor};
 
 mod accumulate;
 mod compact;
@@ -694,11 +696,34 @@ impl Job {
         step: StepInfo,
         schema: Option<Arc<Value>>,
     ) -> ModelRequest {
-        let all = self.vars(vars);
-        let rendered = template.render(&all);
-        let prompt = self.finish_prompt(rendered, schema.as_deref());
+        let prompt = self.render(template, vars, schema.as_deref());
         let prompt_tokens = self.budget().count_prompt(&prompt);
-        let mut variables: Vec<(String, String)> = Vec::with_capacity(all.len() + 1);
+        self.request_from(prompt, prompt_tokens, template, vars, step, schema)
+    }
+
+    /// The prompt for `template` with `vars`, the extra variables, JSON instructions and
+    /// the system prompt.
+    fn render(
+        &self,
+        template: &PromptTemplate,
+        vars: &[(&str, &str)],
+        schema: Option<&Value>,
+    ) -> RenderedPrompt {
+        self.finish_prompt(template.render(&self.vars(vars)), schema)
+    }
+
+    /// A request from a prompt already rendered and counted.
+    fn request_from(
+        &self,
+        prompt: RenderedPrompt,
+        prompt_tokens: usize,
+        template: &PromptTemplate,
+        vars: &[(&str, &str)],
+        step: StepInfo,
+        schema: Option<Arc<Value>>,
+    ) -> ModelRequest {
+        let all = self.vars(vars);
+        let mut variables: Vec<(String, String)> = Vec::with_capacity(all.len() + 2);
         if let Some(q) = template.partial_value("query_str") {
             variables.push(("query_str".to_string(), q.to_string()));
         }
@@ -719,6 +744,43 @@ impl Job {
             prompt_tokens,
             step,
         }
+    }
+
+    /// The next request from `cursor`: as much of its text as fits beside `template` in
+    /// the budget, overlapping the previous piece by the budget's ratio. The prompt is
+    /// counted once, as a whole, so it is exact and as full as it may be. `None` when the
+    /// text is used up.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn next_request(
+        &self,
+        cursor: &mut ChunkCursor<'_>,
+        template: &PromptTemplate,
+        var: &str,
+        size: usize,
+        step: StepInfo,
+        schema: Option<Arc<Value>>,
+    ) -> Option<(ModelRequest, Chunk)> {
+        let limit = self
+            .budget()
+            .max_prompt_tokens()
+            .saturating_sub(self.shrink());
+        let overlap = self.budget().overlap_for(size);
+        let text = cursor.text();
+        let mut fitted: Option<(RenderedPrompt, usize)> = None;
+        let chunk = cursor.next_chunk_fitting(size, overlap, &mut |piece| {
+            let prompt = self.render(template, &[(var, piece)], schema.as_deref());
+            let n = self.budget().count_prompt_till_limit(&prompt, limit)?;
+            fitted = Some((prompt, n));
+            Some(n)
+        })?;
+        let piece = chunk_text(text, &chunk);
+        let request = match fitted {
+            Some((prompt, n)) if !chunk.oversized => {
+                self.request_from(prompt, n, template, &[(var, piece)], step, schema)
+            }
+            _ => self.request(template, &[(var, piece)], step, schema),
+        };
+        Some((request, chunk))
     }
 
     /// Makes an intermediate call whose answer is text (JSON text with an output schema).
@@ -830,18 +892,18 @@ impl Job {
     pub(crate) fn resplit(&self, request: &ModelRequest) -> Result<Vec<ModelRequest>, SynthError> {
         let template = self.template(request.kind);
         let size = self.room(&template, request.schema.as_deref())?;
-        let overlap = self.budget().overlap_for(size);
         let context = request.variable("context_str").unwrap_or_default();
         let mut cursor = self.budget().cursor(context);
         let mut parts = Vec::new();
-        while let Some(piece) = cursor.next_chunk(size, overlap) {
-            let text = crate::prompt::budget::chunk_text(context, &piece);
-            parts.push(self.request(
-                &template,
-                &[("context_str", text)],
-                request.step,
-                request.schema.clone(),
-            ));
+        while let Some((part, _)) = self.next_request(
+            &mut cursor,
+            &template,
+            "context_str",
+            size,
+            request.step,
+            request.schema.clone(),
+        ) {
+            parts.push(part);
         }
         Ok(parts)
     }

@@ -80,19 +80,19 @@ pub(crate) async fn refine_texts(
                     size
                 }
             };
-            let overlap = job.budget().overlap_for(size);
-            let Some(piece) = cursor.next_chunk(size, overlap) else {
-                break;
-            };
-            let text = chunk_text(chunk, &piece);
             let step = StepInfo {
                 mode,
                 step,
                 level: 0,
                 index,
             };
+            let Some((request, piece)) =
+                job.next_request(&mut cursor, &template, var, size, step, schema.clone())
+            else {
+                break;
+            };
+            let text = chunk_text(chunk, &piece);
             index += 1;
-            let request = job.request(&template, &[(var, text)], step, schema.clone());
             if last_text && cursor.is_done() {
                 return Ok(Outcome::Final {
                     request,

@@ -8,7 +8,6 @@ use crate::error::SynthError;
 use crate::model::StepInfo;
 use crate::node::Node;
 use crate::prompt::TemplateKind;
-use crate::prompt::budget::chunk_text;
 use crate::response::Truncation;
 
 pub(crate) fn run(job: &Job, texts: &[String], nodes: &[Node]) -> Result<Outcome, SynthError> {
@@ -32,10 +31,21 @@ pub(crate) fn run(job: &Job, texts: &[String], nodes: &[Node]) -> Result<Outcome
     let schema = job.s.output_schema.clone();
     let size = job.room(&template, schema.as_deref())?;
     let mut cursor = job.budget().cursor(&joined);
-    let first = cursor.next_chunk(size, 0);
-    let (context, kept_end) = match &first {
-        Some(c) => (chunk_text(&joined, c), c.end),
-        None => ("", 0),
+    let step = StepInfo::new("simple_summarize", "qa");
+    let first = job.next_request(
+        &mut cursor,
+        &template,
+        "context_str",
+        size,
+        step,
+        schema.clone(),
+    );
+    let (request, kept_end) = match first {
+        Some((request, c)) => (request, c.end),
+        None => (
+            job.request(&template, &[("context_str", "")], step, schema.clone()),
+            0,
+        ),
     };
     let rest = joined.get(kept_end..).unwrap_or_default().trim();
     let truncation = if rest.is_empty() {
@@ -69,12 +79,6 @@ pub(crate) fn run(job: &Job, texts: &[String], nodes: &[Node]) -> Result<Outcome
         );
         Some(t)
     };
-    let request = job.request(
-        &template,
-        &[("context_str", context)],
-        StepInfo::new("simple_summarize", "qa"),
-        schema.clone(),
-    );
     let how = if schema.is_some() {
         FinalHow::Schema
     } else {

@@ -11,7 +11,7 @@ use super::{FinalHow, Job, Outcome};
 use crate::call::SynthEvent;
 use crate::error::SynthError;
 use crate::model::StepInfo;
-use crate::prompt::TemplateKind;
+use crate::prompt::{PromptBudget, TemplateKind};
 
 /// More levels than any real tree needs (each level at least halves the chunks).
 const MAX_LEVELS: u32 = 64;
@@ -31,24 +31,48 @@ pub(crate) async fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthErr
     } else {
         FinalHow::Plain
     };
-    let size = job.room(&template, schema.as_deref())?;
     let mut level: u32 = 0;
     loop {
-        let packed = job.budget().repack(&current, size);
-        if packed.len() <= 1 {
-            let context = packed.into_iter().next().unwrap_or_default();
+        // Pack this level's texts into as few prompts as fit (re-measured each level, as
+        // a context correction may have shrunk the budget).
+        let size = job.room(&template, schema.as_deref())?;
+        let joined = PromptBudget::join_for_packing(&current);
+        let mut cursor = job.budget().cursor(&joined);
+        let mut requests = Vec::new();
+        loop {
             let step = StepInfo {
                 mode: "tree_summarize",
                 step: "summary",
                 level,
-                index: 0,
+                index: requests.len(),
             };
-            let request = job.request(
+            match job.next_request(
+                &mut cursor,
                 &template,
-                &[("context_str", &context)],
+                "context_str",
+                size,
                 step,
                 schema.clone(),
-            );
+            ) {
+                Some((request, _)) => requests.push(request),
+                None => break,
+            }
+        }
+        if requests.len() <= 1 {
+            let request = match requests.pop() {
+                Some(r) => r,
+                None => {
+                    // Every summary was empty: one call with empty context, as the
+                    // reference makes.
+                    let step = StepInfo {
+                        mode: "tree_summarize",
+                        step: "summary",
+                        level,
+                        index: 0,
+                    };
+                    job.request(&template, &[("context_str", "")], step, schema.clone())
+                }
+            };
             return Ok(Outcome::Final {
                 request,
                 fallback: None,
@@ -56,27 +80,14 @@ pub(crate) async fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthErr
                 truncation: None,
             });
         }
-        if (level > 0 && packed.len() >= current.len()) || level >= MAX_LEVELS {
+        if (level > 0 && requests.len() >= current.len()) || level >= MAX_LEVELS {
             return Err(SynthError::TreeNotConverging {
                 level,
                 summaries: current.len(),
-                chunks: packed.len(),
+                chunks: requests.len(),
                 chunk_size: size,
             });
         }
-        let requests: Vec<_> = packed
-            .iter()
-            .enumerate()
-            .map(|(index, p)| {
-                let step = StepInfo {
-                    mode: "tree_summarize",
-                    step: "summary",
-                    level,
-                    index,
-                };
-                job.request(&template, &[("context_str", p)], step, schema.clone())
-            })
-            .collect();
         job.caller.event(SynthEvent::TreeLevel {
             level: level + 1,
             chunks: requests.len(),

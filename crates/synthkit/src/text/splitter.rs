@@ -31,6 +31,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 use super::fxhash::FxHasher;
 
@@ -349,13 +350,33 @@ impl<'t> ChunkCursor<'t> {
     /// A `chunk_size` of 0 is treated as 1; an overlap above the size as the size. Every
     /// chunk carries text that no earlier chunk had.
     pub fn next_chunk(&mut self, chunk_size: usize, chunk_overlap: usize) -> Option<Chunk> {
+        let tokenizer = Arc::clone(&self.tokenizer);
+        let size = chunk_size.max(1);
+        self.next_chunk_fitting(chunk_size, chunk_overlap, &mut |text| {
+            tokenizer.count_till_limit(text, size)
+        })
+    }
+
+    /// Like [`ChunkCursor::next_chunk`], but the final check is the caller's: `fits` gets
+    /// the chunk's final text and answers `Some(n)` to accept it (`n` is stored as the
+    /// chunk's `tokens`) or `None` to ask for a smaller chunk. `chunk_size` still guides
+    /// the packing. A synthesizer checks the whole prompt the chunk goes into, so the text
+    /// is counted once, together with its template. `fits` must accept smaller chunks when
+    /// it accepts larger ones; a single character that never fits is handed out alone,
+    /// flagged `oversized`, without asking `fits`.
+    pub fn next_chunk_fitting(
+        &mut self,
+        chunk_size: usize,
+        chunk_overlap: usize,
+        fits: &mut dyn FnMut(&str) -> Option<usize>,
+    ) -> Option<Chunk> {
         let size = chunk_size.max(1);
         let overlap = chunk_overlap.min(size);
         if self.stream_size != Some(size) {
             self.reset_stream(size);
         }
         loop {
-            match self.build_chunk(size, overlap) {
+            match self.build_chunk(size, overlap, fits) {
                 Build::Done => {
                     self.pos = self.text.len();
                     self.stack.clear();
@@ -377,7 +398,12 @@ impl<'t> ChunkCursor<'t> {
     }
 
     /// One attempt at the next chunk.
-    fn build_chunk(&mut self, size: usize, overlap: usize) -> Build {
+    fn build_chunk(
+        &mut self,
+        size: usize,
+        overlap: usize,
+        fits: &mut dyn FnMut(&str) -> Option<usize>,
+    ) -> Build {
         let Some(first) = self.next_split(size) else {
             return Build::Done;
         };
@@ -451,7 +477,7 @@ impl<'t> ChunkCursor<'t> {
         let result = loop {
             let (start, end) = self.trimmed(&cur);
             let chunk_text = self.text.get(start..end).unwrap_or_default();
-            if let Some(tokens) = self.tokenizer.count_till_limit(chunk_text, size) {
+            if let Some(tokens) = fits(chunk_text) {
                 break Build::Chunk(Chunk {
                     start,
                     end,
