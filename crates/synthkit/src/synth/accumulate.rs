@@ -15,7 +15,9 @@ use super::run::with_content;
 use super::{Job, Outcome};
 use crate::error::SynthError;
 use crate::model::{ModelRequest, StepInfo};
-use crate::prompt::{PromptBudget, TemplateKind};
+use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use crate::text::ChunkCursor;
+use serde_json::Value;
 
 pub(crate) fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
     requests_for(job, "accumulate", &with_content(texts))
@@ -35,33 +37,76 @@ fn requests_for(job: &Job, mode: &'static str, chunks: &[&str]) -> Result<Outcom
     if chunks.is_empty() {
         return Ok(Outcome::Text(job.s.empty_response.clone()));
     }
-    let template = job.template(TemplateKind::Qa);
-    let schema = job.s.output_schema.clone();
-    let size = job.room(&template, schema.as_deref())?;
-    let mut requests = Vec::new();
-    for chunk in chunks {
-        let mut cursor = job.budget().cursor(chunk);
+    let chunks: Vec<String> = chunks.iter().map(|c| (*c).to_string()).collect();
+    // Fail now, before any call, if the template leaves no room.
+    NumberedRequests::new(job, mode, &chunks)?;
+    Ok(Outcome::Numbered { mode, chunks })
+}
+
+/// The requests of accumulate, built one at a time as they are needed: each chunk split
+/// on its own, each piece as full as its prompt allows.
+pub(crate) struct NumberedRequests<'a> {
+    job: &'a Job,
+    mode: &'static str,
+    template: PromptTemplate,
+    schema: Option<Arc<Value>>,
+    size: usize,
+    chunks: std::slice::Iter<'a, String>,
+    cursor: Option<ChunkCursor<'a>>,
+    index: usize,
+}
+
+impl<'a> NumberedRequests<'a> {
+    pub(crate) fn new(
+        job: &'a Job,
+        mode: &'static str,
+        chunks: &'a [String],
+    ) -> Result<Self, SynthError> {
+        let template = job.template(TemplateKind::Qa);
+        let schema = job.s.output_schema.clone();
+        let size = job.room(&template, schema.as_deref())?;
+        Ok(Self {
+            job,
+            mode,
+            template,
+            schema,
+            size,
+            chunks: chunks.iter(),
+            cursor: None,
+            index: 0,
+        })
+    }
+}
+
+impl Iterator for NumberedRequests<'_> {
+    type Item = ModelRequest;
+
+    fn next(&mut self) -> Option<ModelRequest> {
         loop {
-            let step = StepInfo {
-                mode,
-                step: "qa",
-                level: 0,
-                index: requests.len(),
-            };
-            let Some((request, _)) = job.next_request(
-                &mut cursor,
-                &template,
-                "context_str",
-                size,
-                step,
-                schema.clone(),
-            ) else {
-                break;
-            };
-            requests.push(request);
+            if let Some(cursor) = self.cursor.as_mut() {
+                let step = StepInfo {
+                    mode: self.mode,
+                    step: "qa",
+                    level: 0,
+                    index: self.index,
+                };
+                let next = self.job.next_request(
+                    cursor,
+                    &self.template,
+                    "context_str",
+                    self.size,
+                    step,
+                    self.schema.clone(),
+                );
+                if let Some((request, _)) = next {
+                    self.index += 1;
+                    return Some(request);
+                }
+            }
+            let chunk = self.chunks.next()?;
+            self.cursor = Some(self.job.budget().cursor(chunk));
         }
     }
-    Ok(Outcome::Numbered(requests))
 }
 
 /// One item sent by a call's task to the stream's consumer.
@@ -81,25 +126,29 @@ enum Piece {
 /// consecutive numbered answers, as without streaming.
 pub(crate) fn stream_numbered(
     job: Job,
-    requests: Vec<ModelRequest>,
+    mode: &'static str,
+    chunks: Vec<String>,
     limit: usize,
 ) -> BoxStream<'static, Result<String, SynthError>> {
     let permits = Arc::new(tokio::sync::Semaphore::new(limit.max(1)));
-    let mut receivers = Vec::with_capacity(requests.len());
-    let mut senders = Vec::with_capacity(requests.len());
-    for _ in 0..requests.len() {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Piece>();
-        senders.push(tx);
-        receivers.push(rx);
-    }
-    // One driver hands out the permits in request order, so the answer shown next is
-    // never starved by later ones.
+    // One receiver per request, in order; the driver sends them as it builds requests.
+    let (receivers_tx, receivers) = tokio::sync::mpsc::unbounded_channel();
+    // One driver builds the requests as permits free up and hands the permits out in
+    // request order, so the answer shown next is never starved by later ones.
     let driver_job = job.clone();
     tokio::spawn(async move {
-        for (request, tx) in requests.into_iter().zip(senders) {
+        let Ok(requests) = NumberedRequests::new(&driver_job, mode, &chunks) else {
+            return;
+        };
+        for request in requests {
             let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
                 return;
             };
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Piece>();
+            if receivers_tx.send(rx).is_err() {
+                return;
+            }
+            driver_job.caller.plan(1);
             let job = driver_job.clone();
             tokio::spawn(async move {
                 let _permit = permit;
@@ -110,7 +159,7 @@ pub(crate) fn stream_numbered(
     let separator = job.s.separator.clone();
     let empty = job.empty();
     let state = Numbering {
-        receivers: receivers.into_iter(),
+        receivers,
         current: None,
         number: 0,
         any: false,
@@ -175,7 +224,7 @@ async fn stream_one(
 
 /// The consumer's side: numbers answers as they come and stops after an error.
 struct Numbering {
-    receivers: std::vec::IntoIter<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
+    receivers: tokio::sync::mpsc::UnboundedReceiver<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
     current: Option<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
     number: usize,
     any: bool,
@@ -203,7 +252,7 @@ impl Numbering {
                 return None;
             }
             let Some(rx) = self.current.as_mut() else {
-                let next = self.receivers.next()?;
+                let next = self.receivers.recv().await?;
                 self.current = Some(next);
                 return Some(Ok(self.header(separator)));
             };

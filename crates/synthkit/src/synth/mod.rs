@@ -572,8 +572,13 @@ pub(crate) enum Outcome {
         how: FinalHow,
         truncation: Option<Truncation>,
     },
-    /// Accumulate: numbered answers, one per request, joined.
-    Numbered(Vec<ModelRequest>),
+    /// Accumulate: numbered answers, one per piece of each chunk, joined.
+    Numbered {
+        /// The mode (`accumulate` or `compact_accumulate`).
+        mode: &'static str,
+        /// The texts, each split on its own.
+        chunks: Vec<String>,
+    },
 }
 
 /// How the final call's reply is read.
@@ -613,9 +618,10 @@ impl Job {
         self.shrink.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn concurrency(&self, n: usize) -> usize {
+    /// Calls in flight at once for map steps (a very large number for "no limit").
+    pub(crate) fn concurrency(&self) -> usize {
         if self.s.concurrency == 0 {
-            n.max(1)
+            usize::MAX >> 8
         } else {
             self.s.concurrency
         }
@@ -798,42 +804,45 @@ impl Job {
     /// parts' answers take its place.
     pub(crate) async fn call_all(
         &self,
-        requests: &[ModelRequest],
+        requests: impl Iterator<Item = ModelRequest> + Send,
     ) -> Result<Vec<String>, SynthError> {
         use futures::StreamExt;
-        self.caller.plan(requests.len());
-        let limit = self.concurrency(requests.len());
-        let mut answers: Vec<Option<String>> = Vec::with_capacity(requests.len());
-        let mut too_long = Vec::new();
-        let mut results =
-            futures::stream::iter(requests.iter().map(|r| self.call_text(r))).buffered(limit);
-        let mut i = 0;
-        while let Some(result) = results.next().await {
+        // Requests are built as calls free up, so building overlaps the calls in flight.
+        let limit = self.concurrency();
+        // Each call starts in its own task as soon as its request is built (dropping this
+        // future aborts the calls still running).
+        let calls = requests.map(|r| {
+            self.caller.plan(1);
+            let job = self.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                let answer = job.call_text(&r).await;
+                (r, answer)
+            }))
+        });
+        let mut results = futures::stream::iter(calls).buffered(limit);
+        // An answer, or a request the server found too long, to re-split.
+        let mut answers: Vec<Result<String, ModelRequest>> = Vec::new();
+        while let Some(joined) = results.next().await {
+            let (request, result) = joined.map_err(|e| SynthError::Model {
+                mode: "synthesis",
+                step: "call",
+                source: ModelError::Other(format!("a model call task failed: {e}")),
+            })?;
             match result {
-                Ok(a) => answers.push(Some(a)),
-                Err(e) => match requests.get(i) {
-                    Some(r) if self.correct_overflow(&e, r) => {
-                        answers.push(None);
-                        too_long.push(i);
-                    }
-                    _ => return Err(e),
-                },
+                Ok(a) => answers.push(Ok(a)),
+                Err(e) if self.correct_overflow(&e, &request) => answers.push(Err(request)),
+                Err(e) => return Err(e),
             }
-            i += 1;
         }
         drop(results);
-        if too_long.is_empty() {
-            return Ok(answers.into_iter().flatten().collect());
-        }
-        let mut out = Vec::with_capacity(answers.len() + too_long.len());
-        for (i, answer) in answers.into_iter().enumerate() {
-            match (answer, requests.get(i)) {
-                (Some(a), _) => out.push(a),
-                (None, Some(r)) => {
-                    let parts = self.resplit(r)?;
-                    out.extend(Box::pin(self.call_all(&parts)).await?);
+        let mut out = Vec::with_capacity(answers.len());
+        for answer in answers {
+            match answer {
+                Ok(a) => out.push(a),
+                Err(request) => {
+                    let parts = self.resplit(&request)?;
+                    out.extend(Box::pin(self.call_all(parts.into_iter())).await?);
                 }
-                (None, None) => {}
             }
         }
         Ok(out)
@@ -947,8 +956,9 @@ impl Job {
                     _ => fallback.unwrap_or_else(|| self.empty()),
                 };
             }
-            Outcome::Numbered(requests) => {
-                let answers = self.call_all(&requests).await?;
+            Outcome::Numbered { mode, chunks } => {
+                let requests = accumulate::NumberedRequests::new(self, mode, &chunks)?;
+                let answers = self.call_all(requests).await?;
                 response.text = self.numbered(&answers);
             }
         }
@@ -1001,10 +1011,11 @@ impl Job {
                     Some(caller),
                 ))
             }
-            Outcome::Numbered(requests) if self.s.output_schema.is_none() => {
-                self.caller.plan(requests.len());
-                let limit = self.concurrency(requests.len());
-                let s = accumulate::stream_numbered(self.clone(), requests, limit);
+            Outcome::Numbered { mode, chunks } if self.s.output_schema.is_none() => {
+                // Check the budget before streaming starts.
+                accumulate::NumberedRequests::new(self, mode, &chunks)?;
+                let limit = self.concurrency();
+                let s = accumulate::stream_numbered(self.clone(), mode, chunks, limit);
                 Ok(StreamingResponse::new(s, base, Some(caller)))
             }
             other => {
@@ -1017,6 +1028,26 @@ impl Job {
                 Ok(StreamingResponse::new(s, response, Some(caller)))
             }
         }
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
     }
 }
 

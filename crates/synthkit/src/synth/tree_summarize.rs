@@ -10,7 +10,7 @@ use super::run::with_content;
 use super::{FinalHow, Job, Outcome};
 use crate::call::SynthEvent;
 use crate::error::SynthError;
-use crate::model::StepInfo;
+use crate::model::{ModelRequest, StepInfo};
 use crate::prompt::{PromptBudget, TemplateKind};
 
 /// More levels than any real tree needs (each level at least halves the chunks).
@@ -38,28 +38,35 @@ pub(crate) async fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthErr
         let size = job.room(&template, schema.as_deref())?;
         let joined = PromptBudget::join_for_packing(&current);
         let mut cursor = job.budget().cursor(&joined);
-        let mut requests = Vec::new();
-        loop {
+        let mut index = 0;
+        let mut next = || {
             let step = StepInfo {
                 mode: "tree_summarize",
                 step: "summary",
                 level,
-                index: requests.len(),
+                index,
             };
-            match job.next_request(
+            index += 1;
+            let next = job.next_request(
                 &mut cursor,
                 &template,
                 "context_str",
                 size,
                 step,
                 schema.clone(),
-            ) {
-                Some((request, _)) => requests.push(request),
+            );
+            next.map(|(request, _)| request)
+        };
+        // Two requests tell whether this is the final call.
+        let mut first: Vec<ModelRequest> = Vec::with_capacity(2);
+        while first.len() < 2 {
+            match next() {
+                Some(r) => first.push(r),
                 None => break,
             }
         }
-        if requests.len() <= 1 {
-            let request = match requests.pop() {
+        if first.len() <= 1 {
+            let request = match first.pop() {
                 Some(r) => r,
                 None => {
                     // Every summary was empty: one call with empty context, as the
@@ -80,19 +87,30 @@ pub(crate) async fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthErr
                 truncation: None,
             });
         }
-        if (level > 0 && requests.len() >= current.len()) || level >= MAX_LEVELS {
-            return Err(SynthError::TreeNotConverging {
-                level,
-                summaries: current.len(),
-                chunks: requests.len(),
-                chunk_size: size,
-            });
+        if level == 0 {
+            // The first level is built as calls free up, so packing overlaps the calls.
+            current = job
+                .call_all(first.into_iter().chain(std::iter::from_fn(next)))
+                .await?;
+        } else {
+            // Later levels are small; they are packed whole first, so that a level that
+            // does not reduce stops before any of its calls.
+            let mut requests = first;
+            requests.extend(std::iter::from_fn(next));
+            if requests.len() >= current.len() || level >= MAX_LEVELS {
+                return Err(SynthError::TreeNotConverging {
+                    level,
+                    summaries: current.len(),
+                    chunks: requests.len(),
+                    chunk_size: size,
+                });
+            }
+            current = job.call_all(requests.into_iter()).await?;
         }
         job.caller.event(SynthEvent::TreeLevel {
             level: level + 1,
-            chunks: requests.len(),
+            chunks: current.len(),
         });
-        current = job.call_all(&requests).await?;
         level += 1;
     }
 }
