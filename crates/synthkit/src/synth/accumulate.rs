@@ -6,6 +6,7 @@
 //! Calls: accumulate, one per chunk (more for chunks over the budget); compact_accumulate,
 //! one per packed chunk (packed once, decision 5).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -19,11 +20,11 @@ use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 use crate::text::ChunkCursor;
 use serde_json::Value;
 
-pub(crate) fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
+pub(crate) fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
     requests_for(job, "accumulate", &with_content(texts))
 }
 
-pub(crate) fn run_compact(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
+pub(crate) fn run_compact(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
     let joined = PromptBudget::join_for_packing(&with_content(texts));
     let chunks: Vec<&str> = if joined.is_empty() {
         Vec::new()

@@ -5,6 +5,8 @@
 //! Calls: about `total context tokens / (budget - prompt)`, plus one per overflow of a
 //! long answer.
 
+use std::borrow::Cow;
+
 use super::run::with_content;
 use super::{Job, Outcome, refine};
 use crate::error::SynthError;
@@ -12,7 +14,7 @@ use crate::prompt::PromptBudget;
 
 pub(crate) async fn run(
     job: &Job,
-    texts: &[String],
+    texts: &[Cow<'_, str>],
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {
     let joined = PromptBudget::join_for_packing(&with_content(texts));

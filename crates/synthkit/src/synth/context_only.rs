@@ -1,8 +1,10 @@
 //! `context_only`: no model call; the answer is the model-visible text of every node,
 //! joined by blank lines (empties kept, as in the reference).
 
+use std::borrow::Cow;
+
 use super::Outcome;
 
-pub(crate) fn run(texts: &[String]) -> Outcome {
+pub(crate) fn run(texts: &[Cow<'_, str>]) -> Outcome {
     Outcome::Text(texts.join("\n\n"))
 }

@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -472,16 +473,18 @@ impl Synthesizer {
 
     /// Answers with every option of [`SynthesisInput`].
     pub async fn synthesize_input(&self, input: SynthesisInput) -> Result<Response, SynthError> {
-        let (job, texts, base) = self.prepare(&input);
+        let (job, texts) = self.prepare(&input);
         let mut outcome = run::run_mode(&job, &input, &texts).await?;
         let mut attempts = 0;
         loop {
             let resume = run::Resume::of(&outcome, self.s.mode);
             attempts += 1;
-            let mut response = base.clone();
+            let mut response = Response::default();
             match job.finish(outcome, &mut response).await {
                 Ok(()) => {
+                    drop(texts);
                     response.usage = job.caller.totals();
+                    attach_sources(&mut response, input);
                     return Ok(response);
                 }
                 Err(e) => match resume {
@@ -502,14 +505,18 @@ impl Synthesizer {
         &self,
         input: SynthesisInput,
     ) -> Result<StreamingResponse, SynthError> {
-        let (job, texts, base) = self.prepare(&input);
+        let (job, texts) = self.prepare(&input);
         let mut outcome = run::run_mode(&job, &input, &texts).await?;
         let mut attempts = 0;
         loop {
             let resume = run::Resume::of(&outcome, self.s.mode);
             attempts += 1;
-            match job.open_stream(outcome, base.clone()).await {
-                Ok(s) => return Ok(s),
+            match job.open_stream(outcome, Response::default()).await {
+                Ok(mut s) => {
+                    drop(texts);
+                    attach_sources(&mut s.response, input);
+                    return Ok(s);
+                }
                 Err(e) => match resume {
                     Some(r)
                         if attempts <= 2 * MAX_CORRECTIONS
@@ -523,18 +530,10 @@ impl Synthesizer {
         }
     }
 
-    fn prepare(&self, input: &SynthesisInput) -> (Job, Vec<String>, Response) {
-        let texts: Vec<String> = input
-            .nodes
-            .iter()
-            .map(|n| n.llm_text().into_owned())
-            .collect();
-        let mut metadata = Map::new();
-        let mut sources = input.nodes.clone();
-        sources.extend(input.additional_sources.iter().cloned());
-        for n in &sources {
-            metadata.insert(n.id.clone(), Value::Object(n.metadata.clone()));
-        }
+    /// The job and the model-visible text of every node (borrowed where it is the node's
+    /// own text).
+    fn prepare<'i>(&self, input: &'i SynthesisInput) -> (Job, Vec<Cow<'i, str>>) {
+        let texts: Vec<Cow<'i, str>> = input.nodes.iter().map(Node::llm_text).collect();
         let caller = Arc::new(Caller::new(
             Arc::clone(&self.s.model),
             self.s.budget.max_prompt_tokens(),
@@ -551,13 +550,20 @@ impl Synthesizer {
             shrink: Arc::default(),
             corrections: Arc::default(),
         };
-        let base = Response {
-            source_nodes: sources,
-            metadata,
-            ..Response::default()
-        };
-        (job, texts, base)
+        (job, texts)
     }
+}
+
+/// Moves the nodes and additional sources into the response, with their metadata.
+fn attach_sources(response: &mut Response, input: SynthesisInput) {
+    let mut sources = input.nodes;
+    sources.extend(input.additional_sources);
+    let mut metadata = Map::new();
+    for n in &sources {
+        metadata.insert(n.id.clone(), Value::Object(n.metadata.clone()));
+    }
+    response.source_nodes = sources;
+    response.metadata = metadata;
 }
 
 /// How the final answer is produced once a mode has done its intermediate work.

@@ -6,6 +6,7 @@
 //! in order, head first (decision 4). Calls: one per chunk that fits, more for chunks that
 //! do not.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::run::with_content;
@@ -18,7 +19,7 @@ use crate::prompt::budget::chunk_text;
 
 pub(crate) async fn run(
     job: &Job,
-    texts: &[String],
+    texts: &[Cow<'_, str>],
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {
     refine_texts(job, "refine", &with_content(texts), previous).await

@@ -1,5 +1,7 @@
 //! Dispatches a synthesis to its mode.
 
+use std::borrow::Cow;
+
 use super::{Job, Outcome, ResponseMode, SynthesisInput};
 use super::{
     accumulate, compact, context_only, generation, no_text, refine, simple_summarize,
@@ -10,7 +12,7 @@ use crate::error::SynthError;
 pub(crate) async fn run_mode(
     job: &Job,
     input: &SynthesisInput,
-    texts: &[String],
+    texts: &[Cow<'_, str>],
 ) -> Result<Outcome, SynthError> {
     let mode = job.s.mode;
     // Zero nodes: the empty response without a call, except generation, which answers
@@ -33,10 +35,10 @@ pub(crate) async fn run_mode(
 
 /// The texts that carry content: empty and whitespace-only chunks cost no call
 /// (decision 9).
-pub(crate) fn with_content(texts: &[String]) -> Vec<&str> {
+pub(crate) fn with_content<'a>(texts: &'a [Cow<'_, str>]) -> Vec<&'a str> {
     texts
         .iter()
-        .map(String::as_str)
+        .map(|t| t.as_ref())
         .filter(|t| !t.trim().is_empty())
         .collect()
 }
@@ -67,7 +69,7 @@ impl Resume {
 pub(crate) async fn resume(
     job: &Job,
     input: &SynthesisInput,
-    texts: &[String],
+    texts: &[Cow<'_, str>],
     r: Resume,
 ) -> Result<Outcome, SynthError> {
     let context = r
@@ -83,7 +85,7 @@ pub(crate) async fn resume(
         ResponseMode::Compact => {
             refine::refine_texts(job, "compact", &[context.as_str()], r.fallback).await
         }
-        ResponseMode::TreeSummarize => tree_summarize::run(job, &[context]).await,
+        ResponseMode::TreeSummarize => tree_summarize::run(job, &[Cow::Owned(context)]).await,
         _ => run_mode(job, input, texts).await,
     }
 }

@@ -2,6 +2,8 @@
 //! and truncated at the budget. What truncation dropped is reported (tokens and node ids)
 //! in the response and as an event (decision 7); use `tree_summarize` to keep everything.
 
+use std::borrow::Cow;
+
 use super::{FinalHow, Job, Outcome};
 use crate::call::SynthEvent;
 use crate::error::SynthError;
@@ -10,7 +12,11 @@ use crate::node::Node;
 use crate::prompt::TemplateKind;
 use crate::response::Truncation;
 
-pub(crate) fn run(job: &Job, texts: &[String], nodes: &[Node]) -> Result<Outcome, SynthError> {
+pub(crate) fn run(
+    job: &Job,
+    texts: &[Cow<'_, str>],
+    nodes: &[Node],
+) -> Result<Outcome, SynthError> {
     // The joined text and where each node's text ends in it.
     let mut joined = String::new();
     let mut ends: Vec<(usize, &str)> = Vec::new();

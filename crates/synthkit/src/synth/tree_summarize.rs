@@ -6,6 +6,8 @@
 //! that does not reduce the number of chunks stops with [`SynthError::TreeNotConverging`]
 //! (decision 8), so it always terminates.
 
+use std::borrow::Cow;
+
 use super::run::with_content;
 use super::{FinalHow, Job, Outcome};
 use crate::call::SynthEvent;
@@ -16,7 +18,7 @@ use crate::prompt::{PromptBudget, TemplateKind};
 /// More levels than any real tree needs (each level at least halves the chunks).
 const MAX_LEVELS: u32 = 64;
 
-pub(crate) async fn run(job: &Job, texts: &[String]) -> Result<Outcome, SynthError> {
+pub(crate) async fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
     let mut current: Vec<String> = with_content(texts)
         .into_iter()
         .map(str::to_string)

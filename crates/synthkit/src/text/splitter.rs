@@ -372,6 +372,26 @@ impl<'t> ChunkCursor<'t> {
     ) -> Option<Chunk> {
         let size = chunk_size.max(1);
         let overlap = chunk_overlap.min(size);
+        if self.stream_size.is_none() && self.pos == 0 && self.text.len() <= size {
+            // A text not yet started whose bytes fit the size fits whole (a token is at
+            // least one byte): offer it whole, so that it is counted once, by `fits`.
+            let head = self.text.trim_start();
+            let start = self.text.len() - head.len();
+            let end = start + head.trim_end().len();
+            if start == end {
+                self.pos = self.text.len();
+                return None;
+            }
+            if let Some(tokens) = self.text.get(start..end).and_then(&mut *fits) {
+                self.pos = self.text.len();
+                return Some(Chunk {
+                    start,
+                    end,
+                    tokens,
+                    oversized: false,
+                });
+            }
+        }
         if self.stream_size != Some(size) {
             self.reset_stream(size);
         }
