@@ -218,9 +218,11 @@ fn parse_concurrency(s: &str) -> Result<usize, String> {
 
 /// Reads the corpus: a JSON array of strings.
 pub fn read_corpus(path: &std::path::Path) -> Result<Vec<String>> {
-    let raw = std::fs::read_to_string(path)
-        .with_context(|| format!("reading corpus {}", path.display()))?;
-    let docs: Vec<String> = serde_json::from_str(&raw)
+    // Parsed from a buffered reader, so the file's text is never held whole beside the
+    // parsed strings (which would inflate the peak RSS every mode reports).
+    let file =
+        std::fs::File::open(path).with_context(|| format!("reading corpus {}", path.display()))?;
+    let docs: Vec<String> = serde_json::from_reader(std::io::BufReader::new(file))
         .with_context(|| format!("{} is not a JSON array of strings", path.display()))?;
     Ok(docs)
 }

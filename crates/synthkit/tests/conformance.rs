@@ -272,3 +272,46 @@ async fn replay_json_has_the_documented_shape() {
         trace["runs"].as_object().unwrap().len()
     );
 }
+
+/// Our cl100k counts equal tiktoken's on every recorded text: every node's
+/// `content_tokens` and every reference call's `prompt_tokens` (text that looks like a
+/// special token is counted as ordinary text by us, as API servers do, so it is skipped).
+#[test]
+fn token_counts_equal_the_references() {
+    let tok = BpeTokenizer::cl100k_base();
+    let (mut nodes, mut prompts) = (0, 0);
+    for (case, trace) in traces() {
+        for node in trace["inputs"]["nodes"].as_array().unwrap() {
+            let text = node["content_llm"].as_str().unwrap();
+            if text.contains("<|") {
+                continue;
+            }
+            assert_eq!(
+                tok.count(text) as u64,
+                node["content_tokens"].as_u64().unwrap(),
+                "{case}: node {}",
+                node["id"]
+            );
+            nodes += 1;
+        }
+        for (mode, run) in trace["runs"].as_object().unwrap() {
+            for call in run["calls"].as_array().unwrap() {
+                let prompt = call["prompt"].as_str().unwrap();
+                if prompt.contains("<|") {
+                    continue;
+                }
+                assert_eq!(
+                    tok.count(prompt) as u64,
+                    call["prompt_tokens"].as_u64().unwrap(),
+                    "{case}/{mode}"
+                );
+                prompts += 1;
+            }
+        }
+    }
+    eprintln!("{nodes} node texts and {prompts} prompts counted as tiktoken does");
+    assert!(
+        nodes > 200 && prompts > 500,
+        "{nodes} nodes, {prompts} prompts"
+    );
+}

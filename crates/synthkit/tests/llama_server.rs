@@ -9,9 +9,9 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+#[path = "common/llama.rs"]
+mod llama;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,28 +22,12 @@ use synthkit::model::{LanguageModel, ModelError, ModelRequest, StepInfo, StreamE
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
 use synthkit::text::Tokenizer;
 
+use llama::{LlamaServer, server_with_ctx};
+
 /// The context size of the servers these tests start.
 const CTX: usize = 512;
 /// Small outputs: the model is slow-ish on 2 cores.
 const MAX_TOKENS: usize = 16;
-
-/// A llama-server to talk to; stops the server on drop if this test started it.
-struct LlamaServer {
-    base: String,
-    pid: Option<u32>,
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            let _ = Command::new("kill")
-                .arg(pid.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
 
 impl LlamaServer {
     fn config(&self) -> OpenAiConfig {
@@ -58,68 +42,8 @@ impl LlamaServer {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-fn cannot_run(why: &str) -> Option<LlamaServer> {
-    if std::env::var_os("CI").is_some() {
-        panic!("llama-server end-to-end tests cannot run ({why}) and CI is set: failing");
-    }
-    // Straight to stderr, past the test harness's output capture, so the skip is seen.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: llama-server end-to-end test ({why}); set SYNTHKIT_LLAMA_SERVER to a running server's base URL to run it"
-    );
-    None
-}
-
-/// The server to use, or `None` (after a skip message) when none can be had here.
 fn server() -> Option<LlamaServer> {
-    if let Some(url) = std::env::var("SYNTHKIT_LLAMA_SERVER")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-    {
-        return Some(LlamaServer {
-            base: url.trim().to_string(),
-            pid: None,
-        });
-    }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.sh");
-    let mut last_failure = String::new();
-    for _attempt in 0..3 {
-        let port = free_port();
-        let output = Command::new("bash")
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(CTX.to_string())
-            .env("LLAMA_WATCH_PID", std::process::id().to_string())
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output();
-        let output = match output {
-            Ok(o) => o,
-            Err(e) => return cannot_run(&format!("cannot run {}: {e}", script.display())),
-        };
-        match output.status.code() {
-            Some(0) => {
-                let stdout = String::from_utf8_lossy(&output.stdout);
-                let mut parts = stdout.split_whitespace();
-                let (Some(base), Some(pid)) = (parts.next(), parts.next()) else {
-                    panic!("llama-server.sh printed {stdout:?}, expected `URL PID`");
-                };
-                return Some(LlamaServer {
-                    base: base.to_string(),
-                    pid: Some(pid.parse().expect("a PID")),
-                });
-            }
-            Some(77) => return cannot_run("llama-server.sh cannot build llama-server here"),
-            // Most likely the port was taken between choosing and binding: try another.
-            status => last_failure = format!("llama-server.sh failed with {status:?}"),
-        }
-    }
-    panic!("{last_failure} three times; see the messages above");
+    server_with_ctx(CTX)
 }
 
 /// Starts (or finds) the server, or ends the test with a skip message.

@@ -31,53 +31,52 @@ use crate::prompt::{PromptTemplate, Role, TemplateKind};
 const SYSTEM_PERSONA: &str = "Answer only from the passages the user gives, never from prior knowledge. \
 Be direct and do not mention the passages. If they lack the answer, say so briefly.";
 
-const QA_COMPLETION: &str =
-    "Answer the question from the passages below alone, not from prior knowledge.
-=== passages ===
+const QA_COMPLETION: &str = "Passages:
+---
 {context_str}
-=== end of passages ===
-Answer directly without mentioning the passages; if they lack the answer, say so briefly.
+---
+Answer the question using only these passages; do not mention them.
 Question: {query_str}
 Answer:";
 
-const QA_CHAT_USER: &str = "=== passages ===
+const QA_CHAT_USER: &str = "Passages:
+---
 {context_str}
-=== end of passages ===
+---
 Question: {query_str}";
 
 const REFINE_COMPLETION: &str = "Question: {query_str}
 Current answer: {existing_answer}
-New passages that may improve it:
-=== passages ===
+New passages:
+---
 {context_msg}
-=== end of passages ===
-Rewrite the answer if the new passages make it more complete or correct; otherwise repeat it unchanged. \
-Use only the passages and the current answer, without mentioning either.
+---
+Improve the current answer with the new passages if they help; otherwise repeat it unchanged. \
+Use only the passages and the answer, without mentioning them.
 Improved answer:";
 
-const REFINE_CHAT_USER: &str = "Improve the current answer to the question with the new passages: rewrite it if they make it \
-more complete or correct, otherwise reply with it unchanged. Use only the passages and the current answer, \
-without mentioning either.
-=== passages ===
+const REFINE_CHAT_USER: &str = "Improve the current answer to the question with the new passages if they help; otherwise reply \
+with it unchanged. Use only the passages and the answer, without mentioning them.
+New passages:
+---
 {context_msg}
-=== end of passages ===
+---
 Question: {query_str}
 Current answer: {existing_answer}";
 
 const SUMMARY_COMPLETION: &str = "Passages from several sources:
-=== passages ===
+---
 {context_str}
-=== end of passages ===
-Combine them into one answer to the question, using only the passages. \
-Merge repeated points, keep key details such as names and numbers, and do not mention the sources.
+---
+Combine them into one answer using only these passages; keep names and numbers.
 Question: {query_str}
 Answer:";
 
 const SUMMARY_CHAT_USER: &str = "Passages from several sources:
-=== passages ===
+---
 {context_str}
-=== end of passages ===
-Combine them into one answer: merge repeated points and keep key details such as names and numbers.
+---
+Combine them into one answer; merge repeated points and keep names and numbers.
 Question: {query_str}";
 
 const SIMPLE: &str = "{query_str}";

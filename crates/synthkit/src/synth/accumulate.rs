@@ -122,16 +122,15 @@ enum Piece {
 }
 
 /// Streams numbered answers in order: the answer being shown streams live while later
-/// calls run ahead (at most `limit` calls in flight), their deltas buffered. A request the
+/// calls run ahead (at most the synthesizer's concurrency in flight), their deltas buffered. A request the
 /// server rejects as too long is re-split under a shrunk budget, and its parts become
 /// consecutive numbered answers, as without streaming.
 pub(crate) fn stream_numbered(
     job: Job,
     mode: &'static str,
     chunks: Vec<String>,
-    limit: usize,
 ) -> BoxStream<'static, Result<String, SynthError>> {
-    let permits = Arc::new(tokio::sync::Semaphore::new(limit.max(1)));
+    let permits = Arc::new(tokio::sync::Semaphore::new(job.concurrency().max(1)));
     // One receiver per request, in order; the driver sends them as it builds requests.
     let (receivers_tx, receivers) = tokio::sync::mpsc::unbounded_channel();
     // One driver builds the requests as permits free up and hands the permits out in

@@ -644,8 +644,7 @@ impl Job {
         t.partial("query_str", &self.query)
     }
 
-    /// The schema a call must follow, if any: filtering's for filtering steps, else the
-    /// output schema when `final_or_map` says the call's answer is user-facing.
+    /// The schema of a structured-answer-filtering step's verdict.
     pub(crate) fn filter_schema() -> Arc<Value> {
         Arc::new(structured::filter_schema())
     }
@@ -879,19 +878,20 @@ impl Job {
         if self.corrections.fetch_add(1, Ordering::Relaxed) >= MAX_CORRECTIONS {
             return false;
         }
-        let num_output = self.budget().num_output() as u64;
-        let excess = match (prompt_tokens, context_window) {
-            (Some(p), Some(w)) => (p + num_output).saturating_sub(*w) as usize,
-            _ => 0,
+        // The server's room for a prompt, converted to our tokens by this prompt's ratio of
+        // our count to the server's (their tokenizers differ), less a margin; a tenth off
+        // the budget when the server did not say.
+        let num_output = self.budget().num_output() as f64;
+        let target = match (prompt_tokens, context_window) {
+            (Some(p), Some(w)) if *p > 0 => {
+                let ours_per_theirs = request.prompt_tokens as f64 / *p as f64;
+                let room = ((*w as f64 - num_output).max(0.0) * ours_per_theirs) as usize;
+                room.saturating_sub((room / 50).max(16))
+            }
+            _ => budget.saturating_sub((budget / 10).max(16)),
         };
-        // The excess in the server's tokens, plus a margin; a tenth of the budget when the
-        // server did not say.
-        let cut = if excess > 0 {
-            excess + (budget / 50).max(16)
-        } else {
-            (budget / 10).max(16)
-        };
-        let new_shrink = shrink + cut;
+        let new_budget = target.min(budget.saturating_sub(1));
+        let new_shrink = self.budget().max_prompt_tokens().saturating_sub(new_budget);
         self.shrink.store(new_shrink, Ordering::Relaxed);
         self.caller
             .event(crate::call::SynthEvent::ContextCorrected {
@@ -996,9 +996,6 @@ impl Job {
     ) -> Result<StreamingResponse, SynthError> {
         use futures::StreamExt;
         let caller = Arc::clone(&self.caller);
-        let one = |t: String| -> futures::stream::BoxStream<'static, Result<String, SynthError>> {
-            Box::pin(futures::stream::iter([Ok(t)]))
-        };
         match outcome {
             Outcome::Final {
                 request,
@@ -1018,19 +1015,15 @@ impl Job {
                 ))
             }
             Outcome::Numbered { mode, chunks } if self.s.output_schema.is_none() => {
-                // Check the budget before streaming starts.
-                accumulate::NumberedRequests::new(self, mode, &chunks)?;
-                let limit = self.concurrency();
-                let s = accumulate::stream_numbered(self.clone(), mode, chunks, limit);
+                let s = accumulate::stream_numbered(self.clone(), mode, chunks);
                 Ok(StreamingResponse::new(s, base, Some(caller)))
             }
             other => {
                 let mut response = base;
                 self.finish(other, &mut response).await?;
+                // Known in full: one delta (none for an empty answer).
                 let text = std::mem::take(&mut response.text);
-                let s = one(text)
-                    .filter(|d| futures::future::ready(!matches!(d, Ok(t) if t.is_empty())))
-                    .boxed();
+                let s = futures::stream::iter((!text.is_empty()).then_some(Ok(text))).boxed();
                 Ok(StreamingResponse::new(s, response, Some(caller)))
             }
         }

@@ -1,0 +1,102 @@
+//! Starts (or finds) a real llama.cpp `llama-server` on 127.0.0.1 for end-to-end tests;
+//! shared by the library's and the command's test suites.
+//!
+//! The server: `SYNTHKIT_LLAMA_SERVER` (a base URL such as `http://127.0.0.1:8080/v1`) if
+//! set; else `scripts/llama-server.sh PORT CTX` starts one (built once into
+//! `~/.cache/llama-server-tiny`), stopped when the guard is dropped. When llama-server cannot
+//! be built here the tests print a skip message, unless `CI` is set: then they fail.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    missing_docs
+)]
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// A llama-server to talk to; stops the server on drop if this test started it.
+pub struct LlamaServer {
+    /// The base URL, such as `http://127.0.0.1:8080/v1`.
+    pub base: String,
+    /// The server's PID when this process started it.
+    pub pid: Option<u32>,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            let _ = Command::new("kill")
+                .arg(pid.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+pub fn cannot_run(why: &str) -> Option<LlamaServer> {
+    if std::env::var_os("CI").is_some() {
+        panic!("llama-server end-to-end tests cannot run ({why}) and CI is set: failing");
+    }
+    // Straight to stderr, past the test harness's output capture, so the skip is seen.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: llama-server end-to-end test ({why}); set SYNTHKIT_LLAMA_SERVER to a running server's base URL to run it"
+    );
+    None
+}
+
+/// The server to use, or `None` (after a skip message) when none can be had here.
+pub fn server_with_ctx(ctx: usize) -> Option<LlamaServer> {
+    if let Some(url) = std::env::var("SYNTHKIT_LLAMA_SERVER")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    {
+        return Some(LlamaServer {
+            base: url.trim().to_string(),
+            pid: None,
+        });
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.sh");
+    let mut last_failure = String::new();
+    for _attempt in 0..3 {
+        let port = free_port();
+        let output = Command::new("bash")
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(ctx.to_string())
+            .env("LLAMA_WATCH_PID", std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output();
+        let output = match output {
+            Ok(o) => o,
+            Err(e) => return cannot_run(&format!("cannot run {}: {e}", script.display())),
+        };
+        match output.status.code() {
+            Some(0) => {
+                let stdout = String::from_utf8_lossy(&output.stdout);
+                let mut parts = stdout.split_whitespace();
+                let (Some(base), Some(pid)) = (parts.next(), parts.next()) else {
+                    panic!("llama-server.sh printed {stdout:?}, expected `URL PID`");
+                };
+                return Some(LlamaServer {
+                    base: base.to_string(),
+                    pid: Some(pid.parse().expect("a PID")),
+                });
+            }
+            Some(77) => return cannot_run("llama-server.sh cannot build llama-server here"),
+            // Most likely the port was taken between choosing and binding: try another.
+            status => last_failure = format!("llama-server.sh failed with {status:?}"),
+        }
+    }
+    panic!("{last_failure} three times; see the messages above");
+}
