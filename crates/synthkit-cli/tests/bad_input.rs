@@ -351,7 +351,7 @@ fn windows_too_small_say_what_to_change() {
             "q",
             "doc.md",
             "--context-window",
-            "64",
+            "40",
             "--num-output",
             "16",
             "--mode",

@@ -18,11 +18,7 @@ pub(crate) fn run(job: &Job) -> Result<Outcome, SynthError> {
         StepInfo::new("generation", "generate"),
         schema.clone(),
     );
-    let how = if schema.is_some() {
-        FinalHow::Schema
-    } else {
-        FinalHow::Plain
-    };
+    let how = FinalHow::for_schema(schema.as_deref());
     Ok(Outcome::Final {
         request,
         fallback: None,

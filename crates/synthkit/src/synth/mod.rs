@@ -598,6 +598,17 @@ pub(crate) enum FinalHow {
     Filter,
 }
 
+impl FinalHow {
+    /// Plain text, or JSON when there is an output schema.
+    pub(crate) fn for_schema(schema: Option<&Value>) -> Self {
+        if schema.is_some() {
+            FinalHow::Schema
+        } else {
+            FinalHow::Plain
+        }
+    }
+}
+
 /// One synthesis in progress: the synthesizer's settings, the call door and the query.
 #[derive(Clone)]
 pub(crate) struct Job {

@@ -85,11 +85,7 @@ pub(crate) fn run(
         );
         Some(t)
     };
-    let how = if schema.is_some() {
-        FinalHow::Schema
-    } else {
-        FinalHow::Plain
-    };
+    let how = FinalHow::for_schema(schema.as_deref());
     Ok(Outcome::Final {
         request,
         fallback: None,

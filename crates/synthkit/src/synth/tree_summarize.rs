@@ -28,11 +28,7 @@ pub(crate) async fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, Sy
     }
     let template = job.template(TemplateKind::Summary);
     let schema = job.s.output_schema.clone();
-    let how = if schema.is_some() {
-        FinalHow::Schema
-    } else {
-        FinalHow::Plain
-    };
+    let how = FinalHow::for_schema(schema.as_deref());
     let mut level: u32 = 0;
     loop {
         // Pack this level's texts into as few prompts as fit (re-measured each level, as
