@@ -20,6 +20,9 @@
 
 use std::collections::HashSet;
 use std::io;
+#[path = "common/server.rs"]
+mod server;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,6 +41,8 @@ use synthkit::model::{
     CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent,
 };
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
+
+use server::Server;
 use synthkit::{Node, ResponseMode, SynthError, Synthesizer};
 
 /// A key that appears nowhere else, so any occurrence in output is a leak.
@@ -239,55 +244,6 @@ async fn handle(State(script): State<Arc<Script>>, body: Bytes) -> Response {
             }
         }
         Fault::Huge(size) => good(stream, &"lorem ipsum ".repeat(size / 12)),
-    }
-}
-
-/// A running loopback server; dropping it stops the server.
-struct Server {
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(app: Router) -> Self {
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                // Do not wait for hanging handlers on shutdown: stop serving at once.
-                let serve = async { axum::serve(listener, app).await };
-                tokio::select! {
-                    r = serve => r.unwrap(),
-                    _ = stop_rx => {}
-                }
-            });
-            rt.shutdown_timeout(Duration::from_millis(100));
-        });
-        let addr = addr_rx.recv().unwrap();
-        Self {
-            base: format!("http://{addr}/v1"),
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -6,6 +6,9 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "common/server.rs"]
+mod server;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +25,8 @@ use synthkit::model::{
     FinishReason, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent, Usage,
 };
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
+
+use server::Server;
 use synthkit::text::{BpeTokenizer, Tokenizer};
 
 const KEY: &str = "sk-test-SECRET-0123456789";
@@ -46,40 +51,7 @@ impl Seen {
     }
 }
 
-/// A running loopback server; dropping it stops the server.
-struct Server {
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
 impl Server {
-    fn start(app: Router) -> Self {
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-                let _ = stop_rx.await;
-            });
-            // Stop at once, open connections and hanging handlers included.
-            rt.shutdown_timeout(Duration::from_millis(100));
-        });
-        let addr = addr_rx.recv().unwrap();
-        Self {
-            base: format!("http://{addr}/v1"),
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-
     fn config(&self) -> OpenAiConfig {
         OpenAiConfig::new("test-model")
             .with_base_url(&self.base)
@@ -89,21 +61,6 @@ impl Server {
 
     fn model(&self) -> OpenAiModel {
         OpenAiModel::new(self.config()).unwrap()
-    }
-
-    fn stop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

@@ -1,0 +1,64 @@
+//! A loopback HTTP server for tests: an axum app on 127.0.0.1 with its own thread and
+//! runtime (so a blocking client in the test cannot starve it); dropping it stops it at once.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use axum::Router;
+
+/// A running loopback server; dropping it stops the server.
+pub struct Server {
+    /// The base URL, `http://127.0.0.1:PORT/v1`.
+    pub base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn start(app: Router) -> Self {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                // Do not wait for hanging handlers on shutdown: stop serving at once.
+                let serve = async { axum::serve(listener, app).await };
+                tokio::select! {
+                    r = serve => r.unwrap(),
+                    _ = stop_rx => {}
+                }
+            });
+            rt.shutdown_timeout(Duration::from_millis(100));
+        });
+        let addr = addr_rx.recv().unwrap();
+        Self {
+            base: format!("http://{addr}/v1"),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Server {
+    /// Stops the server now (connections and hanging handlers included).
+    pub fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
