@@ -226,9 +226,14 @@ pub struct SynthArgs {
     /// Use the completions endpoint (/completions) instead of chat.
     #[arg(long, help_heading = "Model")]
     pub completion_api: bool,
-    /// Count tokens with the server's /tokenize (llama.cpp, vLLM) when it has one.
-    #[arg(long, help_heading = "Model")]
+    /// Count tokens with the server's /tokenize (llama.cpp, vLLM) and warn when it has
+    /// none. Without this flag it is used anyway when the server has one, unless
+    /// --tokenizer or --no-server-tokenizer is given.
+    #[arg(long, help_heading = "Model", conflicts_with = "no_server_tokenizer")]
     pub server_tokenizer: bool,
+    /// Never ask the server to count tokens; use the built-in tokenizer.
+    #[arg(long, help_heading = "Model")]
+    pub no_server_tokenizer: bool,
     /// Seconds one model call may take.
     #[arg(long, value_name = "SECS", help_heading = "Model")]
     pub timeout: Option<f64>,

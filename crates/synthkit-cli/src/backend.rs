@@ -96,6 +96,10 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                 .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
             if let Some(t) = args.tokenizer {
                 model = model.with_tokenizer(t.shared());
+            } else if !args.server_tokenizer && !args.no_server_tokenizer {
+                // Budgets match the model best when the server counts: use its /tokenize
+                // where it has one (llama.cpp, vLLM), quietly keep ours where it has none.
+                model.use_server_tokenizer().await;
             }
             let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
             Ok(Backend {
