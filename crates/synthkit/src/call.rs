@@ -100,7 +100,8 @@ pub(crate) struct Caller {
     observer: Option<Arc<dyn Observer>>,
     usage: Mutex<UsageTotals>,
     planned: AtomicUsize,
-    count_completion: Option<crate::text::SharedTokenizer>,
+    /// Counts completions when the server reports no usage.
+    tokenizer: crate::text::SharedTokenizer,
 }
 
 impl Caller {
@@ -116,7 +117,7 @@ impl Caller {
             observer,
             usage: Mutex::new(UsageTotals::default()),
             planned: AtomicUsize::new(0),
-            count_completion: Some(tokenizer),
+            tokenizer,
         }
     }
 
@@ -175,10 +176,7 @@ impl Caller {
     ) {
         let usage = reported.unwrap_or_else(|| Usage {
             prompt_tokens: request.prompt_tokens as u64,
-            completion_tokens: self
-                .count_completion
-                .as_ref()
-                .map_or(0, |t| t.count(text) as u64),
+            completion_tokens: self.tokenizer.count(text) as u64,
         });
         span.record("completion_tokens", usage.completion_tokens);
         span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);

@@ -14,7 +14,7 @@
 //! ```
 
 use crate::prompt::{PromptTemplate, RenderedPrompt, TemplateKind};
-use crate::text::splitter::{Chunk, ChunkCursor};
+use crate::text::splitter::ChunkCursor;
 use crate::text::{SharedTokenizer, TokenTextSplitter, tokenizer::default_tokenizer};
 
 /// Tokens counted per chat message besides its role and content.
@@ -328,15 +328,10 @@ impl PromptBudget {
         let mut cursor = self.cursor(&joined);
         let mut out = Vec::new();
         while let Some(chunk) = cursor.next_chunk(chunk_size, overlap) {
-            out.push(chunk_text(&joined, &chunk).to_string());
+            out.push(chunk.text(&joined).to_string());
         }
         out
     }
-}
-
-/// The text of `chunk` in `source`.
-pub fn chunk_text<'s>(source: &'s str, chunk: &Chunk) -> &'s str {
-    source.get(chunk.start..chunk.end).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -31,7 +31,6 @@ use crate::call::{Caller, Observer};
 use crate::error::SynthError;
 use crate::model::{LanguageModel, ModelError, ModelRequest, StepInfo};
 use crate::node::Node;
-use crate::prompt::budget::chunk_text;
 use crate::prompt::{PromptBudget, PromptTemplate, RenderedPrompt, TemplateKind, defaults};
 use crate::response::{Response, StreamingResponse, Truncation};
 use crate::text::{Chunk, ChunkCursor};
@@ -795,7 +794,7 @@ impl Job {
             fitted = Some((prompt, n));
             Some(n)
         })?;
-        let piece = chunk_text(text, &chunk);
+        let piece = chunk.text(text);
         let request = match fitted {
             Some((prompt, n)) if !chunk.oversized => {
                 self.request_from(prompt, n, template, &[(var, piece)], step, schema)

@@ -15,7 +15,6 @@ use super::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::model::StepInfo;
 use crate::prompt::TemplateKind;
-use crate::prompt::budget::chunk_text;
 
 pub(crate) async fn run(
     job: &Job,
@@ -92,7 +91,7 @@ pub(crate) async fn refine_texts(
             else {
                 break;
             };
-            let text = chunk_text(chunk, &piece);
+            let text = piece.text(chunk);
             index += 1;
             if last_text && cursor.is_done() {
                 return Ok(Outcome::Final {
