@@ -332,6 +332,21 @@ impl PromptBudget {
         }
         out
     }
+
+    /// Cuts each of `texts` to its first chunk of at most `chunk_size` tokens (the
+    /// reference's truncate; use [`PromptBudget::chunk_size_for`] with `texts.len()` chunks
+    /// for an equal share each). Whitespace-only text becomes empty; nothing panics.
+    pub fn truncate<S: AsRef<str>>(&self, texts: &[S], chunk_size: usize) -> Vec<String> {
+        texts
+            .iter()
+            .map(|t| {
+                let t = t.as_ref();
+                self.cursor(t)
+                    .next_chunk(chunk_size, 0)
+                    .map_or_else(String::new, |c| c.text(t).to_string())
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -412,6 +427,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(b.template_tokens(&c, None), 1 + CHAT_MESSAGE_OVERHEAD);
+    }
+
+    #[test]
+    fn truncate_keeps_a_head_within_the_size() {
+        let b = PromptBudget::new(4096, 256).unwrap();
+        let texts = ["This is a test foo bar", "Hello world bar foo", "   "];
+        let out = b.truncate(&texts, 4);
+        assert_eq!(out, vec!["This is a test", "Hello world bar foo", ""]);
+        for t in &out {
+            assert!(b.tokenizer().count(t) <= 4);
+        }
+        assert!(b.truncate::<&str>(&[], 4).is_empty());
     }
 
     #[test]
