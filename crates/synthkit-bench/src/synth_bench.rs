@@ -12,9 +12,9 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use synthkit::call::CallReport;
 use synthkit::model::ModelInfo;
-use synthkit::model::testing::FixedModel;
 use synthkit::prompt::PromptBudget;
 use synthkit::synth::DEFAULT_CONCURRENCY;
+use synthkit::testing::FixedModel;
 use synthkit::text::{BpeTokenizer, Tokenizer};
 use synthkit::{Node, Observer, ResponseMode, Synthesizer};
 
@@ -268,7 +268,11 @@ impl InProcess {
             .mode(mode)
             .budget(budget);
         if let Some(c) = self.concurrency {
-            b = b.concurrency(c);
+            b = b.concurrency(if c == 0 {
+                synthkit::Concurrency::Unlimited
+            } else {
+                synthkit::Concurrency::limit(c)
+            });
         }
         if let Some(o) = observer {
             b = b.observer(o);

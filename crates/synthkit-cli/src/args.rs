@@ -34,6 +34,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// More log lines on standard error: -v for each call's retries, corrections and
+    /// cache notes (info), -vv for debug. RUST_LOG overrides.
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 /// The verbs.
@@ -47,6 +51,17 @@ pub enum Command {
     Ask(AskArgs),
     /// Summarize files, folders, standard input or pre-retrieved nodes.
     Summarize(SummarizeArgs),
+}
+
+impl Command {
+    /// Whether `-q` was given (only the synthesis verbs have it).
+    pub fn quiet(&self) -> bool {
+        match self {
+            Command::Ask(a) => a.synth.quiet,
+            Command::Summarize(a) => a.synth.quiet,
+            Command::Tokens(_) | Command::Split(_) => false,
+        }
+    }
 }
 
 /// `synthkit tokens`.
@@ -156,7 +171,7 @@ pub struct SynthArgs {
         help_heading = "Synthesis"
     )]
     pub concurrency: usize,
-    // --- limits (model::limit): begin
+    // --- limits (layer::limit): begin
     /// Requests per minute to the model, shared by every call of the run; calls wait for
     /// their turn (also caps calls in flight at --concurrency).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
@@ -241,7 +256,7 @@ pub struct SynthArgs {
     /// model's own when known, else cl100k_base].
     #[arg(long, value_name = "NAME", value_parser = parse_tokenizer, help_heading = "Model")]
     pub tokenizer: Option<BpeTokenizer>,
-    // --- cache (model::cache): begin
+    // --- cache (layer::cache): begin
     /// Keep every model reply in the SQLite file FILE (created if missing) and answer
     /// repeated calls from it: a run that was stopped, rerun, only makes the calls it had
     /// not finished. Ignored with --plan.

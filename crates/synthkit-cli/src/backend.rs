@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
+use synthkit::backend::extractive::ExtractiveModel;
+use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::model::LanguageModel;
-use synthkit::model::extractive::ExtractiveModel;
-use synthkit::model::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
 
 use crate::args::{LlmKind, SynthArgs};
@@ -99,7 +99,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
             } else if !args.server_tokenizer && !args.no_server_tokenizer {
                 // Budgets match the model best when the server counts: use its /tokenize
                 // where it has one (llama.cpp, vLLM), quietly keep ours where it has none.
-                model.use_server_tokenizer().await;
+                model.use_server_counter().await;
             }
             let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
             Ok(Backend {
@@ -112,11 +112,11 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
     }
 }
 
-// --- limits (model::limit): begin
+// --- limits (layer::limit): begin
 /// The model behind one shared limiter when `--rpm` or `--tpm` is given (calls in flight
 /// are then also capped at `--concurrency`, 0 meaning no cap).
 fn limited(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageModel> {
-    use synthkit::model::limit::{LimitedModel, Limiter, Limits};
+    use synthkit::layer::limit::{LimitedModel, Limiter, Limits};
     if args.rpm.is_none() && args.tpm.is_none() {
         return model;
     }
@@ -130,7 +130,7 @@ fn limited(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageM
 
 /// The model behind the retry layer (outside the limiter, so every attempt is charged).
 fn retried(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageModel> {
-    use synthkit::model::retry::{RetryModel, RetryPolicy};
+    use synthkit::layer::retry::{RetryModel, RetryPolicy};
     if args.retries <= 1 {
         return model;
     }
@@ -187,7 +187,7 @@ fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
         .with_server_tokenizer(args.server_tokenizer))
 }
 
-// --- cache (model::cache): begin
+// --- cache (layer::cache): begin
 /// Puts the backend's model behind a persistent response cache when `--cache FILE` is
 /// given (not with `--plan`, which makes no call), and returns the cache's counters.
 /// Call it after [`connect`]: the cache is then the outermost layer, so a hit waits for no
@@ -197,8 +197,8 @@ fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
 pub fn cached(
     mut backend: Backend,
     args: &SynthArgs,
-) -> Result<(Backend, Option<synthkit::model::cache::CacheCounters>)> {
-    use synthkit::model::cache::{CachedModel, SqliteCache};
+) -> Result<(Backend, Option<synthkit::layer::cache::CacheCounters>)> {
+    use synthkit::layer::cache::{CachedModel, SqliteCache};
     let Some(path) = args.cache.as_deref().filter(|_| !args.plan) else {
         return Ok((backend, None));
     };
@@ -233,7 +233,7 @@ pub fn cached(
 }
 
 /// The note on standard error after a cached run: `N cached, M new calls`.
-pub fn cache_note(cache: &synthkit::model::cache::CacheCounters) -> String {
+pub fn cache_note(cache: &synthkit::layer::cache::CacheCounters) -> String {
     let s = cache.snapshot();
     format!("response cache: {} cached, {} new calls", s.hits, s.misses)
 }
@@ -241,7 +241,7 @@ pub fn cache_note(cache: &synthkit::model::cache::CacheCounters) -> String {
 /// Adds `cached_calls` and `new_calls` to the `usage` of a JSON report.
 pub fn report_cache(
     report: &mut serde_json::Value,
-    cache: Option<&synthkit::model::cache::CacheCounters>,
+    cache: Option<&synthkit::layer::cache::CacheCounters>,
 ) {
     let Some(s) = cache.map(|c| c.snapshot()) else {
         return;

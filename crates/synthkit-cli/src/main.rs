@@ -8,6 +8,7 @@ mod args;
 mod backend;
 mod error;
 mod input;
+mod logging;
 mod observe;
 mod output;
 mod plan;
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(error::EXIT_USAGE));
         }
     };
+    logging::init(cli.verbose, cli.command.quiet());
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

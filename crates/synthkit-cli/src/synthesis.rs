@@ -10,7 +10,9 @@ use futures::StreamExt;
 use synthkit::model::{LanguageModel, ModelError};
 use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
-use synthkit::{Node, Observer, Response, ResponseMode, SynthError, Synthesizer};
+use synthkit::{
+    AnswerFiltering, Concurrency, Node, Observer, Response, ResponseMode, SynthError, Synthesizer,
+};
 
 use crate::args::{DEFAULT_CHUNK_OVERLAP, LlmKind, SynthArgs};
 use crate::backend::{self, Backend};
@@ -80,11 +82,19 @@ pub fn build_synthesizer(
     let mut builder = Synthesizer::builder(model)
         .mode(mode)
         .budget(budget)
-        .concurrency(args.concurrency)
-        .structured_answer_filtering(args.structured_filtering)
+        .concurrency(if args.concurrency == 0 {
+            Concurrency::Unlimited
+        } else {
+            Concurrency::limit(args.concurrency)
+        })
+        .answer_filtering(if args.structured_filtering {
+            AnswerFiltering::on()
+        } else {
+            AnswerFiltering::Off
+        })
         .observer(observer);
     if let Some(sp) = &args.system_prompt {
-        builder = builder.system_prompt(Some(sp.clone()));
+        builder = builder.system_prompt(sp.clone());
     }
     if let Some(t) = &templates.qa {
         builder = builder.qa_template(t.clone());
@@ -261,7 +271,12 @@ fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
     // Budget errors say "context window" and "num_output": name the flags too.
     if matches!(
         e,
-        SynthError::Budget(_) | SynthError::TreeNotConverging { .. }
+        SynthError::Budget(_)
+            | SynthError::TreeNotConverging { .. }
+            | SynthError::Model {
+                source: ModelError::ContextTooLong { .. },
+                ..
+            }
     ) {
         return anyhow!("{e} (see --context-window and --num-output)");
     }
@@ -270,7 +285,7 @@ fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
         SynthError::Model {
             source: ModelError::Connection(_) | ModelError::Timeout(_),
             ..
-        }
+        } | SynthError::Count { .. }
     );
     match (unreachable, args.base_url.as_deref()) {
         (true, Some(url)) => anyhow!("{e}; check that a server is running at {url} (--base-url)"),

@@ -80,8 +80,8 @@ impl Observer for Trace {
         let request = report.request;
         let mut line = json!({
             "call": state.calls,
-            "mode": request.step.mode,
-            "step": request.step.step,
+            "mode": request.step.mode.as_str(),
+            "step": request.step.step.as_str(),
             "level": request.step.level,
             "index": request.step.index,
             "kind": request.kind.as_str(),

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use synthkit::model::extractive::ExtractiveModel;
+use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::{Node, ResponseMode, SynthError, Synthesizer};
 
 #[tokio::main]

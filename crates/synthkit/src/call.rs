@@ -17,6 +17,7 @@ use crate::model::{
     StructuredCompletion, Usage,
 };
 use crate::prompt::BudgetError;
+use crate::synth::Corrections;
 
 /// Totals over the calls of one synthesis.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -96,7 +97,8 @@ pub trait Observer: Send + Sync {
 /// Makes every model call of one synthesis.
 pub(crate) struct Caller {
     model: Arc<dyn LanguageModel>,
-    max_prompt_tokens: usize,
+    /// The job's prompt limit, lowered by context corrections.
+    limit: Arc<Corrections>,
     observer: Option<Arc<dyn Observer>>,
     usage: Mutex<UsageTotals>,
     planned: AtomicUsize,
@@ -107,13 +109,13 @@ pub(crate) struct Caller {
 impl Caller {
     pub(crate) fn new(
         model: Arc<dyn LanguageModel>,
-        max_prompt_tokens: usize,
+        limit: Arc<Corrections>,
         observer: Option<Arc<dyn Observer>>,
         tokenizer: crate::text::SharedTokenizer,
     ) -> Self {
         Self {
             model,
-            max_prompt_tokens,
+            limit,
             observer,
             usage: Mutex::new(UsageTotals::default()),
             planned: AtomicUsize::new(0),
@@ -140,12 +142,14 @@ impl Caller {
         }
     }
 
+    /// Refuses a prompt over the job's current (possibly corrected) limit.
     fn check(&self, request: &ModelRequest) -> Result<(), SynthError> {
-        if request.prompt_tokens > self.max_prompt_tokens {
+        let limit = self.limit.limit();
+        if request.prompt_tokens > limit {
             return Err(BudgetError::PromptOverBudget {
                 kind: request.kind,
                 tokens: request.prompt_tokens,
-                budget: self.max_prompt_tokens,
+                budget: limit,
             }
             .into());
         }
@@ -155,8 +159,8 @@ impl Caller {
     fn span(request: &ModelRequest) -> tracing::Span {
         tracing::info_span!(
             "synthkit.call",
-            mode = request.step.mode,
-            step = request.step.step,
+            mode = request.step.mode.as_str(),
+            step = request.step.step.as_str(),
             level = request.step.level,
             index = request.step.index,
             kind = request.kind.as_str(),
@@ -297,5 +301,37 @@ impl Caller {
         )
         .filter(|item| futures::future::ready(!matches!(item, Ok(d) if d.is_empty())));
         Ok(Box::pin(s))
+    }
+}
+
+/// The call door as an evaluator sees it: calls made through it are checked against the
+/// budget, counted in usage, traced and reported like every other call of the synthesis.
+pub struct CallDoor {
+    pub(crate) caller: Arc<Caller>,
+}
+
+impl std::fmt::Debug for CallDoor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallDoor").finish_non_exhaustive()
+    }
+}
+
+impl CallDoor {
+    /// What the model is.
+    pub fn info(&self) -> crate::model::ModelInfo {
+        self.caller.model.info()
+    }
+
+    /// A plain call.
+    pub async fn complete(&self, request: &ModelRequest) -> Result<Completion, SynthError> {
+        self.caller.complete(request).await
+    }
+
+    /// A structured call (the request carries the schema).
+    pub async fn structured(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<StructuredCompletion, SynthError> {
+        self.caller.structured(request).await
     }
 }

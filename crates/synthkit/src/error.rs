@@ -1,11 +1,14 @@
 //! The crate's top-level error.
 
+use crate::mode::{ResponseMode, Step, UnknownMode};
 use crate::model::ModelError;
 use crate::prompt::{BudgetError, TemplateError};
 use crate::text::{SplitError, TokenizerError};
 
-/// Everything that can go wrong in a synthesis. Messages say what to change.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Everything that can go wrong in a synthesis. Messages say what to change, in the
+/// library's terms (a front end such as the CLI adds its own flag names).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SynthError {
     /// The prompt budget cannot hold what a step needs.
     #[error(transparent)]
@@ -19,14 +22,29 @@ pub enum SynthError {
     /// An unknown tokenizer.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// An unknown response mode.
+    #[error(transparent)]
+    UnknownMode(#[from] UnknownMode),
     /// A model call failed.
     #[error("{mode} {step} call failed: {source}")]
     Model {
         /// The mode.
-        mode: &'static str,
+        mode: ResponseMode,
         /// The step.
-        step: &'static str,
+        step: Step,
         /// What the model said.
+        #[source]
+        source: ModelError,
+    },
+    /// The model's exact prompt counter (its server's `/tokenize`) failed; the run stops
+    /// rather than switching to other counts.
+    #[error(
+        "counting a prompt with {counter} failed: {source}; check the server, or build the synthesizer without the server's counter"
+    )]
+    Count {
+        /// The counter's name.
+        counter: String,
+        /// What went wrong.
         #[source]
         source: ModelError,
     },
@@ -44,7 +62,34 @@ pub enum SynthError {
         /// Context tokens per prompt.
         chunk_size: usize,
     },
+    /// The structured answer does not parse into the requested type.
+    #[error("the structured answer does not match the requested type: {source}")]
+    Parse {
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A streamed answer was read after the stream had failed.
+    #[error("the stream failed earlier, so its text is incomplete: use the error it returned")]
+    StreamFailed,
+    /// A task running a model call ended without an answer (it panicked).
+    #[error("a model call task ended without an answer: {source}")]
+    Task {
+        /// Why the task ended.
+        #[source]
+        source: tokio::task::JoinError,
+    },
     /// An option or combination of options is not allowed.
     #[error("{0}")]
     InvalidOption(String),
+}
+
+impl SynthError {
+    /// The model error inside, if this is a failed model call.
+    pub fn model_error(&self) -> Option<&ModelError> {
+        match self {
+            SynthError::Model { source, .. } | SynthError::Count { source, .. } => Some(source),
+            _ => None,
+        }
+    }
 }

@@ -1,17 +1,25 @@
 #![doc = include_str!("../../../README.md")]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
+pub mod backend;
 pub mod call;
 pub mod error;
+pub mod layer;
+pub mod mode;
 pub mod model;
 pub mod node;
 pub mod prompt;
 pub mod response;
 pub mod synth;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod text;
 
-pub use call::{Observer, SynthEvent, UsageTotals};
+pub use call::{CallDoor, Observer, SynthEvent, UsageTotals};
 pub use error::SynthError;
+pub use mode::{ResponseMode, Step};
 pub use node::Node;
 pub use response::{Response, StreamingResponse, Truncation};
-pub use synth::{ResponseMode, SynthesisInput, Synthesizer, SynthesizerBuilder, Templates};
+pub use synth::{
+    AnswerFiltering, Concurrency, SynthesisInput, Synthesizer, SynthesizerBuilder, Templates,
+};

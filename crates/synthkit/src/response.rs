@@ -46,11 +46,7 @@ impl Response {
             Some(v) => serde_json::from_value(v.clone()),
             None => serde_json::from_str(&self.text),
         };
-        parsed.map_err(|e| SynthError::Model {
-            mode: "synthesis",
-            step: "parse",
-            source: crate::model::ModelError::Structured(e.to_string()),
-        })
+        parsed.map_err(|source| SynthError::Parse { source })
     }
 }
 
@@ -122,9 +118,7 @@ impl StreamingResponse {
             d?;
         }
         if self.failed {
-            return Err(SynthError::InvalidOption(
-                "the stream failed earlier; its text is incomplete".into(),
-            ));
+            return Err(SynthError::StreamFailed);
         }
         let mut response = std::mem::take(&mut self.response);
         response.text = std::mem::take(&mut self.text);

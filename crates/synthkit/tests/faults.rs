@@ -35,15 +35,15 @@ use axum::response::Response;
 use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use synthkit::model::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::model::retry::{RetryModel, RetryPolicy};
+use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::layer::retry::{RetryModel, RetryPolicy};
 use synthkit::model::{
     CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent,
 };
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
 
 use server::Server;
-use synthkit::{Node, ResponseMode, SynthError, Synthesizer};
+use synthkit::{Concurrency, Node, ResponseMode, Step, SynthError, Synthesizer};
 
 /// A key that appears nowhere else, so any occurrence in output is a leak.
 const KEY: &str = "sk-faults-UNIQUE-7f3a9c1e5b2d";
@@ -341,7 +341,7 @@ fn nodes() -> Vec<Node> {
 fn synthesizer(h: &Harness) -> Synthesizer {
     Synthesizer::builder(Arc::new(h.model()))
         .mode(ResponseMode::TreeSummarize)
-        .concurrency(4)
+        .concurrency(Concurrency::limit(4))
         .build()
         .unwrap()
 }
@@ -354,7 +354,7 @@ fn request() -> ModelRequest {
         schema: None,
         max_tokens: 16,
         prompt_tokens: 3,
-        step: StepInfo::new("compact", "qa"),
+        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
     }
 }
 
@@ -579,7 +579,7 @@ async fn a_stream_dropped_before_its_first_event_is_retried() {
     let text: String = events
         .iter()
         .filter_map(|e| match e {
-            Ok(StreamEvent::Delta(d)) => Some(d.as_str()),
+            Ok::<_, ModelError>(StreamEvent::Delta(d)) => Some(d.as_str()),
             _ => None,
         })
         .collect();
@@ -669,7 +669,13 @@ async fn a_json_reply_dropped_mid_body_is_retried() {
 async fn a_stream_cut_after_its_first_delta_is_an_error_never_an_answer() {
     let h = Harness::new(vec![Fault::DropMidBody]);
     let events = collect(h.model().stream(&request()).await.unwrap()).await;
-    assert_eq!(events.first(), Some(&Ok(StreamEvent::Delta("Hel".into()))));
+    assert_eq!(
+        format!("{:?}", events.first()),
+        format!(
+            "{:?}",
+            Some(&Ok::<_, ModelError>(StreamEvent::Delta("Hel".into())))
+        )
+    );
     let last = events.last().unwrap();
     assert!(matches!(last, Err(ModelError::Incomplete(_))), "{last:?}");
     assert!(
@@ -953,7 +959,7 @@ async fn an_enormous_body_does_not_panic() {
     let len: usize = events
         .iter()
         .map(|e| match e {
-            Ok(StreamEvent::Delta(d)) => d.len(),
+            Ok::<_, ModelError>(StreamEvent::Delta(d)) => d.len(),
             _ => 0,
         })
         .sum();
@@ -975,7 +981,7 @@ async fn an_enormous_body_does_not_panic() {
         policy(),
     )))
     .mode(ResponseMode::TreeSummarize)
-    .concurrency(4)
+    .concurrency(Concurrency::limit(4))
     .build()
     .unwrap();
     let r = synth.synthesize(QUERY, nodes()).await.unwrap();

@@ -1,4 +1,4 @@
-//! The shared limiter (`model::limit`): one budget of calls in flight, requests per minute
+//! The shared limiter (`layer::limit`): one budget of calls in flight, requests per minute
 //! and tokens per minute across models and synthesizers.
 //!
 //! Time is tokio's and paused (`start_paused`), so minutes of pacing run in milliseconds
@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use synthkit::model::limit::{LimitError, LimitedModel, Limiter, Limits};
-use synthkit::model::testing::ScriptedModel;
+use synthkit::layer::limit::{LimitError, LimitedModel, Limiter, Limits};
 use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelRequest, StepInfo};
 use synthkit::prompt::{RenderedPrompt, TemplateKind};
-use synthkit::{Node, ResponseMode, SynthError, Synthesizer};
+use synthkit::testing::ScriptedModel;
+use synthkit::{Concurrency, Node, ResponseMode, Step, SynthError, Synthesizer};
 use tokio::time::Instant;
 
 /// Counts calls in flight (shared between models) and records each request's charge.
@@ -72,7 +72,7 @@ fn nodes(prefix: &str, n: usize) -> Vec<Node> {
 fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode, concurrency: usize) -> Synthesizer {
     Synthesizer::builder(model)
         .mode(mode)
-        .concurrency(concurrency)
+        .concurrency(Concurrency::limit(concurrency))
         .build()
         .unwrap()
 }
@@ -85,7 +85,7 @@ fn request(prompt_tokens: usize, max_tokens: usize) -> ModelRequest {
         schema: None,
         max_tokens,
         prompt_tokens,
-        step: StepInfo::new("compact", "qa"),
+        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
     }
 }
 
@@ -155,7 +155,7 @@ async fn concurrency_cap_holds_in_tree_summarize() {
     let s = Synthesizer::builder(model)
         .mode(ResponseMode::TreeSummarize)
         .budget(synthkit::prompt::PromptBudget::new(300, 50).unwrap())
-        .concurrency(0)
+        .concurrency(Concurrency::Unlimited)
         .build()
         .unwrap();
     let long: Vec<Node> = (0..12)

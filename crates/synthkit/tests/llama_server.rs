@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use synthkit::model::openai::{OpenAiConfig, OpenAiModel, ServerTokenizer, TokenizeDialect};
+use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter, TokenizeDialect};
 use synthkit::model::{LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent};
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
-use synthkit::text::Tokenizer;
+use synthkit::{ResponseMode, Step};
 
 use llama::{LlamaServer, server_with_ctx};
 
@@ -64,7 +64,7 @@ fn request(prompt: RenderedPrompt, max_tokens: usize) -> ModelRequest {
         schema: None,
         max_tokens,
         prompt_tokens: 0,
-        step: StepInfo::new("e2e", "qa"),
+        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
     }
 }
 
@@ -221,17 +221,16 @@ async fn discovery_reads_n_ctx_from_props() {
 #[tokio::test]
 async fn the_server_tokenizer_counts_as_the_server_does() {
     let server = server!();
-    let tok = ServerTokenizer::probe(&server.config())
+    let counter = ServerCounter::probe(&server.config())
         .await
         .expect("/tokenize");
-    assert_eq!(tok.dialect(), TokenizeDialect::LlamaCpp);
+    assert_eq!(counter.dialect(), TokenizeDialect::LlamaCpp);
     let text = "The quick brown fox jumps over the lazy dog, twice.";
-    let n = tok.count(text);
+    let n = counter.count(text).await.unwrap();
     assert!(n > 5, "{n}");
-    let ids = tok.encode(text);
+    let ids = counter.encode(text).await.unwrap();
     assert_eq!(ids.len(), n);
-    assert_eq!(tok.decode(&ids).as_deref(), Some(text));
-    assert_eq!(tok.failures(), 0);
+    assert_eq!(counter.decode(&ids).await.unwrap(), text);
 
     // The count matches the prompt tokens the server charges for the same text (a BOS
     // token may come on top with other models).
@@ -243,7 +242,12 @@ async fn the_server_tokenizer_counts_as_the_server_does() {
         .await
         .unwrap();
     let charged = c.usage.expect("usage").prompt_tokens;
-    let counted = model.tokenizer().expect("server tokenizer").count(text) as u64;
+    let counted = model
+        .counter()
+        .expect("server counter")
+        .count_prompts(&[RenderedPrompt::Text(text.into())])
+        .await
+        .unwrap()[0] as u64;
     assert!(
         charged == counted || charged == counted + 1,
         "server charged {charged}, /tokenize counted {counted}"

@@ -13,11 +13,13 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use serde::Deserialize;
 use synthkit::call::CallReport;
-use synthkit::model::testing::ScriptedModel;
 use synthkit::model::{ModelError, ModelInfo, ModelRequest};
 use synthkit::prompt::{BudgetError, PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::synth::{StepEvaluator, StepVerdict, VerdictFuture};
-use synthkit::{Node, Observer, ResponseMode, SynthError, Synthesizer};
+use synthkit::testing::ScriptedModel;
+use synthkit::{
+    AnswerFiltering, CallDoor, Concurrency, Node, Observer, ResponseMode, SynthError, Synthesizer,
+};
 
 fn info() -> ModelInfo {
     ModelInfo::new("scripted")
@@ -209,7 +211,7 @@ async fn concurrency_keeps_prompts_and_answers_identical() {
             .with_delay(std::time::Duration::from_millis(1));
             let s = Synthesizer::builder(Arc::new(model.clone()))
                 .mode(mode)
-                .concurrency(limit)
+                .concurrency(Concurrency::limit(limit))
                 .build()
                 .unwrap();
             let r = s.synthesize("q", nodes(&many)).await.unwrap();
@@ -244,7 +246,7 @@ async fn concurrency_is_bounded() {
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
     let s = Synthesizer::builder(Arc::new(model))
         .mode(ResponseMode::Accumulate)
-        .concurrency(3)
+        .concurrency(Concurrency::limit(3))
         .build()
         .unwrap();
     let r = s.synthesize("q", nodes(&many)).await.unwrap();
@@ -459,7 +461,7 @@ async fn structured_filtering_keeps_reference_semantics() {
     let model = filter_model(&["input2"]);
     let s = Synthesizer::builder(Arc::new(model.clone()))
         .mode(ResponseMode::Refine)
-        .structured_answer_filtering(true)
+        .answer_filtering(AnswerFiltering::on())
         .build()
         .unwrap();
     let r = s
@@ -477,7 +479,7 @@ async fn structured_filtering_keeps_reference_semantics() {
     let none = filter_model(&[]);
     let s = Synthesizer::builder(Arc::new(none))
         .mode(ResponseMode::Refine)
-        .structured_answer_filtering(true)
+        .answer_filtering(AnswerFiltering::on())
         .build()
         .unwrap();
     assert_eq!(
@@ -494,8 +496,7 @@ async fn stop_when_satisfied_saves_calls() {
     let model = filter_model(&["input2"]);
     let s = Synthesizer::builder(Arc::new(model.clone()))
         .mode(ResponseMode::Refine)
-        .structured_answer_filtering(true)
-        .stop_when_satisfied(true)
+        .answer_filtering(AnswerFiltering::stop_when_satisfied())
         .build()
         .unwrap();
     let r = s
@@ -506,40 +507,36 @@ async fn stop_when_satisfied_saves_calls() {
     assert_eq!(model.requests().len(), 2);
 }
 
+/// Judges every step satisfied, after asking the model through the call door.
 struct AlwaysSatisfied;
 impl StepEvaluator for AlwaysSatisfied {
-    fn evaluate<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-        _model: &'a dyn synthkit::model::LanguageModel,
-    ) -> VerdictFuture<'a> {
+    fn evaluate<'a>(&'a self, request: &'a ModelRequest, door: &'a CallDoor) -> VerdictFuture<'a> {
         Box::pin(async move {
+            let reply = door.complete(request).await?;
             Ok(StepVerdict {
                 query_satisfied: true,
-                answer: format!("judged {}", request.step.index),
+                answer: format!("judged {} ({})", request.step.index, reply.text),
             })
         })
     }
 }
 
 #[tokio::test]
-async fn a_step_evaluator_needs_filtering() {
+async fn a_step_evaluator_calls_through_the_call_door() {
     let model = ScriptedModel::new(info(), echo_kind);
-    let err = Synthesizer::builder(Arc::new(model.clone()))
-        .step_evaluator(Arc::new(AlwaysSatisfied))
-        .build()
-        .unwrap_err();
-    assert!(err.to_string().contains("structured answer filtering"));
-    let s = Synthesizer::builder(Arc::new(model))
+    let s = Synthesizer::builder(Arc::new(model.clone()))
         .mode(ResponseMode::Refine)
-        .structured_answer_filtering(true)
-        .step_evaluator(Arc::new(AlwaysSatisfied))
+        .answer_filtering(AnswerFiltering::with_evaluator(
+            Arc::new(AlwaysSatisfied),
+            false,
+        ))
         .build()
         .unwrap();
-    assert_eq!(
-        s.synthesize("q", nodes(&["a", "b"])).await.unwrap().text,
-        "judged 1"
-    );
+    let r = s.synthesize("q", nodes(&["a", "b"])).await.unwrap();
+    assert_eq!(r.text, "judged 1 (refine answer)");
+    // The evaluator's calls are the synthesis's calls: counted, and checked by the door.
+    assert_eq!(r.usage.calls, 2);
+    assert_eq!(model.requests().len(), 2);
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema, PartialEq)]

@@ -9,9 +9,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use synthkit::model::testing::ScriptedModel;
 use synthkit::model::{ModelError, ModelInfo};
 use synthkit::prompt::PromptBudget;
+use synthkit::testing::ScriptedModel;
 use synthkit::{Node, Observer, ResponseMode, SynthEvent, Synthesizer};
 
 const WINDOW: usize = 1024;

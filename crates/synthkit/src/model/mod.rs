@@ -7,23 +7,19 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::mode::{ResponseMode, Step};
 use crate::prompt::{RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
 
-pub mod cache;
-pub mod extractive;
-pub mod limit;
-#[cfg(feature = "openai")]
-pub mod openai;
-pub mod retry;
-pub mod testing;
+mod error;
+
+pub use error::ModelError;
 
 /// What a model is and how much it can take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,10 +104,10 @@ impl std::ops::AddAssign for Usage {
 /// Where a call stands in a synthesis: for traces, progress and offline backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct StepInfo {
-    /// The response mode (`refine`, `tree_summarize`, ...).
-    pub mode: &'static str,
-    /// The step (`qa`, `refine`, `summary`, `final_summary`, `answer`, `generate`).
-    pub step: &'static str,
+    /// The response mode.
+    pub mode: ResponseMode,
+    /// What the call does within the mode.
+    pub step: Step,
     /// The tree level (0 for modes without levels).
     pub level: u32,
     /// The call's position within its level or sequence.
@@ -119,13 +115,22 @@ pub struct StepInfo {
 }
 
 impl StepInfo {
-    /// A step of `mode` named `step`, level 0, index 0.
-    pub fn new(mode: &'static str, step: &'static str) -> Self {
+    /// A step of `mode`, level 0, index 0.
+    pub fn new(mode: ResponseMode, step: Step) -> Self {
         Self {
             mode,
             step,
             level: 0,
             index: 0,
+        }
+    }
+
+    /// The same step at `index` of `level`.
+    pub fn at(self, level: u32, index: usize) -> Self {
+        Self {
+            level,
+            index,
+            ..self
         }
     }
 }
@@ -233,98 +238,6 @@ pub enum StreamEvent {
 /// without `Done` was cut off and must not be taken as a complete answer.
 pub type CompletionStream = BoxStream<'static, Result<StreamEvent, ModelError>>;
 
-/// Errors from a model, split by what the caller must do.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ModelError {
-    /// The prompt is longer than the model's context: re-pack with a smaller budget.
-    #[error(
-        "the prompt is too long for the model's context{}: lower --context-window or --num-output (server said: {message})",
-        fmt_excess(*.prompt_tokens, *.context_window)
-    )]
-    ContextTooLong {
-        /// What the server said.
-        message: String,
-        /// The prompt's tokens as the server counted them, if it said.
-        prompt_tokens: Option<u64>,
-        /// The server's context size, if it said.
-        context_window: Option<u64>,
-    },
-    /// The server refused the credentials.
-    #[error("the server refused the credentials (HTTP {status}): check the API key; body: {body}")]
-    Auth {
-        /// HTTP status.
-        status: u16,
-        /// The response body (secrets redacted).
-        body: String,
-    },
-    /// Too many requests: wait and retry.
-    #[error("rate limited by the server (HTTP {status}){}: slow down or retry later; body: {body}", retry_after.map(|d| format!(", retry after {:.1}s", d.as_secs_f64())).unwrap_or_default())]
-    RateLimited {
-        /// HTTP status.
-        status: u16,
-        /// How long the server asked to wait.
-        retry_after: Option<Duration>,
-        /// The response body.
-        body: String,
-    },
-    /// A server-side failure (5xx): may succeed on retry.
-    #[error("server error (HTTP {status}): {body}")]
-    Server {
-        /// HTTP status.
-        status: u16,
-        /// The response body.
-        body: String,
-    },
-    /// The server rejected the request (4xx other than the above).
-    #[error("the server rejected the request (HTTP {status}): {body}")]
-    BadRequest {
-        /// HTTP status.
-        status: u16,
-        /// The response body.
-        body: String,
-    },
-    /// No answer in time.
-    #[error("no answer from the model within {0:?}: raise the timeout or check the server")]
-    Timeout(Duration),
-    /// The connection failed or was reset.
-    #[error("connection to the model failed: {0}")]
-    Connection(String),
-    /// The reply could not be understood.
-    #[error("the model's reply could not be understood: {0}")]
-    Malformed(String),
-    /// A streamed reply ended before it was complete.
-    #[error("the model's streamed reply was cut off: {0}")]
-    Incomplete(String),
-    /// A structured reply did not match the expected JSON.
-    #[error("the model's structured reply is not valid JSON for the schema: {0}")]
-    Structured(String),
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
-}
-
-fn fmt_excess(prompt: Option<u64>, window: Option<u64>) -> String {
-    match (prompt, window) {
-        (Some(p), Some(w)) => format!(" ({p} tokens > {w})"),
-        (Some(p), None) => format!(" ({p} tokens)"),
-        _ => String::new(),
-    }
-}
-
-impl ModelError {
-    /// Whether the same request may succeed if sent again later.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ModelError::RateLimited { .. }
-                | ModelError::Server { .. }
-                | ModelError::Timeout(_)
-                | ModelError::Connection(_)
-                | ModelError::Incomplete(_)
-        )
-    }
-}
-
 /// A language model. Object safe: use `Arc<dyn LanguageModel>` to choose one at run time.
 ///
 /// Implement [`LanguageModel::complete`]; streaming and structured calls have defaults
@@ -344,18 +257,7 @@ pub trait LanguageModel: Send + Sync {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
-        Box::pin(async move {
-            let c = self.complete(request).await?;
-            let events = vec![
-                Ok(StreamEvent::Delta(c.text)),
-                Ok(StreamEvent::Done {
-                    usage: c.usage,
-                    finish_reason: c.finish_reason,
-                }),
-            ];
-            let s: CompletionStream = Box::pin(futures::stream::iter(events));
-            Ok(s)
-        })
+        Box::pin(async move { Ok(one_delta_stream(self.complete(request).await?)) })
     }
 
     /// A structured call: the request carries a JSON schema; the reply is parsed as JSON.
@@ -374,10 +276,48 @@ pub trait LanguageModel: Send + Sync {
         })
     }
 
-    /// The model's own tokenizer, when the backend can count exactly as the model does.
+    /// A local tokenizer that counts as the model does, or close to it. Packing searches
+    /// with it; without a [`LanguageModel::counter`] its counts are final.
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         None
     }
+
+    /// The model's exact prompt counter, when the backend can ask its server (llama.cpp and
+    /// vLLM `/tokenize`). Every prompt is then verified with it before it is sent.
+    fn counter(&self) -> Option<SharedCounter> {
+        None
+    }
+}
+
+/// Counts whole prompts exactly as the model's server will, asynchronously.
+///
+/// Packing first fits a prompt with the local [`crate::text::Tokenizer`], then asks the
+/// counter for the exact count of the whole rendered prompt and re-packs when it is over
+/// the budget. Implementations should cache counts: the same prompt may be asked twice.
+pub trait PromptCounter: Send + Sync + fmt::Debug {
+    /// A short name for reports, such as `llama.cpp:/tokenize`.
+    fn name(&self) -> &str;
+
+    /// The exact token counts of `prompts`, in order.
+    fn count_prompts<'a>(
+        &'a self,
+        prompts: &'a [RenderedPrompt],
+    ) -> BoxFuture<'a, Result<Vec<usize>, ModelError>>;
+}
+
+/// A prompt counter shared between tasks.
+pub type SharedCounter = Arc<dyn PromptCounter>;
+
+/// A finished reply as a stream: one delta with its text, then `Done` with its usage.
+pub fn one_delta_stream(completion: Completion) -> CompletionStream {
+    let events = vec![
+        Ok(StreamEvent::Delta(completion.text)),
+        Ok(StreamEvent::Done {
+            usage: completion.usage,
+            finish_reason: completion.finish_reason,
+        }),
+    ];
+    Box::pin(futures::stream::iter(events))
 }
 
 impl<M: LanguageModel + ?Sized> LanguageModel for Arc<M> {
@@ -404,6 +344,9 @@ impl<M: LanguageModel + ?Sized> LanguageModel for Arc<M> {
     }
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         (**self).tokenizer()
+    }
+    fn counter(&self) -> Option<SharedCounter> {
+        (**self).counter()
     }
 }
 

@@ -98,6 +98,9 @@ pub struct PromptBudget {
     chunk_size_limit: Option<usize>,
     separator: String,
     tokenizer: SharedTokenizer,
+    /// Whether the tokenizer was chosen with [`PromptBudget::with_tokenizer`] (a
+    /// synthesizer then keeps it instead of the model's).
+    explicit_tokenizer: bool,
 }
 
 impl PromptBudget {
@@ -117,6 +120,7 @@ impl PromptBudget {
             chunk_size_limit: None,
             separator: " ".to_string(),
             tokenizer: default_tokenizer(),
+            explicit_tokenizer: false,
         })
     }
 
@@ -141,8 +145,21 @@ impl PromptBudget {
         self
     }
 
-    /// Sets the tokenizer that counts prompts and chunks.
+    /// Sets the tokenizer that counts prompts and chunks. A synthesizer built with this
+    /// budget keeps it instead of the model's tokenizer.
     pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
+        self.tokenizer = tokenizer;
+        self.explicit_tokenizer = true;
+        self
+    }
+
+    /// Whether the tokenizer was set with [`PromptBudget::with_tokenizer`].
+    pub fn has_explicit_tokenizer(&self) -> bool {
+        self.explicit_tokenizer
+    }
+
+    /// The model's tokenizer, where none was set explicitly.
+    pub(crate) fn with_model_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
         self.tokenizer = tokenizer;
         self
     }

@@ -1,6 +1,5 @@
 //! Text handling: tokenizers and the token text splitter.
 
-mod fxhash;
 pub mod splitter;
 pub mod tokenizer;
 

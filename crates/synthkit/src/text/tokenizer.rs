@@ -13,12 +13,10 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use super::fxhash::FxHasher;
+use rustc_hash::FxHashMap;
 
 /// Counts, encodes and decodes text in model tokens.
 ///
@@ -72,8 +70,8 @@ const CACHE_MAX_ENTRIES: usize = 1 << 18;
 
 thread_local! {
     /// Pre-token counts, keyed by tokenizer id, length and bytes packed into a `u128`.
-    static PIECE_COUNTS: RefCell<HashMap<u128, u32, BuildHasherDefault<FxHasher>>> =
-        RefCell::new(HashMap::default());
+    static PIECE_COUNTS: RefCell<FxHashMap<u128, u32>> =
+        RefCell::new(FxHashMap::default());
 }
 
 /// The exact cache key of a short piece: id, length, then the bytes.
@@ -127,11 +125,7 @@ impl BpeTokenizer {
     }
 
     /// The count of one pre-token, from the cache when it is short.
-    fn piece_count(
-        &self,
-        piece: &str,
-        cache: &mut HashMap<u128, u32, BuildHasherDefault<FxHasher>>,
-    ) -> usize {
+    fn piece_count(&self, piece: &str, cache: &mut FxHashMap<u128, u32>) -> usize {
         let bytes = piece.as_bytes();
         let Some(key) = piece_key(self.id, bytes) else {
             return self.inner.bpe.count(bytes);

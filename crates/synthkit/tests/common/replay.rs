@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use synthkit::call::CallReport;
 use synthkit::model::ModelInfo;
-use synthkit::model::testing::ReplayModel;
 use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use synthkit::testing::ReplayModel;
 use synthkit::{Node, Observer, ResponseMode, Synthesizer};
 
 /// One call as the replay saw it.
@@ -104,8 +104,12 @@ pub async fn run_mode(trace: &Value, mode: &str, streaming: bool) -> Run {
             .refine_template(template(trace, "refine", TemplateKind::Refine))
             .summary_template(template(trace, "summary", TemplateKind::Summary))
             .simple_template(template(trace, "simple", TemplateKind::Simple))
-            .structured_answer_filtering(
-                filtering && matches!(mode, ResponseMode::Refine | ResponseMode::Compact),
+            .answer_filtering(
+                if filtering && matches!(mode, ResponseMode::Refine | ResponseMode::Compact) {
+                    synthkit::AnswerFiltering::on()
+                } else {
+                    synthkit::AnswerFiltering::Off
+                },
             )
             .observer(recorder.clone())
             .build()

@@ -1,0 +1,235 @@
+//! The OpenAI wire format: request bodies and the parts of responses we read.
+//!
+//! Responses are parsed leniently: every field is optional or defaulted and unknown fields
+//! (`timings`, `system_fingerprint`, `reasoning_content`, ...) are ignored, so servers that
+//! add their own fields keep working.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::model::{FinishReason, ModelRequest, Usage};
+use crate::prompt::RenderedPrompt;
+
+/// The messages of a chat request: chat prompts as they are, a text prompt as one user
+/// message.
+pub(crate) fn chat_messages(prompt: &RenderedPrompt) -> Vec<Value> {
+    match prompt {
+        RenderedPrompt::Chat(messages) => messages
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+            .collect(),
+        RenderedPrompt::Text(text) => vec![json!({"role": "user", "content": text})],
+    }
+}
+
+/// What a request body needs besides the request itself.
+pub(crate) struct BodyOptions<'a> {
+    pub model: &'a str,
+    pub chat: bool,
+    pub temperature: Option<f32>,
+    pub stream: bool,
+    pub stream_usage: bool,
+    /// The JSON schema to enforce server side, if any.
+    pub schema: Option<&'a Value>,
+    pub extra: &'a Map<String, Value>,
+}
+
+/// The JSON body of a `/chat/completions` or `/completions` request.
+pub(crate) fn request_body(request: &ModelRequest, o: &BodyOptions<'_>) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(o.model));
+    if o.chat {
+        body.insert(
+            "messages".into(),
+            Value::Array(chat_messages(&request.prompt)),
+        );
+    } else {
+        body.insert("prompt".into(), Value::from(request.prompt.to_text()));
+    }
+    body.insert("max_tokens".into(), Value::from(request.max_tokens));
+    if let Some(t) = o.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if o.stream {
+        body.insert("stream".into(), Value::Bool(true));
+        if o.stream_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
+    if let Some(schema) = o.schema {
+        body.insert(
+            "response_format".into(),
+            json!({
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": schema, "strict": true}
+            }),
+        );
+        if !o.chat {
+            // llama.cpp ignores `response_format` on `/completions` but honours its own
+            // `json_schema` field there; other servers ignore the unknown field.
+            body.insert("json_schema".into(), schema.clone());
+        }
+    }
+    for (k, v) in o.extra {
+        body.insert(k.clone(), v.clone());
+    }
+    Value::Object(body)
+}
+
+/// A completion response or one streamed chunk of it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Response {
+    pub choices: Option<Vec<Choice>>,
+    pub usage: Option<WireUsage>,
+    /// An error object some servers send with status 200 or inside a stream.
+    pub error: Option<Value>,
+}
+
+/// One choice of a response or chunk.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Choice {
+    pub index: Option<u64>,
+    /// Chat responses.
+    pub message: Option<Message>,
+    /// Chat stream chunks.
+    pub delta: Option<Message>,
+    /// Completion responses and chunks.
+    pub text: Option<String>,
+    pub finish_reason: Option<String>,
+}
+
+/// A chat message or delta; `reasoning_content` and tool calls are ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Message {
+    pub content: Option<String>,
+}
+
+/// Token usage as servers report it.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(default)]
+pub(crate) struct WireUsage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        Usage {
+            prompt_tokens: u.prompt_tokens.unwrap_or(0),
+            completion_tokens: u.completion_tokens.unwrap_or(0),
+        }
+    }
+}
+
+impl Choice {
+    /// The choice's text: the message (or delta) content, else the completion text.
+    pub fn content(&self) -> Option<&str> {
+        self.message
+            .as_ref()
+            .or(self.delta.as_ref())
+            .and_then(|m| m.content.as_deref())
+            .or(self.text.as_deref())
+    }
+
+    /// Whether this is the first (or only) choice.
+    pub fn is_first(&self) -> bool {
+        self.index.unwrap_or(0) == 0
+    }
+}
+
+/// Maps a server's finish reason.
+pub(crate) fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" | "eos" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "length" | "max_tokens" => FinishReason::Length,
+        _ => FinishReason::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ResponseMode, Step, StepInfo};
+    use crate::prompt::{ChatMessage, Role, TemplateKind};
+
+    fn request(prompt: RenderedPrompt) -> ModelRequest {
+        ModelRequest {
+            prompt,
+            kind: TemplateKind::Qa,
+            variables: vec![],
+            schema: None,
+            max_tokens: 16,
+            prompt_tokens: 3,
+            step: StepInfo::new(ResponseMode::Refine, Step::Qa),
+        }
+    }
+
+    #[test]
+    fn text_prompt_to_chat_is_one_user_message() {
+        let extra = Map::new();
+        let o = BodyOptions {
+            model: "m",
+            chat: true,
+            temperature: Some(0.5),
+            stream: true,
+            stream_usage: true,
+            schema: None,
+            extra: &extra,
+        };
+        let body = request_body(&request(RenderedPrompt::Text("hi".into())), &o);
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                   "max_tokens": 16, "temperature": 0.5, "stream": true,
+                   "stream_options": {"include_usage": true}})
+        );
+    }
+
+    #[test]
+    fn completion_body_with_schema_and_extra() {
+        let mut extra = Map::new();
+        extra.insert("cache_prompt".into(), Value::Bool(true));
+        let schema = json!({"type": "object"});
+        let o = BodyOptions {
+            model: "m",
+            chat: false,
+            temperature: None,
+            stream: false,
+            stream_usage: true,
+            schema: Some(&schema),
+            extra: &extra,
+        };
+        let p = RenderedPrompt::Chat(vec![ChatMessage::new(Role::User, "q")]);
+        let body = request_body(&request(p), &o);
+        assert_eq!(body["prompt"], "user: q\nassistant: ");
+        assert_eq!(body["json_schema"], schema);
+        assert_eq!(body["response_format"]["json_schema"]["schema"], schema);
+        assert_eq!(body["cache_prompt"], true);
+        assert!(body.get("stream").is_none() && body.get("temperature").is_none());
+    }
+
+    #[test]
+    fn lenient_parse() {
+        let r: Response = serde_json::from_str(
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm","content":null},"finish_reason":null}],"timings":{}}"#,
+        )
+        .unwrap_or_default();
+        let c = r.choices.unwrap_or_default();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.first().and_then(Choice::content), None);
+        let r: Response = serde_json::from_str(
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":null}}"#,
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            r.usage.map(Usage::from),
+            Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 0
+            })
+        );
+    }
+}

@@ -1,0 +1,477 @@
+//! Limits: one shared budget of calls in flight, requests per minute and tokens per minute,
+//! as a layer around any [`LanguageModel`].
+//!
+//! A [`Limiter`] is cheap to clone (an [`Arc`] inside): give clones of one limiter to every
+//! [`LimitedModel`] of a process, and every step of every synthesis, whichever model or
+//! synthesizer makes it, draws on the same budget.
+//!
+//! ```
+//! # async fn demo() {
+//! use std::sync::Arc;
+//! use synthkit::layer::limit::{LimitedModel, Limiter, Limits};
+//! use synthkit::{model::{LanguageModel, ModelInfo}, testing::ScriptedModel};
+//!
+//! let limiter = Limiter::new(
+//!     Limits::default()
+//!         .with_max_in_flight(4)
+//!         .with_requests_per_minute(500)
+//!         .with_tokens_per_minute(200_000),
+//! );
+//! let a = ScriptedModel::constant(ModelInfo::new("a"), "ok");
+//! let b = ScriptedModel::constant(ModelInfo::new("b"), "ok");
+//! // Both models share one budget: at most 4 calls in flight between them.
+//! let a: Arc<dyn LanguageModel> = Arc::new(LimitedModel::new(a, limiter.clone()));
+//! let b: Arc<dyn LanguageModel> = Arc::new(LimitedModel::new(b, limiter.clone()));
+//! # let _ = (a, b); }
+//! ```
+//!
+//! What a call waits for, in order:
+//! 1. **A slot** (a [`tokio::sync::Semaphore`] permit), held for the whole call: for
+//!    [`LanguageModel::stream`], until the stream ends or is dropped.
+//! 2. **The budgets**, one call at a time in arrival order (so a large call is never starved
+//!    by a run of small ones): one request from the requests-per-minute budget, then the
+//!    call's tokens from the tokens-per-minute budget.
+//!
+//! **The token charge** of a call is `request.prompt_tokens + request.max_tokens`, known
+//! before it is sent: the prompt is counted exactly, and the completion is charged at its
+//! maximum (`max_tokens`, the output reserve), since the real length is only known after.
+//! The charge is therefore an upper bound of what the server counts (with the same
+//! tokenizer), and the budget errs on the side of waiting.
+//!
+//! **The budgets** are GCRA rate limiters ([`governor`]): a budget of N per minute holds up
+//! to N at once and refills continuously at N per minute, so a fresh limiter may spend a
+//! whole minute's budget at once, then paces calls to the rate. A call whose charge is more
+//! than the whole tokens-per-minute budget could never be sent: it fails at once with
+//! [`LimitError::OverBudget`] (as a [`ModelError::Other`] through [`LimitedModel`]) instead
+//! of waiting forever.
+//!
+//! Time is tokio's ([`tokio::time::Instant`], [`tokio::time::sleep`]), so tests can pause
+//! and advance it. With [`retry`](super::retry), put the limiter inside the retries
+//! (`RetryModel::new(LimitedModel::new(model, limiter), policy)`): every attempt is a
+//! request and is charged.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use governor::clock::Clock;
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
+
+use crate::model::{
+    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
+    StructuredCompletion,
+};
+use crate::text::SharedTokenizer;
+
+/// What a [`Limiter`] allows. The default allows everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// The most calls in flight at once (0: no cap).
+    pub max_in_flight: usize,
+    /// The requests-per-minute budget, if any.
+    pub requests_per_minute: Option<NonZeroU32>,
+    /// The tokens-per-minute budget (prompt plus output reserve), if any.
+    pub tokens_per_minute: Option<NonZeroU32>,
+}
+
+impl Limits {
+    /// At most `n` calls in flight at once (0: no cap).
+    pub fn with_max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+
+    /// At most `rpm` requests per minute (0: no budget).
+    pub fn with_requests_per_minute(mut self, rpm: u32) -> Self {
+        self.requests_per_minute = NonZeroU32::new(rpm);
+        self
+    }
+
+    /// At most `tpm` tokens per minute, each call charged its prompt tokens plus its
+    /// `max_tokens` (0: no budget).
+    pub fn with_tokens_per_minute(mut self, tpm: u32) -> Self {
+        self.tokens_per_minute = NonZeroU32::new(tpm);
+        self
+    }
+
+    /// Whether these limits allow everything (no cap, no budget).
+    pub fn is_unlimited(&self) -> bool {
+        self.max_in_flight == 0
+            && self.requests_per_minute.is_none()
+            && self.tokens_per_minute.is_none()
+    }
+}
+
+/// Why a call may not go through the limiter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// The call alone needs more tokens than the tokens-per-minute budget holds, so it
+    /// could never be sent.
+    #[error(
+        "a call needs {tokens} tokens (its prompt plus its output reserve), more than the whole tokens-per-minute budget of {tokens_per_minute}: raise --tpm to at least {tokens}, or lower --num-output or --context-window"
+    )]
+    OverBudget {
+        /// The call's charge: prompt tokens plus `max_tokens`.
+        tokens: u64,
+        /// The tokens-per-minute budget.
+        tokens_per_minute: u32,
+    },
+    /// The limiter's slots were closed.
+    #[error("the rate limiter was shut down")]
+    Closed,
+}
+
+impl From<LimitError> for ModelError {
+    fn from(e: LimitError) -> Self {
+        ModelError::Other(e.to_string())
+    }
+}
+
+/// What a limiter has let through so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimiterStats {
+    /// Calls let through.
+    pub requests: u64,
+    /// Tokens charged (prompt tokens plus `max_tokens` of every call let through).
+    pub tokens: u64,
+    /// Calls in flight now.
+    pub in_flight: usize,
+    /// Total time calls spent waiting for the per-minute budgets (not for slots).
+    pub budget_wait: Duration,
+}
+
+/// Tokio's clock for governor, as the time since the limiter was made (pausable in tests).
+#[derive(Debug, Clone, Copy)]
+struct TokioClock {
+    base: tokio::time::Instant,
+}
+
+impl Clock for TokioClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.base)
+    }
+}
+
+type Gcra = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Duration>>;
+
+/// One per-minute budget.
+struct Budget {
+    per_minute: NonZeroU32,
+    gcra: Gcra,
+}
+
+impl Budget {
+    fn new(per_minute: NonZeroU32, clock: TokioClock) -> Self {
+        Self {
+            per_minute,
+            gcra: RateLimiter::direct_with_clock(Quota::per_minute(per_minute), clock),
+        }
+    }
+
+    /// Waits until `n` can be taken, and takes it. `false` if it never can.
+    async fn take(&self, n: NonZeroU32, clock: &TokioClock) -> bool {
+        loop {
+            match self.gcra.check_n(n) {
+                Ok(Ok(())) => return true,
+                Ok(Err(not_until)) => {
+                    let wait = not_until.wait_time_from(clock.now());
+                    tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+                }
+                Err(_insufficient) => return false,
+            }
+        }
+    }
+}
+
+struct Inner {
+    limits: Limits,
+    slots: Option<Arc<Semaphore>>,
+    /// Calls take the budgets one at a time, in arrival order (tokio's mutex is fair).
+    gate: Mutex<()>,
+    clock: TokioClock,
+    rpm: Option<Budget>,
+    tpm: Option<Budget>,
+    requests: AtomicU64,
+    tokens: AtomicU64,
+    in_flight: AtomicUsize,
+    wait_nanos: AtomicU64,
+}
+
+/// A shared budget: calls in flight, requests per minute and tokens per minute.
+///
+/// Cheap to clone; clones share one budget. See the [module documentation](self).
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("limits", &self.inner.limits)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Limiter {
+    /// A limiter allowing what `limits` says.
+    pub fn new(limits: Limits) -> Self {
+        let clock = TokioClock {
+            base: tokio::time::Instant::now(),
+        };
+        let slots = (limits.max_in_flight > 0).then(|| {
+            Arc::new(Semaphore::new(
+                limits.max_in_flight.min(Semaphore::MAX_PERMITS),
+            ))
+        });
+        Self {
+            inner: Arc::new(Inner {
+                limits,
+                slots,
+                gate: Mutex::new(()),
+                clock,
+                rpm: limits.requests_per_minute.map(|n| Budget::new(n, clock)),
+                tpm: limits.tokens_per_minute.map(|n| Budget::new(n, clock)),
+                requests: AtomicU64::new(0),
+                tokens: AtomicU64::new(0),
+                in_flight: AtomicUsize::new(0),
+                wait_nanos: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// What has been let through so far.
+    pub fn stats(&self) -> LimiterStats {
+        LimiterStats {
+            requests: self.inner.requests.load(Ordering::Relaxed),
+            tokens: self.inner.tokens.load(Ordering::Relaxed),
+            in_flight: self.inner.in_flight.load(Ordering::Relaxed),
+            budget_wait: Duration::from_nanos(self.inner.wait_nanos.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// The tokens a request is charged: its prompt tokens plus its `max_tokens` (the
+    /// completion at its maximum).
+    pub fn charge(request: &ModelRequest) -> u64 {
+        (request.prompt_tokens as u64).saturating_add(request.max_tokens as u64)
+    }
+
+    /// Waits for a slot and for one request and [`Limiter::charge`] tokens of budget; the
+    /// slot is held until the permit is dropped.
+    pub async fn acquire_for(&self, request: &ModelRequest) -> Result<LimitPermit, LimitError> {
+        self.acquire(Self::charge(request)).await
+    }
+
+    /// Waits for a slot and for one request and `tokens` tokens of budget; the slot is
+    /// held until the permit is dropped. Fails at once when `tokens` is more than the
+    /// whole tokens-per-minute budget.
+    pub async fn acquire(&self, tokens: u64) -> Result<LimitPermit, LimitError> {
+        let inner = &self.inner;
+        // Check first: a call that can never fit must not wait for a slot.
+        let token_cells = match &inner.tpm {
+            Some(b) if tokens > u64::from(b.per_minute.get()) => {
+                return Err(LimitError::OverBudget {
+                    tokens,
+                    tokens_per_minute: b.per_minute.get(),
+                });
+            }
+            Some(_) => u32::try_from(tokens).ok().and_then(NonZeroU32::new),
+            None => None,
+        };
+        let slot = match &inner.slots {
+            Some(s) => Some(
+                Arc::clone(s)
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| LimitError::Closed)?,
+            ),
+            None => None,
+        };
+        if inner.rpm.is_some() || token_cells.is_some() {
+            let _turn = inner.gate.lock().await;
+            let start = tokio::time::Instant::now();
+            if let Some(rpm) = &inner.rpm {
+                // A budget of at least 1 always has room for 1: this always succeeds.
+                let _ = rpm.take(NonZeroU32::MIN, &inner.clock).await;
+            }
+            if let (Some(tpm), Some(n)) = (&inner.tpm, token_cells)
+                && !tpm.take(n, &inner.clock).await
+            {
+                return Err(LimitError::OverBudget {
+                    tokens,
+                    tokens_per_minute: tpm.per_minute.get(),
+                });
+            }
+            let waited = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            inner.wait_nanos.fetch_add(waited, Ordering::Relaxed);
+        }
+        inner.requests.fetch_add(1, Ordering::Relaxed);
+        inner.tokens.fetch_add(tokens, Ordering::Relaxed);
+        inner.in_flight.fetch_add(1, Ordering::Relaxed);
+        Ok(LimitPermit {
+            _slot: slot,
+            limiter: self.clone(),
+        })
+    }
+}
+
+/// A call's place in the limiter: its slot is freed when this is dropped.
+pub struct LimitPermit {
+    _slot: Option<OwnedSemaphorePermit>,
+    limiter: Limiter,
+}
+
+impl fmt::Debug for LimitPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitPermit").finish_non_exhaustive()
+    }
+}
+
+impl Drop for LimitPermit {
+    fn drop(&mut self) {
+        self.limiter.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A model whose every call first waits for a [`Limiter`].
+pub struct LimitedModel<M> {
+    inner: M,
+    limiter: Limiter,
+}
+
+impl<M: fmt::Debug> fmt::Debug for LimitedModel<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitedModel")
+            .field("inner", &self.inner)
+            .field("limiter", &self.limiter)
+            .finish()
+    }
+}
+
+impl<M: LanguageModel> LimitedModel<M> {
+    /// Wraps `inner`; its calls wait for `limiter` (share clones of one limiter to share
+    /// one budget).
+    pub fn new(inner: M, limiter: Limiter) -> Self {
+        Self { inner, limiter }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    /// The wrapped model.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// The wrapped model, unwrapped.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+}
+
+impl<M: LanguageModel> LanguageModel for LimitedModel<M> {
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(async move {
+            let _permit = self.limiter.acquire_for(request).await?;
+            self.inner.complete(request).await
+        })
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+        Box::pin(async move {
+            let permit = self.limiter.acquire_for(request).await?;
+            let stream = self.inner.stream(request).await?;
+            // The slot is held until the stream ends or is dropped.
+            let held: CompletionStream = Box::pin(futures::stream::unfold(
+                (stream, permit),
+                |(mut stream, permit)| async move {
+                    let item = stream.next().await?;
+                    Some((item, (stream, permit)))
+                },
+            ));
+            Ok(held)
+        })
+    }
+
+    fn structured<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
+        Box::pin(async move {
+            let _permit = self.limiter.acquire_for(request).await?;
+            self.inner.structured(request).await
+        })
+    }
+
+    fn tokenizer(&self) -> Option<SharedTokenizer> {
+        self.inner.tokenizer()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_builder() {
+        let l = Limits::default()
+            .with_max_in_flight(3)
+            .with_requests_per_minute(0)
+            .with_tokens_per_minute(10);
+        assert_eq!(l.max_in_flight, 3);
+        assert_eq!(l.requests_per_minute, None);
+        assert_eq!(l.tokens_per_minute, NonZeroU32::new(10));
+        assert!(!l.is_unlimited());
+        assert!(Limits::default().is_unlimited());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn over_budget_fails_at_once() {
+        let limiter = Limiter::new(Limits::default().with_tokens_per_minute(100));
+        let e = limiter.acquire(101).await.err();
+        assert_eq!(
+            e,
+            Some(LimitError::OverBudget {
+                tokens: 101,
+                tokens_per_minute: 100
+            })
+        );
+        let msg = ModelError::from(LimitError::OverBudget {
+            tokens: 101,
+            tokens_per_minute: 100,
+        })
+        .to_string();
+        assert!(msg.contains("raise --tpm to at least 101"), "{msg}");
+        assert!(limiter.acquire(100).await.is_ok());
+        assert!(limiter.acquire(0).await.is_ok());
+        assert_eq!(limiter.stats().requests, 2);
+        assert_eq!(limiter.stats().in_flight, 0);
+    }
+}

@@ -1,0 +1,60 @@
+//! Middleware: layers that wrap any [`LanguageModel`] and are one themselves.
+//!
+//! - [`retry`]: sends a call again on transient failures (backoff with jitter,
+//!   `Retry-After`).
+//! - [`limit`]: calls in flight, requests and tokens per minute, shared by every call that
+//!   uses the same [`limit::Limiter`].
+//! - [`cache`]: answers repeated requests from a store.
+//!
+//! Stack them with [`ModelExt`], innermost first; the cache goes outermost so that a hit
+//! waits for no rate limit and spends no retry:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use synthkit::layer::ModelExt;
+//! use synthkit::layer::cache::MemoryCache;
+//! use synthkit::layer::limit::{Limiter, Limits};
+//! use synthkit::layer::retry::RetryPolicy;
+//! use synthkit::{model::ModelInfo, testing::ScriptedModel};
+//!
+//! let model = ScriptedModel::constant(ModelInfo::new("demo"), "ok")
+//!     .limit(Limiter::new(Limits::default().with_max_in_flight(4)))
+//!     .retry(RetryPolicy::default())
+//!     .cache(Arc::new(MemoryCache::new()), "scripted", "");
+//! let model: Arc<dyn synthkit::model::LanguageModel> = Arc::new(model);
+//! # let _ = model;
+//! ```
+
+use std::sync::Arc;
+
+use crate::model::LanguageModel;
+
+pub mod cache;
+pub mod limit;
+pub mod retry;
+
+/// Stacks layers around a model: `model.limit(..).retry(..).cache(..)`.
+pub trait ModelExt: LanguageModel + Sized {
+    /// Retries transient failures with `policy` ([`retry::RetryModel`]).
+    fn retry(self, policy: retry::RetryPolicy) -> retry::RetryModel<Self> {
+        retry::RetryModel::new(self, policy)
+    }
+
+    /// Waits for `limiter` before each call ([`limit::LimitedModel`]).
+    fn limit(self, limiter: limit::Limiter) -> limit::LimitedModel<Self> {
+        limit::LimitedModel::new(self, limiter)
+    }
+
+    /// Answers repeated requests from `store` ([`cache::CachedModel`]); `identity` names the
+    /// backend (kind and address) and `params` the settings that change replies.
+    fn cache(
+        self,
+        store: Arc<dyn cache::ResponseCache>,
+        identity: impl Into<String>,
+        params: impl Into<String>,
+    ) -> cache::CachedModel<Self> {
+        cache::CachedModel::new(self, store, identity, params)
+    }
+}
+
+impl<M: LanguageModel + Sized> ModelExt for M {}

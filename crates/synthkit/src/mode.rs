@@ -1,0 +1,144 @@
+//! The response modes and the steps a mode's calls take: plain types shared by the model
+//! contract (every request says which mode and step it belongs to), traces and errors.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The reference's response modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ResponseMode {
+    /// One call per chunk, each refining the previous answer.
+    Refine,
+    /// Like refine, with the chunks packed into as few prompts as fit (the default).
+    #[default]
+    Compact,
+    /// Summarise packed chunks, then the summaries, until one answer is left.
+    TreeSummarize,
+    /// Truncate everything into one prompt (reports what it dropped).
+    SimpleSummarize,
+    /// One answer per chunk, numbered and joined.
+    Accumulate,
+    /// Accumulate over packed chunks.
+    CompactAccumulate,
+    /// No model call; the answer is empty and the nodes are the sources.
+    NoText,
+    /// Ignore the nodes and answer the query alone.
+    Generation,
+    /// No model call; the answer is the context itself.
+    ContextOnly,
+}
+
+impl ResponseMode {
+    /// Every mode, in the reference's order.
+    pub const ALL: [ResponseMode; 9] = [
+        ResponseMode::Refine,
+        ResponseMode::Compact,
+        ResponseMode::SimpleSummarize,
+        ResponseMode::TreeSummarize,
+        ResponseMode::Generation,
+        ResponseMode::NoText,
+        ResponseMode::ContextOnly,
+        ResponseMode::Accumulate,
+        ResponseMode::CompactAccumulate,
+    ];
+
+    /// The reference's name of the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResponseMode::Refine => "refine",
+            ResponseMode::Compact => "compact",
+            ResponseMode::TreeSummarize => "tree_summarize",
+            ResponseMode::SimpleSummarize => "simple_summarize",
+            ResponseMode::Accumulate => "accumulate",
+            ResponseMode::CompactAccumulate => "compact_accumulate",
+            ResponseMode::NoText => "no_text",
+            ResponseMode::Generation => "generation",
+            ResponseMode::ContextOnly => "context_only",
+        }
+    }
+
+    /// Whether the mode ever calls a model.
+    pub fn calls_model(self) -> bool {
+        !matches!(self, ResponseMode::NoText | ResponseMode::ContextOnly)
+    }
+}
+
+impl fmt::Display for ResponseMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not one of the nine response modes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown response mode `{0}`: use one of refine, compact, tree_summarize, simple_summarize, accumulate, compact_accumulate, no_text, generation, context_only"
+)]
+pub struct UnknownMode(pub String);
+
+impl FromStr for ResponseMode {
+    type Err = UnknownMode;
+    /// Parses the reference's names; `-` may stand for `_` and case is ignored.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let norm = s.trim().to_ascii_lowercase().replace('-', "_");
+        ResponseMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == norm)
+            .ok_or_else(|| UnknownMode(s.to_string()))
+    }
+}
+
+/// What a call does within its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Step {
+    /// Answer from context (the QA template).
+    Qa,
+    /// Improve the answer so far with more context (the refine template).
+    Refine,
+    /// Summarise packed context (tree_summarize).
+    Summary,
+    /// Answer the query alone (generation).
+    Generate,
+}
+
+impl Step {
+    /// The snake-case name (`qa`, `refine`, `summary`, `generate`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Qa => "qa",
+            Step::Refine => "refine",
+            Step::Summary => "summary",
+            Step::Generate => "generate",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_by_their_reference_names() {
+        for m in ResponseMode::ALL {
+            assert_eq!(m.as_str().parse::<ResponseMode>(), Ok(m));
+        }
+        assert_eq!(
+            "Tree-Summarize".parse::<ResponseMode>(),
+            Ok(ResponseMode::TreeSummarize)
+        );
+        let err = "summarise".parse::<ResponseMode>().unwrap_err();
+        assert!(err.to_string().contains("tree_summarize"));
+    }
+}

@@ -1,0 +1,105 @@
+//! [`ModelError`]: what went wrong in a model call, split by what the caller must do.
+
+use std::time::Duration;
+
+/// Errors from a model, split by what the caller must do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The prompt is longer than the model's context: re-pack with a smaller budget.
+    #[error(
+        "the prompt is too long for the model's context{}: give the model a smaller context window or output reserve (server said: {message})",
+        fmt_excess(*.prompt_tokens, *.context_window)
+    )]
+    ContextTooLong {
+        /// What the server said.
+        message: String,
+        /// The prompt's tokens as the server counted them, if it said.
+        prompt_tokens: Option<u64>,
+        /// The server's context size, if it said.
+        context_window: Option<u64>,
+    },
+    /// The server refused the credentials.
+    #[error("the server refused the credentials (HTTP {status}): check the API key; body: {body}")]
+    Auth {
+        /// HTTP status.
+        status: u16,
+        /// The response body (secrets redacted).
+        body: String,
+    },
+    /// Too many requests: wait and retry.
+    #[error("rate limited by the server (HTTP {status}){}: slow down or retry later; body: {body}", retry_after.map(|d| format!(", retry after {:.1}s", d.as_secs_f64())).unwrap_or_default())]
+    RateLimited {
+        /// HTTP status.
+        status: u16,
+        /// How long the server asked to wait.
+        retry_after: Option<Duration>,
+        /// The response body.
+        body: String,
+    },
+    /// A server-side failure (5xx): may succeed on retry.
+    #[error("server error (HTTP {status}): {body}")]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// The response body.
+        body: String,
+    },
+    /// The server rejected the request (4xx other than the above).
+    #[error("the server rejected the request (HTTP {status}): {body}")]
+    BadRequest {
+        /// HTTP status.
+        status: u16,
+        /// The response body.
+        body: String,
+    },
+    /// No answer in time.
+    #[error("no answer from the model within {0:?}: raise the timeout or check the server")]
+    Timeout(Duration),
+    /// The connection failed or was reset.
+    #[error("connection to the model failed: {0}")]
+    Connection(String),
+    /// The reply could not be understood.
+    #[error("the model's reply could not be understood: {0}")]
+    Malformed(String),
+    /// A streamed reply ended before it was complete.
+    #[error("the model's streamed reply was cut off: {0}")]
+    Incomplete(String),
+    /// A structured reply did not match the expected JSON.
+    #[error("the model's structured reply is not valid JSON for the schema: {0}")]
+    Structured(String),
+    /// A layer around the model (a rate limiter, a cache) failed the call.
+    #[error("{layer}: {source}")]
+    Layer {
+        /// The layer (`limiter`, `cache`, ...).
+        layer: &'static str,
+        /// What went wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn fmt_excess(prompt: Option<u64>, window: Option<u64>) -> String {
+    match (prompt, window) {
+        (Some(p), Some(w)) => format!(" ({p} tokens > {w})"),
+        (Some(p), None) => format!(" ({p} tokens)"),
+        _ => String::new(),
+    }
+}
+
+impl ModelError {
+    /// Whether the same request may succeed if sent again later.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ModelError::RateLimited { .. }
+                | ModelError::Server { .. }
+                | ModelError::Timeout(_)
+                | ModelError::Connection(_)
+                | ModelError::Incomplete(_)
+        )
+    }
+}

@@ -1,0 +1,398 @@
+//! [`SynthesizerBuilder`] and the option types it takes.
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::Synthesizer;
+use super::modes::structured::StepEvaluator;
+use crate::call::Observer;
+use crate::error::SynthError;
+use crate::mode::ResponseMode;
+use crate::model::LanguageModel;
+use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind, defaults};
+
+/// The default separator between accumulated answers.
+pub const DEFAULT_ACCUMULATE_SEPARATOR: &str = "\n---------------------\n";
+/// The default text of an empty response.
+pub const DEFAULT_EMPTY_RESPONSE: &str = "Empty Response";
+/// The default number of model calls in flight for tree levels and accumulate.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// The templates a synthesizer uses, one per kind.
+#[derive(Debug, Clone)]
+pub struct Templates {
+    /// Question answering (`context_str`, `query_str`).
+    pub qa: PromptTemplate,
+    /// Refining an answer (`query_str`, `existing_answer`, `context_msg`).
+    pub refine: PromptTemplate,
+    /// Tree summaries (`context_str`, `query_str`).
+    pub summary: PromptTemplate,
+    /// Generation from the query alone (`query_str`).
+    pub simple: PromptTemplate,
+}
+
+impl Templates {
+    /// Our default templates, chat or completion variants.
+    pub fn defaults(chat: bool) -> Self {
+        Self {
+            qa: defaults::for_kind(TemplateKind::Qa, chat),
+            refine: defaults::for_kind(TemplateKind::Refine, chat),
+            summary: defaults::for_kind(TemplateKind::Summary, chat),
+            simple: defaults::for_kind(TemplateKind::Simple, chat),
+        }
+    }
+
+    /// The template of `kind` (the simple one for custom kinds).
+    pub fn for_kind(&self, kind: TemplateKind) -> &PromptTemplate {
+        match kind {
+            TemplateKind::Qa => &self.qa,
+            TemplateKind::Refine => &self.refine,
+            TemplateKind::Summary => &self.summary,
+            TemplateKind::Simple | TemplateKind::Custom => &self.simple,
+        }
+    }
+}
+
+/// How many model calls of one synthesis may be in flight at once (tree levels,
+/// accumulate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Concurrency {
+    /// At most this many.
+    Limit(NonZeroUsize),
+    /// No limit: every call of a level at once (the reference's behaviour).
+    Unlimited,
+}
+
+impl Concurrency {
+    /// At most `n` calls at once; `n` of 0 is taken as 1 (use [`Concurrency::Unlimited`]
+    /// for no limit).
+    pub fn limit(n: usize) -> Self {
+        Concurrency::Limit(NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN))
+    }
+
+    /// The limit as a number (a very large one for `Unlimited`).
+    pub fn get(self) -> usize {
+        match self {
+            Concurrency::Limit(n) => n.get(),
+            Concurrency::Unlimited => usize::MAX >> 8,
+        }
+    }
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency::limit(DEFAULT_CONCURRENCY)
+    }
+}
+
+impl From<NonZeroUsize> for Concurrency {
+    fn from(n: NonZeroUsize) -> Self {
+        Concurrency::Limit(n)
+    }
+}
+
+/// Structured answer filtering for refine and compact: each step answers
+/// `{query_satisfied, answer}` and unsatisfied steps leave the answer unchanged.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum AnswerFiltering {
+    /// Plain answers (the default).
+    #[default]
+    Off,
+    /// Every step is a filtering step.
+    On {
+        /// Stop at the first satisfied step (saves the remaining calls).
+        stop_when_satisfied: bool,
+        /// Decides each step in place of the default structured call (the reference's
+        /// program factory).
+        evaluator: Option<Arc<dyn StepEvaluator>>,
+    },
+}
+
+impl AnswerFiltering {
+    /// Filtering with the default structured call, visiting every step.
+    pub fn on() -> Self {
+        AnswerFiltering::On {
+            stop_when_satisfied: false,
+            evaluator: None,
+        }
+    }
+
+    /// Filtering that stops at the first satisfied step.
+    pub fn stop_when_satisfied() -> Self {
+        AnswerFiltering::On {
+            stop_when_satisfied: true,
+            evaluator: None,
+        }
+    }
+
+    /// Filtering decided by `evaluator`.
+    pub fn with_evaluator(evaluator: Arc<dyn StepEvaluator>, stop_when_satisfied: bool) -> Self {
+        AnswerFiltering::On {
+            stop_when_satisfied,
+            evaluator: Some(evaluator),
+        }
+    }
+
+    /// Whether filtering is on.
+    pub fn is_on(&self) -> bool {
+        matches!(self, AnswerFiltering::On { .. })
+    }
+
+    pub(crate) fn stops_when_satisfied(&self) -> bool {
+        matches!(
+            self,
+            AnswerFiltering::On {
+                stop_when_satisfied: true,
+                ..
+            }
+        )
+    }
+
+    pub(crate) fn evaluator(&self) -> Option<&Arc<dyn StepEvaluator>> {
+        match self {
+            AnswerFiltering::On { evaluator, .. } => evaluator.as_ref(),
+            AnswerFiltering::Off => None,
+        }
+    }
+}
+
+impl fmt::Debug for AnswerFiltering {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnswerFiltering::Off => f.write_str("Off"),
+            AnswerFiltering::On {
+                stop_when_satisfied,
+                evaluator,
+            } => f
+                .debug_struct("On")
+                .field("stop_when_satisfied", stop_when_satisfied)
+                .field("evaluator", &evaluator.is_some())
+                .finish(),
+        }
+    }
+}
+
+/// Where the system prompt comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum SystemPrompt {
+    /// The model's ([`crate::model::ModelInfo::system_prompt`]).
+    #[default]
+    FromModel,
+    /// This text.
+    Custom(String),
+    /// None at all, even if the model has one.
+    Without,
+}
+
+/// Builds a [`Synthesizer`].
+pub struct SynthesizerBuilder {
+    model: Arc<dyn LanguageModel>,
+    mode: ResponseMode,
+    templates: Option<Templates>,
+    overrides: Vec<PromptTemplate>,
+    budget: Option<PromptBudget>,
+    filtering: AnswerFiltering,
+    output_schema: Option<Value>,
+    concurrency: Concurrency,
+    variables: Vec<(String, String)>,
+    empty_response: String,
+    separator: String,
+    observer: Option<Arc<dyn Observer>>,
+    system_prompt: SystemPrompt,
+}
+
+impl SynthesizerBuilder {
+    pub(super) fn new(model: Arc<dyn LanguageModel>) -> Self {
+        Self {
+            model,
+            mode: ResponseMode::default(),
+            templates: None,
+            overrides: Vec::new(),
+            budget: None,
+            filtering: AnswerFiltering::Off,
+            output_schema: None,
+            concurrency: Concurrency::default(),
+            variables: Vec::new(),
+            empty_response: DEFAULT_EMPTY_RESPONSE.to_string(),
+            separator: DEFAULT_ACCUMULATE_SEPARATOR.to_string(),
+            observer: None,
+            system_prompt: SystemPrompt::FromModel,
+        }
+    }
+
+    /// The response mode (default `compact`).
+    pub fn mode(mut self, mode: ResponseMode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// All four templates at once.
+    pub fn templates(mut self, templates: Templates) -> Self {
+        self.templates = Some(templates);
+        self
+    }
+    /// The question-answering template.
+    pub fn qa_template(self, t: PromptTemplate) -> Self {
+        self.with_template(t.with_kind(TemplateKind::Qa))
+    }
+    /// The refine template.
+    pub fn refine_template(self, t: PromptTemplate) -> Self {
+        self.with_template(t.with_kind(TemplateKind::Refine))
+    }
+    /// The tree summary template.
+    pub fn summary_template(self, t: PromptTemplate) -> Self {
+        self.with_template(t.with_kind(TemplateKind::Summary))
+    }
+    /// The generation template.
+    pub fn simple_template(self, t: PromptTemplate) -> Self {
+        self.with_template(t.with_kind(TemplateKind::Simple))
+    }
+    fn with_template(mut self, t: PromptTemplate) -> Self {
+        self.overrides.push(t);
+        self
+    }
+    /// The prompt budget (default: from the model's window and output reserve). A budget
+    /// whose tokenizer was not set explicitly counts with the model's tokenizer.
+    pub fn budget(mut self, budget: PromptBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+    /// Structured answer filtering (refine and compact; default off).
+    pub fn answer_filtering(mut self, filtering: AnswerFiltering) -> Self {
+        self.filtering = filtering;
+        self
+    }
+    /// A JSON schema the final answer must follow; see [`SynthesizerBuilder::output_type`].
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+    /// The final answer is a `T`, described to the model by `T`'s JSON schema.
+    pub fn output_type<T: schemars::JsonSchema>(self) -> Self {
+        let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+        self.output_schema(schema)
+    }
+    /// Calls in flight at once for tree levels and accumulate (default 8).
+    pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+    /// An extra template variable passed to every call.
+    pub fn variable(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.variables.push((name.into(), value.into()));
+        self
+    }
+    /// The text of an empty response (default `Empty Response`).
+    pub fn empty_response(mut self, text: impl Into<String>) -> Self {
+        self.empty_response = text.into();
+        self
+    }
+    /// The separator between accumulated answers.
+    pub fn accumulate_separator(mut self, sep: impl Into<String>) -> Self {
+        self.separator = sep.into();
+        self
+    }
+    /// Progress and call reports.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+    /// A system prompt in place of the model's.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = SystemPrompt::Custom(prompt.into());
+        self
+    }
+    /// No system prompt, even if the model has one.
+    pub fn without_system_prompt(mut self) -> Self {
+        self.system_prompt = SystemPrompt::Without;
+        self
+    }
+
+    /// Checks the options and builds the synthesizer.
+    pub fn build(self) -> Result<Synthesizer, SynthError> {
+        let info = self.model.info();
+        if self.filtering.is_on() && self.output_schema.is_some() {
+            return Err(SynthError::InvalidOption(
+                "structured answer filtering and an output schema cannot be combined: pick one"
+                    .into(),
+            ));
+        }
+        let mut budget = match self.budget {
+            Some(b) => b,
+            None => PromptBudget::new(info.context_window, info.num_output)?,
+        };
+        if !budget.has_explicit_tokenizer()
+            && let Some(t) = self.model.tokenizer()
+        {
+            budget = budget.with_model_tokenizer(t);
+        }
+        let mut templates = self
+            .templates
+            .unwrap_or_else(|| Templates::defaults(info.is_chat));
+        for t in self.overrides {
+            match t.kind() {
+                TemplateKind::Qa => templates.qa = t,
+                TemplateKind::Refine => templates.refine = t,
+                TemplateKind::Summary => templates.summary = t,
+                TemplateKind::Simple | TemplateKind::Custom => templates.simple = t,
+            }
+        }
+        // The templates this mode uses must have the variables it fills.
+        match self.mode {
+            ResponseMode::Refine | ResponseMode::Compact => {
+                templates.qa.validate()?;
+                templates.refine.validate()?;
+            }
+            ResponseMode::TreeSummarize => templates.summary.validate()?,
+            ResponseMode::SimpleSummarize
+            | ResponseMode::Accumulate
+            | ResponseMode::CompactAccumulate => templates.qa.validate()?,
+            ResponseMode::Generation => templates.simple.validate()?,
+            ResponseMode::NoText | ResponseMode::ContextOnly => {}
+        }
+        let system_prompt = match self.system_prompt {
+            SystemPrompt::FromModel => info.system_prompt.clone(),
+            SystemPrompt::Custom(p) => Some(p),
+            SystemPrompt::Without => None,
+        };
+        let counter = self.model.counter();
+        Ok(Synthesizer {
+            s: Arc::new(Settings {
+                model: self.model,
+                counter,
+                mode: self.mode,
+                templates,
+                budget,
+                filtering: self.filtering,
+                output_schema: self.output_schema.map(Arc::new),
+                concurrency: self.concurrency,
+                variables: self.variables,
+                empty_response: self.empty_response,
+                separator: self.separator,
+                observer: self.observer,
+                system_prompt,
+            }),
+        })
+    }
+}
+
+/// A synthesizer's settings, shared by its jobs.
+pub(crate) struct Settings {
+    pub(crate) model: Arc<dyn LanguageModel>,
+    pub(crate) counter: Option<crate::model::SharedCounter>,
+    pub(crate) mode: ResponseMode,
+    pub(crate) templates: Templates,
+    pub(crate) budget: PromptBudget,
+    pub(crate) filtering: AnswerFiltering,
+    pub(crate) output_schema: Option<Arc<Value>>,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) variables: Vec<(String, String)>,
+    pub(crate) empty_response: String,
+    pub(crate) separator: String,
+    pub(crate) observer: Option<Arc<dyn Observer>>,
+    pub(crate) system_prompt: Option<String>,
+}

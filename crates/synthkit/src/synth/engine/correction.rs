@@ -1,0 +1,242 @@
+//! Context-overflow correction: the one owner of a job's prompt limit.
+//!
+//! When a server rejects a prompt as longer than its context (its tokenizer counts more
+//! than ours), the job lowers its prompt limit to the server's room and re-packs the
+//! rejected step. Every part of a job (concurrent map calls, refine steps, the final call,
+//! streamed accumulate) reads and lowers the limit here, under one lock.
+//!
+//! Termination: the limit only shrinks, and each shrink is by at least one token; at most
+//! [`MAX_CORRECTIONS`] shrinks are made per job. A rejected prompt built under an earlier,
+//! larger limit (it was in flight while another call shrank the limit) is re-packed
+//! without a shrink; re-packing gives prompts within the current limit, so such stale
+//! rejections are bounded by the prompts that were built before the last shrink. As a
+//! last guard, at most [`MAX_REPACKS`] re-packs are made per job.
+
+use std::sync::Mutex;
+
+use crate::call::SynthEvent;
+use crate::error::SynthError;
+use crate::model::{ModelError, ModelRequest};
+use crate::prompt::BudgetError;
+
+/// The most times one job shrinks its prompt limit.
+pub(crate) const MAX_CORRECTIONS: usize = 4;
+/// The most re-packs (shrinking or not) one job makes.
+pub(crate) const MAX_REPACKS: usize = 256;
+
+/// What to do with a failed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Re-pack the step under the current limit (possibly just lowered) and go on.
+    Repack,
+    /// Return the error.
+    Fail,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The most prompt tokens a request may have now.
+    limit: usize,
+    /// Shrinks made so far.
+    shrinks: usize,
+    /// Re-packs made so far.
+    repacks: usize,
+}
+
+/// A job's prompt limit and its corrections.
+#[derive(Debug)]
+pub(crate) struct Corrections {
+    /// The limit before any correction: `context_window - num_output`.
+    initial: usize,
+    num_output: usize,
+    state: Mutex<State>,
+}
+
+/// What [`Corrections::absorb`] did, for the event.
+pub(crate) struct Shrunk {
+    pub(crate) server_prompt_tokens: Option<u64>,
+    pub(crate) server_context_window: Option<u64>,
+    pub(crate) limit: usize,
+}
+
+impl Corrections {
+    pub(crate) fn new(max_prompt_tokens: usize, num_output: usize) -> Self {
+        Self {
+            initial: max_prompt_tokens,
+            num_output,
+            state: Mutex::new(State {
+                limit: max_prompt_tokens,
+                shrinks: 0,
+                repacks: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The most prompt tokens a request may have now.
+    pub(crate) fn limit(&self) -> usize {
+        self.lock().limit
+    }
+
+    /// Tokens taken off the initial limit so far.
+    pub(crate) fn shrink(&self) -> usize {
+        self.initial.saturating_sub(self.limit())
+    }
+
+    /// Decides what to do with `error`, the failure of `request`: re-pack when the server
+    /// found the prompt too long (lowering the limit to the server's room, unless the
+    /// request was built under an earlier, larger limit) or when the call door refused a
+    /// request built before a shrink; fail otherwise, or once the caps are reached.
+    pub(crate) fn absorb(
+        &self,
+        error: &SynthError,
+        request: &ModelRequest,
+    ) -> (Verdict, Option<Shrunk>) {
+        let server = match error {
+            SynthError::Model {
+                source:
+                    ModelError::ContextTooLong {
+                        prompt_tokens,
+                        context_window,
+                        ..
+                    },
+                ..
+            } => Some((*prompt_tokens, *context_window)),
+            SynthError::Budget(BudgetError::PromptOverBudget { .. }) => None,
+            _ => return (Verdict::Fail, None),
+        };
+        let mut st = self.lock();
+        if st.repacks >= MAX_REPACKS {
+            return (Verdict::Fail, None);
+        }
+        if request.prompt_tokens > st.limit {
+            // Built under a larger limit: re-packing under the current one is enough.
+            st.repacks += 1;
+            return (Verdict::Repack, None);
+        }
+        let Some((prompt_tokens, context_window)) = server else {
+            // The call door refused a prompt within the limit: a real budget error.
+            return (Verdict::Fail, None);
+        };
+        if st.shrinks >= MAX_CORRECTIONS {
+            return (Verdict::Fail, None);
+        }
+        // The server's room for a prompt, converted to our tokens by this prompt's ratio of
+        // our count to the server's (their tokenizers differ), less a margin; a tenth off
+        // the limit when the server did not say.
+        let target = match (prompt_tokens, context_window) {
+            (Some(p), Some(w)) if p > 0 => {
+                let ours_per_theirs = request.prompt_tokens as f64 / p as f64;
+                let room =
+                    ((w as f64 - self.num_output as f64).max(0.0) * ours_per_theirs) as usize;
+                room.saturating_sub((room / 50).max(16))
+            }
+            _ => st.limit.saturating_sub((st.limit / 10).max(16)),
+        };
+        // Strictly smaller than both the current limit and the rejected prompt.
+        st.limit = target
+            .min(st.limit.saturating_sub(1))
+            .min(request.prompt_tokens.saturating_sub(1));
+        st.shrinks += 1;
+        st.repacks += 1;
+        let shrunk = Shrunk {
+            server_prompt_tokens: prompt_tokens,
+            server_context_window: context_window,
+            limit: st.limit,
+        };
+        (Verdict::Repack, Some(shrunk))
+    }
+}
+
+impl Shrunk {
+    pub(crate) fn event(&self, request: &ModelRequest) -> SynthEvent {
+        SynthEvent::ContextCorrected {
+            step: request.step,
+            server_prompt_tokens: self.server_prompt_tokens,
+            server_context_window: self.server_context_window,
+            budget: self.limit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mode::{ResponseMode, Step};
+    use crate::model::StepInfo;
+    use crate::prompt::{RenderedPrompt, TemplateKind};
+
+    fn request(tokens: usize) -> ModelRequest {
+        ModelRequest {
+            prompt: RenderedPrompt::Text(String::new()),
+            kind: TemplateKind::Qa,
+            variables: Vec::new(),
+            schema: None,
+            max_tokens: 10,
+            prompt_tokens: tokens,
+            step: StepInfo::new(ResponseMode::Compact, Step::Qa),
+        }
+    }
+
+    fn too_long(p: Option<u64>, w: Option<u64>) -> SynthError {
+        SynthError::Model {
+            mode: ResponseMode::Compact,
+            step: Step::Qa,
+            source: ModelError::ContextTooLong {
+                message: String::new(),
+                prompt_tokens: p,
+                context_window: w,
+            },
+        }
+    }
+
+    #[test]
+    fn the_limit_only_shrinks_and_the_cap_holds() {
+        let c = Corrections::new(1000, 100);
+        let mut last = c.limit();
+        let mut shrinks = 0;
+        for _ in 0..20 {
+            // The server always claims the prompt is far smaller than ours: the limit must
+            // still go down, never up.
+            let (v, s) = c.absorb(&too_long(Some(10), Some(100_000)), &request(c.limit()));
+            if v == Verdict::Fail {
+                break;
+            }
+            if s.is_some() {
+                shrinks += 1;
+            }
+            assert!(c.limit() < last, "{} !< {last}", c.limit());
+            last = c.limit();
+        }
+        assert_eq!(shrinks, MAX_CORRECTIONS);
+    }
+
+    #[test]
+    fn a_stale_request_is_repacked_without_a_shrink() {
+        let c = Corrections::new(1000, 100);
+        let (v, s) = c.absorb(&too_long(Some(1200), Some(1000)), &request(1000));
+        assert_eq!(v, Verdict::Repack);
+        assert!(s.is_some());
+        let limit = c.limit();
+        let (v, s) = c.absorb(&too_long(Some(1200), Some(1000)), &request(1000));
+        assert_eq!(v, Verdict::Repack);
+        assert!(s.is_none());
+        assert_eq!(c.limit(), limit);
+    }
+
+    #[test]
+    fn other_errors_fail() {
+        let c = Corrections::new(1000, 100);
+        let e = SynthError::Model {
+            mode: ResponseMode::Compact,
+            step: Step::Qa,
+            source: ModelError::Timeout(std::time::Duration::from_secs(1)),
+        };
+        assert_eq!(c.absorb(&e, &request(10)).0, Verdict::Fail);
+    }
+}

@@ -1,0 +1,193 @@
+//! Map steps: many calls with bounded concurrency, answers in request order.
+//!
+//! Every call runs in a task owned by the job: its handle aborts the task when dropped, so
+//! dropping the synthesis future (or a stream) cancels the calls in flight, their retries
+//! and their back-off sleeps at once. Nothing is detached.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+use super::{Job, Verdict};
+use crate::error::SynthError;
+use crate::model::ModelRequest;
+
+/// Where a map step's requests come from, built one at a time as calls free up (so packing
+/// overlaps the calls in flight).
+pub(crate) trait RequestSource: Send {
+    /// The next request, or `None` when there are no more.
+    fn next_request(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<ModelRequest>, SynthError>> + Send;
+}
+
+/// Requests known in advance.
+pub(crate) struct Prebuilt(pub(crate) std::vec::IntoIter<ModelRequest>);
+
+impl RequestSource for Prebuilt {
+    async fn next_request(&mut self) -> Result<Option<ModelRequest>, SynthError> {
+        Ok(self.0.next())
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped.
+pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    /// Spawns `future` on the current runtime, owned by the returned handle.
+    pub(crate) fn spawn<F>(future: F) -> Self
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        AbortOnDrop(tokio::spawn(future))
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, SynthError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map_err(|source| SynthError::Task { source }))
+    }
+}
+
+impl Job {
+    /// Runs the requests of `source` with bounded concurrency; answers keep the requests'
+    /// order. A request the server rejects as too long is re-split under the lowered limit
+    /// and its parts' answers take its place.
+    pub(crate) async fn call_all(
+        &self,
+        mut source: impl RequestSource,
+    ) -> Result<Vec<String>, SynthError> {
+        let limit = self.concurrency().max(1);
+        let mut in_flight: VecDeque<AbortOnDrop<(ModelRequest, Result<String, SynthError>)>> =
+            VecDeque::new();
+        // An answer, or a request the server found too long, to re-split.
+        let mut answers: Vec<Result<String, ModelRequest>> = Vec::new();
+        let mut exhausted = false;
+        loop {
+            while !exhausted && in_flight.len() < limit {
+                match source.next_request().await? {
+                    Some(request) => {
+                        self.caller.plan(1);
+                        let job = self.clone();
+                        in_flight.push_back(AbortOnDrop::spawn(async move {
+                            let answer = job.call_text(&request).await;
+                            (request, answer)
+                        }));
+                    }
+                    None => exhausted = true,
+                }
+            }
+            let Some(next) = in_flight.pop_front() else {
+                break;
+            };
+            let (request, result) = next.await?;
+            match result {
+                Ok(a) => answers.push(Ok(a)),
+                Err(e) => match self.absorb(&e, &request) {
+                    Verdict::Repack => answers.push(Err(request)),
+                    Verdict::Fail => return Err(e),
+                },
+            }
+        }
+        let mut out = Vec::with_capacity(answers.len());
+        for answer in answers {
+            match answer {
+                Ok(a) => out.push(a),
+                Err(request) => {
+                    let parts = self.resplit(&request).await?;
+                    let again = Box::pin(self.call_all(Prebuilt(parts.into_iter()))).await?;
+                    out.extend(again);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A stream whose items are produced by a driver future it owns: polling the stream polls
+/// the driver, and dropping the stream drops the driver (and every task the driver owns).
+/// An error from the driver is the stream's last item; the stream never ends quietly
+/// after a failure.
+pub(crate) struct Driven<T> {
+    driver: Option<BoxFuture<'static, Result<(), SynthError>>>,
+    /// `None` once it has ended.
+    output: Option<BoxStream<'static, Result<T, SynthError>>>,
+    done: bool,
+}
+
+impl<T> Driven<T> {
+    pub(crate) fn new(
+        driver: BoxFuture<'static, Result<(), SynthError>>,
+        output: BoxStream<'static, Result<T, SynthError>>,
+    ) -> Self {
+        Self {
+            driver: Some(driver),
+            output: Some(output),
+            done: false,
+        }
+    }
+}
+
+impl<T> Stream for Driven<T> {
+    type Item = Result<T, SynthError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if let Some(driver) = self.driver.as_mut() {
+            match driver.as_mut().poll(cx) {
+                Poll::Ready(Ok(())) => self.driver = None,
+                Poll::Ready(Err(e)) => {
+                    self.driver = None;
+                    self.done = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Pending => {}
+            }
+        }
+        let Some(output) = self.output.as_mut() else {
+            // The output has ended; the driver's result decides how the stream ends.
+            return if self.driver.is_some() {
+                Poll::Pending
+            } else {
+                self.done = true;
+                Poll::Ready(None)
+            };
+        };
+        match output.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                self.done = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(Some(item)) => Poll::Ready(Some(item)),
+            Poll::Ready(None) => {
+                self.output = None;
+                if self.driver.is_some() {
+                    // Wait for the driver's result (it was polled above and will wake us).
+                    Poll::Pending
+                } else {
+                    self.done = true;
+                    Poll::Ready(None)
+                }
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Finishing a synthesis: the final call (plain, structured or filtering), streamed or
+//! not, and the response with its sources.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::{Map, Value};
+
+use super::Job;
+use super::fanout::Driven;
+use crate::error::SynthError;
+use crate::mode::ResponseMode;
+use crate::model::ModelRequest;
+use crate::response::{Response, StreamingResponse, Truncation};
+use crate::synth::SynthesisInput;
+use crate::synth::modes::{accumulate, structured};
+
+/// How the final answer is produced once a mode has done its intermediate work.
+pub(crate) enum Outcome {
+    /// The answer is known (no call needed).
+    Text(String),
+    /// One last call; `fallback` is the answer if the call's answer is empty or unusable;
+    /// `truncation` is what simple_summarize dropped.
+    Final {
+        request: ModelRequest,
+        fallback: Option<String>,
+        how: FinalHow,
+        truncation: Option<Truncation>,
+    },
+    /// Accumulate: numbered answers, one per piece of each chunk, joined.
+    Numbered {
+        /// `accumulate` or `compact_accumulate`.
+        mode: ResponseMode,
+        /// The texts, each split on its own.
+        chunks: Vec<String>,
+    },
+}
+
+/// How the final call's reply is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FinalHow {
+    /// Plain text.
+    Plain,
+    /// JSON following the output schema.
+    Schema,
+    /// A filtering step: `{query_satisfied, answer}`.
+    Filter,
+}
+
+impl FinalHow {
+    /// Plain text, or JSON when there is an output schema.
+    pub(crate) fn for_schema(schema: Option<&Value>) -> Self {
+        if schema.is_some() {
+            FinalHow::Schema
+        } else {
+            FinalHow::Plain
+        }
+    }
+}
+
+impl Job {
+    fn numbered(&self, answers: &[String]) -> String {
+        let mut out = String::new();
+        for (i, a) in answers.iter().enumerate() {
+            if i > 0 {
+                out.push_str(&self.s.separator);
+            }
+            out.push_str(&format!("Response {}: ", i + 1));
+            out.push_str(if a.is_empty() {
+                &self.s.empty_response
+            } else {
+                a
+            });
+        }
+        out
+    }
+
+    /// Makes the final call (if any) and fills `response`.
+    pub(crate) async fn finish(
+        &self,
+        outcome: Outcome,
+        response: &mut Response,
+    ) -> Result<(), SynthError> {
+        match outcome {
+            Outcome::Text(t) => response.text = t,
+            Outcome::Final {
+                request,
+                fallback,
+                how,
+                truncation,
+            } => {
+                self.caller.plan(1);
+                let (text, structured) = self.final_call(&request, how).await?;
+                response.structured = structured;
+                response.truncation = truncation;
+                response.text = match text {
+                    Some(t) if !t.is_empty() => t,
+                    _ => fallback.unwrap_or_else(|| self.empty()),
+                };
+            }
+            Outcome::Numbered { mode, chunks } => {
+                let requests = accumulate::NumberedRequests::new(self, mode, &chunks)?;
+                let answers = self.call_all(requests).await?;
+                response.text = self.numbered(&answers);
+            }
+        }
+        Ok(())
+    }
+
+    /// The final call: (text or None when unusable, structured value).
+    async fn final_call(
+        &self,
+        request: &ModelRequest,
+        how: FinalHow,
+    ) -> Result<(Option<String>, Option<Value>), SynthError> {
+        match how {
+            FinalHow::Plain => Ok((Some(self.caller.complete(request).await?.text), None)),
+            FinalHow::Schema => {
+                let c = self.caller.structured(request).await?;
+                Ok((Some(c.value.to_string()), Some(c.value)))
+            }
+            FinalHow::Filter => Ok((structured::filter_step(self, request).await?, None)),
+        }
+    }
+
+    /// Turns the outcome into a stream: the final call streamed; everything else as one
+    /// delta. The streamed text always equals the non-streamed text.
+    pub(crate) async fn open_stream(
+        &self,
+        outcome: Outcome,
+        base: Response,
+    ) -> Result<StreamingResponse, SynthError> {
+        let caller = Arc::clone(&self.caller);
+        match outcome {
+            Outcome::Final {
+                request,
+                fallback,
+                how: FinalHow::Plain,
+                truncation,
+            } => {
+                self.caller.plan(1);
+                let inner = self.caller.stream(request).await?;
+                let fallback = fallback.unwrap_or_else(|| self.empty());
+                let mut base = base;
+                base.truncation = truncation;
+                Ok(StreamingResponse::new(
+                    with_fallback(inner, fallback),
+                    base,
+                    Some(caller),
+                ))
+            }
+            Outcome::Numbered { mode, chunks } if self.s.output_schema.is_none() => {
+                let s = accumulate::stream_numbered(self.clone(), mode, chunks);
+                Ok(StreamingResponse::new(s, base, Some(caller)))
+            }
+            other => {
+                let mut response = base;
+                self.finish(other, &mut response).await?;
+                // Known in full: one delta (none for an empty answer).
+                let text = std::mem::take(&mut response.text);
+                let s = futures::stream::iter((!text.is_empty()).then_some(Ok(text))).boxed();
+                Ok(StreamingResponse::new(s, response, Some(caller)))
+            }
+        }
+    }
+}
+
+/// Passes deltas through; if the stream ends having given no text, gives `fallback`.
+fn with_fallback(
+    inner: BoxStream<'static, Result<String, SynthError>>,
+    fallback: String,
+) -> BoxStream<'static, Result<String, SynthError>> {
+    let state = (inner, false, Some(fallback), false);
+    Box::pin(futures::stream::unfold(
+        state,
+        |(mut inner, mut any, mut fallback, done)| async move {
+            if done {
+                return None;
+            }
+            match inner.next().await {
+                Some(Ok(d)) => {
+                    any |= !d.is_empty();
+                    Some((Ok(d), (inner, any, fallback, false)))
+                }
+                Some(Err(e)) => Some((Err(e), (inner, true, None, true))),
+                None => match fallback.take() {
+                    Some(f) if !any => Some((Ok(f), (inner, true, None, true))),
+                    _ => None,
+                },
+            }
+        },
+    ))
+}
+
+/// A stream of `T` driven by a future the stream owns (see [`Driven`]).
+pub(crate) fn driven<T: Send + 'static>(
+    driver: futures::future::BoxFuture<'static, Result<(), SynthError>>,
+    output: BoxStream<'static, Result<T, SynthError>>,
+) -> BoxStream<'static, Result<T, SynthError>> {
+    Box::pin(Driven::new(driver, output))
+}
+
+/// Moves the nodes and additional sources into the response, with their metadata.
+pub(crate) fn attach_sources(response: &mut Response, input: SynthesisInput) {
+    let mut sources = input.nodes;
+    sources.extend(input.additional_sources);
+    let mut metadata = Map::new();
+    for n in &sources {
+        metadata.insert(n.id.clone(), Value::Object(n.metadata.clone()));
+    }
+    response.source_nodes = sources;
+    response.metadata = metadata;
+}

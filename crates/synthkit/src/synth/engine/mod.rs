@@ -1,0 +1,422 @@
+//! The engine behind every mode: one [`Job`] per synthesis renders and packs prompts,
+//! counts them exactly, runs calls (bounded, owned by the job), corrects context overflow
+//! and finishes the answer. Modes (in `super::modes`) decide which steps to take; the
+//! engine decides how.
+//!
+//! - `correction`: the one owner of the job's prompt limit (context-overflow correction).
+//! - `fanout`: map steps with bounded concurrency; every task is owned by the job, so
+//!   dropping a synthesis or its stream cancels its calls at once.
+//! - `finish`: the final call, streamed or not, and the response.
+//! - `run`: dispatch to the mode, and resuming a rejected final step.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::builder::Settings;
+use crate::call::Caller;
+use crate::error::SynthError;
+use crate::model::{ModelError, ModelRequest, StepInfo};
+use crate::prompt::{
+    BudgetError, PromptBudget, PromptTemplate, RenderedPrompt, TemplateKind, defaults,
+};
+use crate::text::{Chunk, ChunkCursor};
+
+pub(crate) mod correction;
+pub(crate) mod fanout;
+pub(crate) mod finish;
+pub(crate) mod run;
+
+pub(crate) use correction::{Corrections, Verdict};
+pub(crate) use finish::{FinalHow, Outcome};
+
+/// Attempts at fitting one prompt under the exact counter before giving up.
+const MAX_FIT_ATTEMPTS: usize = 8;
+/// Attempts at one exact count (transient failures are retried).
+const MAX_COUNT_ATTEMPTS: usize = 3;
+
+/// One synthesis in progress: the synthesizer's settings, the call door, the query and the
+/// job's prompt limit. Cheap to clone (its state is shared), so call tasks can own a copy.
+#[derive(Clone)]
+pub(crate) struct Job {
+    pub(crate) s: Arc<Settings>,
+    pub(crate) caller: Arc<Caller>,
+    pub(crate) query: String,
+    pub(crate) variables: Vec<(String, String)>,
+    /// The job's prompt limit and its corrections (shared with the call door).
+    pub(crate) corrections: Arc<Corrections>,
+    /// Local tokens per exact token, learned from verified prompts (1.0 until then).
+    calibration: Arc<Mutex<f64>>,
+}
+
+impl Job {
+    pub(crate) fn new(s: Arc<Settings>, query: String, variables: Vec<(String, String)>) -> Self {
+        let corrections = Arc::new(Corrections::new(
+            s.budget.max_prompt_tokens(),
+            s.budget.num_output(),
+        ));
+        let caller = Arc::new(Caller::new(
+            Arc::clone(&s.model),
+            Arc::clone(&corrections),
+            s.observer.clone(),
+            s.budget.tokenizer().clone(),
+        ));
+        Self {
+            s,
+            caller,
+            query,
+            variables,
+            corrections,
+            calibration: Arc::new(Mutex::new(1.0)),
+        }
+    }
+
+    pub(crate) fn budget(&self) -> &PromptBudget {
+        &self.s.budget
+    }
+
+    /// Tokens taken off the budget by context corrections so far.
+    pub(crate) fn shrink(&self) -> usize {
+        self.corrections.shrink()
+    }
+
+    /// Calls in flight at once for map steps.
+    pub(crate) fn concurrency(&self) -> usize {
+        self.s.concurrency.get()
+    }
+
+    /// The template for `kind` with the query filled in.
+    pub(crate) fn template(&self, kind: TemplateKind) -> PromptTemplate {
+        self.s
+            .templates
+            .for_kind(kind)
+            .partial("query_str", &self.query)
+    }
+
+    /// The schema of a structured-answer-filtering step's verdict.
+    pub(crate) fn filter_schema() -> Arc<Value> {
+        Arc::new(super::modes::structured::filter_schema())
+    }
+
+    fn vars<'a>(&'a self, vars: &'a [(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+        let mut all: Vec<(&str, &str)> = vars.to_vec();
+        all.extend(self.variables.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        all
+    }
+
+    fn finish_prompt(&self, rendered: RenderedPrompt, schema: Option<&Value>) -> RenderedPrompt {
+        let rendered = match schema {
+            None => rendered,
+            Some(schema) => {
+                let suffix = defaults::json_instructions(schema);
+                match rendered {
+                    RenderedPrompt::Text(t) => RenderedPrompt::Text(format!("{t}\n\n{suffix}")),
+                    RenderedPrompt::Chat(mut m) => {
+                        if let Some(last) = m.last_mut() {
+                            last.content.push_str("\n\n");
+                            last.content.push_str(&suffix);
+                        }
+                        RenderedPrompt::Chat(m)
+                    }
+                }
+            }
+        };
+        rendered.with_system_prompt(self.s.system_prompt.as_deref())
+    }
+
+    /// Tokens of `template` before any context: empty variables, extra variables, the
+    /// system prompt and the JSON instructions of a structured call.
+    pub(crate) fn overhead(&self, template: &PromptTemplate, schema: Option<&Value>) -> usize {
+        let vars = self.vars(&[]);
+        let rendered = template.render_empty(&vars);
+        self.budget()
+            .count_prompt(&self.finish_prompt(rendered, schema))
+    }
+
+    /// The context room beside `template` (minus the reference's padding of 5), under the
+    /// job's current limit.
+    pub(crate) fn room(
+        &self,
+        template: &PromptTemplate,
+        schema: Option<&Value>,
+    ) -> Result<usize, SynthError> {
+        let p = self.overhead(template, schema) + self.shrink();
+        Ok(self.budget().chunk_size_for(
+            template.kind(),
+            p,
+            1,
+            crate::prompt::budget::DEFAULT_PADDING,
+        )?)
+    }
+
+    /// The prompt for `template` with `vars`, the extra variables, JSON instructions and
+    /// the system prompt.
+    fn render(
+        &self,
+        template: &PromptTemplate,
+        vars: &[(&str, &str)],
+        schema: Option<&Value>,
+    ) -> RenderedPrompt {
+        self.finish_prompt(template.render(&self.vars(vars)), schema)
+    }
+
+    /// The exact count of `prompt` with the model's counter; `None` without one. A count
+    /// that keeps failing stops the run ([`SynthError::Count`]): counts never switch to
+    /// another tokenizer in the middle of a run.
+    async fn count_exact(&self, prompt: &RenderedPrompt) -> Result<Option<usize>, SynthError> {
+        let Some(counter) = &self.s.counter else {
+            return Ok(None);
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match counter.count_prompts(std::slice::from_ref(prompt)).await {
+                Ok(counts) => {
+                    return match counts.first() {
+                        Some(&n) => Ok(Some(n)),
+                        None => Err(SynthError::Count {
+                            counter: counter.name().to_string(),
+                            source: ModelError::Malformed("no count for the prompt".into()),
+                        }),
+                    };
+                }
+                Err(e) if e.is_transient() && attempt < MAX_COUNT_ATTEMPTS => {
+                    tracing::warn!(target: "synthkit", counter = counter.name(), attempt, error = %e, "counting a prompt failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+                Err(source) => {
+                    return Err(SynthError::Count {
+                        counter: counter.name().to_string(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+
+    /// A request for `template` with `vars`, counted exactly.
+    pub(crate) async fn request(
+        &self,
+        template: &PromptTemplate,
+        vars: &[(&str, &str)],
+        step: StepInfo,
+        schema: Option<Arc<Value>>,
+    ) -> Result<ModelRequest, SynthError> {
+        let prompt = self.render(template, vars, schema.as_deref());
+        let prompt_tokens = match self.count_exact(&prompt).await? {
+            Some(n) => n,
+            None => self.budget().count_prompt(&prompt),
+        };
+        Ok(self.request_from(prompt, prompt_tokens, template, vars, step, schema))
+    }
+
+    /// A request from a prompt already rendered and counted.
+    fn request_from(
+        &self,
+        prompt: RenderedPrompt,
+        prompt_tokens: usize,
+        template: &PromptTemplate,
+        vars: &[(&str, &str)],
+        step: StepInfo,
+        schema: Option<Arc<Value>>,
+    ) -> ModelRequest {
+        let all = self.vars(vars);
+        let mut variables: Vec<(String, String)> = Vec::with_capacity(all.len() + 2);
+        if let Some(q) = template.partial_value("query_str") {
+            variables.push(("query_str".to_string(), q.to_string()));
+        }
+        for (k, v) in all {
+            if !variables.iter().any(|(n, _)| n == k) {
+                variables.push((k.to_string(), v.to_string()));
+            }
+        }
+        if let Some(a) = template.partial_value("existing_answer") {
+            variables.push(("existing_answer".to_string(), a.to_string()));
+        }
+        ModelRequest {
+            prompt,
+            kind: template.kind(),
+            variables,
+            schema,
+            max_tokens: self.budget().num_output(),
+            prompt_tokens,
+            step,
+        }
+    }
+
+    /// The next request from `cursor`: as much of its text as fits beside `template`
+    /// under the job's limit, overlapping the previous piece by the budget's ratio, or
+    /// `None` when the text is used up.
+    ///
+    /// The prompt is counted once, as a whole. With the model's exact counter the local
+    /// tokenizer finds the piece (under a limit scaled by what earlier prompts showed of
+    /// the two tokenizers) and the counter confirms the whole prompt; a prompt the counter
+    /// finds too long is packed again, smaller.
+    pub(crate) async fn next_request(
+        &self,
+        cursor: &mut ChunkCursor<'_>,
+        template: &PromptTemplate,
+        var: &str,
+        size: usize,
+        step: StepInfo,
+        schema: Option<Arc<Value>>,
+    ) -> Result<Option<(ModelRequest, Chunk)>, SynthError> {
+        let limit = self.corrections.limit();
+        if self.s.counter.is_none() {
+            return Ok(self.fit_local(cursor, template, var, size, limit, step, schema));
+        }
+        let ratio = self.calibration();
+        let mut local_limit = scale(limit, ratio);
+        for _ in 0..MAX_FIT_ATTEMPTS {
+            let saved = cursor.clone();
+            let local_size = scale(size, local_limit as f64 / limit.max(1) as f64).max(1);
+            let Some((mut request, chunk)) = self.fit_local(
+                cursor,
+                template,
+                var,
+                local_size,
+                local_limit,
+                step,
+                schema.clone(),
+            ) else {
+                return Ok(None);
+            };
+            let local = request.prompt_tokens;
+            let exact = self.count_exact(&request.prompt).await?.unwrap_or(local);
+            if exact > 0 && local > 0 {
+                self.learn(local as f64 / exact as f64);
+            }
+            request.prompt_tokens = exact;
+            if exact <= limit || chunk.oversized {
+                return Ok(Some((request, chunk)));
+            }
+            // Too long by the exact count: pack this piece again, smaller.
+            *cursor = saved;
+            let scaled = scale(local, limit as f64 / exact as f64);
+            local_limit = scaled
+                .min(local.saturating_sub(1))
+                .min(local_limit.saturating_sub(1));
+            if local_limit == 0 {
+                break;
+            }
+        }
+        Err(BudgetError::PromptOverBudget {
+            kind: template.kind(),
+            tokens: limit + 1,
+            budget: limit,
+        }
+        .into())
+    }
+
+    /// [`Job::next_request`] with the local tokenizer only, under `limit`.
+    #[allow(clippy::too_many_arguments)]
+    fn fit_local(
+        &self,
+        cursor: &mut ChunkCursor<'_>,
+        template: &PromptTemplate,
+        var: &str,
+        size: usize,
+        limit: usize,
+        step: StepInfo,
+        schema: Option<Arc<Value>>,
+    ) -> Option<(ModelRequest, Chunk)> {
+        let overlap = self.budget().overlap_for(size);
+        let text = cursor.text();
+        let mut fitted: Option<(RenderedPrompt, usize)> = None;
+        let chunk = cursor.next_chunk_fitting(size, overlap, &mut |piece| {
+            let prompt = self.render(template, &[(var, piece)], schema.as_deref());
+            let n = self.budget().count_prompt_till_limit(&prompt, limit)?;
+            fitted = Some((prompt, n));
+            Some(n)
+        })?;
+        let piece = chunk.text(text);
+        let (prompt, n) = match fitted {
+            Some(f) if !chunk.oversized => f,
+            _ => {
+                let prompt = self.render(template, &[(var, piece)], schema.as_deref());
+                let n = self.budget().count_prompt(&prompt);
+                (prompt, n)
+            }
+        };
+        let request = self.request_from(prompt, n, template, &[(var, piece)], step, schema);
+        Some((request, chunk))
+    }
+
+    fn calibration(&self) -> f64 {
+        *self
+            .calibration
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn learn(&self, local_per_exact: f64) {
+        if local_per_exact.is_finite() && local_per_exact > 0.0 {
+            *self
+                .calibration
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = local_per_exact;
+        }
+    }
+
+    /// Makes an intermediate call whose answer is text (JSON text with an output schema).
+    pub(crate) async fn call_text(&self, request: &ModelRequest) -> Result<String, SynthError> {
+        if request.schema.is_some() {
+            let c = self.caller.structured(request).await?;
+            Ok(c.value.to_string())
+        } else {
+            Ok(self.caller.complete(request).await?.text)
+        }
+    }
+
+    /// What to do after `request` failed with `error`: [`Verdict::Repack`] when the step
+    /// should be packed again under the job's (possibly just lowered) limit.
+    pub(crate) fn absorb(&self, error: &SynthError, request: &ModelRequest) -> Verdict {
+        let (verdict, shrunk) = self.corrections.absorb(error, request);
+        if let Some(s) = shrunk {
+            tracing::warn!(
+                target: "synthkit",
+                step = %request.step.step,
+                limit = s.limit,
+                "the server found a prompt too long; lowering the prompt limit and re-packing"
+            );
+            self.caller.event(s.event(request));
+        }
+        verdict
+    }
+
+    /// Splits a map-step request's context under the current (shrunk) limit.
+    pub(crate) async fn resplit(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<Vec<ModelRequest>, SynthError> {
+        let template = self.template(request.kind);
+        let size = self.room(&template, request.schema.as_deref())?;
+        let context = request.variable("context_str").unwrap_or_default();
+        let mut cursor = self.budget().cursor(context);
+        let mut parts = Vec::new();
+        while let Some((part, _)) = self
+            .next_request(
+                &mut cursor,
+                &template,
+                "context_str",
+                size,
+                request.step,
+                request.schema.clone(),
+            )
+            .await?
+        {
+            parts.push(part);
+        }
+        Ok(parts)
+    }
+
+    pub(crate) fn empty(&self) -> String {
+        self.s.empty_response.clone()
+    }
+}
+
+/// `n * factor`, rounded down.
+fn scale(n: usize, factor: f64) -> usize {
+    (n as f64 * factor).floor().max(0.0) as usize
+}

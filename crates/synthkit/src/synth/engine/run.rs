@@ -1,0 +1,91 @@
+//! Dispatches a synthesis to its mode, and resumes a final step the server rejected.
+
+use std::borrow::Cow;
+
+use super::{Job, Outcome};
+use crate::error::SynthError;
+use crate::mode::ResponseMode;
+use crate::model::ModelRequest;
+use crate::synth::SynthesisInput;
+use crate::synth::modes::{
+    accumulate, compact, context_only, generation, no_text, refine, simple_summarize,
+    tree_summarize,
+};
+
+pub(crate) async fn run_mode(
+    job: &Job,
+    input: &SynthesisInput,
+    texts: &[Cow<'_, str>],
+) -> Result<Outcome, SynthError> {
+    let mode = job.s.mode;
+    // Zero nodes: the empty response without a call, except generation, which answers
+    // the query alone.
+    if input.nodes.is_empty() && mode != ResponseMode::Generation {
+        return Ok(Outcome::Text(job.s.empty_response.clone()));
+    }
+    match mode {
+        ResponseMode::Refine => refine::run(job, texts, input.previous_response.clone()).await,
+        ResponseMode::Compact => compact::run(job, texts, input.previous_response.clone()).await,
+        ResponseMode::TreeSummarize => tree_summarize::run(job, texts).await,
+        ResponseMode::SimpleSummarize => simple_summarize::run(job, texts, &input.nodes).await,
+        ResponseMode::Accumulate => accumulate::run(job, texts),
+        ResponseMode::CompactAccumulate => accumulate::run_compact(job, texts),
+        ResponseMode::Generation => generation::run(job).await,
+        ResponseMode::NoText => Ok(no_text::run()),
+        ResponseMode::ContextOnly => Ok(context_only::run(texts)),
+    }
+}
+
+/// The texts that carry content: empty and whitespace-only chunks cost no call
+/// (decision 9).
+pub(crate) fn with_content<'a>(texts: &'a [Cow<'_, str>]) -> Vec<&'a str> {
+    texts
+        .iter()
+        .map(|t| t.as_ref())
+        .filter(|t| !t.trim().is_empty())
+        .collect()
+}
+
+/// What is needed to redo a final call that the server rejected as too long.
+pub(crate) struct Resume {
+    pub(crate) request: ModelRequest,
+    fallback: Option<String>,
+}
+
+impl Resume {
+    /// The resume point of a final call; none for generation, whose prompt is the query
+    /// alone and cannot be re-packed.
+    pub(crate) fn of(outcome: &Outcome, mode: ResponseMode) -> Option<Self> {
+        match outcome {
+            Outcome::Final {
+                request, fallback, ..
+            } if mode != ResponseMode::Generation => Some(Self {
+                request: request.clone(),
+                fallback: fallback.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Re-packs a rejected final step under the lowered limit and continues from there.
+pub(crate) async fn resume(
+    job: &Job,
+    input: &SynthesisInput,
+    texts: &[Cow<'_, str>],
+    r: Resume,
+) -> Result<Outcome, SynthError> {
+    let context = r
+        .request
+        .variable("context_msg")
+        .or_else(|| r.request.variable("context_str"))
+        .unwrap_or_default()
+        .to_string();
+    match job.s.mode {
+        mode @ (ResponseMode::Refine | ResponseMode::Compact) => {
+            refine::refine_texts(job, mode, &[context.as_str()], r.fallback).await
+        }
+        ResponseMode::TreeSummarize => tree_summarize::run(job, &[Cow::Owned(context)]).await,
+        _ => run_mode(job, input, texts).await,
+    }
+}

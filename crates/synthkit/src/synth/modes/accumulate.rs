@@ -1,0 +1,304 @@
+//! `accumulate` and `compact_accumulate`: one answer per chunk (or per packed chunk),
+//! numbered `Response 1: ...` and joined by a separator. Calls run concurrently (bounded),
+//! answers keep the chunks' order, and streaming gives the numbered answers in order
+//! (decision 11).
+//!
+//! Calls: accumulate, one per chunk (more for chunks over the budget); compact_accumulate,
+//! one per packed chunk (packed once, decision 5).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+use crate::error::SynthError;
+use crate::mode::{ResponseMode, Step};
+use crate::model::{ModelRequest, StepInfo};
+use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use crate::synth::engine::fanout::{AbortOnDrop, RequestSource};
+use crate::synth::engine::finish::driven;
+use crate::synth::engine::run::with_content;
+use crate::synth::engine::{Job, Outcome, Verdict};
+use crate::text::ChunkCursor;
+
+pub(crate) fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
+    requests_for(job, ResponseMode::Accumulate, &with_content(texts))
+}
+
+pub(crate) fn run_compact(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
+    let joined = PromptBudget::join_for_packing(&with_content(texts));
+    let chunks: Vec<&str> = if joined.is_empty() {
+        Vec::new()
+    } else {
+        vec![joined.as_str()]
+    };
+    requests_for(job, ResponseMode::CompactAccumulate, &chunks)
+}
+
+fn requests_for(job: &Job, mode: ResponseMode, chunks: &[&str]) -> Result<Outcome, SynthError> {
+    if chunks.is_empty() {
+        return Ok(Outcome::Text(job.s.empty_response.clone()));
+    }
+    let chunks: Vec<String> = chunks.iter().map(|c| (*c).to_string()).collect();
+    // Fail now, before any call, if the template leaves no room.
+    NumberedRequests::new(job, mode, &chunks)?;
+    Ok(Outcome::Numbered { mode, chunks })
+}
+
+/// The requests of accumulate, built one at a time as they are needed: each chunk split
+/// on its own, each piece as full as its prompt allows.
+pub(crate) struct NumberedRequests<'a> {
+    job: &'a Job,
+    mode: ResponseMode,
+    template: PromptTemplate,
+    schema: Option<Arc<Value>>,
+    size: usize,
+    chunks: std::slice::Iter<'a, String>,
+    cursor: Option<ChunkCursor<'a>>,
+    index: usize,
+}
+
+impl<'a> NumberedRequests<'a> {
+    pub(crate) fn new(
+        job: &'a Job,
+        mode: ResponseMode,
+        chunks: &'a [String],
+    ) -> Result<Self, SynthError> {
+        let template = job.template(TemplateKind::Qa);
+        let schema = job.s.output_schema.clone();
+        let size = job.room(&template, schema.as_deref())?;
+        Ok(Self {
+            job,
+            mode,
+            template,
+            schema,
+            size,
+            chunks: chunks.iter(),
+            cursor: None,
+            index: 0,
+        })
+    }
+}
+
+impl RequestSource for NumberedRequests<'_> {
+    async fn next_request(&mut self) -> Result<Option<ModelRequest>, SynthError> {
+        loop {
+            if let Some(cursor) = self.cursor.as_mut() {
+                let step = StepInfo::new(self.mode, Step::Qa).at(0, self.index);
+                let next = self
+                    .job
+                    .next_request(
+                        cursor,
+                        &self.template,
+                        "context_str",
+                        self.size,
+                        step,
+                        self.schema.clone(),
+                    )
+                    .await?;
+                if let Some((request, _)) = next {
+                    self.index += 1;
+                    return Ok(Some(request));
+                }
+            }
+            let Some(chunk) = self.chunks.next() else {
+                return Ok(None);
+            };
+            self.cursor = Some(self.job.budget().cursor(chunk));
+        }
+    }
+}
+
+/// One item sent by a call's task to the stream's consumer.
+enum Piece {
+    /// Text of the current answer.
+    Delta(String),
+    /// The current answer is complete; another one follows from the same request (a
+    /// request re-split after the server found it too long).
+    Next,
+    /// The call failed.
+    Failed(SynthError),
+}
+
+/// Streams numbered answers in order: the answer being shown streams live while later
+/// calls run ahead (at most the synthesizer's concurrency in flight), their deltas
+/// buffered. A request the server rejects as too long is re-split under the lowered limit,
+/// and its parts become consecutive numbered answers, as without streaming.
+///
+/// The stream owns everything it starts: the driver that packs requests is polled by the
+/// stream, and each call's task is owned by the driver, so dropping the stream cancels
+/// every call in flight. A failure anywhere fails the stream with its typed error.
+pub(crate) fn stream_numbered(
+    job: Job,
+    mode: ResponseMode,
+    chunks: Vec<String>,
+) -> BoxStream<'static, Result<String, SynthError>> {
+    // One receiver per request, in order; the driver sends them as it builds requests.
+    let (receivers_tx, receivers) = tokio::sync::mpsc::unbounded_channel();
+    let driver_job = job.clone();
+    let driver = async move {
+        let job = driver_job;
+        let permits = Arc::new(tokio::sync::Semaphore::new(job.concurrency().max(1)));
+        let mut tasks: Vec<AbortOnDrop<()>> = Vec::new();
+        let mut requests = NumberedRequests::new(&job, mode, &chunks)?;
+        // Permits are handed out in request order, so the answer shown next is never
+        // starved by later ones.
+        while let Some(request) = requests.next_request().await? {
+            let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+                break;
+            };
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Piece>();
+            if receivers_tx.send(rx).is_err() {
+                // The consumer is gone.
+                return Ok(());
+            }
+            job.caller.plan(1);
+            let call_job = job.clone();
+            tasks.retain(|t| !t.0.is_finished());
+            tasks.push(AbortOnDrop::spawn(async move {
+                let _permit = permit;
+                stream_one(&call_job, request, &tx).await;
+            }));
+        }
+        drop(receivers_tx);
+        // Keep owning the calls until each has finished.
+        for task in tasks {
+            task.await?;
+        }
+        Ok(())
+    };
+    let separator = job.s.separator.clone();
+    let empty = job.empty();
+    let state = Numbering {
+        receivers,
+        current: None,
+        number: 0,
+        any: false,
+        done: false,
+    };
+    let output = futures::stream::unfold(state, move |mut st| {
+        let (separator, empty) = (separator.clone(), empty.clone());
+        async move {
+            st.next_item(&separator, &empty)
+                .await
+                .map(|item| (item, st))
+        }
+    })
+    .boxed();
+    driven(Box::pin(driver), output)
+}
+
+/// Streams one request into `tx`, re-splitting it when the server finds it too long.
+async fn stream_one(
+    job: &Job,
+    request: ModelRequest,
+    tx: &tokio::sync::mpsc::UnboundedSender<Piece>,
+) {
+    let mut pending = std::collections::VecDeque::from([request]);
+    let mut first = true;
+    while let Some(request) = pending.pop_front() {
+        match job.caller.stream(request.clone()).await {
+            Ok(mut s) => {
+                if !first && tx.send(Piece::Next).is_err() {
+                    return;
+                }
+                first = false;
+                while let Some(d) = s.next().await {
+                    let piece = match d {
+                        Ok(t) => Piece::Delta(t),
+                        Err(e) => Piece::Failed(e),
+                    };
+                    let stop = matches!(piece, Piece::Failed(_));
+                    if tx.send(piece).is_err() || stop {
+                        return;
+                    }
+                }
+            }
+            Err(e) if job.absorb(&e, &request) == Verdict::Repack => {
+                match job.resplit(&request).await {
+                    Ok(parts) => {
+                        job.caller.plan(parts.len().saturating_sub(1));
+                        for p in parts.into_iter().rev() {
+                            pending.push_front(p);
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Piece::Failed(e));
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Piece::Failed(e));
+                return;
+            }
+        }
+    }
+}
+
+/// The consumer's side: numbers answers as they come and stops after an error.
+struct Numbering {
+    receivers: tokio::sync::mpsc::UnboundedReceiver<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
+    current: Option<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
+    number: usize,
+    any: bool,
+    done: bool,
+}
+
+impl Numbering {
+    fn header(&mut self, separator: &str) -> String {
+        self.number += 1;
+        self.any = false;
+        if self.number == 1 {
+            format!("Response {}: ", self.number)
+        } else {
+            format!("{separator}Response {}: ", self.number)
+        }
+    }
+
+    async fn next_item(
+        &mut self,
+        separator: &str,
+        empty: &str,
+    ) -> Option<Result<String, SynthError>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let Some(rx) = self.current.as_mut() else {
+                let next = self.receivers.recv().await?;
+                self.current = Some(next);
+                return Some(Ok(self.header(separator)));
+            };
+            match rx.recv().await {
+                Some(Piece::Delta(t)) => {
+                    self.any |= !t.is_empty();
+                    if !t.is_empty() {
+                        return Some(Ok(t));
+                    }
+                }
+                Some(Piece::Next) => {
+                    let filler = if self.any {
+                        String::new()
+                    } else {
+                        empty.to_string()
+                    };
+                    return Some(Ok(filler + &self.header(separator)));
+                }
+                Some(Piece::Failed(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    self.current = None;
+                    if !self.any {
+                        self.any = true;
+                        return Some(Ok(empty.to_string()));
+                    }
+                }
+            }
+        }
+    }
+}

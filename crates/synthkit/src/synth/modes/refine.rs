@@ -1,0 +1,140 @@
+//! `refine`: answer from the first chunk, then refine the answer with each next chunk.
+//!
+//! Each step's context room is computed from the actual prompt: the query, the current
+//! answer and the system prompt are counted exactly (decision 3), so small windows work
+//! and every prompt is as full as it may be. A chunk too large for one step is handed out
+//! in order, head first (decision 4). Calls: one per chunk that fits, more for chunks that
+//! do not.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use super::structured::filter_step;
+use crate::error::SynthError;
+use crate::mode::{ResponseMode, Step};
+use crate::model::StepInfo;
+use crate::prompt::TemplateKind;
+use crate::synth::engine::run::with_content;
+use crate::synth::engine::{FinalHow, Job, Outcome, Verdict};
+
+pub(crate) async fn run(
+    job: &Job,
+    texts: &[Cow<'_, str>],
+    previous: Option<String>,
+) -> Result<Outcome, SynthError> {
+    refine_texts(job, ResponseMode::Refine, &with_content(texts), previous).await
+}
+
+/// The refine loop over `chunks` (each split on its own, never merged with another).
+pub(crate) async fn refine_texts(
+    job: &Job,
+    mode: ResponseMode,
+    chunks: &[&str],
+    previous: Option<String>,
+) -> Result<Outcome, SynthError> {
+    let chunks: Vec<&str> = chunks
+        .iter()
+        .copied()
+        .filter(|c| !c.trim().is_empty())
+        .collect();
+    let filtering = job.s.filtering.is_on();
+    let schema = if filtering {
+        Some(Job::filter_schema())
+    } else {
+        job.s.output_schema.clone()
+    };
+    let how = if filtering {
+        FinalHow::Filter
+    } else if schema.is_some() {
+        FinalHow::Schema
+    } else {
+        FinalHow::Plain
+    };
+    let qa = job.template(TemplateKind::Qa);
+    let refine = job.template(TemplateKind::Refine);
+    let mut answer = previous.filter(|a| !a.is_empty());
+    let mut index = 0;
+    let mut room_for: Option<(Option<String>, usize, usize)> = None;
+    // Texts still to hand out, in order, each with whether its first call was planned.
+    let mut queue: VecDeque<(&str, bool)> = chunks.iter().map(|c| (*c, true)).collect();
+    // Progress: one call per chunk is planned up front (the final call is planned when it
+    // is made); pieces beyond a chunk's first are planned as they appear.
+    job.caller.plan(chunks.len().saturating_sub(1));
+    while let Some((chunk, mut preplanned)) = queue.pop_front() {
+        let last_text = queue.is_empty();
+        let mut cursor = job.budget().cursor(chunk);
+        loop {
+            let (template, var, step) = match &answer {
+                None => (qa.clone(), "context_str", Step::Qa),
+                Some(a) => (
+                    refine.partial("existing_answer", a),
+                    "context_msg",
+                    Step::Refine,
+                ),
+            };
+            // The room depends only on the template, the current answer and the budget.
+            let size = match &room_for {
+                Some((a, shrink, size)) if *a == answer && *shrink == job.shrink() => *size,
+                _ => {
+                    let size = job.room(&template, schema.as_deref())?;
+                    room_for = Some((answer.clone(), job.shrink(), size));
+                    size
+                }
+            };
+            let step = StepInfo {
+                mode,
+                step,
+                level: 0,
+                index,
+            };
+            let Some((request, piece)) = job
+                .next_request(&mut cursor, &template, var, size, step, schema.clone())
+                .await?
+            else {
+                break;
+            };
+            let text = piece.text(chunk);
+            index += 1;
+            if last_text && cursor.is_done() {
+                return Ok(Outcome::Final {
+                    request,
+                    fallback: answer,
+                    how,
+                    truncation: None,
+                });
+            }
+            if !preplanned || last_text {
+                job.caller.plan(1);
+            }
+            preplanned = false;
+            let result = if filtering {
+                filter_step(job, &request).await
+            } else {
+                job.call_text(&request).await.map(Some)
+            };
+            let result = match result {
+                Ok(r) => r,
+                Err(e) if job.absorb(&e, &request) == Verdict::Repack => {
+                    // Re-pack this step under the shrunk budget: the rejected piece first,
+                    // then the rest of its text.
+                    let rest = chunk.get(piece.end..).unwrap_or_default();
+                    if !rest.trim().is_empty() {
+                        queue.push_front((rest, false));
+                    }
+                    queue.push_front((text, false));
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(r) = result.filter(|r| !r.is_empty()) {
+                answer = Some(r);
+                if job.s.filtering.stops_when_satisfied() {
+                    return Ok(Outcome::Text(answer.unwrap_or_default()));
+                }
+            }
+        }
+    }
+    Ok(Outcome::Text(
+        answer.unwrap_or_else(|| job.s.empty_response.clone()),
+    ))
+}

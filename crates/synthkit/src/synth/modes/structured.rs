@@ -1,0 +1,94 @@
+//! Structured answer filtering: each refine step says whether its context answered the
+//! query; unsatisfied or unusable steps leave the answer unchanged.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use futures::future::BoxFuture;
+
+use crate::call::{CallDoor, SynthEvent};
+use crate::error::SynthError;
+use crate::model::{ModelError, ModelRequest};
+use crate::synth::engine::Job;
+
+/// A boxed future returning a step verdict (for [`StepEvaluator`]).
+pub type VerdictFuture<'a> = BoxFuture<'a, Result<StepVerdict, SynthError>>;
+
+/// A filtering step's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepVerdict {
+    /// Whether the context was enough to answer the query.
+    pub query_satisfied: bool,
+    /// The answer from the context.
+    pub answer: String,
+}
+
+/// Decides a filtering step in place of the default structured call (the reference's
+/// program factory). Allowed only with structured answer filtering.
+///
+/// Make calls through `door`: they are checked against the budget, counted in usage and
+/// traced like every other call. Return a [`SynthError::Model`] with
+/// [`ModelError::Structured`] or [`ModelError::Malformed`] for a reply that cannot be used:
+/// the step is then skipped, as the reference does; other errors stop the synthesis.
+pub trait StepEvaluator: Send + Sync {
+    /// Evaluates one step: `request` is the rendered step (its `schema` is the verdict's).
+    fn evaluate<'a>(&'a self, request: &'a ModelRequest, door: &'a CallDoor) -> VerdictFuture<'a>;
+}
+
+/// The JSON schema of a [`StepVerdict`] (`query_satisfied` first, so a streaming parser
+/// can decide early).
+pub fn filter_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query_satisfied": {
+                "type": "boolean",
+                "description": "true when the context was enough to answer the query"
+            },
+            "answer": {
+                "type": "string",
+                "description": "the answer, from the context only"
+            }
+        },
+        "required": ["query_satisfied", "answer"],
+        "additionalProperties": false
+    })
+}
+
+/// Runs one filtering step: `Some(answer)` when satisfied, `None` when the step leaves the
+/// answer unchanged.
+pub(crate) async fn filter_step(
+    job: &Job,
+    request: &ModelRequest,
+) -> Result<Option<String>, SynthError> {
+    let verdict = match job.s.filtering.evaluator() {
+        Some(evaluator) => {
+            let door = CallDoor {
+                caller: std::sync::Arc::clone(&job.caller),
+            };
+            evaluator.evaluate(request, &door).await
+        }
+        None => job.caller.structured(request).await.and_then(|c| {
+            serde_json::from_value::<StepVerdict>(c.value).map_err(|e| SynthError::Model {
+                mode: request.step.mode,
+                step: request.step.step,
+                source: ModelError::Structured(e.to_string()),
+            })
+        }),
+    };
+    match verdict {
+        Ok(v) if v.query_satisfied => Ok(Some(v.answer)),
+        Ok(_) => Ok(None),
+        Err(SynthError::Model {
+            source: ModelError::Structured(reason) | ModelError::Malformed(reason),
+            ..
+        }) => {
+            job.caller.event(SynthEvent::StepSkipped {
+                step: request.step,
+                reason,
+            });
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,158 @@
+//! `tree_summarize`: pack the chunks into as few summary prompts as fit, summarise each
+//! (concurrently, bounded, order kept), then summarise the summaries, until one answer is
+//! left.
+//!
+//! Calls: the sum over levels of the packed chunk counts; the last level has one. A level
+//! that does not reduce the number of chunks stops with [`SynthError::TreeNotConverging`]
+//! (decision 8), so it always terminates.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::call::SynthEvent;
+use crate::error::SynthError;
+use crate::mode::{ResponseMode, Step};
+use crate::model::{ModelRequest, StepInfo};
+use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use crate::synth::engine::fanout::{Prebuilt, RequestSource};
+use crate::synth::engine::run::with_content;
+use crate::synth::engine::{FinalHow, Job, Outcome};
+use crate::text::ChunkCursor;
+
+/// More levels than any real tree needs (each level at least halves the chunks).
+const MAX_LEVELS: u32 = 64;
+
+/// The summary requests of one level, packed as they are asked for.
+struct LevelRequests<'a> {
+    job: &'a Job,
+    template: &'a PromptTemplate,
+    schema: Option<Arc<Value>>,
+    size: usize,
+    cursor: ChunkCursor<'a>,
+    level: u32,
+    index: usize,
+}
+
+impl LevelRequests<'_> {
+    async fn next(&mut self) -> Result<Option<ModelRequest>, SynthError> {
+        let step =
+            StepInfo::new(ResponseMode::TreeSummarize, Step::Summary).at(self.level, self.index);
+        self.index += 1;
+        let next = self
+            .job
+            .next_request(
+                &mut self.cursor,
+                self.template,
+                "context_str",
+                self.size,
+                step,
+                self.schema.clone(),
+            )
+            .await?;
+        Ok(next.map(|(request, _)| request))
+    }
+}
+
+/// The rest of level 0, after the requests already built.
+struct Rest<'a, 'b> {
+    built: std::vec::IntoIter<ModelRequest>,
+    level: &'b mut LevelRequests<'a>,
+}
+
+impl RequestSource for Rest<'_, '_> {
+    async fn next_request(&mut self) -> Result<Option<ModelRequest>, SynthError> {
+        match self.built.next() {
+            Some(r) => Ok(Some(r)),
+            None => self.level.next().await,
+        }
+    }
+}
+
+pub(crate) async fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
+    let mut current: Vec<String> = with_content(texts)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if current.is_empty() {
+        return Ok(Outcome::Text(job.s.empty_response.clone()));
+    }
+    let template = job.template(TemplateKind::Summary);
+    let schema = job.s.output_schema.clone();
+    let how = FinalHow::for_schema(schema.as_deref());
+    let mut level: u32 = 0;
+    loop {
+        // Pack this level's texts into as few prompts as fit (re-measured each level, as
+        // a context correction may have lowered the limit).
+        let size = job.room(&template, schema.as_deref())?;
+        let joined = PromptBudget::join_for_packing(&current);
+        let mut requests = LevelRequests {
+            job,
+            template: &template,
+            schema: schema.clone(),
+            size,
+            cursor: job.budget().cursor(&joined),
+            level,
+            index: 0,
+        };
+        // Two requests tell whether this is the final call.
+        let mut first: Vec<ModelRequest> = Vec::with_capacity(2);
+        while first.len() < 2 {
+            match requests.next().await? {
+                Some(r) => first.push(r),
+                None => break,
+            }
+        }
+        if first.len() <= 1 {
+            let request = match first.pop() {
+                Some(r) => r,
+                None => {
+                    // Every summary was empty: one call with empty context, as the
+                    // reference makes.
+                    let step =
+                        StepInfo::new(ResponseMode::TreeSummarize, Step::Summary).at(level, 0);
+                    job.request(&template, &[("context_str", "")], step, schema.clone())
+                        .await?
+                }
+            };
+            return Ok(Outcome::Final {
+                request,
+                fallback: None,
+                how,
+                truncation: None,
+            });
+        }
+        let answers = if level == 0 {
+            // The first level is built as calls free up, so packing overlaps the calls.
+            job.call_all(Rest {
+                built: first.into_iter(),
+                level: &mut requests,
+            })
+            .await?
+        } else {
+            // Later levels are small; they are packed whole first, so that a level that
+            // does not reduce stops before any of its calls.
+            let mut all = first;
+            while let Some(r) = requests.next().await? {
+                all.push(r);
+            }
+            if all.len() >= current.len() || level >= MAX_LEVELS {
+                return Err(SynthError::TreeNotConverging {
+                    level,
+                    summaries: current.len(),
+                    chunks: all.len(),
+                    chunk_size: size,
+                });
+            }
+            job.call_all(Prebuilt(all.into_iter())).await?
+        };
+        drop(requests);
+        current = answers;
+        job.caller.event(SynthEvent::TreeLevel {
+            level: level + 1,
+            chunks: current.len(),
+        });
+        level += 1;
+    }
+}

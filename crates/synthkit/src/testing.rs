@@ -1,0 +1,261 @@
+//! Test doubles for models: the only place they live.
+//!
+//! * [`ScriptedModel`]: answers from a function of the request, records every request,
+//!   and streams its answers word by word.
+//! * [`ReplayModel`]: the fake model of the conformance traces: the answer depends only on
+//!   the kind of template a call used; structured calls answer
+//!   `{"query_satisfied": <prompt contains "RELEVANT">, "answer": ...}` or garbled text
+//!   when the prompt contains `GARBLED`.
+//! * [`FixedModel`]: an instant model that always gives the same answer (benchmarks).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::model::{
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
+    StreamEvent, Usage,
+};
+use crate::prompt::TemplateKind;
+
+type AnswerFn = dyn Fn(&ModelRequest) -> Result<String, ModelError> + Send + Sync;
+
+/// A model whose answers come from a function, recording every request it gets.
+#[derive(Clone)]
+pub struct ScriptedModel {
+    info: ModelInfo,
+    answer: Arc<AnswerFn>,
+    requests: Arc<Mutex<Vec<ModelRequest>>>,
+    delay: Option<Duration>,
+}
+
+impl std::fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptedModel {
+    /// A model answering with `answer(request)`.
+    pub fn new(
+        info: ModelInfo,
+        answer: impl Fn(&ModelRequest) -> Result<String, ModelError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            info,
+            answer: Arc::new(answer),
+            requests: Arc::default(),
+            delay: None,
+        }
+    }
+
+    /// A model that always answers `text`.
+    pub fn constant(info: ModelInfo, text: impl Into<String>) -> Self {
+        let text = text.into();
+        Self::new(info, move |_| Ok(text.clone()))
+    }
+
+    /// A model answering the listed texts in order, then the last one again.
+    pub fn sequence(info: ModelInfo, answers: Vec<String>) -> Self {
+        let next = Arc::new(Mutex::new(0usize));
+        Self::new(info, move |_| {
+            let mut i = next
+                .lock()
+                .map_err(|_| ModelError::Other("poisoned".into()))?;
+            let a = answers
+                .get(*i)
+                .or(answers.last())
+                .cloned()
+                .unwrap_or_default();
+            *i += 1;
+            Ok(a)
+        })
+    }
+
+    /// Waits this long (async) before every answer.
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn answer(&self, request: &ModelRequest) -> Result<String, ModelError> {
+        if let Ok(mut r) = self.requests.lock() {
+            r.push(request.clone());
+        }
+        (self.answer)(request)
+    }
+
+    fn usage(request: &ModelRequest, text: &str) -> Usage {
+        Usage {
+            prompt_tokens: request.prompt_tokens as u64,
+            completion_tokens: text.split_whitespace().count() as u64,
+        }
+    }
+}
+
+impl LanguageModel for ScriptedModel {
+    fn info(&self) -> ModelInfo {
+        self.info.clone()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(async move {
+            if let Some(d) = self.delay {
+                tokio::time::sleep(d).await;
+            }
+            let text = self.answer(request)?;
+            let usage = Some(Self::usage(request, &text));
+            Ok(Completion {
+                text,
+                usage,
+                finish_reason: Some(FinishReason::Stop),
+            })
+        })
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+        Box::pin(async move {
+            if let Some(d) = self.delay {
+                tokio::time::sleep(d).await;
+            }
+            let text = self.answer(request)?;
+            let usage = Self::usage(request, &text);
+            // Word by word, keeping every character.
+            let mut events: Vec<Result<StreamEvent, ModelError>> = Vec::new();
+            let mut piece = String::new();
+            for ch in text.chars() {
+                if ch.is_whitespace() && !piece.trim().is_empty() {
+                    events.push(Ok(StreamEvent::Delta(std::mem::take(&mut piece))));
+                }
+                piece.push(ch);
+            }
+            if !piece.is_empty() {
+                events.push(Ok(StreamEvent::Delta(piece)));
+            }
+            events.push(Ok(StreamEvent::Done {
+                usage: Some(usage),
+                finish_reason: Some(FinishReason::Stop),
+            }));
+            let s: CompletionStream = Box::pin(futures::stream::iter(events));
+            Ok(s)
+        })
+    }
+}
+
+/// The conformance traces' fake model: answers depend only on the template kind.
+#[derive(Debug, Clone)]
+pub struct ReplayModel {
+    info: ModelInfo,
+    answers: BTreeMap<TemplateKind, String>,
+}
+
+impl ReplayModel {
+    /// A replay model answering `answers[kind]` (an empty answer for a missing kind).
+    pub fn new(info: ModelInfo, answers: BTreeMap<TemplateKind, String>) -> Self {
+        Self { info, answers }
+    }
+
+    /// The answer for a request.
+    pub fn answer_for(&self, request: &ModelRequest) -> String {
+        let kind = match request.kind {
+            TemplateKind::Custom => TemplateKind::Simple,
+            k => k,
+        };
+        let answer = self.answers.get(&kind).cloned().unwrap_or_default();
+        if request.schema.is_none() {
+            return answer;
+        }
+        let prompt = request.prompt.to_text();
+        if prompt.contains("GARBLED") {
+            return "GARBLED OUTPUT no json here".to_string();
+        }
+        serde_json::json!({ "query_satisfied": prompt.contains("RELEVANT"), "answer": answer })
+            .to_string()
+    }
+}
+
+impl LanguageModel for ReplayModel {
+    fn info(&self) -> ModelInfo {
+        self.info.clone()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(async move { Ok(Completion::text(self.answer_for(request))) })
+    }
+}
+
+/// An instant model that always answers the same text and reports usage without
+/// counting (for benchmarks: the model costs nothing, so what is measured is synthkit).
+#[derive(Debug, Clone)]
+pub struct FixedModel {
+    info: ModelInfo,
+    answer: Arc<str>,
+    answer_tokens: u64,
+    delay: Option<Duration>,
+}
+
+impl FixedModel {
+    /// A model answering `answer`, which counts `answer_tokens` tokens.
+    pub fn new(info: ModelInfo, answer: impl Into<Arc<str>>, answer_tokens: u64) -> Self {
+        Self {
+            info,
+            answer: answer.into(),
+            answer_tokens,
+            delay: None,
+        }
+    }
+
+    /// Sleeps (async) this long in every call, like a remote model's latency.
+    pub fn with_latency(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+}
+
+impl LanguageModel for FixedModel {
+    fn info(&self) -> ModelInfo {
+        self.info.clone()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(async move {
+            if let Some(d) = self.delay {
+                tokio::time::sleep(d).await;
+            }
+            let text = if request.schema.is_some() {
+                serde_json::json!({"query_satisfied": true, "answer": &*self.answer}).to_string()
+            } else {
+                self.answer.to_string()
+            };
+            Ok(Completion {
+                text,
+                usage: Some(Usage {
+                    prompt_tokens: request.prompt_tokens as u64,
+                    completion_tokens: self.answer_tokens,
+                }),
+                finish_reason: Some(FinishReason::Stop),
+            })
+        })
+    }
+}
