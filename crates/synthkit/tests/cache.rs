@@ -416,16 +416,21 @@ fn keys_separate_what_changes_replies() {
 
 #[test]
 fn memory_cache_round_trip() {
+    use futures::FutureExt;
     use synthkit::layer::cache::ResponseCache;
     let c = MemoryCache::new();
-    assert!(c.get("k").is_none());
+    // A map lookup never waits: the futures are ready at once, no runtime needed.
+    assert_eq!(c.get("k").now_or_never(), Some(None));
     let v = CachedReply {
         text: "t".into(),
         usage: None,
         finish_reason: Some(FinishReason::Length),
     };
-    c.put("k", &v);
-    assert_eq!(c.get("k"), Some(v));
+    assert_eq!(c.put("k", &v).now_or_never(), Some(()));
+    assert_eq!(c.get("k").now_or_never(), Some(Some(v.clone())));
+    // Through the `Arc` impl and as a trait object.
+    let shared: Arc<dyn ResponseCache> = Arc::new(Arc::new(c));
+    assert_eq!(shared.get("k").now_or_never(), Some(Some(v)));
 }
 
 #[cfg(feature = "sqlite-cache")]
@@ -444,14 +449,14 @@ mod sqlite {
         }
     }
 
-    #[test]
-    fn persists_across_reopen() {
+    #[tokio::test]
+    async fn persists_across_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cache.db");
         {
             let c = SqliteCache::open(&path).unwrap();
             assert!(c.is_empty());
-            c.put("a", &reply("alpha"));
+            c.put("a", &reply("alpha")).await;
             c.put(
                 "b",
                 &CachedReply {
@@ -459,21 +464,22 @@ mod sqlite {
                     usage: None,
                     finish_reason: None,
                 },
-            );
-            c.put("a", &reply("alpha 2"));
+            )
+            .await;
+            c.put("a", &reply("alpha 2")).await;
             assert_eq!(c.len(), 2);
         }
         let c = SqliteCache::open(&path).unwrap();
-        assert_eq!(c.get("a"), Some(reply("alpha 2")));
+        assert_eq!(c.get("a").await, Some(reply("alpha 2")));
         assert_eq!(
-            c.get("b"),
+            c.get("b").await,
             Some(CachedReply {
                 text: "beta".into(),
                 usage: None,
                 finish_reason: None,
             })
         );
-        assert_eq!(c.get("missing"), None);
+        assert_eq!(c.get("missing").await, None);
         // WAL mode.
         assert!(dir.path().join("cache.db-wal").exists());
     }
@@ -562,5 +568,73 @@ mod sqlite {
         assert_eq!(layer.complete(&r).await.unwrap().text, "fine");
         assert_eq!(model.requests().len(), 3);
         assert_eq!(layer.stats(), CacheStats { hits: 0, misses: 3 });
+    }
+
+    /// A write that waits for another connection's lock must not hold up the runtime: on
+    /// a current-thread runtime, a ticker task keeps running while the cache's `put`
+    /// waits (the old synchronous store blocked the only thread for up to its 5 s busy
+    /// timeout, so the ticker could not tick at all).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_locked_file_does_not_block_the_runtime() {
+        use std::sync::atomic::AtomicBool;
+        use std::time::Duration;
+
+        const HOLD: Duration = Duration::from_millis(1500);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = Arc::new(SqliteCache::open(&path).unwrap());
+        let model = ScriptedModel::constant(info(), "fine");
+        let layer = CachedModel::new(model.clone(), store.clone(), "scripted", "");
+
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let released = Arc::new(AtomicBool::new(false));
+        // Another connection (as another process would) takes the write lock and holds
+        // it for `HOLD`, noting how often the ticker ticked meanwhile.
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let holder = {
+            let (path, ticks, released) = (path.clone(), ticks.clone(), released.clone());
+            std::thread::spawn(move || {
+                let conn = rusqlite::Connection::open(&path).unwrap();
+                conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+                let before = ticks.load(Ordering::SeqCst);
+                locked_tx.send(()).unwrap();
+                std::thread::sleep(HOLD);
+                let during = ticks.load(Ordering::SeqCst) - before;
+                released.store(true, Ordering::SeqCst);
+                conn.execute_batch("COMMIT").unwrap();
+                during
+            })
+        };
+        locked_rx.recv().unwrap();
+
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    ticks.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        // A miss: the read goes through (WAL readers do not wait for writers), the model
+        // answers, and storing the reply waits for the lock.
+        let r = request("p");
+        assert_eq!(layer.complete(&r).await.unwrap().text, "fine");
+        assert!(
+            released.load(Ordering::SeqCst),
+            "the write did not wait for the lock"
+        );
+        ticker.abort();
+        let during = holder.join().unwrap();
+        // About 150 ticks when idle; a few are enough to show the thread was free.
+        assert!(
+            during >= 5,
+            "the runtime was blocked while the cache waited: {during} ticks in {HOLD:?}"
+        );
+        // The write went in once the lock was released.
+        assert_eq!(store.len(), 1);
+        assert_eq!(layer.complete(&r).await.unwrap().text, "fine");
+        assert_eq!(layer.stats(), CacheStats { hits: 1, misses: 1 });
+        assert_eq!(model.requests().len(), 1);
     }
 }

@@ -10,7 +10,8 @@
 //!   sees the same prompts again).
 //! - `SqliteCache` (cargo feature `sqlite-cache`): one SQLite file on disk, so a job that
 //!   is killed and started again only makes the calls it had not finished. Every reply is
-//!   committed on its own as soon as it arrives.
+//!   committed on its own as soon as it arrives, on tokio's blocking pool (never on the
+//!   async task that asked).
 //!
 //! ```
 //! # async fn demo() -> Result<(), synthkit::model::ModelError> {
@@ -110,28 +111,35 @@ impl From<&Completion> for CachedReply {
 
 /// A store of replies by key.
 ///
-/// Methods are synchronous and must be quick (a map lookup, a local SQLite statement):
-/// they are called from async code without leaving the task. A store never fails the
-/// caller: on an internal error `get` returns `None` and `put` does nothing, after
-/// logging a warning.
+/// Methods return boxed futures (the trait stays object-safe, like [`LanguageModel`]), and
+/// are awaited on the caller's async task: a store whose work can block (disk, network,
+/// a lock held by another process) must do it off that task, for example on
+/// [`tokio::task::spawn_blocking`] as `SqliteCache` does, or with an async client. A store
+/// that answers at once (like [`MemoryCache`]) returns a ready future.
+///
+/// A store never fails the caller: on an internal error `get` resolves to `None` and
+/// `put` does nothing, after logging a `tracing` warning (the first time; later failures
+/// at debug level).
 pub trait ResponseCache: Send + Sync {
     /// The reply stored under `key`, if any.
-    fn get(&self, key: &str) -> Option<CachedReply>;
-    /// Stores `value` under `key`, replacing what was there. Once it returns, the value is
-    /// as durable as the store promises.
-    fn put(&self, key: &str, value: &CachedReply);
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<CachedReply>>;
+    /// Stores `value` under `key`, replacing what was there. Once the future resolves,
+    /// the value is as durable as the store promises. Dropping the future before then may
+    /// or may not store the value.
+    fn put<'a>(&'a self, key: &'a str, value: &'a CachedReply) -> BoxFuture<'a, ()>;
 }
 
 impl<C: ResponseCache + ?Sized> ResponseCache for Arc<C> {
-    fn get(&self, key: &str) -> Option<CachedReply> {
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<CachedReply>> {
         (**self).get(key)
     }
-    fn put(&self, key: &str, value: &CachedReply) {
-        (**self).put(key, value);
+    fn put<'a>(&'a self, key: &'a str, value: &'a CachedReply) -> BoxFuture<'a, ()> {
+        (**self).put(key, value)
     }
 }
 
 /// An in-memory store: a map behind a mutex. Unbounded; it lives as long as the process.
+/// Its futures are ready at once (a map lookup never waits).
 #[derive(Debug, Default)]
 pub struct MemoryCache {
     map: Mutex<HashMap<String, CachedReply>>,
@@ -155,14 +163,16 @@ impl MemoryCache {
 }
 
 impl ResponseCache for MemoryCache {
-    fn get(&self, key: &str) -> Option<CachedReply> {
-        self.map.lock().ok()?.get(key).cloned()
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<CachedReply>> {
+        let found = self.map.lock().ok().and_then(|m| m.get(key).cloned());
+        Box::pin(futures::future::ready(found))
     }
 
-    fn put(&self, key: &str, value: &CachedReply) {
+    fn put<'a>(&'a self, key: &'a str, value: &'a CachedReply) -> BoxFuture<'a, ()> {
         if let Ok(mut m) = self.map.lock() {
             m.insert(key.to_string(), value.clone());
         }
+        Box::pin(futures::future::ready(()))
     }
 }
 
@@ -333,8 +343,8 @@ impl<M: LanguageModel> CachedModel<M> {
         hex(&hasher.finalize())
     }
 
-    fn lookup(&self, key: &str) -> Option<CachedReply> {
-        let found = self.cache.get(key);
+    async fn lookup(&self, key: &str) -> Option<CachedReply> {
+        let found = self.cache.get(key).await;
         if found.is_some() {
             self.counters.hit();
         } else {
@@ -366,7 +376,8 @@ fn replay(reply: CachedReply) -> CompletionStream {
 }
 
 /// Passes `inner` on and stores the reply once `Done` arrives (never before: a stream
-/// that ends early or fails stores nothing).
+/// that ends early or fails stores nothing). `Done` is passed on once the store has
+/// taken the reply, so a consumer that saw it can count on the reply being stored.
 fn recording(
     inner: CompletionStream,
     cache: Arc<dyn ResponseCache>,
@@ -400,7 +411,7 @@ fn recording(
                     usage: *usage,
                     finish_reason: *finish_reason,
                 };
-                st.cache.put(&st.key, &reply);
+                st.cache.put(&st.key, &reply).await;
             }
             _ => {}
         }
@@ -419,11 +430,11 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
             let key = self.key(request, CallKind::Complete);
-            if let Some(hit) = self.lookup(&key) {
+            if let Some(hit) = self.lookup(&key).await {
                 return Ok(hit.to_completion());
             }
             let c = self.inner.complete(request).await?;
-            self.cache.put(&key, &CachedReply::from(&c));
+            self.cache.put(&key, &CachedReply::from(&c)).await;
             Ok(c)
         })
     }
@@ -434,7 +445,7 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
             let key = self.key(request, CallKind::Complete);
-            if let Some(hit) = self.lookup(&key) {
+            if let Some(hit) = self.lookup(&key).await {
                 return Ok(replay(hit));
             }
             let inner = self.inner.stream(request).await?;
@@ -448,7 +459,7 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
     ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
         Box::pin(async move {
             let key = self.key(request, CallKind::Structured);
-            if let Some(hit) = self.cache.get(&key) {
+            if let Some(hit) = self.cache.get(&key).await {
                 match parse_json_reply(&hit.text) {
                     Ok(value) => {
                         self.counters.hit();
@@ -472,7 +483,7 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
                 usage: c.usage,
                 finish_reason: None,
             };
-            self.cache.put(&key, &reply);
+            self.cache.put(&key, &reply).await;
             Ok(c)
         })
     }

@@ -1,10 +1,12 @@
 //! The persistent store: one SQLite file (cargo feature `sqlite-cache`).
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{CacheError, CachedReply, ResponseCache};
@@ -35,33 +37,69 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// **Durability.** The file is in WAL mode with `synchronous=NORMAL`, and every
 /// [`ResponseCache::put`] is one statement in autocommit mode, that is its own committed
-/// transaction: when `put` returns, the reply is in the write-ahead log, written to the
-/// operating system. A process killed at any point (even `SIGKILL`) therefore loses only
-/// the calls that were still in flight; SQLite's atomic commits mean a half-written reply
-/// is never seen. (An operating-system crash or power loss may lose the last few commits,
-/// never corrupt the file: that is what `NORMAL` trades against an `fsync` per call.)
+/// transaction: when the future `put` returns resolves, the reply is in the write-ahead
+/// log, written to the operating system. A process killed at any point (even `SIGKILL`)
+/// therefore loses only the calls that were still in flight; SQLite's atomic commits mean
+/// a half-written reply is never seen. (An operating-system crash or power loss may lose
+/// the last few commits, never corrupt the file: that is what `NORMAL` trades against an
+/// `fsync` per call.)
 ///
-/// **From async code.** The connection sits behind a `Mutex`, and `get`/`put` run their
-/// one statement synchronously on the calling task: a primary-key lookup or a one-row
-/// insert into a local file takes microseconds to a few milliseconds (no `fsync` per
-/// commit with WAL and `NORMAL`), far below a model call, so moving it to a blocking
-/// thread would cost more than it saves. Several processes may share the file (a 5 s
-/// busy timeout covers a write lock held by another).
+/// **From async code.** `get` and `put` never block the task that awaits them: each runs
+/// its one statement on tokio's blocking pool ([`tokio::task::spawn_blocking`]), with the
+/// connection shared as an `Arc<Mutex<Connection>>` (one statement at a time per
+/// `SqliteCache`; the others wait their turn on blocking threads). A statement usually
+/// takes microseconds to a few milliseconds, but several processes may share the file,
+/// and a write then waits up to a 5 s busy timeout for a write lock held by another
+/// process (or connection): that wait occupies a blocking-pool thread, never a runtime
+/// worker, so other tasks keep running, on a current-thread runtime too. The statement
+/// is handed to the pool when the future is first polled. Dropping the future after that
+/// does not stop it: it runs to its end on its thread (one row, bounded by the busy
+/// timeout), so a `put` whose caller has gone still commits its reply (complete and
+/// correct, so a later run finds it) and a `get`'s answer is thrown away; a runtime
+/// shutting down waits for the statements still running. Outside a tokio runtime (under
+/// another executor) the statement runs on the thread that polls the future.
+/// [`SqliteCache::open`] and [`SqliteCache::len`] are synchronous and block the calling
+/// thread: open the cache before the work starts (or inside `spawn_blocking`).
 ///
 /// Errors: [`SqliteCache::open`] fails with a clear [`CacheError`]; afterwards a failing
 /// read or write is logged (`tracing::warn!` the first time, then at debug level) and
 /// treated as a miss, never returned.
 #[derive(Debug)]
 pub struct SqliteCache {
-    conn: Mutex<Connection>,
+    /// Shared with the blocking tasks that run the statements.
+    conn: Arc<Mutex<Connection>>,
+    /// Where failures are reported from (the blocking tasks too).
+    log: Arc<FailureLog>,
+}
+
+/// Logs store failures: a warning the first time, then at debug level.
+#[derive(Debug)]
+struct FailureLog {
     path: PathBuf,
     warned: AtomicBool,
+}
+
+impl FailureLog {
+    fn failed(&self, op: &str, error: &dyn fmt::Display) {
+        if self.warned.swap(true, Ordering::Relaxed) {
+            tracing::debug!(path = %self.path.display(), %error, "response cache {op} failed");
+        } else {
+            tracing::warn!(
+                path = %self.path.display(),
+                %error,
+                "response cache {op} failed; going on without it for this call (further failures are logged at debug level)"
+            );
+        }
+    }
 }
 
 impl SqliteCache {
     /// Opens (or creates) the cache file at `path`: WAL mode, `synchronous=NORMAL`, the
     /// `responses` table. Fails if the file cannot be created or opened for writing, or
     /// is not an SQLite database with a usable `responses` table.
+    ///
+    /// Blocks the calling thread (file I/O, and up to the busy timeout if another
+    /// process holds the file's lock).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CacheError> {
         let path = path.as_ref();
         let fail = |message: String| CacheError::Open {
@@ -93,18 +131,21 @@ impl SqliteCache {
             tracing::warn!(path = %path.display(), mode = %mode, "the cache file cannot use WAL mode");
         }
         Ok(Self {
-            conn: Mutex::new(conn),
-            path: path.to_path_buf(),
-            warned: AtomicBool::new(false),
+            conn: Arc::new(Mutex::new(conn)),
+            log: Arc::new(FailureLog {
+                path: path.to_path_buf(),
+                warned: AtomicBool::new(false),
+            }),
         })
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.log.path
     }
 
-    /// Replies stored (0 if the file cannot be read).
+    /// Replies stored (0 if the file cannot be read). Blocks the calling thread: meant
+    /// for tools and tests, not for a hot async path.
     pub fn len(&self) -> usize {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.query_row("SELECT count(*) FROM responses", [], |r| r.get::<_, i64>(0))
@@ -118,16 +159,39 @@ impl SqliteCache {
         self.len() == 0
     }
 
-    fn failed(&self, op: &str, error: &rusqlite::Error) {
-        if self.warned.swap(true, Ordering::Relaxed) {
-            tracing::debug!(path = %self.path.display(), %error, "response cache {op} failed");
-        } else {
-            tracing::warn!(
-                path = %self.path.display(),
-                %error,
-                "response cache {op} failed; going on without it for this call (further failures are logged at debug level)"
-            );
-        }
+    /// Runs `statement` with the connection on tokio's blocking pool (on the polling
+    /// thread outside a tokio runtime), once the future is first polled. A failure is
+    /// logged (from the blocking thread, so also when nobody awaits any more) and gives
+    /// `None`.
+    fn run<T, F>(&self, op: &'static str, statement: F) -> BoxFuture<'static, Option<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        let log = Arc::clone(&self.log);
+        let task = {
+            let log = Arc::clone(&log);
+            move || {
+                let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+                statement(&conn).inspect_err(|e| log.failed(op, e)).ok()
+            }
+        };
+        Box::pin(async move {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return task();
+            };
+            // Dropping the handle (the caller gave up) detaches the task; it still runs
+            // its one statement to the end (see the type's docs).
+            match runtime.spawn_blocking(task).await {
+                Ok(found) => found,
+                Err(e) => {
+                    // The statement panicked, or the runtime is shutting down.
+                    log.failed(op, &e);
+                    None
+                }
+            }
+        })
     }
 }
 
@@ -155,57 +219,122 @@ fn finish_reason_from(name: &str) -> FinishReason {
     }
 }
 
+/// The row under `key`, if any (one blocking statement).
+fn read(conn: &Connection, key: &str) -> rusqlite::Result<Option<CachedReply>> {
+    let row = conn.prepare_cached(SELECT)?.query_row(params![key], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, Option<i64>>(1)?,
+            r.get::<_, Option<i64>>(2)?,
+            r.get::<_, Option<String>>(3)?,
+        ))
+    });
+    Ok(row
+        .optional()?
+        .map(|(text, prompt, completion, finish)| CachedReply {
+            text,
+            usage: match (prompt, completion) {
+                (Some(p), Some(c)) => Some(Usage {
+                    prompt_tokens: from_sql_count(p),
+                    completion_tokens: from_sql_count(c),
+                }),
+                _ => None,
+            },
+            finish_reason: finish.as_deref().map(finish_reason_from),
+        }))
+}
+
+/// Stores `value` under `key` (one blocking statement, its own transaction).
+fn write(conn: &Connection, key: &str, value: &CachedReply) -> rusqlite::Result<()> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| to_sql_count(d.as_secs()));
+    conn.prepare_cached(UPSERT)?.execute(params![
+        key,
+        value.text,
+        value.usage.map(|u| to_sql_count(u.prompt_tokens)),
+        value.usage.map(|u| to_sql_count(u.completion_tokens)),
+        value.finish_reason.map(finish_reason_name),
+        now,
+    ])?;
+    Ok(())
+}
+
 impl ResponseCache for SqliteCache {
-    fn get(&self, key: &str) -> Option<CachedReply> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let row = conn.prepare_cached(SELECT).and_then(|mut stmt| {
-            stmt.query_row(params![key], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<i64>>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                ))
-            })
-            .optional()
-        });
-        match row {
-            Ok(Some((text, prompt, completion, finish))) => Some(CachedReply {
-                text,
-                usage: match (prompt, completion) {
-                    (Some(p), Some(c)) => Some(Usage {
-                        prompt_tokens: from_sql_count(p),
-                        completion_tokens: from_sql_count(c),
-                    }),
-                    _ => None,
-                },
-                finish_reason: finish.as_deref().map(finish_reason_from),
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<CachedReply>> {
+        let key = key.to_owned();
+        let found = self.run("read", move |conn| read(conn, &key));
+        Box::pin(async move { found.await.flatten() })
+    }
+
+    fn put<'a>(&'a self, key: &'a str, value: &'a CachedReply) -> BoxFuture<'a, ()> {
+        let (key, value) = (key.to_owned(), value.clone());
+        let written = self.run("write", move |conn| write(conn, &key, &value));
+        Box::pin(async move {
+            written.await;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use futures::FutureExt;
+
+    use super::*;
+
+    fn reply(text: &str) -> CachedReply {
+        CachedReply {
+            text: text.into(),
+            usage: Some(Usage {
+                prompt_tokens: 1,
+                completion_tokens: 2,
             }),
-            Ok(None) => None,
-            Err(e) => {
-                self.failed("read", &e);
-                None
-            }
+            finish_reason: Some(FinishReason::Length),
         }
     }
 
-    fn put(&self, key: &str, value: &CachedReply) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| to_sql_count(d.as_secs()));
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let written = conn.prepare_cached(UPSERT).and_then(|mut stmt| {
-            stmt.execute(params![
-                key,
-                value.text,
-                value.usage.map(|u| to_sql_count(u.prompt_tokens)),
-                value.usage.map(|u| to_sql_count(u.completion_tokens)),
-                value.finish_reason.map(finish_reason_name),
-                now,
-            ])
-        });
-        if let Err(e) = written {
-            self.failed("write", &e);
+    #[test]
+    fn outside_a_tokio_runtime_statements_run_on_the_polling_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = SqliteCache::open(dir.path().join("c.db")).unwrap();
+        futures::executor::block_on(c.put("k", &reply("v")));
+        assert_eq!(futures::executor::block_on(c.get("k")), Some(reply("v")));
+        assert_eq!(futures::executor::block_on(c.get("other")), None);
+    }
+
+    #[tokio::test]
+    async fn nothing_runs_before_the_first_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = SqliteCache::open(dir.path().join("c.db")).unwrap();
+        let v = reply("v");
+        let never_polled = c.put("k", &v);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(never_polled);
+        assert!(c.is_empty());
+        c.put("k", &v).await;
+        assert_eq!(c.len(), 1);
+    }
+
+    /// A `put` whose caller gives up once the statement is on the blocking pool still
+    /// commits (here it waits for another connection's write lock first).
+    #[tokio::test]
+    async fn a_dropped_put_still_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let c = SqliteCache::open(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        // One poll hands the statement to the pool, where it waits for the lock; then
+        // the future is dropped.
+        assert_eq!(c.put("k", &reply("v")).now_or_never(), None);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        other.execute_batch("COMMIT").unwrap();
+        let start = Instant::now();
+        while c.is_empty() && start.elapsed() < BUSY_TIMEOUT {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        assert_eq!(c.get("k").await, Some(reply("v")));
     }
 }

@@ -1,0 +1,471 @@
+//! The engine's guarantees under real load: calls are owned by the synthesis that started
+//! them (dropping it cancels them), failures always surface, packing never blocks a
+//! runtime thread, counts never switch tokenizers mid-run, and the builder keeps what the
+//! model knows.
+#![cfg(feature = "openai")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "common/server.rs"]
+mod server;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::layer::ModelExt;
+use synthkit::layer::retry::RetryPolicy;
+use synthkit::model::{LanguageModel, ModelError, ModelInfo};
+use synthkit::prompt::PromptBudget;
+use synthkit::testing::ScriptedModel;
+use synthkit::text::{SharedTokenizer, Tokenizer};
+use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer};
+
+use server::Server;
+
+fn nodes(n: usize) -> Vec<Node> {
+    (0..n)
+        .map(|i| Node::new(format!("n{i}"), format!("Passage {i} says the number {i}.")))
+        .collect()
+}
+
+/// A chat server that answers every call after `delay`, as SSE when asked to stream, and
+/// counts the calls it receives.
+fn slow_chat(calls: Arc<AtomicUsize>, delay: Duration, status: StatusCode) -> Router {
+    Router::new().route(
+        "/v1/chat/completions",
+        post(move |body: Bytes| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                if status != StatusCode::OK {
+                    return (status, "overloaded").into_response();
+                }
+                let v: Value = serde_json::from_slice(&body).unwrap();
+                if v["stream"].as_bool() == Some(true) {
+                    let chunk = json!({"choices":[{"index":0,"delta":{"content":"an answer"},"finish_reason":null}]});
+                    let done = json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]});
+                    let body = format!("data: {chunk}\n\ndata: {done}\n\ndata: [DONE]\n\n");
+                    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+                } else {
+                    axum::Json(json!({"choices":[{"index":0,"message":{"role":"assistant","content":"an answer"},"finish_reason":"stop"}]})).into_response()
+                }
+            }
+        }),
+    )
+}
+
+fn model_for(server: &Server) -> OpenAiModel {
+    OpenAiModel::new(
+        OpenAiConfig::new("m")
+            .with_base_url(&server.base)
+            .with_context_window(4096)
+            .with_timeout(Duration::from_secs(30)),
+    )
+    .unwrap()
+}
+
+/// Waits (real time, bounded) until `calls` reaches `n`.
+async fn until_calls(calls: &AtomicUsize, n: usize) {
+    for _ in 0..500 {
+        if calls.load(Ordering::SeqCst) >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the server never saw {n} calls");
+}
+
+/// A model over `server` whose calls are retried on 503 (200 ms apart, up to 50 times).
+fn retried_model(server: &Server) -> synthkit::layer::retry::RetryModel<OpenAiModel> {
+    let policy = RetryPolicy::default()
+        .with_max_attempts(50)
+        .with_initial_backoff(Duration::from_millis(200))
+        .with_max_backoff(Duration::from_millis(200));
+    model_for(server).retry(policy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_stream_cancels_its_calls_and_back_off() {
+    // Every call fails with 503: the retry layer backs off and tries again.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let server = Server::start(slow_chat(
+        calls.clone(),
+        Duration::from_millis(50),
+        StatusCode::SERVICE_UNAVAILABLE,
+    ));
+    let synth = Synthesizer::builder(Arc::new(retried_model(&server)))
+        .mode(ResponseMode::Accumulate)
+        .concurrency(Concurrency::limit(2))
+        .build()
+        .unwrap();
+    let mut stream = synth.stream("q?", nodes(12)).await.unwrap();
+    // Read for a while: the calls start and keep retrying; no answer text comes.
+    let mut read = String::new();
+    let reading = async {
+        while let Some(delta) = stream.next().await {
+            read.push_str(&delta.unwrap());
+        }
+    };
+    let finished = tokio::time::timeout(Duration::from_millis(700), reading).await;
+    assert!(
+        finished.is_err(),
+        "a server that only says 503 cannot finish: {read}"
+    );
+    assert!(!read.contains("an answer"), "{read}");
+    until_calls(&calls, 2).await;
+    drop(stream);
+    let at_drop = calls.load(Ordering::SeqCst);
+    // Long enough for several more retries, had any task survived the stream.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        at_drop,
+        "calls went on after the stream was dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_synthesis_cancels_calls_and_back_off() {
+    for mode in [ResponseMode::TreeSummarize, ResponseMode::Accumulate] {
+        // Every call fails with 503: the retry layer backs off and tries again.
+        let calls = Arc::new(AtomicUsize::new(0));
+        let server = Server::start(slow_chat(
+            calls.clone(),
+            Duration::from_millis(50),
+            StatusCode::SERVICE_UNAVAILABLE,
+        ));
+        let synth = Synthesizer::builder(Arc::new(retried_model(&server)))
+            .mode(mode)
+            .concurrency(Concurrency::limit(2))
+            .build()
+            .unwrap();
+        let run = synth.synthesize("q?", nodes(12));
+        let waited = tokio::time::timeout(Duration::from_millis(600), run).await;
+        assert!(waited.is_err(), "{mode}: the run should still be retrying");
+        let at_drop = calls.load(Ordering::SeqCst);
+        assert!(at_drop >= 2, "{mode}: {at_drop}");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            at_drop,
+            "{mode}: retries went on after the synthesis was dropped"
+        );
+    }
+}
+
+fn info() -> ModelInfo {
+    ModelInfo::new("scripted").with_context_window(2048)
+}
+
+/// Fails the call whose context mentions "Passage 3".
+fn failing_on_three(r: &synthkit::model::ModelRequest) -> Result<String, ModelError> {
+    let context = r.variable("context_str").unwrap_or_default();
+    if context.contains("Passage 3 ") {
+        Err(ModelError::BadRequest {
+            status: 400,
+            body: "no".into(),
+        })
+    } else {
+        Ok("fine".into())
+    }
+}
+
+#[tokio::test]
+async fn a_failing_map_call_fails_the_stream() {
+    for mode in [ResponseMode::Accumulate, ResponseMode::TreeSummarize] {
+        let model = ScriptedModel::new(info(), failing_on_three);
+        let budget = PromptBudget::new(400, 64).unwrap();
+        let synth = Synthesizer::builder(Arc::new(model))
+            .mode(mode)
+            .budget(budget)
+            .build()
+            .unwrap();
+        // Enough text that tree_summarize needs several map calls.
+        let nodes: Vec<Node> = (0..8)
+            .map(|i| {
+                Node::new(
+                    format!("n{i}"),
+                    format!("Passage {i} says {}", "words ".repeat(60)),
+                )
+            })
+            .collect();
+        let err = match synth.stream("q?", nodes).await {
+            Err(e) => e,
+            Ok(s) => {
+                let items: Vec<Result<String, SynthError>> = s.collect().await;
+                items
+                    .into_iter()
+                    .find_map(Result::err)
+                    .expect("the stream must fail")
+            }
+        };
+        assert!(
+            matches!(
+                err,
+                SynthError::Model {
+                    source: ModelError::BadRequest { .. },
+                    ..
+                }
+            ),
+            "{mode}: {err:?}"
+        );
+    }
+}
+
+// ------------------------------------------------------------------- exact counting
+
+/// A llama.cpp-like server on the *test's own* runtime: `/tokenize` counts words,
+/// completions report the words of their prompt as `prompt_tokens`. `/tokenize` fails with
+/// 500 after `fail_after` calls.
+fn word_server(
+    prompts: Arc<std::sync::Mutex<Vec<usize>>>,
+    tokenize_calls: Arc<AtomicUsize>,
+    fail_after: usize,
+) -> Router {
+    let words = |s: &str| s.split_whitespace().count();
+    Router::new()
+        .route(
+            "/tokenize",
+            post(move |body: axum::Json<Value>| {
+                let calls = tokenize_calls.clone();
+                async move {
+                    if calls.fetch_add(1, Ordering::SeqCst) >= fail_after {
+                        return (StatusCode::INTERNAL_SERVER_ERROR, "tokenizer down").into_response();
+                    }
+                    let text = body["content"].as_str().unwrap_or_default();
+                    let tokens: Vec<u32> = (0..words(text) as u32).collect();
+                    axum::Json(json!({"tokens": tokens})).into_response()
+                }
+            }),
+        )
+        .route(
+            "/v1/completions",
+            post(move |body: axum::Json<Value>| {
+                let prompts = prompts.clone();
+                async move {
+                    let prompt = body["prompt"].as_str().unwrap_or_default();
+                    let n = words(prompt);
+                    prompts.lock().unwrap().push(n);
+                    axum::Json(json!({"choices":[{"index":0,"text":"summary words here","finish_reason":"stop"}],"usage":{"prompt_tokens":n,"completion_tokens":3}}))
+                }
+            }),
+        )
+}
+
+/// Starts `app` on the current runtime; returns its base URL.
+async fn serve_here(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/v1")
+}
+
+fn long_nodes() -> Vec<Node> {
+    (0..30)
+        .map(|i| {
+            Node::new(
+                format!("n{i}"),
+                format!(
+                    "Section {i}: the committee reviewed item {i} and recorded the outcome {}",
+                    "in considerable detail ".repeat(12)
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Packing awaits the server's counts: on a single-threaded runtime that also runs the
+/// server, a blocking count would stall both. Every prompt sent counts exactly what the
+/// server counts, and within the window.
+#[tokio::test(flavor = "current_thread")]
+async fn the_server_counter_never_blocks_and_counts_exactly() {
+    let prompts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let base = serve_here(word_server(
+        prompts.clone(),
+        Arc::new(AtomicUsize::new(0)),
+        usize::MAX,
+    ))
+    .await;
+    let mut model = OpenAiModel::new(
+        OpenAiConfig::new("m")
+            .with_base_url(&base)
+            .with_chat(false)
+            .with_context_window(600)
+            .with_num_output(100),
+    )
+    .unwrap();
+    assert!(model.use_server_counter().await);
+    let model = Arc::new(model);
+    let recorded = Arc::new(Recorder::default());
+    for mode in [ResponseMode::Compact, ResponseMode::TreeSummarize] {
+        prompts.lock().unwrap().clear();
+        let synth = Synthesizer::builder(model.clone())
+            .mode(mode)
+            .observer(recorded.clone())
+            .build()
+            .unwrap();
+        let run = synth.synthesize("What was recorded?", long_nodes());
+        let r = tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .expect("packing must not block the runtime")
+            .unwrap();
+        assert!(r.usage.calls >= 3, "{mode}: {}", r.usage.calls);
+        let seen = prompts.lock().unwrap().clone();
+        assert_eq!(seen.len() as u64, r.usage.calls);
+        for server_count in &seen {
+            assert!(
+                *server_count <= 500,
+                "{mode}: a prompt of {server_count} words"
+            );
+        }
+        // What synthkit counted is what the server counted, call by call.
+        let ours = recorded.take();
+        let theirs = seen;
+        let mut ours_sorted = ours.clone();
+        let mut theirs_sorted = theirs.clone();
+        ours_sorted.sort_unstable();
+        theirs_sorted.sort_unstable();
+        assert_eq!(ours_sorted, theirs_sorted, "{mode}");
+    }
+}
+
+/// Records each call's counted prompt tokens.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<usize>>);
+
+impl Recorder {
+    fn take(&self) -> Vec<usize> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+impl synthkit::Observer for Recorder {
+    fn call_finished(&self, report: &synthkit::call::CallReport<'_>) {
+        self.0.lock().unwrap().push(report.request.prompt_tokens);
+    }
+}
+
+/// A counter that fails in the middle of a run stops the run with a clear error; counts
+/// never switch to another tokenizer.
+#[tokio::test(flavor = "current_thread")]
+async fn a_failing_counter_stops_the_run() {
+    // The probe's call succeeds; every later /tokenize call answers 500.
+    let base = serve_here(word_server(
+        Arc::default(),
+        Arc::new(AtomicUsize::new(0)),
+        1,
+    ))
+    .await;
+    let mut model = OpenAiModel::new(
+        OpenAiConfig::new("m")
+            .with_base_url(&base)
+            .with_chat(false)
+            .with_context_window(600)
+            .with_num_output(100),
+    )
+    .unwrap();
+    assert!(model.use_server_counter().await);
+    let synth = Synthesizer::builder(Arc::new(model))
+        .mode(ResponseMode::Compact)
+        .build()
+        .unwrap();
+    let err = synth
+        .synthesize("What was recorded?", long_nodes())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SynthError::Count { .. }), "{err:?}");
+    assert!(err.to_string().contains("llama.cpp:/tokenize"), "{err}");
+}
+
+// ------------------------------------------------------------------------- builder
+
+/// Counts words.
+#[derive(Debug)]
+struct Words;
+
+impl Tokenizer for Words {
+    fn name(&self) -> &str {
+        "words"
+    }
+    fn count(&self, text: &str) -> usize {
+        text.split_whitespace().count()
+    }
+    fn encode(&self, text: &str) -> Vec<u32> {
+        text.split_whitespace().map(|_| 1).collect()
+    }
+    fn decode(&self, _tokens: &[u32]) -> Option<String> {
+        None
+    }
+}
+
+/// A model that says which tokenizer counts like it.
+struct WordModel(ScriptedModel);
+
+impl LanguageModel for WordModel {
+    fn info(&self) -> ModelInfo {
+        self.0.info()
+    }
+    fn complete<'a>(
+        &'a self,
+        request: &'a synthkit::model::ModelRequest,
+    ) -> futures::future::BoxFuture<'a, Result<synthkit::model::Completion, ModelError>> {
+        self.0.complete(request)
+    }
+    fn tokenizer(&self) -> Option<SharedTokenizer> {
+        Some(Arc::new(Words))
+    }
+}
+
+#[test]
+fn a_budget_keeps_the_models_tokenizer_unless_one_is_given() {
+    let model = Arc::new(WordModel(ScriptedModel::constant(info(), "ok")));
+    let synth = Synthesizer::builder(model.clone())
+        .budget(PromptBudget::new(1000, 100).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(synth.budget().tokenizer().name(), "words");
+    let synth = Synthesizer::builder(model)
+        .budget(
+            PromptBudget::new(1000, 100)
+                .unwrap()
+                .with_tokenizer(synthkit::text::BpeTokenizer::o200k_base().shared()),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(synth.budget().tokenizer().name(), "o200k_base");
+}
+
+#[tokio::test]
+async fn errors_keep_their_sources() {
+    use std::error::Error as _;
+    let model = ScriptedModel::new(info(), |_| {
+        Err(ModelError::Server {
+            status: 503,
+            body: "busy".into(),
+        })
+    });
+    let synth = Synthesizer::builder(Arc::new(model)).build().unwrap();
+    let err = synth.synthesize("q?", nodes(2)).await.unwrap_err();
+    let source = err.source().expect("a source");
+    assert!(source.downcast_ref::<ModelError>().is_some());
+    assert_eq!(
+        format!("{}", err),
+        "compact qa call failed: server error (HTTP 503): busy"
+    );
+
+    let model = ScriptedModel::constant(info(), "not json");
+    let synth = Synthesizer::builder(Arc::new(model)).build().unwrap();
+    let r = synth.synthesize("q?", nodes(1)).await.unwrap();
+    let err = r.parse::<Value>().unwrap_err();
+    assert!(matches!(err, SynthError::Parse { .. }));
+    assert!(err.source().is_some());
+}
