@@ -1,30 +1,35 @@
 //! Reading input: files, folders, standard input and pre-retrieved nodes.
 //!
-//! Folders are read recursively in sorted path order. A folder's files are read when their
-//! extension is `.txt`, `.md`, `.markdown` or `.rst` (any case), or when they have no
-//! extension and are valid UTF-8. Hidden entries (names starting with `.`) are skipped;
-//! files whose first 8 KiB contain a NUL byte are binary and skipped with a note. A file
-//! named on the command line is read whatever its extension (unless binary). Text that is
-//! not valid UTF-8 is decoded lossily with a warning naming the file.
+//! Files and folders are read by the library (`synthkit::documents`): folders are walked
+//! like ripgrep does (.gitignore/.ignore and hidden files respected unless `--no-ignore` /
+//! `--hidden`, `--include`/`--exclude` globs, symbolic links followed with loops named, in
+//! sorted order), and every file is read by its content: text in any name (`README.Debian`,
+//! `changelog.1`), UTF-16 with a byte-order mark, windows-1252 for legacy 8-bit text (with
+//! a warning naming the file), `.gz` transparently, HTML as Markdown-style text, PDF text.
+//! Every file skipped is named with its reason (the first few by default, all with `-v`)
+//! and a note counts them: `read 37 files (2 skipped: 1 binary, 1 symlink loop)`. A file
+//! named on the command line is read even when hidden or ignored.
 
-use std::collections::HashSet;
 use std::fs;
 use std::io::{self, IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use synthkit::Node;
+use synthkit::documents::chunk::chunk_nodes;
+use synthkit::documents::decode::decode_always;
+use synthkit::documents::{Format, ReadOptions, ReadReport, Reader, SkipReason, Skipped};
 use synthkit::text::TokenTextSplitter;
+use tracing_subscriber::filter::LevelFilter;
 
+use crate::args::SynthArgs;
 use crate::error::usage;
 use crate::output::{note, warn};
 
 /// How a document read from standard input is named.
 pub const STDIN_NAME: &str = "<stdin>";
-/// Bytes inspected for a NUL byte to tell binary files.
-const BINARY_PROBE: usize = 8192;
-/// Extensions read from folders.
-const TEXT_EXTENSIONS: &[&str] = &["txt", "md", "markdown", "rst"];
+/// Skipped files named one by one without `-v` (all are counted).
+const NAMED_SKIPS: usize = 10;
 
 /// A document: where it came from and its text.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +38,8 @@ pub struct Document {
     pub path: String,
     /// The text.
     pub text: String,
+    /// The markup of the text, which decides how it is chunked.
+    pub format: Format,
 }
 
 /// Whether `path` means standard input.
@@ -49,22 +56,15 @@ pub fn read_stdin() -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Text from bytes: UTF-8 without a byte-order mark, else decoded lossily with a warning.
+/// Text from bytes, whatever they hold (the library's rule: byte-order marks, UTF-8,
+/// windows-1252 for legacy 8-bit text), with a warning naming `name` when the decoding was
+/// not clean.
 pub fn decode(bytes: Vec<u8>, name: &str) -> String {
-    let bytes = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
-        Some(rest) => rest.to_vec(),
-        None => bytes,
-    };
-    match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => {
-            warn(&format!(
-                "{name} is not valid UTF-8 (first bad byte at offset {}); invalid bytes were replaced with U+FFFD",
-                e.utf8_error().valid_up_to()
-            ));
-            String::from_utf8_lossy(e.as_bytes()).into_owned()
-        }
+    let decoded = decode_always(&bytes);
+    if let Some(n) = &decoded.note {
+        warn(&format!("{name} {n}"));
     }
+    decoded.text
 }
 
 /// Reads one file, or standard input for `None` or `-` (for `tokens` and `split`).
@@ -80,176 +80,206 @@ pub fn read_single(path: Option<&Path>) -> Result<String> {
     }
 }
 
-/// What a folder walk found.
-#[derive(Debug, Default)]
-struct Walk {
-    files: Vec<PathBuf>,
-    hidden: usize,
-    other: usize,
+/// The reading options given on the command line.
+pub fn read_options(args: &SynthArgs) -> ReadOptions {
+    let mut options = ReadOptions::new()
+        .hidden(args.hidden)
+        .no_ignore(args.no_ignore);
+    for glob in &args.include {
+        options = options.include(glob.clone());
+    }
+    for glob in &args.exclude {
+        options = options.exclude(glob.clone());
+    }
+    options
 }
 
-fn has_text_extension(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| TEXT_EXTENSIONS.iter().any(|t| e.eq_ignore_ascii_case(t)))
+/// Whether `-v` (or a `RUST_LOG` at info or more) asked for every step's notes.
+fn verbose() -> bool {
+    LevelFilter::current() >= LevelFilter::INFO
 }
 
-fn walk_dir(dir: &Path, out: &mut Walk) {
-    let entries = match fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok()).collect::<Vec<_>>(),
-        Err(e) => {
-            warn(&format!(
-                "cannot read folder {}: {e}; skipped",
-                dir.display()
-            ));
+/// Reads every path of the command line: files, folders and `-` for standard input. With
+/// no path, standard input is read unless it is a terminal.
+pub fn read_documents(args: &SynthArgs) -> Result<Vec<Document>> {
+    read_documents_with(&args.paths, &read_options(args), args.quiet, verbose())
+}
+
+/// What is said about skipped files: each named until [`NAMED_SKIPS`] (all when verbose).
+struct SkipNotes {
+    quiet: bool,
+    verbose: bool,
+    named: usize,
+    unnamed: usize,
+}
+
+impl SkipNotes {
+    fn say(&mut self, skipped: &Skipped) {
+        let path = skipped.path.display();
+        if let SkipReason::Unreadable(e) = &skipped.reason {
+            // A file that should have been read and was not: always shown.
+            warn(&format!("cannot read {path}: {e}; skipped"));
             return;
         }
-    };
-    let mut entries = entries;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            out.hidden += 1;
-            continue;
+        if self.quiet {
+            return;
         }
-        let Ok(ft) = entry.file_type() else { continue };
-        // Symbolic links are followed to files only, so a walk never loops.
-        let is_file =
-            ft.is_file() || (ft.is_symlink() && fs::metadata(&path).is_ok_and(|m| m.is_file()));
-        if ft.is_dir() {
-            walk_dir(&path, out);
-        } else if is_file {
-            if has_text_extension(&path) || path.extension().is_none() {
-                out.files.push(path);
-            } else {
-                out.other += 1;
-            }
+        if !self.verbose && self.named >= NAMED_SKIPS {
+            self.unnamed += 1;
+            return;
         }
-    }
-}
-
-/// Reads one file. `explicit`: named on the command line (any extension is read).
-/// `None` when it is skipped (binary, or extensionless and not UTF-8).
-fn load(path: &Path, explicit: bool, quiet: bool) -> Result<Option<Document>> {
-    let name = path.display().to_string();
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if explicit => return Err(usage(format!("cannot read `{name}`: {e}"))),
-        Err(e) => {
-            warn(&format!("cannot read {name}: {e}; skipped"));
-            return Ok(None);
-        }
-    };
-    let probe = bytes.get(..BINARY_PROBE).unwrap_or(&bytes);
-    if probe.contains(&0) {
-        note(quiet, &format!("skipping binary file {name}"));
-        return Ok(None);
-    }
-    if !explicit && !has_text_extension(path) && std::str::from_utf8(&bytes).is_err() {
+        self.named += 1;
         note(
-            quiet,
-            &format!("skipping {name}: no text extension and not valid UTF-8"),
+            false,
+            &match &skipped.reason {
+                SkipReason::Binary => format!("skipping binary file {path}"),
+                SkipReason::Empty => format!("skipping empty file {path}"),
+                other => format!("skipping {path}: {other}"),
+            },
         );
-        return Ok(None);
     }
-    Ok(Some(Document {
-        path: name,
-        text: decode(bytes, &path.display().to_string()),
-    }))
 }
 
-/// Reads every path: files, folders (recursively) and `-` for standard input. With no
-/// path, standard input is read unless it is a terminal.
-pub fn read_documents(paths: &[PathBuf], quiet: bool) -> Result<Vec<Document>> {
+fn read_documents_with(
+    paths: &[PathBuf],
+    options: &ReadOptions,
+    quiet: bool,
+    verbose: bool,
+) -> Result<Vec<Document>> {
+    let mut reader = Reader::new(options.clone());
     if paths.is_empty() {
         if io::stdin().is_terminal() {
             return Err(usage(
                 "no input: give files or folders to read, `-` for standard input, or --nodes FILE",
             ));
         }
-        return Ok(vec![Document {
-            path: STDIN_NAME.to_string(),
-            text: decode(read_stdin()?, STDIN_NAME),
-        }]);
+        return Ok(read_stdin_document(&reader, quiet)?.into_iter().collect());
     }
     if paths.iter().filter(|p| is_stdin(p)).count() > 1 {
         return Err(usage("`-` (standard input) can be given only once"));
     }
-    let mut seen: HashSet<PathBuf> = HashSet::new();
-    let mut first_time =
-        |p: &Path| seen.insert(fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+    let mut notes = SkipNotes {
+        quiet,
+        verbose,
+        named: 0,
+        unnamed: 0,
+    };
+    let mut all = ReadReport::default();
     let mut docs = Vec::new();
-    let (mut hidden, mut other) = (0usize, 0usize);
     for path in paths {
         if is_stdin(path) {
-            docs.push(Document {
-                path: STDIN_NAME.to_string(),
-                text: decode(read_stdin()?, STDIN_NAME),
-            });
+            docs.extend(read_stdin_document(&reader, quiet)?);
             continue;
         }
         let meta = fs::metadata(path)
             .map_err(|e| usage(format!("cannot read `{}`: {e}", path.display())))?;
-        if meta.is_dir() {
-            let mut walk = Walk::default();
-            walk_dir(path, &mut walk);
-            hidden += walk.hidden;
-            other += walk.other;
-            let before = docs.len();
-            let mut repeated = 0usize;
-            for file in &walk.files {
-                if !first_time(file) {
-                    repeated += 1;
-                    continue;
-                }
-                if let Some(doc) = load(file, false, quiet)? {
-                    docs.push(doc);
-                }
-            }
-            if docs.len() == before && repeated == 0 {
-                return Err(anyhow!(
-                    "no text files found under {}: looked for .txt, .md, .markdown, .rst and files without extension{}",
-                    path.display(),
-                    skipped_summary(walk.hidden, walk.other + walk.files.len())
-                ));
-            }
-        } else if first_time(path)
-            && let Some(doc) = load(path, true, quiet)?
+        let report = reader.read_path(path).map_err(|e| usage(e.to_string()))?;
+        if !meta.is_dir()
+            && let Some(SkipReason::Unreadable(e)) = report.skipped.first().map(|s| &s.reason)
         {
-            docs.push(doc);
+            return Err(usage(format!("cannot read `{}`: {e}", path.display())));
         }
+        for n in &report.notes {
+            warn(&n.to_string());
+        }
+        for skipped in &report.skipped {
+            notes.say(skipped);
+        }
+        let read_elsewhere = report
+            .skipped
+            .iter()
+            .any(|s| matches!(s.reason, SkipReason::Duplicate { .. }));
+        if meta.is_dir() && report.documents.is_empty() && !read_elsewhere {
+            return Err(nothing_found(path, &report, options));
+        }
+        docs.extend(report.documents.iter().map(|d| Document {
+            path: d.path.display().to_string(),
+            text: d.text.clone(),
+            format: d.format,
+        }));
+        all.extend(report);
     }
-    if hidden + other > 0 {
-        let mut parts = Vec::new();
-        if hidden > 0 {
-            parts.push(format!(
-                "{hidden} hidden file{} or folder{}",
-                plural(hidden),
-                plural(hidden)
-            ));
-        }
-        if other > 0 {
-            parts.push(format!("{other} file{} of other types", plural(other)));
-        }
-        note(quiet, &format!("skipped {}", parts.join(" and ")));
+    let files = all.documents.len();
+    let summary = match all.skip_summary() {
+        Some(s) if notes.unnamed > 0 => format!(" ({s}; -v names them all)"),
+        Some(s) => format!(" ({s})"),
+        None => String::new(),
+    };
+    if verbose || !summary.is_empty() {
+        note(
+            quiet,
+            &format!("read {files} file{}{summary}", plural(files)),
+        );
     }
     Ok(docs)
 }
 
-fn skipped_summary(hidden: usize, other: usize) -> String {
-    match (hidden, other) {
-        (0, 0) => String::new(),
-        (h, 0) => format!(
-            " ({h} hidden entr{} skipped)",
-            if h == 1 { "y" } else { "ies" }
-        ),
-        (0, o) => format!(" ({o} other file{} skipped)", plural(o)),
-        (h, o) => format!(
-            " ({h} hidden entr{} and {o} other file{} skipped)",
-            if h == 1 { "y" } else { "ies" },
-            plural(o)
-        ),
+/// The error for a folder that gave no document.
+fn nothing_found(path: &Path, report: &ReadReport, options: &ReadOptions) -> anyhow::Error {
+    let empties: Vec<String> = report
+        .skipped
+        .iter()
+        .filter(|s| s.reason == SkipReason::Empty)
+        .map(|s| s.path.display().to_string())
+        .collect();
+    if !empties.is_empty() && empties.len() == report.skipped.len() {
+        let verb = if empties.len() == 1 { "is" } else { "are" };
+        return anyhow!("no text to work on: {} {verb} empty", empties.join(", "));
+    }
+    let walk = options.walk_options();
+    let mut left_out = Vec::new();
+    if !walk.is_hidden() {
+        left_out.push("hidden files (--hidden)");
+    }
+    if !walk.is_no_ignore() {
+        left_out.push("files ignored by .gitignore or .ignore (--no-ignore)");
+    }
+    if !walk.includes().is_empty() {
+        left_out.push("files not matching --include");
+    }
+    if !walk.excludes().is_empty() {
+        left_out.push("files matching --exclude");
+    }
+    let mut detail = Vec::new();
+    if let Some(s) = report.skip_summary() {
+        detail.push(s);
+    }
+    if !left_out.is_empty() {
+        detail.push(format!("not looked at: {}", left_out.join(", ")));
+    }
+    let detail = if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", detail.join("; "))
+    };
+    anyhow!("no text files found under {}{detail}", path.display())
+}
+
+/// Standard input as a document, read by its content like a file (HTML converted, binary
+/// skipped). Empty input is kept, so that the error says `<stdin> is empty`.
+fn read_stdin_document(reader: &Reader, quiet: bool) -> Result<Option<Document>> {
+    let bytes = read_stdin()?;
+    match reader.read_bytes(Path::new(STDIN_NAME), bytes) {
+        Ok(read) => {
+            if let Some(n) = &read.note {
+                warn(&format!("{STDIN_NAME} {n}"));
+            }
+            Ok(Some(Document {
+                path: STDIN_NAME.to_string(),
+                text: read.document.text,
+                format: read.document.format,
+            }))
+        }
+        Err(SkipReason::Empty) => Ok(Some(Document {
+            path: STDIN_NAME.to_string(),
+            text: String::new(),
+            format: Format::Plain,
+        })),
+        Err(SkipReason::Binary) => {
+            note(quiet, &format!("skipping binary input {STDIN_NAME}"));
+            Ok(None)
+        }
+        Err(reason) => Err(anyhow!("cannot read standard input: {reason}")),
     }
 }
 
@@ -257,27 +287,15 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Splits each document into nodes: id `PATH#N` (N from 1), metadata `file_path` and
-/// `chunk` (N), with `chunk` hidden from the model. Whitespace-only text gives no node.
+/// Cuts each document into structure-aware nodes (`synthkit::documents::chunk`: headings
+/// first, code blocks and lists kept whole, at most the splitter's chunk size): id
+/// `PATH#N` (N from 1), metadata `file_path`, `section` (the heading path, when there is
+/// one) and `chunk` (N), with `chunk` hidden from the model. Whitespace-only text gives no
+/// node.
 pub fn nodes_from_documents(docs: &[Document], splitter: &TokenTextSplitter) -> Vec<Node> {
-    let mut nodes = Vec::new();
-    for doc in docs {
-        let chunks = splitter.split_chunks(&doc.text);
-        for (i, chunk) in chunks.iter().enumerate() {
-            let text = chunk.text(&doc.text);
-            if text.trim().is_empty() {
-                continue;
-            }
-            let n = i + 1;
-            nodes.push(
-                Node::new(format!("{}#{n}", doc.path), text)
-                    .with_metadata("file_path", doc.path.clone())
-                    .with_metadata("chunk", n)
-                    .exclude_from_llm("chunk"),
-            );
-        }
-    }
-    nodes
+    docs.iter()
+        .flat_map(|doc| chunk_nodes(&doc.path, &doc.text, doc.format, splitter))
+        .collect()
 }
 
 /// Reads pre-retrieved nodes from a file (`-`: standard input).
@@ -302,14 +320,173 @@ fn bare_message(e: &serde_json::Error) -> String {
     }
 }
 
-/// Parses nodes: a JSON array, or JSON lines (one node per line; blank lines ignored).
-/// Errors name the line.
+/// What a node may hold, in synthkit's form or LlamaIndex's (hint for errors).
+const NODE_SHAPES: &str = "a node is {id, text, metadata, excluded_llm_metadata_keys, score}, a LlamaIndex TextNode {id_, text, metadata, excluded_llm_metadata_keys, ...} or a NodeWithScore {node: TextNode, score}";
+
+/// The fields of one node object as read, in either form: synthkit's `{id, text, ...}`, a
+/// LlamaIndex `TextNode` (`id_` for `id`; its other fields, such as `embedding`,
+/// `relationships` or `class_name`, ignored) or a LlamaIndex `NodeWithScore`
+/// (`{"node": TextNode, "score": f64 | null}`).
+#[derive(serde::Deserialize)]
+#[serde(rename = "Node")]
+struct RawNode {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    id_: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    excluded_llm_metadata_keys: Option<Vec<String>>,
+    #[serde(default)]
+    score: Option<f64>,
+    #[serde(default)]
+    node: Option<Box<InputNode>>,
+}
+
+/// One node read from `--nodes`, whatever its form.
+struct InputNode {
+    node: Node,
+    /// Whether it was a `NodeWithScore` (which may not nest).
+    wrapper: bool,
+}
+
+impl RawNode {
+    /// The node these fields describe, or what is wrong with them.
+    fn into_node(self) -> std::result::Result<InputNode, String> {
+        if let Some(inner) = self.node {
+            if inner.wrapper {
+                return Err("a NodeWithScore's `node` holds another NodeWithScore".into());
+            }
+            for (field, given) in [
+                ("id", self.id.is_some()),
+                ("id_", self.id_.is_some()),
+                ("text", self.text.is_some()),
+                ("metadata", self.metadata.is_some()),
+                (
+                    "excluded_llm_metadata_keys",
+                    self.excluded_llm_metadata_keys.is_some(),
+                ),
+            ] {
+                if given {
+                    return Err(format!(
+                        "`{field}` beside `node`: a NodeWithScore holds its node's fields under `node`"
+                    ));
+                }
+            }
+            let mut node = inner.node;
+            if self.score.is_some() {
+                node.score = self.score;
+            }
+            return Ok(InputNode {
+                node,
+                wrapper: true,
+            });
+        }
+        let id = match (self.id, self.id_) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(format!("`id` ({a:?}) and `id_` ({b:?}) differ"));
+            }
+            (Some(id), _) | (None, Some(id)) => id,
+            (None, None) => return Err("missing field `id` (LlamaIndex: `id_`)".into()),
+        };
+        let text = self.text.ok_or("missing field `text`")?;
+        Ok(InputNode {
+            node: Node {
+                id,
+                text,
+                metadata: self.metadata.unwrap_or_default(),
+                excluded_llm_metadata_keys: self.excluded_llm_metadata_keys.unwrap_or_default(),
+                score: self.score,
+            },
+            wrapper: false,
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for InputNode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        /// Reads the object's fields and checks them while the parser still knows where
+        /// the object is, so that errors carry its line and column.
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = InputNode;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("struct Node")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<InputNode, A::Error> {
+                use serde::Deserialize;
+                let raw = RawNode::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                raw.into_node().map_err(serde::de::Error::custom)
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// A JSON array of nodes, noting the index of the element being read.
+struct NodeArray<'a>(&'a std::cell::Cell<usize>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for NodeArray<'_> {
+    type Value = Vec<Node>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Vec<Node>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NodeArray<'_> {
+    type Value = Vec<Node>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of nodes")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Vec<Node>, A::Error> {
+        let mut nodes = Vec::new();
+        loop {
+            self.0.set(nodes.len());
+            match seq.next_element::<InputNode>()? {
+                Some(n) => nodes.push(n.node),
+                None => return Ok(nodes),
+            }
+        }
+    }
+}
+
+/// Parses one node (a JSON object in any accepted form).
+fn parse_node(text: &str) -> serde_json::Result<Node> {
+    serde_json::from_str::<InputNode>(text).map(|n| n.node)
+}
+
+/// Parses nodes: a JSON array, or JSON lines (one node per line; blank lines ignored), each
+/// node in synthkit's form or LlamaIndex's (`TextNode`, `NodeWithScore`), mixed freely.
+/// Errors name the line (and, in an array, the node's index).
 pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
     let trimmed = text.trim_start();
     let nodes = if trimmed.starts_with('[') {
-        serde_json::from_str::<Vec<Node>>(text).map_err(|e| {
+        use serde::de::DeserializeSeed;
+        let at = std::cell::Cell::new(0);
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = NodeArray(&at)
+            .deserialize(&mut de)
+            .and_then(|nodes| de.end().map(|()| nodes));
+        parsed.map_err(|e| {
+            let index = if e.is_syntax() && e.to_string().contains("trailing characters") {
+                String::new()
+            } else {
+                format!("node {} (index {}): ", at.get() + 1, at.get())
+            };
             anyhow!(
-                "{name}: line {}, column {}: not a valid array of nodes: {} (each node needs `id` and `text`; optional `metadata`, `excluded_llm_metadata_keys`, `score`)",
+                "{name}: line {}, column {}: {index}not a valid array of nodes: {} ({NODE_SHAPES})",
                 e.line(),
                 e.column(),
                 bare_message(&e)
@@ -321,31 +498,32 @@ pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
             if line.trim().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Node>(line) {
+            match parse_node(line) {
                 Ok(n) => nodes.push(n),
                 Err(e) => {
                     // A single pretty-printed object is not JSON lines, but it is clear.
                     if trimmed.starts_with('{')
-                        && let Ok(n) = serde_json::from_str::<Node>(text)
+                        && let Ok(n) = parse_node(text)
                     {
                         return Ok(vec![n]);
                     }
                     // A line holding only `{` opens an object spanning lines (pretty-printed):
                     // its own error says where it breaks, not "EOF on line 1".
                     if line.trim() == "{"
-                        && let Err(whole) = serde_json::from_str::<Node>(text)
+                        && let Err(whole) = parse_node(text)
                     {
                         return Err(anyhow!(
-                            "{name}: line {}, column {}: not a valid node: {} (a node is a JSON object with `id` and `text`; optional `metadata`, `excluded_llm_metadata_keys`, `score`)",
+                            "{name}: line {}, column {}: not a valid node: {} ({NODE_SHAPES})",
                             whole.line(),
                             whole.column(),
                             bare_message(&whole)
                         ));
                     }
                     return Err(anyhow!(
-                        "{name}: line {}, column {}: not a valid node: {} (each line must be a JSON object with `id` and `text`; optional `metadata`, `excluded_llm_metadata_keys`, `score`)",
+                        "{name}: line {}, column {}: node {}: not a valid node: {} (each line must be one JSON object; {NODE_SHAPES})",
                         i + 1,
                         e.column(),
+                        nodes.len() + 1,
                         bare_message(&e)
                     ));
                 }
@@ -446,10 +624,12 @@ mod tests {
             Document {
                 path: "a.md".into(),
                 text: "one two three four five six seven eight nine ten".into(),
+                format: Format::Markdown,
             },
             Document {
                 path: "b.md".into(),
                 text: "   ".into(),
+                format: Format::Markdown,
             },
         ];
         let nodes = nodes_from_documents(&docs, &splitter);
@@ -465,6 +645,8 @@ mod tests {
     #[test]
     fn lossy_decoding_and_bom() {
         assert_eq!(decode(b"\xEF\xBB\xBFhi".to_vec(), "x"), "hi");
-        assert_eq!(decode(b"a\xFFb".to_vec(), "x"), "a\u{FFFD}b");
+        // Legacy 8-bit text is windows-1252; damaged UTF-8 keeps U+FFFD.
+        assert_eq!(decode(b"a\xFFb".to_vec(), "x"), "a\u{FF}b");
+        assert_eq!(decode(b"\xC3\xA9 \xFF".to_vec(), "x"), "\u{E9} \u{FFFD}");
     }
 }

@@ -1,0 +1,285 @@
+//! Reading folders through the `synthkit` binary (issue 11): files read by content, the
+//! walking flags (`--hidden`, `--no-ignore`, `--include`, `--exclude`), every skipped file
+//! named with its reason (the first ten by default, all with `-v`), and the summary note
+//! counting skips by reason.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+const QUESTION: &str = "How often is the primary mirror cleaned?";
+
+fn synthkit() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
+    cmd.env_remove("SYNTHKIT_BASE_URL")
+        .env_remove("SYNTHKIT_MODEL")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("RUST_LOG")
+        .timeout(Duration::from_secs(120));
+    cmd
+}
+
+fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// `docs/`: text under Debian-style names, HTML, a binary file, a symlink loop, a hidden
+/// file and a .gitignore'd one.
+fn tree() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "docs/README.Debian",
+        "The primary mirror is cleaned every three months.\n",
+    );
+    write(
+        root,
+        "docs/changelog.1",
+        "Version 1 added the dome motors.\n",
+    );
+    write(
+        root,
+        "docs/guide.html",
+        "<!DOCTYPE html><html><body><h1>Guide</h1><ul><li>Open the dome at dusk.</li></ul>\
+         <script>var x = 'SCRIPT';</script></body></html>",
+    );
+    write(root, "docs/image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+    write(root, "docs/.secret.md", "Hidden notes.\n");
+    write(root, "docs/.gitignore", "draft.md\n");
+    write(root, "docs/draft.md", "Draft notes.\n");
+    std::os::unix::fs::symlink("..", root.join("docs/loop")).unwrap();
+    dir
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    synthkit().current_dir(dir).args(args).output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The files the nodes came from, in order, once each.
+fn files(out: &Output) -> Vec<String> {
+    assert!(out.status.success(), "{}", stderr(out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut files: Vec<String> = Vec::new();
+    for s in v["sources"].as_array().unwrap() {
+        let id = s["id"].as_str().unwrap();
+        let file = id.rsplit_once('#').unwrap().0.to_owned();
+        if !files.contains(&file) {
+            files.push(file);
+        }
+    }
+    files
+}
+
+fn ask_json(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["ask", QUESTION, "docs", "--json", "--mode", "no_text"];
+    args.extend_from_slice(extra);
+    run(dir, &args)
+}
+
+#[test]
+fn text_is_read_by_content_and_skips_are_named_and_counted() {
+    let dir = tree();
+    let out = ask_json(dir.path(), &[]);
+    assert_eq!(
+        files(&out),
+        ["docs/README.Debian", "docs/changelog.1", "docs/guide.html"]
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("note: skipping binary file docs/image.png\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("note: skipping docs/loop: symlink loop (back to "),
+        "{err}"
+    );
+    assert!(
+        err.contains("note: read 3 files (2 skipped: 1 binary, 1 symlink loop)\n"),
+        "{err}"
+    );
+    // The HTML became Markdown-style text without its script.
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "dome",
+            "docs/guide.html",
+            "--mode",
+            "context_only",
+            "-q",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("# Guide") && text.contains("- Open the dome at dusk."),
+        "{text}"
+    );
+    assert!(!text.contains("SCRIPT"), "{text}");
+}
+
+#[test]
+fn walking_flags() {
+    let dir = tree();
+    let hidden = files(&ask_json(dir.path(), &["--hidden"]));
+    assert!(hidden.contains(&"docs/.secret.md".to_owned()), "{hidden:?}");
+    assert!(!hidden.contains(&"docs/draft.md".to_owned()), "{hidden:?}");
+
+    let no_ignore = files(&ask_json(dir.path(), &["--no-ignore"]));
+    assert!(
+        no_ignore.contains(&"docs/draft.md".to_owned()),
+        "{no_ignore:?}"
+    );
+    assert!(
+        !no_ignore.contains(&"docs/.secret.md".to_owned()),
+        "{no_ignore:?}"
+    );
+
+    let only = files(&ask_json(
+        dir.path(),
+        &["--include", "*.Debian", "--include", "*.html"],
+    ));
+    assert_eq!(only, ["docs/README.Debian", "docs/guide.html"]);
+
+    let out = ask_json(dir.path(), &["--exclude", "*.html", "--exclude", "loop"]);
+    assert_eq!(files(&out), ["docs/README.Debian", "docs/changelog.1"]);
+    // The excluded loop is not visited, so not reported.
+    assert!(!stderr(&out).contains("symlink loop"), "{}", stderr(&out));
+
+    let out = ask_json(dir.path(), &["--include", "a{b"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid glob `a{b`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A folder with nothing to read says what was not looked at.
+    let out = run(dir.path(), &["ask", "q", "docs", "--include", "*.pdf"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error: no text files found under docs"),
+        "{err}"
+    );
+    assert!(err.contains("files not matching --include"), "{err}");
+}
+
+#[test]
+fn the_first_ten_skips_are_named_and_verbose_names_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "docs/a.md",
+        "The primary mirror is cleaned often.\n",
+    );
+    for i in 0..12 {
+        write(dir.path(), &format!("docs/blob{i:02}.bin"), b"\0\x01\x02");
+    }
+    let out = run(dir.path(), &["ask", QUESTION, "docs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("note: skipping binary file").count(),
+        10,
+        "{err}"
+    );
+    assert!(
+        err.contains("note: read 1 file (12 skipped: 12 binary; -v names them all)"),
+        "{err}"
+    );
+
+    let out = run(dir.path(), &["ask", QUESTION, "docs", "-v"]);
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("note: skipping binary file").count(),
+        12,
+        "{err}"
+    );
+    assert!(err.contains("docs/blob11.bin"), "{err}");
+    assert!(
+        err.contains("note: read 1 file (12 skipped: 12 binary)\n"),
+        "{err}"
+    );
+
+    // -q: none of it.
+    let out = run(dir.path(), &["ask", QUESTION, "docs", "-q"]);
+    assert!(!stderr(&out).contains("skipping"), "{}", stderr(&out));
+}
+
+#[test]
+fn gz_and_utf16_files_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "docs/changelog.Debian.gz",
+        gzip(b"pkg (1.0-1) unstable\n  * Fixed the mirror cleaning schedule.\n"),
+    );
+    let mut utf16 = vec![0xFF, 0xFE];
+    for unit in "The dome opens at dusk.".encode_utf16() {
+        utf16.extend(unit.to_le_bytes());
+    }
+    write(dir.path(), "docs/notes.txt", utf16);
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "When does the dome open?",
+            "docs",
+            "--mode",
+            "context_only",
+            "-q",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Fixed the mirror cleaning schedule."),
+        "{text}"
+    );
+    assert!(text.contains("The dome opens at dusk."), "{text}");
+}
+
+/// A gzip member holding `data` in one stored block (CRC-32 computed here), so that the
+/// test needs no compression crate.
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    // One final stored block: BFINAL=1, BTYPE=00, then LEN and NLEN.
+    let len = u16::try_from(data.len()).unwrap();
+    out.push(1);
+    out.extend(len.to_le_bytes());
+    out.extend((!len).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend(crc32(data).to_le_bytes());
+    out.extend(u32::try_from(data.len()).unwrap().to_le_bytes());
+    out
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}

@@ -1,0 +1,66 @@
+//! Documents: turning paths into text and text into nodes, usable without the CLI.
+//!
+//! - `read`: walking folders like ripgrep does and reading each file as text (encodings,
+//!   `.gz`, HTML, PDF), naming every file it skips and why (feature `documents`, on by
+//!   default; `walk`, `decode`, `html` and `pdf` are its parts). Start with
+//!   [`read_paths`] or a [`Reader`].
+//! - `chunk`: structure-aware chunks (headings first, code blocks and lists kept whole),
+//!   each carrying its heading path as `section` metadata.
+
+pub mod chunk;
+#[cfg(feature = "documents")]
+pub mod decode;
+#[cfg(feature = "documents")]
+pub mod html;
+#[cfg(feature = "documents")]
+pub mod pdf;
+#[cfg(feature = "documents")]
+pub mod read;
+#[cfg(feature = "documents")]
+pub mod walk;
+
+#[cfg(feature = "documents")]
+pub use read::{
+    ReadError, ReadFile, ReadNote, ReadOptions, ReadReport, Reader, SkipReason, Skipped, read_paths,
+};
+#[cfg(feature = "documents")]
+pub use walk::WalkOptions;
+
+use std::path::PathBuf;
+
+/// A document read from a file (or standard input): where it came from, its text, and
+/// the markup that text is in.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Document {
+    /// The path as given or found (`<stdin>` for standard input).
+    pub path: PathBuf,
+    /// The text (HTML and PDF already converted: HTML to Markdown-style text with `#`
+    /// headings, lists and tables; PDF to plain text).
+    pub text: String,
+    /// The markup of `text`.
+    pub format: Format,
+}
+
+impl Document {
+    /// A document from its parts.
+    pub fn new(path: impl Into<PathBuf>, text: impl Into<String>, format: Format) -> Self {
+        Self {
+            path: path.into(),
+            text: text.into(),
+            format,
+        }
+    }
+}
+
+/// The markup of a document's text, which decides how it is chunked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// Plain text (also PDF text).
+    Plain,
+    /// Markdown (also HTML, converted to Markdown-style text).
+    Markdown,
+    /// reStructuredText.
+    Rst,
+}

@@ -1,0 +1,289 @@
+//! Walking folders like ripgrep does, on ripgrep's own `ignore` crate.
+//!
+//! - `.gitignore`, `.ignore`, `.git/info/exclude` and git's global excludes file are
+//!   honoured (a `.gitignore` counts whether or not the folder is inside a git repository),
+//!   and hidden files and folders (names starting with `.`) are not visited;
+//!   [`WalkOptions::no_ignore`] and [`WalkOptions::hidden`] turn each off.
+//! - [`WalkOptions::include`] and [`WalkOptions::exclude`] add globs (gitignore syntax,
+//!   `ignore::overrides`), matched against the path below the folder walked (`*.md` at any
+//!   depth, `/drafts` or `drafts/**` from the top). An exclude glob wins over everything and
+//!   prunes whole folders. With any include glob, only files matching one are read; unlike
+//!   ripgrep's `--glob`, an include glob only narrows: it never brings back a hidden or
+//!   ignored file (that is what `hidden` and `no_ignore` are for).
+//! - Symbolic links are followed, to files and to folders; a link back to one of its own
+//!   ancestors (or to the folder walked, or above it) is reported as
+//!   [`SkipReason::SymlinkLoop`] and not followed, so a walk always ends and reads nothing
+//!   twice through a loop. A dangling link is [`SkipReason::Unreadable`].
+//! - Entries are visited in sorted order (by file name, bytewise, in each folder), so the
+//!   same tree always gives the same documents in the same order.
+//! - Files and folders ignored or hidden are not visited and so not reported. Everything
+//!   visited is: a file to read ([`Found::File`]) or a [`Found::Skipped`] with its reason.
+//!
+//! The path given to [`walk`] is always visited, even when hidden or ignored: a file named
+//! explicitly is read (whatever its kind: a named pipe too).
+
+use std::path::{Path, PathBuf};
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver};
+
+use ignore::overrides::{Override, OverrideBuilder};
+use ignore::{DirEntry, Walk, WalkBuilder};
+
+use super::read::{ReadError, SkipReason, Skipped};
+
+/// What to visit when walking a folder. The default is ripgrep's: ignore files honoured,
+/// hidden entries left out, no globs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WalkOptions {
+    hidden: bool,
+    no_ignore: bool,
+    include: Vec<String>,
+    exclude: Vec<String>,
+}
+
+impl WalkOptions {
+    /// The default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Visit hidden files and folders too (names starting with `.`).
+    pub fn hidden(mut self, yes: bool) -> Self {
+        self.hidden = yes;
+        self
+    }
+
+    /// Do not honour `.gitignore`, `.ignore`, `.git/info/exclude` or git's global excludes.
+    pub fn no_ignore(mut self, yes: bool) -> Self {
+        self.no_ignore = yes;
+        self
+    }
+
+    /// Read only files matching this glob (or another include glob). Repeatable.
+    pub fn include(mut self, glob: impl Into<String>) -> Self {
+        self.include.push(glob.into());
+        self
+    }
+
+    /// Never read files (or enter folders) matching this glob. Repeatable.
+    pub fn exclude(mut self, glob: impl Into<String>) -> Self {
+        self.exclude.push(glob.into());
+        self
+    }
+
+    /// Whether hidden entries are visited.
+    pub fn is_hidden(&self) -> bool {
+        self.hidden
+    }
+
+    /// Whether ignore files are disregarded.
+    pub fn is_no_ignore(&self) -> bool {
+        self.no_ignore
+    }
+
+    /// The include globs.
+    pub fn includes(&self) -> &[String] {
+        &self.include
+    }
+
+    /// The exclude globs.
+    pub fn excludes(&self) -> &[String] {
+        &self.exclude
+    }
+}
+
+/// What a walk finds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    /// A file to read.
+    File(PathBuf),
+    /// A path that was visited but cannot be read, and why.
+    Skipped(Skipped),
+}
+
+/// The files under `root` (or `root` itself when it is a file), in sorted order. Errors:
+/// an include or exclude glob that does not parse.
+pub fn walk(root: &Path, options: &WalkOptions) -> Result<Walker, ReadError> {
+    let mut builder = WalkBuilder::new(root);
+    let honour = !options.no_ignore;
+    builder
+        .follow_links(true)
+        .hidden(!options.hidden)
+        .ignore(honour)
+        .git_ignore(honour)
+        .git_global(honour)
+        .git_exclude(honour)
+        .parents(honour)
+        .require_git(false)
+        .sort_by_file_name(|a, b| a.cmp(b));
+    let bad = |glob: &str, e: ignore::Error| ReadError::Glob {
+        glob: glob.to_owned(),
+        message: glob_message(&e),
+    };
+    // Excludes are overrides of the walk itself (pruning folders); includes filter the
+    // files the walk yields, so that they cannot whitelist hidden or ignored files.
+    if !options.exclude.is_empty() {
+        let mut globs = OverrideBuilder::new(root);
+        for glob in &options.exclude {
+            globs.add(&format!("!{glob}")).map_err(|e| bad(glob, e))?;
+        }
+        builder.overrides(globs.build().map_err(|e| bad("", e))?);
+    }
+    let include = if options.include.is_empty() {
+        None
+    } else {
+        let mut globs = OverrideBuilder::new(root);
+        for glob in &options.include {
+            globs.add(glob).map_err(|e| bad(glob, e))?;
+        }
+        Some(globs.build().map_err(|e| bad("", e))?)
+    };
+    // A link to the folder walked or to one of its ancestors is a loop too, though the
+    // walker only sees loops to folders it entered: not followed, reported in its place.
+    let (loops_tx, loops) = mpsc::channel();
+    if let Ok(top) = std::fs::canonicalize(root) {
+        builder.filter_entry(move |entry| {
+            if !entry.path_is_symlink() || !entry.file_type().is_some_and(|t| t.is_dir()) {
+                return true;
+            }
+            match std::fs::canonicalize(entry.path()) {
+                Ok(target) if top.starts_with(&target) => {
+                    let _ = loops_tx.send(Skipped {
+                        path: entry.path().to_path_buf(),
+                        reason: SkipReason::SymlinkLoop { ancestor: target },
+                    });
+                    false
+                }
+                _ => true,
+            }
+        });
+    }
+    Ok(Walker {
+        inner: builder.build(),
+        root: root.to_path_buf(),
+        include,
+        loops,
+        queue: VecDeque::new(),
+    })
+}
+
+/// The files of a walk, in order (see [`walk`]).
+pub struct Walker {
+    inner: Walk,
+    root: PathBuf,
+    include: Option<Override>,
+    /// Links to the walked folder or its ancestors, reported by the entry filter.
+    loops: Receiver<Skipped>,
+    /// What is found, in order, not yet handed out.
+    queue: VecDeque<Found>,
+}
+
+impl std::fmt::Debug for Walker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Walker").field("root", &self.root).finish()
+    }
+}
+
+impl Iterator for Walker {
+    type Item = Found;
+
+    fn next(&mut self) -> Option<Found> {
+        loop {
+            if let Some(found) = self.queue.pop_front() {
+                return Some(found);
+            }
+            let next = self.inner.next();
+            // Loops the filter met while looking for `next` come before it.
+            self.queue.extend(self.loops.try_iter().map(Found::Skipped));
+            match next {
+                None => return self.queue.pop_front(),
+                Some(item) => {
+                    if let Some(found) = self.found(item) {
+                        self.queue.push_back(found);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Walker {
+    /// What one item of the underlying walk is, if anything to report.
+    fn found(&self, item: Result<DirEntry, ignore::Error>) -> Option<Found> {
+        let entry = match item {
+            Ok(entry) => entry,
+            Err(e) => return Some(Found::Skipped(skipped_from_error(&e, &self.root))),
+        };
+        let file_type = entry.file_type()?;
+        if file_type.is_dir() {
+            return None;
+        }
+        if entry.depth() > 0
+            && let Some(include) = &self.include
+            && !include.matched(entry.path(), false).is_whitelist()
+        {
+            return None;
+        }
+        // The root itself is read whatever it is (a named pipe from `<(...)` too); below
+        // it, only regular files (reading a FIFO or a device could block).
+        if file_type.is_file() || entry.depth() == 0 {
+            return Some(Found::File(entry.into_path()));
+        }
+        Some(Found::Skipped(Skipped {
+            path: entry.into_path(),
+            reason: SkipReason::NotAFile,
+        }))
+    }
+}
+
+/// A walk error as a named skip: the path it is about and why.
+fn skipped_from_error(err: &ignore::Error, root: &Path) -> Skipped {
+    let mut path = None;
+    let mut err = err;
+    loop {
+        match err {
+            ignore::Error::WithPath {
+                path: p,
+                err: inner,
+            } => {
+                path.get_or_insert_with(|| p.clone());
+                err = inner;
+            }
+            ignore::Error::WithDepth { err: inner, .. }
+            | ignore::Error::WithLineNumber { err: inner, .. } => err = inner,
+            ignore::Error::Partial(errs) if errs.len() == 1 => match errs.first() {
+                Some(inner) => err = inner,
+                None => break,
+            },
+            ignore::Error::Loop { ancestor, child } => {
+                return Skipped {
+                    path: path.unwrap_or_else(|| child.clone()),
+                    reason: SkipReason::SymlinkLoop {
+                        ancestor: ancestor.clone(),
+                    },
+                };
+            }
+            _ => break,
+        }
+    }
+    let reason = match err {
+        ignore::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            SkipReason::Unreadable(format!("broken symbolic link or vanished file ({io})"))
+        }
+        ignore::Error::Io(io) => SkipReason::Unreadable(io.to_string()),
+        other => SkipReason::Unreadable(other.to_string()),
+    };
+    Skipped {
+        path: path.unwrap_or_else(|| root.to_path_buf()),
+        reason,
+    }
+}
+
+/// A glob error without the glob repeated.
+fn glob_message(e: &ignore::Error) -> String {
+    match e {
+        ignore::Error::Glob { err, .. } => err.clone(),
+        other => other.to_string(),
+    }
+}
