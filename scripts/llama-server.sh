@@ -20,6 +20,9 @@
 # Environment:
 #   LLAMA_CACHE        the cache directory (default: $HOME/.cache/llama-server-tiny)
 #   LLAMA_SERVER_ARGS  extra arguments for llama-server, split on whitespace
+#   LLAMA_MODEL        the GGUF file to serve instead of the tiny random model, or
+#                      `smollm2` for SmolLM2-135M-Instruct (a real instruction model with a
+#                      chat template, fetched once by scripts/fetch-smollm2.sh)
 #   LLAMA_WATCH_PID    stop the server as soon as this process has exited (tests pass their
 #                      own PID, so a crashed test leaves no server behind)
 #
@@ -83,9 +86,22 @@ fi
 flock -u 9 2>/dev/null || true
 exec 9>&-
 
+model=$cache/tiny.gguf
+case ${LLAMA_MODEL:-} in
+  "") ;;
+  smollm2)
+    model=$(LLAMA_CACHE=$cache bash "$here/fetch-smollm2.sh") || {
+      rc=$?
+      [[ $rc == 77 ]] && cannot "SmolLM2 cannot be fetched"
+      fail "SmolLM2 could not be fetched"
+    } ;;
+  *) model=$LLAMA_MODEL ;;
+esac
+[[ -f $model ]] || fail "no model file at $model"
+
 log=$cache/server-$port.log
 # shellcheck disable=SC2086 # LLAMA_SERVER_ARGS is split on purpose
-"$cache/build/bin/llama-server" -m "$cache/tiny.gguf" --host 127.0.0.1 --port "$port" \
+"$cache/build/bin/llama-server" -m "$model" --host 127.0.0.1 --port "$port" \
   -c "$ctx" ${LLAMA_SERVER_ARGS:-} </dev/null >"$log" 2>&1 &
 pid=$!
 

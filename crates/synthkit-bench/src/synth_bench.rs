@@ -264,9 +264,12 @@ impl InProcess {
         }
         let budget = PromptBudget::new(CONTEXT_WINDOW, NUM_OUTPUT)?
             .with_chunk_overlap_ratio(CHUNK_OVERLAP_RATIO)?;
+        // The fixed model reports our own counts as its usage: nothing to calibrate, so the
+        // first call need not go alone.
         let mut b = Synthesizer::builder(Arc::new(model))
             .mode(mode)
-            .budget(budget);
+            .budget(budget)
+            .calibrate_from_usage(false);
         if let Some(c) = self.concurrency {
             b = b.concurrency(if c == 0 {
                 synthkit::Concurrency::Unlimited

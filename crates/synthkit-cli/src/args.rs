@@ -21,7 +21,8 @@ pub const DEFAULT_CHUNK_OVERLAP: usize = 20;
 ///
 /// Without a language model configured, answers come from the offline extractive backend,
 /// which picks the most relevant sentences from your documents. Point `--base-url` (or
-/// `SYNTHKIT_BASE_URL`) at an OpenAI-compatible server to use a real model.
+/// `SYNTHKIT_BASE_URL` or `OPENAI_BASE_URL`) at an OpenAI-compatible server to use a real
+/// model.
 #[derive(Debug, Parser)]
 #[command(name = "synthkit", version, about, long_about = None)]
 #[command(after_help = "Examples:\n  \
@@ -51,6 +52,18 @@ pub enum Command {
     Ask(AskArgs),
     /// Summarize files, folders, standard input or pre-retrieved nodes.
     Summarize(SummarizeArgs),
+}
+
+/// The default of `--concurrency`.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+impl SynthArgs {
+    /// `--concurrency`, else the default capped at the server's slots (0: no limit).
+    pub fn concurrency_for(&self, server_slots: Option<usize>) -> usize {
+        self.concurrency.unwrap_or_else(|| {
+            server_slots.map_or(DEFAULT_CONCURRENCY, |s| s.min(DEFAULT_CONCURRENCY))
+        })
+    }
 }
 
 impl Command {
@@ -126,17 +139,55 @@ pub enum LlmKind {
     Openai,
 }
 
+/// What to do with a model reply cut at the output limit (`finish_reason: length`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum TruncationPolicy {
+    /// Keep the cut answer and print a warning after it.
+    #[default]
+    Warn,
+    /// Fail with exit code 1.
+    Error,
+}
+
+/// The shape of the `--json` report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum JsonFormat {
+    /// synthkit's report: answer, sources, usage, timings.
+    #[default]
+    Synthkit,
+    /// LlamaIndex's `Response`: response, source_nodes (NodeWithScore), metadata.
+    Llamaindex,
+}
+
 /// Options shared by `ask` and `summarize`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
     /// Files and folders to read (`-`: standard input; nothing: standard input when it is
-    /// not a terminal). Folders are read recursively: .txt .md .markdown .rst and files
-    /// without extension.
+    /// not a terminal). Folders are read recursively like ripgrep does (.gitignore, .ignore
+    /// and hidden files respected, symbolic links followed) and every file whose content is
+    /// text is read, whatever its name: plain text, Markdown, HTML (as Markdown), PDF text,
+    /// .gz; binary files are skipped and named (-v names every one).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-
+    // --- documents (walking folders): begin
+    /// Read hidden files and folders too (names starting with `.`).
+    #[arg(long, help_heading = "Input")]
+    pub hidden: bool,
+    /// Read files that .gitignore, .ignore or git's excludes leave out.
+    #[arg(long, help_heading = "Input")]
+    pub no_ignore: bool,
+    /// In folders, read only files matching GLOB (gitignore syntax, relative to the folder:
+    /// `*.md`, `guide/**/*.html`); repeatable.
+    #[arg(long, value_name = "GLOB", help_heading = "Input")]
+    pub include: Vec<String>,
+    /// In folders, never read files or enter folders matching GLOB (`*.js`, `/vendor`);
+    /// repeatable.
+    #[arg(long, value_name = "GLOB", help_heading = "Input")]
+    pub exclude: Vec<String>,
+    // --- documents: end
     /// Pre-retrieved nodes: a JSON array or JSON lines of {id, text, metadata,
-    /// excluded_llm_metadata_keys, score} (`-`: standard input).
+    /// excluded_llm_metadata_keys, score}, LlamaIndex TextNode objects (`id_`, ...) or
+    /// NodeWithScore objects ({node, score}), mixed freely (`-`: standard input).
     #[arg(long, value_name = "FILE", help_heading = "Input")]
     pub nodes: Option<PathBuf>,
     /// Keep only the N chunks most relevant to the query (BM25), best first.
@@ -164,13 +215,11 @@ pub struct SynthArgs {
     )]
     pub overlap: f64,
     /// Model calls in flight at once (tree levels, accumulate); 0 means no limit.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 8,
-        help_heading = "Synthesis"
-    )]
-    pub concurrency: usize,
+    /// Default: 8, or the server's slots when it says fewer (llama.cpp /props). Against a
+    /// server, the calls in flight are also halved when it is overloaded and grow back
+    /// slowly.
+    #[arg(long, value_name = "N", help_heading = "Synthesis")]
+    pub concurrency: Option<usize>,
     // --- limits (layer::limit): begin
     /// Requests per minute to the model, shared by every call of the run; calls wait for
     /// their turn (also caps calls in flight at --concurrency).
@@ -208,11 +257,24 @@ pub struct SynthArgs {
     /// Refine/compact: each step says whether its context answered; others are ignored.
     #[arg(long, help_heading = "Synthesis")]
     pub structured_filtering: bool,
+    /// What to do when a model reply is cut at the output limit (--num-output): warn keeps
+    /// the answer and prints a warning (--json counts them in usage.truncated_calls);
+    /// error fails with exit code 1.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        default_value_t = TruncationPolicy::Warn,
+        help_heading = "Synthesis"
+    )]
+    pub on_truncation: TruncationPolicy,
 
-    /// The backend [default: extractive, or openai when --base-url or SYNTHKIT_BASE_URL is set].
+    /// The backend [default: extractive, or openai when --base-url, SYNTHKIT_BASE_URL or
+    /// OPENAI_BASE_URL is set].
     #[arg(long, value_enum, value_name = "KIND", help_heading = "Model")]
     pub llm: Option<LlmKind>,
-    /// The OpenAI-compatible API base URL, up to and including /v1.
+    /// The OpenAI-compatible API base URL, up to and including /v1; without this flag and
+    /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL is used.
     #[arg(
         long,
         value_name = "URL",
@@ -220,7 +282,9 @@ pub struct SynthArgs {
         help_heading = "Model"
     )]
     pub base_url: Option<String>,
-    /// The model name [env: SYNTHKIT_MODEL; default: gpt-4o-mini].
+    /// The model name [env: SYNTHKIT_MODEL; default: the first model the server lists at
+    /// /models when a base URL is given, else gpt-4o-mini]. JSON reports name the model
+    /// the server says answered.
     #[arg(long, value_name = "NAME", help_heading = "Model")]
     pub model: Option<String>,
     /// The environment variable that holds the API key (the key itself is never printed).
@@ -249,9 +313,37 @@ pub struct SynthArgs {
     /// Never ask the server to count tokens; use the built-in tokenizer.
     #[arg(long, help_heading = "Model")]
     pub no_server_tokenizer: bool,
-    /// Seconds one model call may take.
+    /// The request timeout in seconds [default: 600]: how long a model call may wait for
+    /// its whole reply, or a streamed call for its first token (the server reads the
+    /// whole prompt first: minutes for long prompts on a CPU).
     #[arg(long, value_name = "SECS", help_heading = "Model")]
     pub timeout: Option<f64>,
+    /// Seconds opening a connection to the server may take [default: 10].
+    #[arg(long, value_name = "SECS", help_heading = "Model")]
+    pub connect_timeout: Option<f64>,
+    /// Seconds a streamed reply may stay silent between two tokens [default: 120]; a
+    /// stream that keeps producing is never cut.
+    #[arg(long, value_name = "SECS", help_heading = "Model")]
+    pub idle_timeout: Option<f64>,
+    /// The sampling temperature [default: 0.1].
+    #[arg(long, value_name = "T", value_parser = parse_temperature, help_heading = "Model")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: sample from the tokens of this cumulative probability (0 to 1)
+    /// [default: the server's].
+    #[arg(long, value_name = "P", value_parser = parse_top_p, help_heading = "Model")]
+    pub top_p: Option<f32>,
+    /// The sampling seed, for reproducible answers where the server honours it.
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Model"
+    )]
+    pub seed: Option<i64>,
+    /// A JSON object merged into every request body, for server-specific parameters
+    /// (for example '{"top_k": 40, "cache_prompt": true}'); its fields win over synthkit's.
+    #[arg(long, value_name = "JSON", value_parser = parse_extra_body, help_heading = "Model")]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// The tokenizer for splitting and budgets: cl100k_base or o200k_base [default: the
     /// model's own when known, else cl100k_base].
     #[arg(long, value_name = "NAME", value_parser = parse_tokenizer, help_heading = "Model")]
@@ -269,6 +361,12 @@ pub struct SynthArgs {
     /// Print one JSON object (answer, sources, usage, timings).
     #[arg(long, help_heading = "Output")]
     pub json: bool,
+    /// The shape of --json: `llamaindex` prints LlamaIndex's Response ({response,
+    /// source_nodes: [{node: TextNode, score}], metadata}), whose source_nodes --nodes reads
+    /// back. `--format llamaindex` needs --json (a usage error without it) and no --plan.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = JsonFormat::Synthkit,
+          requires_if("llamaindex", "json"), help_heading = "Output")]
+    pub format: JsonFormat,
     /// Write one JSON line per model call (prompt, response, tokens, time) to FILE.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub trace: Option<PathBuf>,
@@ -285,6 +383,43 @@ pub struct SynthArgs {
 
 fn parse_tokenizer(s: &str) -> Result<BpeTokenizer, String> {
     BpeTokenizer::by_name(s).map_err(|e| e.to_string())
+}
+
+fn parse_temperature(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err(format!("expected a number of 0 or more, got `{s}`")),
+    }
+}
+
+fn parse_top_p(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("expected a number from 0 to 1, got `{s}`")),
+    }
+}
+
+fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(serde_json::Value::Object(fields)) => Ok(fields),
+        Ok(other) => Err(format!(
+            "expected a JSON object such as '{{\"top_k\": 40}}', got {}",
+            json_kind(&other)
+        )),
+        Err(e) => Err(format!("not valid JSON ({e})")),
+    }
+}
+
+/// `an array`, `a string`, ... for messages.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 fn parse_mode(s: &str) -> Result<ResponseMode, String> {

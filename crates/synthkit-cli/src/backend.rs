@@ -1,8 +1,10 @@
 //! Choosing the model: the offline extractive backend or an OpenAI-compatible server.
 //!
 //! `--llm` decides; without it, the backend is `openai` when `--base-url` (or
-//! `SYNTHKIT_BASE_URL`) is given and `extractive` otherwise. The API key is read from the
-//! variable named by `--api-key-env` into a secret that the library never prints.
+//! `SYNTHKIT_BASE_URL`, else `OPENAI_BASE_URL`) is given and `extractive` otherwise. The
+//! API key is read from the variable named by `--api-key-env` into a secret that the
+//! library never prints. Without `--model` (or `SYNTHKIT_MODEL`), a server given by URL is
+//! asked which model it serves (`GET /models`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::layer::adaptive::{AdaptiveLimit, AdaptiveModel};
 use synthkit::model::LanguageModel;
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
 
@@ -27,6 +30,13 @@ pub struct Backend {
     pub budget_tokenizer: SharedTokenizer,
     /// Splits files into nodes: `--tokenizer`, else `cl100k_base` (local, fast).
     pub split_tokenizer: SharedTokenizer,
+    /// Requests the server runs at once, when it says (llama.cpp `/props`).
+    pub server_slots: Option<usize>,
+    /// The adaptive limit on calls in flight to the server (openai backend).
+    pub adaptive: Option<synthkit::layer::adaptive::AdaptiveLimit>,
+    /// The OpenAI-compatible model under the layers, for what only it knows (the model the
+    /// server says answered).
+    pub openai: Option<Arc<OpenAiModel>>,
 }
 
 impl Backend {
@@ -37,14 +47,41 @@ impl Backend {
             LlmKind::Openai => "openai",
         }
     }
+
+    /// The model's name in reports: the one the server gave in its latest reply, else the
+    /// configured (or discovered) name.
+    pub fn model_name(&self) -> String {
+        self.openai
+            .as_ref()
+            .and_then(|m| m.served_model())
+            .unwrap_or_else(|| self.model.info().name)
+    }
+}
+
+/// The variable read for the base URL when neither `--base-url` nor `SYNTHKIT_BASE_URL`
+/// is set (as OpenAI's SDKs read it).
+pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
+
+/// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
+/// with the name of where it came from.
+pub fn base_url(args: &SynthArgs) -> Option<(String, &'static str)> {
+    let given = |u: &str| Some(u.trim().to_string()).filter(|u| !u.is_empty());
+    args.base_url
+        .as_deref()
+        .and_then(given)
+        .map(|u| (u, "--base-url"))
+        .or_else(|| {
+            std::env::var(OPENAI_BASE_URL_VAR)
+                .ok()
+                .as_deref()
+                .and_then(given)
+                .map(|u| (u, OPENAI_BASE_URL_VAR))
+        })
 }
 
 /// The backend `args` ask for.
 pub fn kind(args: &SynthArgs) -> LlmKind {
-    let has_url = args
-        .base_url
-        .as_deref()
-        .is_some_and(|u| !u.trim().is_empty());
+    let has_url = base_url(args).is_some();
     args.llm.unwrap_or(if has_url {
         LlmKind::Openai
     } else {
@@ -77,6 +114,9 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                 kind,
                 budget_tokenizer: split_tokenizer.clone(),
                 split_tokenizer,
+                server_slots: None,
+                adaptive: None,
+                openai: None,
             })
         }
         LlmKind::Openai => {
@@ -102,15 +142,32 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                 model.use_server_counter().await;
             }
             let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
+            // Calls in flight start at --concurrency (by default at most the server's
+            // slots), halve when the server is overloaded and grow back slowly.
+            let server_slots = model.server_slots();
+            let ceiling = match args.concurrency_for(server_slots) {
+                0 => UNLIMITED_IN_FLIGHT,
+                n => n,
+            };
+            let adaptive = AdaptiveLimit::new(ceiling);
+            let model = Arc::new(model);
+            let openai = Some(Arc::clone(&model));
+            let model = Arc::new(AdaptiveModel::new(model, adaptive.clone()));
             Ok(Backend {
-                model: retried(limited(Arc::new(model), args), args),
+                model: retried(limited(model, args), args),
                 kind,
                 budget_tokenizer,
                 split_tokenizer,
+                server_slots,
+                adaptive: Some(adaptive),
+                openai,
             })
         }
     }
 }
+
+/// The adaptive ceiling for `--concurrency 0` (no limit).
+const UNLIMITED_IN_FLIGHT: usize = 4096;
 
 // --- limits (layer::limit): begin
 /// The model behind one shared limiter when `--rpm` or `--tpm` is given (calls in flight
@@ -121,7 +178,7 @@ fn limited(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageM
         return model;
     }
     let limits = Limits::default()
-        .with_max_in_flight(args.concurrency)
+        .with_max_in_flight(args.concurrency_for(None))
         .with_requests_per_minute(args.rpm.unwrap_or(0))
         .with_tokens_per_minute(args.tpm.unwrap_or(0));
     Arc::new(LimitedModel::new(model, Limiter::new(limits)))
@@ -149,42 +206,68 @@ fn retried(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageM
 /// The OpenAI-compatible config from the environment and the flags.
 fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
     let mut config = OpenAiConfig::from_env_with_key_var(&args.api_key_env);
-    if let Some(url) = args
-        .base_url
-        .as_deref()
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-    {
+    let url = base_url(args);
+    if let Some((url, from)) = &url {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(usage(format!(
-                "--base-url must start with http:// or https://, got `{url}`"
+                "{from} must start with http:// or https://, got `{url}`"
             )));
         }
-        config = config.with_base_url(url);
+        config = config.with_base_url(url.clone());
     }
     if let Some(m) = &args.model {
         config = config.with_model(m.clone());
     }
+    // No model named and a server given: use the one it serves (llama.cpp, vLLM and
+    // Ollama list it at /models). OpenAI's own list is no answer.
+    let model_named =
+        args.model.is_some() || std::env::var("SYNTHKIT_MODEL").is_ok_and(|m| !m.trim().is_empty());
+    let served_elsewhere = config.base() != OpenAiConfig::DEFAULT_BASE_URL;
+    config = config.with_model_discovery(!model_named && url.is_some() && served_elsewhere);
     if let Some(w) = args.context_window {
         config = config.with_context_window(w);
     }
     if let Some(n) = args.num_output {
         config = config.with_num_output(n);
     }
-    if let Some(secs) = args.timeout {
-        let t = Duration::try_from_secs_f64(secs)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                usage(format!(
-                    "--timeout must be a positive number of seconds, got {secs}"
-                ))
-            })?;
+    if let Some(t) = seconds("--timeout", args.timeout)? {
         config = config.with_timeout(t);
+    }
+    if let Some(t) = seconds("--connect-timeout", args.connect_timeout)? {
+        config = config.with_connect_timeout(t);
+    }
+    if let Some(t) = seconds("--idle-timeout", args.idle_timeout)? {
+        config = config.with_idle_timeout(t);
+    }
+    if let Some(t) = args.temperature {
+        config = config.with_temperature(t);
+    }
+    if let Some(p) = args.top_p {
+        config = config.with_top_p(p);
+    }
+    if let Some(seed) = args.seed {
+        config = config.with_seed(seed);
+    }
+    if let Some(fields) = &args.extra_body {
+        config = config.with_extra_body_fields(fields.clone());
     }
     Ok(config
         .with_chat(!args.completion_api)
         .with_server_tokenizer(args.server_tokenizer))
+}
+
+/// A positive number of seconds given to `flag`, as a duration.
+fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>> {
+    let Some(secs) = secs else { return Ok(None) };
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .map(Some)
+        .ok_or_else(|| {
+            usage(format!(
+                "{flag} must be a positive number of seconds, got {secs}"
+            ))
+        })
 }
 
 // --- cache (layer::cache): begin
@@ -192,8 +275,8 @@ fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
 /// given (not with `--plan`, which makes no call), and returns the cache's counters.
 /// Call it after [`connect`]: the cache is then the outermost layer, so a hit waits for no
 /// rate limit. Keys cover the backend (kind and endpoint), the model's name and the
-/// parameters that change replies (temperature, JSON-schema mode, extra body fields; the
-/// tokenizer for extractive), besides the request itself.
+/// parameters that change replies (temperature, top_p and seed when set, JSON-schema mode,
+/// extra body fields; the tokenizer for extractive), besides the request itself.
 pub fn cached(
     mut backend: Backend,
     args: &SynthArgs,
@@ -210,15 +293,20 @@ pub fn cached(
         ),
         LlmKind::Openai => {
             let config = openai_config(args)?;
-            (
-                format!("openai {}", config.endpoint()),
-                format!(
-                    "temperature={:?} json_schema={} extra_body={}",
-                    config.temperature,
-                    config.json_schema,
-                    serde_json::Value::Object(config.extra_body.clone())
-                ),
-            )
+            let mut params = format!(
+                "temperature={:?} json_schema={} extra_body={}",
+                config.temperature,
+                config.json_schema,
+                serde_json::Value::Object(config.extra_body.clone())
+            );
+            // Only when set, so the keys of runs without them stay as they were.
+            if let Some(p) = config.top_p {
+                params.push_str(&format!(" top_p={p:?}"));
+            }
+            if let Some(seed) = config.seed {
+                params.push_str(&format!(" seed={seed}"));
+            }
+            (format!("openai {}", config.endpoint()), params)
         }
     };
     let model = CachedModel::new(
@@ -255,3 +343,35 @@ pub fn report_cache(
     }
 }
 // --- cache: end
+
+/// Adds `concurrency` to a JSON report: the server's slots (when it said), the calls in
+/// flight allowed at the start, now, and at most, and how often overloads lowered them.
+pub fn report_concurrency(report: &mut serde_json::Value, backend: &Backend) {
+    let Some(stats) = backend.adaptive.as_ref().map(|a| a.stats()) else {
+        return;
+    };
+    if let Some(obj) = report.as_object_mut() {
+        obj.insert(
+            "concurrency".into(),
+            serde_json::json!({
+                "server_slots": backend.server_slots,
+                "start": stats.ceiling,
+                "final": stats.limit,
+                "peak": stats.peak,
+                "lowered": stats.lowered,
+                "resent": stats.resent,
+            }),
+        );
+    }
+}
+
+/// The note on standard error when the server's overloads lowered the calls in flight.
+pub fn concurrency_note(backend: &Backend) -> Option<String> {
+    let stats = backend.adaptive.as_ref()?.stats();
+    (stats.lowered > 0).then(|| {
+        format!(
+            "the server was overloaded {} time(s): calls in flight went from {} down and ended at {} ({} calls sent again)",
+            stats.lowered, stats.ceiling, stats.limit, stats.resent
+        )
+    })
+}

@@ -112,6 +112,7 @@ pub fn report_json(response: &Response, info: &ReportInfo<'_>) -> Value {
             json!({
                 "id": n.id,
                 "path": node_path(n),
+                "section": n.metadata.get("section").and_then(Value::as_str),
                 "score": n.score,
                 "excerpt": excerpt(&n.text),
             })
@@ -128,6 +129,7 @@ pub fn report_json(response: &Response, info: &ReportInfo<'_>) -> Value {
             "calls": response.usage.calls,
             "prompt_tokens": response.usage.prompt_tokens,
             "completion_tokens": response.usage.completion_tokens,
+            "truncated_calls": response.usage.truncated_calls,
         },
         "timings": {
             "total_ms": round_ms(info.total_ms),
@@ -146,6 +148,53 @@ pub fn report_json(response: &Response, info: &ReportInfo<'_>) -> Value {
         }
     }
     report
+}
+
+/// The report of `--json --format llamaindex`: LlamaIndex's `Response` (`response`,
+/// `source_nodes` as `NodeWithScore` objects holding a `TextNode`, `metadata` from node id
+/// to its metadata). Its `source_nodes` can be given back to `--nodes`.
+pub fn report_llamaindex(response: &Response) -> Value {
+    let source_nodes: Vec<Value> = response
+        .source_nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "node": {
+                    "id_": n.id,
+                    "text": n.text,
+                    "metadata": n.metadata,
+                    "excluded_llm_metadata_keys": n.excluded_llm_metadata_keys,
+                    "class_name": "TextNode",
+                },
+                "score": n.score,
+            })
+        })
+        .collect();
+    let metadata: serde_json::Map<String, Value> = if response.metadata.is_empty() {
+        response
+            .source_nodes
+            .iter()
+            .map(|n| (n.id.clone(), Value::Object(n.metadata.clone())))
+            .collect()
+    } else {
+        response.metadata.clone()
+    };
+    json!({
+        "response": response.text,
+        "source_nodes": source_nodes,
+        "metadata": metadata,
+    })
+}
+
+/// The warning printed after an answer when `calls` model replies were cut at the output
+/// limit of `num_output` tokens.
+pub fn truncated_calls_warning(calls: u64, num_output: usize) -> String {
+    let replies = if calls == 1 {
+        "1 model reply was".to_string()
+    } else {
+        format!("{calls} model replies were")
+    };
+    format!("{replies} cut at the output limit (--num-output {num_output}); raise --num-output")
 }
 
 /// Milliseconds rounded to 0.001.

@@ -14,7 +14,8 @@ use anyhow::Result;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use synthkit::model::{
-    Completion, LanguageModel, ModelError, ModelInfo, ModelRequest, StructuredCompletion,
+    Completion, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
+    StructuredCompletion,
 };
 use synthkit::text::SharedTokenizer;
 use synthkit::{Node, Observer, ResponseMode};
@@ -41,6 +42,8 @@ pub struct PlanningModel {
     tokenizer: SharedTokenizer,
     filler: String,
     calls: Mutex<Vec<Planned>>,
+    /// The backend's exact prompt counter, so the plan counts as the run will.
+    counter: Option<SharedCounter>,
 }
 
 impl PlanningModel {
@@ -52,7 +55,14 @@ impl PlanningModel {
             tokenizer,
             filler,
             calls: Mutex::new(Vec::new()),
+            counter: None,
         }
+    }
+
+    /// Counts prompts with `counter` (the backend's), as the run will.
+    pub fn with_counter(mut self, counter: Option<SharedCounter>) -> Self {
+        self.counter = counter;
+        self
     }
 
     fn record(&self, request: &ModelRequest) {
@@ -128,6 +138,10 @@ impl LanguageModel for PlanningModel {
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         Some(self.tokenizer.clone())
     }
+
+    fn counter(&self) -> Option<SharedCounter> {
+        self.counter.clone()
+    }
 }
 
 /// One row of the plan: the calls of one step at one level.
@@ -167,6 +181,50 @@ fn rows(calls: &[Planned]) -> Vec<Row> {
     rows
 }
 
+/// The calls a run is expected to make, counted before it starts (for the progress bar).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    /// Model calls: exact for the first step (or tree level), an upper bound after it.
+    pub calls: usize,
+    /// Tree levels, the final call's included (`tree_summarize` only).
+    pub levels: Option<u32>,
+}
+
+/// Counts the calls a synthesis of `nodes` will make, with the same packing as the run and
+/// no model call: the synthesis runs against a [`PlanningModel`] that answers at once
+/// with the longest answer allowed. It counts with the local tokenizer only (no
+/// `/tokenize` round trips to a server), so it costs only packing.
+pub async fn estimate(
+    backend: &Backend,
+    mode: ResponseMode,
+    args: &SynthArgs,
+    templates: &CustomTemplates,
+    query: &str,
+    nodes: Vec<Node>,
+) -> Result<Estimate> {
+    let planner = Arc::new(PlanningModel::new(
+        backend.model.info(),
+        backend.budget_tokenizer.clone(),
+    ));
+    let synth = build_synthesizer(
+        planner.clone(),
+        backend.budget_tokenizer.clone(),
+        mode,
+        args,
+        templates,
+        Arc::new(Fanout::default()),
+        backend.server_slots,
+    )?;
+    synth.synthesize(query, nodes).await?;
+    let calls = planner.calls();
+    let levels = (mode == ResponseMode::TreeSummarize)
+        .then(|| calls.iter().map(|c| c.level + 1).max().unwrap_or(0));
+    Ok(Estimate {
+        calls: calls.len(),
+        levels,
+    })
+}
+
 /// Plans the synthesis and prints the plan.
 pub async fn run(
     backend: &Backend,
@@ -178,10 +236,10 @@ pub async fn run(
     trace: Option<Arc<Trace>>,
 ) -> Result<()> {
     let info = backend.model.info();
-    let planner = Arc::new(PlanningModel::new(
-        info.clone(),
-        backend.budget_tokenizer.clone(),
-    ));
+    let planner = Arc::new(
+        PlanningModel::new(info.clone(), backend.budget_tokenizer.clone())
+            .with_counter(backend.model.counter()),
+    );
     let mut fanout = Fanout::default();
     if let Some(t) = trace {
         fanout.push(t);
@@ -194,6 +252,7 @@ pub async fn run(
         args,
         templates,
         observer,
+        backend.server_slots,
     )?;
     let node_count = nodes.len();
     let response = synth.synthesize(query, nodes).await.map_err(|e| {

@@ -7,14 +7,15 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use futures::StreamExt;
-use synthkit::model::{LanguageModel, ModelError};
+use synthkit::model::{LanguageModel, ModelError, TimeoutKind};
 use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
 use synthkit::{
-    AnswerFiltering, Concurrency, Node, Observer, Response, ResponseMode, SynthError, Synthesizer,
+    AnswerFiltering, Concurrency, Node, Observer, OnTruncation, Response, ResponseMode, SynthError,
+    Synthesizer,
 };
 
-use crate::args::{DEFAULT_CHUNK_OVERLAP, LlmKind, SynthArgs};
+use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, LlmKind, SynthArgs, TruncationPolicy};
 use crate::backend::{self, Backend};
 use crate::error::usage;
 use crate::input;
@@ -72,8 +73,10 @@ pub fn build_synthesizer(
     args: &SynthArgs,
     templates: &CustomTemplates,
     observer: Arc<dyn Observer>,
+    server_slots: Option<usize>,
 ) -> Result<Synthesizer> {
     let info = model.info();
+    let concurrency = args.concurrency_for(server_slots);
     let budget = PromptBudget::new(info.context_window, info.num_output)
         .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
         .with_chunk_overlap_ratio(args.overlap)
@@ -82,15 +85,19 @@ pub fn build_synthesizer(
     let mut builder = Synthesizer::builder(model)
         .mode(mode)
         .budget(budget)
-        .concurrency(if args.concurrency == 0 {
+        .concurrency(if concurrency == 0 {
             Concurrency::Unlimited
         } else {
-            Concurrency::limit(args.concurrency)
+            Concurrency::limit(concurrency)
         })
         .answer_filtering(if args.structured_filtering {
             AnswerFiltering::on()
         } else {
             AnswerFiltering::Off
+        })
+        .on_truncation(match args.on_truncation {
+            TruncationPolicy::Warn => OnTruncation::Warn,
+            TruncationPolicy::Error => OnTruncation::Error,
         })
         .observer(observer);
     if let Some(sp) = &args.system_prompt {
@@ -109,7 +116,7 @@ pub fn build_synthesizer(
 }
 
 /// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`.
-fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> Result<Vec<Node>> {
+pub(crate) fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> Result<Vec<Node>> {
     let overlap = args
         .chunk_overlap
         .unwrap_or_else(|| default_overlap(args.chunk_size));
@@ -127,7 +134,7 @@ fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> Result<Vec<
         None => Vec::new(),
     };
     if !args.paths.is_empty() || args.nodes.is_none() {
-        let docs = input::read_documents(&args.paths, args.quiet)?;
+        let docs = input::read_documents(args)?;
         let from_docs = input::nodes_from_documents(&docs, &splitter);
         if from_docs.is_empty() && nodes.is_empty() {
             let names: Vec<&str> = docs.iter().map(|d| d.path.as_str()).collect();
@@ -150,6 +157,11 @@ fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> Result<Vec<
 pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> Result<()> {
     let start = Instant::now();
     let mode = args.mode.unwrap_or(default_mode);
+    if args.plan && args.format == JsonFormat::Llamaindex {
+        return Err(usage(
+            "--format llamaindex shapes an answer; --plan makes no answer (leave one out)",
+        ));
+    }
     let templates = CustomTemplates::read(args)?;
     let backend = backend::connect(args).await?;
     // --- cache (--cache): begin
@@ -179,6 +191,14 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     }
 
     let progress = Arc::new(Progress::new(!args.quiet));
+    if progress.draws() && mode.calls_model() {
+        // The bar's length: the calls counted up front with the run's packing (no model
+        // call). If counting fails, the run reports the error; the bar follows the library.
+        let counted = plan::estimate(&backend, mode, args, &templates, query, nodes.clone());
+        if let Ok(estimate) = counted.await {
+            progress.fix_total(estimate);
+        }
+    }
     let model_time = Arc::new(ModelTime::default());
     let mut fanout = Fanout::default();
     fanout.push(progress.clone());
@@ -193,6 +213,7 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
         args,
         &templates,
         Arc::new(fanout),
+        backend.server_slots,
     )?;
     if backend.kind == LlmKind::Extractive && mode.calls_model() {
         note(args.quiet, EXTRACTIVE_NOTE);
@@ -222,20 +243,32 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
         ));
     }
     let stdout = io::stdout();
-    if args.json {
+    if args.json && args.format == JsonFormat::Llamaindex {
+        output::write_json(&mut stdout.lock(), &output::report_llamaindex(&response))?;
+    } else if args.json {
         let info = output::ReportInfo {
             mode,
             backend: backend.name(),
-            model: &backend.model.info().name,
+            model: &backend.model_name(),
             query,
             total_ms: start.elapsed().as_secs_f64() * 1000.0,
             model_ms: model_time.millis(),
         };
         let mut report = output::report_json(&response, &info);
         backend::report_cache(&mut report, cache.as_ref()); // --cache
+        backend::report_concurrency(&mut report, &backend);
         output::write_json(&mut stdout.lock(), &report)?;
     } else if !args.stream {
         output::write_text(&mut stdout.lock(), &response)?;
+    }
+    if let Some(n) = backend::concurrency_note(&backend) {
+        note(args.quiet, &n);
+    }
+    if response.usage.truncated_calls > 0 && !args.quiet {
+        warn(&output::truncated_calls_warning(
+            response.usage.truncated_calls,
+            synth.budget().num_output(),
+        ));
     }
     Ok(())
 }
@@ -280,15 +313,45 @@ fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
     ) {
         return anyhow!("{e} (see --context-window and --num-output)");
     }
+    if let SynthError::Truncated {
+        step, max_tokens, ..
+    } = &e
+    {
+        return anyhow!(
+            "the {} {} reply (level {}, index {}) was cut at the output limit (--num-output {max_tokens}); raise --num-output, or pass --on-truncation warn to keep cut replies",
+            step.mode,
+            step.step,
+            step.level,
+            step.index
+        );
+    }
     let unreachable = matches!(
         &e,
         SynthError::Model {
-            source: ModelError::Connection(_) | ModelError::Timeout(_),
+            source: ModelError::Connection(_) | ModelError::Timeout { .. },
             ..
         } | SynthError::Count { .. }
     );
-    match (unreachable, args.base_url.as_deref()) {
-        (true, Some(url)) => anyhow!("{e}; check that a server is running at {url} (--base-url)"),
-        _ => anyhow::Error::new(e),
+    // The library names its settings; name the flag that sets the one that fired.
+    let flag = match &e {
+        SynthError::Model {
+            source: ModelError::Timeout { kind, .. },
+            ..
+        } => Some(match kind {
+            TimeoutKind::Connect => "--connect-timeout",
+            TimeoutKind::Idle => "--idle-timeout",
+            _ => "--timeout",
+        }),
+        _ => None,
+    };
+    let e = match flag {
+        Some(flag) => anyhow!("{e} ({flag} SECS)"),
+        None => anyhow::Error::new(e),
+    };
+    match (unreachable, backend::base_url(args)) {
+        (true, Some((url, from))) => {
+            anyhow!("{e}; check that a server is running at {url} ({from})")
+        }
+        _ => e,
     }
 }

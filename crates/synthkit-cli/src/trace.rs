@@ -87,6 +87,7 @@ impl Observer for Trace {
             "kind": request.kind.as_str(),
             "prompt": request.prompt.to_text(),
             "prompt_tokens": report.usage.prompt_tokens,
+            "counted_prompt_tokens": request.prompt_tokens,
             "response": report.response,
             "completion_tokens": report.usage.completion_tokens,
             "usage_reported": report.usage_reported,

@@ -137,7 +137,13 @@ fn invalid_utf8_is_read_lossily_with_a_warning() {
                 && l.contains("not valid UTF-8")),
             "{err}"
         );
-        assert!(stdout(&out).contains('\u{FFFD}'), "{}", stdout(&out));
+        // Issue 11: invalid UTF-8 with no multi-byte sequence is legacy 8-bit text,
+        // decoded as windows-1252 (it was U+FFFD replacements before).
+        assert!(
+            stdout(&out).contains("\u{e9}very three months"),
+            "{}",
+            stdout(&out)
+        );
     }
     // Standard input too.
     let out = synthkit()
@@ -197,12 +203,14 @@ fn empty_folders_are_a_clear_error() {
     assert_error(
         &out,
         1,
-        &["no text files found under empty", ".txt, .md"],
+        // Issue 11: any text file is read now; the error says what was not looked at.
+        &["no text files found under empty", "--hidden", "--no-ignore"],
         "empty folder",
     );
-    // Only hidden files and other types: said so.
+    // Only hidden files and binary files: said so. (Issue 11: a .csv holding text is
+    // read now, so the file of another type is a binary one.)
     write(dir.path(), "empty/.hidden.md", DOC);
-    write(dir.path(), "empty/data.csv", "a,b\n");
+    write(dir.path(), "empty/data.bin", b"\x00\x01binary");
     let out = run(dir.path(), &["ask", "q", "empty"]);
     assert_error(&out, 1, &["no text files found", "skipped"], "hidden only");
     // Text files with no text.

@@ -13,7 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use serde_json::json;
 
-/// A chat server on its own runtime whose every other call answers 503 (it stops when
+/// A chat server on its own runtime whose every other call answers 502 (it stops when
 /// dropped, with its runtime).
 struct Flaky {
     _runtime: tokio::runtime::Runtime,
@@ -38,7 +38,7 @@ impl Flaky {
                 let calls = calls.clone();
                 async move {
                     if calls.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
-                        return (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response();
+                        return (StatusCode::BAD_GATEWAY, "upstream hiccup").into_response();
                     }
                     axum::Json(json!({"choices":[{"index":0,"message":{"role":"assistant","content":"Every six months."},"finish_reason":"stop"}]})).into_response()
                 }
@@ -80,7 +80,7 @@ fn retries_show_on_stderr_unless_quiet() {
     let (ok, stderr) = ask(&server, &[]);
     assert!(ok, "{stderr}");
     assert!(stderr.contains("retrying"), "{stderr}");
-    assert!(stderr.contains("503"), "{stderr}");
+    assert!(stderr.contains("502"), "{stderr}");
 
     let (ok, stderr) = ask(&server, &["-q"]);
     assert!(ok, "{stderr}");

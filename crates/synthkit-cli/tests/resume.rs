@@ -4,6 +4,13 @@
 //! the killed run had not finished: no prompt is sent twice, except those in flight at
 //! the kill (at most `--concurrency` of them).
 //!
+//! The kill comes at a fixed point, with no sleep: the server lets [`KILL_AFTER`] calls
+//! through, then holds every later request unanswered and tells the test each time one
+//! starts waiting. Once `--concurrency` requests are held, the binary has nothing left
+//! that it could send or finish, so it is killed there: exactly `KILL_AFTER` answered and
+//! `--concurrency` in flight, whatever the machine's speed. Waits for the binary to end
+//! are events too (its stderr reaching end of file), not polling.
+//!
 //! Everything stays on 127.0.0.1; every wait is bounded.
 #![allow(
     clippy::unwrap_used,
@@ -17,6 +24,7 @@ use std::fs::File;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,18 +39,29 @@ const CONCURRENCY: usize = 4;
 /// How long the server takes to answer: 20 to 50 ms, by prompt (so calls in flight
 /// finish at different times, as with a real server).
 const LATENCY_MS: std::ops::RangeInclusive<u64> = 20..=50;
-/// The killed run is killed once the server has answered this many calls.
+/// The killed run's server answers this many calls, then holds the rest.
 const KILL_AFTER: usize = 60;
 /// The longest any one run of the binary may take.
 const RUN_TIMEOUT: Duration = Duration::from_secs(40);
 
+/// What the test hears about, from the server or from a run of the binary.
+enum Event {
+    /// This many requests are now held at the server's gate, unanswered.
+    Held(usize),
+    /// The binary closed its stderr (it ended); what it wrote there.
+    Exited(String),
+}
+
 /// What the server saw.
-#[derive(Default)]
 struct Seen {
     /// Requests received, by prompt (the request's `messages`, as JSON).
     by_prompt: Mutex<HashMap<String, usize>>,
     received: AtomicUsize,
     answered: AtomicUsize,
+    /// One permit per answer the server may still give; requests past them wait here.
+    gate: tokio::sync::Semaphore,
+    held: AtomicUsize,
+    events: Mutex<Sender<Event>>,
 }
 
 impl Seen {
@@ -60,13 +79,27 @@ struct Server {
 }
 
 impl Server {
+    /// A server that answers every request.
     fn start() -> Self {
+        Self::gated(tokio::sync::Semaphore::MAX_PERMITS, channel().0)
+    }
+
+    /// A server that answers `answers` requests and holds the rest until
+    /// [`Server::open`], sending [`Event::Held`] to `events` as each one starts waiting.
+    fn gated(answers: usize, events: Sender<Event>) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        let seen = Arc::new(Seen::default());
+        let seen = Arc::new(Seen {
+            by_prompt: Mutex::default(),
+            received: AtomicUsize::new(0),
+            answered: AtomicUsize::new(0),
+            gate: tokio::sync::Semaphore::new(answers),
+            held: AtomicUsize::new(0),
+            events: Mutex::new(events),
+        });
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
@@ -84,6 +117,11 @@ impl Server {
 
     fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// Lets every request through from now on (held ones included).
+    fn open(&self) {
+        self.seen.gate.add_permits(1 << 20);
     }
 
     fn stop(self) {
@@ -107,6 +145,15 @@ async fn chat(State(seen): State<Arc<Seen>>, Json(body): Json<Value>) -> Json<Va
         .unwrap()
         .entry(prompt.clone())
         .or_default() += 1;
+    let permit = match seen.gate.try_acquire() {
+        Ok(permit) => permit,
+        Err(_) => {
+            let held = seen.held.fetch_add(1, Ordering::SeqCst) + 1;
+            let _ = seen.events.lock().unwrap().send(Event::Held(held));
+            seen.gate.acquire().await.unwrap()
+        }
+    };
+    permit.forget();
     let (low, high) = (*LATENCY_MS.start(), *LATENCY_MS.end());
     let latency = low + fnv(&prompt) % (high - low + 1);
     tokio::time::sleep(Duration::from_millis(latency)).await;
@@ -176,30 +223,54 @@ fn command(server: &Server, nodes: &Path, cache: Option<&Path>, out: &Path) -> C
     cmd
 }
 
-/// Waits for `child` at most [`RUN_TIMEOUT`] (killing it past that).
-fn wait(child: &mut Child) -> ExitStatus {
+/// Reads `child`'s stderr to its end on a thread, then sends it to `events` as
+/// [`Event::Exited`]: the end of the file is the child ending.
+fn watch(child: &mut Child, events: Sender<Event>) {
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        let _ = events.send(Event::Exited(text));
+    });
+}
+
+/// The next event before `deadline`; past it, kills `child` and fails with `what` (and
+/// what the child wrote to its stderr, once the kill has closed it).
+fn next_event(events: &Receiver<Event>, deadline: Instant, child: &mut Child, what: &str) -> Event {
+    if let Ok(event) = events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        return event;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut stderr = String::new();
+    while let Ok(event) = events.recv_timeout(Duration::from_secs(5)) {
+        if let Event::Exited(text) = event {
+            stderr = text;
+            break;
+        }
+    }
+    panic!("{what} within {RUN_TIMEOUT:?}; its stderr:\n{stderr}");
+}
+
+/// Waits for `child` to end, at most [`RUN_TIMEOUT`] (killing it past that); returns its
+/// status and stderr.
+fn wait(child: &mut Child) -> (ExitStatus, String) {
+    let (tx, events) = channel();
+    watch(child, tx);
     let deadline = Instant::now() + RUN_TIMEOUT;
     loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
+        if let Event::Exited(stderr) =
+            next_event(&events, deadline, child, "synthkit did not finish")
+        {
+            return (child.wait().unwrap(), stderr);
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("synthkit did not finish within {RUN_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 /// Runs to completion; returns the JSON report.
 fn run(mut cmd: Command, out: &Path) -> Value {
     let mut child = cmd.spawn().unwrap();
-    let status = wait(&mut child);
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        std::io::Read::read_to_string(&mut e, &mut stderr).unwrap();
-    }
+    let (status, stderr) = wait(&mut child);
     assert!(status.success(), "synthkit failed ({status}): {stderr}");
     serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
 }
@@ -232,28 +303,38 @@ fn a_killed_run_resumes_from_the_cache() {
     assert_eq!(reference_prompts.len(), total, "a prompt was sent twice");
     reference.stop();
 
-    // The killed run.
-    let server = Server::start();
+    // The killed run: killed once all its calls in flight are held at the server, after
+    // KILL_AFTER answers.
+    let (tx, events) = channel();
+    let server = Server::gated(KILL_AFTER, tx.clone());
     let mut child = command(&server, &nodes, Some(&db), &out).spawn().unwrap();
+    watch(&mut child, tx);
     let deadline = Instant::now() + RUN_TIMEOUT;
-    while server.seen.answered.load(Ordering::SeqCst) < KILL_AFTER {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("synthkit ended ({status}) before it could be killed");
+    loop {
+        match next_event(
+            &events,
+            deadline,
+            &mut child,
+            "the server held too few calls",
+        ) {
+            Event::Held(n) if n == CONCURRENCY => break,
+            Event::Held(_) => {}
+            Event::Exited(stderr) => panic!("synthkit ended before it could be killed: {stderr}"),
         }
-        assert!(Instant::now() < deadline, "the server got too few calls");
-        std::thread::sleep(Duration::from_millis(2));
     }
     child.kill().unwrap(); // SIGKILL
     let status = child.wait().unwrap();
     assert!(!status.success());
-    // Let requests cut off by the kill reach the server's count.
-    std::thread::sleep(Duration::from_millis(*LATENCY_MS.end() * 3));
+    // Nothing was on its way: every call in flight was held, so the counts are final.
     let received_before = server.seen.received.load(Ordering::SeqCst);
     let answered_before = server.seen.answered.load(Ordering::SeqCst);
+    assert_eq!(answered_before, KILL_AFTER);
+    assert_eq!(received_before, KILL_AFTER + CONCURRENCY);
     assert!(
         received_before < total,
         "the killed run finished everything"
     );
+    server.open();
 
     // The rerun, to completion, with the same cache and the same server.
     let resumed = run(command(&server, &nodes, Some(&db), &out), &out);
@@ -355,9 +436,8 @@ fn the_extractive_backend_is_cached_too_and_bad_paths_are_named() {
     assert_eq!(calls(&first, "new_calls"), n);
 
     let mut child = cmd(&db).spawn().unwrap();
-    assert!(wait(&mut child).success());
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let (status, stderr) = wait(&mut child);
+    assert!(status.success(), "{stderr}");
     assert!(
         stderr.contains(&format!("response cache: {n} cached, 0 new calls")),
         "{stderr}"
@@ -368,9 +448,7 @@ fn the_extractive_backend_is_cached_too_and_bad_paths_are_named() {
 
     let bad = dir.path().join("no/such/folder/c.db");
     let mut child = cmd(&bad).spawn().unwrap();
-    let status = wait(&mut child);
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let (status, stderr) = wait(&mut child);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!("cannot open cache {}: ", bad.display())),

@@ -13,11 +13,11 @@ use tracing::Instrument;
 
 use crate::error::SynthError;
 use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent,
-    StructuredCompletion, Usage,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest, StepInfo,
+    StreamEvent, StructuredCompletion, Usage,
 };
 use crate::prompt::BudgetError;
-use crate::synth::Corrections;
+use crate::synth::{Corrections, OnTruncation};
 
 /// Totals over the calls of one synthesis.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -28,6 +28,9 @@ pub struct UsageTotals {
     pub prompt_tokens: u64,
     /// Completion tokens: the server's counts where it reported them, else ours.
     pub completion_tokens: u64,
+    /// Calls whose reply was cut at the output limit (`finish_reason: length`); each one is
+    /// also reported as [`SynthEvent::ReplyTruncated`].
+    pub truncated_calls: u64,
 }
 
 /// What a finished call looked like (for traces and progress).
@@ -48,6 +51,7 @@ pub struct CallReport<'a> {
 /// Something noteworthy that is not an error.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SynthEvent {
     /// simple_summarize cut text to fit one prompt.
     Truncated {
@@ -63,8 +67,25 @@ pub enum SynthEvent {
         /// Why.
         reason: String,
     },
+    /// The server reported more prompt tokens than synthkit counted (a server without an
+    /// exact counter, such as Ollama, adding a chat template): the prompt limit was
+    /// lowered by the learned offset plus a margin, for the rest of the run.
+    Calibrated {
+        /// The call whose usage taught it.
+        step: StepInfo,
+        /// synthkit's count of the prompt.
+        ours: usize,
+        /// The server's count.
+        server: u64,
+        /// The learned offset (server minus ours), the largest seen so far.
+        offset: usize,
+        /// The margin kept on top of it.
+        margin: usize,
+        /// The prompt limit from now on.
+        limit: usize,
+    },
     /// The server rejected a prompt as too long (its tokenizer counts more than ours): the
-    /// budget was shrunk and the step re-packed.
+    /// prompt limit was lowered and the step re-packed.
     ContextCorrected {
         /// The step that was rejected.
         step: StepInfo,
@@ -74,6 +95,17 @@ pub enum SynthEvent {
         server_context_window: Option<u64>,
         /// The prompt budget from now on.
         budget: usize,
+    },
+    /// A model reply was cut at the output limit (`finish_reason: length`): the answer of
+    /// that step (intermediate or final) may be incomplete. Raise the output reserve
+    /// (`num_output`) to avoid it; see [`crate::OnTruncation`].
+    ReplyTruncated {
+        /// The call's step: mode, step, tree level and index.
+        step: StepInfo,
+        /// The reply's completion tokens (the server's count where it reported one).
+        completion_tokens: u64,
+        /// The output limit the request carried (the budget's output reserve).
+        max_tokens: usize,
     },
     /// A tree level was summarised.
     TreeLevel {
@@ -86,7 +118,12 @@ pub enum SynthEvent {
 
 /// Receives progress and call reports; every method has an empty default.
 pub trait Observer: Send + Sync {
-    /// `total` calls are now planned (it only grows).
+    /// `total` calls have been announced so far: the calls the synthesis has packed or
+    /// started, counted from its first (it only grows). It is not the run's final count:
+    /// later steps and tree levels are announced only once they are packed, so it trails
+    /// the calls still to come and reaches the real number of calls only at the end. To
+    /// know the total up front, run the synthesis first against a model that answers at
+    /// once (as the CLI's `--plan` does) and count its calls.
     fn calls_planned(&self, _total: usize) {}
     /// A call finished.
     fn call_finished(&self, _report: &CallReport<'_>) {}
@@ -104,6 +141,15 @@ pub(crate) struct Caller {
     planned: AtomicUsize,
     /// Counts completions when the server reports no usage.
     tokenizer: crate::text::SharedTokenizer,
+    /// What a reply cut at the output limit does.
+    on_truncation: OnTruncation,
+    /// Whether to learn the server's counting from its reported usage (when the model has
+    /// no exact counter).
+    calibrate: bool,
+    /// Set once the first call of the synthesis has ended (answered or failed).
+    first_done: std::sync::atomic::AtomicBool,
+    /// Wakes whoever waits for the first call to end.
+    first_done_notify: tokio::sync::Notify,
 }
 
 impl Caller {
@@ -112,6 +158,8 @@ impl Caller {
         limit: Arc<Corrections>,
         observer: Option<Arc<dyn Observer>>,
         tokenizer: crate::text::SharedTokenizer,
+        on_truncation: OnTruncation,
+        calibrate: bool,
     ) -> Self {
         Self {
             model,
@@ -120,6 +168,10 @@ impl Caller {
             usage: Mutex::new(UsageTotals::default()),
             planned: AtomicUsize::new(0),
             tokenizer,
+            on_truncation,
+            calibrate,
+            first_done: std::sync::atomic::AtomicBool::new(false),
+            first_done_notify: tokio::sync::Notify::new(),
         }
     }
 
@@ -170,6 +222,7 @@ impl Caller {
         )
     }
 
+    /// Records a finished call and returns its usage.
     fn finish(
         &self,
         request: &ModelRequest,
@@ -177,7 +230,7 @@ impl Caller {
         reported: Option<Usage>,
         elapsed: Duration,
         span: &tracing::Span,
-    ) {
+    ) -> Usage {
         let usage = reported.unwrap_or_else(|| Usage {
             prompt_tokens: request.prompt_tokens as u64,
             completion_tokens: self.tokenizer.count(text) as u64,
@@ -189,6 +242,32 @@ impl Caller {
             u.prompt_tokens += usage.prompt_tokens;
             u.completion_tokens += usage.completion_tokens;
         }
+        // Calibration learns from the first reply only, so that every run of the same
+        // job packs the same prompts (a resumed run finds them in its cache).
+        let first = !self.first_done.load(Ordering::SeqCst);
+        if self.calibrate
+            && first
+            && let Some(reported) = reported
+            && let Some(c) = self
+                .limit
+                .calibrate(request.prompt_tokens, reported.prompt_tokens)
+        {
+            tracing::info!(
+                target: "synthkit",
+                offset = c.offset,
+                margin = c.margin,
+                limit = c.limit,
+                "the server counts more prompt tokens than ours: lowering the prompt limit"
+            );
+            self.event(SynthEvent::Calibrated {
+                step: request.step,
+                ours: request.prompt_tokens,
+                server: reported.prompt_tokens,
+                offset: c.offset,
+                margin: c.margin,
+                limit: c.limit,
+            });
+        }
         if let Some(o) = &self.observer {
             o.call_finished(&CallReport {
                 request,
@@ -197,6 +276,77 @@ impl Caller {
                 usage_reported: reported.is_some(),
                 elapsed,
             });
+        }
+        self.end_first();
+        usage
+    }
+
+    /// Marks the first call as ended and wakes [`Caller::calibrated`] waiters.
+    fn end_first(&self) {
+        if !self.first_done.swap(true, Ordering::SeqCst) {
+            self.first_done_notify.notify_waiters();
+        }
+    }
+
+    /// Whether packing must wait for the first reply before fanning out: the prompt limit
+    /// may still be calibrated from it (a server without an exact counter).
+    pub(crate) fn calibrating(&self) -> bool {
+        self.calibrate && !self.first_done.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the first call has ended (at once when not calibrating).
+    pub(crate) async fn calibrated(&self) {
+        loop {
+            let notified = self.first_done_notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.calibrating() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Surfaces a reply cut at the output limit: counts it, reports it to the observer and
+    /// warns, or fails with [`SynthError::Truncated`] under [`OnTruncation::Error`].
+    fn check_reply(
+        &self,
+        request: &ModelRequest,
+        finish_reason: Option<FinishReason>,
+        usage: Usage,
+    ) -> Result<(), SynthError> {
+        if finish_reason != Some(FinishReason::Length) {
+            return Ok(());
+        }
+        if let Ok(mut u) = self.usage.lock() {
+            u.truncated_calls += 1;
+        }
+        let step = request.step;
+        if self.on_truncation == OnTruncation::Warn {
+            tracing::warn!(
+                target: "synthkit",
+                mode = step.mode.as_str(),
+                step = step.step.as_str(),
+                level = step.level,
+                index = step.index,
+                completion_tokens = usage.completion_tokens,
+                max_tokens = request.max_tokens,
+                "a model reply was cut at the output limit of {} tokens (finish_reason: length), so this step's answer may be incomplete; raise the output reserve (num_output)",
+                request.max_tokens
+            );
+        }
+        self.event(SynthEvent::ReplyTruncated {
+            step,
+            completion_tokens: usage.completion_tokens,
+            max_tokens: request.max_tokens,
+        });
+        match self.on_truncation {
+            OnTruncation::Error => Err(SynthError::Truncated {
+                step,
+                completion_tokens: usage.completion_tokens,
+                max_tokens: request.max_tokens,
+            }),
+            OnTruncation::Warn => Ok(()),
         }
     }
 
@@ -214,12 +364,17 @@ impl Caller {
         let span = Self::span(request);
         let start = Instant::now();
         let out = self.model.complete(request).instrument(span.clone()).await;
-        let c = out.map_err(|e| Self::model_error(request, e))?;
-        self.finish(request, &c.text, c.usage, start.elapsed(), &span);
+        let c = out.map_err(|e| {
+            self.end_first();
+            Self::model_error(request, e)
+        })?;
+        let usage = self.finish(request, &c.text, c.usage, start.elapsed(), &span);
+        self.check_reply(request, c.finish_reason, usage)?;
         Ok(c)
     }
 
-    /// A structured call (the request carries the schema).
+    /// A structured call (the request carries the schema). Its reply carries no finish
+    /// reason, so a cut reply shows only as JSON that does not parse.
     pub(crate) async fn structured(
         &self,
         request: &ModelRequest,
@@ -234,21 +389,23 @@ impl Caller {
             .await;
         match out {
             Ok(c) => {
-                self.finish(request, &c.text, c.usage, start.elapsed(), &span);
+                let _ = self.finish(request, &c.text, c.usage, start.elapsed(), &span);
                 Ok(c)
             }
             Err(e) => {
                 if matches!(e, ModelError::Structured(_) | ModelError::Malformed(_)) {
                     // The call was made and paid for even though its reply is unusable.
-                    self.finish(request, "", None, start.elapsed(), &span);
+                    let _ = self.finish(request, "", None, start.elapsed(), &span);
                 }
+                self.end_first();
                 Err(Self::model_error(request, e))
             }
         }
     }
 
     /// A streamed call: deltas as they come; usage is recorded when the stream ends.
-    /// A stream that ends without its `Done` event yields an error, never a silent end.
+    /// A stream that ends without its `Done` event yields an error, never a silent end;
+    /// under [`OnTruncation::Error`] so does a reply cut at the output limit.
     pub(crate) async fn stream(
         self: &Arc<Self>,
         request: ModelRequest,
@@ -261,7 +418,10 @@ impl Caller {
             .stream(&request)
             .instrument(span.clone())
             .await
-            .map_err(|e| Self::model_error(&request, e))?;
+            .map_err(|e| {
+                self.end_first();
+                Self::model_error(&request, e)
+            })?;
         let caller = Arc::clone(self);
         let state = (inner, String::new(), false, request, span, start, caller);
         let s = futures::stream::unfold(
@@ -275,19 +435,25 @@ impl Caller {
                         text.push_str(&d);
                         Some((Ok(d), (inner, text, false, request, span, start, caller)))
                     }
-                    Some(Ok(StreamEvent::Done { usage, .. })) => {
-                        caller.finish(&request, &text, usage, start.elapsed(), &span);
-                        // Emit nothing more; an empty delta marks nothing, so end here.
-                        Some((
-                            Ok(String::new()),
-                            (inner, text, true, request, span, start, caller),
-                        ))
+                    Some(Ok(StreamEvent::Done {
+                        usage,
+                        finish_reason,
+                    })) => {
+                        let usage = caller.finish(&request, &text, usage, start.elapsed(), &span);
+                        // Emit nothing more (an empty delta is filtered out), or the
+                        // truncation error as the last item.
+                        let last = caller
+                            .check_reply(&request, finish_reason, usage)
+                            .map(|()| String::new());
+                        Some((last, (inner, text, true, request, span, start, caller)))
                     }
                     Some(Err(e)) => {
+                        caller.end_first();
                         let err = Caller::model_error(&request, e);
                         Some((Err(err), (inner, text, true, request, span, start, caller)))
                     }
                     None => {
+                        caller.end_first();
                         let err = Caller::model_error(
                             &request,
                             ModelError::Incomplete(

@@ -1,7 +1,7 @@
 //! The crate's top-level error.
 
 use crate::mode::{ResponseMode, Step, UnknownMode};
-use crate::model::ModelError;
+use crate::model::{ModelError, StepInfo};
 use crate::prompt::{BudgetError, TemplateError};
 use crate::text::{SplitError, TokenizerError};
 
@@ -78,6 +78,23 @@ pub enum SynthError {
         /// Why the task ended.
         #[source]
         source: tokio::task::JoinError,
+    },
+    /// A model reply was cut at the output limit (`finish_reason: length`) and the
+    /// synthesizer was built with [`crate::OnTruncation::Error`].
+    #[error(
+        "the {m} {s} reply (level {l}, index {i}) was cut at the output limit of {max_tokens} tokens; raise the output reserve (num_output), or accept cut replies with OnTruncation::Warn",
+        m = .step.mode,
+        s = .step.step,
+        l = .step.level,
+        i = .step.index
+    )]
+    Truncated {
+        /// The call's step: mode, step, tree level and index.
+        step: StepInfo,
+        /// The reply's completion tokens (the server's count where it reported one).
+        completion_tokens: u64,
+        /// The output limit the request carried (the budget's output reserve).
+        max_tokens: usize,
     },
     /// An option or combination of options is not allowed.
     #[error("{0}")]

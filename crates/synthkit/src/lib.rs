@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod call;
+pub mod documents;
 pub mod error;
 pub mod layer;
 pub mod mode;
@@ -21,5 +22,6 @@ pub use mode::{ResponseMode, Step};
 pub use node::Node;
 pub use response::{Response, StreamingResponse, Truncation};
 pub use synth::{
-    AnswerFiltering, Concurrency, SynthesisInput, Synthesizer, SynthesizerBuilder, Templates,
+    AnswerFiltering, Concurrency, OnTruncation, SynthesisInput, Synthesizer, SynthesizerBuilder,
+    Templates,
 };

@@ -1,7 +1,8 @@
 //! Test doubles for models: the only place they live.
 //!
 //! * [`ScriptedModel`]: answers from a function of the request, records every request,
-//!   and streams its answers word by word.
+//!   and streams its answers word by word; its finish reason can be scripted too
+//!   ([`ScriptedModel::with_finish_reason`]).
 //! * [`ReplayModel`]: the fake model of the conformance traces: the answer depends only on
 //!   the kind of template a call used; structured calls answer
 //!   `{"query_satisfied": <prompt contains "RELEVANT">, "answer": ...}` or garbled text
@@ -21,6 +22,7 @@ use crate::model::{
 use crate::prompt::TemplateKind;
 
 type AnswerFn = dyn Fn(&ModelRequest) -> Result<String, ModelError> + Send + Sync;
+type FinishFn = dyn Fn(&ModelRequest) -> FinishReason + Send + Sync;
 
 /// A model whose answers come from a function, recording every request it gets.
 #[derive(Clone)]
@@ -29,6 +31,9 @@ pub struct ScriptedModel {
     answer: Arc<AnswerFn>,
     requests: Arc<Mutex<Vec<ModelRequest>>>,
     delay: Option<Duration>,
+    finish: Option<Arc<FinishFn>>,
+    /// Prompt tokens the "server" adds to ours in the usage it reports.
+    prompt_overhead: u64,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -50,6 +55,8 @@ impl ScriptedModel {
             answer: Arc::new(answer),
             requests: Arc::default(),
             delay: None,
+            finish: None,
+            prompt_overhead: 0,
         }
     }
 
@@ -82,6 +89,23 @@ impl ScriptedModel {
         self
     }
 
+    /// Reports `finish(request)` as every reply's finish reason, in plain and streamed
+    /// calls (default [`FinishReason::Stop`]): [`FinishReason::Length`] scripts a reply cut
+    /// at the output limit.
+    pub fn with_finish_reason(
+        mut self,
+        finish: impl Fn(&ModelRequest) -> FinishReason + Send + Sync + 'static,
+    ) -> Self {
+        self.finish = Some(Arc::new(finish));
+        self
+    }
+
+    fn finish_reason(&self, request: &ModelRequest) -> FinishReason {
+        self.finish
+            .as_ref()
+            .map_or(FinishReason::Stop, |f| f(request))
+    }
+
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
@@ -94,11 +118,18 @@ impl ScriptedModel {
         (self.answer)(request)
     }
 
-    fn usage(request: &ModelRequest, text: &str) -> Usage {
+    fn usage(&self, request: &ModelRequest, text: &str) -> Usage {
         Usage {
-            prompt_tokens: request.prompt_tokens as u64,
+            prompt_tokens: request.prompt_tokens as u64 + self.prompt_overhead,
             completion_tokens: text.split_whitespace().count() as u64,
         }
+    }
+
+    /// Reports `tokens` more prompt tokens than the request's count in every usage, as a
+    /// server whose chat template adds tokens does.
+    pub fn with_prompt_overhead(mut self, tokens: u64) -> Self {
+        self.prompt_overhead = tokens;
+        self
     }
 }
 
@@ -116,11 +147,11 @@ impl LanguageModel for ScriptedModel {
                 tokio::time::sleep(d).await;
             }
             let text = self.answer(request)?;
-            let usage = Some(Self::usage(request, &text));
+            let usage = Some(self.usage(request, &text));
             Ok(Completion {
                 text,
                 usage,
-                finish_reason: Some(FinishReason::Stop),
+                finish_reason: Some(self.finish_reason(request)),
             })
         })
     }
@@ -134,7 +165,7 @@ impl LanguageModel for ScriptedModel {
                 tokio::time::sleep(d).await;
             }
             let text = self.answer(request)?;
-            let usage = Self::usage(request, &text);
+            let usage = self.usage(request, &text);
             // Word by word, keeping every character.
             let mut events: Vec<Result<StreamEvent, ModelError>> = Vec::new();
             let mut piece = String::new();
@@ -149,7 +180,7 @@ impl LanguageModel for ScriptedModel {
             }
             events.push(Ok(StreamEvent::Done {
                 usage: Some(usage),
-                finish_reason: Some(FinishReason::Stop),
+                finish_reason: Some(self.finish_reason(request)),
             }));
             let s: CompletionStream = Box::pin(futures::stream::iter(events));
             Ok(s)

@@ -469,3 +469,45 @@ async fn errors_keep_their_sources() {
     assert!(matches!(err, SynthError::Parse { .. }));
     assert!(err.source().is_some());
 }
+
+/// A server without an exact counter that adds a chat template's tokens: after the first
+/// reply, the limit leaves room for the learned offset, so no later prompt overflows.
+#[tokio::test]
+async fn usage_calibrates_servers_without_a_counter() {
+    #[derive(Default)]
+    struct Events(std::sync::Mutex<Vec<synthkit::SynthEvent>>);
+    impl synthkit::Observer for Events {
+        fn event(&self, e: &synthkit::SynthEvent) {
+            self.0.lock().unwrap().push(e.clone());
+        }
+    }
+    let model =
+        ScriptedModel::constant(info().with_context_window(600), "ok").with_prompt_overhead(40);
+    let events = Arc::new(Events::default());
+    let synth = Synthesizer::builder(Arc::new(model.clone()))
+        .mode(ResponseMode::TreeSummarize)
+        .budget(PromptBudget::new(600, 100).unwrap())
+        .observer(events.clone())
+        .build()
+        .unwrap();
+    synth
+        .synthesize("What was recorded?", long_nodes())
+        .await
+        .unwrap();
+    let events = events.0.lock().unwrap();
+    let calibrated: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            synthkit::SynthEvent::Calibrated { offset, limit, .. } => Some((*offset, *limit)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calibrated, vec![(40, 500 - 40 - 10)]);
+    // Every prompt the server saw after the first left room for its 40 extra tokens
+    // (prompts packed before the first reply are refused by the call door and re-packed).
+    let requests = model.requests();
+    assert!(requests.len() > 3);
+    for r in requests.iter().skip(1) {
+        assert!(r.prompt_tokens + 40 <= 500, "{}", r.prompt_tokens);
+    }
+}

@@ -9,6 +9,13 @@
 //! the right typed `ModelError` without a retry, that a stream cut after its first delta
 //! is an error and never a complete-looking answer, and that the API key never shows.
 //!
+//! Time is tokio's and paused, and every harness holds the clock (`clock::Hold`: no
+//! auto-advance while the client waits for the loopback server), so the clock moves only
+//! when a test moves it: the retry layer's hook moves it on by each wait the layer asks
+//! for (backoff, Retry-After), and the hang test by the client's timeout once the hung
+//! request is the only thing in flight. Retry waits and timeouts cost no wall time, and
+//! no timeout can fire early while a request is on its way.
+//!
 //! Run with `--nocapture` to see one `FAULT | ...` line per case (fault, outcome,
 //! requests seen).
 #![allow(
@@ -20,12 +27,14 @@
 
 use std::collections::HashSet;
 use std::io;
+#[path = "common/clock.rs"]
+mod clock;
 #[path = "common/server.rs"]
 mod server;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -36,21 +45,25 @@ use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::layer::retry::{RetryModel, RetryPolicy};
+use synthkit::call::CallReport;
+use synthkit::layer::retry::{RetryEvent, RetryModel, RetryPolicy};
 use synthkit::model::{
     CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent,
 };
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
 
+use clock::Hold;
 use server::Server;
-use synthkit::{Concurrency, Node, ResponseMode, Step, SynthError, Synthesizer};
+use synthkit::{Concurrency, Node, Observer, ResponseMode, Step, SynthError, Synthesizer};
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// A key that appears nowhere else, so any occurrence in output is a leak.
 const KEY: &str = "sk-faults-UNIQUE-7f3a9c1e5b2d";
-/// The client's timeout: small, so that hangs are cheap.
+/// The client's timeout in the hang test.
 const TIMEOUT: Duration = Duration::from_millis(300);
-/// How long a hanging handler waits before it answers (well past the timeout).
-const HANG: Duration = Duration::from_millis(1200);
+/// The client's timeout everywhere else: the held clock never gets that far.
+const NEVER: Duration = Duration::from_secs(3600);
 /// The size of the enormous reply's content.
 const HUGE: usize = 20 * 1024 * 1024;
 /// Requests a fault-free tree_summarize over [`nodes`] makes: three leaf summaries, then
@@ -72,8 +85,8 @@ enum Fault {
         retry_after: Option<&'static str>,
         body: String,
     },
-    /// Wait this long, then answer well (long after the client gave up).
-    Hang(Duration),
+    /// Never answer (the handler waits until the test drops the server).
+    Hang,
     /// Send part of the body (one delta of a stream, half of a JSON body), then reset.
     DropMidBody,
     /// Send the headers, then reset before any byte of the body.
@@ -103,6 +116,9 @@ struct Script {
     forever: Option<(usize, Fault)>,
     count: AtomicUsize,
     bodies: Mutex<Vec<Value>>,
+    /// Requests that got [`Fault::Hang`] so far; `hang` is told of each.
+    hung: AtomicUsize,
+    hang: Notify,
 }
 
 impl Script {
@@ -166,7 +182,9 @@ fn good(stream: bool, text: &str) -> Response {
 
 /// A body that sends `first` and then breaks the connection. The break comes a moment
 /// after `first`, so that the client has read `first` (a reset arriving with unread data
-/// would discard it, turning the fault into a cut before any data).
+/// would discard it, turning the fault into a cut before any data). The moment is real
+/// time on the server's runtime: the client waits for it on the held clock, and no test
+/// can tell the server when the client's reqwest has read the bytes.
 fn broken(first: Option<String>) -> Body {
     let first: Vec<Result<Bytes, io::Error>> =
         first.into_iter().map(|f| Ok(Bytes::from(f))).collect();
@@ -200,8 +218,10 @@ async fn handle(State(script): State<Arc<Script>>, body: Bytes) -> Response {
             }
             r.body(Body::from(body)).unwrap()
         }
-        Fault::Hang(d) => {
-            tokio::time::sleep(d).await;
+        Fault::Hang => {
+            script.hung.fetch_add(1, Ordering::SeqCst);
+            script.hang.notify_one();
+            std::future::pending::<()>().await;
             good(stream, "too late")
         }
         Fault::DropMidBody => {
@@ -247,10 +267,11 @@ async fn handle(State(script): State<Arc<Script>>, body: Bytes) -> Response {
     }
 }
 
-/// A fault server with its script.
+/// A fault server with its script. While it lives the paused clock is held.
 struct Harness {
     server: Server,
     script: Arc<Script>,
+    _clock: Hold,
 }
 
 impl Harness {
@@ -278,6 +299,7 @@ impl Harness {
         Self {
             server: Server::start(app),
             script,
+            _clock: Hold::new(),
         }
     }
 
@@ -285,13 +307,13 @@ impl Harness {
         OpenAiConfig::new("fault-model")
             .with_base_url(&self.server.base)
             .with_api_key(KEY)
-            .with_timeout(TIMEOUT)
+            .with_timeout(NEVER)
             .with_context_window(600)
             .with_num_output(64)
     }
 
     fn model(&self) -> RetryModel<OpenAiModel> {
-        RetryModel::new(OpenAiModel::new(self.config()).unwrap(), policy())
+        retrying(OpenAiModel::new(self.config()).unwrap())
     }
 
     fn requests(&self) -> usize {
@@ -326,6 +348,26 @@ fn policy() -> RetryPolicy {
         .with_max_elapsed(Duration::from_secs(10))
 }
 
+/// `model` behind the retry layer, whose every wait is skipped on the held clock.
+fn retrying(model: OpenAiModel) -> RetryModel<OpenAiModel> {
+    RetryModel::new(model, policy()).on_retry(advance_clock)
+}
+
+/// Moves the held clock on by the wait the retry layer is about to sleep (the layer
+/// sleeps on tokio's clock), so the retry comes at once in wall time and after the wait
+/// in tokio's. The hook runs just before the sleep starts, in the same poll, so the
+/// spawned advance always comes after the sleep's deadline is set.
+///
+/// The advance is the wait rounded up to whole milliseconds: tokio's timers tick in
+/// milliseconds and round deadlines up, so a jittered 7.3 ms wait fires only once the
+/// clock has moved 8 ms. Every move of the clock here is whole milliseconds, so it stays
+/// on tick boundaries and that is always enough.
+fn advance_clock(retry: &RetryEvent<'_>) {
+    let ms = retry.wait.as_nanos().div_ceil(1_000_000);
+    let wait = Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX));
+    tokio::spawn(async move { tokio::time::advance(wait).await });
+}
+
 const QUERY: &str = "What do the notes say?";
 
 /// Three nodes, each too big to share a summary prompt with another.
@@ -339,11 +381,23 @@ fn nodes() -> Vec<Node> {
 }
 
 fn synthesizer(h: &Harness) -> Synthesizer {
-    Synthesizer::builder(Arc::new(h.model()))
+    synthesizer_over(h.model(), None)
+}
+
+fn synthesizer_over(
+    model: RetryModel<OpenAiModel>,
+    observer: Option<Arc<dyn Observer>>,
+) -> Synthesizer {
+    // The leaves run at once (no first call alone for calibration): the harness relies on
+    // the hung leaf being in flight beside the others.
+    let mut builder = Synthesizer::builder(Arc::new(model))
         .mode(ResponseMode::TreeSummarize)
         .concurrency(Concurrency::limit(4))
-        .build()
-        .unwrap()
+        .calibrate_from_usage(false);
+    if let Some(observer) = observer {
+        builder = builder.observer(observer);
+    }
+    builder.build().unwrap()
 }
 
 fn request() -> ModelRequest {
@@ -385,7 +439,7 @@ fn kind(e: &impl std::fmt::Debug) -> String {
 
 // ---------------------------------------------------------------- baseline
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn baseline() {
     let h = Harness::new(vec![]);
     let r = h.synthesize().await.unwrap();
@@ -405,27 +459,25 @@ async fn baseline() {
 
 // ---------------------------------------------------------------- transient faults: retried
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn rate_limited_with_retry_after_then_ok() {
     let limited = || Fault::Status {
         status: 429,
         retry_after: Some("1"),
         body: r#"{"error":{"message":"slow down","type":"rate_limit"}}"#.into(),
     };
+    // The layer waits exactly the Retry-After (longer than any backoff of `policy`), on
+    // tokio's clock: paused, so the second it stands for costs no wall time.
     // Direct.
     let h = Harness::new(vec![limited()]);
     let start = Instant::now();
     let c = h.model().complete(&request()).await.unwrap();
-    assert!(
-        start.elapsed() >= Duration::from_secs(1),
-        "{:?}",
-        start.elapsed()
-    );
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
     assert_eq!(c.text, "answer 1");
     assert_eq!(h.requests(), 2);
     report(
         "429 + Retry-After: 1, then ok (complete)",
-        "completed after 1 retry, waited >= 1 s",
+        "completed after 1 retry, waited 1 s",
         h.requests(),
     );
 
@@ -433,7 +485,7 @@ async fn rate_limited_with_retry_after_then_ok() {
     let h = Harness::new(vec![limited()]);
     let start = Instant::now();
     let r = h.synthesize().await.unwrap();
-    assert!(start.elapsed() >= Duration::from_secs(1));
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
     assert_eq!(r.text, format!("answer {}", BASELINE));
     assert_eq!(h.requests(), BASELINE + 1);
     report(
@@ -446,7 +498,9 @@ async fn rate_limited_with_retry_after_then_ok() {
     let mut faults = vec![Fault::Ok; FINAL];
     faults.push(limited());
     let h = Harness::new(faults);
+    let start = Instant::now();
     let r = h.stream_finish().await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
     assert_eq!(r.text, format!("answer {}", BASELINE));
     assert_eq!(h.requests(), BASELINE + 1);
     report(
@@ -456,7 +510,7 @@ async fn rate_limited_with_retry_after_then_ok() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn server_errors_then_ok() {
     // Direct: 500, 502, 503, then ok.
     let h = Harness::new(vec![
@@ -502,7 +556,7 @@ async fn server_errors_then_ok() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn persistent_server_errors_give_up_after_max_attempts() {
     let h = Harness::always(status(503, "still down"));
     let e = h.model().complete(&request()).await.unwrap_err();
@@ -533,22 +587,90 @@ async fn persistent_server_errors_give_up_after_max_attempts() {
     );
 }
 
-#[tokio::test]
+/// Counts the calls of a synthesis that have finished.
+#[derive(Default)]
+struct Finished {
+    calls: AtomicUsize,
+    changed: Notify,
+}
+
+impl Observer for Finished {
+    fn call_finished(&self, _report: &CallReport<'_>) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_one();
+    }
+}
+
+/// Runs `call` on the held clock and lets each hung request time out. Once the server
+/// holds a request it will never answer and `finished` has seen `others` calls finish
+/// (those it did answer, which the client has now read), the hung request is the only
+/// thing the client still waits for: moving the clock on by [`TIMEOUT`] fires its timeout
+/// and no other.
+async fn timing_out_hangs<T>(
+    h: &Harness,
+    finished: &Finished,
+    others: usize,
+    call: impl Future<Output = T>,
+) -> T {
+    let script = &h.script;
+    tokio::pin!(call);
+    let mut timed_out = 0;
+    loop {
+        let seen = timed_out;
+        let only_hung_left = async move {
+            while script.hung.load(Ordering::SeqCst) <= seen
+                || finished.calls.load(Ordering::SeqCst) < others
+            {
+                tokio::select! {
+                    () = script.hang.notified() => {}
+                    () = finished.changed.notified() => {}
+                }
+            }
+        };
+        tokio::select! {
+            out = &mut call => return out,
+            () = only_hung_left => {
+                tokio::time::advance(TIMEOUT).await;
+                timed_out += 1;
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn hang_past_the_timeout_then_ok() {
-    let h = Harness::new(vec![Fault::Hang(HANG)]);
+    // The server never answers a hung request; the client gives up after TIMEOUT of
+    // tokio's (paused) clock, then waits its backoff (at most `policy`'s first ceiling,
+    // 20 ms) and retries.
+    let h = Harness::new(vec![Fault::Hang]);
+    let model = retrying(OpenAiModel::new(h.config().with_timeout(TIMEOUT)).unwrap());
     let start = Instant::now();
-    let c = h.model().complete(&request()).await.unwrap();
+    let c = timing_out_hangs(&h, &Finished::default(), 0, model.complete(&request()))
+        .await
+        .unwrap();
     assert_eq!(c.text, "answer 1");
     assert_eq!(h.requests(), 2);
-    assert!(start.elapsed() < HANG, "{:?}", start.elapsed());
+    let took = start.elapsed();
+    assert!(
+        took >= TIMEOUT && took <= TIMEOUT + Duration::from_millis(20),
+        "{took:?}"
+    );
     report(
-        "hang 1.2 s > 300 ms timeout, then ok (complete)",
+        "hang (never answered) > 300 ms timeout, then ok (complete)",
         "completed after 1 retry (Timeout)",
         h.requests(),
     );
 
-    let h = Harness::new(vec![Fault::Hang(HANG)]);
-    let r = h.synthesize().await.unwrap();
+    // One of the three leaves hangs; the other two finish first.
+    let h = Harness::new(vec![Fault::Hang]);
+    let finished = Arc::new(Finished::default());
+    let synth = synthesizer_over(
+        retrying(OpenAiModel::new(h.config().with_timeout(TIMEOUT)).unwrap()),
+        Some(finished.clone()),
+    );
+    let r = timing_out_hangs(&h, &finished, 2, synth.synthesize(QUERY, nodes()))
+        .await
+        .unwrap();
     assert!(r.text.starts_with("answer "));
     assert_eq!(h.requests(), BASELINE + 1);
     report(
@@ -557,11 +679,19 @@ async fn hang_past_the_timeout_then_ok() {
         h.requests(),
     );
 
-    // The streamed final call hangs before its headers.
+    // The streamed final call hangs before its headers (after the three leaves).
     let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(Fault::Hang(HANG));
+    faults.push(Fault::Hang);
     let h = Harness::new(faults);
-    let r = h.stream_finish().await.unwrap();
+    let finished = Arc::new(Finished::default());
+    let synth = synthesizer_over(
+        retrying(OpenAiModel::new(h.config().with_timeout(TIMEOUT)).unwrap()),
+        Some(finished.clone()),
+    );
+    let stream_finish = async { synth.stream(QUERY, nodes()).await?.finish().await };
+    let r = timing_out_hangs(&h, &finished, FINAL, stream_finish)
+        .await
+        .unwrap();
     assert_eq!(r.text, format!("answer {}", BASELINE));
     assert_eq!(h.requests(), BASELINE + 1);
     report(
@@ -571,7 +701,7 @@ async fn hang_past_the_timeout_then_ok() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_stream_dropped_before_its_first_event_is_retried() {
     // Nothing reached the caller, so the layer retries.
     let h = Harness::new(vec![Fault::DropBeforeBody]);
@@ -607,7 +737,7 @@ async fn a_stream_dropped_before_its_first_event_is_retried() {
 
 /// A JSON reply whose connection breaks: no panic, and either a retry that completes or a
 /// typed error. Today it is a typed `Malformed` without retry: see the ignored test below.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_json_reply_dropped_mid_body_does_not_panic() {
     for (name, fault) in [
         (
@@ -649,7 +779,7 @@ async fn a_json_reply_dropped_mid_body_does_not_panic() {
 
 /// A JSON reply whose connection breaks is a transport failure and is retried (reqwest
 /// reports a body cut mid-way as a decode error; the backend maps it to `Connection`).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_json_reply_dropped_mid_body_is_retried() {
     for fault in [Fault::DropBeforeBody, Fault::DropMidBody] {
         let h = Harness::new(vec![fault.clone()]);
@@ -665,7 +795,7 @@ async fn a_json_reply_dropped_mid_body_is_retried() {
 
 // ---------------------------------------------------------------- a stream cut mid-way
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_stream_cut_after_its_first_delta_is_an_error_never_an_answer() {
     let h = Harness::new(vec![Fault::DropMidBody]);
     let events = collect(h.model().stream(&request()).await.unwrap()).await;
@@ -798,7 +928,7 @@ async fn permanent(
     e
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn unauthorized_is_never_retried() {
     let e = permanent(
         "401",
@@ -810,7 +940,7 @@ async fn unauthorized_is_never_retried() {
     assert!(e.to_string().contains("API key"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn malformed_json_is_never_retried() {
     permanent("malformed JSON", Fault::Malformed, true, |e| {
         matches!(e, ModelError::Malformed(_))
@@ -818,7 +948,7 @@ async fn malformed_json_is_never_retried() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn empty_choices_is_never_retried() {
     let e = permanent("empty choices", Fault::EmptyChoices, false, |e| {
         matches!(e, ModelError::Malformed(_))
@@ -844,7 +974,7 @@ async fn empty_choices_is_never_retried() {
 
 /// The synthesizer's streamed final call answers nothing: the response is the
 /// empty-response text (a regression test: the fallback once polled a finished stream).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_empty_streamed_final_answer_gives_the_empty_response() {
     let mut faults = vec![Fault::Ok; FINAL];
     faults.push(Fault::EmptyChoices);
@@ -859,7 +989,7 @@ async fn an_empty_streamed_final_answer_gives_the_empty_response() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn invalid_utf8_is_never_retried() {
     let e = permanent("invalid UTF-8", Fault::InvalidUtf8, true, |e| {
         matches!(e, ModelError::Malformed(_))
@@ -868,7 +998,7 @@ async fn invalid_utf8_is_never_retried() {
     assert!(e.to_string().contains("UTF-8"), "{e}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn context_too_long_is_never_retried() {
     let body = r#"{"error":{"code":400,"message":"request (3027 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3027,"n_ctx":2048}}"#;
     let fault = status(400, body);
@@ -929,18 +1059,13 @@ async fn context_too_long_is_never_retried() {
 
 // ---------------------------------------------------------------- an enormous body
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_enormous_body_does_not_panic() {
     // Outcome: success. The client sets no body limit, so 20 MB of content is read whole
-    // and returned as the answer. The timeout is raised to 20 s here: it bounds the whole
-    // non-streamed call, and with the 300 ms of the other tests a slow (debug) build could
-    // turn this into a typed `Timeout` instead, which is not what is being tested.
+    // and returned as the answer. However slow the (debug) build reads it, the call cannot
+    // turn into a typed `Timeout`: the clock is held.
     let h = Harness::new(vec![Fault::Huge(HUGE)]);
-    let model = RetryModel::new(
-        OpenAiModel::new(h.config().with_timeout(Duration::from_secs(20))).unwrap(),
-        policy(),
-    );
-    let c = model.complete(&request()).await.unwrap();
+    let c = h.model().complete(&request()).await.unwrap();
     assert!(c.text.len() >= HUGE - 12, "{}", c.text.len());
     assert_eq!(h.requests(), 1);
     report(
@@ -951,11 +1076,7 @@ async fn an_enormous_body_does_not_panic() {
 
     // Streamed as one 20 MB SSE event.
     let h = Harness::new(vec![Fault::Huge(HUGE)]);
-    let model = RetryModel::new(
-        OpenAiModel::new(h.config().with_timeout(Duration::from_secs(20))).unwrap(),
-        policy(),
-    );
-    let events = collect(model.stream(&request()).await.unwrap()).await;
+    let events = collect(h.model().stream(&request()).await.unwrap()).await;
     let len: usize = events
         .iter()
         .map(|e| match e {
@@ -976,15 +1097,7 @@ async fn an_enormous_body_does_not_panic() {
     let mut faults = vec![Fault::Ok; FINAL];
     faults.push(Fault::Huge(HUGE));
     let h = Harness::new(faults);
-    let synth = Synthesizer::builder(Arc::new(RetryModel::new(
-        OpenAiModel::new(h.config().with_timeout(Duration::from_secs(20))).unwrap(),
-        policy(),
-    )))
-    .mode(ResponseMode::TreeSummarize)
-    .concurrency(Concurrency::limit(4))
-    .build()
-    .unwrap();
-    let r = synth.synthesize(QUERY, nodes()).await.unwrap();
+    let r = h.synthesize().await.unwrap();
     assert!(r.text.len() >= HUGE - 12);
     assert_eq!(h.requests(), BASELINE);
     report(
@@ -1020,7 +1133,7 @@ fn show(shown: &mut Vec<String>, e: &(impl std::fmt::Debug + std::fmt::Display))
     shown.push(format!("{e} / {e:?} / {e:#?}"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_api_key_never_appears_in_errors_debug_or_logs() {
     let logs = Captured::default();
     let writer = logs.clone();
@@ -1076,11 +1189,12 @@ async fn the_api_key_never_appears_in_errors_debug_or_logs() {
         }),
     );
     let server = Server::start(app);
+    let _clock = Hold::new();
     let config = OpenAiConfig::new("m")
         .with_base_url(&server.base)
         .with_api_key(KEY)
-        .with_timeout(TIMEOUT);
-    let model = RetryModel::new(OpenAiModel::new(config.clone()).unwrap(), policy());
+        .with_timeout(NEVER);
+    let model = retrying(OpenAiModel::new(config.clone()).unwrap());
     let events = collect(model.stream(&request()).await.unwrap()).await;
     assert!(matches!(
         events.last(),

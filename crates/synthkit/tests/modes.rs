@@ -9,11 +9,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use serde::Deserialize;
 use synthkit::call::CallReport;
-use synthkit::model::{ModelError, ModelInfo, ModelRequest};
+use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelRequest};
 use synthkit::prompt::{BudgetError, PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::synth::{StepEvaluator, StepVerdict, VerdictFuture};
 use synthkit::testing::ScriptedModel;
@@ -193,7 +195,9 @@ async fn streaming_equals_non_streaming_in_every_mode() {
     }
 }
 
-#[tokio::test]
+/// Paused time: the scripted model's 1 ms delays keep calls in flight together without
+/// costing wall time.
+#[tokio::test(start_paused = true)]
 async fn concurrency_keeps_prompts_and_answers_identical() {
     let text = "lorem ipsum ".repeat(1500);
     let many: Vec<String> = (0..20).map(|i| format!("part {i} {text}")).collect();
@@ -208,7 +212,7 @@ async fn concurrency_keeps_prompts_and_answers_identical() {
             let model = ScriptedModel::new(info(), |r| {
                 Ok(format!("sum {} {}", r.step.level, r.step.index))
             })
-            .with_delay(std::time::Duration::from_millis(1));
+            .with_delay(Duration::from_millis(1));
             let s = Synthesizer::builder(Arc::new(model.clone()))
                 .mode(mode)
                 .concurrency(Concurrency::limit(limit))
@@ -229,29 +233,75 @@ async fn concurrency_keeps_prompts_and_answers_identical() {
     }
 }
 
-#[tokio::test]
-async fn concurrency_is_bounded() {
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let peak = Arc::new(AtomicUsize::new(0));
-    let (f, p) = (in_flight.clone(), peak.clone());
-    let model = ScriptedModel::new(info(), move |_| {
-        let now = f.fetch_add(1, Ordering::SeqCst) + 1;
-        p.fetch_max(now, Ordering::SeqCst);
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        f.fetch_sub(1, Ordering::SeqCst);
-        Ok("a".into())
-    });
-    drop(in_flight);
-    let many: Vec<String> = (0..30).map(|i| format!("chunk {i}")).collect();
-    let many: Vec<&str> = many.iter().map(String::as_str).collect();
-    let s = Synthesizer::builder(Arc::new(model))
-        .mode(ResponseMode::Accumulate)
-        .concurrency(Concurrency::limit(3))
+/// A model whose every call stays in flight for 10 ms of tokio's (paused) clock, counting
+/// how many calls are in flight at once.
+#[derive(Default)]
+struct Overlapping {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+impl LanguageModel for Overlapping {
+    fn info(&self) -> ModelInfo {
+        info()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(async move {
+            let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            // Paused time only moves once every task is waiting: until then, every call
+            // started is still in flight.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            self.now.fetch_sub(1, Ordering::SeqCst);
+            Ok(Completion::text(format!("summary {}", request.step.index)))
+        })
+    }
+}
+
+/// The most calls in flight at once, and the calls made, for `mode` over `texts`.
+async fn overlap(mode: ResponseMode, texts: &[&str], concurrency: Concurrency) -> (usize, usize) {
+    let model = Arc::new(Overlapping::default());
+    let s = Synthesizer::builder(model.clone())
+        .mode(mode)
+        .budget(PromptBudget::new(400, 100).unwrap())
+        .concurrency(concurrency)
         .build()
         .unwrap();
-    let r = s.synthesize("q", nodes(&many)).await.unwrap();
-    assert_eq!(r.usage.calls, 30);
-    assert!(peak.load(Ordering::SeqCst) <= 3);
+    s.synthesize("q", nodes(texts)).await.unwrap();
+    (
+        model.peak.load(Ordering::SeqCst),
+        model.calls.load(Ordering::SeqCst),
+    )
+}
+
+/// The limit is reached and never passed, in a flat mode and across tree levels; without
+/// it the same jobs overlap more (so the first check can fail).
+#[tokio::test(start_paused = true)]
+async fn concurrency_is_bounded() {
+    let many: Vec<String> = (0..30).map(|i| format!("chunk {i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    // 12 long chunks: about one per leaf prompt (at most 300 tokens), so the first level
+    // has many more calls than the limit.
+    let long = "word ".repeat(200);
+    let leaves = vec![long.as_str(); 12];
+    for (mode, texts) in [
+        (ResponseMode::Accumulate, &many),
+        (ResponseMode::TreeSummarize, &leaves),
+    ] {
+        let (peak, calls) = overlap(mode, texts, Concurrency::limit(3)).await;
+        assert_eq!(peak, 3, "{mode}: peak in flight ({calls} calls)");
+        if mode == ResponseMode::Accumulate {
+            assert_eq!(calls, 30);
+        }
+        let (free, _) = overlap(mode, texts, Concurrency::Unlimited).await;
+        assert!(free > 3, "{mode}: {free} in flight without a limit");
+    }
 }
 
 #[tokio::test]

@@ -6,12 +6,14 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "common/clock.rs"]
+mod clock;
 #[path = "common/server.rs"]
 mod server;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -23,12 +25,14 @@ use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter, TokenizeDialect};
 use synthkit::model::{
     FinishReason, LanguageModel, ModelError, ModelRequest, PromptCounter, StepInfo, StreamEvent,
-    Usage,
+    TimeoutKind, Usage,
 };
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
 use synthkit::{ResponseMode, Step};
 
+use clock::Hold;
 use server::Server;
+use tokio::time::Instant;
 
 const KEY: &str = "sk-test-SECRET-0123456789";
 
@@ -339,37 +343,55 @@ async fn a_stream_cut_before_done_is_incomplete() {
 
 #[tokio::test]
 async fn a_stream_whose_connection_breaks_is_incomplete() {
+    // The server breaks the connection once the test has read the first delta (it says
+    // so through `read`): the reset can never overtake that chunk, and no wait is needed.
+    let read = Arc::new(tokio::sync::Notify::new());
+    let signal = Arc::clone(&read);
     let app = Router::new().route(
         "/v1/chat/completions",
-        post(|| async {
-            let first: Result<Bytes, std::io::Error> = Ok(Bytes::from(sse(&[&chat_chunk("Hel")])));
-            // The reset comes after the headers and the first chunk went out.
-            let reset = futures::stream::once(async {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                Err(std::io::Error::other("reset"))
-            });
-            let chunks = futures::stream::iter(vec![first]).chain(reset);
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from_stream(chunks))
-                .unwrap()
+        post(move || {
+            let read = Arc::clone(&signal);
+            async move {
+                let first: Result<Bytes, std::io::Error> =
+                    Ok(Bytes::from(sse(&[&chat_chunk("Hel")])));
+                let reset = futures::stream::once(async move {
+                    read.notified().await;
+                    Err(std::io::Error::other("reset"))
+                });
+                let chunks = futures::stream::iter(vec![first]).chain(reset);
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "text/event-stream")
+                    .body(Body::from_stream(chunks))
+                    .unwrap()
+            }
         }),
     );
     let server = Server::start(app);
-    let events = collect(server.model().stream(&chat_request()).await.unwrap()).await;
+    let mut stream = server.model().stream(&chat_request()).await.unwrap();
+    let first = stream.next().await;
     assert_eq!(
-        format!("{:?}", events.first()),
+        format!("{first:?}"),
         format!(
             "{:?}",
-            Some(&Ok::<_, ModelError>(StreamEvent::Delta("Hel".into())))
+            Some(Ok::<_, ModelError>(StreamEvent::Delta("Hel".into())))
         )
     );
+    read.notify_one();
+    let events = collect(stream).await;
     let last = events.last().unwrap();
     assert!(matches!(last, Err(ModelError::Incomplete(_))), "{last:?}");
     assert!(last.as_ref().unwrap_err().is_transient());
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::Done { .. })))
+    );
 }
 
-#[tokio::test]
+/// Paused time: the idle timeout is tokio's, so the stall costs no wall time. The clock
+/// is held (no auto-advance) until the first delta is in, so nothing can time out while
+/// the client still waits for real I/O; released, it jumps straight to the idle timeout.
+#[tokio::test(start_paused = true)]
 async fn a_stalled_stream_times_out() {
     let app = Router::new().route(
         "/v1/chat/completions",
@@ -383,20 +405,52 @@ async fn a_stalled_stream_times_out() {
         }),
     );
     let server = Server::start(app);
-    let model = OpenAiModel::new(server.config().with_timeout(Duration::from_millis(300))).unwrap();
+    // The request timeout is long: after the first event only the idle timeout counts.
+    let model = OpenAiModel::new(
+        server
+            .config()
+            .with_timeout(Duration::from_secs(60))
+            .with_idle_timeout(Duration::from_millis(300)),
+    )
+    .unwrap();
+    let held = Hold::new();
     let start = Instant::now();
-    let events = collect(model.stream(&chat_request()).await.unwrap()).await;
-    assert!(start.elapsed() < Duration::from_secs(5));
-    assert_eq!(events.len(), 2);
+    let mut stream = model.stream(&chat_request()).await.unwrap();
+    let first = stream.next().await;
     assert_eq!(
-        format!("{:?}", events.last()),
+        format!("{first:?}"),
         format!(
             "{:?}",
-            Some(&Err::<StreamEvent, _>(ModelError::Timeout(
-                Duration::from_millis(300)
-            )))
+            Some(Ok::<_, ModelError>(StreamEvent::Delta("Hel".into())))
         )
     );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // The server will send nothing more: the next event is the timeout, 300 ms later.
+    held.release().await;
+    let rest = collect(stream).await;
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+    match rest.as_slice() {
+        [
+            Err(
+                e @ ModelError::Timeout {
+                    kind,
+                    waited,
+                    limit,
+                },
+            ),
+        ] => {
+            assert_eq!(*kind, TimeoutKind::Idle);
+            assert_eq!(*waited, Duration::from_millis(300));
+            assert_eq!(*limit, Duration::from_millis(300));
+            assert!(
+                e.to_string()
+                    .contains("gave up after 300ms (the idle timeout is 300ms)"),
+                "{e}"
+            );
+            assert!(e.is_transient());
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -584,32 +638,197 @@ async fn unparsable_replies_are_malformed() {
     assert!(matches!(e, ModelError::Malformed(_)), "{e:?}");
 }
 
-#[tokio::test]
+/// Paused time: the timeout is tokio's. Each call runs with the clock held (no
+/// auto-advance) until the server has its request, so the timeout cannot fire early while
+/// the request is on its way; released, the clock jumps straight to the timeout (the
+/// server never answers), and the call fails exactly 300 ms after it started.
+#[tokio::test(start_paused = true)]
 async fn a_slow_server_times_out_within_the_configured_timeout() {
+    let arrived = Arc::new(tokio::sync::Notify::new());
+    let signal = Arc::clone(&arrived);
     let app = Router::new().route(
         "/v1/chat/completions",
-        post(|| async {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            CHAT_OK
+        post(move || {
+            let arrived = Arc::clone(&signal);
+            async move {
+                arrived.notify_one();
+                // Never answers (the server stops when dropped).
+                std::future::pending::<()>().await;
+                CHAT_OK
+            }
         }),
     );
     let server = Server::start(app);
     let model = OpenAiModel::new(server.config().with_timeout(Duration::from_millis(300))).unwrap();
+
+    let held = Hold::new();
     let start = Instant::now();
-    let e = model.complete(&chat_request()).await.unwrap_err();
-    assert_eq!(
-        format!("{:?}", e),
-        format!("{:?}", ModelError::Timeout(Duration::from_millis(300)))
+    let (e, ()) = tokio::join!(
+        async { model.complete(&chat_request()).await.unwrap_err() },
+        async {
+            arrived.notified().await;
+            held.release().await;
+        }
     );
+    assert!(is_request_timeout(&e, Duration::from_millis(300)), "{e:?}");
     assert!(e.is_transient());
-    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+
+    let held = Hold::new();
     let start = Instant::now();
-    let e = model.stream(&chat_request()).await.err().unwrap();
-    assert_eq!(
-        format!("{:?}", e),
-        format!("{:?}", ModelError::Timeout(Duration::from_millis(300)))
+    let (e, ()) = tokio::join!(
+        async { model.stream(&chat_request()).await.err().unwrap() },
+        async {
+            arrived.notified().await;
+            held.release().await;
+        }
     );
-    assert!(start.elapsed() < Duration::from_secs(5));
+    // Before its first event a stream is bounded by the request timeout.
+    assert!(is_request_timeout(&e, Duration::from_millis(300)), "{e:?}");
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+}
+
+/// Whether `e` is the request timeout of `limit`, having waited exactly that long, and
+/// says so.
+fn is_request_timeout(e: &ModelError, limit: Duration) -> bool {
+    matches!(e, ModelError::Timeout { kind: TimeoutKind::Request, waited, limit: l }
+        if *waited == limit && *l == limit)
+        && e.to_string().contains(&format!(
+            "gave up after {}ms (the request timeout is {}ms)",
+            limit.as_millis(),
+            limit.as_millis()
+        ))
+}
+
+/// A server that accepts connections and then neither reads nor answers (for 30 s).
+fn black_hole() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut held = Vec::new();
+        while std::time::Instant::now() < deadline {
+            match listener.accept() {
+                Ok((conn, _)) => held.push(conn),
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+/// Real time: a server that accepts the connection and never answers fails a
+/// non-streamed call (and a stream before its first event) once the request timeout has
+/// passed, with a message naming the time actually waited.
+#[tokio::test]
+async fn a_server_that_never_answers_fails_after_the_request_timeout() {
+    let config = OpenAiConfig::new("m")
+        .with_base_url(black_hole())
+        .with_timeout(Duration::from_millis(300))
+        .with_idle_timeout(Duration::from_secs(60));
+    let model = OpenAiModel::new(config).unwrap();
+    for streamed in [false, true] {
+        let start = Instant::now();
+        let e = if streamed {
+            model.stream(&chat_request()).await.err().unwrap()
+        } else {
+            model.complete(&chat_request()).await.unwrap_err()
+        };
+        let elapsed = start.elapsed();
+        let ModelError::Timeout {
+            kind,
+            waited,
+            limit,
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*kind, TimeoutKind::Request, "streamed: {streamed}");
+        assert_eq!(*limit, Duration::from_millis(300));
+        assert!(
+            *waited >= Duration::from_millis(300) && *waited <= elapsed,
+            "{waited:?}"
+        );
+        assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+        let message = e.to_string();
+        assert!(
+            message.contains(&format!("gave up after {}ms", waited.as_millis()))
+                && message.contains("the request timeout is 300ms")
+                && message.contains("OpenAiConfig::with_timeout"),
+            "{message}"
+        );
+    }
+}
+
+/// Real time: a token every 100 ms for a second, with a 500 ms request timeout and a
+/// 300 ms idle timeout. The request timeout bounds only the wait for the first event, so
+/// a stream that keeps producing runs past it to the end.
+#[tokio::test]
+async fn a_stream_that_keeps_producing_is_never_cut_by_the_request_timeout() {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            let ticks = futures::stream::iter(0..10).then(|i| async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok::<_, std::io::Error>(Bytes::from(sse(&[&chat_chunk(&format!("t{i} "))])))
+            });
+            let end = futures::stream::iter([Ok(Bytes::from(sse(&[
+                r#"{"model":"served.gguf","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                "[DONE]",
+            ])))]);
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(ticks.chain(end)))
+                .unwrap()
+        }),
+    );
+    let server = Server::start(app);
+    let model = OpenAiModel::new(
+        server
+            .config()
+            .with_timeout(Duration::from_millis(500))
+            .with_idle_timeout(Duration::from_millis(300)),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let events = collect(model.stream(&chat_request()).await.unwrap()).await;
+    let elapsed = start.elapsed();
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Ok(StreamEvent::Delta(d)) => Some(d.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "t0 t1 t2 t3 t4 t5 t6 t7 t8 t9 ", "{events:?}");
+    assert!(
+        matches!(events.last(), Some(Ok(StreamEvent::Done { .. }))),
+        "{events:?}"
+    );
+    assert!(elapsed >= Duration::from_secs(1), "{elapsed:?}");
+    // The model the chunks named is recorded.
+    assert_eq!(model.served_model().as_deref(), Some("served.gguf"));
+}
+
+/// A server that does not answer discovery costs one discovery timeout: the rest of
+/// discovery and the `/tokenize` probe are skipped (before, each waited in turn).
+#[tokio::test]
+async fn a_hanging_server_costs_one_discovery_timeout() {
+    let config = OpenAiConfig::new("m")
+        .with_base_url(black_hole())
+        .with_timeout(Duration::from_millis(400))
+        .with_model_discovery(true)
+        .with_server_tokenizer(true);
+    let start = Instant::now();
+    let mut model = OpenAiModel::connect(config).await.unwrap();
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(400), "{elapsed:?}");
+    // One timeout, not five (/models, /props, /tokenize twice, /models again).
+    assert!(elapsed < Duration::from_millis(1200), "{elapsed:?}");
+    assert_eq!(model.info().name, "m");
+    assert!(model.counter().is_none());
+    assert!(!model.use_server_counter().await);
 }
 
 #[tokio::test]
@@ -728,6 +947,115 @@ async fn discovery_reads_vllm_models_when_there_are_no_props() {
     );
 }
 
+/// `GET /v1/models` as llama.cpp answers it: the served model's id (its file name or
+/// alias), whatever the client configured.
+fn served_models_app(seen: &Seen) -> Router {
+    Router::new()
+        .route(
+            "/v1/models",
+            get(|| async {
+                axum::Json(json!({"object": "list", "data": [
+                    {"id": "qwen2.5-1.5b-instruct-q4_k_m.gguf", "object": "model", "owned_by": "llamacpp", "meta": {"n_ctx": 8192}},
+                    {"id": "second", "object": "model"}]}))
+            }),
+        )
+        .route("/v1/chat/completions", fixed(seen, 200, &[JSON], CHAT_OK))
+}
+
+#[tokio::test]
+async fn model_discovery_uses_the_first_listed_id() {
+    let seen = Seen::default();
+    let server = Server::start(served_models_app(&seen));
+    // Explicitly.
+    let mut model = server.model();
+    assert_eq!(
+        model.discover_model().await.as_deref(),
+        Some("qwen2.5-1.5b-instruct-q4_k_m.gguf")
+    );
+    assert_eq!(model.info().name, "qwen2.5-1.5b-instruct-q4_k_m.gguf");
+    // Through `connect`: the listing also gives the window, and requests name the model.
+    let model = OpenAiModel::connect(server.config().with_model_discovery(true))
+        .await
+        .unwrap();
+    assert_eq!(model.info().name, "qwen2.5-1.5b-instruct-q4_k_m.gguf");
+    assert_eq!(model.config().model, "qwen2.5-1.5b-instruct-q4_k_m.gguf");
+    assert_eq!(model.info().context_window, 8192);
+    assert_eq!(model.served_model(), None);
+    model.complete(&chat_request()).await.unwrap();
+    assert_eq!(seen.last().2["model"], "qwen2.5-1.5b-instruct-q4_k_m.gguf");
+    // The reply names the model that answered (CHAT_OK says `tiny.gguf`).
+    assert_eq!(model.served_model().as_deref(), Some("tiny.gguf"));
+    // Without discovery the configured name stays.
+    let model = OpenAiModel::connect(server.config()).await.unwrap();
+    assert_eq!(model.info().name, "test-model");
+    // A server without a listing keeps the configured name.
+    let mut model = Server::start(Router::new()).model();
+    assert_eq!(model.discover_model().await, None);
+    assert_eq!(model.info().name, "test-model");
+}
+
+#[tokio::test]
+async fn top_p_seed_and_extra_body_are_sent_in_chat_and_completion_requests() {
+    let seen = Seen::default();
+    let completion = r#"{"choices":[{"text":"x","index":0,"finish_reason":"stop"}]}"#;
+    let streamed = sse(&[
+        &chat_chunk("x"),
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let app = Router::new()
+        .route("/v1/chat/completions", fixed(&seen, 200, &[JSON], CHAT_OK))
+        .route("/v1/completions", fixed(&seen, 200, &[JSON], completion))
+        .route("/v2/chat/completions", fixed(&seen, 200, &[SSE], streamed));
+    let server = Server::start(app);
+    let mut extra = serde_json::Map::new();
+    extra.insert("min_p".into(), json!(0.05));
+    extra.insert("cache_prompt".into(), json!(true));
+    let config = server
+        .config()
+        .with_temperature(0.7)
+        .with_top_p(0.9)
+        .with_seed(1234)
+        .with_extra_body_fields(extra);
+    let check = |body: &Value| {
+        assert!(
+            (body["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6,
+            "{body}"
+        );
+        assert!(
+            (body["top_p"].as_f64().unwrap() - 0.9).abs() < 1e-6,
+            "{body}"
+        );
+        assert_eq!(body["seed"], 1234, "{body}");
+        assert_eq!(body["min_p"], 0.05, "{body}");
+        assert_eq!(body["cache_prompt"], true, "{body}");
+    };
+    let chat = OpenAiModel::new(config.clone()).unwrap();
+    chat.complete(&chat_request()).await.unwrap();
+    check(&seen.last().2);
+    let completions = OpenAiModel::new(config.clone().with_chat(false)).unwrap();
+    completions.complete(&chat_request()).await.unwrap();
+    let (path, _, body) = seen.last();
+    assert_eq!(path, "/v1/completions");
+    check(&body);
+    let base = config.base().replace("/v1", "/v2");
+    let streaming = OpenAiModel::new(config.with_base_url(base)).unwrap();
+    collect(streaming.stream(&chat_request()).await.unwrap()).await;
+    let (path, _, body) = seen.last();
+    assert_eq!(
+        (path.as_str(), &body["stream"]),
+        ("/v2/chat/completions", &json!(true))
+    );
+    check(&body);
+    // Unset, they are left out.
+    server.model().complete(&chat_request()).await.unwrap();
+    let (_, _, body) = seen.last();
+    assert!(
+        body.get("top_p").is_none() && body.get("seed").is_none(),
+        "{body}"
+    );
+}
+
 #[tokio::test]
 async fn discovery_without_answers_keeps_the_default() {
     let server = Server::start(Router::new());
@@ -759,6 +1087,23 @@ fn llama_tokenize_app(calls: Arc<AtomicUsize>) -> Router {
                         None => axum::Json(json!({"tokens": []})).into_response(),
                     }
                 }
+            }),
+        )
+        .route(
+            // A ChatML template: `<|im_start|>ROLE CONTENT<|im_end|>` per message, then the
+            // reply's opening.
+            "/apply-template",
+            post(|body: axum::Json<Value>| async move {
+                let mut prompt = String::new();
+                for m in body["messages"].as_array().unwrap() {
+                    prompt.push_str(&format!(
+                        "<|im_start|>{} {} <|im_end|> ",
+                        m["role"].as_str().unwrap(),
+                        m["content"].as_str().unwrap()
+                    ));
+                }
+                prompt.push_str("<|im_start|>assistant");
+                axum::Json(json!({ "prompt": prompt }))
             }),
         )
         .route(
@@ -803,18 +1148,14 @@ async fn llama_cpp_counter_counts_batches_caches_and_fails_loudly() {
         .unwrap();
     assert_eq!(counts, vec![2, 3, 2, 5, 0]);
     assert_eq!(calls.load(Ordering::SeqCst), before + 2);
-    // Whole prompts, as the packing path asks.
+    // Whole prompts, as the packing path asks: a chat prompt through the chat template
+    // (`<|im_start|>user a b <|im_end|> <|im_start|>assistant` is 5 words).
     let prompts = [
         RenderedPrompt::Text("a b c".into()),
         RenderedPrompt::Chat(vec![ChatMessage::new(Role::User, "a b")]),
     ];
     let counts = counter.count_prompts(&prompts).await.unwrap();
-    assert_eq!(counts[0], 3);
-    // role (1) + content (2) + the per-message overhead.
-    assert_eq!(
-        counts[1],
-        1 + 2 + synthkit::prompt::budget::CHAT_MESSAGE_OVERHEAD
-    );
+    assert_eq!(counts, vec![3, 5]);
 
     // The model hands it out as its exact counter.
     let mut model = server.model();

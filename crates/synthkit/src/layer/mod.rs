@@ -5,6 +5,8 @@
 //! - [`limit`]: calls in flight, requests and tokens per minute, shared by every call that
 //!   uses the same [`limit::Limiter`].
 //! - [`cache`]: answers repeated requests from a store.
+//! - [`adaptive`]: as many calls in flight as the server can take now (halved on
+//!   overload, grown back slowly).
 //!
 //! Stack them with [`ModelExt`], innermost first; the cache goes outermost so that a hit
 //! waits for no rate limit and spends no retry:
@@ -29,6 +31,7 @@ use std::sync::Arc;
 
 use crate::model::LanguageModel;
 
+pub mod adaptive;
 pub mod cache;
 pub mod limit;
 pub mod retry;
@@ -43,6 +46,12 @@ pub trait ModelExt: LanguageModel + Sized {
     /// Waits for `limiter` before each call ([`limit::LimitedModel`]).
     fn limit(self, limiter: limit::Limiter) -> limit::LimitedModel<Self> {
         limit::LimitedModel::new(self, limiter)
+    }
+
+    /// Keeps the calls in flight within `limit`, which adapts to the server's overloads
+    /// ([`adaptive::AdaptiveModel`]).
+    fn adaptive(self, limit: adaptive::AdaptiveLimit) -> adaptive::AdaptiveModel<Self> {
+        adaptive::AdaptiveModel::new(self, limit)
     }
 
     /// Answers repeated requests from `store` ([`cache::CachedModel`]); `identity` names the

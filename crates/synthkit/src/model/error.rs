@@ -53,9 +53,17 @@ pub enum ModelError {
         /// The response body.
         body: String,
     },
-    /// No answer in time.
-    #[error("no answer from the model within {0:?}: raise the timeout or check the server")]
-    Timeout(Duration),
+    /// No answer in time. The message says which timeout fired, how long the call had
+    /// actually waited, and which setting to change.
+    #[error("{}", fmt_timeout(*.kind, *.waited, *.limit))]
+    Timeout {
+        /// Which timeout fired.
+        kind: TimeoutKind,
+        /// How long the call had waited when it gave up (measured, not configured).
+        waited: Duration,
+        /// The configured limit that fired.
+        limit: Duration,
+    },
     /// The connection failed or was reset.
     #[error("connection to the model failed: {0}")]
     Connection(String),
@@ -82,6 +90,68 @@ pub enum ModelError {
     Other(String),
 }
 
+/// Which timeout of a model call fired ([`ModelError::Timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TimeoutKind {
+    /// The connection to the server could not be opened in time (the OpenAI backend's
+    /// `OpenAiConfig::connect_timeout`).
+    Connect,
+    /// The reply did not come in time: the whole reply of a non-streamed call, or the
+    /// first event of a stream (`OpenAiConfig::timeout`).
+    Request,
+    /// A stream went silent for too long between two events (`OpenAiConfig::idle_timeout`).
+    Idle,
+}
+
+impl TimeoutKind {
+    /// `connect`, `request` or `idle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeoutKind::Connect => "connect",
+            TimeoutKind::Request => "request",
+            TimeoutKind::Idle => "idle",
+        }
+    }
+}
+
+impl std::fmt::Display for TimeoutKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A duration for messages: `850ms` below a second, else `12.3s`.
+fn fmt_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+fn fmt_timeout(kind: TimeoutKind, waited: Duration, limit: Duration) -> String {
+    let (what, hint) = match kind {
+        TimeoutKind::Connect => (
+            "could not connect to the model's server",
+            "check the server address, or raise the connect timeout (`OpenAiConfig::with_connect_timeout`)",
+        ),
+        TimeoutKind::Request => (
+            "no answer from the model",
+            "raise the request timeout (`OpenAiConfig::with_timeout`) for long prompts or slow servers, or check the server",
+        ),
+        TimeoutKind::Idle => (
+            "the model's streamed reply stalled",
+            "raise the idle timeout (`OpenAiConfig::with_idle_timeout`), or check the server",
+        ),
+    };
+    format!(
+        "{what}: gave up after {} (the {kind} timeout is {}): {hint}",
+        fmt_duration(waited),
+        fmt_duration(limit)
+    )
+}
+
 fn fmt_excess(prompt: Option<u64>, window: Option<u64>) -> String {
     match (prompt, window) {
         (Some(p), Some(w)) => format!(" ({p} tokens > {w})"),
@@ -97,7 +167,7 @@ impl ModelError {
             self,
             ModelError::RateLimited { .. }
                 | ModelError::Server { .. }
-                | ModelError::Timeout(_)
+                | ModelError::Timeout { .. }
                 | ModelError::Connection(_)
                 | ModelError::Incomplete(_)
         )

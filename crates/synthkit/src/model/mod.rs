@@ -19,7 +19,7 @@ use crate::text::SharedTokenizer;
 
 mod error;
 
-pub use error::ModelError;
+pub use error::{ModelError, TimeoutKind};
 
 /// What a model is and how much it can take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -177,6 +177,22 @@ impl fmt::Debug for AnswerFiltering {
     }
 }
 
+/// What a synthesis does with a model reply cut at the output limit (`finish_reason:
+/// length`: the reply reached the request's `max_tokens`, the budget's output reserve).
+///
+/// Either way the call is counted in [`crate::UsageTotals::truncated_calls`] and reported
+/// to the observer as [`crate::SynthEvent::ReplyTruncated`] with its step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OnTruncation {
+    /// Keep the cut reply and log a warning (the default).
+    #[default]
+    Warn,
+    /// Fail the synthesis with [`SynthError::Truncated`]; for a stream, its last item is
+    /// that error instead of a normal end.
+    Error,
+}
+
 /// Where the system prompt comes from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 enum SystemPrompt {
@@ -204,6 +220,8 @@ pub struct SynthesizerBuilder {
     separator: String,
     observer: Option<Arc<dyn Observer>>,
     system_prompt: SystemPrompt,
+    on_truncation: OnTruncation,
+    calibrate_from_usage: bool,
 }
 
 impl SynthesizerBuilder {
@@ -222,6 +240,8 @@ impl SynthesizerBuilder {
             separator: DEFAULT_ACCUMULATE_SEPARATOR.to_string(),
             observer: None,
             system_prompt: SystemPrompt::FromModel,
+            on_truncation: OnTruncation::Warn,
+            calibrate_from_usage: true,
         }
     }
 
@@ -311,6 +331,21 @@ impl SynthesizerBuilder {
         self.system_prompt = SystemPrompt::Without;
         self
     }
+    /// Whether to learn the server's prompt counting from the first reply's usage when the
+    /// model has no exact counter (default on). The first call of a synthesis then goes
+    /// alone: the prompt limit is lowered by what the server counted beyond ours (a chat
+    /// template's tokens) plus a margin, before anything else is packed, so every run of
+    /// the same job packs the same prompts. Turn it off when your local counts are known
+    /// to be exact and the first call's latency matters.
+    pub fn calibrate_from_usage(mut self, on: bool) -> Self {
+        self.calibrate_from_usage = on;
+        self
+    }
+    /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
+    pub fn on_truncation(mut self, policy: OnTruncation) -> Self {
+        self.on_truncation = policy;
+        self
+    }
 
     /// Checks the options and builds the synthesizer.
     pub fn build(self) -> Result<Synthesizer, SynthError> {
@@ -375,6 +410,8 @@ impl SynthesizerBuilder {
                 separator: self.separator,
                 observer: self.observer,
                 system_prompt,
+                on_truncation: self.on_truncation,
+                calibrate_from_usage: self.calibrate_from_usage,
             }),
         })
     }
@@ -395,4 +432,6 @@ pub(crate) struct Settings {
     pub(crate) separator: String,
     pub(crate) observer: Option<Arc<dyn Observer>>,
     pub(crate) system_prompt: Option<String>,
+    pub(crate) on_truncation: OnTruncation,
+    pub(crate) calibrate_from_usage: bool,
 }

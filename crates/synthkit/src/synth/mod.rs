@@ -38,7 +38,7 @@ pub(crate) mod modes;
 pub use crate::mode::ResponseMode;
 pub use builder::{
     AnswerFiltering, Concurrency, DEFAULT_ACCUMULATE_SEPARATOR, DEFAULT_CONCURRENCY,
-    DEFAULT_EMPTY_RESPONSE, SynthesizerBuilder, Templates,
+    DEFAULT_EMPTY_RESPONSE, OnTruncation, SynthesizerBuilder, Templates,
 };
 pub(crate) use engine::Corrections;
 use engine::Job;

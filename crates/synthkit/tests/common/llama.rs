@@ -65,6 +65,18 @@ pub fn server_with_ctx(ctx: usize) -> Option<LlamaServer> {
             pid: None,
         });
     }
+    start(ctx, None, "")
+}
+
+/// A llama-server serving SmolLM2-135M-Instruct (a real instruction model with a ChatML
+/// chat template), fetched once into the cache by `scripts/fetch-smollm2.sh`, started
+/// with `-c ctx` and `args` (such as `-np 4`); `None` after a skip message when it cannot
+/// be had here (a failure under `CI`).
+pub fn smollm2(ctx: usize, args: &str) -> Option<LlamaServer> {
+    start(ctx, Some("smollm2"), args)
+}
+
+fn start(ctx: usize, model: Option<&str>, args: &str) -> Option<LlamaServer> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.sh");
     let mut last_failure = String::new();
     for _attempt in 0..3 {
@@ -74,6 +86,8 @@ pub fn server_with_ctx(ctx: usize) -> Option<LlamaServer> {
             .arg(port.to_string())
             .arg(ctx.to_string())
             .env("LLAMA_WATCH_PID", std::process::id().to_string())
+            .env("LLAMA_MODEL", model.unwrap_or_default())
+            .env("LLAMA_SERVER_ARGS", args)
             .stdin(Stdio::null())
             .stderr(Stdio::inherit())
             .output();

@@ -24,10 +24,22 @@ pub struct OpenAiConfig {
     pub model: String,
     /// The sampling temperature (default 0.1); `None` leaves it to the server.
     pub temperature: Option<f32>,
-    /// How long one call may take (default 120 s). For streams it bounds the wait for the
-    /// response headers and then for each piece of the body, so a long reply that keeps
-    /// coming is never cut.
+    /// The nucleus-sampling `top_p` (default `None`: left to the server).
+    pub top_p: Option<f32>,
+    /// The sampling `seed` (default `None`: left to the server); servers that honour it
+    /// (llama.cpp, vLLM, OpenAI) then sample reproducibly.
+    pub seed: Option<i64>,
+    /// The request timeout (default 600 s, as OpenAI's SDKs use). A non-streamed call must
+    /// be answered in full within it; a streamed call must send its first event within
+    /// it (a server reads the whole prompt before the first token, which takes minutes
+    /// for long prompts on a CPU), after which only [`OpenAiConfig::idle_timeout`] applies,
+    /// so a stream that keeps producing tokens is never cut.
     pub timeout: Duration,
+    /// How long opening the connection may take (default 10 s).
+    pub connect_timeout: Duration,
+    /// How long a stream may stay silent between two events once its first event came
+    /// (default 120 s).
+    pub idle_timeout: Duration,
     /// The context window, if known; else [`OpenAiModel::discover`](super::OpenAiModel::discover) asks the server, and
     /// failing that [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] is used.
     pub context_window: Option<usize>,
@@ -44,8 +56,13 @@ pub struct OpenAiConfig {
     pub stream_usage: bool,
     /// Whether [`OpenAiModel::connect`](super::OpenAiModel::connect) probes the server's `/tokenize` (default false).
     pub server_tokenizer: bool,
-    /// Extra fields merged into every completion request body (`cache_prompt`, `top_k`,
-    /// ...); they override the fields synthkit sets.
+    /// Whether [`OpenAiModel::connect`](super::OpenAiModel::connect) asks the server which
+    /// model it serves (`GET {base}/models`) and uses the first one's id instead of
+    /// [`OpenAiConfig::model`] (default false; see
+    /// [`OpenAiModel::discover_model`](super::OpenAiModel::discover_model)).
+    pub discover_model: bool,
+    /// Extra fields merged into every completion request body, chat and completion alike
+    /// (`cache_prompt`, `top_k`, `min_p`, ...); they override the fields synthkit sets.
     pub extra_body: Map<String, Value>,
 }
 
@@ -56,7 +73,11 @@ impl fmt::Debug for OpenAiConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("model", &self.model)
             .field("temperature", &self.temperature)
+            .field("top_p", &self.top_p)
+            .field("seed", &self.seed)
             .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
             .field("context_window", &self.context_window)
             .field("num_output", &self.num_output)
             .field("is_chat", &self.is_chat)
@@ -64,6 +85,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("json_schema", &self.json_schema)
             .field("stream_usage", &self.stream_usage)
             .field("server_tokenizer", &self.server_tokenizer)
+            .field("discover_model", &self.discover_model)
             .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -76,8 +98,12 @@ impl OpenAiConfig {
     pub const DEFAULT_MODEL: &'static str = "gpt-4o-mini";
     /// The default sampling temperature.
     pub const DEFAULT_TEMPERATURE: f32 = 0.1;
-    /// The default timeout for one call.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+    /// The default request timeout ([`OpenAiConfig::timeout`]): 600 s, as OpenAI's SDKs.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+    /// The default connect timeout ([`OpenAiConfig::connect_timeout`]).
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The default idle timeout between stream events ([`OpenAiConfig::idle_timeout`]).
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
     /// The environment variable read for the API key by [`OpenAiConfig::from_env`].
     pub const DEFAULT_KEY_VAR: &'static str = "OPENAI_API_KEY";
 
@@ -88,7 +114,11 @@ impl OpenAiConfig {
             api_key: None,
             model: model.into(),
             temperature: Some(Self::DEFAULT_TEMPERATURE),
+            top_p: None,
+            seed: None,
             timeout: Self::DEFAULT_TIMEOUT,
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             context_window: None,
             num_output: ModelInfo::DEFAULT_NUM_OUTPUT,
             is_chat: true,
@@ -96,6 +126,7 @@ impl OpenAiConfig {
             json_schema: true,
             stream_usage: true,
             server_tokenizer: false,
+            discover_model: false,
             extra_body: Map::new(),
         }
     }
@@ -153,9 +184,33 @@ impl OpenAiConfig {
         self
     }
 
-    /// Sets the timeout for one call.
+    /// Sets `top_p`; `None` leaves it to the server.
+    pub fn with_top_p(mut self, top_p: impl Into<Option<f32>>) -> Self {
+        self.top_p = top_p.into();
+        self
+    }
+
+    /// Sets the sampling `seed`; `None` leaves it to the server.
+    pub fn with_seed(mut self, seed: impl Into<Option<i64>>) -> Self {
+        self.seed = seed.into();
+        self
+    }
+
+    /// Sets the request timeout ([`OpenAiConfig::timeout`]).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the connect timeout ([`OpenAiConfig::connect_timeout`]).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the idle timeout between stream events ([`OpenAiConfig::idle_timeout`]).
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
         self
     }
 
@@ -201,9 +256,23 @@ impl OpenAiConfig {
         self
     }
 
+    /// Whether [`OpenAiModel::connect`](super::OpenAiModel::connect) uses the first model
+    /// the server lists ([`OpenAiConfig::discover_model`]).
+    pub fn with_model_discovery(mut self, enabled: bool) -> Self {
+        self.discover_model = enabled;
+        self
+    }
+
     /// Adds a field to every completion request body.
     pub fn with_extra_body(mut self, key: impl Into<String>, value: Value) -> Self {
         self.extra_body.insert(key.into(), value);
+        self
+    }
+
+    /// Adds every field of `fields` to every completion request body (a field already
+    /// there is replaced).
+    pub fn with_extra_body_fields(mut self, fields: Map<String, Value>) -> Self {
+        self.extra_body.extend(fields);
         self
     }
 

@@ -248,14 +248,15 @@ pub(crate) fn parse_http_date(s: &str) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
-/// The error for a failed request (no HTTP status): timeout, connection or body failure.
+/// The error for a failed request (no HTTP status): a timeout (built by `timed_out`,
+/// told whether the connection was still being opened), a connection or body failure.
 pub(crate) fn from_reqwest(
     e: &reqwest::Error,
-    timeout: Duration,
     key: Option<&SecretString>,
+    timed_out: impl FnOnce(bool) -> ModelError,
 ) -> ModelError {
     if e.is_timeout() {
-        return ModelError::Timeout(timeout);
+        return timed_out(e.is_connect());
     }
     // The backend parses JSON itself, so a reqwest decode or body error means the body
     // could not be read to its end: a broken connection, which a retry may fix.

@@ -21,7 +21,13 @@
 //!   a `RenderedPrompt::Text` as one user message; **completion** mode sends
 //!   [`RenderedPrompt::to_text`](crate::prompt::RenderedPrompt::to_text) as `prompt`. The request's prompt is sent as is: the
 //!   synthesizer has already added the system prompt that [`LanguageModel::info`] reports.
-//! - `max_tokens` is the request's `max_tokens`; `temperature` comes from the config.
+//! - `max_tokens` is the request's `max_tokens`; `temperature`, `top_p`, `seed` and the
+//!   extra body fields come from the config.
+//! - **Timeouts** fit local inference: opening the connection is bounded by
+//!   [`OpenAiConfig::connect_timeout`] (10 s); a non-streamed call by the request timeout
+//!   [`OpenAiConfig::timeout`] (600 s); a stream by the request timeout until its first
+//!   event, then by [`OpenAiConfig::idle_timeout`] (120 s) between events, never by a total.
+//!   A [`ModelError::Timeout`] says which fired and how long the call had waited.
 //! - **Streaming** uses SSE with `stream_options.include_usage`; see [`LanguageModel::stream`]
 //!   for the guarantees (deltas, then exactly one `Done`; a cut stream is an error).
 //! - **Structured** calls send `response_format: json_schema` (strict) when
@@ -31,31 +37,38 @@
 //!   are a layer around any [`LanguageModel`] driven by [`ModelError::is_transient`] and
 //!   `RateLimited::retry_after`; each method below makes exactly one HTTP attempt.
 //! - **Discovery** ([`OpenAiModel::discover`]) reads the context window from llama.cpp's
-//!   `/props` or a `/models` listing (vLLM's `max_model_len`).
+//!   `/props` or a `/models` listing (vLLM's `max_model_len`);
+//!   [`OpenAiModel::discover_model`] takes the model name from `/models`, and
+//!   [`OpenAiModel::served_model`] is the name the server gave in its latest reply.
 //! - **Server counter** ([`ServerCounter`]) counts prompts with the server's own vocabulary.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    SharedCounter, StreamEvent, StructuredCompletion, parse_json_reply,
+    SharedCounter, StreamEvent, StructuredCompletion, TimeoutKind, parse_json_reply,
 };
 use crate::text::SharedTokenizer;
 
 mod config;
 mod error;
+mod slots;
 mod stream;
 mod tokenizer;
 mod wire;
 
 pub use config::OpenAiConfig;
 pub use secrecy::SecretString;
+pub use slots::server_slots;
 pub use tokenizer::{ServerCounter, TokenizeDialect};
 
 /// The most time discovery waits for one answer.
@@ -64,7 +77,7 @@ const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) fn build_client(config: &OpenAiConfig) -> Result<reqwest::Client, ModelError> {
     reqwest::Client::builder()
         .user_agent(concat!("synthkit/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(config.timeout.min(Duration::from_secs(30)))
+        .connect_timeout(config.connect_timeout)
         .build()
         .map_err(|e| {
             ModelError::Other(format!(
@@ -74,13 +87,87 @@ pub(crate) fn build_client(config: &OpenAiConfig) -> Result<reqwest::Client, Mod
         })
 }
 
+/// The model the server named in its latest reply, shared with the streams it returns.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServedModel(Arc<Mutex<Option<String>>>);
+
+impl ServedModel {
+    /// Records `name` (a no-op when it is the one already recorded).
+    pub(crate) fn set(&self, name: &str) {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.as_deref() != Some(name) {
+            *slot = Some(name.to_string());
+        }
+    }
+
+    /// The latest name recorded.
+    pub(crate) fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The timeouts of one call, measured from its start on tokio's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallClock {
+    start: Instant,
+    request: Duration,
+    connect: Duration,
+}
+
+impl CallClock {
+    fn start(config: &OpenAiConfig) -> Self {
+        Self {
+            start: Instant::now(),
+            request: config.timeout,
+            connect: config.connect_timeout,
+        }
+    }
+
+    /// What is left of the request timeout.
+    pub(crate) fn request_left(&self) -> Duration {
+        self.request.saturating_sub(self.start.elapsed())
+    }
+
+    /// The error when the request timeout fires now.
+    pub(crate) fn request_timed_out(&self) -> ModelError {
+        ModelError::Timeout {
+            kind: TimeoutKind::Request,
+            waited: self.start.elapsed(),
+            limit: self.request,
+        }
+    }
+
+    /// The error for a failed request: a connect timeout, the request timeout, or a
+    /// connection failure.
+    pub(crate) fn transport(&self, e: &reqwest::Error, key: Option<&SecretString>) -> ModelError {
+        error::from_reqwest(e, key, |connecting| {
+            if connecting {
+                ModelError::Timeout {
+                    kind: TimeoutKind::Connect,
+                    waited: self.start.elapsed(),
+                    limit: self.connect,
+                }
+            } else {
+                self.request_timed_out()
+            }
+        })
+    }
+}
+
 /// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`].
 pub struct OpenAiModel {
     config: OpenAiConfig,
     client: reqwest::Client,
     discovered_context_window: Option<usize>,
+    discovered_slots: Option<usize>,
     tokenizer: Option<SharedTokenizer>,
     counter: Option<ServerCounter>,
+    served: ServedModel,
+    /// Set when a discovery request timed out: the rest of discovery is skipped.
+    stalled: AtomicBool,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -90,6 +177,7 @@ impl fmt::Debug for OpenAiModel {
             .field("discovered_context_window", &self.discovered_context_window)
             .field("tokenizer", &self.tokenizer)
             .field("counter", &self.counter)
+            .field("served_model", &self.served.get())
             .finish()
     }
 }
@@ -102,18 +190,38 @@ impl OpenAiModel {
             client: build_client(&config)?,
             config,
             discovered_context_window: None,
+            discovered_slots: None,
             tokenizer: None,
             counter: None,
+            served: ServedModel::default(),
+            stalled: AtomicBool::new(false),
         })
     }
 
-    /// A model with `config`, then [`OpenAiModel::discover`] (unless the config sets the
-    /// context window) and, when [`OpenAiConfig::server_tokenizer`] is set,
-    /// [`OpenAiModel::use_server_counter`]. Neither failing is an error.
+    /// A model with `config`, then, when [`OpenAiConfig::discover_model`] is set,
+    /// [`OpenAiModel::discover_model`], then [`OpenAiModel::discover`] (unless the config
+    /// sets the context window) and, when [`OpenAiConfig::server_tokenizer`] is set,
+    /// [`OpenAiModel::use_server_counter`]. None of them failing is an error. A discovery
+    /// request that times out (the server accepts connections but does not answer) skips
+    /// the rest, so a hanging server costs one discovery timeout (at most 10 s) before
+    /// the first call.
     pub async fn connect(config: OpenAiConfig) -> Result<Self, ModelError> {
         let mut model = Self::new(config)?;
+        let mut listing = None;
+        if model.config.discover_model {
+            listing = model.get_json(&model.models_url()).await;
+            model.use_listed_model(listing.as_ref());
+        }
+        // One `/props` answers both the window and the slots (llama.cpp).
+        let props = model.get_json(&model.props_url()).await;
+        model.discovered_slots = props.as_ref().and_then(slots::slots_in);
         if model.config.context_window.is_none() {
-            model.discover().await;
+            let found = model
+                .context_window_from(props.as_ref(), listing.as_ref())
+                .await;
+            if found.is_some() {
+                model.discovered_context_window = found;
+            }
         }
         if model.config.server_tokenizer && !model.use_server_counter().await {
             tracing::warn!(
@@ -134,55 +242,128 @@ impl OpenAiModel {
         self.discovered_context_window
     }
 
+    /// The model name the server gave in its latest reply (the `model` field of a
+    /// completion or of a stream's chunks), if it gave one. It can differ from
+    /// [`OpenAiConfig::model`]: servers that serve one model (llama.cpp) answer with
+    /// their own name whatever the request said.
+    pub fn served_model(&self) -> Option<String> {
+        self.served.get()
+    }
+
+    /// Asks the server which models it serves (`GET {base}/models`, answered by
+    /// llama.cpp, vLLM, Ollama, LM Studio and OpenAI) and uses the first one's `id` as the
+    /// model name in requests and in [`LanguageModel::info`]. Returns that id; `None`
+    /// (no usable listing) keeps [`OpenAiConfig::model`]. Never fails.
+    pub async fn discover_model(&mut self) -> Option<String> {
+        let listing = self.get_json(&self.models_url()).await;
+        self.use_listed_model(listing.as_ref())
+    }
+
+    fn models_url(&self) -> String {
+        format!("{}/models", self.config.base())
+    }
+
+    /// Takes the model name from a `/models` listing, if it names one.
+    fn use_listed_model(&mut self, listing: Option<&Value>) -> Option<String> {
+        match listing.and_then(first_model_id) {
+            Some(id) => {
+                tracing::info!(model = %id, "using the model the server lists first at /models");
+                self.config.model = id.clone();
+                Some(id)
+            }
+            // A server that did not answer discovery was warned about already.
+            None if self.stalled.load(Ordering::Relaxed) => None,
+            None => {
+                tracing::info!(
+                    base = %self.config.base(),
+                    model = %self.config.model,
+                    "the server lists no model at /models; sending the configured model name"
+                );
+                None
+            }
+        }
+    }
+
     /// Asks the server for its context window and remembers it: llama.cpp's
     /// `GET {root}/props` (`default_generation_settings.n_ctx`, the per-slot context, else
     /// a top-level `n_ctx`), else `GET {base}/models` (vLLM's `max_model_len`, llama.cpp's
     /// `meta.n_ctx`, `context_length`). Returns what it found; `None` leaves the config's
     /// window or [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] in force. Never fails.
     pub async fn discover(&mut self) -> Option<usize> {
-        let found = self.fetch_context_window().await;
+        let props = self.get_json(&self.props_url()).await;
+        self.discovered_slots = props.as_ref().and_then(slots::slots_in);
+        let found = self.context_window_from(props.as_ref(), None).await;
         if found.is_some() {
             self.discovered_context_window = found;
         }
         found
     }
 
-    async fn fetch_context_window(&self) -> Option<usize> {
-        let props = self
-            .get_json(&format!("{}/props", self.config.root_url()))
-            .await;
-        if let Some(n) = props.as_ref().and_then(props_context_window) {
+    /// How many requests the server runs at once, when discovery found it (llama.cpp's
+    /// `/props` `total_slots`); see [`server_slots`].
+    pub fn server_slots(&self) -> Option<usize> {
+        self.discovered_slots
+    }
+
+    fn props_url(&self) -> String {
+        format!("{}/props", self.config.root_url())
+    }
+
+    /// The context window from a `/props` answer, else from the `/models` listing
+    /// (`listing` when it was fetched already).
+    async fn context_window_from(
+        &self,
+        props: Option<&Value>,
+        listing: Option<&Value>,
+    ) -> Option<usize> {
+        if let Some(n) = props.and_then(props_context_window) {
             return Some(n);
         }
-        let models = self
-            .get_json(&format!("{}/models", self.config.base()))
-            .await;
-        models
-            .as_ref()
-            .and_then(|m| models_context_window(m, &self.config.model))
+        let fetched;
+        let models = match listing {
+            Some(l) => Some(l),
+            None => {
+                fetched = self.get_json(&self.models_url()).await;
+                fetched.as_ref()
+            }
+        };
+        models.and_then(|m| models_context_window(m, &self.config.model))
     }
 
     async fn get_json(&self, url: &str) -> Option<Value> {
-        let mut req = self
-            .client
-            .get(url)
-            .timeout(self.config.timeout.min(DISCOVERY_TIMEOUT));
+        if self.stalled.load(Ordering::Relaxed) {
+            return None;
+        }
+        let limit = self.config.timeout.min(DISCOVERY_TIMEOUT);
+        let mut req = self.client.get(url).timeout(limit);
         if let Some(auth) = self.auth_header().ok().flatten() {
             req = req.header(AUTHORIZATION, auth);
         }
-        let resp = match req.send().await {
-            Ok(r) if r.status().is_success() => r,
+        let fetched = match req.send().await {
+            Ok(r) if r.status().is_success() => r.bytes().await,
             Ok(r) => {
                 tracing::debug!(status = r.status().as_u16(), "discovery: no answer");
                 return None;
             }
+            Err(e) => Err(e),
+        };
+        match fetched {
+            Ok(bytes) => serde_json::from_slice(&bytes).ok(),
+            Err(e) if e.is_timeout() => {
+                if !self.stalled.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        url = %url,
+                        "the server did not answer discovery within {limit:?}; skipping the rest of discovery (model calls wait up to the request timeout, {:?})",
+                        self.config.timeout
+                    );
+                }
+                None
+            }
             Err(e) => {
                 tracing::debug!(error = %self.redact(&error::describe(&e)), "discovery failed");
-                return None;
+                None
             }
-        };
-        let bytes = resp.bytes().await.ok()?;
-        serde_json::from_slice(&bytes).ok()
+        }
     }
 
     /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
@@ -192,8 +373,13 @@ impl OpenAiModel {
     }
 
     /// Probes the server's `/tokenize` and, if it works, uses it as the model's exact
-    /// prompt counter ([`LanguageModel::counter`]). Returns whether it does.
+    /// prompt counter ([`LanguageModel::counter`]). Returns whether it does. Skipped
+    /// (`false`) when a discovery request of this model timed out.
     pub async fn use_server_counter(&mut self) -> bool {
+        if self.stalled.load(Ordering::Relaxed) {
+            tracing::debug!("the server did not answer discovery; not probing /tokenize");
+            return false;
+        }
         match ServerCounter::probe(&self.config).await {
             Some(c) => {
                 self.counter = Some(c);
@@ -238,6 +424,8 @@ impl OpenAiModel {
                 model: &self.config.model,
                 chat: self.config.is_chat,
                 temperature: self.config.temperature,
+                top_p: self.config.top_p,
+                seed: self.config.seed,
                 stream,
                 stream_usage: self.config.stream_usage,
                 schema,
@@ -247,9 +435,14 @@ impl OpenAiModel {
     }
 
     /// Sends one request, once: the seam where a retry layer would sit. Returns the
-    /// response when its status is a success, else the mapped error.
-    async fn send(&self, body: &Value, stream: bool) -> Result<reqwest::Response, ModelError> {
-        let timeout = self.config.timeout;
+    /// response when its status is a success, else the mapped error. The response
+    /// headers (and an error body) must come within what is left of the request timeout.
+    async fn send(
+        &self,
+        body: &Value,
+        stream: bool,
+        clock: &CallClock,
+    ) -> Result<reqwest::Response, ModelError> {
         let key = self.config.api_key.as_ref();
         let payload = serde_json::to_vec(body)
             .map_err(|e| ModelError::Other(format!("cannot encode the request: {e}")))?;
@@ -261,36 +454,42 @@ impl OpenAiModel {
         if let Some(auth) = self.auth_header()? {
             req = req.header(AUTHORIZATION, auth);
         }
-        let response = if stream {
+        if stream {
             req = req.header(ACCEPT, "text/event-stream");
-            tokio::time::timeout(timeout, req.send())
-                .await
-                .map_err(|_| ModelError::Timeout(timeout))?
-        } else {
-            req.timeout(timeout).send().await
         }
-        .map_err(|e| error::from_reqwest(&e, timeout, key))?;
+        let response = tokio::time::timeout(clock.request_left(), req.send())
+            .await
+            .map_err(|_| clock.request_timed_out())?
+            .map_err(|e| clock.transport(&e, key))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let bytes = tokio::time::timeout(timeout, response.bytes())
+        let bytes = tokio::time::timeout(clock.request_left(), response.bytes())
             .await
-            .map_err(|_| ModelError::Timeout(timeout))?
-            .map_err(|e| error::from_reqwest(&e, timeout, key))?;
+            .map_err(|_| clock.request_timed_out())?
+            .map_err(|e| clock.transport(&e, key))?;
         Err(error::from_status(status.as_u16(), &headers, &bytes, key))
     }
 
-    /// Reads a non-streamed reply.
-    async fn read_completion(&self, response: reqwest::Response) -> Result<Completion, ModelError> {
-        let timeout = self.config.timeout;
+    /// Reads a non-streamed reply within what is left of the request timeout, and
+    /// records the model the server named.
+    async fn read_completion(
+        &self,
+        response: reqwest::Response,
+        clock: &CallClock,
+    ) -> Result<Completion, ModelError> {
         let key = self.config.api_key.as_ref();
-        let bytes = tokio::time::timeout(timeout, response.bytes())
+        let bytes = tokio::time::timeout(clock.request_left(), response.bytes())
             .await
-            .map_err(|_| ModelError::Timeout(timeout))?
-            .map_err(|e| error::from_reqwest(&e, timeout, key))?;
-        parse_completion(&bytes, key)
+            .map_err(|_| clock.request_timed_out())?
+            .map_err(|e| clock.transport(&e, key))?;
+        let (completion, served) = parse_completion(&bytes, key)?;
+        if let Some(name) = served {
+            self.served.set(&name);
+        }
+        Ok(completion)
     }
 
     async fn complete_with(
@@ -299,8 +498,9 @@ impl OpenAiModel {
         structured: bool,
     ) -> Result<Completion, ModelError> {
         let body = self.body(request, false, structured);
-        let response = self.send(&body, false).await?;
-        let completion = self.read_completion(response).await?;
+        let clock = CallClock::start(&self.config);
+        let response = self.send(&body, false, &clock).await?;
+        let completion = self.read_completion(response, &clock).await?;
         let usage = completion.usage.unwrap_or_default();
         tracing::debug!(
             model = %self.config.model,
@@ -314,11 +514,11 @@ impl OpenAiModel {
     }
 }
 
-/// Parses a non-streamed reply body.
+/// Parses a non-streamed reply body: the completion and the model the server named.
 fn parse_completion(
     bytes: &[u8],
     key: Option<&secrecy::SecretString>,
-) -> Result<Completion, ModelError> {
+) -> Result<(Completion, Option<String>), ModelError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| ModelError::Malformed(format!("the reply is not valid UTF-8: {e}")))?;
     let reply: wire::Response = serde_json::from_str(text).map_err(|e| {
@@ -342,11 +542,27 @@ fn parse_completion(
                 error::clip(text, key)
             ))
         })?;
-    Ok(Completion {
+    let completion = Completion {
         text: choice.content().unwrap_or_default().to_string(),
         usage: reply.usage.map(Into::into),
         finish_reason: choice.finish_reason.as_deref().map(wire::finish_reason),
-    })
+    };
+    Ok((completion, reply.model_name().map(str::to_string)))
+}
+
+/// The first model id in a `/models` listing: `data[].id` (OpenAI's shape, served by
+/// llama.cpp, vLLM, Ollama and LM Studio), else `models[].model` or `models[].name`.
+fn first_model_id(listing: &Value) -> Option<String> {
+    let named = |entries: Option<&Value>, keys: &[&str]| {
+        entries?.as_array()?.iter().find_map(|e| {
+            keys.iter()
+                .find_map(|k| e.get(*k).and_then(Value::as_str))
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(str::to_string)
+        })
+    };
+    named(listing.get("data"), &["id"]).or_else(|| named(listing.get("models"), &["model", "name"]))
 }
 
 /// The context window in a llama.cpp `/props` answer.
@@ -411,23 +627,27 @@ impl LanguageModel for OpenAiModel {
 
     /// Streams with SSE: text deltas, then exactly one [`StreamEvent::Done`] with the usage
     /// the server reported. A stream that ends before `[DONE]` (or a finish reason) yields
-    /// [`ModelError::Incomplete`]; a stall longer than the timeout yields
-    /// [`ModelError::Timeout`]. A server that ignores `stream: true` and answers JSON is
-    /// handled too.
+    /// [`ModelError::Incomplete`]. The first event must come within the request timeout
+    /// ([`OpenAiConfig::timeout`], counted from the start of the call), each next one
+    /// within the idle timeout ([`OpenAiConfig::idle_timeout`]) of the wait for it;
+    /// otherwise the stream yields [`ModelError::Timeout`]. There is no total limit: a
+    /// stream that keeps producing tokens is never cut. A server that ignores
+    /// `stream: true` and answers JSON is handled too (within the request timeout).
     fn stream<'a>(
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
             let body = self.body(request, true, false);
-            let response = self.send(&body, true).await?;
+            let clock = CallClock::start(&self.config);
+            let response = self.send(&body, true, &clock).await?;
             let is_json = response
                 .headers()
                 .get(CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.starts_with("application/json"));
             if is_json {
-                let c = self.read_completion(response).await?;
+                let c = self.read_completion(response, &clock).await?;
                 let events = vec![
                     Ok(StreamEvent::Delta(c.text)),
                     Ok(StreamEvent::Done {
@@ -440,8 +660,12 @@ impl LanguageModel for OpenAiModel {
             }
             Ok(stream::sse_stream(
                 response,
-                self.config.timeout,
+                stream::Limits {
+                    clock,
+                    idle: self.config.idle_timeout,
+                },
                 self.config.api_key.clone(),
+                self.served.clone(),
             ))
         })
     }

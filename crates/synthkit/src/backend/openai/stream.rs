@@ -4,6 +4,10 @@
 //! sent `[DONE]` (or, for servers that omit it, a `finish_reason`). A stream that ends
 //! before either yields [`ModelError::Incomplete`], so a cut-off reply is never taken as a
 //! complete one. `reasoning_content` deltas are ignored.
+//!
+//! Timeouts: the first event must come within what is left of the request timeout (the
+//! server reads the whole prompt first), each next one within the idle timeout of the
+//! wait for it. There is no total limit, so a stream that keeps producing is never cut.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -14,8 +18,10 @@ use futures::stream::BoxStream;
 use secrecy::SecretString;
 
 use super::error::{describe, from_error_object, redact};
-use super::wire;
-use crate::model::{CompletionStream, FinishReason, ModelError, StreamEvent, Usage, excerpt};
+use super::{CallClock, ServedModel, wire};
+use crate::model::{
+    CompletionStream, FinishReason, ModelError, StreamEvent, TimeoutKind, Usage, excerpt,
+};
 
 /// The state of one streamed reply, fed one SSE `data` payload at a time.
 #[derive(Debug, Default)]
@@ -24,16 +30,20 @@ pub(crate) struct ChunkParser {
     finish_reason: Option<FinishReason>,
     deltas: usize,
     key: Option<SecretString>,
+    /// Where the model named by the chunks is recorded.
+    served: ServedModel,
 }
 
 /// What to emit after one payload.
 pub(crate) type Emitted = VecDeque<Result<StreamEvent, ModelError>>;
 
 impl ChunkParser {
-    /// A parser that redacts `key` from errors.
-    pub(crate) fn new(key: Option<SecretString>) -> Self {
+    /// A parser that redacts `key` from errors and records the model the chunks name
+    /// in `served`.
+    pub(crate) fn new(key: Option<SecretString>, served: ServedModel) -> Self {
         Self {
             key,
+            served,
             ..Self::default()
         }
     }
@@ -61,6 +71,9 @@ impl ChunkParser {
         if let Some(err) = chunk.error.as_ref().filter(|e| !e.is_null()) {
             out.push_back(Err(from_error_object(err, self.key.as_ref())));
             return true;
+        }
+        if let Some(name) = chunk.model_name() {
+            self.served.set(name);
         }
         for choice in chunk.choices.iter().flatten().filter(|c| c.is_first()) {
             if let Some(text) = choice.content().filter(|t| !t.is_empty()) {
@@ -107,28 +120,63 @@ impl ChunkParser {
 type Events =
     BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>;
 
+/// The time limits of one stream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The call's clock: the first event must come before the request timeout runs out.
+    pub clock: CallClock,
+    /// The most time to wait for each event after the first.
+    pub idle: Duration,
+}
+
+impl Limits {
+    /// How long to wait for the next event, and the error if it does not come.
+    fn next_wait(&self, first: bool) -> (Duration, impl FnOnce() -> ModelError + use<>) {
+        let clock = self.clock;
+        let idle = self.idle;
+        let waiting = tokio::time::Instant::now();
+        let wait = if first { clock.request_left() } else { idle };
+        (wait, move || {
+            if first {
+                clock.request_timed_out()
+            } else {
+                ModelError::Timeout {
+                    kind: TimeoutKind::Idle,
+                    waited: waiting.elapsed(),
+                    limit: idle,
+                }
+            }
+        })
+    }
+}
+
 struct State {
     events: Events,
     parser: ChunkParser,
     pending: Emitted,
     finished: bool,
-    idle: Duration,
+    /// Whether an event has come yet.
+    started: bool,
+    limits: Limits,
     key: Option<SecretString>,
 }
 
-/// The stream of a streamed reply. `idle` bounds the wait for each piece of the body.
+/// The stream of a streamed reply, bounded by `limits`; the model the chunks name is
+/// recorded in `served`.
 pub(crate) fn sse_stream(
     response: reqwest::Response,
-    idle: Duration,
+    limits: Limits,
     key: Option<SecretString>,
+    served: ServedModel,
 ) -> CompletionStream {
     let events: Events = response.bytes_stream().eventsource().boxed();
     let state = State {
         events,
-        parser: ChunkParser::new(key.clone()),
+        parser: ChunkParser::new(key.clone(), served),
         pending: VecDeque::new(),
         finished: false,
-        idle,
+        started: false,
+        limits,
         key,
     };
     futures::stream::unfold(state, |mut st| async move {
@@ -139,22 +187,24 @@ pub(crate) fn sse_stream(
             if st.finished {
                 return None;
             }
-            match tokio::time::timeout(st.idle, st.events.next()).await {
+            let (wait, timed_out) = st.limits.next_wait(!st.started);
+            match tokio::time::timeout(wait, st.events.next()).await {
                 Err(_) => {
                     st.finished = true;
-                    st.pending.push_back(Err(ModelError::Timeout(st.idle)));
+                    st.pending.push_back(Err(timed_out()));
                 }
                 Ok(None) => {
                     st.finished = true;
                     st.pending.push_back(st.parser.end());
                 }
                 Ok(Some(Ok(event))) => {
+                    st.started = true;
                     st.finished = st.parser.feed(&event.data, &mut st.pending);
                 }
                 Ok(Some(Err(e))) => {
                     st.finished = true;
                     st.pending
-                        .push_back(Err(stream_error(&e, st.idle, st.key.as_ref())));
+                        .push_back(Err(stream_error(&e, timed_out, st.key.as_ref())));
                 }
             }
         }
@@ -164,11 +214,11 @@ pub(crate) fn sse_stream(
 
 fn stream_error(
     e: &EventStreamError<reqwest::Error>,
-    idle: Duration,
+    timed_out: impl FnOnce() -> ModelError,
     key: Option<&SecretString>,
 ) -> ModelError {
     match e {
-        EventStreamError::Transport(t) if t.is_timeout() => ModelError::Timeout(idle),
+        EventStreamError::Transport(t) if t.is_timeout() => timed_out(),
         EventStreamError::Transport(t) => ModelError::Incomplete(format!(
             "the connection failed during the reply: {}",
             redact(&describe(t), key)
@@ -187,7 +237,7 @@ mod tests {
     use super::*;
 
     fn run(payloads: &[&str]) -> (Vec<Result<StreamEvent, ModelError>>, bool) {
-        let mut p = ChunkParser::new(None);
+        let mut p = ChunkParser::new(None, ServedModel::default());
         let mut out = Emitted::new();
         for d in payloads {
             if p.feed(d, &mut out) {
@@ -229,6 +279,27 @@ mod tests {
                 }),
             ]
         );
+    }
+
+    #[test]
+    fn the_model_named_by_the_chunks_is_recorded() {
+        let served = ServedModel::default();
+        let mut p = ChunkParser::new(None, served.clone());
+        let mut out = Emitted::new();
+        p.feed(
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#,
+            &mut out,
+        );
+        assert_eq!(served.get(), None);
+        p.feed(
+            r#"{"model":"qwen2.5-1.5b","choices":[{"index":0,"delta":{"content":"b"}}]}"#,
+            &mut out,
+        );
+        assert_eq!(served.get().as_deref(), Some("qwen2.5-1.5b"));
+        // A non-string name is ignored, not an error.
+        p.feed(r#"{"model":7,"choices":[]}"#, &mut out);
+        assert_eq!(served.get().as_deref(), Some("qwen2.5-1.5b"));
+        assert!(out.iter().all(Result::is_ok));
     }
 
     #[test]

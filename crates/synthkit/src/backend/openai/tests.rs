@@ -61,7 +61,12 @@ fn context_from_props_and_models() {
 fn completions_parse() {
     let ok = br#"{"choices":[{"finish_reason":"length","index":0,"message":{"role":"assistant","content":"hi","reasoning_content":"x"}}],"usage":{"completion_tokens":8,"prompt_tokens":29,"total_tokens":37},"timings":{}}"#;
     let c = parse_completion(ok, None);
-    assert!(matches!(&c, Ok(c) if c.text == "hi"), "{c:?}");
+    assert!(matches!(&c, Ok((c, None)) if c.text == "hi"), "{c:?}");
+    let named = br#"{"model":"qwen2.5-1.5b-instruct-q4_k_m.gguf","choices":[{"index":0,"message":{"content":"hi"}}]}"#;
+    assert!(matches!(
+        parse_completion(named, None),
+        Ok((_, Some(m))) if m == "qwen2.5-1.5b-instruct-q4_k_m.gguf"
+    ));
     assert!(matches!(
         parse_completion(br#"{"choices":[]}"#, None),
         Err(ModelError::Malformed(_))
@@ -74,4 +79,73 @@ fn completions_parse() {
         parse_completion(b"<html>", None),
         Err(ModelError::Malformed(_))
     ));
+}
+
+#[test]
+fn first_model_in_a_listing() {
+    let openai = json!({"object": "list", "data": [{"id": "qwen"}, {"id": "other"}]});
+    assert_eq!(first_model_id(&openai).as_deref(), Some("qwen"));
+    let llama = json!({"models": [{"name": "m.gguf", "model": "m.gguf"}], "data": [{"id": "m.gguf", "meta": {}}]});
+    assert_eq!(first_model_id(&llama).as_deref(), Some("m.gguf"));
+    let only_models = json!({"models": [{"name": "llama3:8b"}]});
+    assert_eq!(first_model_id(&only_models).as_deref(), Some("llama3:8b"));
+    assert_eq!(first_model_id(&json!({"data": []})), None);
+    assert_eq!(first_model_id(&json!({"data": [{"id": " "}]})), None);
+    assert_eq!(first_model_id(&json!([1])), None);
+}
+
+#[test]
+fn defaults_and_new_options() {
+    let c = OpenAiConfig::new("m");
+    assert_eq!(c.timeout, Duration::from_secs(600));
+    assert_eq!(c.connect_timeout, Duration::from_secs(10));
+    assert_eq!(c.idle_timeout, Duration::from_secs(120));
+    assert_eq!((c.top_p, c.seed, c.discover_model), (None, None, false));
+    let mut extra = serde_json::Map::new();
+    extra.insert("min_p".into(), json!(0.05));
+    let c = c
+        .with_top_p(0.9)
+        .with_seed(42)
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_idle_timeout(Duration::from_secs(30))
+        .with_model_discovery(true)
+        .with_extra_body("cache_prompt", json!(true))
+        .with_extra_body_fields(extra)
+        .with_api_key("sk-hidden-1");
+    assert_eq!((c.top_p, c.seed), (Some(0.9), Some(42)));
+    assert_eq!(c.extra_body.len(), 2);
+    let debug = format!("{c:?}");
+    assert!(debug.contains("idle_timeout: 30s") && debug.contains("top_p: Some(0.9)"));
+    assert!(!debug.contains("sk-hidden-1"));
+}
+
+#[test]
+fn timeout_messages_name_the_timeout_and_the_time_waited() {
+    let e = ModelError::Timeout {
+        kind: TimeoutKind::Request,
+        waited: Duration::from_millis(600_049),
+        limit: Duration::from_secs(600),
+    };
+    assert_eq!(
+        e.to_string(),
+        "no answer from the model: gave up after 600.0s (the request timeout is 600.0s): raise the request timeout (`OpenAiConfig::with_timeout`) for long prompts or slow servers, or check the server"
+    );
+    let e = ModelError::Timeout {
+        kind: TimeoutKind::Idle,
+        waited: Duration::from_millis(301),
+        limit: Duration::from_millis(300),
+    };
+    assert!(
+        e.to_string()
+            .contains("stalled: gave up after 301ms (the idle timeout is 300ms)")
+    );
+    assert!(e.to_string().contains("with_idle_timeout"));
+    let e = ModelError::Timeout {
+        kind: TimeoutKind::Connect,
+        waited: Duration::from_secs(10),
+        limit: Duration::from_secs(10),
+    };
+    assert!(e.to_string().contains("could not connect"));
+    assert!(e.to_string().contains("with_connect_timeout"));
+    assert!(e.is_transient());
 }

@@ -22,9 +22,8 @@ use serde_json::{Value, json};
 
 use super::OpenAiConfig;
 use super::error::{describe, redact};
-use crate::model::{ModelError, PromptCounter};
+use crate::model::{ModelError, PromptCounter, TimeoutKind};
 use crate::prompt::RenderedPrompt;
-use crate::prompt::budget::CHAT_MESSAGE_OVERHEAD;
 
 /// Which `/tokenize` dialect a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +62,7 @@ struct Endpoint {
     model: String,
     key: Option<SecretString>,
     timeout: Duration,
+    connect_timeout: Duration,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,9 +94,19 @@ impl Endpoint {
             v.set_sensitive(true);
             req = req.header(AUTHORIZATION, v);
         }
+        let start = tokio::time::Instant::now();
         let transport = |e: reqwest::Error| {
             if e.is_timeout() {
-                ModelError::Timeout(self.timeout)
+                let (kind, limit) = if e.is_connect() {
+                    (TimeoutKind::Connect, self.connect_timeout)
+                } else {
+                    (TimeoutKind::Request, self.timeout)
+                };
+                ModelError::Timeout {
+                    kind,
+                    waited: start.elapsed(),
+                    limit,
+                }
             } else {
                 ModelError::Connection(redact(&describe(&e), self.key.as_ref()))
             }
@@ -116,7 +126,8 @@ impl Endpoint {
         Ok(bytes.to_vec())
     }
 
-    /// The tokens of `text` and their count.
+    /// The tokens of `text` and their count, as plain text (no special tokens added or
+    /// parsed).
     async fn tokenize(
         &self,
         dialect: TokenizeDialect,
@@ -128,7 +139,11 @@ impl Endpoint {
                 json!({"model": self.model, "prompt": text, "add_special_tokens": false})
             }
         };
-        let bytes = self.post("tokenize", &body).await?;
+        self.tokenize_body(&body).await
+    }
+
+    async fn tokenize_body(&self, body: &Value) -> Result<(Vec<u32>, usize), ModelError> {
+        let bytes = self.post("tokenize", body).await?;
         let reply: TokenizeReply = serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::Malformed(format!("/tokenize answered unparsable JSON: {e}"))
         })?;
@@ -142,6 +157,48 @@ impl Endpoint {
                 "/tokenize answered without tokens".to_string(),
             )),
         }
+    }
+
+    /// The count of a whole prompt exactly as the server charges it: a completion prompt
+    /// tokenized with the model's special tokens (BOS) and special-token text parsed; a
+    /// chat prompt rendered with the model's chat template (llama.cpp `/apply-template`,
+    /// vLLM `/tokenize` with `messages`) including the reply's opening.
+    async fn count_whole(
+        &self,
+        dialect: TokenizeDialect,
+        prompt: &RenderedPrompt,
+    ) -> Result<usize, ModelError> {
+        let body = match (dialect, prompt) {
+            (TokenizeDialect::LlamaCpp, RenderedPrompt::Text(t)) => {
+                json!({"content": t, "add_special": true, "parse_special": true})
+            }
+            (TokenizeDialect::LlamaCpp, RenderedPrompt::Chat(messages)) => {
+                let bytes = self
+                    .post(
+                        "apply-template",
+                        &json!({ "messages": wire_messages(messages) }),
+                    )
+                    .await?;
+                let reply: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                    ModelError::Malformed(format!("/apply-template answered unparsable JSON: {e}"))
+                })?;
+                let Some(templated) = reply.get("prompt").and_then(Value::as_str) else {
+                    return Err(ModelError::Malformed(
+                        "/apply-template answered without a prompt".into(),
+                    ));
+                };
+                json!({"content": templated, "add_special": true, "parse_special": true})
+            }
+            (TokenizeDialect::Vllm, RenderedPrompt::Text(t)) => {
+                json!({"model": self.model, "prompt": t, "add_special_tokens": true})
+            }
+            (TokenizeDialect::Vllm, RenderedPrompt::Chat(messages)) => json!({
+                "model": self.model,
+                "messages": wire_messages(messages),
+                "add_generation_prompt": true,
+            }),
+        };
+        Ok(self.tokenize_body(&body).await?.1)
     }
 
     async fn detokenize(&self, tokens: &[u32]) -> Result<String, ModelError> {
@@ -202,8 +259,11 @@ struct Inner {
 /// vLLM `POST /tokenize`).
 ///
 /// Build it with [`ServerCounter::probe`], which checks that the endpoint answers. Cheap
-/// to clone. A chat prompt is counted as its messages' roles and contents plus
-/// [`CHAT_MESSAGE_OVERHEAD`] tokens per message.
+/// to clone. Prompts are counted whole, exactly as the server will charge them: a
+/// completion prompt with the model's special tokens, a chat prompt rendered with the
+/// model's own chat template (llama.cpp's `/apply-template`, vLLM's `/tokenize` with
+/// `messages`), so the template's hidden tokens (a default system prompt, role markers,
+/// the reply's opening) are in the count.
 #[derive(Clone)]
 pub struct ServerCounter {
     inner: Arc<Inner>,
@@ -230,8 +290,24 @@ impl ServerCounter {
             model: config.model.clone(),
             key: config.api_key.clone(),
             timeout: config.timeout.min(CALL_TIMEOUT),
+            connect_timeout: config.connect_timeout,
         };
         let dialect = endpoint.detect().await?;
+        if config.is_chat && dialect == TokenizeDialect::LlamaCpp {
+            // Chat prompts are counted through the server's chat template: without
+            // /apply-template (llama.cpp before mid-2024) the counter could not be exact.
+            let probe = RenderedPrompt::Chat(vec![crate::prompt::ChatMessage::new(
+                crate::prompt::Role::User,
+                "hello",
+            )]);
+            if let Err(e) = endpoint.count_whole(dialect, &probe).await {
+                tracing::warn!(
+                    error = %e,
+                    "the server has /tokenize but no /apply-template: chat prompts cannot be counted exactly, so the built-in tokenizer counts them"
+                );
+                return None;
+            }
+        }
         Some(Self {
             inner: Arc::new(Inner {
                 dialect,
@@ -330,44 +406,74 @@ impl PromptCounter for ServerCounter {
         &self.inner.name
     }
 
+    /// Counts each prompt whole, as the server will charge it (see [`ServerCounter`]);
+    /// prompts not in the cache are counted concurrently, a few at a time.
     fn count_prompts<'a>(
         &'a self,
         prompts: &'a [RenderedPrompt],
     ) -> BoxFuture<'a, Result<Vec<usize>, ModelError>> {
         Box::pin(async move {
-            // Every text of every prompt in one batch.
-            let mut texts: Vec<&str> = Vec::new();
-            for p in prompts {
-                match p {
-                    RenderedPrompt::Text(t) => texts.push(t),
-                    RenderedPrompt::Chat(messages) => {
-                        for m in messages {
-                            texts.push(m.role.as_str());
-                            texts.push(&m.content);
-                        }
+            let keys: Vec<String> = prompts.iter().map(cache_key).collect();
+            let mut known: HashMap<&str, usize> = HashMap::new();
+            {
+                let cache = self.lock_cache();
+                for k in &keys {
+                    if let Some(&n) = cache.counts.get(k) {
+                        known.insert(k, n);
                     }
                 }
             }
-            let counts = self.count_texts(&texts).await?;
-            let mut counts = counts.into_iter();
-            let mut out = Vec::with_capacity(prompts.len());
-            for p in prompts {
-                let n = match p {
-                    RenderedPrompt::Text(_) => counts.next().unwrap_or_default(),
-                    RenderedPrompt::Chat(messages) => messages
-                        .iter()
-                        .map(|_| {
-                            counts.next().unwrap_or_default()
-                                + counts.next().unwrap_or_default()
-                                + CHAT_MESSAGE_OVERHEAD
-                        })
-                        .sum(),
-                };
-                out.push(n);
+            let missing: Vec<(usize, RenderedPrompt)> = prompts
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    keys.get(*i)
+                        .is_some_and(|k| !known.contains_key(k.as_str()))
+                })
+                .map(|(i, p)| (i, p.clone()))
+                .collect();
+            let mut fetched = futures::stream::iter(missing.into_iter().map(|(i, p)| {
+                let inner = Arc::clone(&self.inner);
+                async move {
+                    let n = inner.endpoint.count_whole(inner.dialect, &p).await?;
+                    Ok::<_, ModelError>((i, n))
+                }
+            }))
+            .buffer_unordered(BATCH_CONCURRENCY);
+            let mut counts: Vec<Option<usize>> = keys
+                .iter()
+                .map(|k| known.get(k.as_str()).copied())
+                .collect();
+            while let Some(result) = fetched.next().await {
+                let (i, n) = result?;
+                if let Some(k) = keys.get(i) {
+                    self.lock_cache().insert(k, n);
+                }
+                if let Some(slot) = counts.get_mut(i) {
+                    *slot = Some(n);
+                }
             }
-            Ok(out)
+            Ok(counts.into_iter().map(Option::unwrap_or_default).collect())
         })
     }
+}
+
+/// The cache key of a whole prompt (kept apart from plain-text keys).
+fn cache_key(prompt: &RenderedPrompt) -> String {
+    match prompt {
+        RenderedPrompt::Text(t) => format!("prompt\u{0}{t}"),
+        RenderedPrompt::Chat(messages) => {
+            format!("chat\u{0}{}", Value::Array(wire_messages(messages)))
+        }
+    }
+}
+
+/// Chat messages as the OpenAI wire format has them.
+fn wire_messages(messages: &[crate::prompt::ChatMessage]) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+        .collect()
 }
 
 /// A client for side calls (discovery, tokenize); `None` if TLS cannot initialise.

@@ -27,6 +27,8 @@ pub(crate) struct BodyOptions<'a> {
     pub model: &'a str,
     pub chat: bool,
     pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub seed: Option<i64>,
     pub stream: bool,
     pub stream_usage: bool,
     /// The JSON schema to enforce server side, if any.
@@ -49,6 +51,12 @@ pub(crate) fn request_body(request: &ModelRequest, o: &BodyOptions<'_>) -> Value
     body.insert("max_tokens".into(), Value::from(request.max_tokens));
     if let Some(t) = o.temperature {
         body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = o.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if let Some(seed) = o.seed {
+        body.insert("seed".into(), Value::from(seed));
     }
     if o.stream {
         body.insert("stream".into(), Value::Bool(true));
@@ -80,6 +88,9 @@ pub(crate) fn request_body(request: &ModelRequest, o: &BodyOptions<'_>) -> Value
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct Response {
+    /// The model that answered, as the server names it (a string; anything else is
+    /// ignored, see [`Response::model_name`]).
+    pub model: Option<Value>,
     pub choices: Option<Vec<Choice>>,
     pub usage: Option<WireUsage>,
     /// An error object some servers send with status 200 or inside a stream.
@@ -121,6 +132,17 @@ impl From<WireUsage> for Usage {
             prompt_tokens: u.prompt_tokens.unwrap_or(0),
             completion_tokens: u.completion_tokens.unwrap_or(0),
         }
+    }
+}
+
+impl Response {
+    /// The model that answered, when the server names it.
+    pub fn model_name(&self) -> Option<&str> {
+        self.model
+            .as_ref()
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
     }
 }
 
@@ -174,6 +196,8 @@ mod tests {
             model: "m",
             chat: true,
             temperature: Some(0.5),
+            top_p: None,
+            seed: None,
             stream: true,
             stream_usage: true,
             schema: None,
@@ -197,6 +221,8 @@ mod tests {
             model: "m",
             chat: false,
             temperature: None,
+            top_p: Some(0.5),
+            seed: Some(-1),
             stream: false,
             stream_usage: true,
             schema: Some(&schema),
@@ -208,6 +234,10 @@ mod tests {
         assert_eq!(body["json_schema"], schema);
         assert_eq!(body["response_format"]["json_schema"]["schema"], schema);
         assert_eq!(body["cache_prompt"], true);
+        assert_eq!(
+            (body["top_p"].as_f64(), body["seed"].as_i64()),
+            (Some(0.5), Some(-1))
+        );
         assert!(body.get("stream").is_none() && body.get("temperature").is_none());
     }
 

@@ -36,9 +36,11 @@
 //! - **Bounded total time**: a retry is only scheduled if its wait ends before
 //!   `max_elapsed` has passed since the first attempt started; otherwise the last error is
 //!   returned at once rather than sleeping for nothing (in particular when a Retry-After is
-//!   longer than the time left). The layer never cuts an attempt short: each attempt is
-//!   bounded by the model's own timeout, so a call takes at most `max_elapsed` plus one
-//!   attempt.
+//!   longer than the time left). After a [`ModelError::Timeout`] the next attempt must
+//!   also have time to wait as long as the timed-out one did (its `waited`) within
+//!   `max_elapsed`, so a hanging server is not waited on for several timeouts past the
+//!   budget. The layer never cuts an attempt short: each attempt is bounded by the
+//!   model's own timeout, so a call takes at most `max_elapsed` plus one attempt.
 //! - **Streams** ([`LanguageModel::stream`]): opening the stream and waiting for its first
 //!   event are retried like any call (nothing has reached the caller yet). Once the first
 //!   delta has been handed on, a failure is passed on as the stream's error, never retried:
@@ -212,7 +214,8 @@ impl RetryPolicy {
     /// The wait before the next attempt, or why there is none, after an attempt failed
     /// with the transient `error`, `elapsed` after the first attempt started. `backoff` is
     /// the jittered backoff for this retry (`None`: no attempts left). Retry-After makes
-    /// the wait longer, never shorter; a wait that would end past `max_elapsed` gives up.
+    /// the wait longer, never shorter; a wait that would end past `max_elapsed` gives up,
+    /// and after a timeout so does one whose attempt could not wait as long as the last.
     fn schedule(
         &self,
         error: &ModelError,
@@ -227,7 +230,14 @@ impl RetryPolicy {
         {
             wait = wait.max(*after);
         }
-        if elapsed.saturating_add(wait) >= self.max_elapsed {
+        // A call that timed out will likely hang as long again: schedule it only if it
+        // could, and still end within the budget (else a hanging server would take up to
+        // `max_attempts` timeouts while each error names one).
+        let next_ends = match error {
+            ModelError::Timeout { waited, .. } => wait.saturating_add(*waited),
+            _ => wait,
+        };
+        if elapsed.saturating_add(next_ends) >= self.max_elapsed {
             return Err(GiveUp::Time);
         }
         Ok(wait)

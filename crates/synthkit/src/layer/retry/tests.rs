@@ -109,6 +109,14 @@ fn limited(secs: u64) -> ModelError {
     }
 }
 
+fn timeout(secs: u64) -> ModelError {
+    ModelError::Timeout {
+        kind: crate::model::TimeoutKind::Request,
+        waited: Duration::from_secs(secs),
+        limit: Duration::from_secs(secs),
+    }
+}
+
 fn auth() -> ModelError {
     ModelError::Auth {
         status: 401,
@@ -224,6 +232,26 @@ fn schedules() {
         GiveUp::Time.as_str(),
         "the next wait would pass the time budget"
     );
+    // After a timeout the next attempt must have room to wait as long again: 30 s in,
+    // a 30 s timeout and a 1 s wait end at 61 s; 90 s in they would end past 120 s.
+    assert_eq!(
+        p.schedule(&timeout(30), c, Duration::from_secs(30)),
+        Ok(Duration::from_secs(1))
+    );
+    assert_eq!(
+        p.schedule(&timeout(30), c, Duration::from_secs(90)),
+        Err(GiveUp::Time)
+    );
+    // Other errors at the same point are still retried.
+    assert_eq!(
+        p.schedule(&server("x"), c, Duration::from_secs(90)),
+        Ok(Duration::from_secs(1))
+    );
+    // A timeout as long as the budget is not retried at all.
+    assert_eq!(
+        p.schedule(&timeout(120), c, Duration::from_secs(120)),
+        Err(GiveUp::Time)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -231,7 +259,7 @@ async fn retries_then_succeeds() {
     let (model, inner, log) = layer(
         vec![
             Step::Fail(server("a")),
-            Step::Fail(ModelError::Timeout(Duration::from_secs(1))),
+            Step::Fail(timeout(1)),
             Step::Fail(ModelError::Connection("reset".into())),
             Step::Reply("hello"),
         ],

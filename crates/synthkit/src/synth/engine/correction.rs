@@ -37,6 +37,8 @@ pub(crate) enum Verdict {
 struct State {
     /// The most prompt tokens a request may have now.
     limit: usize,
+    /// The largest offset learned from the server's reported usage.
+    offset: usize,
     /// Shrinks made so far.
     shrinks: usize,
     /// Re-packs made so far.
@@ -66,6 +68,7 @@ impl Corrections {
             num_output,
             state: Mutex::new(State {
                 limit: max_prompt_tokens,
+                offset: 0,
                 shrinks: 0,
                 repacks: 0,
             }),
@@ -153,6 +156,46 @@ impl Corrections {
     }
 }
 
+/// What [`Corrections::calibrate`] did.
+pub(crate) struct Calibrated {
+    pub(crate) offset: usize,
+    pub(crate) margin: usize,
+    pub(crate) limit: usize,
+}
+
+impl Corrections {
+    /// Learns from a reply's usage: when the server counted `server` prompt tokens for a
+    /// prompt of `ours`, the difference is overhead the server adds (a chat template) or a
+    /// tokenizer difference. The limit is lowered to leave room for that offset plus a
+    /// margin of 2% (at least 8 tokens), by at most a quarter of the initial limit (a
+    /// larger excess is left to the context-overflow correction, which uses the server's
+    /// own error); it only ever goes down. `None` when nothing changed.
+    pub(crate) fn calibrate(&self, ours: usize, server: u64) -> Option<Calibrated> {
+        let server = usize::try_from(server).ok()?;
+        let offset = server.checked_sub(ours).filter(|&o| o > 0)?;
+        let mut st = self.lock();
+        if offset <= st.offset {
+            return None;
+        }
+        st.offset = offset;
+        let margin = (self.initial / 50).max(8);
+        let most = self.initial / 4;
+        let target = self
+            .initial
+            .saturating_sub((offset + margin).min(most))
+            .max(1);
+        if target >= st.limit {
+            return None;
+        }
+        st.limit = target;
+        Some(Calibrated {
+            offset,
+            margin,
+            limit: target,
+        })
+    }
+}
+
 impl Shrunk {
     pub(crate) fn event(&self, request: &ModelRequest) -> SynthEvent {
         SynthEvent::ContextCorrected {
@@ -230,12 +273,33 @@ mod tests {
     }
 
     #[test]
+    fn calibration_learns_the_largest_offset_and_only_lowers() {
+        let c = Corrections::new(1000, 100);
+        assert!(c.calibrate(500, 500).is_none());
+        assert!(c.calibrate(500, 480).is_none());
+        let first = c.calibrate(500, 523).expect("an offset of 23");
+        assert_eq!((first.offset, first.margin, first.limit), (23, 20, 957));
+        assert!(
+            c.calibrate(400, 410).is_none(),
+            "a smaller offset changes nothing"
+        );
+        assert_eq!(c.calibrate(400, 440).map(|x| x.limit), Some(940));
+        assert_eq!(c.limit(), 940);
+        // At most a quarter of the initial limit.
+        assert_eq!(c.calibrate(400, 1400).map(|x| x.limit), Some(750));
+    }
+
+    #[test]
     fn other_errors_fail() {
         let c = Corrections::new(1000, 100);
         let e = SynthError::Model {
             mode: ResponseMode::Compact,
             step: Step::Qa,
-            source: ModelError::Timeout(std::time::Duration::from_secs(1)),
+            source: ModelError::Timeout {
+                kind: crate::model::TimeoutKind::Request,
+                waited: std::time::Duration::from_secs(1),
+                limit: std::time::Duration::from_secs(1),
+            },
         };
         assert_eq!(c.absorb(&e, &request(10)).0, Verdict::Fail);
     }

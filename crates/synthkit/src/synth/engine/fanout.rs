@@ -80,7 +80,11 @@ impl Job {
         let mut answers: Vec<Result<String, ModelRequest>> = Vec::new();
         let mut exhausted = false;
         loop {
-            while !exhausted && in_flight.len() < limit {
+            // While the prompt limit may still be calibrated from the first reply, the
+            // first call goes alone: every later prompt is then packed under the same
+            // limit, run after run.
+            let cap = if self.caller.calibrating() { 1 } else { limit };
+            while !exhausted && in_flight.len() < cap {
                 match source.next_request().await? {
                     Some(request) => {
                         self.caller.plan(1);

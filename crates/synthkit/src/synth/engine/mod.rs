@@ -61,6 +61,8 @@ impl Job {
             Arc::clone(&corrections),
             s.observer.clone(),
             s.budget.tokenizer().clone(),
+            s.on_truncation,
+            s.counter.is_none() && s.calibrate_from_usage,
         ));
         Self {
             s,

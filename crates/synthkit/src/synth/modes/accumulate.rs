@@ -161,6 +161,8 @@ pub(crate) fn stream_numbered(
                 let _permit = permit;
                 stream_one(&call_job, request, &tx).await;
             }));
+            // The first call goes alone while the limit may be calibrated from it.
+            job.caller.calibrated().await;
         }
         drop(receivers_tx);
         // Keep owning the calls until each has finished.

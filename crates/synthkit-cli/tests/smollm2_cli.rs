@@ -1,0 +1,77 @@
+//! `synthkit summarize` with default flags against a real llama-server with its default
+//! layout (4 slots sharing one KV cache, here 2048 tokens) serving a real instruction model,
+//! SmolLM2-135M-Instruct: long prompts sent 4 at a time exhaust the shared cache (HTTP 500
+//! "Context size has been exceeded"); the command must lower its calls in flight and
+//! succeed, reporting how often it did.
+//!
+//! The model is fetched once into the llama-server cache by `scripts/fetch-smollm2.sh`;
+//! without it (or llama-server) the test prints a skip message, unless `CI` is set.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+#[path = "../../synthkit/tests/common/llama.rs"]
+mod llama;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A folder of real-looking notes: about 6,000 tokens in 6 files.
+fn write_folder(dir: &std::path::Path) {
+    let sentences = [
+        "The primary mirror is cleaned every six months, in March and September.",
+        "Visitors may tour the control room on the first Saturday of each month.",
+        "The spectrograph was upgraded in 2019 with a cooled detector.",
+        "The public telescope opens at dusk on Fridays, weather permitting.",
+        "The dome rotates on twelve steel wheels and turns fully in four minutes.",
+        "Night staff log cloud cover every hour and archive the logs for ten years.",
+    ];
+    for f in 0..6 {
+        let mut text = format!("# Handbook part {f}\n\n");
+        for i in 0..60 {
+            text.push_str(sentences[(f + i) % sentences.len()]);
+            text.push(if i % 6 == 5 { '\n' } else { ' ' });
+        }
+        std::fs::write(dir.join(format!("part{f:02}.md")), text).unwrap();
+    }
+}
+
+#[test]
+fn default_flag_summarize_succeeds_against_a_shared_kv_cache() {
+    let Some(server) = llama::smollm2(2048, "-t 2") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write_folder(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_synthkit"))
+        .args(["summarize"])
+        .arg(dir.path())
+        .args(["--base-url", &server.base, "--json"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !report["answer"]
+            .as_str()
+            .unwrap_or_default()
+            .trim()
+            .is_empty(),
+        "{report}"
+    );
+    let concurrency = &report["concurrency"];
+    assert_eq!(concurrency["server_slots"], 4, "{report}");
+    assert_eq!(concurrency["start"], 4, "{report}");
+    assert!(
+        concurrency["lowered"].as_u64().unwrap() >= 1,
+        "the shared cache should have been exhausted at 4 calls in flight: {report}"
+    );
+    assert!(concurrency["peak"].as_u64().unwrap() <= 4, "{report}");
+}

@@ -1,0 +1,372 @@
+//! Adaptive concurrency: a layer that keeps as many calls in flight as the server can
+//! take right now, learning it from the server's answers.
+//!
+//! A local server has a fixed number of slots, and with llama.cpp they may share one
+//! KV cache: four long prompts at once can exhaust it (HTTP 500 "Context size has been
+//! exceeded") where two would not. [`AdaptiveModel`] starts at a ceiling (the server's
+//! slot count, from llama.cpp's `/props`, or the caller's limit), and:
+//!
+//! - **halves** the calls in flight when the server says it is overloaded (KV-cache
+//!   exhaustion, 429, 503), then sends the rejected call again once a place is free
+//!   (at most [`MAX_OVERLOAD_ATTEMPTS`] attempts a call; a 429's `Retry-After` is
+//!   honoured);
+//! - **grows back slowly**: one more call in flight after as many successes in a row as
+//!   the current limit (additive increase), never above the ceiling.
+//!
+//! Calls rejected together count as one overload: the limit is halved once per
+//! generation of calls, not once per rejected call.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use synthkit::layer::adaptive::{AdaptiveLimit, AdaptiveModel};
+//! use synthkit::{model::ModelInfo, testing::ScriptedModel};
+//!
+//! let limit = AdaptiveLimit::new(4);
+//! let model = AdaptiveModel::new(ScriptedModel::constant(ModelInfo::new("m"), "ok"), limit.clone());
+//! // ... synthesize with `model`; afterwards:
+//! assert_eq!(limit.stats().lowered, 0);
+//! ```
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+
+use crate::model::{
+    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
+    SharedCounter, StructuredCompletion,
+};
+use crate::text::SharedTokenizer;
+
+/// The most attempts one call makes through overloads before the error is returned.
+pub const MAX_OVERLOAD_ATTEMPTS: u32 = 8;
+/// The pause before a call rejected by an overload is sent again (grows with attempts).
+const OVERLOAD_PAUSE: Duration = Duration::from_millis(100);
+/// The longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// What an [`AdaptiveLimit`] did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdaptiveStats {
+    /// The calls allowed in flight now.
+    pub limit: usize,
+    /// The ceiling.
+    pub ceiling: usize,
+    /// How many times the limit was halved.
+    pub lowered: u64,
+    /// Calls sent again after an overload.
+    pub resent: u64,
+    /// The most calls that were in flight at once.
+    pub peak: usize,
+}
+
+#[derive(Debug)]
+struct State {
+    limit: usize,
+    in_flight: usize,
+    /// Bumped at every decrease; a call remembers the generation it started in.
+    generation: u64,
+    successes: usize,
+    stats: AdaptiveStats,
+}
+
+/// The shared limit: clone it to share one limit between models (all calls to one
+/// server), and read [`AdaptiveLimit::stats`] for reports.
+#[derive(Clone)]
+pub struct AdaptiveLimit {
+    state: Arc<Mutex<State>>,
+    freed: Arc<tokio::sync::Notify>,
+}
+
+impl fmt::Debug for AdaptiveLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveLimit")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// A place among the calls in flight; given back when dropped.
+struct Place {
+    limit: AdaptiveLimit,
+    generation: u64,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.limit.lock().in_flight -= 1;
+        self.limit.freed.notify_waiters();
+    }
+}
+
+impl AdaptiveLimit {
+    /// A limit that starts at, and never exceeds, `ceiling` calls in flight (at least 1).
+    pub fn new(ceiling: usize) -> Self {
+        let ceiling = ceiling.max(1);
+        Self {
+            state: Arc::new(Mutex::new(State {
+                limit: ceiling,
+                in_flight: 0,
+                generation: 0,
+                successes: 0,
+                stats: AdaptiveStats {
+                    limit: ceiling,
+                    ceiling,
+                    ..AdaptiveStats::default()
+                },
+            })),
+            freed: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the limit did so far.
+    pub fn stats(&self) -> AdaptiveStats {
+        let st = self.lock();
+        AdaptiveStats {
+            limit: st.limit,
+            ..st.stats
+        }
+    }
+
+    /// Waits for a place among the calls in flight.
+    async fn enter(&self) -> Place {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Register before checking, so a place freed in between wakes us.
+            freed.as_mut().enable();
+            {
+                let mut st = self.lock();
+                if st.in_flight < st.limit {
+                    st.in_flight += 1;
+                    st.stats.peak = st.stats.peak.max(st.in_flight);
+                    return Place {
+                        limit: self.clone(),
+                        generation: st.generation,
+                    };
+                }
+            }
+            freed.await;
+        }
+    }
+
+    fn succeeded(&self) {
+        let mut st = self.lock();
+        st.successes += 1;
+        if st.successes >= st.limit && st.limit < st.stats.ceiling {
+            st.limit += 1;
+            st.successes = 0;
+        }
+    }
+
+    /// Halves the limit for an overload seen by a call of `generation` (once per
+    /// generation: calls rejected together lower it once).
+    fn overloaded(&self, generation: u64, error: &ModelError) {
+        let mut st = self.lock();
+        st.successes = 0;
+        st.stats.resent += 1;
+        if generation != st.generation || st.limit == 1 {
+            return;
+        }
+        let before = st.limit;
+        st.limit = (st.limit / 2).max(1);
+        st.generation += 1;
+        st.stats.lowered += 1;
+        tracing::warn!(
+            target: "synthkit",
+            from = before,
+            to = st.limit,
+            error = %error,
+            "the server is overloaded: lowering the calls in flight"
+        );
+    }
+}
+
+/// Whether `error` says the server cannot take this many calls at once (rather than
+/// that this call is wrong).
+pub fn is_overload(error: &ModelError) -> bool {
+    match error {
+        ModelError::RateLimited { .. } => true,
+        ModelError::Server { status: 503, .. } => true,
+        ModelError::Server { status: 500, body } => body
+            .to_ascii_lowercase()
+            .contains("context size has been exceeded"),
+        _ => false,
+    }
+}
+
+fn pause_for(error: &ModelError, attempt: u32) -> Duration {
+    let backoff = OVERLOAD_PAUSE * attempt;
+    match error {
+        ModelError::RateLimited {
+            retry_after: Some(d),
+            ..
+        } => (*d).min(MAX_RETRY_AFTER).max(backoff),
+        _ => backoff,
+    }
+}
+
+/// A model behind an [`AdaptiveLimit`].
+pub struct AdaptiveModel<M> {
+    inner: M,
+    limit: AdaptiveLimit,
+}
+
+impl<M: fmt::Debug> fmt::Debug for AdaptiveModel<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveModel")
+            .field("inner", &self.inner)
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+impl<M: LanguageModel> AdaptiveModel<M> {
+    /// `inner` with its calls in flight governed by `limit`.
+    pub fn new(inner: M, limit: AdaptiveLimit) -> Self {
+        Self { inner, limit }
+    }
+
+    /// The shared limit.
+    pub fn limit(&self) -> &AdaptiveLimit {
+        &self.limit
+    }
+
+    /// Runs `call` in a place, sending it again after overloads.
+    async fn run<'a, T, F>(&'a self, call: F) -> Result<(T, Place), ModelError>
+    where
+        F: Fn() -> BoxFuture<'a, Result<T, ModelError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let place = self.limit.enter().await;
+            match call().await {
+                Ok(v) => {
+                    self.limit.succeeded();
+                    return Ok((v, place));
+                }
+                Err(e) if is_overload(&e) && attempt < MAX_OVERLOAD_ATTEMPTS => {
+                    let generation = place.generation;
+                    drop(place);
+                    self.limit.overloaded(generation, &e);
+                    tokio::time::sleep(pause_for(&e, attempt)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl<M: LanguageModel> LanguageModel for AdaptiveModel<M> {
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(async move {
+            let (c, _place) = self.run(|| self.inner.complete(request)).await?;
+            Ok(c)
+        })
+    }
+
+    fn structured<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
+        Box::pin(async move {
+            let (c, _place) = self.run(|| self.inner.structured(request)).await?;
+            Ok(c)
+        })
+    }
+
+    /// The place is held until the stream ends or is dropped.
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+        Box::pin(async move {
+            let (stream, place) = self.run(|| self.inner.stream(request)).await?;
+            let held = stream.map(move |event| {
+                let _ = &place;
+                event
+            });
+            let s: CompletionStream = Box::pin(held);
+            Ok(s)
+        })
+    }
+
+    fn tokenizer(&self) -> Option<SharedTokenizer> {
+        self.inner.tokenizer()
+    }
+
+    fn counter(&self) -> Option<SharedCounter> {
+        self.inner.counter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overload() -> ModelError {
+        ModelError::Server {
+            status: 500,
+            body: r#"{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}"#.into(),
+        }
+    }
+
+    #[test]
+    fn overloads_are_recognised() {
+        assert!(is_overload(&overload()));
+        assert!(is_overload(&ModelError::Server {
+            status: 503,
+            body: String::new()
+        }));
+        assert!(!is_overload(&ModelError::Server {
+            status: 500,
+            body: "boom".into()
+        }));
+        assert!(!is_overload(&ModelError::BadRequest {
+            status: 400,
+            body: String::new()
+        }));
+    }
+
+    #[test]
+    fn halves_once_per_generation_and_grows_back_additively() {
+        let limit = AdaptiveLimit::new(8);
+        limit.overloaded(0, &overload());
+        limit.overloaded(0, &overload());
+        assert_eq!(
+            limit.stats().limit,
+            4,
+            "two rejections of one generation halve once"
+        );
+        limit.overloaded(1, &overload());
+        assert_eq!(limit.stats().limit, 2);
+        assert_eq!(limit.stats().lowered, 2);
+        for _ in 0..2 {
+            limit.succeeded();
+        }
+        assert_eq!(limit.stats().limit, 3);
+        for _ in 0..3 {
+            limit.succeeded();
+        }
+        assert_eq!(limit.stats().limit, 4);
+        for _ in 0..100 {
+            limit.succeeded();
+        }
+        assert_eq!(limit.stats().limit, 8, "never above the ceiling");
+    }
+}
