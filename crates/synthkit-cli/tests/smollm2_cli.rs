@@ -47,10 +47,12 @@ fn default_flag_summarize_succeeds_against_a_shared_kv_cache() {
     };
     let dir = tempfile::tempdir().unwrap();
     write_folder(dir.path());
+    let trace = dir.path().join("calls.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_synthkit"))
         .args(["summarize"])
         .arg(dir.path())
-        .args(["--base-url", &server.base, "--json"])
+        .args(["--base-url", &server.base, "--json", "--trace"])
+        .arg(&trace)
         .env_remove("OPENAI_API_KEY")
         .env_remove("RUST_LOG")
         .output()
@@ -74,4 +76,16 @@ fn default_flag_summarize_succeeds_against_a_shared_kv_cache() {
         "the shared cache should have been exhausted at 4 calls in flight: {report}"
     );
     assert!(concurrency["peak"].as_u64().unwrap() <= 4, "{report}");
+    // Through every layer the command stacks (retries, adaptive limit), each prompt counts
+    // exactly what the server charged for it.
+    let calls: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        assert_eq!(c["counted_prompt_tokens"], c["prompt_tokens"], "{c}");
+        assert_eq!(c["usage_reported"], true, "{c}");
+    }
 }

@@ -433,6 +433,10 @@ impl<M: LanguageModel> LanguageModel for LimitedModel<M> {
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         self.inner.tokenizer()
     }
+
+    fn counter(&self) -> Option<crate::model::SharedCounter> {
+        self.inner.counter()
+    }
 }
 
 #[cfg(test)]

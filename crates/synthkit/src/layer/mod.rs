@@ -67,3 +67,60 @@ pub trait ModelExt: LanguageModel + Sized {
 }
 
 impl<M: LanguageModel + Sized> ModelExt for M {}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::model::{ModelError, PromptCounter, SharedCounter};
+    use crate::prompt::RenderedPrompt;
+
+    #[derive(Debug)]
+    struct Counter;
+
+    impl PromptCounter for Counter {
+        fn name(&self) -> &str {
+            "test counter"
+        }
+        fn count_prompts<'a>(
+            &'a self,
+            prompts: &'a [RenderedPrompt],
+        ) -> futures::future::BoxFuture<'a, Result<Vec<usize>, ModelError>> {
+            Box::pin(async move { Ok(vec![1; prompts.len()]) })
+        }
+    }
+
+    /// A model with an exact counter.
+    struct Counted(crate::testing::ScriptedModel);
+
+    impl LanguageModel for Counted {
+        fn info(&self) -> crate::model::ModelInfo {
+            self.0.info()
+        }
+        fn complete<'a>(
+            &'a self,
+            request: &'a crate::model::ModelRequest,
+        ) -> futures::future::BoxFuture<'a, Result<crate::model::Completion, ModelError>> {
+            self.0.complete(request)
+        }
+        fn counter(&self) -> Option<SharedCounter> {
+            Some(Arc::new(Counter))
+        }
+    }
+
+    #[test]
+    fn every_layer_keeps_the_models_counter() {
+        let inner = Counted(crate::testing::ScriptedModel::constant(
+            crate::model::ModelInfo::new("m"),
+            "ok",
+        ));
+        let stacked = inner
+            .limit(limit::Limiter::new(limit::Limits::default()))
+            .adaptive(adaptive::AdaptiveLimit::new(2))
+            .retry(retry::RetryPolicy::default())
+            .cache(Arc::new(cache::MemoryCache::new()), "m", "");
+        assert_eq!(
+            stacked.counter().map(|c| c.name().to_string()).as_deref(),
+            Some("test counter")
+        );
+    }
+}

@@ -44,29 +44,32 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::Value;
-use tokio::time::Instant;
 
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    SharedCounter, StreamEvent, StructuredCompletion, TimeoutKind, parse_json_reply,
+    SharedCounter, StreamEvent, StructuredCompletion, parse_json_reply,
 };
 use crate::text::SharedTokenizer;
 
+mod call_clock;
 mod config;
+mod discovery;
 mod error;
 mod slots;
 mod stream;
 mod tokenizer;
 mod wire;
 
+pub(crate) use call_clock::{CallClock, ServedModel};
 pub use config::OpenAiConfig;
+use discovery::{first_model_id, models_context_window, props_context_window};
 pub use secrecy::SecretString;
 pub use slots::server_slots;
 pub use tokenizer::{ServerCounter, TokenizeDialect};
@@ -85,76 +88,6 @@ pub(crate) fn build_client(config: &OpenAiConfig) -> Result<reqwest::Client, Mod
                 error::describe(&e)
             ))
         })
-}
-
-/// The model the server named in its latest reply, shared with the streams it returns.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ServedModel(Arc<Mutex<Option<String>>>);
-
-impl ServedModel {
-    /// Records `name` (a no-op when it is the one already recorded).
-    pub(crate) fn set(&self, name: &str) {
-        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.as_deref() != Some(name) {
-            *slot = Some(name.to_string());
-        }
-    }
-
-    /// The latest name recorded.
-    pub(crate) fn get(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-/// The timeouts of one call, measured from its start on tokio's clock.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CallClock {
-    start: Instant,
-    request: Duration,
-    connect: Duration,
-}
-
-impl CallClock {
-    fn start(config: &OpenAiConfig) -> Self {
-        Self {
-            start: Instant::now(),
-            request: config.timeout,
-            connect: config.connect_timeout,
-        }
-    }
-
-    /// What is left of the request timeout.
-    pub(crate) fn request_left(&self) -> Duration {
-        self.request.saturating_sub(self.start.elapsed())
-    }
-
-    /// The error when the request timeout fires now.
-    pub(crate) fn request_timed_out(&self) -> ModelError {
-        ModelError::Timeout {
-            kind: TimeoutKind::Request,
-            waited: self.start.elapsed(),
-            limit: self.request,
-        }
-    }
-
-    /// The error for a failed request: a connect timeout, the request timeout, or a
-    /// connection failure.
-    pub(crate) fn transport(&self, e: &reqwest::Error, key: Option<&SecretString>) -> ModelError {
-        error::from_reqwest(e, key, |connecting| {
-            if connecting {
-                ModelError::Timeout {
-                    kind: TimeoutKind::Connect,
-                    waited: self.start.elapsed(),
-                    limit: self.connect,
-                }
-            } else {
-                self.request_timed_out()
-            }
-        })
-    }
 }
 
 /// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`].
@@ -548,60 +481,6 @@ fn parse_completion(
         finish_reason: choice.finish_reason.as_deref().map(wire::finish_reason),
     };
     Ok((completion, reply.model_name().map(str::to_string)))
-}
-
-/// The first model id in a `/models` listing: `data[].id` (OpenAI's shape, served by
-/// llama.cpp, vLLM, Ollama and LM Studio), else `models[].model` or `models[].name`.
-fn first_model_id(listing: &Value) -> Option<String> {
-    let named = |entries: Option<&Value>, keys: &[&str]| {
-        entries?.as_array()?.iter().find_map(|e| {
-            keys.iter()
-                .find_map(|k| e.get(*k).and_then(Value::as_str))
-                .map(str::trim)
-                .filter(|id| !id.is_empty())
-                .map(str::to_string)
-        })
-    };
-    named(listing.get("data"), &["id"]).or_else(|| named(listing.get("models"), &["model", "name"]))
-}
-
-/// The context window in a llama.cpp `/props` answer.
-fn props_context_window(props: &Value) -> Option<usize> {
-    let positive = |v: Option<&Value>| {
-        v.and_then(Value::as_u64)
-            .filter(|&n| n > 0)
-            .and_then(|n| usize::try_from(n).ok())
-    };
-    positive(
-        props
-            .get("default_generation_settings")
-            .and_then(|s| s.get("n_ctx")),
-    )
-    .or_else(|| positive(props.get("n_ctx")))
-}
-
-/// The context window in a `/models` listing: the entry named `model` (else the first
-/// one that says), from `max_model_len` (vLLM), `meta.n_ctx` (llama.cpp),
-/// `context_length` or `max_context_length` (others).
-fn models_context_window(models: &Value, model: &str) -> Option<usize> {
-    let data = models.get("data")?.as_array()?;
-    let window = |entry: &Value| {
-        ["max_model_len", "context_length", "max_context_length"]
-            .iter()
-            .find_map(|k| entry.get(*k).and_then(Value::as_u64))
-            .or_else(|| {
-                entry
-                    .get("meta")
-                    .and_then(|m| m.get("n_ctx"))
-                    .and_then(Value::as_u64)
-            })
-            .filter(|&n| n > 0)
-            .and_then(|n| usize::try_from(n).ok())
-    };
-    data.iter()
-        .find(|e| e.get("id").and_then(Value::as_str) == Some(model))
-        .and_then(window)
-        .or_else(|| data.iter().find_map(window))
 }
 
 impl LanguageModel for OpenAiModel {

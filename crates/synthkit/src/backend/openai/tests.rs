@@ -1,6 +1,7 @@
 //! Unit tests of the OpenAI-compatible backend: config, discovery, reply parsing.
 
 use super::*;
+use crate::model::TimeoutKind;
 use serde_json::json;
 
 #[test]

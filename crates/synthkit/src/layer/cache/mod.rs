@@ -491,4 +491,8 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         self.inner.tokenizer()
     }
+
+    fn counter(&self) -> Option<crate::model::SharedCounter> {
+        self.inner.counter()
+    }
 }

@@ -494,6 +494,10 @@ impl<M: LanguageModel> LanguageModel for RetryModel<M> {
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         self.inner.tokenizer()
     }
+
+    fn counter(&self) -> Option<crate::model::SharedCounter> {
+        self.inner.counter()
+    }
 }
 
 /// `d` rounded to the nearest microsecond.

@@ -1,0 +1,58 @@
+//! Reading what a server says about itself: the model it lists first, and its context
+//! window in llama.cpp's `/props` or a `/models` listing.
+
+use serde_json::Value;
+
+/// The first model id in a `/models` listing: `data[].id` (OpenAI's shape, served by
+/// llama.cpp, vLLM, Ollama and LM Studio), else `models[].model` or `models[].name`.
+pub(super) fn first_model_id(listing: &Value) -> Option<String> {
+    let named = |entries: Option<&Value>, keys: &[&str]| {
+        entries?.as_array()?.iter().find_map(|e| {
+            keys.iter()
+                .find_map(|k| e.get(*k).and_then(Value::as_str))
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(str::to_string)
+        })
+    };
+    named(listing.get("data"), &["id"]).or_else(|| named(listing.get("models"), &["model", "name"]))
+}
+
+/// The context window in a llama.cpp `/props` answer.
+pub(super) fn props_context_window(props: &Value) -> Option<usize> {
+    let positive = |v: Option<&Value>| {
+        v.and_then(Value::as_u64)
+            .filter(|&n| n > 0)
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    positive(
+        props
+            .get("default_generation_settings")
+            .and_then(|s| s.get("n_ctx")),
+    )
+    .or_else(|| positive(props.get("n_ctx")))
+}
+
+/// The context window in a `/models` listing: the entry named `model` (else the first
+/// one that says), from `max_model_len` (vLLM), `meta.n_ctx` (llama.cpp),
+/// `context_length` or `max_context_length` (others).
+pub(super) fn models_context_window(models: &Value, model: &str) -> Option<usize> {
+    let data = models.get("data")?.as_array()?;
+    let window = |entry: &Value| {
+        ["max_model_len", "context_length", "max_context_length"]
+            .iter()
+            .find_map(|k| entry.get(*k).and_then(Value::as_u64))
+            .or_else(|| {
+                entry
+                    .get("meta")
+                    .and_then(|m| m.get("n_ctx"))
+                    .and_then(Value::as_u64)
+            })
+            .filter(|&n| n > 0)
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    data.iter()
+        .find(|e| e.get("id").and_then(Value::as_str) == Some(model))
+        .and_then(window)
+        .or_else(|| data.iter().find_map(window))
+}
