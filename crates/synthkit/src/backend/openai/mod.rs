@@ -54,7 +54,7 @@ use serde_json::Value;
 
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    SharedCounter, StreamEvent, StructuredCompletion, parse_json_reply,
+    SharedCounter, StructuredCompletion, one_delta_stream, parse_json_reply,
 };
 use crate::text::SharedTokenizer;
 
@@ -527,15 +527,7 @@ impl LanguageModel for OpenAiModel {
                 .is_some_and(|v| v.starts_with("application/json"));
             if is_json {
                 let c = self.read_completion(response, &clock).await?;
-                let events = vec![
-                    Ok(StreamEvent::Delta(c.text)),
-                    Ok(StreamEvent::Done {
-                        usage: c.usage,
-                        finish_reason: c.finish_reason,
-                    }),
-                ];
-                let s: CompletionStream = Box::pin(futures::stream::iter(events));
-                return Ok(s);
+                return Ok(one_delta_stream(c));
             }
             Ok(stream::sse_stream(
                 response,

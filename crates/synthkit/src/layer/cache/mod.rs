@@ -63,7 +63,7 @@ use sha2::{Digest, Sha256};
 
 use crate::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    StreamEvent, StructuredCompletion, Usage, parse_json_reply,
+    StreamEvent, StructuredCompletion, Usage, one_delta_stream, parse_json_reply,
 };
 use crate::prompt::{RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
@@ -365,14 +365,11 @@ fn hex(bytes: &[u8]) -> String {
 
 /// A stored reply replayed as a stream: one delta with the full text, then `Done`.
 fn replay(reply: CachedReply) -> CompletionStream {
-    let events = vec![
-        Ok(StreamEvent::Delta(reply.text)),
-        Ok(StreamEvent::Done {
-            usage: reply.usage,
-            finish_reason: reply.finish_reason,
-        }),
-    ];
-    Box::pin(futures::stream::iter(events))
+    one_delta_stream(Completion {
+        text: reply.text,
+        usage: reply.usage,
+        finish_reason: reply.finish_reason,
+    })
 }
 
 /// Passes `inner` on and stores the reply once `Done` arrives (never before: a stream
