@@ -290,3 +290,54 @@ impl LanguageModel for FixedModel {
         })
     }
 }
+
+/// A tokenizer whose tokens are whitespace-separated words (the reference tests' mock
+/// tokenizer): counts are easy to reason about in tests.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WordTokenizer;
+
+impl crate::text::Tokenizer for WordTokenizer {
+    fn name(&self) -> &str {
+        "words"
+    }
+    fn count(&self, text: &str) -> usize {
+        text.split_whitespace().count()
+    }
+    fn encode(&self, text: &str) -> Vec<u32> {
+        text.split_whitespace().map(|_| 0).collect()
+    }
+    fn decode(&self, _tokens: &[u32]) -> Option<String> {
+        None
+    }
+}
+
+/// A deliberately non-additive tokenizer: a token per 3 bytes of each word, plus one per
+/// run of whitespace, plus one when the text starts with a letter. Joining two pieces can
+/// count more than their sum, which exercises packers that must check whole texts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LumpyTokenizer;
+
+impl crate::text::Tokenizer for LumpyTokenizer {
+    fn name(&self) -> &str {
+        "lumpy"
+    }
+    fn count(&self, text: &str) -> usize {
+        let words: usize = text.split_whitespace().map(|w| w.len().div_ceil(3)).sum();
+        let mut runs = 0;
+        let mut in_ws = false;
+        for c in text.chars() {
+            if c.is_whitespace() && !in_ws {
+                runs += 1;
+            }
+            in_ws = c.is_whitespace();
+        }
+        let lead = usize::from(text.starts_with(char::is_alphabetic));
+        words + runs + lead
+    }
+    fn encode(&self, text: &str) -> Vec<u32> {
+        vec![0; self.count(text)]
+    }
+    fn decode(&self, _tokens: &[u32]) -> Option<String> {
+        None
+    }
+}

@@ -15,7 +15,8 @@ use proptest::prelude::*;
 use synthkit::Node;
 use synthkit::documents::chunk::{TextChunk, chunk, chunk_text};
 use synthkit::documents::{Document, Format};
-use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter, Tokenizer};
+use synthkit::testing::LumpyTokenizer;
+use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter};
 
 fn cl100k() -> SharedTokenizer {
     BpeTokenizer::cl100k_base().shared()
@@ -382,35 +383,6 @@ fn nodes_have_ids_file_path_section_and_hidden_chunk_numbers() {
 // ---------------------------------------------------------------------------------------
 // Properties: nothing lost or reordered, the limit kept
 
-/// A deliberately non-additive tokenizer (as in `splitter_props`): joining pieces can
-/// count more than their sum, so the packer's exact check and give-back are exercised.
-#[derive(Debug)]
-struct Lumpy;
-
-impl Tokenizer for Lumpy {
-    fn name(&self) -> &str {
-        "lumpy"
-    }
-    fn count(&self, text: &str) -> usize {
-        let words: usize = text.split_whitespace().map(|w| w.len().div_ceil(3)).sum();
-        let mut runs = 0;
-        let mut in_ws = false;
-        for c in text.chars() {
-            if c.is_whitespace() && !in_ws {
-                runs += 1;
-            }
-            in_ws = c.is_whitespace();
-        }
-        words + runs + usize::from(text.starts_with(char::is_alphabetic))
-    }
-    fn encode(&self, text: &str) -> Vec<u32> {
-        vec![0; self.count(text)]
-    }
-    fn decode(&self, _tokens: &[u32]) -> Option<String> {
-        None
-    }
-}
-
 /// Lines biased to the structures the chunker reads (and their edge cases).
 fn line() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -500,7 +472,7 @@ proptest! {
         format in format(),
         size in 8usize..60,
     ) {
-        let splitter = TokenTextSplitter::new(size, 0, std::sync::Arc::new(Lumpy)).unwrap();
+        let splitter = TokenTextSplitter::new(size, 0, std::sync::Arc::new(LumpyTokenizer)).unwrap();
         check(&text, format, &splitter)?;
     }
 }

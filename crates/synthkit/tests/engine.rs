@@ -11,6 +11,7 @@ mod server;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use synthkit::testing::WordTokenizer;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -25,7 +26,7 @@ use synthkit::layer::retry::RetryPolicy;
 use synthkit::model::{LanguageModel, ModelError, ModelInfo};
 use synthkit::prompt::PromptBudget;
 use synthkit::testing::ScriptedModel;
-use synthkit::text::{SharedTokenizer, Tokenizer};
+use synthkit::text::SharedTokenizer;
 use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer};
 
 use server::Server;
@@ -388,25 +389,6 @@ async fn a_failing_counter_stops_the_run() {
 
 // ------------------------------------------------------------------------- builder
 
-/// Counts words.
-#[derive(Debug)]
-struct Words;
-
-impl Tokenizer for Words {
-    fn name(&self) -> &str {
-        "words"
-    }
-    fn count(&self, text: &str) -> usize {
-        text.split_whitespace().count()
-    }
-    fn encode(&self, text: &str) -> Vec<u32> {
-        text.split_whitespace().map(|_| 1).collect()
-    }
-    fn decode(&self, _tokens: &[u32]) -> Option<String> {
-        None
-    }
-}
-
 /// A model that says which tokenizer counts like it.
 struct WordModel(ScriptedModel);
 
@@ -421,7 +403,7 @@ impl LanguageModel for WordModel {
         self.0.complete(request)
     }
     fn tokenizer(&self) -> Option<SharedTokenizer> {
-        Some(Arc::new(Words))
+        Some(Arc::new(WordTokenizer))
     }
 }
 

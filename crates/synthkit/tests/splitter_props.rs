@@ -3,60 +3,11 @@
 //! Run more cases with `PROPTEST_CASES=10000 cargo test -p synthkit --test splitter_props`.
 
 use std::sync::Arc;
+use synthkit::testing::{LumpyTokenizer, WordTokenizer};
 
 use proptest::prelude::*;
 use synthkit::text::splitter::{Chunk, ChunkCursor};
 use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter, Tokenizer};
-
-/// Tokens are whitespace-separated words (the reference tests' mock tokenizer).
-#[derive(Debug)]
-struct Words;
-
-impl Tokenizer for Words {
-    fn name(&self) -> &str {
-        "words"
-    }
-    fn count(&self, text: &str) -> usize {
-        text.split_whitespace().count()
-    }
-    fn encode(&self, text: &str) -> Vec<u32> {
-        text.split_whitespace().map(|_| 0).collect()
-    }
-    fn decode(&self, _tokens: &[u32]) -> Option<String> {
-        None
-    }
-}
-
-/// A deliberately non-additive tokenizer: a token per 3 bytes of each word, plus one per
-/// run of whitespace, plus one for text that starts with a letter. Joining pieces can
-/// raise the count above their sum, so the splitter's back-off is exercised.
-#[derive(Debug)]
-struct Lumpy;
-
-impl Tokenizer for Lumpy {
-    fn name(&self) -> &str {
-        "lumpy"
-    }
-    fn count(&self, text: &str) -> usize {
-        let words: usize = text.split_whitespace().map(|w| w.len().div_ceil(3)).sum();
-        let mut runs = 0;
-        let mut in_ws = false;
-        for c in text.chars() {
-            if c.is_whitespace() && !in_ws {
-                runs += 1;
-            }
-            in_ws = c.is_whitespace();
-        }
-        let lead = usize::from(text.starts_with(char::is_alphabetic));
-        words + runs + lead
-    }
-    fn encode(&self, text: &str) -> Vec<u32> {
-        vec![0; self.count(text)]
-    }
-    fn decode(&self, _tokens: &[u32]) -> Option<String> {
-        None
-    }
-}
 
 fn cl100k() -> SharedTokenizer {
     BpeTokenizer::cl100k_base().shared()
@@ -286,7 +237,7 @@ proptest! {
     /// A non-additive tokenizer: the sum of split counts under-estimates; the limit holds.
     #[test]
     fn lumpy_tokenizer_limit_is_exact(text in any_text(), (size, overlap) in small_size_and_overlap()) {
-        let tok: SharedTokenizer = Arc::new(Lumpy);
+        let tok: SharedTokenizer = Arc::new(LumpyTokenizer);
         let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
         let sizes = vec![size; chunks.len()];
         prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
@@ -321,7 +272,7 @@ proptest! {
         ).prop_map(|v| v.concat()),
         (size, overlap) in small_size_and_overlap(),
     ) {
-        let tok: SharedTokenizer = Arc::new(Words);
+        let tok: SharedTokenizer = Arc::new(WordTokenizer);
         let ours = splitter(size, overlap, tok.clone()).split_text(&text);
         let theirs = reference_split_text(&text, size, overlap, &[" ", "\n"], tok.as_ref());
         prop_assert_eq!(ours, theirs);
@@ -356,7 +307,7 @@ proptest! {
         steps in prop::collection::vec((1usize..300, 0usize..60), 1..40),
         lumpy in any::<bool>(),
     ) {
-        let tok: SharedTokenizer = if lumpy { Arc::new(Lumpy) } else { cl100k() };
+        let tok: SharedTokenizer = if lumpy { Arc::new(LumpyTokenizer) } else { cl100k() };
         let mut cursor = ChunkCursor::new(&text, " ", &["\n".to_string()], tok.clone());
         prop_assert_eq!(cursor.text(), text.as_str());
         let mut chunks = Vec::new();
@@ -384,7 +335,7 @@ proptest! {
 
 #[test]
 fn reference_examples_with_word_tokenizer() {
-    let tok: SharedTokenizer = Arc::new(Words);
+    let tok: SharedTokenizer = Arc::new(WordTokenizer);
     let text = "Hello world foo Hello world bar";
     assert_eq!(
         splitter(2, 0, tok.clone()).split_text(text),
