@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod call;
+pub mod citation;
 pub mod documents;
 pub mod error;
 pub mod layer;
@@ -17,6 +18,7 @@ pub mod testing;
 pub mod text;
 
 pub use call::{CallDoor, Observer, SynthEvent, UsageTotals};
+pub use citation::{Citation, Citations};
 pub use error::SynthError;
 pub use mode::{ResponseMode, Step};
 pub use node::Node;

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::call::{Caller, UsageTotals};
+use crate::citation::{Citations, strip_markers};
 use crate::error::SynthError;
 use crate::node::Node;
 
@@ -37,6 +38,9 @@ pub struct Response {
     pub usage: UsageTotals,
     /// What truncation dropped (`simple_summarize` only).
     pub truncation: Option<Truncation>,
+    /// The answer's citations, when they were asked for
+    /// ([`crate::SynthesizerBuilder::citations`]).
+    pub citations: Option<Citations>,
 }
 
 impl Response {
@@ -50,11 +54,27 @@ impl Response {
     }
 }
 
+impl Response {
+    /// Whether node `id` is cited by the answer (false without citations).
+    pub fn is_cited(&self, id: &str) -> bool {
+        self.citations.as_ref().is_some_and(|c| c.cites(id))
+    }
+
+    /// The answer without its `[n]` markers (the citations stay in
+    /// [`Response::citations`]): for showing an answer whose sources are listed apart.
+    pub fn text_without_markers(&self) -> String {
+        strip_markers(&self.text)
+    }
+}
+
 impl std::fmt::Display for Response {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text)
     }
 }
+
+/// Where a stream leaves its citations when it ends.
+pub(crate) type CitationSlot = Arc<std::sync::Mutex<Option<Citations>>>;
 
 /// A synthesis whose answer arrives as text deltas.
 ///
@@ -68,6 +88,7 @@ pub struct StreamingResponse {
     failed: bool,
     pub(crate) response: Response,
     pub(crate) caller: Option<Arc<Caller>>,
+    citations: Option<CitationSlot>,
 }
 
 impl std::fmt::Debug for StreamingResponse {
@@ -92,7 +113,14 @@ impl StreamingResponse {
             failed: false,
             response,
             caller,
+            citations: None,
         }
+    }
+
+    /// Takes the citations from `slot` when the stream has ended.
+    pub(crate) fn with_citations(mut self, slot: CitationSlot) -> Self {
+        self.citations = Some(slot);
+        self
     }
 
     /// The text received so far (all of it once the stream is drained).
@@ -124,6 +152,12 @@ impl StreamingResponse {
         response.text = std::mem::take(&mut self.text);
         if let Some(c) = &self.caller {
             response.usage = c.totals();
+        }
+        if let Some(slot) = &self.citations {
+            response.citations = slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
         }
         Ok(response)
     }

@@ -191,6 +191,12 @@ pub fn json_instructions(schema: &Value) -> String {
     )
 }
 
+/// What the model is told when citations are on (added to the system prompt, or before
+/// a completion prompt): cite the numbered sources, keep the citations already there.
+/// Short on purpose: it rides on every call, and citations may cost at most 5% more
+/// prompt tokens than plain prompts (`tests/citations.rs` measures it).
+pub const CITATION_INSTRUCTIONS: &str = "Cite sources as [n]; keep existing [n] citations.";
+
 #[cfg(test)]
 mod tests {
     use super::*;

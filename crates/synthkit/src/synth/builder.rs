@@ -222,6 +222,7 @@ pub struct SynthesizerBuilder {
     system_prompt: SystemPrompt,
     on_truncation: OnTruncation,
     calibrate_from_usage: bool,
+    citations: bool,
 }
 
 impl SynthesizerBuilder {
@@ -242,6 +243,7 @@ impl SynthesizerBuilder {
             system_prompt: SystemPrompt::FromModel,
             on_truncation: OnTruncation::Warn,
             calibrate_from_usage: true,
+            citations: false,
         }
     }
 
@@ -341,6 +343,16 @@ impl SynthesizerBuilder {
         self.calibrate_from_usage = on;
         self
     }
+    /// Numbered sources and `[n]` citations (default off): each node's text reaches the
+    /// model after a label line `[n]`, the model is asked to cite what it uses, and the
+    /// answer's markers are checked, renumbered and mapped to node ids in
+    /// [`crate::Response::citations`]. See [`crate::citation`]. Text answers only: it
+    /// cannot be combined with an output schema.
+    pub fn citations(mut self, on: bool) -> Self {
+        self.citations = on;
+        self
+    }
+
     /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
     pub fn on_truncation(mut self, policy: OnTruncation) -> Self {
         self.on_truncation = policy;
@@ -353,6 +365,12 @@ impl SynthesizerBuilder {
         if self.filtering.is_on() && self.output_schema.is_some() {
             return Err(SynthError::InvalidOption(
                 "structured answer filtering and an output schema cannot be combined: pick one"
+                    .into(),
+            ));
+        }
+        if self.citations && self.output_schema.is_some() {
+            return Err(SynthError::InvalidOption(
+                "citations mark text answers; an output schema asks for JSON: turn one of them off (put a `sources` field in the schema to have the model name its sources)"
                     .into(),
             ));
         }
@@ -412,6 +430,7 @@ impl SynthesizerBuilder {
                 system_prompt,
                 on_truncation: self.on_truncation,
                 calibrate_from_usage: self.calibrate_from_usage,
+                citations: self.citations,
             }),
         })
     }
@@ -434,4 +453,5 @@ pub(crate) struct Settings {
     pub(crate) system_prompt: Option<String>,
     pub(crate) on_truncation: OnTruncation,
     pub(crate) calibrate_from_usage: bool,
+    pub(crate) citations: bool,
 }

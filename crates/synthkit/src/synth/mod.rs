@@ -25,6 +25,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::citation::{self, CitationLedger};
 use crate::error::SynthError;
 use crate::model::LanguageModel;
 use crate::node::Node;
@@ -191,11 +192,22 @@ impl Synthesizer {
 
     /// The job and the model-visible text of every node (borrowed where it is the node's
     /// own text).
+    ///
+    /// With citations on, each node with text is shown after its label line `[n]` (`n`
+    /// its position among the nodes, from 1).
     fn prepare<'i>(&self, input: &'i SynthesisInput) -> (Job, Vec<Cow<'i, str>>) {
-        let texts: Vec<Cow<'i, str>> = input.nodes.iter().map(Node::llm_text).collect();
+        let mut texts: Vec<Cow<'i, str>> = input.nodes.iter().map(Node::llm_text).collect();
+        let ledger = self.s.citations.then(|| {
+            for (i, text) in texts.iter_mut().enumerate() {
+                if !text.trim().is_empty() {
+                    *text = Cow::Owned(format!("{}{text}", citation::label(i as u32 + 1)));
+                }
+            }
+            CitationLedger::new(input.nodes.iter().map(|n| n.id.clone()).collect())
+        });
         let mut variables = self.s.variables.clone();
         variables.extend(input.variables.iter().cloned());
-        let job = Job::new(Arc::clone(&self.s), input.query.clone(), variables);
+        let job = Job::new(Arc::clone(&self.s), input.query.clone(), variables, ledger);
         (job, texts)
     }
 }

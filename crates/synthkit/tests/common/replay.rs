@@ -66,6 +66,11 @@ fn template(trace: &Value, name: &str, kind: TemplateKind) -> PromptTemplate {
 
 /// Runs `mode` on the trace's inputs.
 pub async fn run_mode(trace: &Value, mode: &str, streaming: bool) -> Run {
+    run_mode_with(trace, mode, streaming, false).await
+}
+
+/// Runs `mode` on the trace's inputs, with or without citations.
+pub async fn run_mode_with(trace: &Value, mode: &str, streaming: bool, citations: bool) -> Run {
     let inputs = &trace["inputs"];
     let window = inputs["context_window"].as_u64().unwrap_or(4096) as usize;
     let num_output = inputs["num_output"].as_u64().unwrap_or(256) as usize;
@@ -112,6 +117,7 @@ pub async fn run_mode(trace: &Value, mode: &str, streaming: bool) -> Run {
                 },
             )
             .observer(recorder.clone())
+            .citations(citations)
             .build()
     })();
     let result = match built {

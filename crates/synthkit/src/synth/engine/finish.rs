@@ -1,7 +1,8 @@
 //! Finishing a synthesis: the final call (plain, structured or filtering), streamed or
 //! not, and the response with its sources.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, PoisonError};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -9,10 +10,11 @@ use serde_json::{Map, Value};
 
 use super::Job;
 use super::fanout::Driven;
+use crate::citation::{MarkerRewriter, numbers_in};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::model::ModelRequest;
-use crate::response::{Response, StreamingResponse, Truncation};
+use crate::response::{CitationSlot, Response, StreamingResponse, Truncation};
 use crate::synth::SynthesisInput;
 use crate::synth::modes::{accumulate, structured};
 
@@ -83,7 +85,7 @@ impl Job {
         response: &mut Response,
     ) -> Result<(), SynthError> {
         match outcome {
-            Outcome::Text(t) => response.text = t,
+            Outcome::Text(t) => response.text = self.cite_final(t, None, response),
             Outcome::Final {
                 request,
                 fallback,
@@ -95,17 +97,88 @@ impl Job {
                 response.structured = structured;
                 response.truncation = truncation;
                 response.text = match text {
-                    Some(t) if !t.is_empty() => t,
-                    _ => fallback.unwrap_or_else(|| self.empty()),
+                    Some(t) if !t.is_empty() => {
+                        let shown = self.shown_sources(&request);
+                        self.cite_final(t, Some(shown), response)
+                    }
+                    _ => {
+                        let t = fallback.unwrap_or_else(|| self.empty());
+                        self.cite_final(t, None, response)
+                    }
                 };
             }
             Outcome::Numbered { mode, chunks } => {
                 let requests = accumulate::NumberedRequests::new(self, mode, &chunks)?;
                 let answers = self.call_all(requests).await?;
-                response.text = self.numbered(&answers);
+                let text = self.numbered(&answers);
+                response.text = self.cite_final(text, None, response);
             }
         }
         Ok(())
+    }
+
+    /// The final answer with its markers checked against `shown` (every source when
+    /// `None`, for text already checked step by step) and renumbered; fills
+    /// `response.citations`. Unchanged without citations.
+    fn cite_final(
+        &self,
+        text: String,
+        shown: Option<BTreeSet<u32>>,
+        response: &mut Response,
+    ) -> String {
+        let Some(ledger) = &self.ledger else {
+            return text;
+        };
+        let mut rewriter = MarkerRewriter::new(shown.unwrap_or_else(|| ledger.all()), true);
+        let out = rewriter.rewrite(&text);
+        response.citations = Some(ledger.citations(&mut rewriter));
+        out
+    }
+
+    /// `deltas` with their markers checked against `shown` and renumbered as they pass;
+    /// the citations land in `slot` when the stream ends. Unchanged without citations.
+    fn cite_stream(
+        &self,
+        deltas: BoxStream<'static, Result<String, SynthError>>,
+        shown: Option<BTreeSet<u32>>,
+        slot: &CitationSlot,
+    ) -> BoxStream<'static, Result<String, SynthError>> {
+        let Some(ledger) = self.ledger.clone() else {
+            return deltas;
+        };
+        let rewriter = MarkerRewriter::new(shown.unwrap_or_else(|| ledger.all()), true);
+        let slot = Arc::clone(slot);
+        let state = (deltas, rewriter, false);
+        Box::pin(futures::stream::unfold(
+            state,
+            move |(mut deltas, mut rewriter, done)| {
+                let ledger = Arc::clone(&ledger);
+                let slot = Arc::clone(&slot);
+                async move {
+                    if done {
+                        return None;
+                    }
+                    loop {
+                        match deltas.next().await {
+                            Some(Ok(d)) => {
+                                let out = rewriter.push(&d);
+                                if !out.is_empty() {
+                                    return Some((Ok(out), (deltas, rewriter, false)));
+                                }
+                            }
+                            Some(Err(e)) => return Some((Err(e), (deltas, rewriter, true))),
+                            None => {
+                                let rest = rewriter.finish();
+                                *slot.lock().unwrap_or_else(PoisonError::into_inner) =
+                                    Some(ledger.citations(&mut rewriter));
+                                return (!rest.is_empty())
+                                    .then_some((Ok(rest), (deltas, rewriter, true)));
+                            }
+                        }
+                    }
+                }
+            },
+        ))
     }
 
     /// The final call: (text or None when unusable, structured value).
@@ -140,19 +213,24 @@ impl Job {
                 truncation,
             } => {
                 self.caller.plan(1);
+                let shown = self.ledger.as_ref().map(|_| {
+                    let mut shown = self.shown_sources(&request);
+                    shown.extend(fallback.as_deref().map(numbers_in).unwrap_or_default());
+                    shown
+                });
                 let inner = self.caller.stream(request).await?;
                 let fallback = fallback.unwrap_or_else(|| self.empty());
                 let mut base = base;
                 base.truncation = truncation;
-                Ok(StreamingResponse::new(
-                    with_fallback(inner, fallback),
-                    base,
-                    Some(caller),
-                ))
+                let slot = CitationSlot::default();
+                let deltas = self.cite_stream(with_fallback(inner, fallback), shown, &slot);
+                Ok(StreamingResponse::new(deltas, base, Some(caller)).with_citations(slot))
             }
             Outcome::Numbered { mode, chunks } if self.s.output_schema.is_none() => {
                 let s = accumulate::stream_numbered(self.clone(), mode, chunks);
-                Ok(StreamingResponse::new(s, base, Some(caller)))
+                let slot = CitationSlot::default();
+                let deltas = self.cite_stream(s, None, &slot);
+                Ok(StreamingResponse::new(deltas, base, Some(caller)).with_citations(slot))
             }
             other => {
                 let mut response = base;

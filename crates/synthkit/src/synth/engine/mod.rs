@@ -9,6 +9,7 @@
 //! - `finish`: the final call, streamed or not, and the response.
 //! - `run`: dispatch to the mode, and resuming a rejected final step.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use serde_json::Value;
 
 use super::builder::Settings;
 use crate::call::Caller;
+use crate::citation::{self, CitationLedger, label_before, label_lines, numbers_in};
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest, StepInfo};
 use crate::prompt::{
@@ -48,10 +50,17 @@ pub(crate) struct Job {
     pub(crate) corrections: Arc<Corrections>,
     /// Local tokens per exact token, learned from verified prompts (1.0 until then).
     calibration: Arc<Mutex<f64>>,
+    /// The sources' numbers and what was removed, when citations are on.
+    pub(crate) ledger: Option<Arc<CitationLedger>>,
 }
 
 impl Job {
-    pub(crate) fn new(s: Arc<Settings>, query: String, variables: Vec<(String, String)>) -> Self {
+    pub(crate) fn new(
+        s: Arc<Settings>,
+        query: String,
+        variables: Vec<(String, String)>,
+        ledger: Option<Arc<CitationLedger>>,
+    ) -> Self {
         let corrections = Arc::new(Corrections::new(
             s.budget.max_prompt_tokens(),
             s.budget.num_output(),
@@ -71,6 +80,7 @@ impl Job {
             variables,
             corrections,
             calibration: Arc::new(Mutex::new(1.0)),
+            ledger,
         }
     }
 
@@ -107,7 +117,12 @@ impl Job {
         all
     }
 
-    fn finish_prompt(&self, rendered: RenderedPrompt, schema: Option<&Value>) -> RenderedPrompt {
+    fn finish_prompt(
+        &self,
+        kind: TemplateKind,
+        rendered: RenderedPrompt,
+        schema: Option<&Value>,
+    ) -> RenderedPrompt {
         let rendered = match schema {
             None => rendered,
             Some(schema) => {
@@ -124,6 +139,15 @@ impl Job {
                 }
             }
         };
+        // Citation instructions ride with the system prompt on every call that shows
+        // sources (all but generation's query-only prompt).
+        if self.ledger.is_some() && kind != TemplateKind::Simple {
+            let system = match self.s.system_prompt.as_deref() {
+                Some(s) => format!("{s}\n\n{}", defaults::CITATION_INSTRUCTIONS),
+                None => defaults::CITATION_INSTRUCTIONS.to_string(),
+            };
+            return rendered.with_system_prompt(Some(&system));
+        }
         rendered.with_system_prompt(self.s.system_prompt.as_deref())
     }
 
@@ -133,7 +157,7 @@ impl Job {
         let vars = self.vars(&[]);
         let rendered = template.render_empty(&vars);
         self.budget()
-            .count_prompt(&self.finish_prompt(rendered, schema))
+            .count_prompt(&self.finish_prompt(template.kind(), rendered, schema))
     }
 
     /// The context room beside `template` (minus the reference's padding of 5), under the
@@ -160,7 +184,7 @@ impl Job {
         vars: &[(&str, &str)],
         schema: Option<&Value>,
     ) -> RenderedPrompt {
-        self.finish_prompt(template.render(&self.vars(vars)), schema)
+        self.finish_prompt(template.kind(), template.render(&self.vars(vars)), schema)
     }
 
     /// The exact count of `prompt` with the model's counter; `None` without one. A count
@@ -325,14 +349,27 @@ impl Job {
     ) -> Option<(ModelRequest, Chunk)> {
         let overlap = self.budget().overlap_for(size);
         let text = cursor.text();
+        // With citations, a piece that starts inside a source starts with its label again.
+        let labels = self.ledger.is_some() && step.level == 0;
+        let labeled = |piece: &'_ str| -> Option<String> {
+            if !labels {
+                return None;
+            }
+            let offset = (piece.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+            label_before(text, offset).map(|n| format!("{}{piece}", citation::label(n)))
+        };
         let mut fitted: Option<(RenderedPrompt, usize)> = None;
         let chunk = cursor.next_chunk_fitting(size, overlap, &mut |piece| {
-            let prompt = self.render(template, &[(var, piece)], schema.as_deref());
+            let full = labeled(piece);
+            let shown = full.as_deref().unwrap_or(piece);
+            let prompt = self.render(template, &[(var, shown)], schema.as_deref());
             let n = self.budget().count_prompt_till_limit(&prompt, limit)?;
             fitted = Some((prompt, n));
             Some(n)
         })?;
         let piece = chunk.text(text);
+        let full = labeled(piece);
+        let piece = full.as_deref().unwrap_or(piece);
         let (prompt, n) = match fitted {
             Some(f) if !chunk.oversized => f,
             _ => {
@@ -343,6 +380,37 @@ impl Job {
         };
         let request = self.request_from(prompt, n, template, &[(var, piece)], step, schema);
         Some((request, chunk))
+    }
+
+    /// The source numbers `request` showed the model: label lines in a first-level
+    /// context, markers in summaries and in the existing answer.
+    pub(crate) fn shown_sources(&self, request: &ModelRequest) -> BTreeSet<u32> {
+        let Some(ledger) = &self.ledger else {
+            return BTreeSet::new();
+        };
+        let mut shown = BTreeSet::new();
+        for (name, value) in &request.variables {
+            match name.as_str() {
+                "context_str" | "context_msg" if request.step.level == 0 => {
+                    shown.extend(label_lines(value));
+                }
+                "context_str" | "context_msg" | "existing_answer" => {
+                    shown.extend(numbers_in(value));
+                }
+                _ => {}
+            }
+        }
+        let all = ledger.all();
+        shown.retain(|n| all.contains(n));
+        shown
+    }
+
+    /// An intermediate answer with the markers its prompt did not show removed.
+    pub(crate) fn checked(&self, request: &ModelRequest, answer: String) -> String {
+        match &self.ledger {
+            Some(ledger) => ledger.check(self.shown_sources(request), &answer),
+            None => answer,
+        }
     }
 
     fn calibration(&self) -> f64 {
@@ -367,7 +435,8 @@ impl Job {
             let c = self.caller.structured(request).await?;
             Ok(c.value.to_string())
         } else {
-            Ok(self.caller.complete(request).await?.text)
+            let text = self.caller.complete(request).await?.text;
+            Ok(self.checked(request, text))
         }
     }
 

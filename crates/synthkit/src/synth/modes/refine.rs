@@ -108,7 +108,9 @@ pub(crate) async fn refine_texts(
             }
             preplanned = false;
             let result = if filtering {
-                filter_step(job, &request).await
+                filter_step(job, &request)
+                    .await
+                    .map(|a| a.map(|a| job.checked(&request, a)))
             } else {
                 job.call_text(&request).await.map(Some)
             };

@@ -1,0 +1,310 @@
+//! Citation markers in text: `[3]`, `[1, 4]`, `[2-4]`, checked against the sources a
+//! prompt showed and renumbered in order of first use, in one pass that works on a whole
+//! answer or on a stream of deltas.
+
+use std::collections::{BTreeSet, HashMap};
+
+/// The longest marker considered (`[12, 13, 14, 15]` is 17 bytes); anything longer in
+/// brackets is text.
+const MAX_MARKER_LEN: usize = 40;
+/// Source numbers have at most this many digits.
+const MAX_DIGITS: usize = 4;
+/// A range such as `[2-40]` expands to at most this many numbers.
+const MAX_RANGE: u32 = 64;
+
+/// The numbers a marker's inside (`1, 4`, `2-4`) names, or `None` when it is not a
+/// marker.
+pub(crate) fn parse_marker(inside: &str) -> Option<Vec<u32>> {
+    let mut numbers = Vec::new();
+    for part in inside.split([',', ';']) {
+        let part = part.trim();
+        let (from, to) = match part.split_once(['-', '–']) {
+            Some((a, b)) => (number(a.trim())?, number(b.trim())?),
+            None => {
+                let n = number(part)?;
+                (n, n)
+            }
+        };
+        if to < from || to - from >= MAX_RANGE {
+            return None;
+        }
+        numbers.extend(from..=to);
+    }
+    (!numbers.is_empty()).then_some(numbers)
+}
+
+fn number(s: &str) -> Option<u32> {
+    if s.is_empty() || s.len() > MAX_DIGITS || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok().filter(|&n| n > 0)
+}
+
+/// Whether `c` may appear inside a marker's brackets.
+fn marker_char(c: char) -> bool {
+    c.is_ascii_digit() || matches!(c, ',' | ';' | ' ' | '-' | '–')
+}
+
+/// Every number named by a marker in `text` (label lines included).
+pub(crate) fn numbers_in(text: &str) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let after = rest.get(open + 1..).unwrap_or_default();
+        match after.find(']') {
+            Some(close) if close <= MAX_MARKER_LEN => {
+                let inside = after.get(..close).unwrap_or_default();
+                if inside.chars().all(marker_char)
+                    && let Some(ns) = parse_marker(inside)
+                {
+                    out.extend(ns);
+                }
+                rest = after.get(close + 1..).unwrap_or_default();
+            }
+            _ => rest = after,
+        }
+    }
+    out
+}
+
+/// The numbers of the label lines in `text`: lines that are exactly `[n]`, as the engine
+/// puts them before each source.
+pub(crate) fn label_lines(text: &str) -> BTreeSet<u32> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
+        .filter_map(number)
+        .collect()
+}
+
+/// Rewrites markers as text passes through: numbers outside `allowed` are dropped (a
+/// marker left empty is removed with the space before it, and reported), and with
+/// renumbering the remaining numbers become 1, 2, ... in order of first use.
+///
+/// Feed it the whole text or a stream's deltas with [`MarkerRewriter::push`], then call
+/// [`MarkerRewriter::finish`]; the output is the same either way.
+#[derive(Debug)]
+pub(crate) struct MarkerRewriter {
+    allowed: BTreeSet<u32>,
+    renumber: bool,
+    /// Original number to new number, and the originals in order of first use.
+    new_numbers: HashMap<u32, u32>,
+    order: Vec<u32>,
+    /// Markers removed, as written.
+    removed: Vec<String>,
+    /// Whitespace held back: it is dropped if a removed marker follows.
+    spaces: String,
+    /// A possible marker being read (starts with `[`).
+    marker: String,
+}
+
+impl MarkerRewriter {
+    pub(crate) fn new(allowed: BTreeSet<u32>, renumber: bool) -> Self {
+        Self {
+            allowed,
+            renumber,
+            new_numbers: HashMap::new(),
+            order: Vec::new(),
+            removed: Vec::new(),
+            spaces: String::new(),
+            marker: String::new(),
+        }
+    }
+
+    /// Rewrites `delta`; text that may still be part of a marker is held back.
+    pub(crate) fn push(&mut self, delta: &str) -> String {
+        let mut out = String::with_capacity(delta.len());
+        for c in delta.chars() {
+            self.push_char(c, &mut out);
+        }
+        out
+    }
+
+    fn push_char(&mut self, c: char, out: &mut String) {
+        if !self.marker.is_empty() {
+            if c == ']' {
+                self.marker.push(c);
+                self.close_marker(out);
+                return;
+            }
+            if marker_char(c) && self.marker.len() < MAX_MARKER_LEN {
+                self.marker.push(c);
+                return;
+            }
+            // Not a marker after all.
+            self.flush_raw(out);
+        }
+        if c == '[' {
+            self.marker.push(c);
+        } else if c.is_whitespace() {
+            self.spaces.push(c);
+        } else {
+            out.push_str(&self.spaces);
+            self.spaces.clear();
+            out.push(c);
+        }
+    }
+
+    fn flush_raw(&mut self, out: &mut String) {
+        out.push_str(&self.spaces);
+        self.spaces.clear();
+        out.push_str(&self.marker);
+        self.marker.clear();
+    }
+
+    fn close_marker(&mut self, out: &mut String) {
+        let written = std::mem::take(&mut self.marker);
+        let inside = written
+            .get(1..written.len().saturating_sub(1))
+            .unwrap_or_default();
+        let Some(numbers) = parse_marker(inside) else {
+            out.push_str(&self.spaces);
+            self.spaces.clear();
+            out.push_str(&written);
+            return;
+        };
+        let mut kept: Vec<u32> = Vec::new();
+        let mut dropped_any = false;
+        for n in numbers {
+            if !self.allowed.contains(&n) {
+                dropped_any = true;
+                continue;
+            }
+            let m = if self.renumber {
+                let next = self.order.len() as u32 + 1;
+                *self.new_numbers.entry(n).or_insert_with(|| {
+                    self.order.push(n);
+                    next
+                })
+            } else {
+                n
+            };
+            if !kept.contains(&m) {
+                kept.push(m);
+            }
+        }
+        if kept.is_empty() {
+            self.removed.push(written);
+            // The space before a removed marker goes with it.
+            self.spaces.clear();
+            return;
+        }
+        if dropped_any {
+            self.removed.push(written.clone());
+        }
+        out.push_str(&self.spaces);
+        self.spaces.clear();
+        out.push('[');
+        for (i, m) in kept.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&m.to_string());
+        }
+        out.push(']');
+    }
+
+    /// Gives back what was held (an unfinished marker is text).
+    pub(crate) fn finish(&mut self) -> String {
+        let mut out = String::new();
+        self.flush_raw(&mut out);
+        out
+    }
+
+    /// Rewrites a whole text.
+    pub(crate) fn rewrite(&mut self, text: &str) -> String {
+        let mut out = self.push(text);
+        out.push_str(&self.finish());
+        out
+    }
+
+    /// The original source numbers, in order of first use (the new number of
+    /// `order()[i]` is `i + 1` when renumbering).
+    pub(crate) fn order(&self) -> &[u32] {
+        &self.order
+    }
+
+    /// The markers removed (wholly or in part) so far, as written.
+    pub(crate) fn take_removed(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.removed)
+    }
+}
+
+/// Removes every marker from `text` (and the space before each).
+pub(crate) fn strip_markers(text: &str) -> String {
+    let mut r = MarkerRewriter::new(BTreeSet::new(), false);
+    let out = r.rewrite(text);
+    out.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ns: &[u32]) -> BTreeSet<u32> {
+        ns.iter().copied().collect()
+    }
+
+    #[test]
+    fn parses_lists_and_ranges() {
+        assert_eq!(parse_marker("3"), Some(vec![3]));
+        assert_eq!(parse_marker("1, 4"), Some(vec![1, 4]));
+        assert_eq!(parse_marker("2-4"), Some(vec![2, 3, 4]));
+        assert_eq!(parse_marker("0"), None);
+        assert_eq!(parse_marker("x"), None);
+        assert_eq!(parse_marker(""), None);
+        assert_eq!(parse_marker("4-2"), None);
+        assert_eq!(parse_marker("1-9999"), None);
+    }
+
+    #[test]
+    fn renumbers_in_order_of_first_use() {
+        let mut r = MarkerRewriter::new(set(&[1, 2, 3, 4]), true);
+        let out = r.rewrite("A [3]. B [1, 3]. C [4][3].");
+        assert_eq!(out, "A [1]. B [2, 1]. C [3][1].");
+        assert_eq!(r.order(), &[3, 1, 4]);
+    }
+
+    #[test]
+    fn removes_markers_not_shown_with_their_space() {
+        let mut r = MarkerRewriter::new(set(&[1]), true);
+        let out = r.rewrite("A [7]. B [1, 9]. C[8] d.");
+        assert_eq!(out, "A. B [1]. C d.");
+        assert_eq!(r.take_removed(), vec!["[7]", "[1, 9]", "[8]"]);
+    }
+
+    #[test]
+    fn leaves_other_brackets_alone() {
+        let mut r = MarkerRewriter::new(set(&[1]), true);
+        let text = "see [the docs](x) and a[i] or [] or [1a] [0]";
+        assert_eq!(r.rewrite(text), text);
+        assert!(r.take_removed().is_empty());
+    }
+
+    #[test]
+    fn streaming_gives_the_same_text_at_any_split() {
+        let text = "The mirror is cleaned [2]. It opens [1, 5] at dusk [9].\n[3]";
+        let mut whole = MarkerRewriter::new(set(&[1, 2, 3]), true);
+        let expected = whole.rewrite(text);
+        for cut in 0..text.len() {
+            if !text.is_char_boundary(cut) {
+                continue;
+            }
+            let mut r = MarkerRewriter::new(set(&[1, 2, 3]), true);
+            let mut out = r.push(&text[..cut]);
+            out.push_str(&r.push(&text[cut..]));
+            out.push_str(&r.finish());
+            assert_eq!(out, expected, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn finds_numbers_and_label_lines() {
+        assert_eq!(numbers_in("a [1] b [2, 4] [x] [3-4]"), set(&[1, 2, 3, 4]));
+        assert_eq!(label_lines("[1]\nfoo [2]\n[3]\n [4]"), set(&[1, 3]));
+    }
+
+    #[test]
+    fn strips_all_markers() {
+        assert_eq!(strip_markers("A [1]. B [2, 3]."), "A. B.");
+    }
+}
