@@ -416,3 +416,18 @@ async fn citation_prompts_cost_at_most_five_percent_more() {
         "citations cost {extra:.1}% more prompt tokens"
     );
 }
+
+#[tokio::test]
+async fn hidden_markers_still_say_which_sources_were_used() {
+    let model = ScriptedModel::constant(info(4096, 64), "B is second [2]. Nothing [5].");
+    let synth = Synthesizer::builder(Arc::new(model))
+        .citations(true)
+        .citation_markers(false)
+        .build()
+        .unwrap();
+    let response = synth.synthesize("q", nodes(&["a.", "b."])).await.unwrap();
+    assert_eq!(response.text, "B is second. Nothing.");
+    let c = response.citations.unwrap();
+    assert_eq!(c.cited_node_ids(), vec!["n2"]);
+    assert_eq!(c.removed, vec!["[5]"]);
+}

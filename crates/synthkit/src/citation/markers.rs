@@ -86,6 +86,8 @@ pub(crate) fn label_lines(text: &str) -> BTreeSet<u32> {
 pub(crate) struct MarkerRewriter {
     allowed: BTreeSet<u32>,
     renumber: bool,
+    /// Whether kept markers are written out (false: checked, counted, then removed).
+    show: bool,
     /// Original number to new number, and the originals in order of first use.
     new_numbers: HashMap<u32, u32>,
     order: Vec<u32>,
@@ -102,12 +104,19 @@ impl MarkerRewriter {
         Self {
             allowed,
             renumber,
+            show: true,
             new_numbers: HashMap::new(),
             order: Vec::new(),
             removed: Vec::new(),
             spaces: String::new(),
             marker: String::new(),
         }
+    }
+
+    /// Removes the kept markers too (they are still counted in [`MarkerRewriter::order`]).
+    pub(crate) fn hiding_markers(mut self) -> Self {
+        self.show = false;
+        self
     }
 
     /// Rewrites `delta`; text that may still be part of a marker is held back.
@@ -190,6 +199,10 @@ impl MarkerRewriter {
         }
         if dropped_any {
             self.removed.push(written.clone());
+        }
+        if !self.show {
+            self.spaces.clear();
+            return;
         }
         out.push_str(&self.spaces);
         self.spaces.clear();
@@ -301,6 +314,14 @@ mod tests {
     fn finds_numbers_and_label_lines() {
         assert_eq!(numbers_in("a [1] b [2, 4] [x] [3-4]"), set(&[1, 2, 3, 4]));
         assert_eq!(label_lines("[1]\nfoo [2]\n[3]\n [4]"), set(&[1, 3]));
+    }
+
+    #[test]
+    fn hidden_markers_are_counted_and_removed() {
+        let mut r = MarkerRewriter::new(set(&[1, 2]), true).hiding_markers();
+        assert_eq!(r.rewrite("A [2]. B [1][5]."), "A. B.");
+        assert_eq!(r.order(), &[2, 1]);
+        assert_eq!(r.take_removed(), vec!["[5]"]);
     }
 
     #[test]

@@ -223,6 +223,7 @@ pub struct SynthesizerBuilder {
     on_truncation: OnTruncation,
     calibrate_from_usage: bool,
     citations: bool,
+    citation_markers: bool,
 }
 
 impl SynthesizerBuilder {
@@ -244,6 +245,7 @@ impl SynthesizerBuilder {
             on_truncation: OnTruncation::Warn,
             calibrate_from_usage: true,
             citations: false,
+            citation_markers: true,
         }
     }
 
@@ -353,6 +355,15 @@ impl SynthesizerBuilder {
         self
     }
 
+    /// Whether the final answer keeps its `[n]` markers (default true). With `false` and
+    /// citations on, markers are checked and then removed from the answer, and
+    /// [`crate::Response::citations`] still says which nodes the answer used: for
+    /// listing the sources an answer drew on without showing markers.
+    pub fn citation_markers(mut self, show: bool) -> Self {
+        self.citation_markers = show;
+        self
+    }
+
     /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
     pub fn on_truncation(mut self, policy: OnTruncation) -> Self {
         self.on_truncation = policy;
@@ -431,6 +442,7 @@ impl SynthesizerBuilder {
                 on_truncation: self.on_truncation,
                 calibrate_from_usage: self.calibrate_from_usage,
                 citations: self.citations,
+                citation_markers: self.citation_markers,
             }),
         })
     }
@@ -454,4 +466,5 @@ pub(crate) struct Settings {
     pub(crate) on_truncation: OnTruncation,
     pub(crate) calibrate_from_usage: bool,
     pub(crate) citations: bool,
+    pub(crate) citation_markers: bool,
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::Job;
 use super::fanout::Driven;
-use crate::citation::{MarkerRewriter, numbers_in};
+use crate::citation::{CitationLedger, MarkerRewriter, numbers_in};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::model::ModelRequest;
@@ -129,10 +129,24 @@ impl Job {
         let Some(ledger) = &self.ledger else {
             return text;
         };
-        let mut rewriter = MarkerRewriter::new(shown.unwrap_or_else(|| ledger.all()), true);
+        let mut rewriter = self.final_rewriter(ledger, shown);
         let out = rewriter.rewrite(&text);
         response.citations = Some(ledger.citations(&mut rewriter));
         out
+    }
+
+    /// The rewriter of a final answer: renumbering, and hiding markers when asked.
+    fn final_rewriter(
+        &self,
+        ledger: &CitationLedger,
+        shown: Option<BTreeSet<u32>>,
+    ) -> MarkerRewriter {
+        let r = MarkerRewriter::new(shown.unwrap_or_else(|| ledger.all()), true);
+        if self.s.citation_markers {
+            r
+        } else {
+            r.hiding_markers()
+        }
     }
 
     /// `deltas` with their markers checked against `shown` and renumbered as they pass;
@@ -146,7 +160,7 @@ impl Job {
         let Some(ledger) = self.ledger.clone() else {
             return deltas;
         };
-        let rewriter = MarkerRewriter::new(shown.unwrap_or_else(|| ledger.all()), true);
+        let rewriter = self.final_rewriter(&ledger, shown);
         let slot = Arc::clone(slot);
         let state = (deltas, rewriter, false);
         Box::pin(futures::stream::unfold(
