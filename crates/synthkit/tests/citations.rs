@@ -16,6 +16,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use proptest::prelude::*;
 use synthkit::model::{ModelInfo, ModelRequest};
+use synthkit::prompt::RenderedPrompt;
+use synthkit::prompt::defaults::CITATION_INSTRUCTIONS;
 use synthkit::testing::ScriptedModel;
 use synthkit::{Node, ResponseMode, SynthError, Synthesizer};
 
@@ -430,4 +432,33 @@ async fn hidden_markers_still_say_which_sources_were_used() {
     let c = response.citations.unwrap();
     assert_eq!(c.cited_node_ids(), vec!["n2"]);
     assert_eq!(c.removed, vec!["[5]"]);
+}
+
+#[tokio::test]
+async fn chat_prompts_end_with_the_instruction_and_completion_prompts_start_with_it() {
+    for chat in [true, false] {
+        let model = ScriptedModel::constant(info(4096, 64).with_chat(chat), "x");
+        let synth = Synthesizer::builder(Arc::new(model.clone()))
+            .citations(true)
+            .build()
+            .unwrap();
+        synth.synthesize("q", nodes(&["a."])).await.unwrap();
+        match &model.requests()[0].prompt {
+            RenderedPrompt::Chat(m) => {
+                assert!(chat);
+                assert!(m.last().unwrap().content.ends_with(CITATION_INSTRUCTIONS));
+                // One system message at most: the instruction does not add one.
+                let systems = m
+                    .iter()
+                    .filter(|x| x.role == synthkit::prompt::Role::System)
+                    .count();
+                assert!(systems <= 1, "{m:?}");
+            }
+            RenderedPrompt::Text(t) => {
+                assert!(!chat);
+                assert!(t.starts_with(CITATION_INSTRUCTIONS));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

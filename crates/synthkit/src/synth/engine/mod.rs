@@ -139,16 +139,29 @@ impl Job {
                 }
             }
         };
-        // Citation instructions ride with the system prompt on every call that shows
-        // sources (all but generation's query-only prompt).
-        if self.ledger.is_some() && kind != TemplateKind::Simple {
-            let system = match self.s.system_prompt.as_deref() {
-                Some(s) => format!("{s}\n\n{}", defaults::CITATION_INSTRUCTIONS),
-                None => defaults::CITATION_INSTRUCTIONS.to_string(),
-            };
-            return rendered.with_system_prompt(Some(&system));
-        }
+        // Citation instructions go on every call that shows sources (all but
+        // generation's query-only prompt): at the end of a chat's last message, where
+        // small chat models heed them (as a system message they were ignored), and before
+        // a completion prompt, whose end is the answer's cue.
+        let rendered = match rendered {
+            RenderedPrompt::Chat(mut m) if self.cites(kind) => {
+                if let Some(last) = m.last_mut() {
+                    last.content.push_str("\n\n");
+                    last.content.push_str(defaults::CITATION_INSTRUCTIONS);
+                }
+                RenderedPrompt::Chat(m)
+            }
+            RenderedPrompt::Text(t) if self.cites(kind) => {
+                RenderedPrompt::Text(format!("{}\n\n{t}", defaults::CITATION_INSTRUCTIONS))
+            }
+            other => other,
+        };
         rendered.with_system_prompt(self.s.system_prompt.as_deref())
+    }
+
+    /// Whether prompts of `kind` carry citation instructions.
+    fn cites(&self, kind: TemplateKind) -> bool {
+        self.ledger.is_some() && kind != TemplateKind::Simple
     }
 
     /// Tokens of `template` before any context: empty variables, extra variables, the
