@@ -626,3 +626,27 @@ fn bytes_from_elsewhere_are_read_by_content() {
         "{missing}"
     );
 }
+
+#[test]
+fn minified_code_in_a_folder_is_a_named_skip_but_read_when_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let js = format!(
+        "!function(){{{}}}();",
+        "var a=b[c]||{};a.x=function(t){return t};".repeat(80)
+    );
+    let index = write(root, "searchindex.js", &js);
+    let prose = format!("{} ", MIRROR).repeat(100);
+    write(root, "long-line.txt", &prose);
+    let report = read(root, ReadOptions::default());
+    assert_eq!(
+        skip_reason(&report, root, "searchindex.js"),
+        Some(&SkipReason::Minified)
+    );
+    assert_eq!(report.skip_summary().unwrap(), "1 skipped: 1 minified");
+    // A long line of prose is read.
+    assert!(doc(&report, root, "long-line.txt").text.contains(MIRROR));
+    // Named on its own, the file is read.
+    let alone = read_paths(&[&index], &ReadOptions::default()).unwrap();
+    assert_eq!(alone.documents.len(), 1);
+}

@@ -20,6 +20,11 @@
 //!    `.rest` [`Format::Rst`]; the rest [`Format::Plain`].
 //! 6. No text left (a zero-byte file, white space only, a PDF of scanned images):
 //!    skipped, [`SkipReason::Empty`].
+//! 7. Found in a folder, text that is mostly lines of over 1,000 characters with under 8%
+//!    white space (minified JavaScript or CSS, a search index, a data dump) is skipped
+//!    as [`SkipReason::Minified`]: it is not prose, and its words would crowd out the
+//!    documents' own (the search index of an mdBook holds every page again). Long lines
+//!    of prose (about 15% white space) are read; a file named on its own is always read.
 //!
 //! The same file reached twice (named twice, or through a symbolic link) is read once;
 //! the second path is [`SkipReason::Duplicate`].
@@ -127,11 +132,14 @@ pub enum SkipReason {
     /// It could not be read: the I/O error, a broken link, damaged gzip data or a PDF
     /// whose text cannot be extracted.
     Unreadable(String),
+    /// Minified code or generated data (mostly very long lines with little white space),
+    /// found in a folder; name the file on its own to read it.
+    Minified,
 }
 
 impl SkipReason {
     /// The reason's short name, as counted in summaries: `binary`, `empty`, `too large`,
-    /// `symlink loop`, `not a file`, `duplicate`, `unreadable`.
+    /// `symlink loop`, `not a file`, `duplicate`, `unreadable`, `minified`.
     pub fn kind(&self) -> &'static str {
         match self {
             SkipReason::Binary => "binary",
@@ -141,12 +149,14 @@ impl SkipReason {
             SkipReason::NotAFile => "not a file",
             SkipReason::Duplicate { .. } => "duplicate",
             SkipReason::Unreadable(_) => "unreadable",
+            SkipReason::Minified => "minified",
         }
     }
 
     /// Every kind, in the order summaries list them.
-    pub const KINDS: [&'static str; 7] = [
+    pub const KINDS: [&'static str; 8] = [
         "binary",
+        "minified",
         "empty",
         "too large",
         "symlink loop",
@@ -168,6 +178,9 @@ impl fmt::Display for SkipReason {
             SkipReason::NotAFile => f.write_str("not a file (a pipe, socket or device)"),
             SkipReason::Duplicate { of } => write!(f, "duplicate (same file as {})", of.display()),
             SkipReason::Unreadable(e) => write!(f, "unreadable: {e}"),
+            SkipReason::Minified => f.write_str(
+                "minified or generated (long lines, little white space; name the file to read it)",
+            ),
         }
     }
 }
@@ -330,6 +343,7 @@ impl Reader {
             path: path.to_path_buf(),
             source,
         })?;
+        let in_folder = fs::metadata(path).is_ok_and(|m| m.is_dir());
         let mut report = ReadReport::default();
         for found in walk(path, &self.options.walk)? {
             match found {
@@ -345,6 +359,12 @@ impl Reader {
                     }
                     self.seen.insert(key, file.clone());
                     match self.read_file(&file) {
+                        Ok(read) if in_folder && looks_minified(&read.document.text) => {
+                            report.skipped.push(Skipped {
+                                path: file,
+                                reason: SkipReason::Minified,
+                            });
+                        }
                         Ok(read) => {
                             if let Some(message) = read.note {
                                 report.notes.push(ReadNote {
@@ -464,6 +484,20 @@ pub fn read_paths<P: AsRef<Path>>(
     Ok(report)
 }
 
+/// Lines longer than this count towards [`looks_minified`].
+const LONG_LINE: usize = 1000;
+
+/// Whether `text` is mostly long lines with under 8% white space: minified code or
+/// generated data rather than prose (which has about 15%).
+pub(crate) fn looks_minified(text: &str) -> bool {
+    let (mut long_bytes, mut long_space) = (0usize, 0usize);
+    for line in text.lines().filter(|l| l.len() > LONG_LINE) {
+        long_bytes += line.len();
+        long_space += line.bytes().filter(u8::is_ascii_whitespace).count();
+    }
+    long_bytes * 2 >= text.len() && long_space * 100 < long_bytes * 8
+}
+
 /// All of `reader`, failing with [`SkipReason::TooLarge`] past `limit` bytes.
 fn read_limited(reader: impl Read, limit: Option<u64>) -> Result<Vec<u8>, SkipReason> {
     let mut bytes = Vec::new();
@@ -477,6 +511,30 @@ fn read_limited(reader: impl Read, limit: Option<u64>) -> Result<Vec<u8>, SkipRe
         return Err(SkipReason::TooLarge { limit });
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_minified;
+
+    #[test]
+    fn minified_code_and_data_but_not_long_prose() {
+        let js = format!(
+            "!function(e){{{}}}",
+            "var a=b[c]||{};e.x=function(t){return t};".repeat(100)
+        );
+        assert!(looks_minified(&js));
+        let json = format!(
+            "{{\"index\":[{}]}}",
+            "{\"id\":1,\"body\":\"a b\"},".repeat(200)
+        );
+        assert!(looks_minified(&json));
+        let prose =
+            "The mirror is cleaned every three months with snow, in the first week. ".repeat(200);
+        assert!(!looks_minified(&prose));
+        let short = "let x = 1;\nlet y = 2;\n";
+        assert!(!looks_minified(short));
+    }
 }
 
 fn strip_suffix_ignore_case<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
