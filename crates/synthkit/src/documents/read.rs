@@ -513,6 +513,12 @@ fn read_limited(reader: impl Read, limit: Option<u64>) -> Result<Vec<u8>, SkipRe
     Ok(bytes)
 }
 
+fn strip_suffix_ignore_case<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
+    let cut = name.len().checked_sub(suffix.len())?;
+    let (stem, tail) = (name.get(..cut)?, name.get(cut..)?);
+    (tail.eq_ignore_ascii_case(suffix) && !stem.is_empty()).then_some(stem)
+}
+
 #[cfg(test)]
 mod tests {
     use super::looks_minified;
@@ -535,10 +541,4 @@ mod tests {
         let short = "let x = 1;\nlet y = 2;\n";
         assert!(!looks_minified(short));
     }
-}
-
-fn strip_suffix_ignore_case<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
-    let cut = name.len().checked_sub(suffix.len())?;
-    let (stem, tail) = (name.get(..cut)?, name.get(cut..)?);
-    (tail.eq_ignore_ascii_case(suffix) && !stem.is_empty()).then_some(stem)
 }
