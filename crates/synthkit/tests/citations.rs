@@ -458,7 +458,6 @@ async fn chat_prompts_end_with_the_instruction_and_completion_prompts_start_with
                 assert!(!chat);
                 assert!(t.starts_with(CITATION_INSTRUCTIONS));
             }
-            other => panic!("{other:?}"),
         }
     }
 }
