@@ -1,0 +1,210 @@
+//! [`RedisBudget`]: one requests/tokens-per-minute budget for every replica, as two GCRA
+//! buckets in Redis updated by one atomic Lua script.
+//!
+//! GCRA keeps one number per bucket, the theoretical arrival time (TAT): the time at
+//! which the bucket would be empty again. A call costing `n` units of a budget of `L`
+//! per minute moves the TAT forward by `n × 60 s / L`, and may go when the new TAT is at
+//! most the burst tolerance ahead of now (the burst: [`RedisBudget::with_burst`], a whole
+//! minute by default, like the in-process limiter; never less than the call itself, so a
+//! large call passes once the bucket is empty). The script reads Redis's own clock
+//! (`TIME`), so the replicas' clocks do not matter, checks both buckets and updates
+//! them only when both allow the call: the requests and tokens budgets are spent
+//! together or not at all. When the call must wait, the script says how long; the
+//! caller sleeps that long and asks again. Within one process, calls ask in arrival
+//! order, one at a time, so a large call is not starved by a run of small ones.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use redis::Script;
+use redis::aio::ConnectionManager;
+use synthkit::layer::limit::LimitError;
+use synthkit::model::ModelError;
+use tokio::sync::Mutex;
+
+use super::log_failure;
+use crate::budget::RateBudget;
+
+/// KEYS: the requests and tokens buckets. ARGV: requests per minute, tokens per minute
+/// (0: none), the call's tokens, the burst window in microseconds. Returns 0 when the
+/// call may go (and spends it), -1 when it can never fit, else the microseconds to wait.
+const GCRA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local rpm = tonumber(ARGV[1])
+local tpm = tonumber(ARGV[2])
+local tokens = tonumber(ARGV[3])
+local window = tonumber(ARGV[4])
+if tpm > 0 and tokens > tpm then return -1 end
+local function check(key, limit, cost)
+  if limit <= 0 or cost <= 0 then return 0, nil end
+  local interval = 60000000 / limit
+  local increment = cost * interval
+  local tau = math.max(window, increment)
+  local tat = tonumber(redis.call('GET', key)) or now
+  if tat < now then tat = now end
+  local new_tat = tat + increment
+  local allow_at = new_tat - tau
+  if allow_at > now then return math.ceil(allow_at - now), nil end
+  return 0, new_tat
+end
+local w1, t1 = check(KEYS[1], rpm, 1)
+local w2, t2 = check(KEYS[2], tpm, tokens)
+if w1 > 0 or w2 > 0 then return math.max(w1, w2) end
+if t1 then redis.call('SET', KEYS[1], string.format('%.0f', t1), 'PX', math.ceil((t1 - now) / 1000) + 1000) end
+if t2 then redis.call('SET', KEYS[2], string.format('%.0f', t2), 'PX', math.ceil((t2 - now) / 1000) + 1000) end
+return 0
+";
+
+/// What a [`RedisBudget`] let through in this process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BudgetStats {
+    /// Calls let through.
+    pub requests: u64,
+    /// Tokens charged.
+    pub tokens: u64,
+    /// Times a call was told to wait.
+    pub waits: u64,
+}
+
+/// A requests/tokens-per-minute budget shared through Redis; see the
+/// [module documentation](self). Cheap to clone.
+#[derive(Clone)]
+pub struct RedisBudget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: ConnectionManager,
+    script: Script,
+    keys: [String; 2],
+    requests_per_minute: u32,
+    tokens_per_minute: u32,
+    burst_micros: AtomicU64,
+    gate: Mutex<()>,
+    requests: AtomicU64,
+    tokens: AtomicU64,
+    waits: AtomicU64,
+    first_failure: AtomicBool,
+}
+
+impl std::fmt::Debug for RedisBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBudget")
+            .field("keys", &self.inner.keys)
+            .field("requests_per_minute", &self.inner.requests_per_minute)
+            .field("tokens_per_minute", &self.inner.tokens_per_minute)
+            .field("burst_micros", &self.inner.burst_micros)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBudget {
+    /// A budget of `requests_per_minute` and `tokens_per_minute` (0: none) kept under
+    /// `{prefix}:budget:rpm` and `{prefix}:budget:tpm`. Every replica given the same
+    /// Redis, prefix and numbers shares one budget.
+    pub fn new(
+        conn: ConnectionManager,
+        prefix: &str,
+        requests_per_minute: u32,
+        tokens_per_minute: u32,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                conn,
+                script: Script::new(GCRA),
+                keys: [
+                    format!("{prefix}:budget:rpm"),
+                    format!("{prefix}:budget:tpm"),
+                ],
+                requests_per_minute,
+                tokens_per_minute,
+                burst_micros: AtomicU64::new(60_000_000),
+                gate: Mutex::new(()),
+                requests: AtomicU64::new(0),
+                tokens: AtomicU64::new(0),
+                waits: AtomicU64::new(0),
+                first_failure: AtomicBool::new(true),
+            }),
+        }
+    }
+
+    /// How much may be spent at once after a quiet spell, as a time's worth of the
+    /// budget (default a minute: a fresh budget may spend a whole minute's at once, as
+    /// the in-process limiter does). Shorter bursts pace calls evenly from the start.
+    /// Applies to every clone of this budget.
+    pub fn with_burst(self, burst: Duration) -> Self {
+        let micros = u64::try_from(burst.as_micros()).unwrap_or(u64::MAX);
+        self.inner.burst_micros.store(micros, Ordering::Relaxed);
+        self
+    }
+
+    /// What this process let through so far.
+    pub fn stats(&self) -> BudgetStats {
+        BudgetStats {
+            requests: self.inner.requests.load(Ordering::Relaxed),
+            tokens: self.inner.tokens.load(Ordering::Relaxed),
+            waits: self.inner.waits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// One try: 0 (spent), -1 (never fits) or microseconds to wait.
+    async fn try_take(&self, tokens: u64) -> Result<i64, redis::RedisError> {
+        let inner = &self.inner;
+        let mut conn = inner.conn.clone();
+        let burst_micros = inner.burst_micros.load(Ordering::Relaxed);
+        inner
+            .script
+            .key(&inner.keys[0])
+            .key(&inner.keys[1])
+            .arg(inner.requests_per_minute)
+            .arg(inner.tokens_per_minute)
+            .arg(tokens)
+            .arg(burst_micros)
+            .invoke_async(&mut conn)
+            .await
+    }
+}
+
+impl RateBudget for RedisBudget {
+    fn acquire(&self, tokens: u64) -> BoxFuture<'_, Result<(), ModelError>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            if inner.requests_per_minute == 0 && inner.tokens_per_minute == 0 {
+                return Ok(());
+            }
+            let _turn = inner.gate.lock().await;
+            loop {
+                match self.try_take(tokens).await {
+                    Ok(0) => {
+                        inner.requests.fetch_add(1, Ordering::Relaxed);
+                        inner.tokens.fetch_add(tokens, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    Ok(wait) if wait < 0 => {
+                        return Err(LimitError::OverBudget {
+                            tokens,
+                            tokens_per_minute: inner.tokens_per_minute,
+                        }
+                        .into());
+                    }
+                    Ok(wait) => {
+                        inner.waits.fetch_add(1, Ordering::Relaxed);
+                        let micros = u64::try_from(wait).unwrap_or(0).max(500);
+                        tokio::time::sleep(Duration::from_micros(micros)).await;
+                    }
+                    Err(e) => {
+                        log_failure(&inner.first_failure, "Redis budget unavailable", &e);
+                        return Err(ModelError::Layer {
+                            layer: "redis budget",
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! [`RedisCache`]: the response cache in Redis, one JSON value per key with a TTL.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use synthkit::layer::cache::{CachedReply, ResponseCache};
+
+use super::log_failure;
+
+/// A [`ResponseCache`] in Redis: replies stored as JSON under `{prefix}:cache:{key}`,
+/// expiring after the TTL. Like every store it never fails a call: a Redis error is
+/// logged and taken as a miss (or a write that did not happen).
+pub struct RedisCache {
+    conn: ConnectionManager,
+    prefix: String,
+    ttl_secs: u64,
+    first_failure: AtomicBool,
+}
+
+impl std::fmt::Debug for RedisCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisCache")
+            .field("prefix", &self.prefix)
+            .field("ttl_secs", &self.ttl_secs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisCache {
+    /// A cache on `conn` whose keys start with `prefix` and live `ttl` (at least 1 s).
+    pub fn new(conn: ConnectionManager, prefix: impl Into<String>, ttl: Duration) -> Self {
+        Self {
+            conn,
+            prefix: prefix.into(),
+            ttl_secs: ttl.as_secs().max(1),
+            first_failure: AtomicBool::new(true),
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}:cache:{key}", self.prefix)
+    }
+}
+
+impl ResponseCache for RedisCache {
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<CachedReply>> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let found: Option<String> = match conn.get(self.key(key)).await {
+                Ok(v) => v,
+                Err(e) => {
+                    log_failure(&self.first_failure, "Redis cache read failed", &e);
+                    return None;
+                }
+            };
+            let text = found?;
+            match serde_json::from_str(&text) {
+                Ok(reply) => Some(reply),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a Redis cache entry does not parse; asking the model");
+                    None
+                }
+            }
+        })
+    }
+
+    fn put<'a>(&'a self, key: &'a str, value: &'a CachedReply) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Ok(text) = serde_json::to_string(value) else {
+                return;
+            };
+            let mut conn = self.conn.clone();
+            let stored: Result<(), redis::RedisError> =
+                conn.set_ex(self.key(key), text, self.ttl_secs).await;
+            if let Err(e) = stored {
+                log_failure(&self.first_failure, "Redis cache write failed", &e);
+            }
+        })
+    }
+}

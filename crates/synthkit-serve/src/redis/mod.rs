@@ -1,0 +1,91 @@
+//! Scale-out through Redis (feature `redis`): N replicas share one requests/tokens per
+//! minute budget ([`RedisBudget`], a GCRA token bucket kept in Redis and updated by one
+//! atomic Lua script) and one response cache ([`RedisCache`], entries with a TTL).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), synthkit_serve::ServeError> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use synthkit_serve::redis::{RedisBudget, RedisCache, connect};
+//! use synthkit_serve::{BackendConfig, CacheChoice};
+//!
+//! let conn = connect("redis://127.0.0.1:6379/").await?;
+//! let budget = RedisBudget::new(conn.clone(), "synthkit", 500, 200_000);
+//! let cache = RedisCache::new(conn, "synthkit", Duration::from_secs(86_400));
+//! let backend = BackendConfig::extractive()
+//!     .with_shared_budget(Arc::new(budget))
+//!     .with_cache(CacheChoice::Store(Arc::new(cache)));
+//! # let _ = backend; Ok(()) }
+//! ```
+
+mod budget;
+mod cache;
+
+use std::time::Duration;
+
+pub use budget::{BudgetStats, RedisBudget};
+pub use cache::RedisCache;
+pub use redis::aio::ConnectionManager;
+
+use crate::error::ServeError;
+
+/// How long opening a connection to Redis may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one Redis command may take before it fails.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Connects to Redis at `url` (`redis://[:password@]host:port/[db]`): a connection
+/// manager that reconnects by itself, shared (cloned) by the budget and the cache.
+pub async fn connect(url: &str) -> Result<ConnectionManager, ServeError> {
+    let err = |e: redis::RedisError| ServeError::Redis {
+        url: redact(url),
+        message: e.to_string(),
+    };
+    let client = redis::Client::open(url).map_err(err)?;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(2);
+    let mut conn = client
+        .get_connection_manager_with_config(config)
+        .await
+        .map_err(err)?;
+    let _: String = redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .map_err(err)?;
+    Ok(conn)
+}
+
+/// `url` without its password.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://[redacted]@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Logs a Redis failure: a warning the first time, then at debug level.
+fn log_failure(first: &std::sync::atomic::AtomicBool, what: &str, error: &redis::RedisError) {
+    if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(%error, "{what} (further failures are logged at debug level)");
+    } else {
+        tracing::debug!(%error, "{what}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("redis://:hunter2@10.0.0.5:6379/0"),
+            "redis://[redacted]@10.0.0.5:6379/0"
+        );
+        assert_eq!(redact("redis://127.0.0.1/"), "redis://127.0.0.1/");
+    }
+}

@@ -1,0 +1,280 @@
+//! Request/response and SSE round trips for every mode, error answers and events, the
+//! health, metrics and OpenAPI routes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::fake_llm::{FakeConfig, FakeLlm};
+use common::{Service, nodes, openai_backend, parse_sse};
+use serde_json::{Value, json};
+use synthkit::ResponseMode;
+use synthkit_serve::{BackendConfig, ServiceLimits};
+
+const QUERY: &str = "How often is the primary mirror cleaned?";
+
+async fn post(service: &Service, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(service.synthesize_url())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+async fn post_stream(service: &Service, mut body: Value) -> (u16, String, Vec<(String, Value)>) {
+    body["stream"] = json!(true);
+    let r = reqwest::Client::new()
+        .post(service.synthesize_url())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text().await.unwrap();
+    (status, content_type, parse_sse(&text))
+}
+
+fn check_response(mode: ResponseMode, response: &Value) {
+    let ids: Vec<&str> = response["source_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["1", "mirror", "li", "ccd"], "{mode}");
+    assert_eq!(response["source_nodes"][1]["score"], json!(0.9));
+    assert_eq!(
+        response["metadata"]["mirror"]["file"],
+        json!("maintenance.md")
+    );
+    let calls = response["usage"]["calls"].as_u64().unwrap();
+    if mode.calls_model() {
+        assert!(calls >= 1, "{mode}: {response}");
+        assert!(!response["text"].as_str().unwrap().is_empty(), "{mode}");
+    } else {
+        assert_eq!(calls, 0, "{mode}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_mode_as_json_with_the_extractive_backend() {
+    let service = Service::start(BackendConfig::extractive(), ServiceLimits::default(), None).await;
+    for mode in ResponseMode::ALL {
+        let (status, response) = post(
+            &service,
+            json!({"query": QUERY, "nodes": nodes(), "mode": mode.as_str()}),
+        )
+        .await;
+        assert_eq!(status, 200, "{mode}: {response}");
+        check_response(mode, &response);
+        if matches!(mode, ResponseMode::Compact | ResponseMode::Refine) {
+            assert!(
+                response["text"].as_str().unwrap().contains("six months"),
+                "{mode}: {response}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_mode_as_json_and_as_events_with_an_openai_server() {
+    let fake = FakeLlm::start(FakeConfig::default()).await;
+    let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
+    for mode in ResponseMode::ALL {
+        let body = json!({"query": QUERY, "nodes": nodes(), "mode": mode.as_str()});
+        let (status, plain) = post(&service, body.clone()).await;
+        assert_eq!(status, 200, "{mode}: {plain}");
+        check_response(mode, &plain);
+
+        let (status, content_type, events) = post_stream(&service, body).await;
+        assert_eq!(status, 200, "{mode}");
+        assert!(
+            content_type.starts_with("text/event-stream"),
+            "{content_type}"
+        );
+        let (last, rest) = events.split_last().unwrap();
+        assert_eq!(last.0, "response", "{mode}: {events:?}");
+        assert!(rest.iter().all(|(e, _)| e == "delta"), "{mode}: {events:?}");
+        let streamed: String = rest
+            .iter()
+            .map(|(_, d)| d["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(streamed, last.1["text"].as_str().unwrap(), "{mode}");
+        assert_eq!(last.1["text"], plain["text"], "{mode}");
+        check_response(mode, &last.1);
+        if mode.calls_model() {
+            assert!(rest.len() >= 2, "{mode}: the reply should arrive in deltas");
+            assert!(last.1["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+        }
+    }
+    assert!(fake.requests() > 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_model_is_a_502_or_an_error_event() {
+    let fake = FakeLlm::start(FakeConfig {
+        status: 400,
+        ..FakeConfig::default()
+    })
+    .await;
+    let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
+    let body = json!({"query": QUERY, "nodes": nodes(), "mode": "tree_summarize"});
+    let (status, error) = post(&service, body.clone()).await;
+    assert_eq!(status, 502, "{error}");
+    assert_eq!(error["error"]["kind"], "model_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 400")
+    );
+
+    let (status, _, events) = post_stream(&service, body).await;
+    assert_eq!(status, 200);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].0, "error");
+    assert_eq!(events[0].1["error"]["kind"], "model_error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_400_with_a_message() {
+    let service = Service::start(BackendConfig::extractive(), ServiceLimits::default(), None).await;
+    let client = reqwest::Client::new();
+    let r = client
+        .post(service.synthesize_url())
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["kind"], "invalid_request");
+
+    let cases = [
+        (
+            json!({"query": "q", "nodes": [], "mode": "summarise"}),
+            "unknown response mode",
+        ),
+        (json!({"query": "q", "nodes": [3]}), "nodes[0]"),
+        (
+            json!({"query": "q", "citations": true, "output_schema": {"type": "object"}}),
+            "citations",
+        ),
+        (json!({"query": "q", "concurrency": 0}), "concurrency"),
+        (json!({"query": "q", "colour": "red"}), "unknown field"),
+        (
+            json!({"query": "q", "templates": {"qa": "no variables"}}),
+            "context_str",
+        ),
+    ];
+    for (body, needle) in cases {
+        let (status, e) = post(&service, body.clone()).await;
+        assert_eq!(status, 400, "{body}: {e}");
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_output_schema_and_concurrency_are_used() {
+    let service = Service::start(BackendConfig::extractive(), ServiceLimits::default(), None).await;
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}},
+        "required": ["answer"]});
+    let (status, r) = post(
+        &service,
+        json!({"query": QUERY, "nodes": nodes(), "output_schema": schema, "concurrency": 2,
+            "templates": {"qa": "Context: {context_str}\nQuestion: {query_str}\nAnswer:"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert!(r["structured"]["answer"].is_string(), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_readiness_metrics_and_openapi() {
+    let fake = FakeLlm::start(FakeConfig::default()).await;
+    let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("{}{path}", service.url)).send();
+    assert_eq!(get("/healthz").await.unwrap().status(), 200);
+    assert_eq!(get("/readyz").await.unwrap().status(), 200);
+
+    let (status, _) = post(&service, json!({"query": QUERY, "nodes": nodes()})).await;
+    assert_eq!(status, 200);
+    let metrics = get("/metrics").await.unwrap().text().await.unwrap();
+    for needle in [
+        "synthkit_http_requests_total{path=\"/v1/synthesize\",status=\"200\"} 1",
+        "synthkit_model_calls_total 1",
+        "synthkit_model_calls_in_flight 0",
+        "synthkit_model_call_duration_seconds_count 1",
+        "synthkit_http_request_duration_seconds_count 1",
+        "synthkit_model_retries_total 0",
+        "synthkit_context_corrections_total 0",
+        "synthkit_cache_hits_total 0",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle} in\n{metrics}");
+    }
+    assert!(!metrics.contains("synthkit_model_prompt_tokens_total 0\n"));
+
+    let doc: Value = get("/openapi.json").await.unwrap().json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let schemas = &doc["components"]["schemas"];
+    for name in [
+        "SynthesizeRequest",
+        "SynthesizeResponse",
+        "ErrorBody",
+        "DeltaEvent",
+    ] {
+        assert!(schemas[name].is_object(), "no {name} in {schemas}");
+    }
+    let request_ref = &doc["paths"]["/v1/synthesize"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"]["$ref"];
+    assert_eq!(request_ref, "#/components/schemas/SynthesizeRequest");
+
+    // The documented response has every field the library's Response serializes.
+    let (_, response) = post(&service, json!({"query": QUERY, "nodes": nodes()})).await;
+    let documented = schemas["SynthesizeResponse"]["properties"]
+        .as_object()
+        .unwrap();
+    for key in response.as_object().unwrap().keys() {
+        assert!(
+            documented.contains_key(key),
+            "the response field `{key}` is not in the OpenAPI SynthesizeResponse: add it to api::SynthesizeResponse"
+        );
+    }
+
+    drop(fake);
+    let r = get("/readyz").await.unwrap();
+    assert_eq!(r.status(), 503);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "unavailable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn citations_are_mapped_to_node_ids_in_json_and_in_the_response_event() {
+    let fake = FakeLlm::start(FakeConfig {
+        reply: "The primary mirror is cleaned every six months [2].".into(),
+        ..FakeConfig::default()
+    })
+    .await;
+    let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
+    let body = json!({"query": QUERY, "nodes": nodes(), "citations": true});
+    let (status, r) = post(&service, body.clone()).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        r["citations"]["markers"][0]["node_ids"],
+        json!(["mirror"]),
+        "{r}"
+    );
+    let (_, _, events) = post_stream(&service, body).await;
+    let (name, last) = events.last().unwrap();
+    assert_eq!(name, "response");
+    assert_eq!(last["citations"], r["citations"]);
+}
