@@ -1,0 +1,141 @@
+"""Side by side: LlamaIndex's own response synthesizer vs SynthkitSynthesizer.
+
+One query over the bench corpus (N nodes from /work/shared/bench, ids n00000...), context
+window 4096, num_output 256, overlap ratio 0.1, in compact and tree_summarize. Both call the
+same loopback OpenAI-compatible server (tests/fake_openai.py), which answers every call
+instantly with the same 40-word text, through the same LlamaIndex ``OpenAILike`` LLM: the
+time is each synthesizer's own work plus its HTTP calls to 127.0.0.1. A third line gives
+LlamaIndex's time with an in-process instant ``CustomLLM`` (no HTTP at all), for reference.
+
+    python bench/compare.py [--corpus PATH] [--n 1000] [--repeat 3]
+
+Prints a Markdown table: best-of-``repeat`` wall time of ``synthesize()`` and model calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from llama_index.core import get_response_synthesizer
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.response_synthesizers import ResponseMode
+from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.llms.openai_like import OpenAILike
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+
+from fake_openai import FakeOpenAI  # noqa: E402
+
+import synthkit  # noqa: E402
+from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+
+QUERY = "What does the text say about iterables and exceptions?"
+WINDOW = 4096
+NUM_OUTPUT = 256
+OVERLAP = 0.1
+ANSWER = (
+    "answer lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
+    "incididunt ut labore et dolore magna aliqua ut enim ad minim veniam quis nostrud "
+    "exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat duis aute irure"
+)
+
+
+class InstantLLM(CustomLLM):
+    """A LlamaIndex LLM that answers every prompt at once with the fixed answer."""
+
+    calls: int = 0
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(context_window=WINDOW, num_output=NUM_OUTPUT, model_name="instant")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.calls += 1
+        return CompletionResponse(text=ANSWER)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        self.calls += 1
+        yield CompletionResponse(text=ANSWER, delta=ANSWER)
+
+
+def load_nodes(path: str, n: int) -> List[NodeWithScore]:
+    with open(path) as f:
+        texts: List[str] = json.load(f)[:n]
+    return [NodeWithScore(node=TextNode(id_=f"n{i:05d}", text=t)) for i, t in enumerate(texts)]
+
+
+def best_of(repeat: int, run: Callable[[], int]) -> Tuple[float, int]:
+    """The best wall time of ``repeat`` runs and the calls of the last one."""
+    best = float("inf")
+    calls = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        calls = run()
+        best = min(best, time.perf_counter() - start)
+    return best, calls
+
+
+def main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", default="/work/shared/bench/corpus_n1000_s42.json")
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    nodes = load_nodes(args.corpus, args.n)
+    helper = PromptHelper(context_window=WINDOW, num_output=NUM_OUTPUT, chunk_overlap_ratio=OVERLAP)
+    rows: List[Dict[str, Any]] = []
+    with FakeOpenAI(answer=ANSWER, report_usage=False) as server:
+        llm = OpenAILike(
+            api_base=server.base_url, model="fake-model", api_key="fake", is_chat_model=True,
+            context_window=WINDOW, max_tokens=NUM_OUTPUT,
+        )
+        for mode in (ResponseMode.COMPACT, ResponseMode.TREE_SUMMARIZE):
+            variants: List[Tuple[str, Any]] = [
+                ("LlamaIndex get_response_synthesizer", get_response_synthesizer(llm=llm, response_mode=mode, prompt_helper=helper)),
+            ]
+            if mode == ResponseMode.TREE_SUMMARIZE:
+                variants.append(
+                    ("LlamaIndex get_response_synthesizer(use_async=True)", get_response_synthesizer(llm=llm, response_mode=mode, prompt_helper=helper, use_async=True))
+                )
+            variants.append(("SynthkitSynthesizer", SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper)))
+            for name, synth in variants:
+                def run(synth: Any = synth) -> int:
+                    server.reset()
+                    synth.synthesize(QUERY, nodes)
+                    return server.calls
+
+                secs, calls = best_of(args.repeat, run)
+                rows.append({"mode": mode.value, "synthesizer": name, "model": "loopback HTTP", "seconds": secs, "calls": calls})
+            instant = InstantLLM()
+            reference = get_response_synthesizer(llm=instant, response_mode=mode, prompt_helper=helper)
+
+            def run_instant() -> int:
+                instant.calls = 0
+                reference.synthesize(QUERY, nodes)
+                return instant.calls
+
+            secs, calls = best_of(args.repeat, run_instant)
+            rows.append({"mode": mode.value, "synthesizer": "LlamaIndex get_response_synthesizer", "model": "in-process CustomLLM", "seconds": secs, "calls": calls})
+
+    print(f"N={args.n} nodes, window {WINDOW}, num_output {NUM_OUTPUT}, overlap {OVERLAP}, best of {args.repeat}")
+    print(f"synthkit {synthkit.__version__}, Python {sys.version.split()[0]}\n")
+    print("| mode | synthesizer | model | time | calls |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['mode']} | {r['synthesizer']} | {r['model']} | {r['seconds']:.3f} s | {r['calls']} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,43 @@
+"""synthkit: response synthesis for retrieval-augmented generation, in Rust.
+
+Turns a query and retrieved nodes into an answer with a language model, in one of the
+LlamaIndex response modes (``compact``, ``refine``, ``tree_summarize``,
+``simple_summarize``, ``accumulate``, ``compact_accumulate``, ``generation``, ``no_text``,
+``context_only``), with exact token budgets and bounded concurrency::
+
+    import synthkit
+
+    synth = synthkit.Synthesizer("compact")          # offline extractive backend
+    r = synth.synthesize("How often is the mirror cleaned?",
+                         ["The mirror is cleaned every six months."])
+    print(r.response, r.usage["calls"])
+
+With ``base_url="http://127.0.0.1:8080/v1"`` an OpenAI-compatible server answers.
+``synthkit.llama_index.SynthkitSynthesizer`` plugs it into LlamaIndex query engines.
+"""
+
+from __future__ import annotations
+
+from synthkit._synthkit import (
+    MODES,
+    InputError,
+    ModelError,
+    Response,
+    ResponseStream,
+    SourceNode,
+    SynthkitError,
+    Synthesizer,
+    __version__,
+)
+
+__all__ = [
+    "MODES",
+    "InputError",
+    "ModelError",
+    "Response",
+    "ResponseStream",
+    "SourceNode",
+    "SynthkitError",
+    "Synthesizer",
+    "__version__",
+]

@@ -1,0 +1,109 @@
+"""Type stubs for the compiled extension module ``synthkit._synthkit``."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Optional, Union
+
+__version__: str
+MODES: list[str]
+
+class SynthkitError(Exception):
+    """Every error synthkit raises, with synthkit's message."""
+
+class InputError(SynthkitError):
+    """Bad input or options (unknown mode, node without text, bad template, budget)."""
+
+class ModelError(SynthkitError):
+    """A model call failed (connection, HTTP status, timeout, truncated reply)."""
+
+#: A node: a string, a dict (``id``/``id_``, ``text``, ``metadata``, ``score``,
+#: ``excluded_llm_metadata_keys``; or ``{"node": {...}, "score": s}``), or a LlamaIndex
+#: ``NodeWithScore`` / ``TextNode``.
+NodeLike = Union[str, Mapping[str, Any], Any]
+#: A template: a string with ``{context_str}``/``{query_str}``/... or a LlamaIndex prompt.
+TemplateLike = Union[str, Any]
+
+class SourceNode:
+    """One source node of a response."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+    @property
+    def score(self) -> Optional[float]: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+class Response:
+    """A finished synthesis. ``str(response)`` is the answer."""
+
+    @property
+    def response(self) -> str: ...
+    @property
+    def source_nodes(self) -> list[SourceNode]: ...
+    @property
+    def metadata(self) -> dict[str, dict[str, Any]]: ...
+    @property
+    def usage(self) -> dict[str, int]: ...
+    @property
+    def citations(self) -> Optional[list[dict[str, Any]]]: ...
+    @property
+    def truncation(self) -> Optional[dict[str, Any]]: ...
+    @property
+    def structured(self) -> Optional[Any]: ...
+    def text_without_markers(self) -> str: ...
+
+class ResponseStream(Iterator[str], AsyncIterator[str]):
+    """Text deltas of a streamed answer, by ``for`` or ``async for``."""
+
+    def __iter__(self) -> ResponseStream: ...
+    def __next__(self) -> str: ...
+    def __aiter__(self) -> ResponseStream: ...
+    def __anext__(self) -> Awaitable[str]: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def response(self) -> Optional[Response]: ...
+    def get_response(self) -> Response: ...
+    def aget_response(self) -> Awaitable[Response]: ...
+    def close(self) -> None: ...
+
+class Synthesizer:
+    """Turns a query and retrieved nodes into an answer with a language model."""
+
+    def __init__(
+        self,
+        mode: str = "compact",
+        base_url: Optional[str] = None,
+        model: Optional[str] = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        context_window: Optional[int] = None,
+        num_output: int = 256,
+        concurrency: int = 8,
+        citations: bool = False,
+        temperature: Optional[float] = None,
+        timeout: Optional[float] = None,
+        system_prompt: Optional[str] = None,
+        qa_template: Optional[TemplateLike] = None,
+        refine_template: Optional[TemplateLike] = None,
+        summary_template: Optional[TemplateLike] = None,
+        chat: bool = True,
+        chunk_overlap_ratio: Optional[float] = None,
+    ) -> None: ...
+    def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
+    def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...
+    def stream(self, query: str, nodes: Iterable[NodeLike]) -> ResponseStream: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def context_window(self) -> int: ...
+    @property
+    def num_output(self) -> int: ...

@@ -1,0 +1,383 @@
+"""A LlamaIndex response synthesizer backed by synthkit.
+
+``SynthkitSynthesizer`` is a ``BaseSynthesizer``: pass it wherever LlamaIndex takes a
+response synthesizer::
+
+    from synthkit.llama_index import SynthkitSynthesizer
+
+    synth = SynthkitSynthesizer(llm=llm, response_mode="compact")
+    engine = index.as_query_engine(llm=llm, response_synthesizer=synth)
+    print(engine.query("How often is the mirror cleaned?"))
+
+Given an OpenAI-compatible ``llm`` (``OpenAI``, ``OpenAILike``), synthkit calls the same
+server itself: it takes the base URL (``api_base``), model, context window, ``max_tokens``
+and temperature from the ``llm``. Any other ``llm`` (or none) means synthkit's offline
+extractive backend, unless ``base_url=`` is given. The API key is read from the
+environment variable ``api_key_env`` (default ``OPENAI_API_KEY``), never from the ``llm``.
+
+Requires ``llama-index-core`` (0.14).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, AsyncGenerator, Dict, Generator, List, Optional, Sequence, Union
+
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.callbacks.schema import CBEventType, EventPayload
+from llama_index.core.instrumentation.events.synthesis import (
+    SynthesizeEndEvent,
+    SynthesizeStartEvent,
+)
+from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.llms import LLM, MockLLM
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.settings import Settings
+from llama_index.core.types import RESPONSE_TEXT_TYPE
+import llama_index.core.instrumentation as instrument
+
+import synthkit
+
+__all__ = ["SynthkitSynthesizer"]
+
+dispatcher = instrument.get_dispatcher(__name__)
+
+#: The default answer length when the ``llm`` sets no ``max_tokens`` (as LlamaIndex).
+DEFAULT_NUM_OUTPUT = 256
+
+TemplateArg = Optional[Union[str, BasePromptTemplate]]
+
+
+def _mode_name(mode: Any) -> str:
+    """A mode name from a LlamaIndex ``ResponseMode`` or a string."""
+    value = getattr(mode, "value", mode)
+    return str(value)
+
+
+def _llm_settings(llm: Optional[LLM]) -> Dict[str, Any]:
+    """What synthkit takes from a LlamaIndex ``llm``: base URL, model, window, output, temperature, chat."""
+    if llm is None:
+        return {}
+    out: Dict[str, Any] = {}
+    api_base = getattr(llm, "api_base", None)
+    if isinstance(api_base, str) and api_base:
+        out["base_url"] = api_base
+        model = getattr(llm, "model", None)
+        if isinstance(model, str) and model:
+            out["model"] = model
+        temperature = getattr(llm, "temperature", None)
+        if isinstance(temperature, (int, float)):
+            out["temperature"] = float(temperature)
+    metadata = getattr(llm, "metadata", None)
+    window = getattr(llm, "context_window", None)
+    if not isinstance(window, int) or window <= 0:
+        window = getattr(metadata, "context_window", None)
+    if isinstance(window, int) and window > 0:
+        out["context_window"] = window
+    max_tokens = getattr(llm, "max_tokens", None)
+    if not isinstance(max_tokens, int) or max_tokens <= 0:
+        max_tokens = getattr(metadata, "num_output", None)
+    out["num_output"] = (
+        max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else DEFAULT_NUM_OUTPUT
+    )
+    is_chat = getattr(metadata, "is_chat_model", None)
+    if isinstance(is_chat, bool):
+        out["chat"] = is_chat
+    return out
+
+
+def _template_text(t: TemplateArg) -> Optional[Union[str, BasePromptTemplate]]:
+    """A template argument as synthkit takes it (a string or a prompt object)."""
+    if t is None or isinstance(t, str):
+        return t
+    if isinstance(t, PromptTemplate) or hasattr(t, "template") or hasattr(
+        t, "message_templates"
+    ):
+        return t
+    # A SelectorPromptTemplate (LlamaIndex's defaults): its default template.
+    default = getattr(t, "default_template", None)
+    if default is not None:
+        return _template_text(default)
+    raise synthkit.InputError(
+        f"unsupported template type {type(t).__name__}: pass a string or a PromptTemplate"
+    )
+
+
+class SynthkitSynthesizer(BaseSynthesizer):
+    """A LlamaIndex response synthesizer that runs synthkit.
+
+    Args:
+        llm: a LlamaIndex LLM. For ``OpenAI``/``OpenAILike`` synthkit calls its server
+            (``api_base``, ``model``, ``context_window``, ``max_tokens``,
+            ``temperature``); any other LLM means the offline extractive backend.
+        response_mode: a LlamaIndex ``ResponseMode`` or its name (default ``compact``).
+        streaming: return ``StreamingResponse`` / ``AsyncStreamingResponse`` objects.
+        text_qa_template, refine_template, summary_template: LlamaIndex prompt templates
+            (``PromptTemplate`` or strings) with the usual variables.
+        base_url, model, context_window, num_output, temperature: override what is read
+            from ``llm``.
+        api_key_env: the environment variable holding the API key.
+        concurrency: model calls in flight at most (tree levels, accumulate); 0: no limit.
+        citations: numbered sources and checked ``[n]`` markers in the answer.
+        timeout: the request timeout in seconds.
+        system_prompt: a system prompt for every call.
+        prompt_helper: a LlamaIndex ``PromptHelper`` (else ``Settings``'s, if set): its
+            ``context_window``, ``num_output`` and ``chunk_overlap_ratio`` replace the
+            ``llm``'s.
+        callback_manager: LlamaIndex callbacks.
+        empty_response: the answer when there are no nodes.
+    """
+
+    def __init__(
+        self,
+        llm: Optional[LLM] = None,
+        response_mode: Any = "compact",
+        streaming: bool = False,
+        text_qa_template: TemplateArg = None,
+        refine_template: TemplateArg = None,
+        summary_template: TemplateArg = None,
+        *,
+        base_url: Optional[str] = None,
+        model: Optional[str] = None,
+        context_window: Optional[int] = None,
+        num_output: Optional[int] = None,
+        temperature: Optional[float] = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        citations: bool = False,
+        timeout: Optional[float] = None,
+        system_prompt: Optional[str] = None,
+        prompt_helper: Optional[PromptHelper] = None,
+        callback_manager: Optional[CallbackManager] = None,
+        empty_response: Optional[str] = None,
+    ) -> None:
+        # Never resolve Settings.llm here: it builds OpenAI() and wants a key even when
+        # synthkit answers on its own. An unset Settings.llm is replaced by a MockLLM
+        # that is never called.
+        base_llm = llm if llm is not None else Settings._llm
+        super().__init__(
+            llm=base_llm if base_llm is not None else MockLLM(),
+            callback_manager=callback_manager,
+            prompt_helper=prompt_helper,
+            streaming=streaming,
+            empty_response=empty_response,
+        )
+        settings = _llm_settings(base_llm)
+        helper = prompt_helper or Settings._prompt_helper
+        if helper is not None:
+            settings["context_window"] = helper.context_window
+            if helper.num_output > 0:
+                settings["num_output"] = helper.num_output
+            settings["chunk_overlap_ratio"] = helper.chunk_overlap_ratio
+        overrides = {
+            "base_url": base_url,
+            "model": model,
+            "context_window": context_window,
+            "num_output": num_output,
+            "temperature": temperature,
+        }
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        if (
+            "base_url" not in settings
+            and base_llm is not None
+            and not isinstance(base_llm, MockLLM)
+        ):
+            warnings.warn(
+                f"synthkit cannot call {type(base_llm).__name__}: it has no OpenAI-compatible "
+                "api_base, so the offline extractive backend answers; pass base_url= to use a server",
+                stacklevel=2,
+            )
+        self._mode = _mode_name(response_mode)
+        self._templates: Dict[str, TemplateArg] = {
+            "text_qa_template": text_qa_template,
+            "refine_template": refine_template,
+            "summary_template": summary_template,
+        }
+        self._options: Dict[str, Any] = {
+            **settings,
+            "api_key_env": api_key_env,
+            "concurrency": concurrency,
+            "citations": citations,
+            "timeout": timeout,
+            "system_prompt": system_prompt,
+        }
+        self._synth = self._build()
+        #: The synthkit ``Response`` of the latest non-streamed synthesis (usage, citations).
+        self.last_response: Optional[synthkit.Response] = None
+
+    def _build(self) -> synthkit.Synthesizer:
+        return synthkit.Synthesizer(
+            self._mode,
+            qa_template=_template_text(self._templates["text_qa_template"]),
+            refine_template=_template_text(self._templates["refine_template"]),
+            summary_template=_template_text(self._templates["summary_template"]),
+            **self._options,
+        )
+
+    @property
+    def synthesizer(self) -> synthkit.Synthesizer:
+        """The synthkit synthesizer underneath."""
+        return self._synth
+
+    # --- PromptMixin -------------------------------------------------------------------
+
+    def _get_prompts(self) -> PromptDictType:
+        out: PromptDictType = {}
+        for name, t in self._templates.items():
+            if isinstance(t, BasePromptTemplate):
+                out[name] = t
+            elif isinstance(t, str):
+                out[name] = PromptTemplate(t)
+        return out
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        changed = False
+        for name in self._templates:
+            if name in prompts:
+                self._templates[name] = prompts[name]
+                changed = True
+        if changed:
+            self._synth = self._build()
+
+    # --- text chunks (the abstract methods) --------------------------------------------
+
+    def get_response(
+        self,
+        query_str: str,
+        text_chunks: Sequence[str],
+        **response_kwargs: Any,
+    ) -> RESPONSE_TEXT_TYPE:
+        """Answers from plain text chunks: a string, or a generator when streaming."""
+        nodes = [{"id": str(i), "text": t} for i, t in enumerate(text_chunks)]
+        if self._streaming:
+            return _deltas(self._synth.stream(query_str, nodes))
+        result = self._synth.synthesize(query_str, nodes)
+        self.last_response = result
+        return result.response
+
+    async def aget_response(
+        self,
+        query_str: str,
+        text_chunks: Sequence[str],
+        **response_kwargs: Any,
+    ) -> RESPONSE_TEXT_TYPE:
+        """Like ``get_response``, awaited (an async generator when streaming)."""
+        nodes = [{"id": str(i), "text": t} for i, t in enumerate(text_chunks)]
+        if self._streaming:
+            return _adeltas(self._synth.stream(query_str, nodes))
+        result = await self._synth.asynthesize(query_str, nodes)
+        self.last_response = result
+        return result.response
+
+    # --- nodes -------------------------------------------------------------------------
+
+    @staticmethod
+    def _synthkit_nodes(nodes: List[NodeWithScore]) -> List[Dict[str, Any]]:
+        """The nodes as the model sees them in LlamaIndex (its metadata mode LLM)."""
+        return [
+            {
+                "id": n.node.node_id,
+                "text": n.node.get_content(metadata_mode=MetadataMode.LLM),
+                "score": n.score,
+            }
+            for n in nodes
+        ]
+
+    def _empty(self, query: QueryTextType, is_async: bool) -> RESPONSE_TYPE:
+        if not self._streaming:
+            return Response(self._empty_response)
+        if is_async:
+            return AsyncStreamingResponse(response_gen=self._empty_response_agenerator())
+        return StreamingResponse(response_gen=self._empty_response_generator())
+
+    @dispatcher.span
+    def synthesize(
+        self,
+        query: QueryTextType,
+        nodes: List[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        """Answers ``query`` from ``nodes``; the response's sources are the given objects."""
+        dispatcher.event(SynthesizeStartEvent(query=query))
+        if len(nodes) == 0:
+            response = self._empty(query, is_async=False)
+            dispatcher.event(SynthesizeEndEvent(query=query, response=response))
+            return response
+        if isinstance(query, str):
+            query = QueryBundle(query_str=query)
+        with self._callback_manager.event(
+            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: query.query_str}
+        ) as event:
+            items = self._synthkit_nodes(nodes)
+            response_str: RESPONSE_TEXT_TYPE
+            if self._streaming:
+                response_str = _deltas(self._synth.stream(query.query_str, items))
+            else:
+                result = self._synth.synthesize(query.query_str, items)
+                self.last_response = result
+                response_str = result.response
+            source_nodes = list(nodes) + list(additional_source_nodes or [])
+            response = self._prepare_response_output(response_str, source_nodes)
+            event.on_end(payload={EventPayload.RESPONSE: response})
+        dispatcher.event(SynthesizeEndEvent(query=query, response=response))
+        return response
+
+    @dispatcher.span
+    async def asynthesize(
+        self,
+        query: QueryTextType,
+        nodes: List[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        """Like ``synthesize``, awaited; model calls run while the event loop goes on."""
+        dispatcher.event(SynthesizeStartEvent(query=query))
+        if len(nodes) == 0:
+            response = self._empty(query, is_async=True)
+            dispatcher.event(SynthesizeEndEvent(query=query, response=response))
+            return response
+        if isinstance(query, str):
+            query = QueryBundle(query_str=query)
+        with self._callback_manager.event(
+            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: query.query_str}
+        ) as event:
+            items = self._synthkit_nodes(nodes)
+            response_str: RESPONSE_TEXT_TYPE
+            if self._streaming:
+                response_str = _adeltas(self._synth.stream(query.query_str, items))
+            else:
+                result = await self._synth.asynthesize(query.query_str, items)
+                self.last_response = result
+                response_str = result.response
+            source_nodes = list(nodes) + list(additional_source_nodes or [])
+            response = self._prepare_response_output(response_str, source_nodes)
+            event.on_end(payload={EventPayload.RESPONSE: response})
+        dispatcher.event(SynthesizeEndEvent(query=query, response=response))
+        return response
+
+
+def _deltas(stream: synthkit.ResponseStream) -> Generator[str, None, None]:
+    """The stream's deltas as a generator (what LlamaIndex's StreamingResponse takes)."""
+    try:
+        yield from stream
+    finally:
+        stream.close()
+
+
+async def _adeltas(stream: synthkit.ResponseStream) -> AsyncGenerator[str, None]:
+    """The stream's deltas as an async generator (for AsyncStreamingResponse)."""
+    try:
+        async for delta in stream:
+            yield delta
+    finally:
+        stream.close()

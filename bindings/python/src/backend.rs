@@ -1,0 +1,168 @@
+//! The model behind a synthesizer: the offline extractive backend, or an
+//! OpenAI-compatible server, set up with the library calls the CLI uses.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use synthkit::backend::extractive::ExtractiveModel;
+use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::layer::adaptive::{AdaptiveLimit, AdaptiveModel};
+use synthkit::layer::retry::{RetryModel, RetryPolicy};
+use synthkit::model::LanguageModel;
+
+use crate::{InputError, SynthkitError};
+
+/// The ceiling on calls in flight when `concurrency=0` (no limit) is asked for.
+const UNLIMITED_IN_FLIGHT: usize = 4096;
+
+/// What the Python constructor says about the model.
+#[derive(Debug, Clone)]
+pub(crate) struct BackendOptions {
+    /// The server's base URL (up to `/v1`); `None` means the extractive backend.
+    pub base_url: Option<String>,
+    /// The model name; `None` asks the server (`GET /models`).
+    pub model: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: String,
+    /// The context window; `None` asks the server (else the library's default).
+    pub context_window: Option<usize>,
+    /// Tokens reserved for each answer.
+    pub num_output: usize,
+    /// Calls in flight at most (0: no limit).
+    pub concurrency: usize,
+    /// The sampling temperature; `None` keeps the library's default (0.1).
+    pub temperature: Option<f32>,
+    /// The request timeout in seconds; `None` keeps the library's default (600 s).
+    pub timeout: Option<f64>,
+    /// Chat API (`/chat/completions`) or completion API (`/completions`).
+    pub chat: bool,
+}
+
+/// The model and what the synthesizer reports about it.
+pub(crate) struct Backend {
+    /// The model, behind its layers.
+    pub model: Arc<dyn LanguageModel>,
+    /// `extractive` or `openai`.
+    pub kind: &'static str,
+    /// Calls in flight the synthesizer allows (the server's slots may lower it).
+    pub concurrency: usize,
+}
+
+/// Checks what can be checked without the network.
+pub(crate) fn check(opts: &BackendOptions) -> PyResult<()> {
+    if let Some(url) = &opts.base_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(InputError::new_err(format!(
+            "base_url must start with http:// or https://, got `{url}`"
+        )));
+    }
+    if opts.num_output == 0 {
+        return Err(InputError::new_err("num_output must be at least 1"));
+    }
+    if opts.context_window.is_some_and(|w| w <= opts.num_output) {
+        return Err(InputError::new_err(format!(
+            "context_window ({}) must be larger than num_output ({})",
+            opts.context_window.unwrap_or_default(),
+            opts.num_output
+        )));
+    }
+    if let Some(t) = opts.temperature
+        && !(t.is_finite() && t >= 0.0)
+    {
+        return Err(InputError::new_err(format!(
+            "temperature must be a number >= 0, got {t}"
+        )));
+    }
+    timeout(opts.timeout)?;
+    Ok(())
+}
+
+fn timeout(secs: Option<f64>) -> PyResult<Option<Duration>> {
+    let Some(secs) = secs else { return Ok(None) };
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .map(Some)
+        .ok_or_else(|| {
+            InputError::new_err(format!(
+                "timeout must be a positive number of seconds, got {secs}"
+            ))
+        })
+}
+
+/// Builds the model. For a server this asks it which model it serves (when `model` is not
+/// given), its context window (when not given) and whether it counts tokens (`/tokenize`);
+/// it never makes a model call.
+pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
+    let Some(url) = opts.base_url.clone() else {
+        let mut model = ExtractiveModel::new().with_num_output(opts.num_output);
+        if let Some(w) = opts.context_window {
+            model = model.with_context_window(w);
+        }
+        if let Some(name) = &opts.model {
+            model = model.with_name(name.clone());
+        }
+        return Ok(Backend {
+            model: Arc::new(model),
+            kind: "extractive",
+            concurrency: opts.concurrency,
+        });
+    };
+    let key_var = opts.api_key_env.clone();
+    // The key comes from the named variable only (never from the arguments, so it is in
+    // no repr or traceback); the base URL and model come from the arguments.
+    let mut config = OpenAiConfig::from_lookup(&key_var, |name| {
+        (name == key_var)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+    })
+    .with_base_url(url.trim_end_matches('/').to_string())
+    .with_num_output(opts.num_output)
+    .with_chat(opts.chat);
+    if let Some(m) = &opts.model {
+        config = config.with_model(m.clone());
+    }
+    let served_elsewhere = config.base() != OpenAiConfig::DEFAULT_BASE_URL;
+    if config.api_key.is_none() && !served_elsewhere {
+        return Err(InputError::new_err(format!(
+            "no API key for {}: set the environment variable {key_var} (or name another one with api_key_env=)",
+            OpenAiConfig::DEFAULT_BASE_URL
+        )));
+    }
+    config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
+    if let Some(w) = opts.context_window {
+        config = config.with_context_window(w);
+    }
+    if let Some(t) = opts.temperature {
+        config = config.with_temperature(t);
+    }
+    if let Some(t) = timeout(opts.timeout)? {
+        config = config.with_timeout(t);
+    }
+    let mut model = OpenAiModel::connect(config)
+        .await
+        .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
+    // Budgets match the model best when the server counts: use its /tokenize where it has
+    // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
+    model.use_server_counter().await;
+    // Calls in flight: at most `concurrency`, and no more than the server runs at once
+    // when it says (llama.cpp's slots); halved when the server is overloaded, grown back
+    // slowly (the adaptive layer), with retries on 429, 5xx and dropped connections.
+    let wanted = match opts.concurrency {
+        0 => UNLIMITED_IN_FLIGHT,
+        n => n,
+    };
+    let ceiling = model.server_slots().map_or(wanted, |s| s.clamp(1, wanted));
+    let model = Arc::new(AdaptiveModel::new(
+        Arc::new(model),
+        AdaptiveLimit::new(ceiling),
+    ));
+    let model: Arc<dyn LanguageModel> = Arc::new(RetryModel::new(model, RetryPolicy::default()));
+    Ok(Backend {
+        model,
+        kind: "openai",
+        concurrency: ceiling,
+    })
+}

@@ -1,0 +1,45 @@
+//! synthkit's errors as Python exceptions.
+
+use pyo3::PyErr;
+use synthkit::SynthError;
+
+use crate::{InputError, ModelError, SynthkitError};
+
+/// The Python exception for `e`, with synthkit's message (and its sources' messages).
+///
+/// Model failures become [`ModelError`], bad input and options [`InputError`], and
+/// anything else [`SynthkitError`].
+pub(crate) fn to_py(e: SynthError) -> PyErr {
+    let message = full_message(&e);
+    match e {
+        SynthError::Model { .. }
+        | SynthError::Count { .. }
+        | SynthError::Truncated { .. }
+        | SynthError::Task { .. }
+        | SynthError::StreamFailed
+        | SynthError::Parse { .. } => ModelError::new_err(message),
+        SynthError::Budget(_)
+        | SynthError::Template(_)
+        | SynthError::Split(_)
+        | SynthError::Tokenizer(_)
+        | SynthError::UnknownMode(_)
+        | SynthError::TreeNotConverging { .. }
+        | SynthError::InvalidOption(_) => InputError::new_err(message),
+        _ => SynthkitError::new_err(message),
+    }
+}
+
+/// The error's message followed by each source's, where a source adds something.
+fn full_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = s.source();
+    }
+    message
+}

@@ -1,0 +1,102 @@
+//! `synthkit._synthkit`: the Python extension module behind the `synthkit` package.
+//!
+//! One shared multi-threaded tokio runtime runs every synthesis. Blocking calls release
+//! the GIL while they wait and check for signals every 50 ms, so Ctrl-C interrupts them
+//! (the synthesis future is dropped, which cancels its model calls). Awaitable calls are
+//! bridged to asyncio by `pyo3-async-runtimes`.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+mod backend;
+mod errors;
+mod nodes;
+mod response;
+mod stream;
+mod synthesizer;
+
+pyo3::create_exception!(
+    _synthkit,
+    SynthkitError,
+    PyException,
+    "Every error synthkit raises: the message is synthkit's own, saying what to change."
+);
+pyo3::create_exception!(
+    _synthkit,
+    InputError,
+    SynthkitError,
+    "Bad input or options: an unknown mode, a node without text, a template without its variables, a budget that cannot hold the prompt."
+);
+pyo3::create_exception!(
+    _synthkit,
+    ModelError,
+    SynthkitError,
+    "A model call failed (connection, HTTP status, timeout, a reply cut at the output limit)."
+);
+
+/// How often a blocking call wakes to let Python handle signals (Ctrl-C).
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+
+/// The shared runtime, built on first use and handed to `pyo3-async-runtimes` so that
+/// awaitables and blocking calls run on the same one.
+pub(crate) fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let built = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("synthkit")
+        .build()
+        .map_err(|e| SynthkitError::new_err(format!("cannot start the async runtime: {e}")))?;
+    // Another thread may have won the race: use whichever was stored.
+    let rt = RUNTIME.get_or_init(|| built);
+    // Fails only when it was set already, to this same runtime.
+    let _ = pyo3_async_runtimes::tokio::init_with_runtime(rt);
+    Ok(rt)
+}
+
+/// Runs `fut` to completion on the shared runtime with the GIL released, waking every
+/// 50 ms to check for signals; a pending `KeyboardInterrupt` (or any signal handler's
+/// exception) drops `fut`, cancelling its model calls, and is raised.
+pub(crate) fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = PyResult<T>> + Send,
+    T: Send,
+{
+    let rt = runtime()?;
+    py.detach(|| {
+        rt.block_on(async move {
+            let mut fut = std::pin::pin!(fut);
+            let mut tick = tokio::time::interval(SIGNAL_POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    out = &mut fut => return out,
+                    _ = tick.tick() => Python::attach(|py| py.check_signals())?,
+                }
+            }
+        })
+    })
+}
+
+/// The extension module.
+#[pymodule]
+fn _synthkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("SynthkitError", py.get_type::<SynthkitError>())?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("ModelError", py.get_type::<ModelError>())?;
+    m.add_class::<synthesizer::Synthesizer>()?;
+    m.add_class::<response::Response>()?;
+    m.add_class::<response::SourceNode>()?;
+    m.add_class::<stream::ResponseStream>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MODES", synthesizer::mode_names())?;
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! The Python view of a finished synthesis.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::nodes::{from_json, map_to_dict};
+
+/// A finished synthesis: the answer, its sources, usage and citations.
+///
+/// `str(response)` is the answer.
+#[pyclass(module = "synthkit._synthkit", frozen)]
+pub struct Response {
+    inner: synthkit::Response,
+}
+
+impl Response {
+    /// Wraps a library response.
+    pub(crate) fn new(inner: synthkit::Response) -> Self {
+        Self { inner }
+    }
+}
+
+#[pymethods]
+impl Response {
+    /// The answer's text.
+    #[getter]
+    fn response(&self) -> &str {
+        &self.inner.text
+    }
+
+    /// The nodes given, in order, as `SourceNode`s.
+    #[getter]
+    fn source_nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let nodes = self
+            .inner
+            .source_nodes
+            .iter()
+            .map(|n| SourceNode { inner: n.clone() });
+        PyList::new(py, nodes)
+    }
+
+    /// Node id to that node's metadata (as LlamaIndex's `Response.metadata`).
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        map_to_dict(py, &self.inner.metadata)
+    }
+
+    /// `{"calls", "prompt_tokens", "completion_tokens", "truncated_calls"}`: the server's
+    /// token counts where it reported them, else synthkit's.
+    #[getter]
+    fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let u = &self.inner.usage;
+        let d = PyDict::new(py);
+        d.set_item("calls", u.calls)?;
+        d.set_item("prompt_tokens", u.prompt_tokens)?;
+        d.set_item("completion_tokens", u.completion_tokens)?;
+        d.set_item("truncated_calls", u.truncated_calls)?;
+        Ok(d)
+    }
+
+    /// `None` without `citations=True`; else a list of `{"marker": n, "node_ids": [...]}`
+    /// for each `[n]` in the answer, in order of first use.
+    #[getter]
+    fn citations<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(c) = &self.inner.citations else {
+            return Ok(None);
+        };
+        let list = PyList::empty(py);
+        for m in &c.markers {
+            let d = PyDict::new(py);
+            d.set_item("marker", m.marker)?;
+            d.set_item("node_ids", &m.node_ids)?;
+            list.append(d)?;
+        }
+        Ok(Some(list))
+    }
+
+    /// For `simple_summarize`: `{"dropped_tokens", "dropped_node_ids"}` when the context
+    /// was cut to fit one prompt, else `None`.
+    #[getter]
+    fn truncation<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(t) = &self.inner.truncation else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("dropped_tokens", t.dropped_tokens)?;
+        d.set_item("dropped_node_ids", &t.dropped_node_ids)?;
+        Ok(Some(d))
+    }
+
+    /// The structured answer (with an output schema), else `None`.
+    #[getter]
+    fn structured<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .structured
+            .as_ref()
+            .map(|v| from_json(py, v))
+            .transpose()
+    }
+
+    /// The answer without its `[n]` citation markers.
+    fn text_without_markers(&self) -> String {
+        self.inner.text_without_markers()
+    }
+
+    fn __str__(&self) -> &str {
+        &self.inner.text
+    }
+
+    fn __repr__(&self) -> String {
+        let mut preview: String = self.inner.text.chars().take(60).collect();
+        if preview.len() < self.inner.text.len() {
+            preview.push('…');
+        }
+        format!(
+            "Response(response={preview:?}, source_nodes={}, calls={})",
+            self.inner.source_nodes.len(),
+            self.inner.usage.calls
+        )
+    }
+}
+
+/// One source node of a response: `id`, `text`, `metadata`, `score`.
+#[pyclass(module = "synthkit._synthkit", frozen)]
+pub struct SourceNode {
+    inner: synthkit::Node,
+}
+
+#[pymethods]
+impl SourceNode {
+    /// The node's id.
+    #[getter]
+    fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The node's text (without metadata).
+    #[getter]
+    fn text(&self) -> &str {
+        &self.inner.text
+    }
+
+    /// The node's metadata.
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        map_to_dict(py, &self.inner.metadata)
+    }
+
+    /// The retriever's score, if any.
+    #[getter]
+    fn score(&self) -> Option<f64> {
+        self.inner.score
+    }
+
+    /// The node as a dict: `{"id", "text", "metadata", "score"}`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("id", &self.inner.id)?;
+        d.set_item("text", &self.inner.text)?;
+        d.set_item("metadata", map_to_dict(py, &self.inner.metadata)?)?;
+        d.set_item("score", self.inner.score)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        let mut preview: String = self.inner.text.chars().take(40).collect();
+        if preview.len() < self.inner.text.len() {
+            preview.push('…');
+        }
+        format!(
+            "SourceNode(id={:?}, text={preview:?}, score={:?})",
+            self.inner.id, self.inner.score
+        )
+    }
+}

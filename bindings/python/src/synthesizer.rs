@@ -1,0 +1,312 @@
+//! `synthkit.Synthesizer`: the Python face of [`synthkit::Synthesizer`].
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use synthkit::prompt::{PromptBudget, PromptTemplate, Role, TemplateKind};
+use synthkit::{Concurrency, ResponseMode, SynthesisInput};
+
+use crate::backend::{self, BackendOptions};
+use crate::errors::to_py;
+use crate::nodes::nodes_from;
+use crate::response::Response;
+use crate::stream::ResponseStream;
+use crate::{InputError, block_on, runtime};
+
+/// The names of the response modes, as `mode=` takes them.
+pub(crate) fn mode_names() -> Vec<&'static str> {
+    ResponseMode::ALL.iter().map(|m| m.as_str()).collect()
+}
+
+/// Turns a query and retrieved nodes into an answer with a language model.
+///
+/// Without `base_url`, synthkit's offline extractive backend answers (no network, no
+/// key). With it, an OpenAI-compatible server at that URL (up to and including `/v1`)
+/// does, through `/chat/completions` (or `/completions` with `chat=False`); the API key is
+/// read from the environment variable named by `api_key_env`.
+#[pyclass(module = "synthkit._synthkit", frozen)]
+pub struct Synthesizer {
+    inner: synthkit::Synthesizer,
+    kind: &'static str,
+    base_url: Option<String>,
+    model_name: String,
+    context_window: usize,
+    num_output: usize,
+    concurrency: usize,
+    citations: bool,
+}
+
+/// The constructor's template arguments.
+struct TemplateArgs<'a, 'py> {
+    qa: Option<&'a Bound<'py, PyAny>>,
+    refine: Option<&'a Bound<'py, PyAny>>,
+    summary: Option<&'a Bound<'py, PyAny>>,
+}
+
+#[pymethods]
+impl Synthesizer {
+    #[new]
+    #[pyo3(signature = (
+        mode = "compact",
+        base_url = None,
+        model = None,
+        api_key_env = "OPENAI_API_KEY",
+        context_window = None,
+        num_output = 256,
+        concurrency = 8,
+        citations = false,
+        temperature = None,
+        timeout = None,
+        system_prompt = None,
+        qa_template = None,
+        refine_template = None,
+        summary_template = None,
+        chat = true,
+        chunk_overlap_ratio = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        mode: &str,
+        base_url: Option<String>,
+        model: Option<String>,
+        api_key_env: &str,
+        context_window: Option<usize>,
+        num_output: usize,
+        concurrency: usize,
+        citations: bool,
+        temperature: Option<f32>,
+        timeout: Option<f64>,
+        system_prompt: Option<String>,
+        qa_template: Option<&Bound<'_, PyAny>>,
+        refine_template: Option<&Bound<'_, PyAny>>,
+        summary_template: Option<&Bound<'_, PyAny>>,
+        chat: bool,
+        chunk_overlap_ratio: Option<f64>,
+    ) -> PyResult<Self> {
+        let mode: ResponseMode = mode.parse().map_err(|_| {
+            InputError::new_err(format!(
+                "unknown mode `{mode}`: use one of {}",
+                mode_names().join(", ")
+            ))
+        })?;
+        let base_url = base_url
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty());
+        let opts = BackendOptions {
+            base_url: base_url.clone(),
+            model,
+            api_key_env: api_key_env.to_string(),
+            context_window,
+            num_output,
+            concurrency,
+            temperature,
+            timeout,
+            chat,
+        };
+        backend::check(&opts)?;
+        let templates = TemplateArgs {
+            qa: qa_template,
+            refine: refine_template,
+            summary: summary_template,
+        };
+        let overrides = templates.read()?;
+        let backend = block_on(py, backend::connect(opts))?;
+        let info = backend.model.info();
+        let mut builder = synthkit::Synthesizer::builder(backend.model.clone())
+            .mode(mode)
+            .citations(citations)
+            .concurrency(match backend.concurrency {
+                0 => Concurrency::Unlimited,
+                n => Concurrency::limit(n),
+            });
+        for t in overrides {
+            builder = match t.kind() {
+                TemplateKind::Qa => builder.qa_template(t),
+                TemplateKind::Refine => builder.refine_template(t),
+                _ => builder.summary_template(t),
+            };
+        }
+        if let Some(ratio) = chunk_overlap_ratio {
+            let budget = PromptBudget::new(info.context_window, info.num_output)
+                .and_then(|b| b.with_chunk_overlap_ratio(ratio))
+                .map_err(|e| InputError::new_err(e.to_string()))?;
+            builder = builder.budget(budget);
+        }
+        if let Some(p) = system_prompt {
+            builder = builder.system_prompt(p);
+        }
+        let inner = builder.build().map_err(to_py)?;
+        Ok(Self {
+            inner,
+            kind: backend.kind,
+            base_url,
+            model_name: info.name,
+            context_window: info.context_window,
+            num_output: info.num_output,
+            concurrency: backend.concurrency,
+            citations,
+        })
+    }
+
+    /// Answers `query` from `nodes` and returns a `Response`. Blocks with the GIL released;
+    /// Ctrl-C cancels the model calls in flight.
+    fn synthesize(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        nodes: &Bound<'_, PyAny>,
+    ) -> PyResult<Response> {
+        let input = SynthesisInput::new(query, nodes_from(nodes)?);
+        let synth = self.inner.clone();
+        block_on(py, async move {
+            synth
+                .synthesize_input(input)
+                .await
+                .map(Response::new)
+                .map_err(to_py)
+        })
+    }
+
+    /// Like `synthesize`, as an awaitable (asyncio). Cancelling the awaiting task cancels
+    /// the model calls in flight.
+    fn asynthesize<'py>(
+        &self,
+        py: Python<'py>,
+        query: &str,
+        nodes: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let input = SynthesisInput::new(query, nodes_from(nodes)?);
+        let synth = self.inner.clone();
+        runtime()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            synth
+                .synthesize_input(input)
+                .await
+                .map(Response::new)
+                .map_err(to_py)
+        })
+    }
+
+    /// Answers `query` from `nodes` as a stream of text deltas: iterate it (`for`) or
+    /// iterate it asynchronously (`async for`); afterwards `.response` is the `Response`.
+    /// Nothing is sent before the first delta is asked for.
+    fn stream(&self, query: &str, nodes: &Bound<'_, PyAny>) -> PyResult<ResponseStream> {
+        let input = SynthesisInput::new(query, nodes_from(nodes)?);
+        Ok(ResponseStream::new(self.inner.clone(), input))
+    }
+
+    /// The response mode.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.inner.mode().as_str()
+    }
+
+    /// `extractive` or `openai`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The model's name (for a server: the one it said it serves, or the one given).
+    #[getter]
+    fn model(&self) -> &str {
+        &self.model_name
+    }
+
+    /// The context window in tokens (given, or the server's, or the default).
+    #[getter]
+    fn context_window(&self) -> usize {
+        self.context_window
+    }
+
+    /// Tokens reserved for each answer.
+    #[getter]
+    fn num_output(&self) -> usize {
+        self.num_output
+    }
+
+    fn __repr__(&self) -> String {
+        let url = match &self.base_url {
+            Some(u) => format!(", base_url={u:?}"),
+            None => String::new(),
+        };
+        format!(
+            "Synthesizer(mode={:?}, backend={:?}{url}, model={:?}, context_window={}, num_output={}, concurrency={}, citations={})",
+            self.inner.mode().as_str(),
+            self.kind,
+            self.model_name,
+            self.context_window,
+            self.num_output,
+            self.concurrency,
+            if self.citations { "True" } else { "False" },
+        )
+    }
+}
+
+impl TemplateArgs<'_, '_> {
+    /// The templates given, each with its kind.
+    fn read(&self) -> PyResult<Vec<PromptTemplate>> {
+        let mut out = Vec::new();
+        for (arg, kind, name) in [
+            (self.qa, TemplateKind::Qa, "qa_template"),
+            (self.refine, TemplateKind::Refine, "refine_template"),
+            (self.summary, TemplateKind::Summary, "summary_template"),
+        ] {
+            if let Some(t) = arg.filter(|t| !t.is_none()) {
+                out.push(template_from(t, kind, name)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A template from a string, a LlamaIndex `PromptTemplate` (`.template`, with its partial
+/// `.kwargs`) or a `ChatPromptTemplate` (`.message_templates`: `.role`, `.content`).
+fn template_from(t: &Bound<'_, PyAny>, kind: TemplateKind, arg: &str) -> PyResult<PromptTemplate> {
+    if let Ok(s) = t.cast::<PyString>() {
+        return Ok(PromptTemplate::completion(kind, s.to_cow()?.into_owned()));
+    }
+    if let Ok(text) = t.getattr("template").and_then(|v| v.extract::<String>()) {
+        let mut template = PromptTemplate::completion(kind, text);
+        if let Ok(kwargs) = t.getattr("kwargs")
+            && let Ok(kwargs) = kwargs.cast::<PyDict>()
+        {
+            for (k, v) in kwargs.iter() {
+                template = template.partial(&k.str()?.to_string(), &v.str()?.to_string());
+            }
+        }
+        return Ok(template);
+    }
+    if let Ok(messages) = t.getattr("message_templates") {
+        let mut out = Vec::new();
+        for m in messages.try_iter()? {
+            let m = m?;
+            let role = m.getattr("role")?;
+            let role = match role.getattr("value") {
+                Ok(v) => v.str()?.to_string(),
+                Err(_) => role.str()?.to_string(),
+            };
+            let role = match role.as_str() {
+                "system" => Role::System,
+                "assistant" => Role::Assistant,
+                "user" => Role::User,
+                other => {
+                    return Err(InputError::new_err(format!(
+                        "{arg}: chat role `{other}` is not supported (system, user or assistant)"
+                    )));
+                }
+            };
+            let content: Option<String> = m.getattr("content")?.extract()?;
+            out.push((role, content.unwrap_or_default()));
+        }
+        return PromptTemplate::chat(kind, out)
+            .map_err(|e| InputError::new_err(format!("{arg}: {e}")));
+    }
+    Err(InputError::new_err(format!(
+        "{arg} must be a string or a LlamaIndex PromptTemplate, got {}",
+        t.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    )))
+}

@@ -1,0 +1,189 @@
+"""The plain API with the offline extractive backend: calls, async, streaming, input shapes, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import synthkit
+
+QUERY = "How often is the mirror cleaned?"
+NODES = [
+    "The mirror is cleaned every six months by the maintenance crew.",
+    "The telescope dome opens at dusk.",
+]
+
+
+def test_synthesize_strings() -> None:
+    synth = synthkit.Synthesizer()
+    r = synth.synthesize(QUERY, NODES)
+    assert isinstance(r, synthkit.Response)
+    assert "six months" in r.response
+    assert str(r) == r.response
+    assert r.usage["calls"] == 1
+    assert set(r.usage) >= {"calls", "prompt_tokens", "completion_tokens"}
+    assert [n.id for n in r.source_nodes] == ["0", "1"]
+    assert r.source_nodes[0].text == NODES[0]
+    assert r.citations is None
+    assert synth.backend == "extractive"
+    assert synth.mode == "compact"
+
+
+@pytest.mark.parametrize("mode", synthkit.MODES)
+def test_every_mode_runs(mode: str) -> None:
+    r = synthkit.Synthesizer(mode).synthesize(QUERY, NODES)
+    assert isinstance(r.response, str)
+    if mode in ("no_text", "context_only"):
+        assert r.usage["calls"] == 0
+
+
+def test_dict_and_object_nodes() -> None:
+    nodes: list[Any] = [
+        {"id": "a", "text": NODES[0], "metadata": {"file": "m.md", "n": 3, "tags": ["x"]}, "score": 0.5},
+        {"node": {"id_": "b", "text": NODES[1]}, "score": 0.25},
+        SimpleNamespace(
+            node=SimpleNamespace(
+                node_id="c",
+                get_content=lambda: "The dome is painted white.",
+                metadata={"secret": "s"},
+                excluded_llm_metadata_keys=["secret"],
+            ),
+            score=None,
+        ),
+        SimpleNamespace(id_="d", text="Plain object text.", metadata=None),
+    ]
+    r = synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
+    ids = [n.id for n in r.source_nodes]
+    assert ids == ["a", "b", "c", "d"]
+    assert r.source_nodes[0].metadata == {"file": "m.md", "n": 3, "tags": ["x"]}
+    assert r.source_nodes[0].score == 0.5
+    assert r.source_nodes[1].score == 0.25
+    assert r.source_nodes[2].score is None
+    assert r.metadata["a"]["file"] == "m.md"
+    assert r.source_nodes[3].to_dict() == {"id": "d", "text": "Plain object text.", "metadata": {}, "score": None}
+
+
+def test_context_only_shows_metadata_as_llamaindex() -> None:
+    nodes = [{"id": "a", "text": "Body.", "metadata": {"file": "m.md", "hidden": 1}, "excluded_llm_metadata_keys": ["hidden"]}]
+    r = synthkit.Synthesizer("context_only").synthesize(QUERY, nodes)
+    assert "file: m.md\n\nBody." in r.response
+    assert "hidden" not in r.response
+
+
+def test_async() -> None:
+    synth = synthkit.Synthesizer("tree_summarize")
+
+    async def main() -> list[synthkit.Response]:
+        return await asyncio.gather(*(synth.asynthesize(QUERY, NODES) for _ in range(5)))
+
+    results = asyncio.run(main())
+    assert len({r.response for r in results}) == 1
+    assert "six months" in results[0].response
+
+
+def test_stream_sync_equals_plain() -> None:
+    synth = synthkit.Synthesizer("compact")
+    plain = synth.synthesize(QUERY, NODES).response
+    stream = synth.stream(QUERY, NODES)
+    assert stream.response is None
+    deltas = list(stream)
+    assert "".join(deltas) == plain
+    assert stream.done
+    assert stream.text == plain
+    final = stream.response
+    assert final is not None and final.response == plain
+    assert final.usage["calls"] == 1
+    assert stream.get_response().response == plain
+    assert list(stream) == []
+
+
+def test_stream_async() -> None:
+    synth = synthkit.Synthesizer("refine")
+
+    async def main() -> tuple[str, synthkit.Response]:
+        stream = synth.stream(QUERY, NODES)
+        text = ""
+        async for delta in stream:
+            text += delta
+        return text, await stream.aget_response()
+
+    text, final = asyncio.run(main())
+    assert text == final.response
+    assert "six months" in text
+
+
+def test_get_response_drains() -> None:
+    stream = synthkit.Synthesizer().stream(QUERY, NODES)
+    assert "six months" in stream.get_response().response
+
+
+def test_citations() -> None:
+    r = synthkit.Synthesizer(citations=True).synthesize(QUERY, NODES)
+    assert r.citations is not None
+    assert isinstance(r.citations, list)
+    for c in r.citations:
+        assert set(c) == {"marker", "node_ids"}
+
+
+def test_empty_nodes() -> None:
+    r = synthkit.Synthesizer().synthesize(QUERY, [])
+    assert r.source_nodes == []
+
+
+def test_unknown_mode() -> None:
+    with pytest.raises(synthkit.InputError, match="unknown mode `fastest`.*compact"):
+        synthkit.Synthesizer("fastest")
+
+
+def test_errors_are_exceptions() -> None:
+    assert issubclass(synthkit.InputError, synthkit.SynthkitError)
+    assert issubclass(synthkit.ModelError, synthkit.SynthkitError)
+    assert issubclass(synthkit.SynthkitError, Exception)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "message"),
+    [
+        ([{"id": "x"}], r"node 0 has no text.*\"text\""),
+        ([{"id": "x", "text": None}], "node 0 has no text"),
+        (["ok", {"text": 3}], "node 1: text must be a string"),
+        ([object()], "node 0 has no text"),
+        (["ok", {"text": "t", "score": "high"}], "node 1: score must be a number"),
+        ([{"text": "t", "metadata": [1]}], "metadata must be a dict"),
+        ("just a string", "nodes must be a list"),
+        (42, "nodes must be a list"),
+    ],
+)
+def test_bad_nodes(nodes: Any, message: str) -> None:
+    with pytest.raises(synthkit.InputError, match=message):
+        synthkit.Synthesizer().synthesize(QUERY, nodes)
+
+
+def test_bad_options() -> None:
+    with pytest.raises(synthkit.InputError, match="base_url must start with http"):
+        synthkit.Synthesizer(base_url="localhost:8080")
+    with pytest.raises(synthkit.InputError, match="context_window"):
+        synthkit.Synthesizer(context_window=100, num_output=256)
+    with pytest.raises(synthkit.InputError, match="timeout"):
+        synthkit.Synthesizer(timeout=-1)
+    with pytest.raises(synthkit.InputError):
+        synthkit.Synthesizer(qa_template="no variables here")
+    with pytest.raises(synthkit.InputError, match="qa_template must be a string"):
+        synthkit.Synthesizer(qa_template=3)
+
+
+def test_custom_template() -> None:
+    t = "Context:\n{context_str}\nQ: {query_str}\nA:"
+    r = synthkit.Synthesizer("compact", qa_template=t).synthesize(QUERY, NODES)
+    assert "six months" in r.response
+
+
+def test_repr() -> None:
+    s = repr(synthkit.Synthesizer("refine", context_window=2048))
+    assert "mode=\"refine\"" in s and "context_window=2048" in s
+    r = synthkit.Synthesizer().synthesize(QUERY, NODES)
+    assert repr(r).startswith("Response(")
+    assert repr(r.source_nodes[0]).startswith("SourceNode(")

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the Python package (bindings/python) and runs its pytest suite.
+#
+# The virtual environment lives outside the repository and is reused between runs
+# ($SYNTHKIT_PYTHON_VENV, default ~/.cache/synthkit-python-venv), and so does the Rust build
+# ($CARGO_TARGET_DIR, default ~/.cache/synthkit-python-target): the first run compiles
+# synthkit in release (a few minutes on two cores), later runs take seconds.
+#
+# Exit status: pytest's; 77 when python3 or venv/pip is missing (the Rust driver test
+# skips on it outside CI).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${SYNTHKIT_PYTHON_VENV:-$HOME/.cache/synthkit-python-venv}"
+export CARGO_TARGET_DIR="${SYNTHKIT_PYTHON_TARGET:-$HOME/.cache/synthkit-python-target}"
+python="${PYTHON:-python3}"
+
+# Pinned test dependencies: bump them together.
+deps=(
+  "maturin==1.16.0"
+  "pytest==8.4.2"
+  "pytest-timeout==2.4.0"
+  "llama-index-core==0.14.25"
+  "llama-index-llms-openai-like==0.8.1"
+)
+
+if ! command -v "$python" >/dev/null 2>&1; then
+  echo "python-tests: $python not found" >&2
+  exit 77
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "python-tests: creating $venv" >&2
+  if ! "$python" -m venv "$venv"; then
+    echo "python-tests: cannot create a virtual environment (python3-venv missing?)" >&2
+    rm -rf "$venv"
+    exit 77
+  fi
+fi
+stamp="$venv/.synthkit-deps"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
+  echo "python-tests: installing ${deps[*]}" >&2
+  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${deps[@]}"; then
+    echo "python-tests: pip could not install the test dependencies" >&2
+    exit 77
+  fi
+  echo "${deps[*]}" > "$stamp"
+fi
+
+cd "$repo/bindings/python"
+echo "python-tests: building the extension (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
+VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --release --quiet
+exec "$venv/bin/python" -m pytest -q -p no:cacheprovider --timeout=300 tests "$@"
