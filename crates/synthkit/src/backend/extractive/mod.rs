@@ -11,21 +11,55 @@
 //! - a request without any passages (the `generation` mode's plain query) gets
 //!   [`ExtractiveModel::NO_CONTEXT_ANSWER`]; empty passages give an empty answer.
 //!
-//! The passages are split into sentences (metadata header blocks such as
-//! `file_path: notes.md` and Markdown headings are skipped, repeated sentences are kept
-//! once), each sentence is scored against the question with BM25 (the `bm25` crate, as
+//! The passages are split into sentences, markup-aware (Markdown, reStructuredText, HTML
+//! converted to Markdown-style text, plain text; the `sentences` module has the rules).
+//! Metadata header blocks (`file_path: notes.md`), headings (`#`, setext and rst
+//! underlined titles, outline `*` headings), rules, rst directives, badge, link-only and
+//! HTML-only lines and all-short table rows are no sentences; inline markup is cleaned
+//! (`[text](url)` shows `text`); code (fenced, indented, rst literal blocks) is never
+//! picked unless the question names code (`--flag`, `foo()`, `a::b`, backticks); repeated
+//! sentences are kept once. A sentence ending with one colon directly followed by list
+//! items is their lead-in (a heading directly above a list serves as one): the two are one
+//! candidate, shown as the lead-in, a newline and one `- item` a line (as many as the
+//! budget allows, then `- …`); a lead-in referring back ("Keep these rules in mind:")
+//! brings the sentence before it. A list competes through its lead-in: when only its items
+//! match, an item answers on its own, shown under its lead-in when room is left (`- …`
+//! marking the items left out). Other sentences ending with a colon (announcing code or a
+//! table that is not shown) are left out.
+//!
+//! Candidates are scored against the question with BM25 (the `bm25` crate's analyzer, as
 //! the CLI's `--top-k` ranks chunks: k1 = 1.2, b = 0.75, IDF over this request's sentences,
 //! an English analyzer with Unicode words, NLTK stop words and Snowball stemming) times the
-//! share of the question's words the sentence contains, and the best sentences are picked
-//! until the answer would exceed the request's `max_tokens`.
-//! Sentences scoring below [`ExtractiveModel::with_min_relative_score`] times the best
-//! score (default 0.6) are left out, so an answer stays on the question rather than filling
-//! its budget. The picked sentences are returned in their original order,
-//! joined by spaces. When none of the question's words occurs, a refine step keeps the
-//! existing answer unchanged, and other steps (or an empty question) rank sentences by
-//! centrality instead: the sum of a sentence's cosine similarities to all other sentences,
-//! computed in linear time through the sum of the sentence vectors. That gives a summary
-//! for questions such as "Summarize the documents" whose words the passages lack.
+//! share of the question's words the candidate contains; the first sentence of a section
+//! is ranked with its heading's words. The best candidates are picked until the answer
+//! would exceed the request's `max_tokens`. Candidates scoring below
+//! [`ExtractiveModel::with_min_relative_score`] times the best score (default 0.6) are
+//! left out, so an answer stays on the question rather than filling its budget. The picked
+//! sentences are returned in their original order, joined by spaces. A sentence of more
+//! than 60 words (or one longer than the whole budget) shows its 45-word window with the
+//! most question weight, `…` where it was cut. When the question asks which release or
+//! version, a sentence under a heading with a version number is shown after that heading
+//! ("Noteworthy changes in release 8.6 (2010-10-15): sort now accepts …").
+//!
+//! When the best candidates cover less than [`ExtractiveModel::with_min_coverage`] (default
+//! 0.5) of the question's weight (the IDF of the question terms they contain over that of
+//! all its terms, a term absent from every sentence weighing most), the answer is
+//! [`ExtractiveModel::NOT_ANSWERED`], [`Extraction::grounded`] false; a refine step then
+//! keeps its existing answer unchanged. An existing answer equal to
+//! [`ExtractiveModel::NOT_ANSWERED`] counts as none, and such sentences in passages (the
+//! earlier answers `tree_summarize` combines) are ignored. A question without terms (only
+//! stop words, or a summary request such as "Summarize the documents") is never weak: its
+//! sentences are ranked by centrality, the sum of a sentence's cosine similarities to all
+//! other sentences, computed in linear time through the sum of the sentence vectors, with
+//! a bonus for the first sentences of each document (where writers say what it is about).
+//!
+//! Citations: a line that is exactly `[n]` labels the passage text after it as source `n`
+//! (the engine writes one before each source when citations are on). Label lines are no
+//! sentences; when the passages had labels, each picked sentence ends with its source's
+//! marker before its final terminator ("The mirror is cleaned every six months [2].", a
+//! lead-in "The following are disallowed [1]:"), and [`Extraction::sources`] lists the
+//! sources used. An existing answer's sentences keep their markers; markers (`[n]`,
+//! `[n, m]`) are ignored when scoring and when finding repeats.
 //!
 //! Structured requests (a `schema` is set) get JSON text from
 //! [`LanguageModel::complete`], which the default [`LanguageModel::structured`] parses: for
@@ -44,17 +78,28 @@
 //!     256,
 //! );
 //! assert_eq!(answer.text, "The primary mirror is cleaned every six months.");
-//! assert!(answer.query_matched);
+//! assert!(answer.query_matched && answer.grounded);
+//! let context = "The dome opens at dusk.";
+//! let unanswered = model.extract("Who won the 1998 World Cup?", None, context, 256);
+//! assert_eq!(unanswered.text, ExtractiveModel::NOT_ANSWERED);
 //! ```
 
+mod blocks;
+mod cite;
+mod inline;
+mod markup;
+#[cfg(test)]
+mod parse_tests;
+mod query;
 mod rank;
 mod select;
 mod sentences;
+mod split;
 mod structured;
 #[cfg(test)]
 mod tests;
-
-use std::collections::HashSet;
+mod units;
+mod window;
 
 use futures::future::BoxFuture;
 
@@ -64,10 +109,14 @@ use crate::model::{
 use crate::prompt::TemplateKind;
 use crate::text::SharedTokenizer;
 use crate::text::tokenizer::default_tokenizer;
-use rank::{Index, ranked, terms};
-use select::select;
-use sentences::split_sentences;
+use cite::strip_markers;
+use query::Query;
+use rank::{Doc, Index, Term, ranked, term_ids};
+use select::{Answer, Cand, Selector};
+use sentences::{Kind, Parsed, parse};
+use split::is_closer;
 use structured::structured_reply;
+use units::{candidates, doc, lead_biased};
 
 /// The offline extractive backend. See the [module documentation](self).
 #[derive(Debug, Clone)]
@@ -77,6 +126,7 @@ pub struct ExtractiveModel {
     num_output: usize,
     tokenizer: SharedTokenizer,
     min_relative_score: f64,
+    min_coverage: f64,
 }
 
 impl Default for ExtractiveModel {
@@ -88,21 +138,41 @@ impl Default for ExtractiveModel {
 /// What [`ExtractiveModel::extract`] found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Extraction {
-    /// The answer: the picked sentences in their original order, joined by spaces.
+    /// The answer: the picked sentences in their original order, joined by spaces (a list
+    /// under its lead-in one item a line), or [`ExtractiveModel::NOT_ANSWERED`].
     pub text: String,
     /// Whether some word of the question occurs in the existing answer or the passages
     /// (always false for an empty question).
     pub query_matched: bool,
     /// Whether the best sentence alone was longer than the budget and had to be cut.
     pub truncated: bool,
+    /// Whether the answer is drawn from the passages (or the existing answer): false when
+    /// it is empty or [`ExtractiveModel::NOT_ANSWERED`] because the best match covered too
+    /// little of the question (see [`ExtractiveModel::with_min_coverage`]).
+    pub grounded: bool,
+    /// The source numbers (from the passages' `[n]` label lines, or the markers of an
+    /// existing answer's sentences) of the sentences picked, ascending, each once; empty
+    /// when the passages had no labels.
+    pub sources: Vec<u32>,
 }
 
 impl Extraction {
-    /// Whether the question is answered: a word of the question matched, or, for an empty
-    /// question, the answer is not empty. The `query_satisfied` of structured replies.
+    fn empty(text: &str) -> Self {
+        Self {
+            text: text.to_string(),
+            query_matched: false,
+            truncated: false,
+            grounded: false,
+            sources: Vec::new(),
+        }
+    }
+
+    /// Whether the question is answered: for a question with terms, a word of it matched
+    /// and the answer is grounded; for an empty question, the answer is not empty. The
+    /// `query_satisfied` of structured replies.
     pub fn satisfied(&self, query_has_terms: bool) -> bool {
         if query_has_terms {
-            self.query_matched
+            self.query_matched && self.grounded
         } else {
             !self.text.is_empty()
         }
@@ -118,11 +188,17 @@ impl ExtractiveModel {
     pub const DEFAULT_NUM_OUTPUT: usize = 256;
     /// The default relevance floor relative to the best sentence's score.
     pub const DEFAULT_MIN_RELATIVE_SCORE: f64 = 0.6;
+    /// The default share of the question's weight the best match must cover.
+    pub const DEFAULT_MIN_COVERAGE: f64 = 0.5;
     /// The reply to a request without passages (the `generation` mode).
     pub const NO_CONTEXT_ANSWER: &'static str = "(extractive backend: no context was given, so there is nothing to extract an answer from; use a response mode that sends context, or a language-model backend)";
+    /// The answer when the passages do not seem to answer the question (the best match
+    /// covers too little of it). A refine step treats an existing answer equal to it as no
+    /// answer, and sentences equal to it in passages are ignored.
+    pub const NOT_ANSWERED: &'static str = "The documents do not seem to answer this.";
 
     /// The backend with its defaults: name `extractive`, window 8192, output 256, the
-    /// `cl100k_base` tokenizer, relevance floor 0.6.
+    /// `cl100k_base` tokenizer, relevance floor 0.6, minimum coverage 0.5.
     pub fn new() -> Self {
         Self {
             name: Self::NAME.to_string(),
@@ -130,9 +206,9 @@ impl ExtractiveModel {
             num_output: Self::DEFAULT_NUM_OUTPUT,
             tokenizer: default_tokenizer(),
             min_relative_score: Self::DEFAULT_MIN_RELATIVE_SCORE,
+            min_coverage: Self::DEFAULT_MIN_COVERAGE,
         }
     }
-
     /// Sets the name reported by [`LanguageModel::info`].
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -171,6 +247,20 @@ impl ExtractiveModel {
         self
     }
 
+    /// Sets the minimum coverage: with a question, when the best match contains less than
+    /// `ratio` of the question's weight (the IDF of the distinct question terms it contains
+    /// over the IDF of all of them, IDF over this request's sentences, a term in none of
+    /// them weighing most), the answer is [`Self::NOT_ANSWERED`]. `0.0` answers whenever a
+    /// word matches. Clamped to `[0, 1]`.
+    pub fn with_min_coverage(mut self, ratio: f64) -> Self {
+        self.min_coverage = if ratio.is_nan() {
+            0.0
+        } else {
+            ratio.clamp(0.0, 1.0)
+        };
+        self
+    }
+
     /// Extracts an answer to `query` of at most `max_tokens` tokens from the sentences of
     /// `existing_answer` (if any) and `context`.
     pub fn extract(
@@ -180,45 +270,129 @@ impl ExtractiveModel {
         context: &str,
         max_tokens: usize,
     ) -> Extraction {
-        // Existing answer first (it wins ties), then the passages; repeats kept once.
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut sentences = Vec::new();
-        if let Some(existing) = existing_answer {
-            split_sentences(existing, &mut sentences);
-            sentences.retain(|s| seen.insert(s.to_lowercase()));
+        let q = Query::new(query);
+        let existing = existing_answer.filter(|e| {
+            let e = e.trim();
+            !e.is_empty() && e != Self::NOT_ANSWERED
+        });
+        // Existing answer first (it wins ties), then the passages.
+        let mut all = Parsed::default();
+        if let Some(existing) = existing {
+            append(&mut all, parse(existing));
         }
-        let existing_count = sentences.len();
-        let mut passages = Vec::new();
-        split_sentences(context, &mut passages);
-        sentences.extend(
-            passages
-                .into_iter()
-                .filter(|s| seen.insert(s.to_lowercase())),
-        );
+        let existing_count = all.sentences.len();
+        let passages = parse(context);
+        let marks = passages.labelled;
+        append(&mut all, passages);
+        let sentences = &all.sentences;
 
-        let index = Index::new(&sentences);
-        let query_has_terms = !terms(query).is_empty();
-        let bm25 = index.bm25(query);
-        let best = bm25.iter().copied().fold(0.0_f64, f64::max);
+        let mut saw_not_answered = false;
+        let keys: Vec<String> = sentences
+            .iter()
+            .map(|s| {
+                let mut key = strip_markers(&s.text);
+                if let Some(title) = &s.title {
+                    key = format!("{title} {key}");
+                }
+                if q.release
+                    && let Some(h) = s.heading.and_then(|h| all.headings.get(h))
+                {
+                    key = format!("{h} {key}");
+                }
+                key
+            })
+            .collect();
+        let usable: Vec<bool> = sentences
+            .iter()
+            .zip(&keys)
+            .map(|(s, key)| {
+                let na = key.trim() == Self::NOT_ANSWERED;
+                saw_not_answered |= na;
+                // A sentence announcing code or a table that is not shown dangles.
+                let dangling = s.kind == Kind::Prose
+                    && s.items == 0
+                    && s.text.trim_end_matches(is_closer).ends_with(':');
+                !na && (s.kind != Kind::Code || q.code) && (!dangling || q.code)
+            })
+            .collect();
+        let sentence_terms: Vec<Vec<Term>> = keys.iter().map(|k| term_ids(k)).collect();
+        let cands = candidates(sentences, &usable);
+        let docs: Vec<Doc> = cands.iter().map(|c| doc(c, &sentence_terms)).collect();
+        let indexed: Vec<Vec<Term>> = sentence_terms
+            .iter()
+            .zip(&usable)
+            .filter(|(_, u)| **u)
+            .map(|(t, _)| t.clone())
+            .collect();
+        let index = Index::new(docs, &indexed);
+        let from_existing = |c: &Cand| c.first < existing_count;
+
+        let mut scores = index.bm25(&q.terms);
+        // A list speaks to the question through its lead-in; when only items match, the
+        // items answer on their own.
+        for (c, score) in cands.iter().zip(scores.iter_mut()) {
+            if let Some(lead) = c.lead {
+                let lead_terms = sentence_terms.get(c.first..=lead).unwrap_or_default();
+                if !lead_terms.iter().flatten().any(|t| q.terms.contains(t)) {
+                    *score = 0.0;
+                }
+            }
+        }
+        let best = scores.iter().copied().fold(0.0_f64, f64::max);
         let query_matched = best > 0.0;
-        let candidates: Vec<usize> = if query_matched {
+        let mut grounded = true;
+        let order: Vec<usize> = if q.has_terms() {
             let floor = best * self.min_relative_score;
-            ranked(&bm25)
+            let order: Vec<usize> = ranked(&scores)
                 .into_iter()
-                .filter(|&i| bm25.get(i).is_some_and(|&s| s > 0.0 && s >= floor))
-                .collect()
-        } else if query_has_terms && existing_count > 0 {
-            // Nothing speaks to the question: the existing answer stays as it is.
-            (0..existing_count).collect()
+                .filter(|&i| scores.get(i).is_some_and(|&s| s > 0.0 && s >= floor))
+                .collect();
+            let coverage = order
+                .iter()
+                .map(|&c| index.coverage(c, &q.terms, Query::is_filler))
+                .fold(0.0_f64, f64::max);
+            if query_matched && coverage >= self.min_coverage {
+                order
+            } else if existing_count > 0 {
+                // Nothing new speaks to the question: the existing answer stays as it is.
+                (0..cands.len())
+                    .filter(|&c| cands.get(c).is_some_and(from_existing))
+                    .collect()
+            } else if cands.is_empty() && !saw_not_answered {
+                return Extraction::empty("");
+            } else {
+                grounded = false;
+                Vec::new()
+            }
         } else {
-            ranked(&index.centrality())
+            ranked(&lead_biased(&index.centrality(), &cands, sentences))
         };
-
-        let (text, truncated) = select(&self.tokenizer, &sentences, &candidates, max_tokens);
+        if !grounded {
+            return Extraction {
+                query_matched,
+                ..Extraction::empty(Self::NOT_ANSWERED)
+            };
+        }
+        let weights = index.weights(&q.terms);
+        let selector = Selector {
+            sentences,
+            headings: q.release.then_some(all.headings.as_slice()),
+            marks,
+            weights: &weights,
+            tok: &self.tokenizer,
+            budget: max_tokens,
+        };
+        let Answer {
+            text,
+            truncated,
+            sources,
+        } = selector.select(&cands, &order);
         Extraction {
+            grounded: !text.is_empty(),
             text,
             query_matched,
             truncated,
+            sources,
         }
     }
 
@@ -239,17 +413,13 @@ impl ExtractiveModel {
         } else {
             request.max_tokens
         };
-        let query_has_terms = !terms(query).is_empty();
+        let query_has_terms = Query::new(query).has_terms();
         let extraction = match context {
             Some(context) => {
                 let existing = request.variable("existing_answer");
                 self.extract(query, existing, context, budget)
             }
-            None => Extraction {
-                text: Self::NO_CONTEXT_ANSWER.to_string(),
-                query_matched: false,
-                truncated: false,
-            },
+            None => Extraction::empty(Self::NO_CONTEXT_ANSWER),
         };
         let satisfied = context.is_some() && extraction.satisfied(query_has_terms);
         match &request.schema {
@@ -289,4 +459,20 @@ impl LanguageModel for ExtractiveModel {
             })
         })
     }
+}
+
+/// Appends `more` to `all`, its indices shifted.
+fn append(all: &mut Parsed, more: Parsed) {
+    let offset = all.sentences.len();
+    let para_offset = all.sentences.last().map_or(0, |s| s.para + 1);
+    let heading_offset = all.headings.len();
+    all.headings.extend(more.headings);
+    all.labelled |= more.labelled;
+    all.sentences
+        .extend(more.sentences.into_iter().map(|mut s| {
+            s.para += para_offset;
+            s.heading = s.heading.map(|h| h + heading_offset);
+            s.lead = s.lead.map(|l| l + offset);
+            s
+        }));
 }

@@ -1,196 +1,559 @@
-//! Sentence splitting: paragraphs into sentences, skipping metadata header blocks,
-//! headings, rules and code fences, with list items and table rows standing alone and
-//! abbreviations and initials not ending a sentence.
+//! Passages into sentences, markup-aware (Markdown, reStructuredText, HTML converted to
+//! Markdown-style text, plain text).
+//!
+//! Skipped: metadata header blocks (`file_path: notes.md`), headings (`#` lines, setext
+//! and rst underlined or over- and underlined titles, outline `*` headings, lone release
+//! lines), rules, rst directives other than code and admonitions (`.. image::`,
+//! `.. _label:`), link definitions, badge and link-only lines, HTML-only lines and
+//! comments, separator and all-short table rows. Code (fenced blocks, indented blocks,
+//! rst literal blocks after `::` and `.. code-block::` bodies) becomes [`Kind::Code`]
+//! sentences, one a line. List items and prose table rows stand alone; a sentence ending
+//! with one colon directly followed by list items is their lead-in. A source label line
+//! (`[n]`) attributes what follows to source `n`. Inline markup is cleaned
+//! ([`super::inline`]).
 
-/// Words whose trailing period does not end a sentence.
-const ABBREVIATIONS: &[&str] = &[
-    "al", "approx", "apr", "aug", "ca", "cf", "co", "corp", "dec", "dept", "dr", "e.g", "eg",
-    "est", "feb", "fig", "figs", "i.e", "ie", "inc", "jan", "jr", "jul", "jun", "lt", "ltd", "mar",
-    "mr", "mrs", "ms", "mt", "no", "nos", "nov", "oct", "p", "pp", "prof", "sep", "sept", "sr",
-    "st", "vol", "vols", "vs",
-];
+use super::inline::{clean, clean_with};
+use super::markup::{
+    Directive, adornment, atx_heading, code_ish, directive, fence, has_version, html_heading,
+    indent, is_field_line, is_markup_only, is_metadata_line, label, list_marker, prose_row,
+    table_cells,
+};
+use super::split::{bracket_note, ends_sentence, is_closer, split_segment};
 
-/// Appends the sentences of `text` to `out`, whitespace collapsed.
-pub(super) fn split_sentences(text: &str, out: &mut Vec<String>) {
-    let mut block: Vec<&str> = Vec::new();
-    for line in text.lines() {
-        if line.trim().is_empty() {
-            split_block(&block, out);
-            block.clear();
-        } else {
-            block.push(line);
-        }
-    }
-    split_block(&block, out);
+/// What a sentence is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Running text.
+    Prose,
+    /// A list item, nested `depth` levels deep.
+    Item {
+        /// 0 for a top-level item.
+        depth: usize,
+    },
+    /// A table row with prose, its cells joined by `; `.
+    Row,
+    /// A line of code.
+    Code,
 }
 
-/// A `key: value` metadata line, as nodes render their metadata: a lowercase key without
-/// spaces, a colon and a space.
-fn is_metadata_line(line: &str) -> bool {
-    let line = line.trim();
-    let Some((key, value)) = line.split_once(':') else {
-        return false;
+/// One sentence of the passages.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Sentence {
+    /// The text shown, inline markup cleaned, white space collapsed.
+    pub text: String,
+    /// What it is.
+    pub kind: Kind,
+    /// Its paragraph: sentences of one paragraph share the number.
+    pub para: usize,
+    /// Its document: the number goes up at each source label and metadata block.
+    pub doc: usize,
+    /// The source label it follows (`[n]`), if any.
+    pub source: Option<u32>,
+    /// The innermost enclosing heading with a version number (an index into
+    /// [`Parsed::headings`]).
+    pub heading: Option<usize>,
+    /// For a list item: the sentence introducing its list.
+    pub lead: Option<usize>,
+    /// For a lead-in: how many list items follow it.
+    pub items: usize,
+    /// The heading just before it, for the first sentence of a section: its words help
+    /// rank the sentence ("## Weather limits" above the list of limits).
+    pub title: Option<String>,
+}
+
+/// A text's sentences and headings.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct Parsed {
+    /// The sentences in order.
+    pub sentences: Vec<Sentence>,
+    /// Headings with a version number, cleaned.
+    pub headings: Vec<String>,
+    /// Whether the text had a source label line.
+    pub labelled: bool,
+}
+
+/// What came last, for the lines that follow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Last {
+    Other,
+    /// A paragraph: its last sentence if that ends with one colon; `literal` when it ended
+    /// with `::` (an rst literal block follows).
+    Para {
+        lead: Option<usize>,
+        literal: bool,
+        indent: usize,
+    },
+    /// A list: its lead-in, the first item's indentation, the current item's text column,
+    /// and whether its items have no markers (short lines indented under a lead-in).
+    List {
+        lead: Option<usize>,
+        base: usize,
+        content: usize,
+        bare: bool,
+    },
+}
+
+/// Splits `text` into sentences. See the [module documentation](self).
+pub(super) fn parse(text: &str) -> Parsed {
+    let mut p = Parser {
+        lines: text.lines().collect(),
+        out: Parsed::default(),
+        buf: Vec::new(),
+        item: None,
+        buf_indent: 0,
+        para: 0,
+        source: None,
+        stack: Vec::new(),
+        last: Last::Other,
+        blank: true,
+        in_comment: false,
+        prose_until: 0,
+        title: None,
+        label_pending: false,
+        file: None,
+        doc: 0,
     };
-    let mut chars = key.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
-    first_ok
-        && key.len() <= 40
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && (value.is_empty() || value.starts_with(' '))
-        && line.chars().count() <= 300
-}
-
-/// Strips a list marker (`- `, `* `, `+ `, `• `, `1. `, `1) `, `> `); `None` when the line
-/// has none.
-fn strip_marker(line: &str) -> Option<&str> {
-    for marker in ["- ", "* ", "+ ", "• ", "> "] {
-        if let Some(rest) = line.strip_prefix(marker) {
-            return Some(rest);
-        }
+    let mut i = 0;
+    while i < p.lines.len() {
+        i = p.line(i);
     }
-    let digits = line.chars().take_while(char::is_ascii_digit).count();
-    if digits > 0 && digits <= 3 {
-        let rest = line.get(digits..)?;
-        return rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") "));
+    p.flush();
+    p.finish()
+}
+
+pub(super) struct Parser<'a> {
+    pub(super) lines: Vec<&'a str>,
+    pub(super) out: Parsed,
+    /// The open paragraph's (or item's) lines, trimmed.
+    pub(super) buf: Vec<String>,
+    /// The open item's depth and lead-in, when `buf` is an item.
+    pub(super) item: Option<(usize, Option<usize>)>,
+    pub(super) buf_indent: usize,
+    pub(super) para: usize,
+    pub(super) source: Option<u32>,
+    /// Enclosing headings: level, index into `out.headings` when it has a version.
+    pub(super) stack: Vec<(usize, Option<usize>)>,
+    pub(super) last: Last,
+    /// Whether the previous line was blank (or the text starts here).
+    pub(super) blank: bool,
+    pub(super) in_comment: bool,
+    /// Lines before this index are prose even when indented (an admonition's body).
+    pub(super) prose_until: usize,
+    /// The last heading, until a sentence takes it as its title.
+    pub(super) title: Option<String>,
+    /// A label line was read and no metadata block has yet said which file follows.
+    pub(super) label_pending: bool,
+    /// The file named by the last metadata block (`file_path: …`).
+    pub(super) file: Option<String>,
+    /// The current document's number.
+    pub(super) doc: usize,
+}
+
+impl<'a> Parser<'a> {
+    pub(super) fn at(&self, i: usize) -> &'a str {
+        self.lines.get(i).copied().unwrap_or("")
     }
-    None
-}
 
-/// Whether a line ends a sentence (a terminator, possibly followed by closing quotes or
-/// brackets); a line without one continues on the next line when it is long enough.
-fn ends_sentence(line: &str) -> bool {
-    line.trim_end_matches(is_closer)
-        .chars()
-        .last()
-        .is_some_and(|c| matches!(c, '.' | '!' | '?' | '。' | '！' | '？'))
-}
-
-/// Splits one paragraph: metadata blocks are skipped; headings, rules and code fences
-/// dropped; list items and table rows stand alone; wrapped lines are joined.
-fn split_block(lines: &[&str], out: &mut Vec<String>) {
-    if lines.is_empty() || lines.iter().all(|l| is_metadata_line(l)) {
-        return;
-    }
-    let mut segment = String::new();
-    let mut prev_len = 0usize;
-    let mut prev_ends = true;
-    for raw in lines {
-        let line = raw.trim();
-        if !line.chars().any(char::is_alphanumeric) || line.starts_with("```") {
-            flush(&mut segment, out);
-            prev_ends = true;
-            continue;
+    /// Handles line `i`; returns the next line to handle.
+    fn line(&mut self, i: usize) -> usize {
+        let raw = self.at(i);
+        let ind = indent(raw);
+        let t = strip_quote(raw.trim());
+        if self.in_comment {
+            self.in_comment = !t.contains("-->");
+            return i + 1;
         }
-        if line.starts_with('#') {
-            flush(&mut segment, out);
-            prev_ends = true;
-            continue;
+        if t.is_empty() {
+            self.flush();
+            self.blank = true;
+            return i + 1;
         }
-        let (content, starts_new) = if let Some(rest) = strip_marker(line) {
-            (rest, true)
-        } else if line.starts_with('|') {
-            (line.trim_matches('|').trim(), true)
-        } else {
-            (line, false)
-        };
-        let joins = !starts_new && !segment.is_empty() && !prev_ends && prev_len >= 40;
-        if !joins {
-            flush(&mut segment, out);
-        } else {
-            segment.push(' ');
+        let blank_before = std::mem::replace(&mut self.blank, false);
+        if let Some(n) = label(t) {
+            self.flush();
+            self.source = Some(n);
+            self.out.labelled = true;
+            // Headings carry over only to a later piece of the same file.
+            self.label_pending = true;
+            self.doc += 1;
+            self.title = None;
+            self.last = Last::Other;
+            self.blank = true;
+            return i + 1;
         }
-        segment.push_str(content);
-        prev_len = line.chars().count();
-        prev_ends = ends_sentence(line);
-    }
-    flush(&mut segment, out);
-}
-
-fn flush(segment: &mut String, out: &mut Vec<String>) {
-    if !segment.is_empty() {
-        split_segment(segment, out);
-        segment.clear();
-    }
-}
-
-fn is_closer(c: char) -> bool {
-    matches!(c, '"' | '\'' | ')' | ']' | '”' | '’' | '»' | '」' | '』')
-}
-
-/// Splits running text at sentence ends.
-fn split_segment(text: &str, out: &mut Vec<String>) {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut start = 0usize;
-    let mut i = 0usize;
-    while let Some(&(pos, c)) = chars.get(i) {
-        let cjk = matches!(c, '。' | '！' | '？');
-        if !(cjk || matches!(c, '.' | '!' | '?')) {
-            i += 1;
-            continue;
+        if t.starts_with("<!--") && !t.contains("-->") {
+            self.flush();
+            self.in_comment = true;
+            return i + 1;
         }
-        // Take the whole run of terminators and closing quotes/brackets.
-        let mut j = i + 1;
-        while let Some(&(_, d)) = chars.get(j) {
-            if matches!(d, '.' | '!' | '?' | '。' | '！' | '？') || is_closer(d) {
-                j += 1;
-            } else {
-                break;
+        let underline = !blank_before && self.item.is_none() && !self.buf.is_empty();
+        if let Some(f) = fence(t).filter(|_| !(underline && adornment(t).is_some())) {
+            self.flush();
+            return self.fenced(i + 1, f);
+        }
+        if t.starts_with(">>>") {
+            self.flush();
+            self.code(t);
+            return i + 1;
+        }
+        if blank_before && i >= self.prose_until {
+            if let Last::Para {
+                literal: true,
+                indent: base,
+                ..
+            } = self.last
+                && ind > base
+            {
+                return self.code_block(i, base);
+            }
+            if let Last::List { base, content, .. } = self.last
+                && ind > base
+                && ind < content + 4
+                && list_marker(t).is_none()
+            {
+                // A further paragraph of the last item.
+                self.reopen_item();
+            } else if ind >= 4 && list_marker(t).is_none() {
+                return self.indented(i);
             }
         }
-        let end = chars.get(j).map_or(text.len(), |&(p, _)| p);
-        let next = chars.get(j).map(|&(_, d)| d);
-        let boundary = if cjk {
-            true
-        } else {
-            match next {
-                None => true,
-                Some(d) if d.is_whitespace() => {
-                    let next_word = chars
-                        .get(j..)
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|&(_, d)| d)
-                        .find(|d| !d.is_whitespace());
-                    let lower_next = next_word.is_some_and(char::is_lowercase);
-                    let abbreviation =
-                        c == '.' && is_abbreviation(text.get(start..pos).unwrap_or(""));
-                    !lower_next && !abbreviation
+        if let Some(d) = directive(t) {
+            self.flush();
+            return match d {
+                Directive::Code => self.code_block(i + 1, ind),
+                Directive::Skip => self.skip_body(i + 1, ind),
+                Directive::Prose(arg) => {
+                    self.prose_until = self.body_end(i + 1, ind);
+                    if arg.chars().any(char::is_alphanumeric) {
+                        self.buf.push(arg);
+                        self.buf_indent = ind;
+                    }
+                    i + 1
                 }
-                Some(_) => false,
-            }
-        };
-        if boundary {
-            push_sentence(text.get(start..end).unwrap_or(""), out);
-            start = end;
+            };
         }
-        i = j;
+        if is_markup_only(t) || (i < self.prose_until && is_field_line(t)) {
+            self.flush();
+            return i + 1;
+        }
+        if t.starts_with('|') {
+            self.flush();
+            self.row(t);
+            return i + 1;
+        }
+        if let Some((level, text)) = atx_heading(t).or_else(|| html_heading(t)) {
+            self.flush();
+            self.heading(level, &text);
+            return i + 1;
+        }
+        if t.starts_with('#') {
+            self.flush();
+            self.last = Last::Other;
+            return i + 1;
+        }
+        if let Some(c) = adornment(t) {
+            // An underline makes the line above a heading (setext, rst).
+            if self.item.is_none()
+                && !blank_before
+                && let Some(title) = self.buf.pop()
+            {
+                self.flush();
+                self.heading(adornment_level(c), &title);
+            } else {
+                self.flush();
+                self.last = Last::Other;
+            }
+            return i + 1;
+        }
+        if !t.chars().any(char::is_alphanumeric) {
+            self.flush();
+            self.last = Last::Other;
+            return i + 1;
+        }
+        let lone = blank_before && self.at(i + 1).trim().is_empty();
+        if lone && self.lone_heading(i, t) {
+            return i + 1;
+        }
+        if let Some(width) = list_marker(t) {
+            let text = t
+                .char_indices()
+                .nth(width)
+                .map_or("", |(b, _)| t.get(b..).unwrap_or(""));
+            self.start_item(ind, width, text.trim());
+            return i + 1;
+        }
+        if self.item.is_some() {
+            let continues = match self.last {
+                Last::List {
+                    base, bare: true, ..
+                } => {
+                    if ind == base && t.chars().count() <= 80 && !code_ish(t) {
+                        self.start_item(ind, 0, t);
+                        return i + 1;
+                    }
+                    ind > base
+                }
+                Last::List { content, .. } => {
+                    ind >= content || self.buf.last().is_some_and(|l| !ends_sentence(l))
+                }
+                _ => false,
+            };
+            if continues {
+                self.buf.push(t.to_string());
+                return i + 1;
+            }
+            self.flush();
+            self.last = Last::Other;
+        }
+        // Short lines indented under a line ending with one colon: a list.
+        if !blank_before
+            && ind > self.buf_indent + 1
+            && self
+                .buf
+                .last()
+                .is_some_and(|l| l.ends_with(':') && !l.ends_with("::"))
+            && t.chars().count() <= 80
+            && !code_ish(t)
+        {
+            self.flush();
+            self.start_item(ind, 0, t);
+            return i + 1;
+        }
+        if self.buf.is_empty() {
+            self.buf_indent = ind;
+        }
+        self.buf.push(t.to_string());
+        i + 1
     }
-    push_sentence(text.get(start..).unwrap_or(""), out);
+
+    pub(super) fn heading(&mut self, level: usize, text: &str) {
+        self.settle_label();
+        while self.stack.last().is_some_and(|&(l, _)| l >= level) {
+            self.stack.pop();
+        }
+        let idx = has_version(text).then(|| {
+            let cleaned = clean_with(text.trim_start_matches(['*', '#', ' ']), false).text;
+            self.out.headings.push(collapse(&cleaned));
+            self.out.headings.len() - 1
+        });
+        self.stack.push((level, idx));
+        self.title = Some(collapse(&clean(text).text));
+        self.last = Last::Other;
+    }
+
+    /// Text follows a label without a metadata block: another source, its own headings.
+    fn settle_label(&mut self) {
+        if std::mem::take(&mut self.label_pending) {
+            self.stack.clear();
+            self.file = None;
+        }
+    }
+
+    fn current_heading(&self) -> Option<usize> {
+        self.stack.iter().rev().find_map(|&(_, idx)| idx)
+    }
+
+    pub(super) fn push(&mut self, text: String, kind: Kind, lead: Option<usize>) {
+        self.settle_label();
+        let title = if kind == Kind::Code {
+            None
+        } else {
+            self.title.take()
+        };
+        self.out.sentences.push(Sentence {
+            text,
+            kind,
+            para: self.para,
+            doc: self.doc,
+            source: self.source,
+            heading: self.current_heading(),
+            lead,
+            items: 0,
+            title,
+        });
+    }
+
+    pub(super) fn code(&mut self, t: &str) {
+        if t.chars().any(char::is_alphanumeric) {
+            self.push(t.to_string(), Kind::Code, None);
+            self.para += 1;
+        }
+    }
+
+    fn row(&mut self, t: &str) {
+        if let Some(cells) = table_cells(t)
+            && prose_row(&cells)
+        {
+            self.push(cells.join("; "), Kind::Row, None);
+            self.para += 1;
+        }
+        self.last = Last::Other;
+    }
+
+    /// Ends the open paragraph or item, adding its sentences.
+    pub(super) fn flush(&mut self) {
+        let lines = std::mem::take(&mut self.buf);
+        let item = self.item.take();
+        if lines.is_empty() {
+            return;
+        }
+        if let Some((depth, lead)) = item {
+            let c = clean(&lines.join(" "));
+            if c.text_outside && c.text.chars().any(char::is_alphanumeric) {
+                self.push(collapse(&c.text), Kind::Item { depth }, lead);
+            }
+            self.para += 1;
+            return;
+        }
+        if lines.iter().all(|l| is_metadata_line(l)) {
+            let file = lines
+                .iter()
+                .find_map(|l| l.strip_prefix("file_path:"))
+                .map(|f| f.trim().to_string());
+            if self.label_pending && (file.is_none() || file != self.file) {
+                self.stack.clear();
+            }
+            if !self.label_pending {
+                self.doc += 1;
+            }
+            self.label_pending = false;
+            self.file = file;
+            // A chunk's heading path (`section: Guide > Install`): its last heading titles
+            // the chunk's first sentence (a heading line in the text takes over).
+            if let Some(section) = lines.iter().find_map(|l| l.strip_prefix("section:")) {
+                let last = section.rsplit(" > ").next().unwrap_or(section).trim();
+                self.title = (!last.is_empty()).then(|| last.to_string());
+            }
+            self.last = Last::Other;
+            return;
+        }
+        let first = self.out.sentences.len();
+        let mut segment = String::new();
+        let mut prev_len = 0usize;
+        let mut prev_ends = true;
+        let mut segments = Vec::new();
+        for line in &lines {
+            let c = clean(line);
+            let text = c.text.trim();
+            if (c.had_markup && !c.text_outside) || !text.chars().any(char::is_alphanumeric) {
+                segments.push(std::mem::take(&mut segment));
+                prev_ends = true;
+                continue;
+            }
+            if segment.is_empty() || prev_ends || prev_len < 40 {
+                segments.push(std::mem::take(&mut segment));
+            } else {
+                segment.push(' ');
+            }
+            // Cleaned as a whole below: inline markup may span lines.
+            segment.push_str(line.trim());
+            prev_len = line.trim().chars().count();
+            prev_ends = ends_sentence(text);
+        }
+        segments.push(segment);
+        let mut split = Vec::new();
+        for seg in segments.iter().filter(|s| !s.is_empty()) {
+            split_segment(&clean(seg).text, &mut split);
+        }
+        // A bracketed note (`[bug introduced in 8.6]`) belongs to the sentence before it,
+        // also when text without a blank line follows it (an earlier answer re-read).
+        let mut sentences: Vec<String> = Vec::new();
+        for s in split {
+            let (note, rest) = bracket_note(&s);
+            match (sentences.last_mut(), note) {
+                (Some(prev), Some(note)) => {
+                    prev.push(' ');
+                    prev.push_str(note);
+                    if !rest.is_empty() {
+                        sentences.push(rest.to_string());
+                    }
+                }
+                _ => sentences.push(s),
+            }
+        }
+        // rst: `text::` shows as `text:`, a lone `::` vanishes; a literal block follows.
+        let literal = lines.last().is_some_and(|l| l.trim_end().ends_with("::"));
+        if literal && let Some(last) = sentences.last_mut().filter(|l| l.ends_with("::")) {
+            last.pop();
+            if last.ends_with(" :") || last == ":" {
+                last.pop();
+                let trimmed = last.trim_end().to_string();
+                *last = trimmed;
+            }
+        }
+        for s in sentences
+            .into_iter()
+            .filter(|s| s.chars().any(char::is_alphanumeric))
+        {
+            self.push(s, Kind::Prose, None);
+        }
+        self.para += 1;
+        let lead = (self.out.sentences.len() > first && !literal)
+            .then(|| self.out.sentences.len() - 1)
+            .filter(|&l| {
+                self.out
+                    .sentences
+                    .get(l)
+                    .is_some_and(|s| s.text.trim_end_matches(is_closer).ends_with(':'))
+            });
+        self.last = Last::Para {
+            lead,
+            literal,
+            indent: self.buf_indent,
+        };
+    }
+
+    /// Counts each lead-in's items (a lead-in without items is an ordinary sentence).
+    fn finish(mut self) -> Parsed {
+        let n = self.out.sentences.len();
+        for l in 0..n {
+            let count = (l + 1..n)
+                .take_while(|&k| self.out.sentences.get(k).is_some_and(|s| s.lead == Some(l)))
+                .count();
+            if let Some(s) = self.out.sentences.get_mut(l) {
+                s.items = count;
+            }
+        }
+        // Items whose lead-in was lost (not directly before them) stand alone.
+        for k in 0..n {
+            let lead = self.out.sentences.get(k).and_then(|s| s.lead);
+            if let Some(l) = lead {
+                let ok = self
+                    .out
+                    .sentences
+                    .get(l)
+                    .is_some_and(|s| l < k && k <= l + s.items);
+                if !ok && let Some(s) = self.out.sentences.get_mut(k) {
+                    s.lead = None;
+                }
+            }
+        }
+        self.out
+    }
 }
 
-/// Whether the word just before a period is an abbreviation or an initial.
-fn is_abbreviation(before: &str) -> bool {
-    let word = before
-        .rsplit(char::is_whitespace)
-        .next()
-        .unwrap_or("")
-        .trim_start_matches(|c: char| !c.is_alphanumeric());
-    let mut chars = word.chars();
-    if let (Some(c), None) = (chars.next(), chars.next())
-        && c.is_uppercase()
-    {
-        return true;
+/// Section level of an rst/setext adornment character.
+fn adornment_level(c: char) -> usize {
+    match c {
+        '=' => 1,
+        '-' => 2,
+        _ => 3,
     }
-    let lower = word.to_lowercase();
-    ABBREVIATIONS.contains(&lower.as_str())
 }
 
-fn push_sentence(s: &str, out: &mut Vec<String>) {
-    if !s.chars().any(char::is_alphanumeric) {
-        return;
+/// A line without its blockquote markers (`> `).
+fn strip_quote(t: &str) -> &str {
+    if t.starts_with(">>>") {
+        return t;
     }
-    let normalized: Vec<&str> = s.split_whitespace().collect();
-    out.push(normalized.join(" "));
+    let mut t = t;
+    while let Some(rest) = t.strip_prefix('>') {
+        t = rest.trim_start();
+    }
+    t
+}
+
+/// White space collapsed to single spaces.
+pub(super) fn collapse(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

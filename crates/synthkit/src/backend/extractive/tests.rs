@@ -22,6 +22,11 @@ fn request(kind: TemplateKind, vars: &[(&str, &str)], max_tokens: usize) -> Mode
     }
 }
 
+/// The sentences of `text`, as shown.
+fn split(text: &str) -> Vec<String> {
+    parse(text).sentences.into_iter().map(|s| s.text).collect()
+}
+
 fn run(model: &ExtractiveModel, req: &ModelRequest) -> Completion {
     futures::executor::block_on(model.complete(req)).unwrap_or_default()
 }
@@ -56,10 +61,8 @@ fn picks_the_sentence_with_query_terms() {
 
 #[test]
 fn splits_sentences_and_skips_metadata_and_headings() {
-    let mut out = Vec::new();
-    split_sentences(OBSERVATORY, &mut out);
     assert_eq!(
-        out,
+        split(OBSERVATORY),
         vec![
             "The observatory opened in 1987.",
             "The primary mirror is cleaned with CO2 snow every three months.",
@@ -69,10 +72,8 @@ fn splits_sentences_and_skips_metadata_and_headings() {
             "Oil the dome gears each spring.",
         ]
     );
-    let mut out = Vec::new();
-    split_sentences(
+    let out = split(
         "It costs approx. 5 euros, e.g. for tea. Is it? Yes! Wrapped line that is long enough to be joined\nwith the next one. Short title\nNext line",
-        &mut out,
     );
     assert_eq!(
         out,
@@ -113,7 +114,12 @@ fn respects_max_tokens() {
     let c = run(&m, &req);
     assert!(!c.text.is_empty());
     assert!(m.tokenizer.count(&c.text) <= 10);
-    assert!(c.text.ends_with("mirror"));
+    // A window (here the start, every word matching), cut at a word boundary.
+    assert!(
+        c.text.starts_with("mirror") && c.text.ends_with("mirror …"),
+        "{}",
+        c.text
+    );
     assert_eq!(c.finish_reason, Some(FinishReason::Length));
 }
 
@@ -338,6 +344,7 @@ fn structured_other_schemas() {
 
 #[test]
 fn stemming() {
+    use rank::terms;
     assert_eq!(
         terms("Mirrors cleaned cleaning clean"),
         vec!["mirror", "clean", "clean", "clean"]
@@ -355,6 +362,7 @@ fn stemming() {
 
 #[test]
 fn analyzer_keeps_scripts_as_written() {
+    use rank::terms;
     // No transliteration: each CJK ideograph is a term, accents stay, emoji are no terms.
     assert_eq!(terms("望远镜"), vec!["望", "远", "镜"]);
     assert_eq!(terms("Le télescope"), terms("le TÉLESCOPE"));
@@ -390,4 +398,68 @@ fn large_context_is_fast_enough() {
         assert!(!c.text.is_empty());
         assert!(start.elapsed().as_secs() < 10);
     }
+}
+
+#[test]
+fn not_answered_through_requests() {
+    let m = ExtractiveModel::new();
+    // A question the passages do not answer: the fixed reply, and an unsatisfied
+    // structured refine reply.
+    let req = request(
+        TemplateKind::Qa,
+        &[
+            ("context_str", OBSERVATORY),
+            ("query_str", "Who won the 1998 World Cup?"),
+        ],
+        256,
+    );
+    assert_eq!(run(&m, &req).text, ExtractiveModel::NOT_ANSWERED);
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "query_satisfied": {"type": "boolean"},
+            "answer": {"type": "string"}
+        }
+    });
+    let mut structured = req.clone();
+    structured.schema = Some(Arc::new(schema));
+    let text = run(&m, &structured).text;
+    assert!(text.starts_with("{\"query_satisfied\":false,"), "{text}");
+    // A refine step whose existing answer is the fixed reply treats it as none.
+    let req = request(
+        TemplateKind::Refine,
+        &[
+            ("query_str", "How often is the mirror cleaned?"),
+            ("existing_answer", ExtractiveModel::NOT_ANSWERED),
+            ("context_msg", OBSERVATORY),
+        ],
+        256,
+    );
+    assert_eq!(
+        run(&m, &req).text,
+        "The primary mirror is cleaned with CO2 snow every three months."
+    );
+}
+
+#[test]
+fn labelled_context_through_requests() {
+    let m = ExtractiveModel::new();
+    let context = format!("[1]\n{OBSERVATORY}\n\n[2]\nThe mirror is cleaned by hand in winter.");
+    let req = request(
+        TemplateKind::Qa,
+        &[
+            ("context_str", &context),
+            ("query_str", "How often is the mirror cleaned?"),
+        ],
+        256,
+    );
+    // Sentences from two sources, in order, each with its marker.
+    assert_eq!(
+        run(&m, &req).text,
+        "The primary mirror is cleaned with CO2 snow every three months [1]. The mirror is \
+         cleaned by hand in winter [2]."
+    );
+    let e = m.extract("When is the mirror cleaned by hand?", None, &context, 256);
+    assert_eq!(e.text, "The mirror is cleaned by hand in winter [2].");
+    assert_eq!(e.sources, vec![2]);
 }

@@ -1,0 +1,202 @@
+//! The question as the backend reads it: its terms, whether it names code, whether it asks
+//! which release or version.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use super::rank::{Term, term_id, terms};
+
+/// Words asking for a summary rather than a fact.
+const SUMMARY_WORDS: &[&str] = &[
+    "summarize",
+    "summarise",
+    "summary",
+    "summaries",
+    "overview",
+    "tldr",
+    "gist",
+    "recap",
+];
+
+/// Words of a summary request that name no topic ("Summarize the text.",
+/// "Give an overview of the documents").
+const META_WORDS: &[&str] = &[
+    "text",
+    "texts",
+    "document",
+    "documents",
+    "doc",
+    "docs",
+    "file",
+    "files",
+    "content",
+    "contents",
+    "passage",
+    "passages",
+    "article",
+    "page",
+    "pages",
+    "main",
+    "key",
+    "point",
+    "points",
+    "idea",
+    "ideas",
+    "brief",
+    "briefly",
+    "short",
+    "give",
+    "write",
+    "provide",
+    "please",
+    "everything",
+    "overall",
+    "topic",
+    "topics",
+    "above",
+    "following",
+    "tl",
+    "dr",
+];
+
+/// Question words that documents rarely repeat (how often, how big, what does it need,
+/// which release added): absent from every sentence, they do not count against an
+/// answer's coverage ("How often is the mirror cleaned?").
+const FILLER_WORDS: &[&str] = &[
+    "often",
+    "many",
+    "much",
+    "long",
+    "usually",
+    "typically",
+    "exactly",
+    "kind",
+    "way",
+    "happen",
+    "happens",
+    "need",
+    "needs",
+    "mean",
+    "means",
+    "work",
+    "works",
+    "big",
+    "large",
+    "far",
+    "old",
+    "tall",
+    "wide",
+    "heavy",
+    "added",
+    "introduced",
+];
+
+fn stems(words: &[&str]) -> HashSet<String> {
+    words.iter().flat_map(|w| terms(w)).collect()
+}
+
+static SUMMARY: LazyLock<HashSet<String>> = LazyLock::new(|| stems(SUMMARY_WORDS));
+static META: LazyLock<HashSet<String>> = LazyLock::new(|| stems(META_WORDS));
+static FILLER: LazyLock<HashSet<Term>> =
+    LazyLock::new(|| stems(FILLER_WORDS).iter().map(|s| term_id(s)).collect());
+
+/// A question, analyzed.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Query {
+    /// Its terms (stemmed, stop words and a summary request's meta words removed), in order.
+    pub terms: Vec<Term>,
+    /// Whether it names code (`--flag`, `foo()`, `a::b`, backticks, `$VAR`, snake_case):
+    /// code lines may answer it.
+    pub code: bool,
+    /// Whether it asks which release or version.
+    pub release: bool,
+}
+
+impl Query {
+    /// Analyzes `query`.
+    pub(super) fn new(query: &str) -> Self {
+        let mut words = terms(query);
+        if words.iter().any(|w| SUMMARY.contains(w)) {
+            words.retain(|w| !SUMMARY.contains(w) && !META.contains(w));
+        }
+        let release = query.split(|c: char| !c.is_alphanumeric()).any(|w| {
+            matches!(
+                w.to_lowercase().as_str(),
+                "release" | "releases" | "version" | "versions"
+            )
+        });
+        Self {
+            terms: words.iter().map(|w| term_id(w)).collect(),
+            code: code_ish(query),
+            release,
+        }
+    }
+
+    /// Whether the question has terms (else it is answered by a summary).
+    pub(super) fn has_terms(&self) -> bool {
+        !self.terms.is_empty()
+    }
+
+    /// Whether `term` is a filler word (see [`FILLER_WORDS`]).
+    pub(super) fn is_filler(term: Term) -> bool {
+        FILLER.contains(&term)
+    }
+}
+
+/// Whether a question names code.
+fn code_ish(query: &str) -> bool {
+    if query.contains('`') || query.contains("()") {
+        return true;
+    }
+    let chars: Vec<char> = query.chars().collect();
+    chars.windows(3).enumerate().any(|(i, w)| {
+        let before_space = i == 0 || chars.get(i - 1).is_none_or(|c| c.is_whitespace());
+        match w {
+            ['-', '-', c] => c.is_alphanumeric(),
+            ['-', c, d] => before_space && c.is_ascii_alphabetic() && !d.is_alphanumeric(),
+            [a, ':', ':'] => a.is_alphanumeric(),
+            ['$', c, _] => c.is_ascii_alphabetic() || *c == '{',
+            [a, '_', c] => a.is_alphanumeric() && c.is_alphanumeric(),
+            [a, '(', _] => a.is_alphanumeric(),
+            _ => false,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_have_no_terms() {
+        assert!(!Query::new("Summarize the documents").has_terms());
+        assert!(!Query::new("Summarize the text.").has_terms());
+        assert!(!Query::new("Give me an overview of the main points").has_terms());
+        assert!(Query::new("Summarize the safety rules").has_terms());
+        assert!(Query::new("What is the text type?").has_terms());
+    }
+
+    #[test]
+    fn code_and_release() {
+        for q in [
+            "What does --debug do?",
+            "What does `ls` do?",
+            "Is Vec::new() free?",
+            "What is $HOME?",
+            "What does -r do?",
+            "What is max_tokens?",
+            "What does foo(x) return?",
+        ] {
+            assert!(Query::new(q).code, "{q}");
+        }
+        for q in [
+            "How often is the mirror cleaned?",
+            "What is a well-known fact?",
+            "Is it (really) so?",
+        ] {
+            assert!(!Query::new(q).code, "{q}");
+        }
+        assert!(Query::new("Which release added sort --debug?").release);
+        assert!(!Query::new("Who released the album?").release);
+    }
+}
