@@ -52,6 +52,9 @@ pub enum Command {
     Ask(AskArgs),
     /// Summarize files, folders, standard input or pre-retrieved nodes.
     Summarize(SummarizeArgs),
+    /// Run the HTTP service: POST /v1/synthesize (JSON or server-sent events), /healthz,
+    /// /readyz, /metrics, /openapi.json.
+    Serve(crate::serve::ServeArgs),
 }
 
 /// The default of `--concurrency`.
@@ -72,7 +75,7 @@ impl Command {
         match self {
             Command::Ask(a) => a.synth.quiet,
             Command::Summarize(a) => a.synth.quiet,
-            Command::Tokens(_) | Command::Split(_) => false,
+            Command::Tokens(_) | Command::Split(_) | Command::Serve(_) => false,
         }
     }
 }
@@ -257,6 +260,13 @@ pub struct SynthArgs {
     /// Refine/compact: each step says whether its context answered; others are ignored.
     #[arg(long, help_heading = "Synthesis")]
     pub structured_filtering: bool,
+    /// Number the sources in the prompts and have the answer cite them as [n]: markers
+    /// are checked against the sources each call was shown (invalid ones are removed and
+    /// reported), renumbered in order of first use, and the cited sources are listed
+    /// first. The extractive backend cites exactly; without --cite it still lists only
+    /// the sources its sentences came from.
+    #[arg(long, help_heading = "Synthesis")]
+    pub cite: bool,
     /// What to do when a model reply is cut at the output limit (--num-output): warn keeps
     /// the answer and prints a warning (--json counts them in usage.truncated_calls);
     /// error fails with exit code 1.

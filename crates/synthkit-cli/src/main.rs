@@ -9,11 +9,13 @@ mod backend;
 mod error;
 mod input;
 mod logging;
+mod node_json;
 mod observe;
 mod output;
 mod plan;
 mod progress;
 mod rank;
+mod serve;
 mod synthesis;
 mod text;
 mod trace;
@@ -58,6 +60,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             args::SUMMARIZE_DEFAULT_MODE,
             &a.synth,
         )),
+        Command::Serve(a) => serve::run(a),
     }
 }
 

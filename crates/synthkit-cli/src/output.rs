@@ -29,8 +29,16 @@ pub fn warn(message: &str) {
 }
 
 /// The text on one line (whitespace collapsed), cut to [`EXCERPT_CHARS`] characters with
-/// `…` when longer.
+/// `…` when longer. Leading Markdown heading lines are left out (the source's `section`
+/// names them) unless the text has nothing else.
 pub fn excerpt(text: &str) -> String {
+    let body = text
+        .trim_start()
+        .lines()
+        .skip_while(|l| l.trim_start().starts_with('#') || l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let text = if body.trim().is_empty() { text } else { &body };
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= EXCERPT_CHARS {
         return flat;
@@ -46,9 +54,72 @@ pub fn node_path(node: &Node) -> Option<&str> {
     node.metadata.get("file_path").and_then(Value::as_str)
 }
 
+/// The sources as listed: with citations, the cited ones first (in marker order, each
+/// with its marker) and then the others; without, all of them as given.
+pub fn ordered_sources(response: &Response) -> Vec<(&Node, Option<u32>)> {
+    let Some(citations) = &response.citations else {
+        return response.source_nodes.iter().map(|n| (n, None)).collect();
+    };
+    let mut out: Vec<(&Node, Option<u32>)> = Vec::new();
+    for c in &citations.markers {
+        for id in &c.node_ids {
+            if let Some(n) = response.source_nodes.iter().find(|n| &n.id == id)
+                && !out.iter().any(|(seen, _)| seen.id == n.id)
+            {
+                out.push((n, Some(c.marker)));
+            }
+        }
+    }
+    for n in &response.source_nodes {
+        if !citations.cites(&n.id) {
+            out.push((n, None));
+        }
+    }
+    out
+}
+
+/// How a source list is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceStyle {
+    /// Every source given, numbered 1, 2, ... (no citations).
+    All,
+    /// The cited sources with their `[n]` markers, then a count of the others.
+    Cited,
+    /// The sources the answer used (markers hidden), numbered 1, 2, ..., then a count
+    /// of the others.
+    Used,
+}
+
+impl SourceStyle {
+    /// The style for `response`: `Cited` with markers shown, `Used` with citations kept
+    /// apart, `All` without citations.
+    pub fn of(response: &Response, markers_shown: bool) -> Self {
+        match (&response.citations, markers_shown) {
+            (None, _) => SourceStyle::All,
+            (Some(_), true) => SourceStyle::Cited,
+            (Some(_), false) => SourceStyle::Used,
+        }
+    }
+}
+
 /// Writes what follows the answer's text: a newline ending the answer, then the sources.
 /// Used after a streamed answer too, so both outputs are identical.
-pub fn write_after_answer(out: &mut impl Write, answer: &str, sources: &[Node]) -> io::Result<()> {
+pub fn write_after_answer(
+    out: &mut impl Write,
+    response: &Response,
+    style: SourceStyle,
+) -> io::Result<()> {
+    let answer = &response.text;
+    let sources = ordered_sources(response);
+    let listed: Vec<(&Node, Option<u32>)> = match style {
+        SourceStyle::All => sources.clone(),
+        SourceStyle::Cited | SourceStyle::Used => sources
+            .iter()
+            .copied()
+            .filter(|(_, m)| m.is_some())
+            .collect(),
+    };
+    let others = sources.len() - listed.len();
     if !answer.is_empty() {
         if !answer.ends_with('\n') {
             writeln!(out)?;
@@ -57,23 +128,47 @@ pub fn write_after_answer(out: &mut impl Write, answer: &str, sources: &[Node]) 
             writeln!(out)?;
         }
     }
-    if !sources.is_empty() {
+    if !listed.is_empty() {
         writeln!(out, "Sources:")?;
-        for (i, node) in sources.iter().enumerate().take(MAX_TEXT_SOURCES) {
+        for (i, (node, marker)) in listed.iter().enumerate().take(MAX_TEXT_SOURCES) {
+            let label = match (style, marker) {
+                (SourceStyle::Cited, Some(m)) => format!("[{m}]"),
+                _ => format!("{}.", i + 1),
+            };
+            let section = node
+                .metadata
+                .get("section")
+                .and_then(Value::as_str)
+                .map(|s| format!(" \u{2014} {s}"))
+                .unwrap_or_default();
             match node.score {
-                Some(s) => writeln!(out, "  {}. {} (score {s:.2})", i + 1, node.id)?,
-                None => writeln!(out, "  {}. {}", i + 1, node.id)?,
+                Some(s) => writeln!(out, "  {label} {}{section} (score {s:.2})", node.id)?,
+                None => writeln!(out, "  {label} {}{section}", node.id)?,
             }
             let ex = excerpt(&node.text);
             if !ex.is_empty() {
                 writeln!(out, "     {ex}")?;
             }
         }
-        if sources.len() > MAX_TEXT_SOURCES {
+        if listed.len() > MAX_TEXT_SOURCES {
             writeln!(
                 out,
                 "  ... and {} more (--json lists them all)",
-                sources.len() - MAX_TEXT_SOURCES
+                listed.len() - MAX_TEXT_SOURCES
+            )?;
+        }
+    }
+    if style != SourceStyle::All && others > 0 {
+        let chunks = if others == 1 { "chunk" } else { "chunks" };
+        if listed.is_empty() {
+            writeln!(
+                out,
+                "No source was cited ({others} {chunks} retrieved; --json lists them)."
+            )?;
+        } else {
+            writeln!(
+                out,
+                "({others} other retrieved {chunks} not cited; --json lists them)"
             )?;
         }
     }
@@ -81,9 +176,9 @@ pub fn write_after_answer(out: &mut impl Write, answer: &str, sources: &[Node]) 
 }
 
 /// Writes the answer and its sources as text.
-pub fn write_text(out: &mut impl Write, response: &Response) -> io::Result<()> {
+pub fn write_text(out: &mut impl Write, response: &Response, style: SourceStyle) -> io::Result<()> {
     write!(out, "{}", response.text)?;
-    write_after_answer(out, &response.text, &response.source_nodes)
+    write_after_answer(out, response, style)
 }
 
 /// What the JSON report says besides the response.
@@ -101,21 +196,29 @@ pub struct ReportInfo<'a> {
     pub total_ms: f64,
     /// Time spent in model calls (sum over calls), in milliseconds.
     pub model_ms: f64,
+    /// Whether the answer is drawn from the sources: for the extractive backend, whether
+    /// it found an answer; with citations, whether it cites a source; else unknown.
+    pub grounded: Option<bool>,
 }
 
 /// The JSON report of a synthesis.
 pub fn report_json(response: &Response, info: &ReportInfo<'_>) -> Value {
-    let sources: Vec<Value> = response
-        .source_nodes
-        .iter()
-        .map(|n| {
-            json!({
+    let citing = response.citations.is_some();
+    let sources: Vec<Value> = ordered_sources(response)
+        .into_iter()
+        .map(|(n, marker)| {
+            let mut source = json!({
                 "id": n.id,
                 "path": node_path(n),
                 "section": n.metadata.get("section").and_then(Value::as_str),
                 "score": n.score,
                 "excerpt": excerpt(&n.text),
-            })
+            });
+            if citing && let Some(obj) = source.as_object_mut() {
+                obj.insert("cited".into(), Value::Bool(marker.is_some()));
+                obj.insert("citation".into(), json!(marker));
+            }
+            source
         })
         .collect();
     let mut report = json!({
@@ -145,6 +248,13 @@ pub fn report_json(response: &Response, info: &ReportInfo<'_>) -> Value {
         }
         if let Some(s) = &response.structured {
             obj.insert("structured".into(), s.clone());
+        }
+        if let Some(c) = &response.citations {
+            obj.insert("citations".into(), json!(c.markers));
+            obj.insert("citations_removed".into(), json!(c.removed));
+        }
+        if let Some(g) = info.grounded {
+            obj.insert("grounded".into(), Value::Bool(g));
         }
     }
     report
@@ -216,6 +326,8 @@ mod tests {
     #[test]
     fn excerpts_are_short_and_flat() {
         assert_eq!(excerpt("a\n\n b  c"), "a b c");
+        assert_eq!(excerpt("## Title\n\nBody text."), "Body text.");
+        assert_eq!(excerpt("# Only a title"), "# Only a title");
         let long = "word ".repeat(100);
         let e = excerpt(&long);
         assert!(e.chars().count() <= EXCERPT_CHARS);
@@ -230,10 +342,50 @@ mod tests {
             ..Response::default()
         };
         let mut out = Vec::new();
-        write_text(&mut out, &response).unwrap();
+        write_text(&mut out, &response, SourceStyle::All).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "Blue.\n\nSources:\n  1. a.md#1 (score 1.50)\n     The sky is blue.\n"
         );
+    }
+
+    #[test]
+    fn cited_sources_come_first_and_the_rest_are_counted() {
+        let response = Response {
+            text: "Blue [1].".into(),
+            source_nodes: vec![
+                Node::new("a", "Grass is green."),
+                Node::new("b", "The sky is blue.").with_metadata("section", "Sky"),
+            ],
+            citations: Some(synthkit::Citations {
+                markers: vec![synthkit::Citation {
+                    marker: 1,
+                    node_ids: vec!["b".into()],
+                }],
+                removed: vec![],
+            }),
+            ..Response::default()
+        };
+        let mut out = Vec::new();
+        write_text(&mut out, &response, SourceStyle::Cited).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Blue [1].\n\nSources:\n  [1] b \u{2014} Sky\n     The sky is blue.\n(1 other retrieved chunk not cited; --json lists them)\n"
+        );
+        let info = ReportInfo {
+            mode: ResponseMode::Compact,
+            backend: "x",
+            model: "m",
+            query: "q",
+            total_ms: 0.0,
+            model_ms: 0.0,
+            grounded: Some(true),
+        };
+        let json = report_json(&response, &info);
+        assert_eq!(json["sources"][0]["id"], "b");
+        assert_eq!(json["sources"][0]["cited"], true);
+        assert_eq!(json["sources"][1]["cited"], false);
+        assert_eq!(json["citations"][0]["node_ids"][0], "b");
+        assert_eq!(json["grounded"], true);
     }
 }

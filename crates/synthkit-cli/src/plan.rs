@@ -208,12 +208,11 @@ pub async fn estimate(
     ));
     let synth = build_synthesizer(
         planner.clone(),
-        backend.budget_tokenizer.clone(),
+        backend,
         mode,
         args,
         templates,
         Arc::new(Fanout::default()),
-        backend.server_slots,
     )?;
     synth.synthesize(query, nodes).await?;
     let calls = planner.calls();
@@ -245,15 +244,7 @@ pub async fn run(
         fanout.push(t);
     }
     let observer: Arc<dyn Observer> = Arc::new(fanout);
-    let synth = build_synthesizer(
-        planner.clone(),
-        backend.budget_tokenizer.clone(),
-        mode,
-        args,
-        templates,
-        observer,
-        backend.server_slots,
-    )?;
+    let synth = build_synthesizer(planner.clone(), backend, mode, args, templates, observer)?;
     let node_count = nodes.len();
     let response = synth.synthesize(query, nodes).await.map_err(|e| {
         anyhow::anyhow!(

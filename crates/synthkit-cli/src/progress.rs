@@ -311,12 +311,11 @@ mod tests {
         fanout.push(recorder.clone());
         let synth = build_synthesizer(
             backend.model.clone(),
-            backend.budget_tokenizer.clone(),
+            &backend,
             mode,
             args,
             &templates,
             Arc::new(fanout),
-            None,
         )
         .unwrap();
         synth.synthesize(query, nodes).await.unwrap();

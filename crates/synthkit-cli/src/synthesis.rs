@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use futures::StreamExt;
+use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::model::{LanguageModel, ModelError, TimeoutKind};
 use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
@@ -65,18 +66,23 @@ pub fn default_overlap(chunk_size: usize) -> usize {
     DEFAULT_CHUNK_OVERLAP.min(chunk_size.saturating_sub(1))
 }
 
-/// Builds a synthesizer for `model` with the options in `args`.
+/// Builds a synthesizer for `model` (the backend's, or a planner standing in for it) with
+/// the options in `args`.
+///
+/// Citations are on with `--cite`, and always with the extractive backend, which cites
+/// exactly: without `--cite` its markers are removed from the answer, and the citations
+/// still say which sources its sentences came from.
 pub fn build_synthesizer(
     model: Arc<dyn LanguageModel>,
-    tokenizer: SharedTokenizer,
+    backend: &Backend,
     mode: ResponseMode,
     args: &SynthArgs,
     templates: &CustomTemplates,
     observer: Arc<dyn Observer>,
-    server_slots: Option<usize>,
 ) -> Result<Synthesizer> {
+    let tokenizer: SharedTokenizer = backend.budget_tokenizer.clone();
     let info = model.info();
-    let concurrency = args.concurrency_for(server_slots);
+    let concurrency = args.concurrency_for(backend.server_slots);
     let budget = PromptBudget::new(info.context_window, info.num_output)
         .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
         .with_chunk_overlap_ratio(args.overlap)
@@ -99,6 +105,8 @@ pub fn build_synthesizer(
             TruncationPolicy::Warn => OnTruncation::Warn,
             TruncationPolicy::Error => OnTruncation::Error,
         })
+        .citations(args.cite || backend.kind == LlmKind::Extractive)
+        .citation_markers(args.cite)
         .observer(observer);
     if let Some(sp) = &args.system_prompt {
         builder = builder.system_prompt(sp.clone());
@@ -208,12 +216,11 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     }
     let synth = build_synthesizer(
         Arc::clone(&backend.model),
-        backend.budget_tokenizer.clone(),
+        &backend,
         mode,
         args,
         &templates,
         Arc::new(fanout),
-        backend.server_slots,
     )?;
     if backend.kind == LlmKind::Extractive && mode.calls_model() {
         note(args.quiet, EXTRACTIVE_NOTE);
@@ -242,6 +249,7 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
             t.dropped_node_ids.join(", ")
         ));
     }
+    let style = output::SourceStyle::of(&response, args.cite);
     let stdout = io::stdout();
     if args.json && args.format == JsonFormat::Llamaindex {
         output::write_json(&mut stdout.lock(), &output::report_llamaindex(&response))?;
@@ -253,13 +261,14 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
             query,
             total_ms: start.elapsed().as_secs_f64() * 1000.0,
             model_ms: model_time.millis(),
+            grounded: grounded(&response, backend.kind),
         };
         let mut report = output::report_json(&response, &info);
         backend::report_cache(&mut report, cache.as_ref()); // --cache
         backend::report_concurrency(&mut report, &backend);
         output::write_json(&mut stdout.lock(), &report)?;
     } else if !args.stream {
-        output::write_text(&mut stdout.lock(), &response)?;
+        output::write_text(&mut stdout.lock(), &response, style)?;
     }
     if let Some(n) = backend::concurrency_note(&backend) {
         note(args.quiet, &n);
@@ -295,8 +304,19 @@ async fn stream_answer(
     }
     let response = stream.finish().await.map_err(|e| explain(e, args))?;
     progress.clear();
-    output::write_after_answer(&mut stdout.lock(), &response.text, &response.source_nodes)?;
+    let style = output::SourceStyle::of(&response, args.cite);
+    output::write_after_answer(&mut stdout.lock(), &response, style)?;
     Ok(response)
+}
+
+/// Whether the answer is drawn from the sources: the extractive backend knows (it says
+/// so when nothing matched well); with citations, an answer citing nothing is not;
+/// otherwise unknown.
+fn grounded(response: &Response, kind: LlmKind) -> Option<bool> {
+    if kind == LlmKind::Extractive {
+        return Some(response.text_without_markers() != ExtractiveModel::NOT_ANSWERED);
+    }
+    response.citations.as_ref().map(|c| !c.markers.is_empty())
 }
 
 /// A synthesis error with a hint when the server could not be reached.

@@ -98,10 +98,13 @@ fn text_node_array_is_read() {
     );
     let v = json_of(&run(&["ask", QUESTION, "--json", "-q"], &path));
     assert_eq!(v["answer"], MIRROR);
-    assert_eq!(v["sources"][0]["id"], "node-1");
-    assert_eq!(v["sources"][1]["id"], "node-2");
-    assert_eq!(v["sources"][1]["path"], "maintenance.md");
-    assert_eq!(v["sources"][1]["score"], Value::Null);
+    // The source the answer came from first (cited), then the others as given.
+    assert_eq!(v["sources"][0]["id"], "node-2");
+    assert_eq!(v["sources"][0]["cited"], true);
+    assert_eq!(v["sources"][0]["path"], "maintenance.md");
+    assert_eq!(v["sources"][0]["score"], Value::Null);
+    assert_eq!(v["sources"][1]["id"], "node-1");
+    assert_eq!(v["sources"][1]["cited"], false);
 }
 
 #[test]
@@ -119,10 +122,10 @@ fn node_with_score_jsonl_keeps_scores() {
     let v = json_of(&run(&["ask", QUESTION, "--json", "-q"], &path));
     let sources = v["sources"].as_array().unwrap();
     assert_eq!(sources.len(), 3);
-    assert_eq!(sources[0]["id"], "node-1");
-    assert_eq!(sources[0]["score"], 0.83);
-    assert_eq!(sources[1]["id"], "node-2");
-    assert_eq!(sources[1]["score"], Value::Null);
+    assert_eq!(sources[0]["id"], "node-2");
+    assert_eq!(sources[0]["score"], Value::Null);
+    assert_eq!(sources[1]["id"], "node-1");
+    assert_eq!(sources[1]["score"], 0.83);
     assert_eq!(sources[2]["id"], "n3");
     assert_eq!(sources[2]["score"], 0.1);
 }

@@ -89,3 +89,58 @@ fn default_flag_summarize_succeeds_against_a_shared_kv_cache() {
         assert_eq!(c["usage_reported"], true, "{c}");
     }
 }
+
+/// `ask --cite` against the real model: whatever the small model writes, every marker
+/// left in the answer names a listed, cited source, numbered in order of first use, and
+/// the cited sources come first.
+#[test]
+fn cited_answers_only_name_sources_the_model_was_shown() {
+    let Some(server) = llama::smollm2(2048, "-t 2") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mirror.md"),
+        "# Mirror\n\nThe primary mirror is cleaned every six months, in March and September.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("tours.md"),
+        "# Tours\n\nVisitors may tour the control room on the first Saturday of each month.\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_synthkit"))
+        .args(["ask", "How often is the primary mirror cleaned?"])
+        .arg(dir.path())
+        .args(["--base-url", &server.base, "--json", "--cite"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer = report["answer"].as_str().unwrap();
+    let citations = report["citations"].as_array().unwrap();
+    let sources = report["sources"].as_array().unwrap();
+    for (i, c) in citations.iter().enumerate() {
+        assert_eq!(c["marker"], i + 1, "{report}");
+        assert!(answer.contains(&format!("{}]", i + 1)), "{report}");
+        let id = &c["node_ids"][0];
+        assert!(sources.iter().any(|s| &s["id"] == id && s["cited"] == true));
+    }
+    // Cited sources first.
+    let first_uncited = sources.iter().position(|s| s["cited"] == false);
+    if let Some(p) = first_uncited {
+        assert!(sources[p..].iter().all(|s| s["cited"] == false), "{report}");
+    }
+    // No marker names a number beyond the citations.
+    for n in citations.len() + 1..=sources.len() + 5 {
+        assert!(!answer.contains(&format!("[{n}]")), "{report}");
+    }
+    println!(
+        "SmolLM2 --cite: {answer:?} ({} citations, removed {})",
+        citations.len(),
+        report["citations_removed"]
+    );
+}

@@ -1,0 +1,332 @@
+//! `synthkit serve`: the HTTP service (crate `synthkit-serve`) behind command-line flags.
+//!
+//! The flags build one model stack for the process (backend, limiter, retries, cache; with
+//! `--redis-url`, a budget and a cache shared by every replica), then serve it until
+//! SIGTERM or Ctrl-C, draining requests in flight for up to `--shutdown-grace` seconds.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+use synthkit::backend::openai::OpenAiConfig;
+use synthkit::layer::cache::SqliteCache;
+use synthkit::layer::retry::RetryPolicy;
+use synthkit_serve::redis::{RedisBudget, RedisCache};
+use synthkit_serve::{
+    ApiKeys, AppState, BackendConfig, CacheChoice, Metrics, ModelStack, ServiceLimits,
+};
+
+use crate::args::LlmKind;
+use crate::backend::OPENAI_BASE_URL_VAR;
+use crate::error::usage;
+
+/// `synthkit serve`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    synthkit serve\n  \
+    synthkit serve --bind 0.0.0.0:8080 --api-keys keys.txt --base-url http://127.0.0.1:8081/v1\n  \
+    curl -s localhost:8080/v1/synthesize -d '{\"query\": \"...\", \"nodes\": [\"...\"]}'")]
+pub struct ServeArgs {
+    /// The address to listen on. Addresses other than loopback need --api-keys (or
+    /// --allow-unauthenticated-public).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+    /// Require `Authorization: Bearer KEY` with one of the keys in FILE (one per line,
+    /// `#` comments) on /v1/* and /metrics.
+    #[arg(long, value_name = "FILE", help_heading = "Access")]
+    pub api_keys: Option<PathBuf>,
+    /// Serve a non-loopback address without --api-keys (when a proxy in front
+    /// authenticates).
+    #[arg(long, help_heading = "Access")]
+    pub allow_unauthenticated_public: bool,
+    /// On SIGTERM or Ctrl-C, seconds the requests in flight may still run before they
+    /// are cancelled.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 30.0,
+        help_heading = "Limits"
+    )]
+    pub shutdown_grace: f64,
+    /// The largest request body in bytes (413 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_BODY_BYTES, help_heading = "Limits")]
+    pub max_body_bytes: usize,
+    /// The most nodes in one request (422 above it).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_NODES, help_heading = "Limits")]
+    pub max_nodes: usize,
+    /// Seconds one synthesis may take (504, or an `error` event, after it).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 300.0,
+        help_heading = "Limits"
+    )]
+    pub request_timeout: f64,
+    /// The most model calls of one request in flight at once (a request's `concurrency`
+    /// is capped at it).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY, help_heading = "Limits")]
+    pub max_request_concurrency: usize,
+
+    /// The backend [default: extractive, or openai when --base-url, SYNTHKIT_BASE_URL or
+    /// OPENAI_BASE_URL is set].
+    #[arg(long, value_enum, value_name = "KIND", help_heading = "Model")]
+    pub llm: Option<LlmKind>,
+    /// The OpenAI-compatible API base URL, up to and including /v1.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SYNTHKIT_BASE_URL",
+        help_heading = "Model"
+    )]
+    pub base_url: Option<String>,
+    /// The model name [default: the first model the server lists at /models].
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "SYNTHKIT_MODEL",
+        help_heading = "Model"
+    )]
+    pub model: Option<String>,
+    /// The environment variable that holds the upstream API key.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "OPENAI_API_KEY",
+        help_heading = "Model"
+    )]
+    pub api_key_env: String,
+    /// The model's context window in tokens [default: asked from the server].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub context_window: Option<usize>,
+    /// Tokens reserved for each answer [default: 256].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub num_output: Option<usize>,
+    /// Use the completions endpoint instead of chat.
+    #[arg(long, help_heading = "Model")]
+    pub completion_api: bool,
+    /// The sampling temperature [default: 0.1].
+    #[arg(long, value_name = "T", help_heading = "Model")]
+    pub temperature: Option<f32>,
+    /// Seconds a model call may wait for its reply [default: 600].
+    #[arg(long, value_name = "SECS", help_heading = "Model")]
+    pub timeout: Option<f64>,
+    /// Never ask the server to count tokens; use the built-in tokenizer.
+    #[arg(long, help_heading = "Model")]
+    pub no_server_tokenizer: bool,
+    /// Model calls in flight at the backend across all requests (0: no cap; never more
+    /// than the server's slots when it says).
+    #[arg(long, value_name = "N", default_value_t = 32, help_heading = "Model")]
+    pub concurrency: usize,
+    /// Requests per minute to the model across all requests (with --redis-url: across
+    /// all replicas).
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub rpm: Option<u32>,
+    /// Tokens per minute to the model (prompt plus output reserve), across all requests
+    /// (with --redis-url: across all replicas).
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub tpm: Option<u32>,
+    /// Attempts per model call on 429, 5xx, timeouts and dropped connections; 1 turns
+    /// retries off.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
+    pub retries: u32,
+    /// The most seconds one model call may spend retrying.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 120.0,
+        help_heading = "Model"
+    )]
+    pub retry_max_secs: f64,
+
+    /// Keep model replies in the SQLite file FILE, shared by every request.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "memory_cache",
+        help_heading = "Cache"
+    )]
+    pub cache: Option<PathBuf>,
+    /// Keep model replies in memory for the life of the process.
+    #[arg(long, help_heading = "Cache")]
+    pub memory_cache: bool,
+    /// Redis for scale-out: the --rpm/--tpm budget and the response cache are shared by
+    /// every replica given the same URL and --redis-prefix (unless --cache or
+    /// --memory-cache keeps the cache local).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SYNTHKIT_REDIS_URL",
+        help_heading = "Cache"
+    )]
+    pub redis_url: Option<String>,
+    /// The prefix of every Redis key.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "synthkit",
+        help_heading = "Cache"
+    )]
+    pub redis_prefix: String,
+    /// Seconds a reply stays in the Redis cache.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 86_400,
+        help_heading = "Cache"
+    )]
+    pub cache_ttl: u64,
+}
+
+/// Runs the service until SIGTERM or Ctrl-C.
+pub fn run(args: ServeArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let keys = match &args.api_keys {
+        Some(path) => Some(ApiKeys::from_file(path).map_err(|e| usage(e.to_string()))?),
+        None => None,
+    };
+    synthkit_serve::check_bind(args.bind, keys.as_ref(), args.allow_unauthenticated_public)
+        .map_err(|e| usage(e.to_string()))?;
+    let limits = ServiceLimits::default()
+        .with_max_body_bytes(args.max_body_bytes)
+        .with_max_nodes(args.max_nodes)
+        .with_request_timeout(seconds("--request-timeout", args.request_timeout)?)
+        .with_max_request_concurrency(args.max_request_concurrency)
+        .with_shutdown_grace(seconds("--shutdown-grace", args.shutdown_grace)?);
+    let backend = backend_config(&args).await?;
+    let metrics = Metrics::new();
+    let stack = ModelStack::build(backend, metrics.clone()).await?;
+    let model = stack.model.info();
+    let state = AppState::new(stack, limits, keys, metrics);
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    eprintln!(
+        "synthkit serve: listening on http://{} (model {}, window {} tokens){}",
+        listener.local_addr().unwrap_or(args.bind),
+        model.name,
+        model.context_window,
+        if args.api_keys.is_some() {
+            ", API keys required"
+        } else {
+            ""
+        }
+    );
+    synthkit_serve::serve(listener, state, synthkit_serve::shutdown_signal()).await?;
+    eprintln!("synthkit serve: stopped");
+    Ok(())
+}
+
+/// The backend, limits, retries and cache the flags ask for.
+async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
+    let url = args
+        .base_url
+        .clone()
+        .or_else(|| std::env::var(OPENAI_BASE_URL_VAR).ok())
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty());
+    let kind = args.llm.unwrap_or(if url.is_some() {
+        LlmKind::Openai
+    } else {
+        LlmKind::Extractive
+    });
+    let mut backend = match kind {
+        LlmKind::Extractive => {
+            BackendConfig::extractive().with_window(args.context_window, args.num_output)
+        }
+        LlmKind::Openai => BackendConfig::openai(openai_config(args, url.as_deref())?),
+    };
+    backend.server_tokenizer = !args.no_server_tokenizer;
+    let rpm = args.rpm.unwrap_or(0);
+    let tpm = args.tpm.unwrap_or(0);
+    backend = backend
+        .with_max_in_flight(args.concurrency)
+        .with_rates(rpm, tpm);
+    if args.retries > 1 {
+        let secs = seconds("--retry-max-secs", args.retry_max_secs)?;
+        let policy = RetryPolicy::default()
+            .with_max_attempts(args.retries)
+            .with_max_elapsed(secs);
+        backend = backend.with_retry(Some(policy));
+    } else {
+        backend = backend.with_retry(None);
+    }
+    let mut cache = if let Some(path) = &args.cache {
+        let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
+        CacheChoice::Store(Arc::new(store))
+    } else if args.memory_cache {
+        CacheChoice::Memory
+    } else {
+        CacheChoice::None
+    };
+    if let Some(redis_url) = &args.redis_url {
+        let conn = synthkit_serve::redis::connect(redis_url).await?;
+        if rpm > 0 || tpm > 0 {
+            let budget = RedisBudget::new(conn.clone(), &args.redis_prefix, rpm, tpm);
+            backend = backend.with_shared_budget(Arc::new(budget));
+        }
+        if matches!(cache, CacheChoice::None) {
+            let ttl = Duration::from_secs(args.cache_ttl);
+            cache = CacheChoice::Store(Arc::new(RedisCache::new(conn, &args.redis_prefix, ttl)));
+        }
+    }
+    Ok(backend.with_cache(cache))
+}
+
+/// The OpenAI-compatible config from the flags and the environment.
+fn openai_config(args: &ServeArgs, url: Option<&str>) -> Result<OpenAiConfig> {
+    let mut config = OpenAiConfig::from_env_with_key_var(&args.api_key_env);
+    if let Some(url) = url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(usage(format!(
+                "--base-url must start with http:// or https://, got `{url}`"
+            )));
+        }
+        config = config.with_base_url(url.to_string());
+    }
+    if config.api_key.is_none() && config.base() == OpenAiConfig::DEFAULT_BASE_URL {
+        return Err(usage(format!(
+            "no API key for {}: set the environment variable {} (or name another one with --api-key-env), or point --base-url at a local server",
+            OpenAiConfig::DEFAULT_BASE_URL,
+            args.api_key_env
+        )));
+    }
+    match &args.model {
+        Some(m) => config = config.with_model(m.clone()),
+        None => config = config.with_model_discovery(url.is_some()),
+    }
+    if let Some(w) = args.context_window {
+        config = config.with_context_window(w);
+    }
+    if let Some(n) = args.num_output {
+        config = config.with_num_output(n);
+    }
+    if let Some(t) = args.temperature {
+        config = config.with_temperature(t);
+    }
+    if let Some(t) = args.timeout {
+        config = config.with_timeout(seconds("--timeout", t)?);
+    }
+    Ok(config.with_chat(!args.completion_api))
+}
+
+/// A positive number of seconds given to `flag`.
+fn seconds(flag: &str, secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            usage(format!(
+                "{flag} must be a positive number of seconds, got {secs}"
+            ))
+        })
+}

@@ -1,0 +1,85 @@
+//! `synthkit serve`: refuses a public address without keys, answers on loopback, and
+//! stops cleanly on SIGTERM.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_public_address_needs_keys() {
+    let out = Command::new(env!("CARGO_BIN_EXE_synthkit"))
+        .args(["serve", "--bind", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--api-keys"), "{stderr}");
+    assert!(
+        stderr.contains("--allow-unauthenticated-public"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_on_loopback_and_stops_on_sigterm() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, "# test\nk-1\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_synthkit"))
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--api-keys",
+        ])
+        .arg(&keys)
+        .env_remove("SYNTHKIT_BASE_URL")
+        .env_remove("OPENAI_BASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the service did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = client
+        .post(format!("{base}/v1/synthesize"))
+        .bearer_auth("k-1")
+        .body(r#"{"query": "How often is the mirror cleaned?", "nodes": ["The mirror is cleaned every six months."]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["text"].as_str().unwrap().contains("six months"),
+        "{body}"
+    );
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the service did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
