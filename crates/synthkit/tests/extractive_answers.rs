@@ -300,6 +300,30 @@ fn which_release_shows_the_release_heading() {
     // The outline headings are no sentences.
     assert!(!a.text.contains("** "), "{}", a.text);
     assert!(!a.text.contains("-*-"), "{}", a.text);
+    // One release answers: not the later fix to the option, whose provenance note names
+    // the release that added it.
+    assert!(!a.text.contains("3.2"), "{}", a.text);
+
+    // In a refine chain (the CLI's compact mode over a long NEWS file), an earlier answer
+    // naming the later fix gives way to the note announcing the option.
+    let (newer, older) = doc.split_at(doc.find("* Noteworthy changes in release 2.4").unwrap());
+    let first = ask(
+        newer,
+        "Which ferrule release added the --trace option?",
+        256,
+    );
+    assert!(first.text.contains("3.2"), "{}", first.text);
+    let refined = ExtractiveModel::new().extract(
+        "Which ferrule release added the --trace option?",
+        Some(&first.text),
+        older,
+        256,
+    );
+    assert!(
+        refined.text.contains("release 2.4") && !refined.text.contains("3.2"),
+        "{}",
+        refined.text
+    );
 }
 
 #[test]

@@ -294,10 +294,13 @@ impl ExtractiveModel {
                 if let Some(title) = &s.title {
                     key = format!("{title} {key}");
                 }
-                if q.release
-                    && let Some(h) = s.heading.and_then(|h| all.headings.get(h))
-                {
-                    key = format!("{h} {key}");
+                if q.release {
+                    // A release note's provenance ("[bug introduced in coreutils-8.6]")
+                    // names another release: it does not speak for this one.
+                    key = without_provenance(&key);
+                    if let Some(h) = s.heading.and_then(|h| all.headings.get(h)) {
+                        key = format!("{h} {key}");
+                    }
                 }
                 key
             })
@@ -338,6 +341,16 @@ impl ExtractiveModel {
                 }
             }
         }
+        // "Which release added X?": a sentence announcing something new outranks one
+        // that only mentions X (a later fix to it).
+        if q.release && q.asks_what_changed {
+            for (c, score) in cands.iter().zip(scores.iter_mut()) {
+                let text = sentences.get(c.first).map_or("", |s| s.text.as_str());
+                if announces_change(text) {
+                    *score *= CHANGE_BOOST;
+                }
+            }
+        }
         let best = scores.iter().copied().fold(0.0_f64, f64::max);
         let query_matched = best > 0.0;
         let mut grounded = true;
@@ -352,6 +365,11 @@ impl ExtractiveModel {
                 .map(|&c| index.coverage(c, &q.terms, Query::is_filler))
                 .fold(0.0_f64, f64::max);
             if query_matched && coverage >= self.min_coverage {
+                // "Which release ...?" has one answer: the best note, not every near one.
+                let mut order = order;
+                if q.release {
+                    order.truncate(1);
+                }
                 order
             } else if existing_count > 0 {
                 // Nothing new speaks to the question: the existing answer stays as it is.
@@ -475,4 +493,43 @@ fn append(all: &mut Parsed, more: Parsed) {
             s.lead = s.lead.map(|l| l + offset);
             s
         }));
+}
+
+/// How much a sentence announcing a change weighs more for "which release added X?".
+const CHANGE_BOOST: f64 = 1.5;
+
+/// Whether a release note announces something new ("now accepts", "new option"), rather
+/// than a fix. ("added" is no cue: NEWS files say "added in 5.0.1" of old features.)
+fn announces_change(text: &str) -> bool {
+    let lower = without_provenance(text).to_lowercase();
+    [
+        "now accept",
+        "now support",
+        "new option",
+        "new feature",
+        "new command",
+        "now ha",
+    ]
+    .iter()
+    .any(|cue| lower.contains(cue))
+}
+
+/// `text` without bracketed provenance notes (`[bug introduced in coreutils-6.11]`,
+/// `[introduced in 8.6]`).
+fn without_provenance(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest.get(open..).and_then(|r| r.find(']')).map(|c| open + c) else {
+            break;
+        };
+        let inside = rest.get(open + 1..close).unwrap_or_default().to_lowercase();
+        out.push_str(rest.get(..open).unwrap_or_default());
+        if !(inside.contains("bug") || inside.contains("introduced")) {
+            out.push_str(rest.get(open..=close).unwrap_or_default());
+        }
+        rest = rest.get(close + 1..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
 }

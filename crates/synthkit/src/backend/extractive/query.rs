@@ -110,6 +110,9 @@ pub(super) struct Query {
     pub code: bool,
     /// Whether it asks which release or version.
     pub release: bool,
+    /// Whether it asks what was added or changed ("added", "introduced", "new",
+    /// "support"): with `release`, announcements outrank fixes.
+    pub asks_what_changed: bool,
 }
 
 impl Query {
@@ -125,10 +128,17 @@ impl Query {
                 "release" | "releases" | "version" | "versions"
             )
         });
+        let asks_what_changed = query.split(|c: char| !c.is_alphanumeric()).any(|w| {
+            let w = w.to_lowercase();
+            ["add", "introduc", "new", "support", "gain", "got"]
+                .iter()
+                .any(|cue| w.starts_with(cue))
+        });
         Self {
             terms: words.iter().map(|w| term_id(w)).collect(),
             code: code_ish(query),
             release,
+            asks_what_changed,
         }
     }
 
@@ -197,6 +207,8 @@ mod tests {
             assert!(!Query::new(q).code, "{q}");
         }
         assert!(Query::new("Which release added sort --debug?").release);
+        assert!(Query::new("Which release added sort --debug?").asks_what_changed);
+        assert!(!Query::new("Which release fixed the crash?").asks_what_changed);
         assert!(!Query::new("Who released the album?").release);
     }
 }
