@@ -427,3 +427,19 @@ fn a_sentence_announcing_code_is_no_answer() {
     assert!(!a.text.ends_with(':'), "{}", a.text);
     assert!(!a.text.contains("with the usual tool"), "{}", a.text);
 }
+
+#[test]
+fn what_is_x_prefers_the_sentence_defining_x() {
+    let context = "[1]\nUnderstanding ownership takes time, and ownership shows up in every chapter.\n\
+                   Taking ownership and returning ownership is tedious.\n\n\
+                   [2]\nOwnership is a set of rules that govern how a program manages memory. \
+                   Memory is freed when its owner goes away.";
+    let a = ask(context, "What is ownership?", 256);
+    assert!(
+        a.text
+            .starts_with("Ownership is a set of rules that govern how a program manages memory"),
+        "{}",
+        a.text
+    );
+    assert_eq!(a.sources, vec![2], "{}", a.text);
+}

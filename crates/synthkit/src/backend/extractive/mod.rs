@@ -110,7 +110,7 @@ use crate::prompt::TemplateKind;
 use crate::text::SharedTokenizer;
 use crate::text::tokenizer::default_tokenizer;
 use cite::strip_markers;
-use query::Query;
+use query::{Query, defines};
 use rank::{Doc, Index, Term, ranked, term_ids};
 use select::{Answer, Cand, Selector};
 use sentences::{Kind, Parsed, parse};
@@ -351,6 +351,16 @@ impl ExtractiveModel {
                 }
             }
         }
+        // "What is X?": a sentence defining X ("Ownership is a set of rules ...") outranks
+        // sentences that only use the word.
+        if let Some(subject) = &q.subject {
+            for (c, score) in cands.iter().zip(scores.iter_mut()) {
+                let text = sentences.get(c.first).map_or("", |s| s.text.as_str());
+                if *score > 0.0 && defines(text, subject) {
+                    *score *= DEFINITION_BOOST;
+                }
+            }
+        }
         let best = scores.iter().copied().fold(0.0_f64, f64::max);
         let query_matched = best > 0.0;
         let mut grounded = true;
@@ -494,6 +504,9 @@ fn append(all: &mut Parsed, more: Parsed) {
             s
         }));
 }
+
+/// How much a sentence defining the subject of "What is X?" weighs more.
+const DEFINITION_BOOST: f64 = 3.0;
 
 /// How much a sentence announcing a change weighs more for "which release added X?".
 const CHANGE_BOOST: f64 = 1.5;

@@ -110,6 +110,9 @@ pub(super) struct Query {
     pub code: bool,
     /// Whether it asks which release or version.
     pub release: bool,
+    /// For "What is X?" / "What are X?": X, lowercased ("ownership"), whose definition
+    /// ("Ownership is ...") answers best.
+    pub subject: Option<String>,
     /// Whether it asks what was added or changed ("added", "introduced", "new",
     /// "support"): with `release`, announcements outrank fixes.
     pub asks_what_changed: bool,
@@ -139,6 +142,7 @@ impl Query {
             code: code_ish(query),
             release,
             asks_what_changed,
+            subject: definition_subject(query),
         }
     }
 
@@ -151,6 +155,47 @@ impl Query {
     pub(super) fn is_filler(term: Term) -> bool {
         FILLER.contains(&term)
     }
+}
+
+/// X of "What is X?", "What are X?", "What's X?", "Define X", without an article;
+/// `None` for other questions or an X of more than four words.
+fn definition_subject(query: &str) -> Option<String> {
+    let q = query
+        .trim()
+        .trim_end_matches(['?', '.', '!'])
+        .trim()
+        .to_lowercase();
+    let rest = ["what is ", "what are ", "what's ", "define "]
+        .iter()
+        .find_map(|p| q.strip_prefix(p))?;
+    let rest = ["a ", "an ", "the "]
+        .iter()
+        .find_map(|a| rest.strip_prefix(a))
+        .unwrap_or(rest)
+        .trim();
+    let words = rest.split_whitespace().count();
+    (words > 0 && words <= 4).then(|| rest.to_string())
+}
+
+/// Whether `sentence` defines `subject`: it starts with it (an article allowed) followed
+/// by "is", "are", "refers to" or "means".
+pub(super) fn defines(sentence: &str, subject: &str) -> bool {
+    let s = sentence
+        .trim_start_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase();
+    let s = ["a ", "an ", "the "]
+        .iter()
+        .find_map(|a| s.strip_prefix(a))
+        .unwrap_or(&s);
+    let Some(after) = s.strip_prefix(subject) else {
+        return false;
+    };
+    // "ownership is", and the plural or singular form of the subject ("a slice is" for
+    // "What are slices?").
+    let after = after.strip_prefix('s').unwrap_or(after);
+    [" is ", " are ", " refers to ", " means "]
+        .iter()
+        .any(|verb| after.starts_with(verb))
 }
 
 /// Whether a question names code.
@@ -206,6 +251,19 @@ mod tests {
         ] {
             assert!(!Query::new(q).code, "{q}");
         }
+        assert_eq!(
+            Query::new("What is ownership?").subject.as_deref(),
+            Some("ownership")
+        );
+        assert_eq!(
+            Query::new("What are the rules?").subject.as_deref(),
+            Some("rules")
+        );
+        assert_eq!(Query::new("How does it work?").subject, None);
+        assert!(defines("Ownership is a set of rules.", "ownership"));
+        assert!(defines("The stack is fast.", "stack"));
+        assert!(!defines("Understanding ownership is hard.", "ownership"));
+        assert!(!defines("Ownership rules are strict.", "ownership"));
         assert!(Query::new("Which release added sort --debug?").release);
         assert!(Query::new("Which release added sort --debug?").asks_what_changed);
         assert!(!Query::new("Which release fixed the crash?").asks_what_changed);
