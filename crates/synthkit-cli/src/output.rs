@@ -32,6 +32,7 @@ pub fn warn(message: &str) {
 /// `…` when longer. Leading Markdown heading lines are left out (the source's `section`
 /// names them) unless the text has nothing else.
 pub fn excerpt(text: &str) -> String {
+    let text = &without_html_comments(text);
     let body = text
         .trim_start()
         .lines()
@@ -47,6 +48,22 @@ pub fn excerpt(text: &str) -> String {
     cut.truncate(cut.trim_end().len());
     cut.push('…');
     cut
+}
+
+/// `text` without `<!-- ... -->` comments (kept from Markdown sources; an unclosed one
+/// runs to the end).
+fn without_html_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("<!--") {
+        out.push_str(rest.get(..open).unwrap_or_default());
+        let after = rest.get(open + 4..).unwrap_or_default();
+        rest = after
+            .find("-->")
+            .map_or("", |c| after.get(c + 3..).unwrap_or_default());
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The file a node came from (`file_path` metadata), if known.
@@ -328,6 +345,7 @@ mod tests {
         assert_eq!(excerpt("a\n\n b  c"), "a b c");
         assert_eq!(excerpt("## Title\n\nBody text."), "Body text.");
         assert_eq!(excerpt("# Only a title"), "# Only a title");
+        assert_eq!(excerpt("<!-- note -->\nTokio 1.70. <!-- x"), "Tokio 1.70.");
         let long = "word ".repeat(100);
         let e = excerpt(&long);
         assert!(e.chars().count() <= EXCERPT_CHARS);
