@@ -6,6 +6,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use synthkit::ResponseMode;
 use synthkit::text::BpeTokenizer;
 
+pub use crate::model_args::ModelArgs;
+
 /// The default response mode of `ask`.
 pub const ASK_DEFAULT_MODE: ResponseMode = ResponseMode::Compact;
 /// The default response mode of `summarize`.
@@ -279,85 +281,9 @@ pub struct SynthArgs {
     )]
     pub on_truncation: TruncationPolicy,
 
-    /// The backend [default: extractive, or openai when --base-url, SYNTHKIT_BASE_URL or
-    /// OPENAI_BASE_URL is set].
-    #[arg(long, value_enum, value_name = "KIND", help_heading = "Model")]
-    pub llm: Option<LlmKind>,
-    /// The OpenAI-compatible API base URL, up to and including /v1; without this flag and
-    /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL is used.
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "SYNTHKIT_BASE_URL",
-        help_heading = "Model"
-    )]
-    pub base_url: Option<String>,
-    /// The model name [env: SYNTHKIT_MODEL; default: the first model the server lists at
-    /// /models when a base URL is given, else gpt-4o-mini]. JSON reports name the model
-    /// the server says answered.
-    #[arg(long, value_name = "NAME", help_heading = "Model")]
-    pub model: Option<String>,
-    /// The environment variable that holds the API key (the key itself is never printed).
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "OPENAI_API_KEY",
-        help_heading = "Model"
-    )]
-    pub api_key_env: String,
-    /// The model's context window in tokens [default: asked from the server, else 3900;
-    /// 8192 for extractive].
-    #[arg(long, value_name = "N", help_heading = "Model")]
-    pub context_window: Option<usize>,
-    /// Tokens reserved for each answer [default: 256].
-    #[arg(long, value_name = "N", help_heading = "Model")]
-    pub num_output: Option<usize>,
-    /// Use the completions endpoint (/completions) instead of chat.
-    #[arg(long, help_heading = "Model")]
-    pub completion_api: bool,
-    /// Count tokens with the server's /tokenize (llama.cpp, vLLM) and warn when it has
-    /// none. Without this flag it is used anyway when the server has one, unless
-    /// --tokenizer or --no-server-tokenizer is given.
-    #[arg(long, help_heading = "Model", conflicts_with = "no_server_tokenizer")]
-    pub server_tokenizer: bool,
-    /// Never ask the server to count tokens; use the built-in tokenizer.
-    #[arg(long, help_heading = "Model")]
-    pub no_server_tokenizer: bool,
-    /// The request timeout in seconds [default: 600]: how long a model call may wait for
-    /// its whole reply, or a streamed call for its first token (the server reads the
-    /// whole prompt first: minutes for long prompts on a CPU).
-    #[arg(long, value_name = "SECS", help_heading = "Model")]
-    pub timeout: Option<f64>,
-    /// Seconds opening a connection to the server may take [default: 10].
-    #[arg(long, value_name = "SECS", help_heading = "Model")]
-    pub connect_timeout: Option<f64>,
-    /// Seconds a streamed reply may stay silent between two tokens [default: 120]; a
-    /// stream that keeps producing is never cut.
-    #[arg(long, value_name = "SECS", help_heading = "Model")]
-    pub idle_timeout: Option<f64>,
-    /// The sampling temperature [default: 0.1].
-    #[arg(long, value_name = "T", value_parser = parse_temperature, help_heading = "Model")]
-    pub temperature: Option<f32>,
-    /// Nucleus sampling: sample from the tokens of this cumulative probability (0 to 1)
-    /// [default: the server's].
-    #[arg(long, value_name = "P", value_parser = parse_top_p, help_heading = "Model")]
-    pub top_p: Option<f32>,
-    /// The sampling seed, for reproducible answers where the server honours it.
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Model"
-    )]
-    pub seed: Option<i64>,
-    /// A JSON object merged into every request body, for server-specific parameters
-    /// (for example '{"top_k": 40, "cache_prompt": true}'); its fields win over synthkit's.
-    #[arg(long, value_name = "JSON", value_parser = parse_extra_body, help_heading = "Model")]
-    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
-    /// The tokenizer for splitting and budgets: cl100k_base or o200k_base [default: the
-    /// model's own when known, else cl100k_base].
-    #[arg(long, value_name = "NAME", value_parser = parse_tokenizer, help_heading = "Model")]
-    pub tokenizer: Option<BpeTokenizer>,
+    /// The backend and how to reach and sample the model.
+    #[command(flatten)]
+    pub model_args: ModelArgs,
     // --- cache (layer::cache): begin
     /// Keep every model reply in the SQLite file FILE (created if missing) and answer
     /// repeated calls from it: a run that was stopped, rerun, only makes the calls it had
@@ -391,25 +317,27 @@ pub struct SynthArgs {
     pub quiet: bool,
 }
 
-fn parse_tokenizer(s: &str) -> Result<BpeTokenizer, String> {
+pub(crate) fn parse_tokenizer(s: &str) -> Result<BpeTokenizer, String> {
     BpeTokenizer::by_name(s).map_err(|e| e.to_string())
 }
 
-fn parse_temperature(s: &str) -> Result<f32, String> {
+pub(crate) fn parse_temperature(s: &str) -> Result<f32, String> {
     match s.trim().parse::<f32>() {
         Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
         _ => Err(format!("expected a number of 0 or more, got `{s}`")),
     }
 }
 
-fn parse_top_p(s: &str) -> Result<f32, String> {
+pub(crate) fn parse_top_p(s: &str) -> Result<f32, String> {
     match s.trim().parse::<f32>() {
         Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
         _ => Err(format!("expected a number from 0 to 1, got `{s}`")),
     }
 }
 
-fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+pub(crate) fn parse_extra_body(
+    s: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     match serde_json::from_str::<serde_json::Value>(s) {
         Ok(serde_json::Value::Object(fields)) => Ok(fields),
         Ok(other) => Err(format!(

@@ -65,28 +65,12 @@ pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
 /// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
 /// with the name of where it came from.
 pub fn base_url(args: &SynthArgs) -> Option<(String, &'static str)> {
-    let given = |u: &str| Some(u.trim().to_string()).filter(|u| !u.is_empty());
-    args.base_url
-        .as_deref()
-        .and_then(given)
-        .map(|u| (u, "--base-url"))
-        .or_else(|| {
-            std::env::var(OPENAI_BASE_URL_VAR)
-                .ok()
-                .as_deref()
-                .and_then(given)
-                .map(|u| (u, OPENAI_BASE_URL_VAR))
-        })
+    args.model_args.base_url()
 }
 
 /// The backend `args` ask for.
 pub fn kind(args: &SynthArgs) -> LlmKind {
-    let has_url = base_url(args).is_some();
-    args.llm.unwrap_or(if has_url {
-        LlmKind::Openai
-    } else {
-        LlmKind::Extractive
-    })
+    args.model_args.kind()
 }
 
 /// Builds the backend. For `openai` this may ask the server for its context window (and
@@ -94,19 +78,20 @@ pub fn kind(args: &SynthArgs) -> LlmKind {
 pub async fn connect(args: &SynthArgs) -> Result<Backend> {
     let kind = kind(args);
     let split_tokenizer: SharedTokenizer = args
+        .model_args
         .tokenizer
         .unwrap_or_else(BpeTokenizer::cl100k_base)
         .shared();
     match kind {
         LlmKind::Extractive => {
             let mut model = ExtractiveModel::new().with_tokenizer(split_tokenizer.clone());
-            if let Some(w) = args.context_window {
+            if let Some(w) = args.model_args.context_window {
                 model = model.with_context_window(w);
             }
-            if let Some(n) = args.num_output {
+            if let Some(n) = args.model_args.num_output {
                 model = model.with_num_output(n);
             }
-            if let Some(name) = &args.model {
+            if let Some(name) = &args.model_args.model {
                 model = model.with_name(name.clone());
             }
             Ok(Backend {
@@ -120,7 +105,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
             })
         }
         LlmKind::Openai => {
-            let config = openai_config(args)?;
+            let config = args.model_args.openai_config()?;
             if config.api_key.is_none()
                 && config.base() == OpenAiConfig::DEFAULT_BASE_URL
                 && !args.plan
@@ -128,15 +113,15 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                 return Err(anyhow!(
                     "no API key for {}: set the environment variable {} (or name another one with --api-key-env), or point --base-url at a local server",
                     OpenAiConfig::DEFAULT_BASE_URL,
-                    args.api_key_env
+                    args.model_args.api_key_env
                 ));
             }
             let mut model = OpenAiModel::connect(config)
                 .await
                 .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
-            if let Some(t) = args.tokenizer {
+            if let Some(t) = args.model_args.tokenizer {
                 model = model.with_tokenizer(t.shared());
-            } else if !args.server_tokenizer && !args.no_server_tokenizer {
+            } else if !args.model_args.server_tokenizer && !args.model_args.no_server_tokenizer {
                 // Budgets match the model best when the server counts: use its /tokenize
                 // where it has one (llama.cpp, vLLM), quietly keep ours where it has none.
                 model.use_server_counter().await;
@@ -203,73 +188,6 @@ fn retried(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageM
     Arc::new(RetryModel::new(model, policy))
 }
 
-/// The OpenAI-compatible config from the environment and the flags.
-fn openai_config(args: &SynthArgs) -> Result<OpenAiConfig> {
-    let mut config = OpenAiConfig::from_env_with_key_var(&args.api_key_env);
-    let url = base_url(args);
-    if let Some((url, from)) = &url {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(usage(format!(
-                "{from} must start with http:// or https://, got `{url}`"
-            )));
-        }
-        config = config.with_base_url(url.clone());
-    }
-    if let Some(m) = &args.model {
-        config = config.with_model(m.clone());
-    }
-    // No model named and a server given: use the one it serves (llama.cpp, vLLM and
-    // Ollama list it at /models). OpenAI's own list is no answer.
-    let model_named =
-        args.model.is_some() || std::env::var("SYNTHKIT_MODEL").is_ok_and(|m| !m.trim().is_empty());
-    let served_elsewhere = config.base() != OpenAiConfig::DEFAULT_BASE_URL;
-    config = config.with_model_discovery(!model_named && url.is_some() && served_elsewhere);
-    if let Some(w) = args.context_window {
-        config = config.with_context_window(w);
-    }
-    if let Some(n) = args.num_output {
-        config = config.with_num_output(n);
-    }
-    if let Some(t) = seconds("--timeout", args.timeout)? {
-        config = config.with_timeout(t);
-    }
-    if let Some(t) = seconds("--connect-timeout", args.connect_timeout)? {
-        config = config.with_connect_timeout(t);
-    }
-    if let Some(t) = seconds("--idle-timeout", args.idle_timeout)? {
-        config = config.with_idle_timeout(t);
-    }
-    if let Some(t) = args.temperature {
-        config = config.with_temperature(t);
-    }
-    if let Some(p) = args.top_p {
-        config = config.with_top_p(p);
-    }
-    if let Some(seed) = args.seed {
-        config = config.with_seed(seed);
-    }
-    if let Some(fields) = &args.extra_body {
-        config = config.with_extra_body_fields(fields.clone());
-    }
-    Ok(config
-        .with_chat(!args.completion_api)
-        .with_server_tokenizer(args.server_tokenizer))
-}
-
-/// A positive number of seconds given to `flag`, as a duration.
-fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>> {
-    let Some(secs) = secs else { return Ok(None) };
-    Duration::try_from_secs_f64(secs)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .map(Some)
-        .ok_or_else(|| {
-            usage(format!(
-                "{flag} must be a positive number of seconds, got {secs}"
-            ))
-        })
-}
-
 // --- cache (layer::cache): begin
 /// Puts the backend's model behind a persistent response cache when `--cache FILE` is
 /// given (not with `--plan`, which makes no call), and returns the cache's counters.
@@ -292,7 +210,7 @@ pub fn cached(
             format!("tokenizer={}", backend.split_tokenizer.name()),
         ),
         LlmKind::Openai => {
-            let config = openai_config(args)?;
+            let config = args.model_args.openai_config()?;
             let mut params = format!(
                 "temperature={:?} json_schema={} extra_body={}",
                 config.temperature,

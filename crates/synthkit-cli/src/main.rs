@@ -9,6 +9,7 @@ mod backend;
 mod error;
 mod input;
 mod logging;
+mod model_args;
 mod node_json;
 mod observe;
 mod output;

@@ -19,8 +19,7 @@ use synthkit_serve::{
     ApiKeys, AppState, BackendConfig, CacheChoice, Metrics, ModelStack, ServiceLimits,
 };
 
-use crate::args::LlmKind;
-use crate::backend::OPENAI_BASE_URL_VAR;
+use crate::args::{LlmKind, ModelArgs};
 use crate::error::usage;
 
 /// `synthkit serve`.
@@ -70,52 +69,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY, help_heading = "Limits")]
     pub max_request_concurrency: usize,
 
-    /// The backend [default: extractive, or openai when --base-url, SYNTHKIT_BASE_URL or
-    /// OPENAI_BASE_URL is set].
-    #[arg(long, value_enum, value_name = "KIND", help_heading = "Model")]
-    pub llm: Option<LlmKind>,
-    /// The OpenAI-compatible API base URL, up to and including /v1.
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "SYNTHKIT_BASE_URL",
-        help_heading = "Model"
-    )]
-    pub base_url: Option<String>,
-    /// The model name [default: the first model the server lists at /models].
-    #[arg(
-        long,
-        value_name = "NAME",
-        env = "SYNTHKIT_MODEL",
-        help_heading = "Model"
-    )]
-    pub model: Option<String>,
-    /// The environment variable that holds the upstream API key.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "OPENAI_API_KEY",
-        help_heading = "Model"
-    )]
-    pub api_key_env: String,
-    /// The model's context window in tokens [default: asked from the server].
-    #[arg(long, value_name = "N", help_heading = "Model")]
-    pub context_window: Option<usize>,
-    /// Tokens reserved for each answer [default: 256].
-    #[arg(long, value_name = "N", help_heading = "Model")]
-    pub num_output: Option<usize>,
-    /// Use the completions endpoint instead of chat.
-    #[arg(long, help_heading = "Model")]
-    pub completion_api: bool,
-    /// The sampling temperature [default: 0.1].
-    #[arg(long, value_name = "T", help_heading = "Model")]
-    pub temperature: Option<f32>,
-    /// Seconds a model call may wait for its reply [default: 600].
-    #[arg(long, value_name = "SECS", help_heading = "Model")]
-    pub timeout: Option<f64>,
-    /// Never ask the server to count tokens; use the built-in tokenizer.
-    #[arg(long, help_heading = "Model")]
-    pub no_server_tokenizer: bool,
+    /// The backend and how to reach and sample the model: the flags of `ask`.
+    #[command(flatten)]
+    pub model_args: ModelArgs,
     /// Model calls in flight at the backend across all requests (0: no cap; never more
     /// than the server's slots when it says).
     #[arg(long, value_name = "N", default_value_t = 32, help_heading = "Model")]
@@ -228,24 +184,19 @@ async fn serve(args: ServeArgs) -> Result<()> {
 
 /// The backend, limits, retries and cache the flags ask for.
 async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
-    let url = args
-        .base_url
-        .clone()
-        .or_else(|| std::env::var(OPENAI_BASE_URL_VAR).ok())
-        .map(|u| u.trim().to_string())
-        .filter(|u| !u.is_empty());
-    let kind = args.llm.unwrap_or(if url.is_some() {
-        LlmKind::Openai
-    } else {
-        LlmKind::Extractive
-    });
-    let mut backend = match kind {
+    let m = &args.model_args;
+    if m.tokenizer.is_some() {
+        return Err(usage(
+            "serve counts tokens with the server's /tokenize where it has one, else with the model's tokenizer; --tokenizer is for ask and summarize",
+        ));
+    }
+    let mut backend = match m.kind() {
         LlmKind::Extractive => {
-            BackendConfig::extractive().with_window(args.context_window, args.num_output)
+            BackendConfig::extractive().with_window(m.context_window, m.num_output)
         }
-        LlmKind::Openai => BackendConfig::openai(openai_config(args, url.as_deref())?),
+        LlmKind::Openai => BackendConfig::openai(openai_config(m)?),
     };
-    backend.server_tokenizer = !args.no_server_tokenizer;
+    backend.server_tokenizer = !m.no_server_tokenizer;
     let rpm = args.rpm.unwrap_or(0);
     let tpm = args.tpm.unwrap_or(0);
     backend = backend
@@ -282,41 +233,18 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
     Ok(backend.with_cache(cache))
 }
 
-/// The OpenAI-compatible config from the flags and the environment.
-fn openai_config(args: &ServeArgs, url: Option<&str>) -> Result<OpenAiConfig> {
-    let mut config = OpenAiConfig::from_env_with_key_var(&args.api_key_env);
-    if let Some(url) = url {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(usage(format!(
-                "--base-url must start with http:// or https://, got `{url}`"
-            )));
-        }
-        config = config.with_base_url(url.to_string());
-    }
+/// The OpenAI-compatible config from the flags (as `ask` reads them) and the
+/// environment; without a key, OpenAI's own URL is refused at once.
+fn openai_config(m: &ModelArgs) -> Result<OpenAiConfig> {
+    let config = m.openai_config()?;
     if config.api_key.is_none() && config.base() == OpenAiConfig::DEFAULT_BASE_URL {
         return Err(usage(format!(
             "no API key for {}: set the environment variable {} (or name another one with --api-key-env), or point --base-url at a local server",
             OpenAiConfig::DEFAULT_BASE_URL,
-            args.api_key_env
+            m.api_key_env
         )));
     }
-    match &args.model {
-        Some(m) => config = config.with_model(m.clone()),
-        None => config = config.with_model_discovery(url.is_some()),
-    }
-    if let Some(w) = args.context_window {
-        config = config.with_context_window(w);
-    }
-    if let Some(n) = args.num_output {
-        config = config.with_num_output(n);
-    }
-    if let Some(t) = args.temperature {
-        config = config.with_temperature(t);
-    }
-    if let Some(t) = args.timeout {
-        config = config.with_timeout(seconds("--timeout", t)?);
-    }
-    Ok(config.with_chat(!args.completion_api))
+    Ok(config)
 }
 
 /// A positive number of seconds given to `flag`.

@@ -83,3 +83,28 @@ async fn serves_on_loopback_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `serve` takes `ask`'s model flags, checked the same way.
+#[test]
+fn model_flags_are_asks_and_checked_the_same_way() {
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_synthkit"))
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("SYNTHKIT_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--extra-body", "[1]"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("JSON object"));
+    let out = run(&["--top-p", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["--tokenizer", "o200k_base"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tokenizer is for ask"));
+    let out = run(&["--base-url", "localhost:1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must start with http://"));
+}

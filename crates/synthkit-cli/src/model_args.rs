@@ -1,0 +1,193 @@
+//! The model flags shared by `ask`, `summarize` and `serve`: which backend, where the
+//! server is, which model, its window and output reserve, timeouts, sampling and the
+//! tokenizer. One definition, so every verb takes the same flags with the same meaning.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use synthkit::backend::openai::OpenAiConfig;
+use synthkit::text::BpeTokenizer;
+
+use crate::args::{LlmKind, parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p};
+use crate::backend::OPENAI_BASE_URL_VAR;
+use crate::error::usage;
+
+/// The model flags.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// The backend [default: extractive, or openai when --base-url, SYNTHKIT_BASE_URL or
+    /// OPENAI_BASE_URL is set].
+    #[arg(long, value_enum, value_name = "KIND", help_heading = "Model")]
+    pub llm: Option<LlmKind>,
+    /// The OpenAI-compatible API base URL, up to and including /v1; without this flag and
+    /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL is used.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SYNTHKIT_BASE_URL",
+        help_heading = "Model"
+    )]
+    pub base_url: Option<String>,
+    /// The model name [env: SYNTHKIT_MODEL; default: the first model the server lists at
+    /// /models when a base URL is given, else gpt-4o-mini]. JSON reports name the model
+    /// the server says answered.
+    #[arg(long, value_name = "NAME", help_heading = "Model")]
+    pub model: Option<String>,
+    /// The environment variable that holds the API key (the key itself is never printed).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "OPENAI_API_KEY",
+        help_heading = "Model"
+    )]
+    pub api_key_env: String,
+    /// The model's context window in tokens [default: asked from the server, else 3900;
+    /// 8192 for extractive].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub context_window: Option<usize>,
+    /// Tokens reserved for each answer [default: 256].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub num_output: Option<usize>,
+    /// Use the completions endpoint (/completions) instead of chat.
+    #[arg(long, help_heading = "Model")]
+    pub completion_api: bool,
+    /// Count tokens with the server's /tokenize (llama.cpp, vLLM) and warn when it has
+    /// none. Without this flag it is used anyway when the server has one, unless
+    /// --tokenizer or --no-server-tokenizer is given.
+    #[arg(long, help_heading = "Model", conflicts_with = "no_server_tokenizer")]
+    pub server_tokenizer: bool,
+    /// Never ask the server to count tokens; use the built-in tokenizer.
+    #[arg(long, help_heading = "Model")]
+    pub no_server_tokenizer: bool,
+    /// The request timeout in seconds [default: 600]: how long a model call may wait for
+    /// its whole reply, or a streamed call for its first token (the server reads the
+    /// whole prompt first: minutes for long prompts on a CPU).
+    #[arg(long, value_name = "SECS", help_heading = "Model")]
+    pub timeout: Option<f64>,
+    /// Seconds opening a connection to the server may take [default: 10].
+    #[arg(long, value_name = "SECS", help_heading = "Model")]
+    pub connect_timeout: Option<f64>,
+    /// Seconds a streamed reply may stay silent between two tokens [default: 120]; a
+    /// stream that keeps producing is never cut.
+    #[arg(long, value_name = "SECS", help_heading = "Model")]
+    pub idle_timeout: Option<f64>,
+    /// The sampling temperature [default: 0.1].
+    #[arg(long, value_name = "T", value_parser = parse_temperature, help_heading = "Model")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: sample from the tokens of this cumulative probability (0 to 1)
+    /// [default: the server's].
+    #[arg(long, value_name = "P", value_parser = parse_top_p, help_heading = "Model")]
+    pub top_p: Option<f32>,
+    /// The sampling seed, for reproducible answers where the server honours it.
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Model"
+    )]
+    pub seed: Option<i64>,
+    /// A JSON object merged into every request body, for server-specific parameters
+    /// (for example '{"top_k": 40, "cache_prompt": true}'); its fields win over synthkit's.
+    #[arg(long, value_name = "JSON", value_parser = parse_extra_body, help_heading = "Model")]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The tokenizer for splitting and budgets: cl100k_base or o200k_base [default: the
+    /// model's own when known, else cl100k_base].
+    #[arg(long, value_name = "NAME", value_parser = parse_tokenizer, help_heading = "Model")]
+    pub tokenizer: Option<BpeTokenizer>,
+}
+
+impl ModelArgs {
+    /// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
+    /// with the name of where it came from.
+    pub fn base_url(&self) -> Option<(String, &'static str)> {
+        let given = |u: &str| Some(u.trim().to_string()).filter(|u| !u.is_empty());
+        self.base_url
+            .as_deref()
+            .and_then(given)
+            .map(|u| (u, "--base-url"))
+            .or_else(|| {
+                std::env::var(OPENAI_BASE_URL_VAR)
+                    .ok()
+                    .as_deref()
+                    .and_then(given)
+                    .map(|u| (u, OPENAI_BASE_URL_VAR))
+            })
+    }
+
+    /// The backend these flags ask for: `--llm`, else openai when a base URL is given.
+    pub fn kind(&self) -> LlmKind {
+        self.llm.unwrap_or(if self.base_url().is_some() {
+            LlmKind::Openai
+        } else {
+            LlmKind::Extractive
+        })
+    }
+
+    /// The OpenAI-compatible config from the environment and the flags.
+    pub fn openai_config(&self) -> Result<OpenAiConfig> {
+        let mut config = OpenAiConfig::from_env_with_key_var(&self.api_key_env);
+        let url = self.base_url();
+        if let Some((url, from)) = &url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(usage(format!(
+                    "{from} must start with http:// or https://, got `{url}`"
+                )));
+            }
+            config = config.with_base_url(url.clone());
+        }
+        if let Some(m) = &self.model {
+            config = config.with_model(m.clone());
+        }
+        // No model named and a server given: use the one it serves (llama.cpp, vLLM and
+        // Ollama list it at /models). OpenAI's own list is no answer.
+        let model_named = self.model.is_some()
+            || std::env::var("SYNTHKIT_MODEL").is_ok_and(|m| !m.trim().is_empty());
+        let served_elsewhere = config.base() != OpenAiConfig::DEFAULT_BASE_URL;
+        config = config.with_model_discovery(!model_named && url.is_some() && served_elsewhere);
+        if let Some(w) = self.context_window {
+            config = config.with_context_window(w);
+        }
+        if let Some(n) = self.num_output {
+            config = config.with_num_output(n);
+        }
+        if let Some(t) = seconds("--timeout", self.timeout)? {
+            config = config.with_timeout(t);
+        }
+        if let Some(t) = seconds("--connect-timeout", self.connect_timeout)? {
+            config = config.with_connect_timeout(t);
+        }
+        if let Some(t) = seconds("--idle-timeout", self.idle_timeout)? {
+            config = config.with_idle_timeout(t);
+        }
+        if let Some(t) = self.temperature {
+            config = config.with_temperature(t);
+        }
+        if let Some(p) = self.top_p {
+            config = config.with_top_p(p);
+        }
+        if let Some(seed) = self.seed {
+            config = config.with_seed(seed);
+        }
+        if let Some(fields) = &self.extra_body {
+            config = config.with_extra_body_fields(fields.clone());
+        }
+        Ok(config
+            .with_chat(!self.completion_api)
+            .with_server_tokenizer(self.server_tokenizer))
+    }
+}
+
+/// A positive number of seconds given to `flag`, as a duration.
+pub(crate) fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>> {
+    let Some(secs) = secs else { return Ok(None) };
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .map(Some)
+        .ok_or_else(|| {
+            usage(format!(
+                "{flag} must be a positive number of seconds, got {secs}"
+            ))
+        })
+}
