@@ -70,10 +70,7 @@ pub(crate) fn numbers_in(text: &str) -> BTreeSet<u32> {
 /// The numbers of the label lines in `text`: lines that are exactly `[n]`, as the engine
 /// puts them before each source.
 pub(crate) fn label_lines(text: &str) -> BTreeSet<u32> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
-        .filter_map(number)
-        .collect()
+    text.lines().filter_map(super::label_number).collect()
 }
 
 /// Rewrites markers as text passes through: numbers outside `allowed` are dropped (a

@@ -58,14 +58,8 @@ pub(super) fn closes_fence(trimmed: &str, open: (char, usize)) -> bool {
     n >= open.1 && trimmed.chars().all(|d| d == open.0)
 }
 
-/// A source label line, exactly `[n]`: its number.
-pub(super) fn label(trimmed: &str) -> Option<u32> {
-    let digits = trimmed.strip_prefix('[')?.strip_suffix(']')?;
-    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
+/// A source label line, exactly `[n]`: its number (the engine's own reader).
+pub(super) use crate::citation::label_number as label;
 
 /// A section adornment (`=====`, `-----`, `~~~`): one character from [`ADORNMENTS`]
 /// repeated, at least 3 long; its character.
