@@ -21,7 +21,7 @@ use crate::citation::{self, CitationLedger, label_before, label_lines, numbers_i
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest, StepInfo};
 use crate::prompt::{
-    BudgetError, PromptBudget, PromptTemplate, RenderedPrompt, TemplateKind, defaults,
+    BudgetError, ChatMessage, PromptBudget, PromptTemplate, RenderedPrompt, TemplateKind, defaults,
 };
 use crate::text::{Chunk, ChunkCursor};
 
@@ -129,13 +129,7 @@ impl Job {
                 let suffix = defaults::json_instructions(schema);
                 match rendered {
                     RenderedPrompt::Text(t) => RenderedPrompt::Text(format!("{t}\n\n{suffix}")),
-                    RenderedPrompt::Chat(mut m) => {
-                        if let Some(last) = m.last_mut() {
-                            last.content.push_str("\n\n");
-                            last.content.push_str(&suffix);
-                        }
-                        RenderedPrompt::Chat(m)
-                    }
+                    RenderedPrompt::Chat(m) => RenderedPrompt::Chat(append_to_last(m, &suffix)),
                 }
             }
         };
@@ -144,12 +138,8 @@ impl Job {
         // small chat models heed them (as a system message they were ignored), and before
         // a completion prompt, whose end is the answer's cue.
         let rendered = match rendered {
-            RenderedPrompt::Chat(mut m) if self.cites(kind) => {
-                if let Some(last) = m.last_mut() {
-                    last.content.push_str("\n\n");
-                    last.content.push_str(defaults::CITATION_INSTRUCTIONS);
-                }
-                RenderedPrompt::Chat(m)
+            RenderedPrompt::Chat(m) if self.cites(kind) => {
+                RenderedPrompt::Chat(append_to_last(m, defaults::CITATION_INSTRUCTIONS))
             }
             RenderedPrompt::Text(t) if self.cites(kind) => {
                 RenderedPrompt::Text(format!("{}\n\n{t}", defaults::CITATION_INSTRUCTIONS))
@@ -498,6 +488,15 @@ impl Job {
     pub(crate) fn empty(&self) -> String {
         self.s.empty_response.clone()
     }
+}
+
+/// `messages` with `text` added to the last one, after a blank line.
+fn append_to_last(mut messages: Vec<ChatMessage>, text: &str) -> Vec<ChatMessage> {
+    if let Some(last) = messages.last_mut() {
+        last.content.push_str("\n\n");
+        last.content.push_str(text);
+    }
+    messages
 }
 
 /// `n * factor`, rounded down.
