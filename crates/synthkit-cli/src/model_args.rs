@@ -178,13 +178,16 @@ impl ModelArgs {
     }
 }
 
-/// A positive number of seconds given to `flag`, as a duration.
+/// A positive number of seconds given to `flag`, as a duration (`None` when not given).
 pub(crate) fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>> {
-    let Some(secs) = secs else { return Ok(None) };
+    secs.map(|s| positive_seconds(flag, s)).transpose()
+}
+
+/// A positive number of seconds given to `flag`, as a duration.
+pub(crate) fn positive_seconds(flag: &str, secs: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| !d.is_zero())
-        .map(Some)
         .ok_or_else(|| {
             usage(format!(
                 "{flag} must be a positive number of seconds, got {secs}"

@@ -21,6 +21,7 @@ use synthkit_serve::{
 
 use crate::args::{LlmKind, ModelArgs};
 use crate::error::usage;
+use crate::model_args::positive_seconds;
 
 /// `synthkit serve`.
 #[derive(Debug, Args)]
@@ -155,9 +156,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let limits = ServiceLimits::default()
         .with_max_body_bytes(args.max_body_bytes)
         .with_max_nodes(args.max_nodes)
-        .with_request_timeout(seconds("--request-timeout", args.request_timeout)?)
+        .with_request_timeout(positive_seconds("--request-timeout", args.request_timeout)?)
         .with_max_request_concurrency(args.max_request_concurrency)
-        .with_shutdown_grace(seconds("--shutdown-grace", args.shutdown_grace)?);
+        .with_shutdown_grace(positive_seconds("--shutdown-grace", args.shutdown_grace)?);
     let backend = backend_config(&args).await?;
     let metrics = Metrics::new();
     let stack = ModelStack::build(backend, metrics.clone()).await?;
@@ -203,7 +204,7 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
         .with_max_in_flight(args.concurrency)
         .with_rates(rpm, tpm);
     if args.retries > 1 {
-        let secs = seconds("--retry-max-secs", args.retry_max_secs)?;
+        let secs = positive_seconds("--retry-max-secs", args.retry_max_secs)?;
         let policy = RetryPolicy::default()
             .with_max_attempts(args.retries)
             .with_max_elapsed(secs);
@@ -245,16 +246,4 @@ fn openai_config(m: &ModelArgs) -> Result<OpenAiConfig> {
         )));
     }
     Ok(config)
-}
-
-/// A positive number of seconds given to `flag`.
-fn seconds(flag: &str, secs: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(secs)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            usage(format!(
-                "{flag} must be a positive number of seconds, got {secs}"
-            ))
-        })
 }
