@@ -23,6 +23,7 @@ use crate::prompt::TemplateKind;
 
 type AnswerFn = dyn Fn(&ModelRequest) -> Result<String, ModelError> + Send + Sync;
 type FinishFn = dyn Fn(&ModelRequest) -> FinishReason + Send + Sync;
+type LatencyFn = dyn Fn(&ModelRequest) -> Duration + Send + Sync;
 
 /// A model whose answers come from a function, recording every request it gets.
 #[derive(Clone)]
@@ -30,7 +31,7 @@ pub struct ScriptedModel {
     info: ModelInfo,
     answer: Arc<AnswerFn>,
     requests: Arc<Mutex<Vec<ModelRequest>>>,
-    delay: Option<Duration>,
+    delay: Option<Arc<LatencyFn>>,
     finish: Option<Arc<FinishFn>>,
     /// Prompt tokens the "server" adds to ours in the usage it reports.
     prompt_overhead: u64,
@@ -85,7 +86,17 @@ impl ScriptedModel {
 
     /// Waits this long (async) before every answer.
     pub fn with_delay(mut self, delay: Duration) -> Self {
-        self.delay = Some(delay);
+        self.delay = Some(Arc::new(move |_| delay));
+        self
+    }
+
+    /// Waits `latency(request)` (async) before each answer: uneven latencies, as real
+    /// models have (short and long answers).
+    pub fn with_latency(
+        mut self,
+        latency: impl Fn(&ModelRequest) -> Duration + Send + Sync + 'static,
+    ) -> Self {
+        self.delay = Some(Arc::new(latency));
         self
     }
 
@@ -143,8 +154,8 @@ impl LanguageModel for ScriptedModel {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
-            if let Some(d) = self.delay {
-                tokio::time::sleep(d).await;
+            if let Some(d) = &self.delay {
+                tokio::time::sleep(d(request)).await;
             }
             let text = self.answer(request)?;
             let usage = Some(self.usage(request, &text));
@@ -161,8 +172,8 @@ impl LanguageModel for ScriptedModel {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            if let Some(d) = self.delay {
-                tokio::time::sleep(d).await;
+            if let Some(d) = &self.delay {
+                tokio::time::sleep(d(request)).await;
             }
             let text = self.answer(request)?;
             let usage = self.usage(request, &text);

@@ -4,14 +4,14 @@
 //! dropping the synthesis future (or a stream) cancels the calls in flight, their retries
 //! and their back-off sleeps at once. Nothing is detached.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use futures::Stream;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
+use futures::stream::{BoxStream, FuturesUnordered};
+use futures::{Stream, StreamExt};
 
 use super::{Job, Verdict};
 use crate::error::SynthError;
@@ -65,64 +65,81 @@ impl<T> Future for AbortOnDrop<T> {
     }
 }
 
+/// Where an answer goes in a map step's output: the request's position, then the
+/// position of each re-split part within its request (`[3]`, `[3, 0]`, `[3, 1]`, ...).
+/// Keys sort in output order.
+type Slot = Vec<usize>;
+
 impl Job {
     /// Runs the requests of `source` with bounded concurrency; answers keep the requests'
-    /// order. A request the server rejects as too long is re-split under the lowered limit
-    /// and its parts' answers take its place.
+    /// order. A finished call frees its place at once, whatever the calls started before
+    /// it are doing (no head-of-line blocking): the next request starts as soon as any
+    /// call ends. A request the server rejects as too long is re-split under the lowered
+    /// limit at once, and its parts' answers take its place.
     pub(crate) async fn call_all(
         &self,
         mut source: impl RequestSource,
     ) -> Result<Vec<String>, SynthError> {
         let limit = self.concurrency().max(1);
-        let mut in_flight: VecDeque<AbortOnDrop<(ModelRequest, Result<String, SynthError>)>> =
-            VecDeque::new();
-        // An answer, or a request the server found too long, to re-split.
-        let mut answers: Vec<Result<String, ModelRequest>> = Vec::new();
+        let mut running: FuturesUnordered<AbortOnDrop<(Slot, ModelRequest, CallResult)>> =
+            FuturesUnordered::new();
+        let mut answers: BTreeMap<Slot, String> = BTreeMap::new();
+        // Parts of re-split requests, started before new requests.
+        let mut parts: VecDeque<(Slot, ModelRequest)> = VecDeque::new();
+        let mut next_index = 0;
         let mut exhausted = false;
         loop {
             // While the prompt limit may still be calibrated from the first reply, the
             // first call goes alone: every later prompt is then packed under the same
             // limit, run after run.
             let cap = if self.caller.calibrating() { 1 } else { limit };
-            while !exhausted && in_flight.len() < cap {
-                match source.next_request().await? {
-                    Some(request) => {
-                        self.caller.plan(1);
-                        let job = self.clone();
-                        in_flight.push_back(AbortOnDrop::spawn(async move {
-                            let answer = job.call_text(&request).await;
-                            (request, answer)
-                        }));
-                    }
-                    None => exhausted = true,
-                }
+            while running.len() < cap {
+                let (slot, request) = match parts.pop_front() {
+                    Some(part) => part,
+                    None if exhausted => break,
+                    None => match source.next_request().await? {
+                        Some(request) => {
+                            next_index += 1;
+                            (vec![next_index - 1], request)
+                        }
+                        None => {
+                            exhausted = true;
+                            break;
+                        }
+                    },
+                };
+                self.caller.plan(1);
+                let job = self.clone();
+                running.push(AbortOnDrop::spawn(async move {
+                    let answer = job.call_text(&request).await;
+                    (slot, request, answer)
+                }));
             }
-            let Some(next) = in_flight.pop_front() else {
+            let Some(finished) = running.next().await else {
                 break;
             };
-            let (request, result) = next.await?;
+            let (slot, request, result) = finished?;
             match result {
-                Ok(a) => answers.push(Ok(a)),
+                Ok(answer) => {
+                    answers.insert(slot, answer);
+                }
                 Err(e) => match self.absorb(&e, &request) {
-                    Verdict::Repack => answers.push(Err(request)),
+                    Verdict::Repack => {
+                        for (j, part) in self.resplit(&request).await?.into_iter().enumerate() {
+                            let mut s = slot.clone();
+                            s.push(j);
+                            parts.push_back((s, part));
+                        }
+                    }
                     Verdict::Fail => return Err(e),
                 },
             }
         }
-        let mut out = Vec::with_capacity(answers.len());
-        for answer in answers {
-            match answer {
-                Ok(a) => out.push(a),
-                Err(request) => {
-                    let parts = self.resplit(&request).await?;
-                    let again = Box::pin(self.call_all(Prebuilt(parts.into_iter()))).await?;
-                    out.extend(again);
-                }
-            }
-        }
-        Ok(out)
+        Ok(answers.into_values().collect())
     }
 }
+
+type CallResult = Result<String, SynthError>;
 
 /// A stream whose items are produced by a driver future it owns: polling the stream polls
 /// the driver, and dropping the stream drops the driver (and every task the driver owns).

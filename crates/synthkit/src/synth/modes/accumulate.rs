@@ -118,63 +118,75 @@ enum Piece {
     /// The current answer is complete; another one follows from the same request (a
     /// request re-split after the server found it too long).
     Next,
+    /// The request's answers are complete.
+    End,
     /// The call failed.
     Failed(SynthError),
 }
 
+/// One request's answer as the consumer holds it: its pieces, the task producing them,
+/// and its place among the answers allowed at once. The place is given back when the
+/// consumer moves past the answer (not when the call ends), so at most `concurrency`
+/// answers are in flight or waiting unread, however slow the reader.
+struct Answer {
+    pieces: tokio::sync::mpsc::UnboundedReceiver<Piece>,
+    task: AbortOnDrop<()>,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// Streams numbered answers in order: the answer being shown streams live while later
-/// calls run ahead (at most the synthesizer's concurrency in flight), their deltas
-/// buffered. A request the server rejects as too long is re-split under the lowered limit,
-/// and its parts become consecutive numbered answers, as without streaming.
+/// calls run ahead (at most the synthesizer's concurrency answers in flight or unread),
+/// their deltas buffered. A request the server rejects as too long is re-split under the
+/// lowered limit, and its parts become consecutive numbered answers, as without
+/// streaming.
 ///
 /// The stream owns everything it starts: the driver that packs requests is polled by the
-/// stream, and each call's task is owned by the driver, so dropping the stream cancels
-/// every call in flight. A failure anywhere fails the stream with its typed error.
+/// stream, and each call's task is owned by the answer the stream holds, so dropping the
+/// stream cancels every call in flight. A failure anywhere, a panicked call included,
+/// fails the stream with its typed error.
 pub(crate) fn stream_numbered(
     job: Job,
     mode: ResponseMode,
     chunks: Vec<String>,
 ) -> BoxStream<'static, Result<String, SynthError>> {
-    // One receiver per request, in order; the driver sends them as it builds requests.
-    let (receivers_tx, receivers) = tokio::sync::mpsc::unbounded_channel();
+    // The answers, in request order; the driver sends them as it builds requests.
+    let (answers_tx, answers) = tokio::sync::mpsc::unbounded_channel::<Answer>();
     let driver_job = job.clone();
     let driver = async move {
         let job = driver_job;
-        let permits = Arc::new(tokio::sync::Semaphore::new(job.concurrency().max(1)));
-        let mut tasks: Vec<AbortOnDrop<()>> = Vec::new();
+        let places = Arc::new(tokio::sync::Semaphore::new(job.concurrency().max(1)));
         let mut requests = NumberedRequests::new(&job, mode, &chunks)?;
-        // Permits are handed out in request order, so the answer shown next is never
+        // Places are handed out in request order, so the answer shown next is never
         // starved by later ones.
         while let Some(request) = requests.next_request().await? {
-            let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            let Ok(place) = Arc::clone(&places).acquire_owned().await else {
                 break;
             };
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Piece>();
-            if receivers_tx.send(rx).is_err() {
+            let (tx, pieces) = tokio::sync::mpsc::unbounded_channel::<Piece>();
+            job.caller.plan(1);
+            let call_job = job.clone();
+            let task = AbortOnDrop::spawn(async move {
+                stream_one(&call_job, request, &tx).await;
+            });
+            let answer = Answer {
+                pieces,
+                task,
+                _place: place,
+            };
+            if answers_tx.send(answer).is_err() {
                 // The consumer is gone.
                 return Ok(());
             }
-            job.caller.plan(1);
-            let call_job = job.clone();
-            tasks.retain(|t| !t.0.is_finished());
-            tasks.push(AbortOnDrop::spawn(async move {
-                let _permit = permit;
-                stream_one(&call_job, request, &tx).await;
-            }));
             // The first call goes alone while the limit may be calibrated from it.
             job.caller.calibrated().await;
-        }
-        drop(receivers_tx);
-        // Keep owning the calls until each has finished.
-        for task in tasks {
-            task.await?;
         }
         Ok(())
     };
     let separator = job.s.separator.clone();
     let empty = job.empty();
     let state = Numbering {
-        receivers,
+        mode,
+        answers,
         current: None,
         number: 0,
         any: false,
@@ -192,7 +204,8 @@ pub(crate) fn stream_numbered(
     driven(Box::pin(driver), output)
 }
 
-/// Streams one request into `tx`, re-splitting it when the server finds it too long.
+/// Streams one request into `tx`, re-splitting it when the server finds it too long;
+/// ends with [`Piece::End`] or [`Piece::Failed`].
 async fn stream_one(
     job: &Job,
     request: ModelRequest,
@@ -238,12 +251,14 @@ async fn stream_one(
             }
         }
     }
+    let _ = tx.send(Piece::End);
 }
 
 /// The consumer's side: numbers answers as they come and stops after an error.
 struct Numbering {
-    receivers: tokio::sync::mpsc::UnboundedReceiver<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
-    current: Option<tokio::sync::mpsc::UnboundedReceiver<Piece>>,
+    mode: ResponseMode,
+    answers: tokio::sync::mpsc::UnboundedReceiver<Answer>,
+    current: Option<Answer>,
     number: usize,
     any: bool,
     done: bool,
@@ -269,12 +284,12 @@ impl Numbering {
             if self.done {
                 return None;
             }
-            let Some(rx) = self.current.as_mut() else {
-                let next = self.receivers.recv().await?;
+            let Some(answer) = self.current.as_mut() else {
+                let next = self.answers.recv().await?;
                 self.current = Some(next);
                 return Some(Ok(self.header(separator)));
             };
-            match rx.recv().await {
+            match answer.pieces.recv().await {
                 Some(Piece::Delta(t)) => {
                     self.any |= !t.is_empty();
                     if !t.is_empty() {
@@ -289,16 +304,33 @@ impl Numbering {
                     };
                     return Some(Ok(filler + &self.header(separator)));
                 }
-                Some(Piece::Failed(e)) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                None => {
+                Some(Piece::End) => {
+                    // Moving past the answer gives its place back.
                     self.current = None;
                     if !self.any {
                         self.any = true;
                         return Some(Ok(empty.to_string()));
                     }
+                }
+                Some(Piece::Failed(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    // The task ended without finishing its answer: it panicked (or was
+                    // cancelled). Report why, never an empty answer.
+                    self.done = true;
+                    let answer = self.current.take()?;
+                    return Some(match answer.task.await {
+                        Err(e) => Err(e),
+                        Ok(()) => Err(SynthError::Model {
+                            mode: self.mode,
+                            step: Step::Qa,
+                            source: crate::model::ModelError::Incomplete(
+                                "the call ended without its answer".into(),
+                            ),
+                        }),
+                    });
                 }
             }
         }
