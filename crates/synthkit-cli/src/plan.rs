@@ -15,7 +15,6 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use synthkit::model::{
     Completion, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
-    StructuredCompletion,
 };
 use synthkit::text::SharedTokenizer;
 use synthkit::{Node, Observer, ResponseMode};
@@ -117,22 +116,12 @@ impl LanguageModel for PlanningModel {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         self.record(request);
-        Box::pin(async move { Ok(Completion::text(self.filler.clone())) })
-    }
-
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        self.record(request);
-        Box::pin(async move {
-            let value = json!({"query_satisfied": true, "answer": self.filler});
-            Ok(StructuredCompletion {
-                text: value.to_string(),
-                value,
-                usage: None,
-            })
-        })
+        // A structured step (answer filtering) answers a satisfied verdict of full length.
+        let text = match request.schema {
+            Some(_) => json!({"query_satisfied": true, "answer": self.filler}).to_string(),
+            None => self.filler.clone(),
+        };
+        Box::pin(async move { Ok(Completion::text(text)) })
     }
 
     fn tokenizer(&self) -> Option<SharedTokenizer> {

@@ -14,7 +14,7 @@ use tracing::Instrument;
 use crate::error::SynthError;
 use crate::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest, StepInfo,
-    StreamEvent, StructuredCompletion, Usage,
+    StreamEvent, StructuredCompletion, Usage, parse_json_reply,
 };
 use crate::prompt::BudgetError;
 use crate::synth::{Corrections, OnTruncation};
@@ -150,6 +150,8 @@ pub(crate) struct Caller {
     first_done: std::sync::atomic::AtomicBool,
     /// Wakes whoever waits for the first call to end.
     first_done_notify: tokio::sync::Notify,
+    /// Compiled schemas of structured calls.
+    schemas: crate::schema::SchemaCache,
 }
 
 impl Caller {
@@ -172,6 +174,7 @@ impl Caller {
             calibrate,
             first_done: std::sync::atomic::AtomicBool::new(false),
             first_done_notify: tokio::sync::Notify::new(),
+            schemas: crate::schema::SchemaCache::default(),
         }
     }
 
@@ -373,34 +376,41 @@ impl Caller {
         Ok(c)
     }
 
-    /// A structured call (the request carries the schema). Its reply carries no finish
-    /// reason, so a cut reply shows only as JSON that does not parse.
+    /// A structured call: an ordinary call whose request carries the schema. The reply
+    /// is parsed as JSON and checked against the schema. A reply cut at the output limit
+    /// is a truncation like any other (counted, reported, and an error under
+    /// [`OnTruncation::Error`]); one that was cut and does not parse fails with
+    /// [`SynthError::Truncated`], which names the output reserve to raise.
     pub(crate) async fn structured(
         &self,
         request: &ModelRequest,
     ) -> Result<StructuredCompletion, SynthError> {
-        self.check(request)?;
-        let span = Self::span(request);
-        let start = Instant::now();
-        let out = self
-            .model
-            .structured(request)
-            .instrument(span.clone())
-            .await;
-        match out {
-            Ok(c) => {
-                let _ = self.finish(request, &c.text, c.usage, start.elapsed(), &span);
-                Ok(c)
+        let c = self.complete(request).await?;
+        let value = match parse_json_reply(&c.text) {
+            Ok(v) => v,
+            Err(_) if c.finish_reason == Some(FinishReason::Length) => {
+                return Err(SynthError::Truncated {
+                    step: request.step,
+                    completion_tokens: c.usage.map_or_else(
+                        || self.tokenizer.count(&c.text) as u64,
+                        |u| u.completion_tokens,
+                    ),
+                    max_tokens: request.max_tokens,
+                });
             }
-            Err(e) => {
-                if matches!(e, ModelError::Structured(_) | ModelError::Malformed(_)) {
-                    // The call was made and paid for even though its reply is unusable.
-                    let _ = self.finish(request, "", None, start.elapsed(), &span);
-                }
-                self.end_first();
-                Err(Self::model_error(request, e))
-            }
+            Err(e) => return Err(Self::model_error(request, e)),
+        };
+        if let Some(schema) = &request.schema {
+            self.schemas
+                .get(schema)
+                .and_then(|s| s.check(&value))
+                .map_err(|e| Self::model_error(request, e))?;
         }
+        Ok(StructuredCompletion {
+            value,
+            text: c.text,
+            usage: c.usage,
+        })
     }
 
     /// A streamed call: deltas as they come; usage is recorded when the stream ends.

@@ -25,6 +25,9 @@ pub enum SynthError {
     /// An unknown response mode.
     #[error(transparent)]
     UnknownMode(#[from] UnknownMode),
+    /// The output schema is not a valid JSON schema.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
     /// A model call failed.
     #[error("{mode} {step} call failed: {source}")]
     Model {

@@ -861,37 +861,33 @@ async fn structured_sends_response_format_and_parses_the_reply() {
     req.schema = Some(Arc::new(schema.clone()));
 
     let model = server.model();
-    let s = model.structured(&req).await.unwrap();
-    assert_eq!(s.value, json!({"answer": "yes", "n": 3}));
-    assert_eq!(s.usage.map(|u| u.completion_tokens), Some(9));
+    let c = model.complete(&req).await.unwrap();
+    let value = synthkit::model::parse_json_reply(&c.text).unwrap();
+    assert_eq!(value, json!({"answer": "yes", "n": 3}));
+    assert_eq!(c.usage.map(|u| u.completion_tokens), Some(9));
     let (_, _, body) = seen.last();
-    assert_eq!(
-        body["response_format"],
-        json!({"type":"json_schema","json_schema":{"name":"response","schema":schema,"strict":true}})
-    );
+    let format = json!({"type":"json_schema","json_schema":{"name":"response","schema":schema,"strict":true}});
+    assert_eq!(body["response_format"], format);
 
-    // Without server-side schemas: no response_format, same tolerant parsing.
+    // A streamed structured call asks for the format too (the server answers JSON here,
+    // which the stream handles).
+    let _ = model.stream(&req).await.unwrap();
+    assert_eq!(seen.last().2["response_format"], format);
+
+    // Without server-side schemas: no response_format.
     let model = OpenAiModel::new(server.config().with_json_schema(false)).unwrap();
-    let s = model.structured(&req).await.unwrap();
-    assert_eq!(s.value["answer"], "yes");
+    let c = model.complete(&req).await.unwrap();
+    assert_eq!(
+        synthkit::model::parse_json_reply(&c.text).unwrap()["answer"],
+        "yes"
+    );
     let (_, _, body) = seen.last();
     assert!(body.get("response_format").is_none());
 
-    // A plain completion never asks for a format.
-    model.complete(&req).await.unwrap();
+    // A request without a schema never asks for a format.
+    req.schema = None;
+    server.model().complete(&req).await.unwrap();
     assert!(seen.last().2.get("response_format").is_none());
-}
-
-#[tokio::test]
-async fn structured_reply_without_json_is_a_structured_error() {
-    let seen = Seen::default();
-    let server = Server::start(
-        Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[JSON], CHAT_OK)),
-    );
-    let mut req = chat_request();
-    req.schema = Some(Arc::new(json!({"type": "object"})));
-    let e = server.model().structured(&req).await.unwrap_err();
-    assert!(matches!(e, ModelError::Structured(_)), "{e:?}");
 }
 
 // ---------------------------------------------------------------- discovery

@@ -73,9 +73,19 @@ pub enum ModelError {
     /// A streamed reply ended before it was complete.
     #[error("the model's streamed reply was cut off: {0}")]
     Incomplete(String),
-    /// A structured reply did not match the expected JSON.
+    /// A structured reply is not JSON.
     #[error("the model's structured reply is not valid JSON for the schema: {0}")]
     Structured(String),
+    /// A structured reply is JSON that breaks the request's schema.
+    #[error(
+        "the model's structured reply does not follow the output schema at {path}: {message}; use a model or server that enforces JSON schemas, or simplify the schema"
+    )]
+    SchemaMismatch {
+        /// The JSON pointer of the first violation (`/` for the whole value).
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
     /// A layer around the model (a rate limiter, a cache) failed the call.
     #[error("{layer}: {source}")]
     Layer {

@@ -209,7 +209,7 @@ impl Completion {
     }
 }
 
-/// A structured reply: the parsed JSON value and the raw text.
+/// A structured reply as the engine hands it on: the parsed JSON value and the raw text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StructuredCompletion {
     /// The parsed value.
@@ -240,8 +240,11 @@ pub type CompletionStream = BoxStream<'static, Result<StreamEvent, ModelError>>;
 
 /// A language model. Object safe: use `Arc<dyn LanguageModel>` to choose one at run time.
 ///
-/// Implement [`LanguageModel::complete`]; streaming and structured calls have defaults
-/// built on it (one delta; JSON parsed from the reply, first `{` to last `}`).
+/// Implement [`LanguageModel::complete`]; streaming has a default built on it (one delta).
+/// A structured call is an ordinary call whose request carries a JSON schema
+/// ([`ModelRequest::schema`]): a backend that can constrain its output sends the schema
+/// (OpenAI's `response_format`), and the engine parses and checks the reply, so a JSON
+/// reply cut at the output limit is a truncation like any other.
 pub trait LanguageModel: Send + Sync {
     /// What the model is and how much it can take.
     fn info(&self) -> ModelInfo;
@@ -258,22 +261,6 @@ pub trait LanguageModel: Send + Sync {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move { Ok(one_delta_stream(self.complete(request).await?)) })
-    }
-
-    /// A structured call: the request carries a JSON schema; the reply is parsed as JSON.
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        Box::pin(async move {
-            let c = self.complete(request).await?;
-            let value = parse_json_reply(&c.text)?;
-            Ok(StructuredCompletion {
-                value,
-                text: c.text,
-                usage: c.usage,
-            })
-        })
     }
 
     /// A local tokenizer that counts as the model does, or close to it. Packing searches
@@ -335,12 +322,6 @@ impl<M: LanguageModel + ?Sized> LanguageModel for Arc<M> {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         (**self).stream(request)
-    }
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        (**self).structured(request)
     }
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         (**self).tokenizer()

@@ -385,6 +385,9 @@ impl SynthesizerBuilder {
                     .into(),
             ));
         }
+        if let Some(schema) = &self.output_schema {
+            crate::schema::CompiledSchema::new(schema.clone())?;
+        }
         let mut budget = match self.budget {
             Some(b) => b,
             None => PromptBudget::new(info.context_window, info.num_output)?,

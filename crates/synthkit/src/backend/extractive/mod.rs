@@ -228,6 +228,15 @@ impl ExtractiveModel {
         self
     }
 
+    /// What its replies depend on beyond the request, for response-cache keys: its
+    /// tokenizer (which measures answers against `max_tokens`).
+    pub fn cache_identity(&self) -> crate::layer::stack::CacheIdentity {
+        crate::layer::stack::CacheIdentity::new(
+            "extractive",
+            format!("tokenizer={}", self.tokenizer.name()),
+        )
+    }
+
     /// Sets the tokenizer that measures the answer against `max_tokens` and counts the
     /// completion tokens.
     pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {

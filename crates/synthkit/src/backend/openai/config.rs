@@ -296,6 +296,26 @@ impl OpenAiConfig {
             format!("{}/completions", self.base())
         }
     }
+
+    /// What replies depend on beyond the request, for response-cache keys: the endpoint,
+    /// and the sampling parameters, schema mode and extra body fields (top_p and seed
+    /// only when set). The model's name is part of every key already.
+    pub fn cache_identity(&self) -> crate::layer::stack::CacheIdentity {
+        let mut params = format!(
+            "temperature={:?} json_schema={} extra_body={}",
+            self.temperature,
+            self.json_schema,
+            Value::Object(self.extra_body.clone())
+        );
+        // Only when set, so the keys of runs without them stay as they were.
+        if let Some(p) = self.top_p {
+            params.push_str(&format!(" top_p={p:?}"));
+        }
+        if let Some(seed) = self.seed {
+            params.push_str(&format!(" seed={seed}"));
+        }
+        crate::layer::stack::CacheIdentity::new(format!("openai {}", self.endpoint()), params)
+    }
 }
 
 impl Default for OpenAiConfig {

@@ -30,8 +30,9 @@
 //!   A [`ModelError::Timeout`] says which fired and how long the call had waited.
 //! - **Streaming** uses SSE with `stream_options.include_usage`; see [`LanguageModel::stream`]
 //!   for the guarantees (deltas, then exactly one `Done`; a cut stream is an error).
-//! - **Structured** calls send `response_format: json_schema` (strict) when
-//!   [`OpenAiConfig::json_schema`] is set, and always parse the reply tolerantly.
+//! - **Structured** calls (a request with a [`ModelRequest::schema`], plain or streamed)
+//!   send `response_format: json_schema` (strict) when [`OpenAiConfig::json_schema`] is
+//!   set; the engine parses and checks the reply.
 //! - **Errors** are split by what the caller must do ([`ModelError`]); bodies are cut to
 //!   2 KB and the API key is redacted from everything. There are no retries here: retries
 //!   are a layer around any [`LanguageModel`] driven by [`ModelError::is_transient`] and
@@ -54,7 +55,7 @@ use serde_json::Value;
 
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    SharedCounter, StructuredCompletion, one_delta_stream, parse_json_reply,
+    SharedCounter, one_delta_stream,
 };
 use crate::text::SharedTokenizer;
 
@@ -345,8 +346,8 @@ impl OpenAiModel {
         Ok(Some(v))
     }
 
-    fn body(&self, request: &ModelRequest, stream: bool, structured: bool) -> Value {
-        let schema = if structured && self.config.json_schema {
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
+        let schema = if self.config.json_schema {
             request.schema.as_deref()
         } else {
             None
@@ -425,12 +426,8 @@ impl OpenAiModel {
         Ok(completion)
     }
 
-    async fn complete_with(
-        &self,
-        request: &ModelRequest,
-        structured: bool,
-    ) -> Result<Completion, ModelError> {
-        let body = self.body(request, false, structured);
+    async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
+        let body = self.body(request, false);
         let clock = CallClock::start(&self.config);
         let response = self.send(&body, false, &clock).await?;
         let completion = self.read_completion(response, &clock).await?;
@@ -501,7 +498,7 @@ impl LanguageModel for OpenAiModel {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        Box::pin(self.complete_with(request, false))
+        Box::pin(self.complete_with(request))
     }
 
     /// Streams with SSE: text deltas, then exactly one [`StreamEvent::Done`] with the usage
@@ -517,7 +514,7 @@ impl LanguageModel for OpenAiModel {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            let body = self.body(request, true, false);
+            let body = self.body(request, true);
             let clock = CallClock::start(&self.config);
             let response = self.send(&body, true, &clock).await?;
             let is_json = response
@@ -538,24 +535,6 @@ impl LanguageModel for OpenAiModel {
                 self.config.api_key.clone(),
                 self.served.clone(),
             ))
-        })
-    }
-
-    /// Sends the request's schema as `response_format` (strict `json_schema`) when
-    /// [`OpenAiConfig::json_schema`] is set, and parses the reply tolerantly (the whole
-    /// text, else the first `{` to the last `}`).
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        Box::pin(async move {
-            let c = self.complete_with(request, true).await?;
-            let value = parse_json_reply(&c.text)?;
-            Ok(StructuredCompletion {
-                value,
-                text: c.text,
-                usage: c.usage,
-            })
         })
     }
 

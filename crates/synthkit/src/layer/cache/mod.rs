@@ -37,9 +37,9 @@
 //!   before that, or failing part-way, stores nothing. Streamed and plain calls share
 //!   their key: a stored reply replays as a stream of one delta with the full text, then
 //!   `Done` with the stored usage; a stored stream answers a plain call.
-//! - **Structured calls** are keyed apart from plain ones (a backend may send the schema
-//!   differently) and store the raw text, which is parsed again on replay with
-//!   [`parse_json_reply`].
+//! - **Structured calls** (requests with a schema) are keyed apart from plain ones (a
+//!   backend may send the schema differently); only replies that parse as JSON
+//!   ([`parse_json_reply`]) are stored, so a garbled one is asked again next time.
 //! - **The cache never fails a job.** A store that cannot be read or written logs a
 //!   `tracing` warning (the first time; later failures at debug level) and behaves as a
 //!   miss; only opening a persistent store reports an error ([`CacheError`]).
@@ -63,7 +63,7 @@ use sha2::{Digest, Sha256};
 
 use crate::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    StreamEvent, StructuredCompletion, Usage, one_delta_stream, parse_json_reply,
+    StreamEvent, Usage, one_delta_stream, parse_json_reply,
 };
 use crate::prompt::{RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
@@ -197,6 +197,17 @@ pub enum CallKind {
     Complete,
     /// A structured call (the request carries a schema).
     Structured,
+}
+
+impl CallKind {
+    /// The kind of `request`: structured when it carries a schema.
+    pub fn of(request: &ModelRequest) -> Self {
+        if request.schema.is_some() {
+            CallKind::Structured
+        } else {
+            CallKind::Complete
+        }
+    }
 }
 
 /// Hits and misses so far.
@@ -343,8 +354,15 @@ impl<M: LanguageModel> CachedModel<M> {
         hex(&hasher.finalize())
     }
 
-    async fn lookup(&self, key: &str) -> Option<CachedReply> {
-        let found = self.cache.get(key).await;
+    /// The stored reply for `key`, counted as a hit or a miss. A stored reply to a
+    /// structured request that does not parse as JSON is damaged (only replies that
+    /// parse are stored): it is a miss, and the model's new reply overwrites it.
+    async fn lookup(&self, request: &ModelRequest, key: &str) -> Option<CachedReply> {
+        let found = self
+            .cache
+            .get(key)
+            .await
+            .filter(|hit| storable(request, &hit.text));
         if found.is_some() {
             self.counters.hit();
         } else {
@@ -352,6 +370,12 @@ impl<M: LanguageModel> CachedModel<M> {
         }
         found
     }
+}
+
+/// Whether a reply to `request` may be stored: always, except a reply to a structured
+/// request (one with a schema) that does not parse as JSON, which would only fail again.
+fn storable(request: &ModelRequest, text: &str) -> bool {
+    request.schema.is_none() || parse_json_reply(text).is_ok()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -379,6 +403,7 @@ fn recording(
     inner: CompletionStream,
     cache: Arc<dyn ResponseCache>,
     key: String,
+    structured: bool,
 ) -> CompletionStream {
     struct State {
         inner: CompletionStream,
@@ -386,6 +411,7 @@ fn recording(
         key: String,
         text: String,
         stored: bool,
+        structured: bool,
     }
     let state = State {
         inner,
@@ -393,6 +419,7 @@ fn recording(
         key,
         text: String::new(),
         stored: false,
+        structured,
     };
     Box::pin(futures::stream::unfold(state, |mut st| async move {
         let item = st.inner.next().await?;
@@ -408,7 +435,9 @@ fn recording(
                     usage: *usage,
                     finish_reason: *finish_reason,
                 };
-                st.cache.put(&st.key, &reply).await;
+                if !st.structured || parse_json_reply(&reply.text).is_ok() {
+                    st.cache.put(&st.key, &reply).await;
+                }
             }
             _ => {}
         }
@@ -426,12 +455,14 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
-            let key = self.key(request, CallKind::Complete);
-            if let Some(hit) = self.lookup(&key).await {
+            let key = self.key(request, CallKind::of(request));
+            if let Some(hit) = self.lookup(request, &key).await {
                 return Ok(hit.to_completion());
             }
             let c = self.inner.complete(request).await?;
-            self.cache.put(&key, &CachedReply::from(&c)).await;
+            if storable(request, &c.text) {
+                self.cache.put(&key, &CachedReply::from(&c)).await;
+            }
             Ok(c)
         })
     }
@@ -441,47 +472,17 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            let key = self.key(request, CallKind::Complete);
-            if let Some(hit) = self.lookup(&key).await {
+            let key = self.key(request, CallKind::of(request));
+            if let Some(hit) = self.lookup(request, &key).await {
                 return Ok(replay(hit));
             }
             let inner = self.inner.stream(request).await?;
-            Ok(recording(inner, Arc::clone(&self.cache), key))
-        })
-    }
-
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        Box::pin(async move {
-            let key = self.key(request, CallKind::Structured);
-            if let Some(hit) = self.cache.get(&key).await {
-                match parse_json_reply(&hit.text) {
-                    Ok(value) => {
-                        self.counters.hit();
-                        return Ok(StructuredCompletion {
-                            value,
-                            text: hit.text,
-                            usage: hit.usage,
-                        });
-                    }
-                    Err(e) => {
-                        // Only replies that parsed are stored, so the entry is damaged:
-                        // ask the model again (and overwrite it).
-                        tracing::warn!(error = %e, "cached structured reply does not parse; asking the model");
-                    }
-                }
-            }
-            self.counters.miss();
-            let c = self.inner.structured(request).await?;
-            let reply = CachedReply {
-                text: c.text.clone(),
-                usage: c.usage,
-                finish_reason: None,
-            };
-            self.cache.put(&key, &reply).await;
-            Ok(c)
+            Ok(recording(
+                inner,
+                Arc::clone(&self.cache),
+                key,
+                request.schema.is_some(),
+            ))
         })
     }
 

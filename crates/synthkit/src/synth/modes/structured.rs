@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use crate::call::{CallDoor, SynthEvent};
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest};
+use crate::synth::OnTruncation;
 use crate::synth::engine::Job;
 
 /// A boxed future returning a step verdict (for [`StepEvaluator`]).
@@ -86,6 +87,25 @@ pub(crate) async fn filter_step(
             job.caller.event(SynthEvent::StepSkipped {
                 step: request.step,
                 reason,
+            });
+            Ok(None)
+        }
+        Err(SynthError::Model {
+            source: e @ ModelError::SchemaMismatch { .. },
+            ..
+        }) => {
+            job.caller.event(SynthEvent::StepSkipped {
+                step: request.step,
+                reason: e.to_string(),
+            });
+            Ok(None)
+        }
+        // A verdict cut at the output limit (already reported as a truncation) that does
+        // not parse is unusable like any garbled one, unless cut replies are errors.
+        Err(e @ SynthError::Truncated { .. }) if job.s.on_truncation == OnTruncation::Warn => {
+            job.caller.event(SynthEvent::StepSkipped {
+                step: request.step,
+                reason: e.to_string(),
             });
             Ok(None)
         }
