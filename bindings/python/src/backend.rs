@@ -7,14 +7,10 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::layer::adaptive::{AdaptiveLimit, AdaptiveModel};
-use synthkit::layer::retry::{RetryModel, RetryPolicy};
+use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::LanguageModel;
 
 use crate::{InputError, SynthkitError};
-
-/// The ceiling on calls in flight when `concurrency=0` (no limit) is asked for.
-const UNLIMITED_IN_FLIGHT: usize = 4096;
 
 /// What the Python constructor says about the model.
 #[derive(Debug, Clone)]
@@ -104,8 +100,11 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
         if let Some(name) = &opts.model {
             model = model.with_name(name.clone());
         }
+        let stack = ModelStack::builder(model)
+            .max_in_flight(opts.concurrency)
+            .build();
         return Ok(Backend {
-            model: Arc::new(model),
+            model: stack.model(),
             kind: "extractive",
             concurrency: opts.concurrency,
         });
@@ -147,22 +146,17 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
     // Budgets match the model best when the server counts: use its /tokenize where it has
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
     model.use_server_counter().await;
-    // Calls in flight: at most `concurrency`, and no more than the server runs at once
-    // when it says (llama.cpp's slots); halved when the server is overloaded, grown back
-    // slowly (the adaptive layer), with retries on 429, 5xx and dropped connections.
-    let wanted = match opts.concurrency {
-        0 => UNLIMITED_IN_FLIGHT,
-        n => n,
-    };
-    let ceiling = model.server_slots().map_or(wanted, |s| s.clamp(1, wanted));
-    let model = Arc::new(AdaptiveModel::new(
-        Arc::new(model),
-        AdaptiveLimit::new(ceiling),
-    ));
-    let model: Arc<dyn LanguageModel> = Arc::new(RetryModel::new(model, RetryPolicy::default()));
+    // The library's stack: at most `concurrency` calls in flight, and no more than the
+    // server runs at once when it says (llama.cpp's slots), halved while the server is
+    // overloaded; the default retries (429s and overloads included).
+    let slots = model.server_slots();
+    let stack = ModelStack::builder(model)
+        .max_in_flight(opts.concurrency)
+        .server_slots(slots)
+        .build();
     Ok(Backend {
-        model,
+        model: stack.model(),
         kind: "openai",
-        concurrency: ceiling,
+        concurrency: ceiling(opts.concurrency, slots),
     })
 }

@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use synthkit::ResponseMode;
 use synthkit::text::BpeTokenizer;
 
+pub use crate::limit_args::LimitArgs;
 pub use crate::model_args::ModelArgs;
 
 /// The default response mode of `ask`.
@@ -225,28 +226,9 @@ pub struct SynthArgs {
     /// slowly.
     #[arg(long, value_name = "N", help_heading = "Synthesis")]
     pub concurrency: Option<usize>,
-    // --- limits (layer::limit): begin
-    /// Requests per minute to the model, shared by every call of the run; calls wait for
-    /// their turn (also caps calls in flight at --concurrency).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
-    pub rpm: Option<u32>,
-    /// Tokens per minute to the model, shared by every call of the run: each call is
-    /// charged its prompt tokens plus its whole output reserve (--num-output).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
-    pub tpm: Option<u32>,
-    // --- limits: end
-    /// Attempts per model call on 429, 5xx, timeouts and dropped connections (exponential
-    /// backoff with full jitter, honouring Retry-After); 1 turns retries off.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
-    pub retries: u32,
-    /// The most seconds one model call may spend retrying.
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 120.0,
-        help_heading = "Model"
-    )]
-    pub retry_max_secs: f64,
+    /// Requests and tokens per minute, retries.
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// A completion template file for question answering ({context_str}, {query_str}).
     #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
     pub qa_template: Option<PathBuf>,

@@ -7,22 +7,24 @@
 //! asked which model it serves (`GET /models`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::layer::adaptive::{AdaptiveLimit, AdaptiveModel};
+use synthkit::layer::cache::SqliteCache;
+use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
 
 use crate::args::{LlmKind, SynthArgs};
 use crate::error::usage;
 
-/// The chosen model and the tokenizers that go with it.
+/// The chosen model, behind the library's model stack, and the tokenizers that go with it.
 pub struct Backend {
-    /// The model.
+    /// The model with every layer (the stack's model).
     pub model: Arc<dyn LanguageModel>,
+    /// The stack: calls in flight, attempts, retries, cache hits.
+    pub stack: ModelStack,
     /// Which backend it is.
     pub kind: LlmKind,
     /// Counts prompts for the budget: the model's own tokenizer when it has one, else
@@ -32,8 +34,6 @@ pub struct Backend {
     pub split_tokenizer: SharedTokenizer,
     /// Requests the server runs at once, when it says (llama.cpp `/props`).
     pub server_slots: Option<usize>,
-    /// The adaptive limit on calls in flight to the server (openai backend).
-    pub adaptive: Option<synthkit::layer::adaptive::AdaptiveLimit>,
     /// The OpenAI-compatible model under the layers, for what only it knows (the model the
     /// server says answered).
     pub openai: Option<Arc<OpenAiModel>>,
@@ -73,8 +73,11 @@ pub fn kind(args: &SynthArgs) -> LlmKind {
     args.model_args.kind()
 }
 
-/// Builds the backend. For `openai` this may ask the server for its context window (and
-/// probe `/tokenize` with `--server-tokenizer`); it never makes a model call.
+/// Builds the backend and its model stack (the library's order: adaptive concurrency,
+/// rate budget, retries, cache). For `openai` this may ask the server for its context
+/// window, model and slots (and probe `/tokenize`); it never makes a model call. With
+/// `--cache FILE` (not with `--plan`, which makes no call) the stack answers repeated
+/// calls from the file.
 pub async fn connect(args: &SynthArgs) -> Result<Backend> {
     let kind = kind(args);
     let split_tokenizer: SharedTokenizer = args
@@ -82,7 +85,13 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
         .tokenizer
         .unwrap_or_else(BpeTokenizer::cl100k_base)
         .shared();
-    match kind {
+    let (model, identity, budget_tokenizer, server_slots, openai): (
+        Arc<dyn LanguageModel>,
+        _,
+        _,
+        _,
+        _,
+    ) = match kind {
         LlmKind::Extractive => {
             let mut model = ExtractiveModel::new().with_tokenizer(split_tokenizer.clone());
             if let Some(w) = args.model_args.context_window {
@@ -94,15 +103,14 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
             if let Some(name) = &args.model_args.model {
                 model = model.with_name(name.clone());
             }
-            Ok(Backend {
-                model: limited(Arc::new(model), args),
-                kind,
-                budget_tokenizer: split_tokenizer.clone(),
-                split_tokenizer,
-                server_slots: None,
-                adaptive: None,
-                openai: None,
-            })
+            let identity = model.cache_identity();
+            (
+                Arc::new(model),
+                identity,
+                split_tokenizer.clone(),
+                None,
+                None,
+            )
         }
         LlmKind::Openai => {
             let config = args.model_args.openai_config()?;
@@ -116,6 +124,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                     args.model_args.api_key_env
                 ));
             }
+            let identity = config.cache_identity();
             let mut model = OpenAiModel::connect(config)
                 .await
                 .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
@@ -127,129 +136,47 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                 model.use_server_counter().await;
             }
             let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
-            // Calls in flight start at --concurrency (by default at most the server's
-            // slots), halve when the server is overloaded and grow back slowly.
-            let server_slots = model.server_slots();
-            let ceiling = match args.concurrency_for(server_slots) {
-                0 => UNLIMITED_IN_FLIGHT,
-                n => n,
-            };
-            let adaptive = AdaptiveLimit::new(ceiling);
+            let slots = model.server_slots();
             let model = Arc::new(model);
             let openai = Some(Arc::clone(&model));
-            let model = Arc::new(AdaptiveModel::new(model, adaptive.clone()));
-            Ok(Backend {
-                model: retried(limited(model, args), args),
-                kind,
-                budget_tokenizer,
-                split_tokenizer,
-                server_slots,
-                adaptive: Some(adaptive),
-                openai,
-            })
-        }
-    }
-}
-
-/// The adaptive ceiling for `--concurrency 0` (no limit).
-const UNLIMITED_IN_FLIGHT: usize = 4096;
-
-// --- limits (layer::limit): begin
-/// The model behind one shared limiter when `--rpm` or `--tpm` is given (calls in flight
-/// are then also capped at `--concurrency`, 0 meaning no cap).
-fn limited(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageModel> {
-    use synthkit::layer::limit::{LimitedModel, Limiter, Limits};
-    if args.rpm.is_none() && args.tpm.is_none() {
-        return model;
-    }
-    let limits = Limits::default()
-        .with_max_in_flight(args.concurrency_for(None))
-        .with_requests_per_minute(args.rpm.unwrap_or(0))
-        .with_tokens_per_minute(args.tpm.unwrap_or(0));
-    Arc::new(LimitedModel::new(model, Limiter::new(limits)))
-}
-// --- limits: end
-
-/// The model behind the retry layer (outside the limiter, so every attempt is charged).
-fn retried(model: Arc<dyn LanguageModel>, args: &SynthArgs) -> Arc<dyn LanguageModel> {
-    use synthkit::layer::retry::{RetryModel, RetryPolicy};
-    if args.retries <= 1 {
-        return model;
-    }
-    let secs = if args.retry_max_secs.is_finite() {
-        args.retry_max_secs.clamp(0.0, 86_400.0)
-    } else {
-        120.0
-    };
-    let total = Duration::from_secs_f64(secs);
-    let policy = RetryPolicy::default()
-        .with_max_attempts(args.retries)
-        .with_max_elapsed(total);
-    Arc::new(RetryModel::new(model, policy))
-}
-
-// --- cache (layer::cache): begin
-/// Puts the backend's model behind a persistent response cache when `--cache FILE` is
-/// given (not with `--plan`, which makes no call), and returns the cache's counters.
-/// Call it after [`connect`]: the cache is then the outermost layer, so a hit waits for no
-/// rate limit. Keys cover the backend (kind and endpoint), the model's name and the
-/// parameters that change replies (temperature, top_p and seed when set, JSON-schema mode,
-/// extra body fields; the tokenizer for extractive), besides the request itself.
-pub fn cached(
-    mut backend: Backend,
-    args: &SynthArgs,
-) -> Result<(Backend, Option<synthkit::layer::cache::CacheCounters>)> {
-    use synthkit::layer::cache::{CachedModel, SqliteCache};
-    let Some(path) = args.cache.as_deref().filter(|_| !args.plan) else {
-        return Ok((backend, None));
-    };
-    let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
-    let (identity, params) = match backend.kind {
-        LlmKind::Extractive => (
-            "extractive".to_string(),
-            format!("tokenizer={}", backend.split_tokenizer.name()),
-        ),
-        LlmKind::Openai => {
-            let config = args.model_args.openai_config()?;
-            let mut params = format!(
-                "temperature={:?} json_schema={} extra_body={}",
-                config.temperature,
-                config.json_schema,
-                serde_json::Value::Object(config.extra_body.clone())
-            );
-            // Only when set, so the keys of runs without them stay as they were.
-            if let Some(p) = config.top_p {
-                params.push_str(&format!(" top_p={p:?}"));
-            }
-            if let Some(seed) = config.seed {
-                params.push_str(&format!(" seed={seed}"));
-            }
-            (format!("openai {}", config.endpoint()), params)
+            (model, identity, budget_tokenizer, slots, openai)
         }
     };
-    let model = CachedModel::new(
-        Arc::clone(&backend.model),
-        Arc::new(store),
-        identity,
-        params,
-    );
-    let counters = model.counters();
-    backend.model = Arc::new(model);
-    Ok((backend, Some(counters)))
+    // Calls in flight start at --concurrency (by default at most the server's slots),
+    // halve while the server is overloaded and grow back.
+    let mut builder = ModelStack::builder_arc(model)
+        .max_in_flight(args.concurrency_for(server_slots))
+        .server_slots(server_slots);
+    builder = args.limits.apply(builder, false)?;
+    let cache_file = args.cache.as_deref().filter(|_| !args.plan);
+    if let Some(path) = cache_file {
+        let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
+        builder = builder.cache(Arc::new(store), identity);
+    }
+    let stack = builder.build();
+    Ok(Backend {
+        model: stack.model(),
+        stack,
+        kind,
+        budget_tokenizer,
+        split_tokenizer,
+        server_slots,
+        openai,
+    })
 }
 
 /// The note on standard error after a cached run: `N cached, M new calls`.
-pub fn cache_note(cache: &synthkit::layer::cache::CacheCounters) -> String {
-    let s = cache.snapshot();
-    format!("response cache: {} cached, {} new calls", s.hits, s.misses)
+pub fn cache_note(backend: &Backend) -> Option<String> {
+    let s = backend.stack.cache_stats()?;
+    Some(format!(
+        "response cache: {} cached, {} new calls",
+        s.hits, s.misses
+    ))
 }
 
 /// Adds `cached_calls` and `new_calls` to the `usage` of a JSON report.
-pub fn report_cache(
-    report: &mut serde_json::Value,
-    cache: Option<&synthkit::layer::cache::CacheCounters>,
-) {
-    let Some(s) = cache.map(|c| c.snapshot()) else {
+pub fn report_cache(report: &mut serde_json::Value, backend: &Backend) {
+    let Some(s) = backend.stack.cache_stats() else {
         return;
     };
     if let Some(usage) = report
@@ -262,12 +189,12 @@ pub fn report_cache(
 }
 // --- cache: end
 
-/// Adds `concurrency` to a JSON report: the server's slots (when it said), the calls in
-/// flight allowed at the start, now, and at most, and how often overloads lowered them.
+/// Adds `concurrency` to a JSON report (the server's slots when it said, the calls in
+/// flight allowed at the start, now and at most, how often overloads lowered them) and
+/// `attempts` (sends to the model, failures, retries).
 pub fn report_concurrency(report: &mut serde_json::Value, backend: &Backend) {
-    let Some(stats) = backend.adaptive.as_ref().map(|a| a.stats()) else {
-        return;
-    };
+    let stats = backend.stack.adaptive();
+    let sends = backend.stack.stats();
     if let Some(obj) = report.as_object_mut() {
         obj.insert(
             "concurrency".into(),
@@ -277,7 +204,15 @@ pub fn report_concurrency(report: &mut serde_json::Value, backend: &Backend) {
                 "final": stats.limit,
                 "peak": stats.peak,
                 "lowered": stats.lowered,
-                "resent": stats.resent,
+                "overloads": stats.overloads,
+            }),
+        );
+        obj.insert(
+            "attempts".into(),
+            serde_json::json!({
+                "sent": sends.attempts,
+                "failed": sends.failures,
+                "retries": sends.retries,
             }),
         );
     }
@@ -285,11 +220,12 @@ pub fn report_concurrency(report: &mut serde_json::Value, backend: &Backend) {
 
 /// The note on standard error when the server's overloads lowered the calls in flight.
 pub fn concurrency_note(backend: &Backend) -> Option<String> {
-    let stats = backend.adaptive.as_ref()?.stats();
+    let stats = backend.stack.adaptive();
+    let sends = backend.stack.stats();
     (stats.lowered > 0).then(|| {
         format!(
-            "the server was overloaded {} time(s): calls in flight went from {} down and ended at {} ({} calls sent again)",
-            stats.lowered, stats.ceiling, stats.limit, stats.resent
+            "the server was overloaded {} time(s): calls in flight went from {} down and ended at {} ({} sends in all, {} of them retries)",
+            stats.overloads, stats.ceiling, stats.limit, sends.attempts, sends.retries
         )
     })
 }

@@ -8,6 +8,7 @@ mod args;
 mod backend;
 mod error;
 mod input;
+mod limit_args;
 mod logging;
 mod model_args;
 mod node_json;

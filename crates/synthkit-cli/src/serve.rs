@@ -13,13 +13,12 @@ use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use synthkit::backend::openai::OpenAiConfig;
 use synthkit::layer::cache::SqliteCache;
-use synthkit::layer::retry::RetryPolicy;
 use synthkit_serve::redis::{RedisBudget, RedisCache};
 use synthkit_serve::{
-    ApiKeys, AppState, BackendConfig, CacheChoice, Metrics, ModelStack, ServiceLimits,
+    ApiKeys, AppState, Backend, BackendConfig, CacheChoice, Metrics, ServiceLimits,
 };
 
-use crate::args::{LlmKind, ModelArgs};
+use crate::args::{LimitArgs, LlmKind, ModelArgs};
 use crate::error::usage;
 use crate::model_args::positive_seconds;
 
@@ -77,26 +76,10 @@ pub struct ServeArgs {
     /// than the server's slots when it says).
     #[arg(long, value_name = "N", default_value_t = 32, help_heading = "Model")]
     pub concurrency: usize,
-    /// Requests per minute to the model across all requests (with --redis-url: across
-    /// all replicas).
-    #[arg(long, value_name = "N", help_heading = "Model")]
-    pub rpm: Option<u32>,
-    /// Tokens per minute to the model (prompt plus output reserve), across all requests
-    /// (with --redis-url: across all replicas).
-    #[arg(long, value_name = "N", help_heading = "Model")]
-    pub tpm: Option<u32>,
-    /// Attempts per model call on 429, 5xx, timeouts and dropped connections; 1 turns
-    /// retries off.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Model")]
-    pub retries: u32,
-    /// The most seconds one model call may spend retrying.
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 120.0,
-        help_heading = "Model"
-    )]
-    pub retry_max_secs: f64,
+    /// Requests and tokens per minute (across all requests; with --redis-url, across all
+    /// replicas), retries.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 
     /// Keep model replies in the SQLite file FILE, shared by every request.
     #[arg(
@@ -161,9 +144,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .with_shutdown_grace(positive_seconds("--shutdown-grace", args.shutdown_grace)?);
     let backend = backend_config(&args).await?;
     let metrics = Metrics::new();
-    let stack = ModelStack::build(backend, metrics.clone()).await?;
-    let model = stack.model.info();
-    let state = AppState::new(stack, limits, keys, metrics);
+    let backend = Backend::build(backend, metrics.clone()).await?;
+    let model = backend.model().info();
+    let state = AppState::new(backend, limits, keys, metrics);
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
@@ -198,20 +181,11 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
         LlmKind::Openai => BackendConfig::openai(openai_config(m)?),
     };
     backend.server_tokenizer = !m.no_server_tokenizer;
-    let rpm = args.rpm.unwrap_or(0);
-    let tpm = args.tpm.unwrap_or(0);
+    let (rpm, tpm) = args.limits.rates();
     backend = backend
         .with_max_in_flight(args.concurrency)
-        .with_rates(rpm, tpm);
-    if args.retries > 1 {
-        let secs = positive_seconds("--retry-max-secs", args.retry_max_secs)?;
-        let policy = RetryPolicy::default()
-            .with_max_attempts(args.retries)
-            .with_max_elapsed(secs);
-        backend = backend.with_retry(Some(policy));
-    } else {
-        backend = backend.with_retry(None);
-    }
+        .with_rates(rpm, tpm)
+        .with_retry(Some(args.limits.retry_policy()?));
     let mut cache = if let Some(path) = &args.cache {
         let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
         CacheChoice::Store(Arc::new(store))
@@ -222,7 +196,7 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
     };
     if let Some(redis_url) = &args.redis_url {
         let conn = synthkit_serve::redis::connect(redis_url).await?;
-        if rpm > 0 || tpm > 0 {
+        if args.limits.has_rates() {
             let budget = RedisBudget::new(conn.clone(), &args.redis_prefix, rpm, tpm);
             backend = backend.with_shared_budget(Arc::new(budget));
         }

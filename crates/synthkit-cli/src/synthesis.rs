@@ -172,9 +172,6 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     }
     let templates = CustomTemplates::read(args)?;
     let backend = backend::connect(args).await?;
-    // --- cache (--cache): begin
-    let (backend, cache) = backend::cached(backend, args)?;
-    // --- cache: end
     let nodes = gather_nodes(args, query, &backend)?;
 
     let trace = match &args.trace {
@@ -236,11 +233,9 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     if let Some(t) = &trace {
         t.finish()?;
     }
-    // --- cache (--cache): begin
-    if let Some(c) = &cache {
-        note(args.quiet, &backend::cache_note(c));
+    if let Some(n) = backend::cache_note(&backend) {
+        note(args.quiet, &n);
     }
-    // --- cache: end
     let response = outcome?;
     if let Some(t) = &response.truncation {
         warn(&format!(
@@ -264,7 +259,7 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
             grounded: grounded(&response, backend.kind),
         };
         let mut report = output::report_json(&response, &info);
-        backend::report_cache(&mut report, cache.as_ref()); // --cache
+        backend::report_cache(&mut report, &backend);
         backend::report_concurrency(&mut report, &backend);
         output::write_json(&mut stdout.lock(), &report)?;
     } else if !args.stream {

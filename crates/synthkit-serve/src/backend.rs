@@ -1,32 +1,23 @@
-//! The model stack, built once at startup and shared by every request: the backend
-//! (offline extractive, or an OpenAI-compatible server), then the layers, innermost
-//! first:
-//!
-//! 1. [`MeteredModel`]: calls in flight and latency at the backend (`/metrics`);
-//! 2. adaptive concurrency (OpenAI-compatible servers: halved on overload);
-//! 3. one in-process [`Limiter`]: calls in flight, and requests/tokens per minute unless
-//!    a shared budget is given;
-//! 4. the shared [`RateBudget`] (Redis), when given: one budget for every replica;
-//! 5. retries (every attempt passes the limits above and is charged);
-//! 6. the response cache, outermost, so that a hit waits for no budget.
+//! The backend and its model stack, built once at startup and shared by every request:
+//! the offline extractive backend or an OpenAI-compatible server, behind the library's
+//! [`ModelStack`] (metering into [`Metrics`], adaptive concurrency, the rate budget
+//! local or shared through Redis, retries, the response cache; the order and the
+//! defaults are the library's), and how `/readyz` checks it.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::layer::adaptive::{AdaptiveLimit, AdaptiveModel};
-use synthkit::layer::cache::{CacheCounters, CachedModel, MemoryCache, ResponseCache};
-use synthkit::layer::limit::{LimitedModel, Limiter, Limits};
-use synthkit::layer::retry::{RetryModel, RetryPolicy};
+use synthkit::layer::budget::RateBudget;
+use synthkit::layer::cache::{CacheCounters, MemoryCache, ResponseCache};
+use synthkit::layer::retry::RetryPolicy;
+use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
 use synthkit::text::BpeTokenizer;
 
-use crate::budget::{BudgetModel, RateBudget};
 use crate::error::ServeError;
-use crate::meter::MeteredModel;
 use crate::metrics::Metrics;
 
 /// Which backend answers.
@@ -63,7 +54,8 @@ pub struct BackendConfig {
     pub context_window: Option<usize>,
     /// The extractive backend's output reserve.
     pub num_output: Option<usize>,
-    /// Calls in flight at the backend across all requests (0: no cap).
+    /// Calls in flight at the backend across all requests (0: no cap; never more than
+    /// the server's slots when it says).
     pub max_in_flight: usize,
     /// Requests per minute across all requests of the process (0: none). With a
     /// [`BackendConfig::shared_budget`] this is the shared budget's business instead.
@@ -72,7 +64,8 @@ pub struct BackendConfig {
     pub tokens_per_minute: u32,
     /// A budget shared with other replicas (Redis).
     pub shared_budget: Option<Arc<dyn RateBudget>>,
-    /// Retries of transient failures (`None`: no retries).
+    /// Retries of transient failures, 429s and overloads included (`None`: each call is
+    /// sent once).
     pub retry: Option<RetryPolicy>,
     /// The response cache.
     pub cache: CacheChoice,
@@ -181,125 +174,76 @@ impl Readiness {
     }
 }
 
-/// The built stack: the model every request uses, and what `/metrics` and `/readyz` read.
+/// The built backend: the model stack every request uses, and how `/readyz` checks it.
 #[derive(Clone)]
-pub struct ModelStack {
-    /// The model with all its layers.
-    pub model: Arc<dyn LanguageModel>,
+pub struct Backend {
+    /// The model behind its layers.
+    pub stack: ModelStack,
     /// How to check the backend.
     pub readiness: Readiness,
-    /// The in-process limiter.
-    pub limiter: Limiter,
-    /// The cache's hit and miss counters, when there is a cache.
-    pub cache: Option<CacheCounters>,
 }
 
-impl ModelStack {
-    /// Builds the stack once; share [`ModelStack::model`] between requests. For an
-    /// OpenAI-compatible server this may ask the server for its context window, model and
-    /// `/tokenize` (never a model call).
+impl Backend {
+    /// Builds the backend and its stack once; share [`Backend::model`] between requests.
+    /// For an OpenAI-compatible server this may ask the server for its context window,
+    /// model, slots and `/tokenize` (never a model call).
     pub async fn build(config: BackendConfig, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
-        let (base, readiness, identity, params) = match &config.kind {
+        let (backend, slots, identity, readiness) = match &config.kind {
             BackendKind::Extractive => {
                 let tokenizer = BpeTokenizer::cl100k_base().shared();
-                let mut m = ExtractiveModel::new().with_tokenizer(tokenizer.clone());
+                let mut m = ExtractiveModel::new().with_tokenizer(tokenizer);
                 if let Some(w) = config.context_window {
                     m = m.with_context_window(w);
                 }
                 if let Some(n) = config.num_output {
                     m = m.with_num_output(n);
                 }
-                let metered = MeteredModel::new(m, Arc::clone(&metrics));
-                let model: Arc<dyn LanguageModel> = Arc::new(metered);
-                let params = format!("tokenizer={}", tokenizer.name());
-                (model, Readiness::Always, "extractive".to_string(), params)
+                let identity = m.cache_identity();
+                let model: Arc<dyn LanguageModel> = Arc::new(m);
+                (model, None, identity, Readiness::Always)
             }
-            BackendKind::OpenAi(openai) => openai_base(openai, &config, &metrics).await?,
+            BackendKind::OpenAi(openai) => {
+                let mut model = OpenAiModel::connect((**openai).clone())
+                    .await
+                    .map_err(|e| ServeError::Backend(e.to_string()))?;
+                if config.server_tokenizer && model.tokenizer().is_none() {
+                    model.use_server_counter().await;
+                }
+                let readiness = Readiness::Http {
+                    url: format!("{}/models", openai.base()),
+                    key: openai.api_key.clone(),
+                };
+                let slots = model.server_slots();
+                let model: Arc<dyn LanguageModel> = Arc::new(model);
+                (model, slots, openai.cache_identity(), readiness)
+            }
         };
-        let local = Limits::default()
-            .with_max_in_flight(config.max_in_flight)
-            .with_requests_per_minute(if config.shared_budget.is_some() {
-                0
-            } else {
-                config.requests_per_minute
-            })
-            .with_tokens_per_minute(if config.shared_budget.is_some() {
-                0
-            } else {
-                config.tokens_per_minute
-            });
-        let limiter = Limiter::new(local);
-        let mut model: Arc<dyn LanguageModel> = Arc::new(LimitedModel::new(base, limiter.clone()));
-        if let Some(budget) = &config.shared_budget {
-            model = Arc::new(BudgetModel::new(model, Arc::clone(budget)));
-        }
-        if let Some(policy) = config.retry {
-            let m = Arc::clone(&metrics);
-            model = Arc::new(RetryModel::new(model, policy).on_retry(move |_| {
-                m.retries.fetch_add(1, Ordering::Relaxed);
-            }));
-        }
+        let mut builder = ModelStack::builder_arc(backend)
+            .max_in_flight(config.max_in_flight)
+            .server_slots(slots)
+            .retry(config.retry.unwrap_or_else(RetryPolicy::none))
+            .meter(Arc::clone(&metrics) as Arc<dyn synthkit::layer::meter::CallMeter>);
+        builder = match &config.shared_budget {
+            Some(budget) => builder.shared_budget(Arc::clone(budget)),
+            None => builder.rates_per_minute(config.requests_per_minute, config.tokens_per_minute),
+        };
         let store: Option<Arc<dyn ResponseCache>> = match &config.cache {
             CacheChoice::None => None,
             CacheChoice::Memory => Some(Arc::new(MemoryCache::new())),
             CacheChoice::Store(s) => Some(Arc::clone(s)),
         };
-        let mut cache = None;
         if let Some(store) = store {
-            let cached = CachedModel::new(model, store, identity, params);
-            cache = Some(cached.counters());
-            metrics.watch_cache(cached.counters());
-            model = Arc::new(cached);
+            builder = builder.cache(store, identity);
         }
-        Ok(Self {
-            model,
-            readiness,
-            limiter,
-            cache,
-        })
+        let stack = builder.build();
+        if let Some(counters) = stack.cache_counters() {
+            metrics.watch_cache(CacheCounters::clone(counters));
+        }
+        Ok(Self { stack, readiness })
     }
-}
 
-type Base = (Arc<dyn LanguageModel>, Readiness, String, String);
-
-/// The OpenAI-compatible model with metering and adaptive concurrency, its readiness
-/// check, and its cache identity and parameters (the same as the CLI's, so a cache file
-/// is shared with `synthkit ask --cache`).
-async fn openai_base(
-    openai: &OpenAiConfig,
-    config: &BackendConfig,
-    metrics: &Arc<Metrics>,
-) -> Result<Base, ServeError> {
-    let mut model = OpenAiModel::connect(openai.clone())
-        .await
-        .map_err(|e| ServeError::Backend(e.to_string()))?;
-    if config.server_tokenizer && model.tokenizer().is_none() {
-        model.use_server_counter().await;
+    /// The model with all its layers.
+    pub fn model(&self) -> Arc<dyn LanguageModel> {
+        self.stack.model()
     }
-    let ceiling = match (config.max_in_flight, model.server_slots()) {
-        (0, Some(slots)) => slots,
-        (0, None) => 4096,
-        (n, Some(slots)) => n.min(slots),
-        (n, None) => n,
-    };
-    let readiness = Readiness::Http {
-        url: format!("{}/models", openai.base().trim_end_matches('/')),
-        key: openai.api_key.clone(),
-    };
-    let mut params = format!(
-        "temperature={:?} json_schema={} extra_body={}",
-        openai.temperature,
-        openai.json_schema,
-        serde_json::Value::Object(openai.extra_body.clone())
-    );
-    if let Some(p) = openai.top_p {
-        params.push_str(&format!(" top_p={p:?}"));
-    }
-    if let Some(seed) = openai.seed {
-        params.push_str(&format!(" seed={seed}"));
-    }
-    let identity = format!("openai {}", openai.endpoint());
-    let metered = MeteredModel::new(model, Arc::clone(metrics));
-    let adaptive = AdaptiveModel::new(metered, AdaptiveLimit::new(ceiling.max(1)));
-    Ok((Arc::new(adaptive), readiness, identity, params))
 }

@@ -182,13 +182,9 @@ pub enum ServeError {
     #[error("cannot set up the model backend: {0}")]
     Backend(String),
     /// Redis could not be reached or set up.
-    #[error("cannot use Redis at {url}: {message}; check --redis-url and that the server is up")]
-    Redis {
-        /// The URL, password redacted.
-        url: String,
-        /// What went wrong.
-        message: String,
-    },
+    #[cfg(feature = "redis")]
+    #[error("{0} (--redis-url)")]
+    Redis(#[from] synthkit::layer::redis::RedisError),
     /// Binding or serving failed.
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),

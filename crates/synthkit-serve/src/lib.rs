@@ -6,19 +6,21 @@
 //! - `GET /healthz`, `GET /readyz` (the backend answers), `GET /metrics` (Prometheus
 //!   text, [`metrics`]), `GET /openapi.json` ([`openapi`]).
 //!
-//! The model stack ([`backend::ModelStack`]) is built once and shared by every request:
-//! one limiter (calls in flight, requests and tokens per minute) and one response cache
-//! per process, or, with the `redis` feature, per fleet of replicas. Each request gets its
+//! The backend and its model stack ([`backend::Backend`], the library's
+//! `synthkit::layer::stack::ModelStack`) are built once and shared by every request: one
+//! adaptive limit on calls in flight, one rate budget, one retry policy and one response
+//! cache per process, or, with the `redis` feature, a budget and a cache per fleet of
+//! replicas. Each request gets its
 //! own `Synthesizer` on that model. Nothing a request starts outlives its connection: a
 //! client that disconnects drops the synthesis and its model calls.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), synthkit_serve::ServeError> {
-//! use synthkit_serve::{AppState, BackendConfig, Metrics, ModelStack, ServiceLimits};
+//! use synthkit_serve::{AppState, Backend, BackendConfig, Metrics, ServiceLimits};
 //!
 //! let metrics = Metrics::new();
-//! let stack = ModelStack::build(BackendConfig::extractive(), metrics.clone()).await?;
-//! let state = AppState::new(stack, ServiceLimits::default(), None, metrics);
+//! let backend = Backend::build(BackendConfig::extractive(), metrics.clone()).await?;
+//! let state = AppState::new(backend, ServiceLimits::default(), None, metrics);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! synthkit_serve::serve(listener, state, synthkit_serve::shutdown_signal()).await
 //! # }
@@ -27,14 +29,11 @@
 pub mod api;
 pub mod auth;
 pub mod backend;
-pub mod budget;
 pub mod error;
 mod handlers;
 pub mod meter;
 pub mod metrics;
 pub mod openapi;
-#[cfg(feature = "redis")]
-pub mod redis;
 pub mod sse;
 pub mod state;
 
@@ -45,11 +44,14 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use auth::{ApiKeys, check_bind};
-pub use backend::{BackendConfig, BackendKind, CacheChoice, ModelStack, Readiness};
+pub use backend::{Backend, BackendConfig, BackendKind, CacheChoice, Readiness};
 pub use error::{ApiError, ServeError};
 pub use handlers::SYNTHESIZE_PATH;
 pub use metrics::Metrics;
 pub use state::{AppState, ServiceLimits};
+/// Scale-out through Redis (feature `redis`): the library's shared budget and cache.
+#[cfg(feature = "redis")]
+pub use synthkit::layer::redis;
 
 /// How long connections may take to close after the requests still in flight at the
 /// shutdown deadline were cancelled.

@@ -8,7 +8,7 @@ use synthkit::model::LanguageModel;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKeys;
-use crate::backend::{ModelStack, Readiness};
+use crate::backend::{Backend, Readiness};
 use crate::metrics::Metrics;
 
 /// Limits on what one request may ask, and the shutdown grace.
@@ -107,15 +107,15 @@ impl AppState {
     /// State for `stack`, with `limits`, optional API keys and the metrics the stack was
     /// built with.
     pub fn new(
-        stack: ModelStack,
+        backend: Backend,
         limits: ServiceLimits,
         keys: Option<ApiKeys>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                model: stack.model,
-                readiness: stack.readiness,
+                model: backend.model(),
+                readiness: backend.readiness,
                 limits,
                 keys,
                 metrics,

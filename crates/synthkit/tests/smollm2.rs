@@ -19,9 +19,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::call::CallReport;
-use synthkit::layer::ModelExt;
-use synthkit::layer::adaptive::AdaptiveLimit;
-use synthkit::model::LanguageModel;
+use synthkit::layer::stack::ModelStack;
 use synthkit::{Concurrency, Node, Observer, ResponseMode, Synthesizer};
 
 /// Each call's count by synthkit and by the server.
@@ -171,8 +169,8 @@ async fn streamed_answers_equal_their_text_and_count_exactly() {
 }
 
 /// Four slots sharing one KV cache (llama-server's default layout, here 1024 tokens):
-/// several long prompts at once exhaust it. The adaptive limit halves the calls in flight and the run
-/// succeeds.
+/// several long prompts at once exhaust it. The stack's adaptive limit halves the calls
+/// in flight, its retry layer sends the rejected calls again, and the run succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_kv_cache_overload_is_absorbed() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -193,9 +191,11 @@ async fn a_shared_kv_cache_overload_is_absorbed() {
         .await
         .expect("/props says its slots");
     assert_eq!(slots, 4);
-    let limit = AdaptiveLimit::new(slots);
-    let model: Arc<dyn LanguageModel> = Arc::new(model.adaptive(limit.clone()));
-    let synth = Synthesizer::builder(model)
+    let stack = ModelStack::builder(model)
+        .max_in_flight(0)
+        .server_slots(Some(slots))
+        .build();
+    let synth = Synthesizer::builder(stack.model())
         .mode(ResponseMode::TreeSummarize)
         .concurrency(Concurrency::limit(8))
         .build()
@@ -207,7 +207,13 @@ async fn a_shared_kv_cache_overload_is_absorbed() {
         .await
         .unwrap();
     assert!(!r.text.trim().is_empty());
-    let stats = limit.stats();
+    let stats = stack.adaptive();
     assert!(stats.lowered >= 1, "{stats:?}");
     assert!(stats.peak <= 4, "{stats:?}");
+    let sends = stack.stats();
+    assert!(
+        sends.retries >= 1,
+        "the overloaded calls were sent again: {sends:?}"
+    );
+    assert_eq!(sends.attempts, r.usage.calls + sends.failures, "{sends:?}");
 }

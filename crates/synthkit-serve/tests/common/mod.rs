@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use synthkit::backend::openai::OpenAiConfig;
-use synthkit_serve::{ApiKeys, AppState, BackendConfig, Metrics, ModelStack, ServiceLimits, serve};
+use synthkit_serve::{ApiKeys, AppState, Backend, BackendConfig, Metrics, ServiceLimits, serve};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -24,7 +24,7 @@ impl Service {
     /// Starts the service for `backend` with `limits` and optional keys.
     pub async fn start(backend: BackendConfig, limits: ServiceLimits, keys: Option<&str>) -> Self {
         let metrics = Metrics::new();
-        let stack = ModelStack::build(backend, metrics.clone()).await.unwrap();
+        let stack = Backend::build(backend, metrics.clone()).await.unwrap();
         let keys = keys.map(|k| ApiKeys::parse(k).unwrap());
         let state = AppState::new(stack, limits, keys, metrics);
         Self::start_state(state).await

@@ -7,11 +7,13 @@
 //! slot count, from llama.cpp's `/props`, or the caller's limit), and:
 //!
 //! - **halves** the calls in flight when the server says it is overloaded (KV-cache
-//!   exhaustion, 429, 503), then sends the rejected call again once a place is free
-//!   (at most [`MAX_OVERLOAD_ATTEMPTS`] attempts a call; a 429's `Retry-After` is
-//!   honoured);
-//! - **grows back slowly**: one more call in flight after as many successes in a row as
-//!   the current limit (additive increase), never above the ceiling.
+//!   exhaustion, 429, 503) and returns the error: it never sends a call again itself.
+//!   Sending again is the [retry layer](super::retry)'s job alone, so every attempt is
+//!   counted once, charged to the rate budget and bounded by the retry policy;
+//! - **grows back** while the server keeps up: one more call in flight after as many
+//!   successes in a row as the current limit (additive increase), and one more after
+//!   every success once no overload has been seen for [`RECOVERY_QUIET`]; never above
+//!   the ceiling. The limit stays low only as long as the server is overloaded.
 //!
 //! Calls rejected together count as one overload: the limit is halved once per
 //! generation of calls, not once per rejected call.
@@ -35,17 +37,13 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    SharedCounter, StructuredCompletion,
+    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
 };
 use crate::text::SharedTokenizer;
 
-/// The most attempts one call makes through overloads before the error is returned.
-pub const MAX_OVERLOAD_ATTEMPTS: u32 = 8;
-/// The pause before a call rejected by an overload is sent again (grows with attempts).
-const OVERLOAD_PAUSE: Duration = Duration::from_millis(100);
-/// The longest `Retry-After` honoured.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How long without an overload before the limit grows by one with every success
+/// (instead of one per round of successes).
+pub const RECOVERY_QUIET: Duration = Duration::from_secs(5);
 
 /// What an [`AdaptiveLimit`] did so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,8 +55,9 @@ pub struct AdaptiveStats {
     pub ceiling: usize,
     /// How many times the limit was halved.
     pub lowered: u64,
-    /// Calls sent again after an overload.
-    pub resent: u64,
+    /// Calls the server rejected as overloaded (each one is the retry layer's to send
+    /// again, or not).
+    pub overloads: u64,
     /// The most calls that were in flight at once.
     pub peak: usize,
 }
@@ -70,6 +69,8 @@ struct State {
     /// Bumped at every decrease; a call remembers the generation it started in.
     generation: u64,
     successes: usize,
+    /// When the last overload was seen.
+    last_overload: Option<tokio::time::Instant>,
     stats: AdaptiveStats,
 }
 
@@ -112,6 +113,7 @@ impl AdaptiveLimit {
                 in_flight: 0,
                 generation: 0,
                 successes: 0,
+                last_overload: None,
                 stats: AdaptiveStats {
                     limit: ceiling,
                     ceiling,
@@ -160,9 +162,14 @@ impl AdaptiveLimit {
     fn succeeded(&self) {
         let mut st = self.lock();
         st.successes += 1;
-        if st.successes >= st.limit && st.limit < st.stats.ceiling {
+        let quiet = st
+            .last_overload
+            .is_none_or(|t| t.elapsed() >= RECOVERY_QUIET);
+        if (quiet || st.successes >= st.limit) && st.limit < st.stats.ceiling {
             st.limit += 1;
             st.successes = 0;
+            drop(st);
+            self.freed.notify_waiters();
         }
     }
 
@@ -171,7 +178,8 @@ impl AdaptiveLimit {
     fn overloaded(&self, generation: u64, error: &ModelError) {
         let mut st = self.lock();
         st.successes = 0;
-        st.stats.resent += 1;
+        st.stats.overloads += 1;
+        st.last_overload = Some(tokio::time::Instant::now());
         if generation != st.generation || st.limit == 1 {
             return;
         }
@@ -202,17 +210,6 @@ pub fn is_overload(error: &ModelError) -> bool {
     }
 }
 
-fn pause_for(error: &ModelError, attempt: u32) -> Duration {
-    let backoff = OVERLOAD_PAUSE * attempt;
-    match error {
-        ModelError::RateLimited {
-            retry_after: Some(d),
-            ..
-        } => (*d).min(MAX_RETRY_AFTER).max(backoff),
-        _ => backoff,
-    }
-}
-
 /// A model behind an [`AdaptiveLimit`].
 pub struct AdaptiveModel<M> {
     inner: M,
@@ -239,27 +236,24 @@ impl<M: LanguageModel> AdaptiveModel<M> {
         &self.limit
     }
 
-    /// Runs `call` in a place, sending it again after overloads.
-    async fn run<'a, T, F>(&'a self, call: F) -> Result<(T, Place), ModelError>
-    where
-        F: Fn() -> BoxFuture<'a, Result<T, ModelError>>,
-    {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let place = self.limit.enter().await;
-            match call().await {
-                Ok(v) => {
-                    self.limit.succeeded();
-                    return Ok((v, place));
-                }
-                Err(e) if is_overload(&e) && attempt < MAX_OVERLOAD_ATTEMPTS => {
+    /// Runs `call` once in a place; an overload lowers the limit and is returned.
+    async fn run<'a, T>(
+        &'a self,
+        call: BoxFuture<'a, Result<T, ModelError>>,
+    ) -> Result<(T, Place), ModelError> {
+        let place = self.limit.enter().await;
+        match call.await {
+            Ok(v) => {
+                self.limit.succeeded();
+                Ok((v, place))
+            }
+            Err(e) => {
+                if is_overload(&e) {
                     let generation = place.generation;
                     drop(place);
                     self.limit.overloaded(generation, &e);
-                    tokio::time::sleep(pause_for(&e, attempt)).await;
                 }
-                Err(e) => return Err(e),
+                Err(e)
             }
         }
     }
@@ -275,17 +269,7 @@ impl<M: LanguageModel> LanguageModel for AdaptiveModel<M> {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
-            let (c, _place) = self.run(|| self.inner.complete(request)).await?;
-            Ok(c)
-        })
-    }
-
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        Box::pin(async move {
-            let (c, _place) = self.run(|| self.inner.structured(request)).await?;
+            let (c, _place) = self.run(self.inner.complete(request)).await?;
             Ok(c)
         })
     }
@@ -296,7 +280,7 @@ impl<M: LanguageModel> LanguageModel for AdaptiveModel<M> {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            let (stream, place) = self.run(|| self.inner.stream(request)).await?;
+            let (stream, place) = self.run(self.inner.stream(request)).await?;
             let held = stream.map(move |event| {
                 let _ = &place;
                 event

@@ -66,7 +66,6 @@ use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    StructuredCompletion,
 };
 use crate::text::SharedTokenizer;
 
@@ -123,15 +122,45 @@ pub enum LimitError {
         /// The tokens-per-minute budget.
         tokens_per_minute: u32,
     },
+    /// The budget would hold the call past its deadline (the retry time limit, counted
+    /// from the call's first send).
+    #[error(
+        "the rate budget would hold this call {} longer, past the time limit of its retries",
+        fmt_secs(*.wait)
+    )]
+    Deadline {
+        /// How long the budget would have made the call wait.
+        wait: Duration,
+    },
     /// The limiter's slots were closed.
     #[error("the rate limiter was shut down")]
     Closed,
 }
 
+fn fmt_secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
 impl From<LimitError> for ModelError {
     fn from(e: LimitError) -> Self {
-        ModelError::Other(e.to_string())
+        match e {
+            // Kept as text: callers and tests match the message.
+            LimitError::OverBudget { .. } | LimitError::Closed => ModelError::Other(e.to_string()),
+            LimitError::Deadline { .. } => ModelError::Layer {
+                layer: "rate budget",
+                source: Box::new(e),
+            },
+        }
     }
+}
+
+/// Whether `error` says the rate budget would have held a call past its deadline.
+pub fn is_deadline(error: &ModelError) -> bool {
+    matches!(
+        error,
+        ModelError::Layer { source, .. }
+            if matches!(source.downcast_ref::<LimitError>(), Some(LimitError::Deadline { .. }))
+    )
 }
 
 /// What a limiter has let through so far.
@@ -177,19 +206,35 @@ impl Budget {
         }
     }
 
-    /// Waits until `n` can be taken, and takes it. `false` if it never can.
-    async fn take(&self, n: NonZeroU32, clock: &TokioClock) -> bool {
+    /// Waits until `n` can be taken, and takes it. `Never` if it never can, `Deadline`
+    /// if the wait would end past `deadline`.
+    async fn take(
+        &self,
+        n: NonZeroU32,
+        clock: &TokioClock,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Take {
         loop {
             match self.gcra.check_n(n) {
-                Ok(Ok(())) => return true,
+                Ok(Ok(())) => return Take::Taken,
                 Ok(Err(not_until)) => {
                     let wait = not_until.wait_time_from(clock.now());
+                    if deadline.is_some_and(|d| tokio::time::Instant::now() + wait > d) {
+                        return Take::Deadline(wait);
+                    }
                     tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
                 }
-                Err(_insufficient) => return false,
+                Err(_insufficient) => return Take::Never,
             }
         }
     }
+}
+
+/// What taking from a budget came to.
+enum Take {
+    Taken,
+    Never,
+    Deadline(Duration),
 }
 
 struct Inner {
@@ -281,6 +326,16 @@ impl Limiter {
     /// held until the permit is dropped. Fails at once when `tokens` is more than the
     /// whole tokens-per-minute budget.
     pub async fn acquire(&self, tokens: u64) -> Result<LimitPermit, LimitError> {
+        self.acquire_until(tokens, None).await
+    }
+
+    /// [`Limiter::acquire`], but fails with [`LimitError::Deadline`] instead of waiting
+    /// for the budgets past `deadline`.
+    pub async fn acquire_until(
+        &self,
+        tokens: u64,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<LimitPermit, LimitError> {
         let inner = &self.inner;
         // Check first: a call that can never fit must not wait for a slot.
         let token_cells = match &inner.tpm {
@@ -306,16 +361,24 @@ impl Limiter {
             let _turn = inner.gate.lock().await;
             let start = tokio::time::Instant::now();
             if let Some(rpm) = &inner.rpm {
-                // A budget of at least 1 always has room for 1: this always succeeds.
-                let _ = rpm.take(NonZeroU32::MIN, &inner.clock).await;
+                // A budget of at least 1 always has room for 1: it is taken or too late.
+                if let Take::Deadline(wait) =
+                    rpm.take(NonZeroU32::MIN, &inner.clock, deadline).await
+                {
+                    return Err(LimitError::Deadline { wait });
+                }
             }
-            if let (Some(tpm), Some(n)) = (&inner.tpm, token_cells)
-                && !tpm.take(n, &inner.clock).await
-            {
-                return Err(LimitError::OverBudget {
-                    tokens,
-                    tokens_per_minute: tpm.per_minute.get(),
-                });
+            if let (Some(tpm), Some(n)) = (&inner.tpm, token_cells) {
+                match tpm.take(n, &inner.clock, deadline).await {
+                    Take::Taken => {}
+                    Take::Never => {
+                        return Err(LimitError::OverBudget {
+                            tokens,
+                            tokens_per_minute: tpm.per_minute.get(),
+                        });
+                    }
+                    Take::Deadline(wait) => return Err(LimitError::Deadline { wait }),
+                }
             }
             let waited = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
             inner.wait_nanos.fetch_add(waited, Ordering::Relaxed);
@@ -417,16 +480,6 @@ impl<M: LanguageModel> LanguageModel for LimitedModel<M> {
                 },
             ));
             Ok(held)
-        })
-    }
-
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        Box::pin(async move {
-            let _permit = self.limiter.acquire_for(request).await?;
-            self.inner.structured(request).await
         })
     }
 

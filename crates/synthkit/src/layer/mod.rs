@@ -1,18 +1,39 @@
 //! Middleware: layers that wrap any [`LanguageModel`] and are one themselves.
 //!
-//! - [`retry`]: sends a call again on transient failures (backoff with jitter,
-//!   `Retry-After`).
-//! - [`limit`]: calls in flight, requests and tokens per minute, shared by every call that
-//!   uses the same [`limit::Limiter`].
-//! - [`cache`]: answers repeated requests from a store.
+//! - [`stack`]: **start here**: [`stack::ModelStack`] puts a backend behind every layer
+//!   below, in the one order every front end uses, with every default.
+//! - [`meter`]: counts every attempt at the backend (and reports it to metrics).
 //! - [`adaptive`]: as many calls in flight as the server can take now (halved on
-//!   overload, grown back slowly).
+//!   overload, grown back); never sends a call again itself.
+//! - [`budget`]: requests and tokens per minute, local ([`limit::Limiter`]) or shared
+//!   between processes (`redis`, feature `redis`), charged for every send.
+//! - [`retry`]: the one layer that sends a call again on transient failures (backoff
+//!   with jitter, `Retry-After`, a bound on sends and on time).
+//! - [`cache`]: answers repeated requests from a store.
+//! - [`limit`]: the in-process limiter (calls in flight and the per-minute budgets),
+//!   also usable on its own.
 //!
-//! Stack them with [`ModelExt`], innermost first; the cache goes outermost so that a hit
-//! waits for no rate limit and spends no retry:
+//! [`ModelExt`] stacks single layers by hand, innermost first; prefer the stack, which
+//! gets the order right (the cache outermost so that a hit waits for no budget and spends
+//! no retry; the budget inside the retries so that every attempt is charged):
 //!
 //! ```
 //! use std::sync::Arc;
+//! use synthkit::layer::ModelExt;
+//! use synthkit::layer::cache::MemoryCache;
+//! use synthkit::layer::limit::{Limiter, Limits};
+//! use synthkit::layer::retry::RetryPolicy;
+//! use synthkit::{model::ModelInfo, testing::ScriptedModel};
+//!
+//! let model = ScriptedModel::constant(ModelInfo::new("demo"), "ok")
+//!     .limit(Limiter::new(Limits::default().with_max_in_flight(4)))
+//!     .retry(RetryPolicy::default())
+//!     .cache(Arc::new(MemoryCache::new()), "scripted", "");
+//! let model: Arc<dyn synthkit::model::LanguageModel> = Arc::new(model);
+//! # let _ = model;
+//! ```
+
+use std::sync::Arc;
 //! use synthkit::layer::ModelExt;
 //! use synthkit::layer::cache::MemoryCache;
 //! use synthkit::layer::limit::{Limiter, Limits};
@@ -32,9 +53,14 @@ use std::sync::Arc;
 use crate::model::LanguageModel;
 
 pub mod adaptive;
+pub mod budget;
 pub mod cache;
 pub mod limit;
+pub mod meter;
+#[cfg(feature = "redis")]
+pub mod redis;
 pub mod retry;
+pub mod stack;
 
 /// Stacks layers around a model: `model.limit(..).retry(..).cache(..)`.
 pub trait ModelExt: LanguageModel + Sized {

@@ -20,12 +20,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use redis::Script;
 use redis::aio::ConnectionManager;
-use synthkit::layer::limit::LimitError;
-use synthkit::model::ModelError;
 use tokio::sync::Mutex;
 
 use super::log_failure;
-use crate::budget::RateBudget;
+use crate::layer::budget::RateBudget;
+use crate::layer::limit::LimitError;
+use crate::model::ModelError;
 
 /// KEYS: the requests and tokens buckets. ARGV: requests per minute, tokens per minute
 /// (0: none), the call's tokens, the burst window in microseconds. Returns 0 when the
@@ -170,7 +170,15 @@ impl RedisBudget {
 }
 
 impl RateBudget for RedisBudget {
-    fn acquire(&self, tokens: u64) -> BoxFuture<'_, Result<(), ModelError>> {
+    fn name(&self) -> &str {
+        "redis"
+    }
+
+    fn acquire(
+        &self,
+        tokens: u64,
+        deadline: Option<tokio::time::Instant>,
+    ) -> BoxFuture<'_, Result<(), ModelError>> {
         Box::pin(async move {
             let inner = &self.inner;
             if inner.requests_per_minute == 0 && inner.tokens_per_minute == 0 {
@@ -194,7 +202,11 @@ impl RateBudget for RedisBudget {
                     Ok(wait) => {
                         inner.waits.fetch_add(1, Ordering::Relaxed);
                         let micros = u64::try_from(wait).unwrap_or(0).max(500);
-                        tokio::time::sleep(Duration::from_micros(micros)).await;
+                        let wait = Duration::from_micros(micros);
+                        if deadline.is_some_and(|d| tokio::time::Instant::now() + wait > d) {
+                            return Err(LimitError::Deadline { wait }.into());
+                        }
+                        tokio::time::sleep(wait).await;
                     }
                     Err(e) => {
                         log_failure(&inner.first_failure, "Redis budget unavailable", &e);

@@ -3,10 +3,10 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use crate::layer::cache::{CachedReply, ResponseCache};
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use synthkit::layer::cache::{CachedReply, ResponseCache};
 
 use super::log_failure;
 

@@ -3,19 +3,21 @@
 //! atomic Lua script) and one response cache ([`RedisCache`], entries with a TTL).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), synthkit_serve::ServeError> {
+//! # async fn demo() -> Result<(), synthkit::layer::redis::RedisError> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use synthkit_serve::redis::{RedisBudget, RedisCache, connect};
-//! use synthkit_serve::{BackendConfig, CacheChoice};
+//! use synthkit::layer::redis::{RedisBudget, RedisCache, connect};
+//! use synthkit::layer::stack::{CacheIdentity, ModelStack};
+//! use synthkit::{model::ModelInfo, testing::ScriptedModel};
 //!
 //! let conn = connect("redis://127.0.0.1:6379/").await?;
 //! let budget = RedisBudget::new(conn.clone(), "synthkit", 500, 200_000);
 //! let cache = RedisCache::new(conn, "synthkit", Duration::from_secs(86_400));
-//! let backend = BackendConfig::extractive()
-//!     .with_shared_budget(Arc::new(budget))
-//!     .with_cache(CacheChoice::Store(Arc::new(cache)));
-//! # let _ = backend; Ok(()) }
+//! let stack = ModelStack::builder(ScriptedModel::constant(ModelInfo::new("m"), "ok"))
+//!     .shared_budget(Arc::new(budget))
+//!     .cache(Arc::new(cache), CacheIdentity::new("scripted", ""))
+//!     .build();
+//! # let _ = stack; Ok(()) }
 //! ```
 
 mod budget;
@@ -27,7 +29,19 @@ pub use budget::{BudgetStats, RedisBudget};
 pub use cache::RedisCache;
 pub use redis::aio::ConnectionManager;
 
-use crate::error::ServeError;
+/// Redis could not be reached or set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisError {
+    /// Connecting to Redis, or its first `PING`, failed.
+    #[error("cannot use Redis at {url}: {message}; check the Redis URL and that the server is up")]
+    Connect {
+        /// The URL, without its password.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+}
 
 /// How long opening a connection to Redis may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,10 +50,10 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Connects to Redis at `url` (`redis://[:password@]host:port/[db]`): a connection
 /// manager that reconnects by itself, shared (cloned) by the budget and the cache.
-pub async fn connect(url: &str) -> Result<ConnectionManager, ServeError> {
-    let err = |e: redis::RedisError| ServeError::Redis {
+pub async fn connect(url: &str) -> Result<ConnectionManager, RedisError> {
+    let err = |e: redis::RedisError| RedisError::Connect {
         url: redact(url),
-        message: e.to_string(),
+        message: redact_in(&e.to_string(), url),
     };
     let client = redis::Client::open(url).map_err(err)?;
     let config = redis::aio::ConnectionManagerConfig::new()
@@ -64,6 +78,20 @@ pub fn redact(url: &str) -> String {
             format!("{}://[redacted]@{}", &url[..scheme], &url[at + 1..])
         }
         _ => url.to_string(),
+    }
+}
+
+/// `text` with any copy of `url`'s password removed.
+fn redact_in(text: &str, url: &str) -> String {
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.rsplit_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty());
+    match password {
+        Some(p) => text.replace(p, "[redacted]"),
+        None => text.to_string(),
     }
 }
 

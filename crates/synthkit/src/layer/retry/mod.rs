@@ -66,7 +66,6 @@ use futures::future::BoxFuture;
 
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, StepInfo,
-    StructuredCompletion,
 };
 use crate::text::SharedTokenizer;
 
@@ -334,7 +333,9 @@ impl<M: LanguageModel> RetryModel<M> {
     }
 
     /// Runs `op` with backon until it succeeds or the policy gives up; returns the last
-    /// error then.
+    /// error then. Every attempt runs in the call's [`scope`], so the layers below see
+    /// its deadline; an attempt refused because the rate budget would hold it past the
+    /// deadline ends the retries with the error of the attempt before it.
     async fn run<'a, T: Send>(
         &'a self,
         call: &'static str,
@@ -343,6 +344,9 @@ impl<M: LanguageModel> RetryModel<M> {
     ) -> Result<T, ModelError> {
         let policy = self.policy;
         let start = tokio::time::Instant::now();
+        let clock = scope::CallScope::new(policy.max_elapsed);
+        // The error that led to the latest retry (shared with backon's hooks).
+        let previous: std::sync::Mutex<Option<Arc<ModelError>>> = std::sync::Mutex::new(None);
         // The attempts started so far. backon runs the closures below one at a time
         // (attempt, then `when`, `adjust`, `notify` on its error), so the count read by
         // the hooks is the attempt that just failed.
@@ -354,13 +358,15 @@ impl<M: LanguageModel> RetryModel<M> {
             attempts: &attempts,
             start,
         };
-        (|| {
+        let outcome = (|| {
             attempts.fetch_add(1, Ordering::Relaxed);
-            op()
+            let attempt = op();
+            let clock = Arc::clone(&clock);
+            async move { clock.run(attempt).await.map_err(Arc::new) }
         })
         .retry(policy.backoff())
         .sleep(tokio::time::sleep)
-        .when(|error: &ModelError| {
+        .when(|error: &Arc<ModelError>| {
             let transient = error.is_transient();
             // A permanent error on the first attempt is the caller's to report.
             if !transient && log.attempt() > 1 {
@@ -368,8 +374,8 @@ impl<M: LanguageModel> RetryModel<M> {
             }
             transient
         })
-        .adjust(|error: &ModelError, backoff| {
-            match policy.schedule(error, backoff, start.elapsed()) {
+        .adjust(|error: &Arc<ModelError>, backoff| {
+            match policy.schedule(error, backoff, clock.elapsed()) {
                 Ok(wait) => Some(wait),
                 Err(reason) => {
                     log.give_up(error, reason);
@@ -377,8 +383,11 @@ impl<M: LanguageModel> RetryModel<M> {
                 }
             }
         })
-        .notify(|error: &ModelError, wait| {
+        .notify(|error: &Arc<ModelError>, wait| {
             log.retrying(error, wait);
+            *previous
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(error));
             if let Some(hook) = &self.hook {
                 hook(&RetryEvent {
                     call,
@@ -390,7 +399,19 @@ impl<M: LanguageModel> RetryModel<M> {
                 });
             }
         })
-        .await
+        .await;
+        let error = match outcome {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let previous = previous
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let error = match previous {
+            Some(p) if super::limit::is_deadline(&error) => p,
+            _ => error,
+        };
+        Err(Arc::try_unwrap(error).unwrap_or_else(|shared| ModelError::Other(shared.to_string())))
     }
 }
 
@@ -482,15 +503,6 @@ impl<M: LanguageModel> LanguageModel for RetryModel<M> {
         }))
     }
 
-    fn structured<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<StructuredCompletion, ModelError>> {
-        Box::pin(self.run("structured", request, move || {
-            self.inner.structured(request)
-        }))
-    }
-
     fn tokenizer(&self) -> Option<SharedTokenizer> {
         self.inner.tokenizer()
     }
@@ -519,6 +531,8 @@ fn unit_random() -> f64 {
     // 53 random bits over 2^53: exactly representable, always below 1.
     bits as f64 / (1u64 << 53) as f64
 }
+
+pub mod scope;
 
 #[cfg(test)]
 mod tests;

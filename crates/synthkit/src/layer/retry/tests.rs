@@ -380,13 +380,6 @@ async fn never_retries_permanent_errors() {
         assert_eq!(inner.calls(), 1, "{again:?}");
         assert!(log.lock().unwrap().is_empty());
     }
-    for (e, again) in permanent().into_iter().zip(permanent()) {
-        // Structured calls too (the default implementation goes through complete).
-        let (model, inner, _) = layer(vec![Step::Fail(e)], fast());
-        let got = model.structured(&request()).await.unwrap_err();
-        assert!(same(&got, &again), "{got:?}");
-        assert_eq!(inner.calls(), 1, "{again:?}");
-    }
 }
 
 #[tokio::test(start_paused = true)]
