@@ -102,7 +102,7 @@ fn synthesis_status(e: &SynthError) -> StatusCode {
         "invalid_option" => StatusCode::BAD_REQUEST,
         "model_timeout" => StatusCode::GATEWAY_TIMEOUT,
         "model_rate_limited" => StatusCode::SERVICE_UNAVAILABLE,
-        "model_error" | "truncated" => StatusCode::BAD_GATEWAY,
+        "model_error" | "truncated" | "schema_mismatch" => StatusCode::BAD_GATEWAY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -114,11 +114,13 @@ fn synthesis_kind(e: &SynthError) -> &'static str {
         | SynthError::Split(_)
         | SynthError::Tokenizer(_)
         | SynthError::UnknownMode(_)
+        | SynthError::Schema(_)
         | SynthError::InvalidOption(_) => "invalid_option",
         SynthError::Truncated { .. } => "truncated",
         SynthError::Model { source, .. } | SynthError::Count { source, .. } => match source {
             ModelError::Timeout { .. } => "model_timeout",
             ModelError::RateLimited { .. } => "model_rate_limited",
+            ModelError::SchemaMismatch { .. } => "schema_mismatch",
             _ => "model_error",
         },
         _ => "synthesis_failed",

@@ -34,21 +34,6 @@
 //! ```
 
 use std::sync::Arc;
-//! use synthkit::layer::ModelExt;
-//! use synthkit::layer::cache::MemoryCache;
-//! use synthkit::layer::limit::{Limiter, Limits};
-//! use synthkit::layer::retry::RetryPolicy;
-//! use synthkit::{model::ModelInfo, testing::ScriptedModel};
-//!
-//! let model = ScriptedModel::constant(ModelInfo::new("demo"), "ok")
-//!     .limit(Limiter::new(Limits::default().with_max_in_flight(4)))
-//!     .retry(RetryPolicy::default())
-//!     .cache(Arc::new(MemoryCache::new()), "scripted", "");
-//! let model: Arc<dyn synthkit::model::LanguageModel> = Arc::new(model);
-//! # let _ = model;
-//! ```
-
-use std::sync::Arc;
 
 use crate::model::LanguageModel;
 
