@@ -375,3 +375,88 @@ fn the_reader_reports_at_the_value_and_keeps_the_nodes_before() {
 fn an_empty_list_is_no_nodes() {
     assert_eq!(nodes_from_json(Vec::new()).unwrap(), Vec::<Node>::new());
 }
+
+/// Node-shaped JSON values: strings, objects mixing the id fields, text, metadata, scores
+/// and `node` wrappers, with wrong types among them.
+fn nodeish() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let scalar = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        (-5i64..5).prop_map(Value::from),
+        (-2.0f64..2.0).prop_map(Value::from),
+        "[a-c]{0,2}".prop_map(Value::from),
+    ];
+    let field = prop_oneof![
+        Just("id"),
+        Just("id_"),
+        Just("node_id"),
+        Just("text"),
+        Just("metadata"),
+        Just("excluded_llm_metadata_keys"),
+        Just("score"),
+        Just("embedding"),
+    ];
+    let value = scalar.prop_recursive(2, 8, 3, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+            proptest::collection::vec(("[a-c]", inner), 0..3)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    });
+    let object = proptest::collection::vec((field, value), 0..5)
+        .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
+    prop_oneof![
+        "[a-c]{0,3}".prop_map(Value::from),
+        object.clone(),
+        (object, proptest::option::of(-1.0f64..1.0))
+            .prop_map(|(node, score)| json!({"node": node, "score": score})),
+        Just(json!(7)),
+    ]
+}
+
+/// 5,000 random lists: nodes or an error naming a position in the list, never a panic;
+/// what is read has unique ids and reads back unchanged from synthkit's own form.
+#[test]
+fn random_lists_read_or_fail_cleanly() {
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config {
+        cases: 5_000,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let lists = proptest::collection::vec(nodeish(), 0..6);
+    let (ok, failed) = (
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+    );
+    runner
+        .run(&lists, |values| {
+            let len = values.len();
+            match nodes_from_json(values) {
+                Ok(nodes) => {
+                    ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let mut ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    proptest::prop_assert_eq!(ids.len(), nodes.len());
+                    let Value::Array(again) = serde_json::to_value(&nodes).unwrap() else {
+                        panic!("not an array")
+                    };
+                    proptest::prop_assert_eq!(nodes_from_json(again).unwrap(), nodes);
+                }
+                Err(e) => {
+                    failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    proptest::prop_assert!((1..=len).contains(&e.position()), "{e}");
+                    proptest::prop_assert!(e.to_string().starts_with("node "), "{e}");
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    println!(
+        "random node lists: {} read, {} refused",
+        ok.into_inner(),
+        failed.into_inner()
+    );
+}
