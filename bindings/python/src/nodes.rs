@@ -3,20 +3,35 @@
 //! A node is a string, a dict (`{"id"|"id_"|"node_id", "text", "metadata", "score",
 //! "excluded_llm_metadata_keys"}` or `{"node": {...}, "score": ...}`), or any object shaped
 //! like LlamaIndex's `NodeWithScore` / `TextNode` (read with `getattr`, so LlamaIndex is
-//! not needed).
+//! not needed). Each becomes a JSON value that the library's node reader
+//! (`synthkit::node::NodeListReader`) reads, so the shapes, the id rule (`id`, else `id_`,
+//! else `node_id`, else the 1-based position) and the errors are the library's.
 
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 use synthkit::Node;
+use synthkit::node::NodeListReader;
 
 use crate::InputError;
 
 /// How deep nested metadata may go before the rest is shown as its `str()`.
 const MAX_DEPTH: usize = 32;
 
-/// The nodes in `items` (any iterable), in order. The `i`-th node without an id gets `"i"`.
+/// The fields of a node that must have a JSON type of their own (a Python object that is
+/// not a str, number, list or dict there is an error, not its `str()`).
+const TYPED_FIELDS: [&str; 6] = [
+    "id",
+    "id_",
+    "node_id",
+    "text",
+    "metadata",
+    "excluded_llm_metadata_keys",
+];
+
+/// The nodes in `items` (any iterable), in order, read by the library's node reader: the
+/// `i`-th node (1-based) without an id gets `"i"`, and ids must be unique.
 pub(crate) fn nodes_from(items: &Bound<'_, PyAny>) -> PyResult<Vec<Node>> {
     if items.is_instance_of::<PyString>() || items.is_instance_of::<PyDict>() {
         return Err(InputError::new_err(
@@ -26,73 +41,68 @@ pub(crate) fn nodes_from(items: &Bound<'_, PyAny>) -> PyResult<Vec<Node>> {
     let iter = items.try_iter().map_err(|_| {
         InputError::new_err(format!("nodes must be a list, got {}", type_name(items)))
     })?;
-    let mut nodes = Vec::with_capacity(items.len().unwrap_or(0));
-    for (i, item) in iter.enumerate() {
-        nodes.push(node_from(&item?, i)?);
+    let mut reader = NodeListReader::with_capacity(items.len().unwrap_or(0));
+    for item in iter {
+        let position = reader.len() + 1;
+        let value = node_value(&item?, position, true)?;
+        reader
+            .push(value)
+            .map_err(|e| InputError::new_err(e.to_string()))?;
     }
-    Ok(nodes)
+    Ok(reader.into_nodes())
 }
 
-/// One node; `index` names it in errors and is its id when it has none.
-fn node_from(item: &Bound<'_, PyAny>, index: usize) -> PyResult<Node> {
+/// One node as JSON for the library's reader; `position` (1-based) names it in errors.
+/// `outer`: whether it may be a `NodeWithScore` (the node inside one may not, and is not
+/// read as one: the library then says so).
+fn node_value(item: &Bound<'_, PyAny>, position: usize, outer: bool) -> PyResult<Value> {
     if let Ok(s) = item.cast::<PyString>() {
-        return Ok(Node::new(index.to_string(), s.to_cow()?));
+        return Ok(Value::String(s.to_cow()?.into_owned()));
     }
     if let Ok(d) = item.cast::<PyDict>() {
-        return node_from_dict(d, index);
+        return dict_value(d, position, outer);
     }
-    node_from_object(item, index)
+    object_value(item, position, outer)
 }
 
-fn node_from_dict(d: &Bound<'_, PyDict>, index: usize) -> PyResult<Node> {
-    // `{"node": {...}, "score": s}`: the NodeWithScore shape.
-    if let Some(inner) = d.get_item("node")? {
-        let mut node = node_from(&inner, index)?;
-        if let Some(score) = d.get_item("score")? {
-            node.score = score_from(&score, index)?;
-        }
-        return Ok(node);
+/// A dict node: its node fields converted, `node` read as a node, other keys kept as
+/// `null` (the library ignores them, and names them when `text` is missing).
+fn dict_value(d: &Bound<'_, PyDict>, position: usize, outer: bool) -> PyResult<Value> {
+    let mut map = Map::new();
+    for (k, v) in d.iter() {
+        let key = match k.cast::<PyString>() {
+            Ok(s) => s.to_cow()?.into_owned(),
+            Err(_) => k.str()?.to_cow()?.into_owned(),
+        };
+        let value = match key.as_str() {
+            "node" if outer && !v.is_none() => node_value(&v, position, false)?,
+            "node" => to_json(&v, 1)?,
+            "score" => score_value(&v, position)?,
+            field => match TYPED_FIELDS.iter().find(|f| **f == field) {
+                Some(field) => typed_value(&v, field, position)?,
+                None => Value::Null,
+            },
+        };
+        map.insert(key, value);
     }
-    let id = ["id", "id_", "node_id"]
-        .iter()
-        .find_map(|k| d.get_item(*k).ok().flatten())
-        .filter(|v| !v.is_none());
-    let text = d.get_item("text")?.filter(|v| !v.is_none());
-    let Some(text) = text else {
-        return Err(InputError::new_err(format!(
-            "node {index} has no text: a dict node needs a \"text\" string (keys given: {})",
-            dict_keys(d)
-        )));
-    };
-    let mut node = Node::new(id_string(id.as_ref(), index)?, text_string(&text, index)?);
-    if let Some(m) = d.get_item("metadata")?.filter(|v| !v.is_none()) {
-        node.metadata = metadata_from(&m, index)?;
-    }
-    if let Some(keys) = d
-        .get_item("excluded_llm_metadata_keys")?
-        .filter(|v| !v.is_none())
-    {
-        node.excluded_llm_metadata_keys = keys.extract().map_err(|_| {
-            InputError::new_err(format!(
-                "node {index}: excluded_llm_metadata_keys must be a list of strings"
-            ))
-        })?;
-    }
-    if let Some(score) = d.get_item("score")? {
-        node.score = score_from(&score, index)?;
-    }
-    Ok(node)
+    Ok(Value::Object(map))
 }
 
-/// A LlamaIndex-like object: a `NodeWithScore` (`.node`, `.score`) or a node (`.node_id`
-/// or `.id_`, `.get_content()` or `.text`, `.metadata`, `.excluded_llm_metadata_keys`).
-fn node_from_object(obj: &Bound<'_, PyAny>, index: usize) -> PyResult<Node> {
+/// A LlamaIndex-like object: a `NodeWithScore` (`.node`, `.score`) or a node (`.id`,
+/// `.id_` or `.node_id`, `.get_content()` or `.text`, `.metadata`,
+/// `.excluded_llm_metadata_keys`, `.score`).
+fn object_value(obj: &Bound<'_, PyAny>, position: usize, outer: bool) -> PyResult<Value> {
+    let mut map = Map::new();
     if let Some(inner) = attr(obj, "node")? {
-        let mut node = node_from(&inner, index)?;
-        if let Some(score) = attr(obj, "score")? {
-            node.score = score_from(&score, index)?;
+        if outer {
+            map.insert("node".into(), node_value(&inner, position, false)?);
+            if let Some(score) = attr(obj, "score")? {
+                map.insert("score".into(), score_value(&score, position)?);
+            }
+            return Ok(Value::Object(map));
         }
-        return Ok(node);
+        // A NodeWithScore inside another: the library names it.
+        map.insert("node".into(), Value::String(type_name(&inner)));
     }
     // `get_content()` with no argument is the text without metadata (MetadataMode.NONE);
     // the metadata is passed apart, and synthkit shows it to the model as LlamaIndex does.
@@ -102,29 +112,26 @@ fn node_from_object(obj: &Bound<'_, PyAny>, index: usize) -> PyResult<Node> {
     };
     let Some(text) = text else {
         return Err(InputError::new_err(format!(
-            "node {index} has no text: expected a string, a dict with \"text\", or a node with .text or .get_content(), got {}",
+            "node {position} has no text: expected a string, a dict with \"text\", or a node with .text or .get_content(), got {}",
             type_name(obj)
         )));
     };
-    let id = match attr(obj, "node_id")? {
-        Some(id) => Some(id),
-        None => attr(obj, "id_")?,
-    };
-    let mut node = Node::new(id_string(id.as_ref(), index)?, text_string(&text, index)?);
-    if let Some(m) = attr(obj, "metadata")? {
-        node.metadata = metadata_from(&m, index)?;
+    map.insert("text".into(), typed_value(&text, "text", position)?);
+    for field in ["id", "id_", "node_id"] {
+        // A method is not an id.
+        if let Some(id) = attr(obj, field)?.filter(|v| !v.is_callable()) {
+            map.insert(field.into(), typed_value(&id, field, position)?);
+        }
     }
-    if let Some(keys) = attr(obj, "excluded_llm_metadata_keys")? {
-        node.excluded_llm_metadata_keys = keys.extract().map_err(|_| {
-            InputError::new_err(format!(
-                "node {index}: excluded_llm_metadata_keys must be a list of strings"
-            ))
-        })?;
+    for field in ["metadata", "excluded_llm_metadata_keys"] {
+        if let Some(v) = attr(obj, field)? {
+            map.insert(field.into(), typed_value(&v, field, position)?);
+        }
     }
     if let Some(score) = attr(obj, "score")? {
-        node.score = score_from(&score, index)?;
+        map.insert("score".into(), score_value(&score, position)?);
     }
-    Ok(node)
+    Ok(Value::Object(map))
 }
 
 /// `obj.name`, or `None` when it has no such attribute or it is `None`.
@@ -137,46 +144,47 @@ fn attr<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Option<Bound<'py, 
     }
 }
 
-fn id_string(id: Option<&Bound<'_, PyAny>>, index: usize) -> PyResult<String> {
-    match id {
-        None => Ok(index.to_string()),
-        Some(v) => match v.cast::<PyString>() {
-            Ok(s) => Ok(s.to_cow()?.into_owned()),
-            Err(_) => Ok(v.str()?.to_cow()?.into_owned()),
-        },
-    }
-}
-
-fn text_string(text: &Bound<'_, PyAny>, index: usize) -> PyResult<String> {
-    match text.cast::<PyString>() {
-        Ok(s) => Ok(s.to_cow()?.into_owned()),
-        Err(_) => Err(InputError::new_err(format!(
-            "node {index}: text must be a string, got {}",
-            type_name(text)
-        ))),
-    }
-}
-
-fn score_from(score: &Bound<'_, PyAny>, index: usize) -> PyResult<Option<f64>> {
-    if score.is_none() {
-        return Ok(None);
-    }
-    score.extract::<f64>().map(Some).map_err(|_| {
-        InputError::new_err(format!(
-            "node {index}: score must be a number or None, got {}",
-            type_name(score)
-        ))
-    })
-}
-
-fn metadata_from(m: &Bound<'_, PyAny>, index: usize) -> PyResult<Map<String, Value>> {
-    let Ok(d) = m.cast::<PyDict>() else {
+/// A node field as JSON, for the library to check its type: `None`, bools, numbers,
+/// strings, lists, tuples and dicts; any other object is an error naming its type (its
+/// `str()` would hide the mistake).
+fn typed_value(v: &Bound<'_, PyAny>, field: &str, position: usize) -> PyResult<Value> {
+    let plain = v.is_none()
+        || v.is_instance_of::<PyBool>()
+        || v.is_instance_of::<PyInt>()
+        || v.is_instance_of::<PyFloat>()
+        || v.is_instance_of::<PyString>()
+        || v.is_instance_of::<PyList>()
+        || v.is_instance_of::<PyTuple>()
+        || v.is_instance_of::<PyDict>();
+    if !plain {
+        let expected = match field {
+            "metadata" => "a dict",
+            "excluded_llm_metadata_keys" => "a list of strings",
+            _ => "a string",
+        };
         return Err(InputError::new_err(format!(
-            "node {index}: metadata must be a dict, got {}",
-            type_name(m)
+            "node {position}: `{field}` must be {expected}, got {}",
+            type_name(v)
         )));
-    };
-    dict_to_map(d, 0)
+    }
+    to_json(v, 1)
+}
+
+/// A score as JSON: `None`, or anything Python turns into a float (numpy's floats too); a
+/// NaN or infinite score is an error; anything else goes to the library as it is, which
+/// says what it must be.
+fn score_value(score: &Bound<'_, PyAny>, position: usize) -> PyResult<Value> {
+    if score.is_none() || score.is_instance_of::<PyBool>() || score.is_instance_of::<PyString>() {
+        return to_json(score, 1);
+    }
+    match score.extract::<f64>() {
+        Ok(f) => Number::from_f64(f).map(Value::Number).ok_or_else(|| {
+            InputError::new_err(format!(
+                "node {position}: `score` must be a finite number or None, got {f}"
+            ))
+        }),
+        Err(_) => to_json(score, 1),
+    }
 }
 
 /// A Python value as JSON: `None`, bools, ints, floats, strings, lists, tuples and dicts
@@ -273,17 +281,4 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "an object".to_string())
-}
-
-fn dict_keys(d: &Bound<'_, PyDict>) -> String {
-    let keys: Vec<String> = d
-        .keys()
-        .iter()
-        .filter_map(|k| k.str().ok().map(|s| s.to_string()))
-        .collect();
-    if keys.is_empty() {
-        "none".to_string()
-    } else {
-        keys.join(", ")
-    }
 }

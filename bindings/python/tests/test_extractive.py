@@ -25,7 +25,7 @@ def test_synthesize_strings() -> None:
     assert str(r) == r.response
     assert r.usage["calls"] == 1
     assert set(r.usage) >= {"calls", "prompt_tokens", "completion_tokens"}
-    assert [n.id for n in r.source_nodes] == ["0", "1"]
+    assert [n.id for n in r.source_nodes] == ["1", "2"]
     assert r.source_nodes[0].text == NODES[0]
     assert r.citations is None
     assert synth.backend == "extractive"
@@ -64,6 +64,40 @@ def test_dict_and_object_nodes() -> None:
     assert r.source_nodes[2].score is None
     assert r.metadata["a"]["file"] == "m.md"
     assert r.source_nodes[3].to_dict() == {"id": "d", "text": "Plain object text.", "metadata": {}, "score": None}
+
+
+def test_ids_follow_the_one_rule() -> None:
+    """One id rule for every front end (issue 17): ``id``, else ``id_``, else ``node_id``,
+    else the 1-based position. Before, this list gave ``li-7, 1, x`` here."""
+    nodes: list[Any] = [{"node": {"id_": "li-7", "text": "a"}}, {"text": "b"}, {"id": "x", "text": "c"}]
+    r = synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
+    assert [n.id for n in r.source_nodes] == ["li-7", "2", "x"]
+    # Objects read by attribute follow it too; numpy-like scores are floats.
+    objects: list[Any] = [
+        SimpleNamespace(node=SimpleNamespace(id_="li-7", node_id="li-7", text="a"), score=0.5),
+        SimpleNamespace(text="b"),
+        SimpleNamespace(id="x", text="c", score=1),
+    ]
+    r = synthkit.Synthesizer("no_text").synthesize(QUERY, objects)
+    assert [n.id for n in r.source_nodes] == ["li-7", "2", "x"]
+    assert [n.score for n in r.source_nodes] == [0.5, None, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "message"),
+    [
+        ([{"id": "x", "text": "a"}, "b", {"id_": "x", "text": "c"}], r'node 3 has the id "x", as node 1 does: give each node its own id'),
+        (["a", {"id": "1", "text": "b"}], r'node 2 has the id "1", as node 1 does \(node 1 gives no id, so its position is its id\)'),
+        ([SimpleNamespace(node_id="n", text="a"), SimpleNamespace(node=SimpleNamespace(id_="n", text="b"))], r'node 2 has the id "n"'),
+        ([{"id": "a", "id_": "b", "text": "t"}], r'node 1: `id` \("a"\) and `id_` \("b"\) differ: give one id'),
+        ([SimpleNamespace(id_="a", node_id="b", text="t")], r'node 1: `id_` \("a"\) and `node_id` \("b"\) differ'),
+        ([{"id": 3, "text": "t"}], "node 1: `id` must be a string, got a number"),
+    ],
+)
+def test_duplicate_and_conflicting_ids_are_refused(nodes: Any, message: str) -> None:
+    """Accepted before (the later node kept its id; the first id field won)."""
+    with pytest.raises(synthkit.InputError, match=message):
+        synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
 
 
 def test_context_only_shows_metadata_as_llamaindex() -> None:
@@ -147,12 +181,17 @@ def test_errors_are_exceptions() -> None:
 @pytest.mark.parametrize(
     ("nodes", "message"),
     [
-        ([{"id": "x"}], r"node 0 has no text.*\"text\""),
-        ([{"id": "x", "text": None}], "node 0 has no text"),
-        (["ok", {"text": 3}], "node 1: text must be a string"),
-        ([object()], "node 0 has no text"),
-        (["ok", {"text": "t", "score": "high"}], "node 1: score must be a number"),
-        ([{"text": "t", "metadata": [1]}], "metadata must be a dict"),
+        ([{"id": "x"}], r"node 1 has no `text`.*keys given: \"id\""),
+        ([{"id": "x", "text": None}], "node 1 has no `text`"),
+        (["ok", {"text": 3}], "node 2: `text` must be a string, got a number"),
+        ([object()], "node 1 has no text: .*got object"),
+        (["ok", {"text": "t", "score": "high"}], "node 2: `score` must be a number or null, got a string"),
+        ([{"text": "t", "score": float("nan")}], "node 1: `score` must be a finite number"),
+        ([{"text": "t", "metadata": [1]}], "node 1: `metadata` must be an object, got an array"),
+        ([{"text": "t", "metadata": object()}], "node 1: `metadata` must be a dict, got object"),
+        ([{"text": b"bytes"}], "node 1: `text` must be a string, got bytes"),
+        ([{"node": {"node": {"text": "t"}}}], "node 1: a NodeWithScore's `node` holds another NodeWithScore"),
+        ([{"node": {"text": "t"}, "text": "u"}], "node 1: `text` beside `node`"),
         ("just a string", "nodes must be a list"),
         (42, "nodes must be a list"),
     ],

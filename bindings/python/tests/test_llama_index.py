@@ -205,3 +205,14 @@ def test_llm_without_server_warns() -> None:
     assert synth.synthesizer.backend == "extractive"
     assert synth.synthesizer.context_window == 2048
     assert synth.synthesizer.num_output == 128
+
+
+def test_llama_index_objects_follow_the_one_id_rule() -> None:
+    """The plain API reads LlamaIndex objects by attribute, with the library's id rule."""
+    nodes: list = [NodeWithScore(node=TextNode(id_="li-7", text="a"), score=0.5), "b", TextNode(id_="x", text="c")]
+    r = synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
+    assert [n.id for n in r.source_nodes] == ["li-7", "2", "x"]
+    assert r.source_nodes[0].score == 0.5
+    twice = [NodeWithScore(node=TextNode(id_="n", text="a")), NodeWithScore(node=TextNode(id_="n", text="a"), score=0.1)]
+    with pytest.raises(synthkit.InputError, match='node 2 has the id "n", as node 1 does'):
+        synthkit.Synthesizer("no_text").synthesize(QUERY, twice)

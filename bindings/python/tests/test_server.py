@@ -71,7 +71,7 @@ def test_stream_sse(fake_server: FakeOpenAI) -> None:
     final = stream.response
     assert final is not None and final.response == DEFAULT_ANSWER
     assert final.usage["calls"] == 1
-    assert [n.id for n in final.source_nodes] == [str(i) for i in range(6)]
+    assert [n.id for n in final.source_nodes] == [str(i) for i in range(1, 7)]
 
 
 def test_async_and_async_stream(fake_server: FakeOpenAI) -> None:

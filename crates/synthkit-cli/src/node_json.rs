@@ -1,9 +1,13 @@
-//! `--nodes`: pre-retrieved nodes as JSON, in synthkit's form or LlamaIndex's (`TextNode`
-//! with `id_`, `NodeWithScore` with `{node, score}`), as an array or JSON lines. Errors
-//! name the line and column and say which shapes are accepted.
+//! `--nodes`: pre-retrieved nodes as JSON, a JSON array or JSON lines, each node read by
+//! the library's one node reader ([`synthkit::node::NodeListReader`]: plain strings,
+//! synthkit's form, LlamaIndex's `TextNode` and `NodeWithScore`, one id rule). Errors name
+//! the line and column (and, in an array, the node's index).
 
 use anyhow::{Result, anyhow};
+use serde::de::{self, DeserializeSeed, Visitor};
+use serde_json::Value;
 use synthkit::Node;
+use synthkit::node::{NodeJsonError, NodeListReader};
 
 /// A serde_json message without its trailing ` at line L column C`.
 fn bare_message(e: &serde_json::Error) -> String {
@@ -14,223 +18,206 @@ fn bare_message(e: &serde_json::Error) -> String {
     }
 }
 
-/// What a node may hold, in synthkit's form or LlamaIndex's (hint for errors).
-const NODE_SHAPES: &str = "a node is {id, text, metadata, excluded_llm_metadata_keys, score}, a LlamaIndex TextNode {id_, text, metadata, excluded_llm_metadata_keys, ...} or a NodeWithScore {node: TextNode, score}";
+/// What a node may be (hint for JSON syntax errors).
+const NODE_SHAPES: &str = "a node is a string (its text), {id, text, metadata, excluded_llm_metadata_keys, score}, a LlamaIndex TextNode {id_, text, metadata, excluded_llm_metadata_keys, ...} or a NodeWithScore {node: TextNode, score}";
 
-/// The fields of one node object as read, in either form: synthkit's `{id, text, ...}`, a
-/// LlamaIndex `TextNode` (`id_` for `id`; its other fields, such as `embedding`,
-/// `relationships` or `class_name`, ignored) or a LlamaIndex `NodeWithScore`
-/// (`{"node": TextNode, "score": f64 | null}`).
-#[derive(serde::Deserialize)]
-#[serde(rename = "Node")]
-struct RawNode {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    id_: Option<String>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default)]
-    excluded_llm_metadata_keys: Option<Vec<String>>,
-    #[serde(default)]
-    score: Option<f64>,
-    #[serde(default)]
-    node: Option<Box<InputNode>>,
+/// Reads one JSON value and hands it to the reader, so that a node error is raised while
+/// the parser still knows where the value ends (serde_json adds that line and column).
+/// The node error itself is kept in `failed`.
+struct NodeSeed<'a> {
+    reader: &'a mut NodeListReader,
+    failed: &'a mut Option<NodeJsonError>,
 }
 
-/// One node read from `--nodes`, whatever its form.
-struct InputNode {
-    node: Node,
-    /// Whether it was a `NodeWithScore` (which may not nest).
-    wrapper: bool,
-}
-
-impl RawNode {
-    /// The node these fields describe, or what is wrong with them.
-    fn into_node(self) -> std::result::Result<InputNode, String> {
-        if let Some(inner) = self.node {
-            if inner.wrapper {
-                return Err("a NodeWithScore's `node` holds another NodeWithScore".into());
-            }
-            for (field, given) in [
-                ("id", self.id.is_some()),
-                ("id_", self.id_.is_some()),
-                ("text", self.text.is_some()),
-                ("metadata", self.metadata.is_some()),
-                (
-                    "excluded_llm_metadata_keys",
-                    self.excluded_llm_metadata_keys.is_some(),
-                ),
-            ] {
-                if given {
-                    return Err(format!(
-                        "`{field}` beside `node`: a NodeWithScore holds its node's fields under `node`"
-                    ));
-                }
-            }
-            let mut node = inner.node;
-            if self.score.is_some() {
-                node.score = self.score;
-            }
-            return Ok(InputNode {
-                node,
-                wrapper: true,
-            });
-        }
-        let id = match (self.id, self.id_) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(format!("`id` ({a:?}) and `id_` ({b:?}) differ"));
-            }
-            (Some(id), _) | (None, Some(id)) => id,
-            (None, None) => return Err("missing field `id` (LlamaIndex: `id_`)".into()),
-        };
-        let text = self.text.ok_or("missing field `text`")?;
-        Ok(InputNode {
-            node: Node {
-                id,
-                text,
-                metadata: self.metadata.unwrap_or_default(),
-                excluded_llm_metadata_keys: self.excluded_llm_metadata_keys.unwrap_or_default(),
-                score: self.score,
-            },
-            wrapper: false,
+impl NodeSeed<'_> {
+    fn accept<E: de::Error>(self, value: Value) -> std::result::Result<(), E> {
+        self.reader.push(value).map_err(|e| {
+            let message = e.to_string();
+            *self.failed = Some(e);
+            E::custom(message)
         })
     }
 }
 
-impl<'de> serde::Deserialize<'de> for InputNode {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        /// Reads the object's fields and checks them while the parser still knows where
-        /// the object is, so that errors carry its line and column.
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = InputNode;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("struct Node")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                map: A,
-            ) -> std::result::Result<InputNode, A::Error> {
-                use serde::Deserialize;
-                let raw = RawNode::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                raw.into_node().map_err(serde::de::Error::custom)
-            }
-        }
-        d.deserialize_map(Visit)
+impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
     }
 }
 
-/// A JSON array of nodes, noting the index of the element being read.
-struct NodeArray<'a>(&'a std::cell::Cell<usize>);
+impl<'de> Visitor<'de> for NodeSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a node")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<(), E> {
+        self.accept(Value::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<(), E> {
+        self.accept(Value::from(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<(), E> {
+        self.accept(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<(), E> {
+        self.accept(Value::from(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<(), E> {
+        self.accept(Value::String(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<(), E> {
+        self.accept(Value::String(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
+        self.accept(Value::Null)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> std::result::Result<(), A::Error> {
+        use serde::Deserialize;
+        let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        self.accept(value)
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> std::result::Result<(), A::Error> {
+        use serde::Deserialize;
+        let value = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        self.accept(value)
+    }
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for NodeArray<'_> {
-    type Value = Vec<Node>;
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> std::result::Result<Vec<Node>, D::Error> {
+/// A JSON array of nodes, each handed to the reader as it is read.
+struct ArraySeed<'a> {
+    reader: &'a mut NodeListReader,
+    failed: &'a mut Option<NodeJsonError>,
+}
+
+impl<'de> DeserializeSeed<'de> for ArraySeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for NodeArray<'_> {
-    type Value = Vec<Node>;
+impl<'de> Visitor<'de> for ArraySeed<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("an array of nodes")
     }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        mut seq: A,
-    ) -> std::result::Result<Vec<Node>, A::Error> {
-        let mut nodes = Vec::new();
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
         loop {
-            self.0.set(nodes.len());
-            match seq.next_element::<InputNode>()? {
-                Some(n) => nodes.push(n.node),
-                None => return Ok(nodes),
+            let seed = NodeSeed {
+                reader: &mut *self.reader,
+                failed: &mut *self.failed,
+            };
+            if seq.next_element_seed(seed)?.is_none() {
+                return Ok(());
             }
         }
     }
 }
 
-/// Parses one node (a JSON object in any accepted form).
-fn parse_node(text: &str) -> serde_json::Result<Node> {
-    serde_json::from_str::<InputNode>(text).map(|n| n.node)
+/// Reads `text` as one node (after the nodes already in `reader`), and nothing after it.
+fn read_one(
+    text: &str,
+    reader: &mut NodeListReader,
+    failed: &mut Option<NodeJsonError>,
+) -> serde_json::Result<()> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    NodeSeed { reader, failed }.deserialize(&mut de)?;
+    de.end()
 }
 
 /// Parses nodes: a JSON array, or JSON lines (one node per line; blank lines ignored), each
-/// node in synthkit's form or LlamaIndex's (`TextNode`, `NodeWithScore`), mixed freely.
-/// Errors name the line (and, in an array, the node's index).
+/// node in any form the library reads, mixed freely, with its one id rule. Errors name the
+/// line and column (and, in an array, the node's index).
 pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
     let trimmed = text.trim_start();
-    let nodes = if trimmed.starts_with('[') {
-        use serde::de::DeserializeSeed;
-        let at = std::cell::Cell::new(0);
+    let mut reader = NodeListReader::new();
+    let mut failed = None;
+    if trimmed.starts_with('[') {
         let mut de = serde_json::Deserializer::from_str(text);
-        let parsed = NodeArray(&at)
-            .deserialize(&mut de)
-            .and_then(|nodes| de.end().map(|()| nodes));
-        parsed.map_err(|e| {
-            let index = if e.is_syntax() && e.to_string().contains("trailing characters") {
-                String::new()
-            } else {
-                format!("node {} (index {}): ", at.get() + 1, at.get())
-            };
-            anyhow!(
-                "{name}: line {}, column {}: {index}not a valid array of nodes: {} ({NODE_SHAPES})",
-                e.line(),
-                e.column(),
-                bare_message(&e)
-            )
-        })?
+        let parsed = ArraySeed {
+            reader: &mut reader,
+            failed: &mut failed,
+        }
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
+        if let Err(e) = parsed {
+            let (line, column) = (e.line(), e.column());
+            return Err(match failed {
+                Some(node) => anyhow!(
+                    "{name}: line {line}, column {column} (index {}): {node}",
+                    node.position().saturating_sub(1)
+                ),
+                None if e.is_syntax() && e.to_string().contains("trailing characters") => {
+                    anyhow!(
+                        "{name}: line {line}, column {column}: not a valid array of nodes: {} ({NODE_SHAPES})",
+                        bare_message(&e)
+                    )
+                }
+                None => anyhow!(
+                    "{name}: line {line}, column {column}: node {} (index {}): not a valid array of nodes: {} ({NODE_SHAPES})",
+                    reader.len() + 1,
+                    reader.len(),
+                    bare_message(&e)
+                ),
+            });
+        }
     } else {
-        let mut nodes = Vec::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            match parse_node(line) {
-                Ok(n) => nodes.push(n),
-                Err(e) => {
-                    // A single pretty-printed object is not JSON lines, but it is clear.
-                    if trimmed.starts_with('{')
-                        && let Ok(n) = parse_node(text)
-                    {
-                        return Ok(vec![n]);
-                    }
-                    // A line holding only `{` opens an object spanning lines (pretty-printed):
-                    // its own error says where it breaks, not "EOF on line 1".
-                    if line.trim() == "{"
-                        && let Err(whole) = parse_node(text)
-                    {
-                        return Err(anyhow!(
-                            "{name}: line {}, column {}: not a valid node: {} ({NODE_SHAPES})",
-                            whole.line(),
-                            whole.column(),
-                            bare_message(&whole)
+            let Err(e) = read_one(line, &mut reader, &mut failed) else {
+                continue;
+            };
+            // A single pretty-printed object is not JSON lines, but it is clear.
+            if trimmed.starts_with('{') {
+                let (mut whole, mut whole_failed) = (NodeListReader::new(), None);
+                match read_one(text, &mut whole, &mut whole_failed) {
+                    Ok(()) => return Ok(whole.into_nodes()),
+                    // A line holding only `{` opens an object spanning lines
+                    // (pretty-printed): its own error says where it breaks, not "EOF on
+                    // line 1".
+                    Err(whole_error) if line.trim() == "{" => {
+                        return Err(line_error(
+                            name,
+                            &whole_error,
+                            whole_error.line(),
+                            1,
+                            whole_failed,
                         ));
                     }
-                    return Err(anyhow!(
-                        "{name}: line {}, column {}: node {}: not a valid node: {} (each line must be one JSON object; {NODE_SHAPES})",
-                        i + 1,
-                        e.column(),
-                        nodes.len() + 1,
-                        bare_message(&e)
-                    ));
+                    Err(_) => {}
                 }
             }
+            return Err(line_error(name, &e, i + 1, reader.len() + 1, failed));
         }
-        nodes
-    };
-    if nodes.is_empty() {
+    }
+    if reader.is_empty() {
         return Err(anyhow!(
             "{name} has no nodes: give a JSON array or one JSON node per line"
         ));
     }
-    Ok(nodes)
+    Ok(reader.into_nodes())
+}
+
+/// The error of node `position`, read from `line` (JSON lines, or one pretty-printed
+/// object): the library's, or serde_json's.
+fn line_error(
+    name: &str,
+    e: &serde_json::Error,
+    line: usize,
+    position: usize,
+    failed: Option<NodeJsonError>,
+) -> anyhow::Error {
+    let column = e.column();
+    match failed {
+        Some(node) => anyhow!("{name}: line {line}, column {column}: {node}"),
+        None => anyhow!(
+            "{name}: line {line}, column {column}: node {position}: not valid JSON: {} (each line must be one node; {NODE_SHAPES})",
+            bare_message(e)
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -289,15 +276,17 @@ mod tests {
     fn errors_name_the_line() {
         let bad = "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\"}\n";
         let e = parse_nodes(bad, "n.jsonl").unwrap_err().to_string();
-        assert!(e.contains("line 2"), "{e}");
-        assert!(e.contains("missing field `text`"), "{e}");
+        assert!(
+            e.starts_with("n.jsonl: line 2, column 10: node 2 has no `text`"),
+            "{e}"
+        );
         assert!(!e.contains("at line 1 column"), "{e}");
         // A pretty-printed object: the line where it breaks, not line 1.
         let e = parse_nodes("{\n  \"id\": \"a\",\n  \"txt\": \"x\"\n}\n", "n.json")
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 4"), "{e}");
-        assert!(e.contains("missing field `text`"), "{e}");
+        assert!(e.contains("node 1 has no `text`"), "{e}");
         let e = parse_nodes("{\n  \"id\": \"a\",\n  \"text\": oops\n}\n", "n.json")
             .unwrap_err()
             .to_string();
@@ -306,6 +295,63 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 2"), "{e}");
+        assert!(
+            e.contains("(index 0): node 1: `text` must be a string"),
+            "{e}"
+        );
         assert!(parse_nodes("  \n", "n").is_err());
+    }
+
+    /// The list of issue 17 (refused here before): ids by the library's one rule.
+    #[test]
+    fn ids_follow_the_one_rule() {
+        let list =
+            r#"[{"node": {"id_": "li-7", "text": "a"}}, {"text": "b"}, {"id": "x", "text": "c"}]"#;
+        let jsonl = list
+            .trim_matches(['[', ']'])
+            .replace("}, {\"text\"", "}\n{\"text\"")
+            .replace("}, {\"id\"", "}\n{\"id\"");
+        assert_eq!(jsonl.lines().count(), 3, "{jsonl}");
+        for text in [list, jsonl.as_str()] {
+            let ids: Vec<String> = parse_nodes(text, "n")
+                .unwrap()
+                .into_iter()
+                .map(|n| n.id)
+                .collect();
+            assert_eq!(ids, ["li-7", "2", "x"], "{text}");
+        }
+        // Plain strings too.
+        let nodes = parse_nodes("\"one\"\n\n\"two\"\n", "n.jsonl").unwrap();
+        assert_eq!(nodes[1], Node::new("2", "two"));
+    }
+
+    #[test]
+    fn duplicate_and_conflicting_ids_name_their_line() {
+        let array =
+            "[\n {\"id\": \"x\", \"text\": \"a\"},\n \"b\",\n {\"id_\": \"x\", \"text\": \"c\"}\n]";
+        let e = parse_nodes(array, "n.json").unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "n.json: line 4, column 26 (index 2): node 3 has the id \"x\", as node 1 does"
+            ),
+            "{e}"
+        );
+        let jsonl = "{\"id\": \"x\", \"text\": \"a\"}\n\n{\"id\": \"x\", \"text\": \"b\"}\n";
+        let e = parse_nodes(jsonl, "n.jsonl").unwrap_err().to_string();
+        assert!(
+            e.starts_with("n.jsonl: line 3, column 24: node 2 has the id \"x\""),
+            "{e}"
+        );
+        let e = parse_nodes(
+            "{\"id\": \"x\", \"id_\": \"y\", \"text\": \"a\"}",
+            "n.jsonl",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 1"), "{e}");
+        assert!(
+            e.contains("node 1: `id` (\"x\") and `id_` (\"y\") differ"),
+            "{e}"
+        );
     }
 }

@@ -421,7 +421,7 @@ fn num_output_not_below_the_window_is_a_usage_error() {
 fn malformed_nodes_files_name_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let deep = "[".repeat(100_000);
-    let cases: [(&str, &[u8], &[&str]); 11] = [
+    let cases: [(&str, &[u8], &[&str]); 12] = [
         (
             "truncated.jsonl",
             b"{\"id\":\"a\",\"text\":\"x\"}\n\n{\"id\":\"b\",\"text\":\"y\"\n",
@@ -430,17 +430,20 @@ fn malformed_nodes_files_name_the_line() {
         (
             "missing.jsonl",
             b"{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\"}\n",
-            &["line 2", "missing field `text`"],
+            &["line 2", "node 2 has no `text`"],
         ),
         (
             "wrong_type.json",
             b"[{\"id\":\"a\",\"text\":\"x\"},\n {\"id\":2,\"text\":\"y\"}]",
-            &["line 2", "expected a string"],
+            &[
+                "line 2",
+                "(index 1): node 2: `id` must be a string, got a number",
+            ],
         ),
         (
             "pretty.json",
             b"{\n  \"id\": \"a\",\n  \"txt\": \"x\"\n}\n",
-            &["line 4", "missing field `text`"],
+            &["line 4", "node 1 has no `text`", "\"txt\""],
         ),
         (
             "pretty_syntax.json",
@@ -465,9 +468,17 @@ fn malformed_nodes_files_name_the_line() {
             &["line 1", "out of range"],
         ),
         (
-            "not_object.jsonl",
-            b"\"just a string\"\n",
-            &["line 1", "expected struct Node"],
+            "not_a_node.jsonl",
+            b"\"a string is a node\"\n3\n",
+            &[
+                "line 2",
+                "node 2: expected a string (the node's text) or an object",
+            ],
+        ),
+        (
+            "duplicate.jsonl",
+            b"{\"id\":\"a\",\"text\":\"x\"}\n{\"node\":{\"id_\":\"a\",\"text\":\"y\"}}\n",
+            &["line 2", "node 2 has the id \"a\", as node 1 does"],
         ),
     ];
     for (name, bytes, needles) in cases {

@@ -853,7 +853,7 @@ fn malformed_jsonl_names_the_line() {
         err.starts_with("error: ") && err.contains("nodes.jsonl: line 4"),
         "{err}"
     );
-    assert!(err.contains("missing field `text`"), "{err}");
+    assert!(err.contains("node 3 has no `text`"), "{err}");
 
     let path = write(
         dir.path(),

@@ -164,24 +164,29 @@ fn a_malformed_node_names_its_index() {
     let err = stderr_of(&out);
     assert!(err.starts_with("error: "), "{err}");
     assert!(err.contains("bad.json: line "), "{err}");
-    assert!(err.contains("(index 2)"), "{err}");
-    assert!(err.contains("missing field `text`"), "{err}");
+    assert!(err.contains("(index 2): node 3 has no `text`"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 
-    // JSON lines: the line; a wrong type; a node with neither `id` nor `id_`; a
+    // JSON lines: the line; a wrong type; a node whose `id` and `id_` differ; a
     // NodeWithScore with fields beside `node`.
     let cases: [(&str, &[&str]); 4] = [
         (
             "{\"id_\":\"a\",\"text\":\"x\"}\n{\"node\":{\"id_\":\"b\",\"text\":\"y\"},\"score\":\"high\"}\n",
-            &["line 2", "expected f64"],
+            &[
+                "line 2",
+                "node 2: `score` must be a number or null, got a string",
+            ],
         ),
         (
-            "{\"text\":\"x\",\"metadata\":{}}\n",
-            &["line 1", "missing field `id` (LlamaIndex: `id_`)"],
+            "{\"id\":\"a\",\"id_\":\"b\",\"text\":\"x\",\"metadata\":{}}\n",
+            &["line 1", "node 1: `id` (\"a\") and `id_` (\"b\") differ"],
         ),
         (
             "{\"id_\":\"a\",\"text\":\"x\",\"excluded_llm_metadata_keys\":\"k\"}\n",
-            &["line 1", "expected a sequence"],
+            &[
+                "line 1",
+                "`excluded_llm_metadata_keys` must be a list of strings",
+            ],
         ),
         (
             "{\"node\":{\"id_\":\"a\",\"text\":\"x\"},\"text\":\"y\"}\n",
@@ -197,6 +202,84 @@ fn a_malformed_node_names_its_index() {
             assert!(err.contains(needle), "case {i}: {needle:?} not in {err}");
         }
         assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// One id rule for every front end (issue 17): `id`, else `id_`, else `node_id`, else the
+/// 1-based position. Before, `--nodes` refused this list (a node without an id).
+#[test]
+fn ids_follow_the_one_rule_and_must_be_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = json!([
+        {"node": {"id_": "li-7", "text": "The dome opens at dusk."}},
+        {"text": MIRROR},
+        {"id": "x", "text": "Visitors park behind the cafe."},
+    ]);
+    let jsonl: String = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| format!("{n}\n"))
+        .collect();
+    for path in [
+        write(
+            dir.path(),
+            "list.json",
+            serde_json::to_string_pretty(&list).unwrap(),
+        ),
+        write(dir.path(), "list.jsonl", jsonl),
+    ] {
+        let v = json_of(&run(
+            &["ask", QUESTION, "--json", "-q", "--mode", "no_text"],
+            &path,
+        ));
+        let ids: Vec<&str> = v["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["li-7", "2", "x"], "{}", path.display());
+    }
+
+    // Duplicate ids (a given id equal to another node's position too) and a node whose
+    // id fields differ are refused, naming the line and the nodes.
+    let cases: [(&str, &str, &[&str]); 3] = [
+        (
+            "dup.json",
+            "[\n{\"id_\": \"li-7\", \"text\": \"a\"},\n{\"node\": {\"id_\": \"li-7\", \"text\": \"b\"}, \"score\": 0.5}\n]\n",
+            &[
+                "dup.json: line 3, ",
+                "(index 1): node 2 has the id \"li-7\", as node 1 does",
+                "give each node its own id",
+            ],
+        ),
+        (
+            "position.jsonl",
+            "\"first\"\n{\"id\": \"1\", \"text\": \"b\"}\n",
+            &[
+                "position.jsonl: line 2, ",
+                "node 2 has the id \"1\", as node 1 does (node 1 gives no id, so its position is its id)",
+            ],
+        ),
+        (
+            "conflict.jsonl",
+            "{\"id\": \"a\", \"text\": \"b\"}\n{\"id_\": \"b\", \"node_id\": \"c\", \"text\": \"b\"}\n",
+            &[
+                "conflict.jsonl: line 2, ",
+                "node 2: `id_` (\"b\") and `node_id` (\"c\") differ: give one id",
+            ],
+        ),
+    ];
+    for (name, text, needles) in cases {
+        let path = write(dir.path(), name, text);
+        let out = run(&["ask", QUESTION], &path);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(err.starts_with("error: "), "{err}");
+        for needle in needles {
+            assert!(err.contains(needle), "{name}: {needle:?} not in {err}");
+        }
     }
 }
 

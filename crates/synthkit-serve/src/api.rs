@@ -18,7 +18,8 @@ pub struct SynthesizeRequest {
     /// The retrieved nodes, best first: plain strings (document texts), synthkit nodes
     /// `{id?, text, metadata?, excluded_llm_metadata_keys?, score?}`, LlamaIndex
     /// `TextNode` objects (`id_`) or `NodeWithScore` objects (`{node, score}`), mixed
-    /// freely.
+    /// freely. A node's id is its `id`, else `id_`, else `node_id`, else its 1-based
+    /// position; ids must be unique, and a node's id fields must agree.
     #[serde(default)]
     #[schemars(with = "Vec<NodeInput>")]
     pub nodes: Vec<Value>,
@@ -74,11 +75,12 @@ pub struct TemplatesInput {
     pub simple: Option<String>,
 }
 
-/// One node in a request (documentation of the accepted shapes).
+/// One node in a request (documentation of the accepted shapes; `synthkit::node::json`
+/// reads them).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum NodeInput {
-    /// A document text; its id is its position (`"1"`, `"2"`, ...).
+    /// A document text; its id is its 1-based position (`"1"`, `"2"`, ...).
     Text(String),
     /// A node.
     Node(NodeObject),
@@ -86,21 +88,26 @@ pub enum NodeInput {
     WithScore {
         /// The node.
         node: NodeObject,
-        /// The retriever's score.
+        /// The retriever's score (default: the node's own `score`).
         #[serde(default)]
         score: Option<f64>,
     },
 }
 
-/// A node object: synthkit's fields, or LlamaIndex `TextNode`'s (`id_`).
+/// A node object: synthkit's fields, or LlamaIndex `TextNode`'s (`id_`; its other fields
+/// are ignored). The id is `id`, else `id_`, else `node_id`, else the node's 1-based
+/// position; two of them that differ are an error, and so are two nodes with one id.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NodeObject {
-    /// The id (default: the position, `"1"`, `"2"`, ...).
+    /// The id (default: `id_`, else `node_id`, else the position, `"1"`, `"2"`, ...).
     #[serde(default)]
     pub id: Option<String>,
     /// LlamaIndex's name for the id.
     #[serde(default)]
     pub id_: Option<String>,
+    /// Another name for the id (LlamaIndex's `node_id` property).
+    #[serde(default)]
+    pub node_id: Option<String>,
     /// The text.
     pub text: String,
     /// Metadata, shown to the model as `key: value` lines.
@@ -114,65 +121,13 @@ pub struct NodeObject {
     pub score: Option<f64>,
 }
 
-/// The nodes of a request as synthkit nodes; the error names the bad node's index.
+/// The nodes of a request as synthkit nodes, read by the library's one node reader
+/// ([`synthkit::node::nodes_from_json`]: its shapes and its id rule); the error names the
+/// bad node's index in `nodes` and its 1-based position.
 pub fn parse_nodes(values: Vec<Value>) -> Result<Vec<Node>, ApiError> {
-    values
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| parse_node(i, v))
-        .collect()
-}
-
-fn parse_node(index: usize, value: Value) -> Result<Node, ApiError> {
-    let position = (index + 1).to_string();
-    let bad = |what: String| ApiError::InvalidRequest(format!("nodes[{index}]: {what}"));
-    match value {
-        Value::String(text) => Ok(Node::new(position, text)),
-        Value::Object(mut map) => {
-            let outer_score = if map.contains_key("node") {
-                let score = map.remove("score");
-                let Some(Value::Object(inner)) = map.remove("node") else {
-                    return Err(bad("`node` must be an object with a `text`".into()));
-                };
-                map = inner;
-                Some(score)
-            } else {
-                None
-            };
-            let object: NodeObject = serde_json::from_value(Value::Object(map))
-                .map_err(|e| bad(format!("{e}; expected a string or {{\"text\": ...}}")))?;
-            let score = match outer_score {
-                Some(Some(Value::Null)) | Some(None) => object.score,
-                Some(Some(v)) => Some(
-                    v.as_f64()
-                        .ok_or_else(|| bad("`score` must be a number".into()))?,
-                ),
-                None => object.score,
-            };
-            Ok(Node {
-                id: object.id.or(object.id_).unwrap_or(position),
-                text: object.text,
-                metadata: object.metadata,
-                excluded_llm_metadata_keys: object.excluded_llm_metadata_keys,
-                score,
-            })
-        }
-        other => Err(bad(format!(
-            "expected a string or an object with a `text`, got {}",
-            json_kind(&other)
-        ))),
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    synthkit::node::nodes_from_json(values).map_err(|e| {
+        ApiError::InvalidRequest(format!("nodes[{}]: {e}", e.position().saturating_sub(1)))
+    })
 }
 
 /// The response: `synthkit::Response` as JSON (the body of a plain request and the data
@@ -311,8 +266,30 @@ mod tests {
     #[test]
     fn bad_node_is_named() {
         let e = parse_nodes(vec![json!("ok"), json!(3)]).unwrap_err();
-        assert!(e.to_string().starts_with("nodes[1]:"), "{e}");
+        assert!(e.to_string().starts_with("nodes[1]: node 2: "), "{e}");
         let e = parse_nodes(vec![json!({"id": "x"})]).unwrap_err();
-        assert!(e.to_string().contains("text"), "{e}");
+        assert!(e.to_string().contains("has no `text`"), "{e}");
+    }
+
+    /// The list of issue 17: the service named it `li-7, 2, x` before, as the library's
+    /// one rule does now; duplicate and conflicting ids, accepted before, are refused.
+    #[test]
+    fn ids_follow_the_library_rule() {
+        let nodes = parse_nodes(vec![
+            json!({"node": {"id_": "li-7", "text": "a"}}),
+            json!({"text": "b"}),
+            json!({"id": "x", "text": "c"}),
+        ])
+        .unwrap();
+        let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, ["li-7", "2", "x"]);
+        let e = parse_nodes(vec![json!("a"), json!({"id": "1", "text": "b"})]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("nodes[1]: node 2 has the id \"1\", as node 1 does"),
+            "{e}"
+        );
+        let e = parse_nodes(vec![json!({"id": "a", "id_": "b", "text": "t"})]).unwrap_err();
+        assert!(e.to_string().starts_with("nodes[0]: node 1: `id`"), "{e}");
     }
 }

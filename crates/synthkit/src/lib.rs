@@ -22,7 +22,7 @@ pub use call::{CallDoor, Observer, SynthEvent, UsageTotals};
 pub use citation::{Citation, Citations};
 pub use error::SynthError;
 pub use mode::{ResponseMode, Step};
-pub use node::Node;
+pub use node::{Node, NodeJsonError};
 pub use response::{Response, StreamingResponse, Truncation};
 pub use synth::{
     AnswerFiltering, Concurrency, OnTruncation, SynthesisInput, Synthesizer, SynthesizerBuilder,

@@ -1,4 +1,12 @@
 //! Nodes: the retrieved text chunks a synthesizer answers from.
+//!
+//! Build them with [`Node::new`] and its `with_*` methods, or read them from JSON in
+//! synthkit's form or LlamaIndex's with [`Node::from_json`] and [`nodes_from_json`] (the
+//! one reader of node JSON, with one id rule: see [`json`]).
+
+pub mod json;
+
+pub use json::{NodeJsonError, NodeListReader, nodes_from_json};
 
 use std::borrow::Cow;
 
@@ -19,6 +27,10 @@ use serde_json::{Map, Value};
 ///     .exclude_from_llm("secret");
 /// assert_eq!(node.llm_text(), "file: sky.md\n\nThe sky is blue.");
 /// ```
+///
+/// Its `Serialize` and `Deserialize` are synthkit's exact form (`id` and `text` required).
+/// To read nodes as users give them (LlamaIndex's forms, plain strings, ids by position),
+/// use [`Node::from_json`] or [`nodes_from_json`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Node {
     /// A unique id (for sources and response metadata).

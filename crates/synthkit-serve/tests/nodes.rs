@@ -1,0 +1,69 @@
+//! The `nodes` of `POST /v1/synthesize` are read by the library's one node reader: its id
+//! rule (`id`, else `id_`, else `node_id`, else the 1-based position) and its errors.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::Service;
+use serde_json::{Value, json};
+use synthkit_serve::{BackendConfig, ServiceLimits};
+
+async fn post(service: &Service, nodes: Value) -> (u16, Value) {
+    let body =
+        json!({"query": "How often is the mirror cleaned?", "nodes": nodes, "mode": "no_text"});
+    let r = reqwest::Client::new()
+        .post(service.synthesize_url())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_follow_the_one_rule_and_must_be_unique() {
+    let service = Service::start(BackendConfig::extractive(), ServiceLimits::default(), None).await;
+    // The list of issue 17 (the CLI refused it, the Python package named it `li-7, 1, x`).
+    let (status, response) = post(
+        &service,
+        json!([{"node": {"id_": "li-7", "text": "a"}}, {"text": "b"}, {"id": "x", "text": "c"}]),
+    )
+    .await;
+    assert_eq!(status, 200, "{response}");
+    let ids: Vec<&str> = response["source_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["li-7", "2", "x"]);
+
+    // Accepted before, refused now: two nodes with one id (a given id equal to another
+    // node's position too), and a node whose id fields differ.
+    let cases = [
+        (
+            json!([{"id": "x", "text": "a"}, {"node": {"id_": "x", "text": "b"}, "score": 0.5}]),
+            "nodes[1]: node 2 has the id \"x\", as node 1 does: give each node its own id",
+        ),
+        (
+            json!(["a", {"node_id": "1", "text": "b"}]),
+            "nodes[1]: node 2 has the id \"1\", as node 1 does (node 1 gives no id, so its position is its id)",
+        ),
+        (
+            json!([{"id": "a", "id_": "b", "text": "t"}]),
+            "nodes[0]: node 1: `id` (\"a\") and `id_` (\"b\") differ: give one id",
+        ),
+        (
+            json!(["a", {"text": "t", "metadata": ["k"]}]),
+            "nodes[1]: node 2: `metadata` must be an object, got an array",
+        ),
+    ];
+    for (nodes, message) in cases {
+        let (status, e) = post(&service, nodes.clone()).await;
+        assert_eq!(status, 400, "{nodes}: {e}");
+        assert_eq!(e["error"]["kind"], "invalid_request", "{nodes}: {e}");
+        let got = e["error"]["message"].as_str().unwrap();
+        assert!(got.starts_with(message), "{nodes}: {got}");
+    }
+}
