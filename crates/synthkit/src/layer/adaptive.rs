@@ -11,9 +11,13 @@
 //!   Sending again is the [retry layer](super::retry)'s job alone, so every attempt is
 //!   counted once, charged to the rate budget and bounded by the retry policy;
 //! - **grows back** while the server keeps up: one more call in flight after as many
-//!   successes in a row as the current limit (additive increase), and one more after
-//!   every success once no overload has been seen for [`RECOVERY_QUIET`]; never above
-//!   the ceiling. The limit stays low only as long as the server is overloaded.
+//!   successes in a row as the current limit (additive increase), never above the
+//!   ceiling, and never up to the number of calls in flight that overloaded the server
+//!   until it has been quiet for a while: [`RECOVERY_QUIET`] and four rounds of
+//!   successes after an overload, the time doubled each time a probe at that level
+//!   overloads it again (at most [`MAX_QUIET`]), so a server whose shared cache holds
+//!   only one long prompt is not probed after every call. Once the quiet time has passed, every success adds one: the limit stays low
+//!   only as long as the server is overloaded.
 //!
 //! Calls rejected together count as one overload: the limit is halved once per
 //! generation of calls, not once per rejected call.
@@ -41,9 +45,14 @@ use crate::model::{
 };
 use crate::text::SharedTokenizer;
 
-/// How long without an overload before the limit grows by one with every success
-/// (instead of one per round of successes).
+/// How long without an overload before the limit may grow back to the number of calls
+/// in flight that overloaded the server, and then by one with every success.
 pub const RECOVERY_QUIET: Duration = Duration::from_secs(5);
+/// Rounds of successes at the current limit (`limit` successes each) that a quiet spell
+/// needs besides its time.
+const QUIET_ROUNDS: usize = 4;
+/// The longest quiet time asked before probing a level that overloaded the server again.
+pub const MAX_QUIET: Duration = Duration::from_secs(600);
 
 /// What an [`AdaptiveLimit`] did so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,6 +80,13 @@ struct State {
     successes: usize,
     /// When the last overload was seen.
     last_overload: Option<tokio::time::Instant>,
+    /// The fewest calls in flight seen to overload the server (above the ceiling when
+    /// none did); the limit stays below it until the quiet time has passed.
+    bad_level: usize,
+    /// The quiet time asked before growing to `bad_level` again.
+    quiet: Duration,
+    /// Successes since the last overload.
+    since_overload: usize,
     stats: AdaptiveStats,
 }
 
@@ -114,6 +130,9 @@ impl AdaptiveLimit {
                 generation: 0,
                 successes: 0,
                 last_overload: None,
+                bad_level: ceiling + 1,
+                quiet: RECOVERY_QUIET,
+                since_overload: 0,
                 stats: AdaptiveStats {
                     limit: ceiling,
                     ceiling,
@@ -162,29 +181,54 @@ impl AdaptiveLimit {
     fn succeeded(&self) {
         let mut st = self.lock();
         st.successes += 1;
-        let quiet = st
-            .last_overload
-            .is_none_or(|t| t.elapsed() >= RECOVERY_QUIET);
-        if (quiet || st.successes >= st.limit) && st.limit < st.stats.ceiling {
-            st.limit += 1;
+        st.since_overload += 1;
+        // A success at a level that overloaded the server before: it takes that many
+        // now, and the quiet time starts again from the shortest.
+        if st.in_flight >= st.bad_level {
+            st.bad_level = st.in_flight + 1;
+            st.quiet = RECOVERY_QUIET;
+        }
+        // Quiet: the quiet time has passed and the server has answered a few rounds of
+        // the current limit since (long calls make a few seconds meaningless).
+        let quiet = st.last_overload.is_none_or(|t| {
+            t.elapsed() >= st.quiet && st.since_overload >= QUIET_ROUNDS * st.limit
+        });
+        if quiet {
+            // Quiet until the next overload.
+            st.last_overload = None;
+        }
+        let next = st.limit + 1;
+        let grow = quiet || (next < st.bad_level && st.successes >= st.limit);
+        if grow && st.limit < st.stats.ceiling {
+            st.limit = next;
             st.successes = 0;
             drop(st);
             self.freed.notify_waiters();
         }
     }
 
-    /// Halves the limit for an overload seen by a call of `generation` (once per
-    /// generation: calls rejected together lower it once).
-    fn overloaded(&self, generation: u64, error: &ModelError) {
+    /// Lowers the limit for an overload seen by a call of `generation` with `in_flight`
+    /// calls in flight (itself included): halved once per generation (calls rejected
+    /// together lower it once), and kept below `in_flight` until the server has been
+    /// quiet for a while.
+    fn overloaded(&self, generation: u64, in_flight: usize, error: &ModelError) {
         let mut st = self.lock();
         st.successes = 0;
+        st.since_overload = 0;
         st.stats.overloads += 1;
-        st.last_overload = Some(tokio::time::Instant::now());
+        let now = tokio::time::Instant::now();
+        // A probe: overloaded again at a level that overloaded it before, after the
+        // quiet time. Wait twice as long before the next probe.
+        if in_flight >= st.bad_level {
+            st.quiet = (st.quiet * 2).min(MAX_QUIET);
+        }
+        st.bad_level = st.bad_level.min(in_flight.max(1));
+        st.last_overload = Some(now);
         if generation != st.generation || st.limit == 1 {
             return;
         }
         let before = st.limit;
-        st.limit = (st.limit / 2).max(1);
+        st.limit = (st.limit / 2).min(st.bad_level - 1).max(1);
         st.generation += 1;
         st.stats.lowered += 1;
         tracing::warn!(
@@ -241,7 +285,10 @@ impl<M: LanguageModel> AdaptiveModel<M> {
         &'a self,
         call: BoxFuture<'a, Result<T, ModelError>>,
     ) -> Result<(T, Place), ModelError> {
+        let asked = tokio::time::Instant::now();
         let place = self.limit.enter().await;
+        super::retry::scope::queued_since(asked);
+        super::retry::scope::mark_send();
         match call.await {
             Ok(v) => {
                 self.limit.succeeded();
@@ -250,8 +297,9 @@ impl<M: LanguageModel> AdaptiveModel<M> {
             Err(e) => {
                 if is_overload(&e) {
                     let generation = place.generation;
+                    let in_flight = self.limit.lock().in_flight;
                     drop(place);
-                    self.limit.overloaded(generation, &e);
+                    self.limit.overloaded(generation, in_flight, &e);
                 }
                 Err(e)
             }
@@ -327,30 +375,75 @@ mod tests {
         }));
     }
 
-    #[test]
-    fn halves_once_per_generation_and_grows_back_additively() {
+    #[tokio::test(start_paused = true)]
+    async fn halves_once_per_generation_and_grows_back() {
         let limit = AdaptiveLimit::new(8);
-        limit.overloaded(0, &overload());
-        limit.overloaded(0, &overload());
+        limit.overloaded(0, 8, &overload());
+        limit.overloaded(0, 7, &overload());
         assert_eq!(
             limit.stats().limit,
             4,
             "two rejections of one generation halve once"
         );
-        limit.overloaded(1, &overload());
+        limit.overloaded(1, 4, &overload());
         assert_eq!(limit.stats().limit, 2);
         assert_eq!(limit.stats().lowered, 2);
         for _ in 0..2 {
             limit.succeeded();
         }
-        assert_eq!(limit.stats().limit, 3);
+        assert_eq!(
+            limit.stats().limit,
+            3,
+            "additive increase below the bad level"
+        );
+        for _ in 0..30 {
+            limit.succeeded();
+        }
+        assert_eq!(
+            limit.stats().limit,
+            3,
+            "4 in flight overloaded the server: not again before the quiet time"
+        );
+        tokio::time::advance(RECOVERY_QUIET).await;
+        for _ in 0..40 {
+            limit.succeeded();
+        }
+        assert_eq!(
+            limit.stats().limit,
+            8,
+            "after the quiet time, back to the ceiling"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_that_overloads_again_doubles_the_quiet_time() {
+        let limit = AdaptiveLimit::new(4);
+        limit.overloaded(0, 2, &overload());
+        assert_eq!(limit.stats().limit, 1);
+        tokio::time::advance(RECOVERY_QUIET).await;
         for _ in 0..3 {
             limit.succeeded();
         }
-        assert_eq!(limit.stats().limit, 4);
-        for _ in 0..100 {
+        assert_eq!(
+            limit.stats().limit,
+            1,
+            "the time alone is not quiet: rounds too"
+        );
+        limit.succeeded();
+        assert_eq!(limit.stats().limit, 2, "probing 2 again");
+        limit.overloaded(1, 2, &overload());
+        assert_eq!(limit.stats().limit, 1);
+        tokio::time::advance(RECOVERY_QUIET).await;
+        for _ in 0..4 {
             limit.succeeded();
         }
-        assert_eq!(limit.stats().limit, 8, "never above the ceiling");
+        assert_eq!(
+            limit.stats().limit,
+            1,
+            "the probe failed: wait twice as long"
+        );
+        tokio::time::advance(RECOVERY_QUIET).await;
+        limit.succeeded();
+        assert_eq!(limit.stats().limit, 2);
     }
 }

@@ -2,9 +2,12 @@
 //! deadline that [`RetryPolicy::max_elapsed`](super::RetryPolicy::max_elapsed) puts on it.
 //!
 //! The retry layer runs every attempt inside the scope (a tokio task-local), so the
-//! layers below it can see it: the rate-budget layer marks the first send and refuses to
-//! wait for budget past the deadline. A call that queued for the budget before its first
-//! send is not charged that wait: the time limit counts from the first send.
+//! layers below it can see it: the rate-budget and adaptive layers mark the first send,
+//! the budget refuses to wait past the deadline, and the adaptive layer reports the time
+//! an attempt queued for a place among the calls in flight. The time limit counts from
+//! the first send and leaves out the queueing behind the job's own calls: it bounds the
+//! retrying (failed attempts, Retry-After and backoff sleeps, waits for the provider's
+//! rate budget), not the job's length.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -20,6 +23,8 @@ tokio::task_local! {
 pub(crate) struct CallScope {
     started: Instant,
     first_send: Mutex<Option<Instant>>,
+    /// Time spent queueing for a place after the first send.
+    queued: Mutex<Duration>,
     max_elapsed: Duration,
 }
 
@@ -28,6 +33,7 @@ impl CallScope {
         Arc::new(Self {
             started: Instant::now(),
             first_send: Mutex::new(None),
+            queued: Mutex::new(Duration::ZERO),
             max_elapsed,
         })
     }
@@ -40,9 +46,13 @@ impl CallScope {
             .unwrap_or(self.started)
     }
 
-    /// Time since the first send (or the start).
+    fn queued(&self) -> Duration {
+        *self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Time since the first send (or the start), less the queueing after it.
     pub(crate) fn elapsed(&self) -> Duration {
-        self.origin().elapsed()
+        self.origin().elapsed().saturating_sub(self.queued())
     }
 
     /// Runs `attempt` inside this scope.
@@ -60,7 +70,7 @@ pub fn deadline() -> Option<Instant> {
             .first_send
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        first.map(|t| t + scope.max_elapsed)
+        first.map(|t| t + scope.max_elapsed + scope.queued())
     })
     .ok()
     .flatten()
@@ -75,5 +85,21 @@ pub fn mark_send() {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         first.get_or_insert_with(Instant::now);
+    });
+}
+
+/// Records that the running call queued for a place among the calls in flight from
+/// `since` until now; the part after its first send is left out of its time limit. Does
+/// nothing outside a retry layer.
+pub fn queued_since(since: Instant) {
+    let _ = CALL.try_with(|scope| {
+        let first = *scope
+            .first_send
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(first) = first {
+            let waited = Instant::now().saturating_duration_since(since.max(first));
+            *scope.queued.lock().unwrap_or_else(PoisonError::into_inner) += waited;
+        }
     });
 }
