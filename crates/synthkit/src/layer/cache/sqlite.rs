@@ -126,6 +126,11 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 /// [`SqliteCache::open`] and [`SqliteCache::len`] are synchronous and block the calling
 /// thread: open the cache before the work starts (or inside `spawn_blocking`).
 ///
+/// **Shared files.** Several processes may use one file, and may open (even create) it
+/// at the same moment: [`SqliteCache::open`] sets the busy timeout before anything else
+/// and tries the switch to WAL mode and the table's creation again while another
+/// process holds the lock (up to the busy timeout in all).
+///
 /// Errors: [`SqliteCache::open`] fails with a clear [`CacheError`]; afterwards a failing
 /// read or write is logged (`tracing::warn!` the first time, then at debug level) and
 /// treated as a miss, never returned.
