@@ -12,6 +12,7 @@ pub mod model;
 pub mod node;
 pub mod prompt;
 pub mod response;
+pub mod secret;
 pub mod synth;
 #[cfg(feature = "testing")]
 pub mod testing;

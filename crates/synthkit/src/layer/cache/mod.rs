@@ -267,7 +267,7 @@ impl<M: LanguageModel> fmt::Debug for CachedModel<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedModel")
             .field("model", &self.inner.info().name)
-            .field("backend", &self.backend)
+            .field("backend", &crate::secret::redact_urls(&self.backend))
             .field("params", &self.params)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
