@@ -90,15 +90,19 @@ fn spawn_child(
         .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    loop {
+    let ready = loop {
         line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "child {index} ended before it was ready"
-        );
-        if line.contains(READY) {
-            return (child, out);
+        match out.read_line(&mut line) {
+            Ok(0) | Err(_) => break false,
+            Ok(_) if line.contains(READY) => break true,
+            Ok(_) => {}
         }
+    };
+    if ready {
+        (child, out)
+    } else {
+        let status = child.wait();
+        panic!("child {index} ended before it was ready: {status:?}");
     }
 }
 
