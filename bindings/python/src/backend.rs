@@ -51,7 +51,8 @@ pub(crate) fn check(opts: &BackendOptions) -> PyResult<()> {
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
         return Err(InputError::new_err(format!(
-            "base_url must start with http:// or https://, got `{url}`"
+            "base_url must start with http:// or https://, got `{}`",
+            synthkit::secret::redact_url(url)
         )));
     }
     if opts.num_output == 0 {

@@ -227,7 +227,8 @@ impl Synthesizer {
 
     fn __repr__(&self) -> String {
         let url = match &self.base_url {
-            Some(u) => format!(", base_url={u:?}"),
+            // No user-info (`http://user:password@host`) in a repr.
+            Some(u) => format!(", base_url={:?}", synthkit::secret::redact_url(u)),
             None => String::new(),
         };
         format!(

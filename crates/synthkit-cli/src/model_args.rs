@@ -72,6 +72,10 @@ pub struct ModelArgs {
     /// stream that keeps producing is never cut.
     #[arg(long, value_name = "SECS", help_heading = "Model")]
     pub idle_timeout: Option<f64>,
+    /// The most bytes read of one model reply, streamed or not (SSE framing included)
+    /// [default: 8388608, 8 MiB]: a larger reply is refused, never held whole.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Model")]
+    pub max_reply_bytes: Option<u64>,
     /// The sampling temperature [default: 0.1].
     #[arg(long, value_name = "T", value_parser = parse_temperature, help_heading = "Model")]
     pub temperature: Option<f32>,
@@ -131,7 +135,8 @@ impl ModelArgs {
         if let Some((url, from)) = &url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(usage(format!(
-                    "{from} must start with http:// or https://, got `{url}`"
+                    "{from} must start with http:// or https://, got `{}`",
+                    synthkit::secret::redact_url(url)
                 )));
             }
             config = config.with_base_url(url.clone());
@@ -159,6 +164,9 @@ impl ModelArgs {
         }
         if let Some(t) = seconds("--idle-timeout", self.idle_timeout)? {
             config = config.with_idle_timeout(t);
+        }
+        if let Some(n) = self.max_reply_bytes {
+            config = config.with_max_reply_bytes(usize::try_from(n).unwrap_or(usize::MAX));
         }
         if let Some(t) = self.temperature {
             config = config.with_temperature(t);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use synthkit::backend::openai::OpenAiConfig;
-use synthkit::layer::cache::SqliteCache;
+use synthkit::layer::cache::{MemoryCache, SqliteCache};
 use synthkit_serve::redis::{RedisBudget, RedisCache};
 use synthkit_serve::{
     ApiKeys, AppState, Backend, BackendConfig, CacheChoice, Metrics, ServiceLimits,
@@ -89,9 +89,20 @@ pub struct ServeArgs {
         help_heading = "Cache"
     )]
     pub cache: Option<PathBuf>,
-    /// Keep model replies in memory for the life of the process.
+    /// Keep model replies in memory for the life of the process, within
+    /// --memory-cache-bytes (the entries not used recently are evicted first).
     #[arg(long, help_heading = "Cache")]
     pub memory_cache: bool,
+    /// The most bytes of keys and replies the memory cache holds (64 MiB by default).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = MemoryCache::DEFAULT_MAX_BYTES,
+        value_parser = clap::value_parser!(u64).range(1..),
+        requires = "memory_cache",
+        help_heading = "Cache"
+    )]
+    pub memory_cache_bytes: u64,
     /// Redis for scale-out: the --rpm/--tpm budget and the response cache are shared by
     /// every replica given the same URL and --redis-prefix (unless --cache or
     /// --memory-cache keeps the cache local).
@@ -190,7 +201,8 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
         let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
         CacheChoice::Store(Arc::new(store))
     } else if args.memory_cache {
-        CacheChoice::Memory
+        let store = MemoryCache::with_max_bytes(args.memory_cache_bytes);
+        CacheChoice::Store(Arc::new(store))
     } else {
         CacheChoice::None
     };

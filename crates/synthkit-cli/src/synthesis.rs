@@ -353,18 +353,23 @@ fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
             source: ModelError::Timeout { kind, .. },
             ..
         } => Some(match kind {
-            TimeoutKind::Connect => "--connect-timeout",
-            TimeoutKind::Idle => "--idle-timeout",
-            _ => "--timeout",
+            TimeoutKind::Connect => "--connect-timeout SECS",
+            TimeoutKind::Idle => "--idle-timeout SECS",
+            _ => "--timeout SECS",
         }),
+        SynthError::Model {
+            source: ModelError::ReplyTooLarge { .. },
+            ..
+        } => Some("--max-reply-bytes BYTES"),
         _ => None,
     };
     let e = match flag {
-        Some(flag) => anyhow!("{e} ({flag} SECS)"),
+        Some(flag) => anyhow!("{e} ({flag})"),
         None => anyhow::Error::new(e),
     };
     match (unreachable, backend::base_url(args)) {
         (true, Some((url, from))) => {
+            let url = synthkit::secret::redact_url(&url);
             anyhow!("{e}; check that a server is running at {url} ({from})")
         }
         _ => e,

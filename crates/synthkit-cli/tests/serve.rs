@@ -20,6 +20,33 @@ fn a_public_address_needs_keys() {
     );
 }
 
+/// `--memory-cache-bytes` sizes the memory cache: it needs `--memory-cache` and a
+/// positive number.
+#[test]
+fn the_memory_cache_size_needs_the_memory_cache_and_a_positive_number() {
+    for args in [
+        &["--memory-cache-bytes", "1000"][..],
+        &["--memory-cache", "--memory-cache-bytes", "0"],
+        &["--memory-cache", "--memory-cache-bytes", "lots"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_synthkit"))
+            .args(["serve", "--bind", "0.0.0.0:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--memory-cache"), "{args:?}: {stderr}");
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_synthkit"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--memory-cache-bytes <BYTES>"), "{help}");
+    assert!(help.contains("[default: 67108864]"), "{help}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_on_loopback_and_stops_on_sigterm() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -15,6 +15,7 @@ use synthkit::layer::cache::{CacheCounters, MemoryCache, ResponseCache};
 use synthkit::layer::retry::RetryPolicy;
 use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
+use synthkit::secret::{redact_url, redact_urls};
 use synthkit::text::BpeTokenizer;
 
 use crate::error::ServeError;
@@ -163,13 +164,18 @@ impl Readiness {
         if let Some(key) = key {
             request = request.bearer_auth(key.expose_secret());
         }
+        // The body is public (`/readyz`): no user-info of the URL, in ours or reqwest's.
+        let shown = redact_url(url);
         match request.send().await {
             Ok(r) if r.status().is_success() => Ok(()),
             Ok(r) => Err(format!(
-                "the model server answered {url} with {}",
+                "the model server answered {shown} with {}",
                 r.status()
             )),
-            Err(e) => Err(format!("the model server does not answer {url}: {e}")),
+            Err(e) => Err(format!(
+                "the model server does not answer {shown}: {}",
+                redact_urls(&e.to_string())
+            )),
         }
     }
 }

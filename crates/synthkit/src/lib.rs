@@ -13,6 +13,7 @@ pub mod node;
 pub mod prompt;
 pub mod response;
 pub mod schema;
+pub mod secret;
 pub mod synth;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -1061,22 +1061,47 @@ async fn context_too_long_is_never_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn an_enormous_body_does_not_panic() {
-    // Outcome: success. The client sets no body limit, so 20 MB of content is read whole
-    // and returned as the answer. However slow the (debug) build reads it, the call cannot
-    // turn into a typed `Timeout`: the clock is held.
+    // Outcome: a typed error, not retried. 20 MB of content is over the default reply cap
+    // (`OpenAiConfig::max_reply_bytes`, 8 MiB): reading stops at the cap with
+    // `ReplyTooLarge`, which is not transient. However slow the (debug) build reads it,
+    // the call cannot turn into a typed `Timeout`: the clock is held.
     let h = Harness::new(vec![Fault::Huge(HUGE)]);
-    let c = h.model().complete(&request()).await.unwrap();
-    assert!(c.text.len() >= HUGE - 12, "{}", c.text.len());
+    let e = h.model().complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(e, ModelError::ReplyTooLarge { limit } if limit == OpenAiConfig::DEFAULT_MAX_REPLY_BYTES),
+        "{e:?}"
+    );
     assert_eq!(h.requests(), 1);
     report(
         "20 MB content (complete)",
-        "completed, 20 MB text, no retry",
+        "typed error ModelError::ReplyTooLarge, no retry",
         h.requests(),
     );
 
-    // Streamed as one 20 MB SSE event.
+    // Streamed as one 20 MB SSE event: cut at the cap, never taken as complete (the
+    // retry layer looks at a stream's first event, so the error comes from `stream`).
     let h = Harness::new(vec![Fault::Huge(HUGE)]);
-    let events = collect(h.model().stream(&request()).await.unwrap()).await;
+    let e = match h.model().stream(&request()).await {
+        Err(e) => e,
+        Ok(s) => collect(s).await.pop().unwrap().unwrap_err(),
+    };
+    assert!(matches!(e, ModelError::ReplyTooLarge { .. }), "{e:?}");
+    assert_eq!(h.requests(), 1);
+    report(
+        "20 MB content (stream)",
+        "typed error ModelError::ReplyTooLarge, no retry",
+        h.requests(),
+    );
+
+    // With the cap raised above it, the 20 MB reply is read whole, plain and streamed.
+    let h = Harness::new(vec![Fault::Huge(HUGE), Fault::Huge(HUGE)]);
+    let raised = || {
+        let config = h.config().with_max_reply_bytes(32 << 20);
+        retrying(OpenAiModel::new(config).unwrap())
+    };
+    let c = raised().complete(&request()).await.unwrap();
+    assert!(c.text.len() >= HUGE - 12, "{}", c.text.len());
+    let events = collect(raised().stream(&request()).await.unwrap()).await;
     let len: usize = events
         .iter()
         .map(|e| match e {
@@ -1086,23 +1111,32 @@ async fn an_enormous_body_does_not_panic() {
         .sum();
     assert!(len >= HUGE - 12, "{len}");
     assert!(matches!(events.last(), Some(Ok(StreamEvent::Done { .. }))));
-    assert_eq!(h.requests(), 1);
+    assert_eq!(h.requests(), 2);
     report(
-        "20 MB content (stream)",
-        "completed, 20 MB text, no retry",
+        "20 MB content, cap raised to 32 MiB",
+        "completed, 20 MB text, plain and streamed",
         h.requests(),
     );
 
-    // The synthesizer's final answer is enormous.
+    // The synthesizer's final answer is enormous: the job fails with the cap's error.
     let mut faults = vec![Fault::Ok; FINAL];
     faults.push(Fault::Huge(HUGE));
     let h = Harness::new(faults);
-    let r = h.synthesize().await.unwrap();
-    assert!(r.text.len() >= HUGE - 12);
+    let e = h.synthesize().await.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            SynthError::Model {
+                source: ModelError::ReplyTooLarge { .. },
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert_eq!(h.requests(), BASELINE);
     report(
         "20 MB final answer (synth)",
-        "completed, 20 MB text",
+        "typed error SynthError::Model(ReplyTooLarge), no retry",
         h.requests(),
     );
 }

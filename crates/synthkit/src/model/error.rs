@@ -73,6 +73,18 @@ pub enum ModelError {
     /// A streamed reply ended before it was complete.
     #[error("the model's streamed reply was cut off: {0}")]
     Incomplete(String),
+    /// The reply was larger than the backend accepts (the OpenAI-compatible backend's
+    /// `OpenAiConfig::max_reply_bytes`, 8 MiB by default); reading stopped at the cap, so
+    /// the reply was never held whole. Not transient: the same request would get the
+    /// same reply.
+    #[error(
+        "the model's reply is larger than the {} allowed, so reading stopped there: raise the reply size cap (`OpenAiConfig::with_max_reply_bytes`) if replies this large are expected, or check the server",
+        fmt_bytes(*.limit)
+    )]
+    ReplyTooLarge {
+        /// The cap that was passed, in bytes.
+        limit: usize,
+    },
     /// A structured reply is not JSON.
     #[error("the model's structured reply is not valid JSON for the schema: {0}")]
     Structured(String),
@@ -160,6 +172,22 @@ fn fmt_timeout(kind: TimeoutKind, waited: Duration, limit: Duration) -> String {
         fmt_duration(waited),
         fmt_duration(limit)
     )
+}
+
+/// A byte count for messages: `8388608 bytes (8.0 MiB)`, or `512 bytes`.
+fn fmt_bytes(n: usize) -> String {
+    const KIB: usize = 1 << 10;
+    const MIB: usize = 1 << 20;
+    // Only for display: the float's rounding is harmless.
+    #[allow(clippy::cast_precision_loss)]
+    let scaled = |unit: usize| n as f64 / unit as f64;
+    if n >= MIB {
+        format!("{n} bytes ({:.1} MiB)", scaled(MIB))
+    } else if n >= KIB {
+        format!("{n} bytes ({:.1} KiB)", scaled(KIB))
+    } else {
+        format!("{n} bytes")
+    }
 }
 
 fn fmt_excess(prompt: Option<u64>, window: Option<u64>) -> String {

@@ -7,12 +7,15 @@ use serde_json::{Map, Value};
 
 use super::SecretString;
 use crate::model::ModelInfo;
+use crate::secret::redact_url;
 
 /// How to reach an OpenAI-compatible server and what to ask of it.
 ///
 /// Build with [`OpenAiConfig::new`] or [`OpenAiConfig::from_env`] and the `with_*` methods.
 /// The API key is a [`SecretString`]: it never appears in `Debug` output, logs or errors,
-/// and the config is not serializable.
+/// and the config is not serializable. A base URL with user-info
+/// (`http://user:password@host/v1`, sent as basic authentication) is shown without it
+/// everywhere ([`crate::secret::redact_url`]: `http://***@host/v1`).
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct OpenAiConfig {
@@ -61,6 +64,15 @@ pub struct OpenAiConfig {
     /// [`OpenAiConfig::model`] (default false; see
     /// [`OpenAiModel::discover_model`](super::OpenAiModel::discover_model)).
     pub discover_model: bool,
+    /// The most bytes read of one reply (default
+    /// [`OpenAiConfig::DEFAULT_MAX_REPLY_BYTES`], 8 MiB): a non-streamed body, or all
+    /// the bytes of a streamed one (SSE framing included: at typical chunk sizes 8 MiB is
+    /// some 35,000 streamed tokens), also the answers to discovery and `/tokenize`.
+    /// Reading stops as soon as a reply passes it, with
+    /// [`ModelError::ReplyTooLarge`](crate::model::ModelError::ReplyTooLarge), so a
+    /// server that answers without end costs at most this much memory. Error bodies are
+    /// read up to 64 KiB (or this cap, if smaller) and cut there.
+    pub max_reply_bytes: usize,
     /// Extra fields merged into every completion request body, chat and completion alike
     /// (`cache_prompt`, `top_k`, `min_p`, ...); they override the fields synthkit sets.
     pub extra_body: Map<String, Value>,
@@ -69,7 +81,7 @@ pub struct OpenAiConfig {
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("model", &self.model)
             .field("temperature", &self.temperature)
@@ -86,6 +98,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("stream_usage", &self.stream_usage)
             .field("server_tokenizer", &self.server_tokenizer)
             .field("discover_model", &self.discover_model)
+            .field("max_reply_bytes", &self.max_reply_bytes)
             .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -104,6 +117,8 @@ impl OpenAiConfig {
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
     /// The default idle timeout between stream events ([`OpenAiConfig::idle_timeout`]).
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+    /// The default cap on one reply's bytes ([`OpenAiConfig::max_reply_bytes`]): 8 MiB.
+    pub const DEFAULT_MAX_REPLY_BYTES: usize = 8 << 20;
     /// The environment variable read for the API key by [`OpenAiConfig::from_env`].
     pub const DEFAULT_KEY_VAR: &'static str = "OPENAI_API_KEY";
 
@@ -127,6 +142,7 @@ impl OpenAiConfig {
             stream_usage: true,
             server_tokenizer: false,
             discover_model: false,
+            max_reply_bytes: Self::DEFAULT_MAX_REPLY_BYTES,
             extra_body: Map::new(),
         }
     }
@@ -260,6 +276,12 @@ impl OpenAiConfig {
     /// the server lists ([`OpenAiConfig::discover_model`]).
     pub fn with_model_discovery(mut self, enabled: bool) -> Self {
         self.discover_model = enabled;
+        self
+    }
+
+    /// Sets the most bytes read of one reply ([`OpenAiConfig::max_reply_bytes`]).
+    pub fn with_max_reply_bytes(mut self, bytes: usize) -> Self {
+        self.max_reply_bytes = bytes;
         self
     }
 

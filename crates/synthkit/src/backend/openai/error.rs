@@ -263,7 +263,8 @@ pub(crate) fn from_reqwest(
     ModelError::Connection(redact(&describe(e), key))
 }
 
-/// An error with its chain of causes, `a: b: c`.
+/// An error with its chain of causes, `a: b: c`, with the user-info of any URL in it
+/// hidden (reqwest's errors name the URL they were for).
 pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
@@ -275,7 +276,7 @@ pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
         }
         source = s.source();
     }
-    out
+    crate::secret::redact_urls(&out)
 }
 
 #[cfg(test)]

@@ -33,8 +33,12 @@
 //! - **Structured** calls (a request with a [`ModelRequest::schema`], plain or streamed)
 //!   send `response_format: json_schema` (strict) when [`OpenAiConfig::json_schema`] is
 //!   set; the engine parses and checks the reply.
+//! - **Reply size** is capped by [`OpenAiConfig::max_reply_bytes`] (8 MiB): bodies and
+//!   streams are read chunk by chunk and refused with [`ModelError::ReplyTooLarge`] as
+//!   soon as they pass it, never held whole.
 //! - **Errors** are split by what the caller must do ([`ModelError`]); bodies are cut to
-//!   2 KB and the API key is redacted from everything. There are no retries here: retries
+//!   2 KB and the API key is redacted from everything, as is the user-info of the base
+//!   URL ([`crate::secret`]). There are no retries here: retries
 //!   are a layer around any [`LanguageModel`] driven by [`ModelError::is_transient`] and
 //!   `RateLimited::retry_after`; each method below makes exactly one HTTP attempt.
 //! - **Discovery** ([`OpenAiModel::discover`]) reads the context window from llama.cpp's
@@ -57,8 +61,10 @@ use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
     SharedCounter, one_delta_stream,
 };
+use crate::secret::redact_url;
 use crate::text::SharedTokenizer;
 
+mod body;
 mod call_clock;
 mod config;
 mod discovery;
@@ -159,7 +165,7 @@ impl OpenAiModel {
         }
         if model.config.server_tokenizer && !model.use_server_counter().await {
             tracing::warn!(
-                root = %model.config.root_url(),
+                root = %redact_url(model.config.root_url()),
                 "the server has no usable /tokenize; counting with the built-in tokenizer"
             );
         }
@@ -209,7 +215,7 @@ impl OpenAiModel {
             None if self.stalled.load(Ordering::Relaxed) => None,
             None => {
                 tracing::info!(
-                    base = %self.config.base(),
+                    base = %redact_url(self.config.base()),
                     model = %self.config.model,
                     "the server lists no model at /models; sending the configured model name"
                 );
@@ -274,26 +280,39 @@ impl OpenAiModel {
             req = req.header(AUTHORIZATION, auth);
         }
         let fetched = match req.send().await {
-            Ok(r) if r.status().is_success() => r.bytes().await,
+            Ok(r) if r.status().is_success() => {
+                body::read_capped(r, self.config.max_reply_bytes).await
+            }
             Ok(r) => {
                 tracing::debug!(status = r.status().as_u16(), "discovery: no answer");
                 return None;
             }
-            Err(e) => Err(e),
+            Err(e) => Err(body::BodyError::Transport(e)),
         };
-        match fetched {
-            Ok(bytes) => serde_json::from_slice(&bytes).ok(),
-            Err(e) if e.is_timeout() => {
+        let e = match fetched {
+            Ok(bytes) => return serde_json::from_slice(&bytes).ok(),
+            Err(body::BodyError::TooLarge { limit }) => {
+                tracing::debug!(
+                    url = %redact_url(url),
+                    limit,
+                    "discovery: the answer is larger than the reply cap"
+                );
+                return None;
+            }
+            Err(body::BodyError::Transport(e)) => e,
+        };
+        match e {
+            e if e.is_timeout() => {
                 if !self.stalled.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
-                        url = %url,
+                        url = %redact_url(url),
                         "the server did not answer discovery within {limit:?}; skipping the rest of discovery (model calls wait up to the request timeout, {:?})",
                         self.config.timeout
                     );
                 }
                 None
             }
-            Err(e) => {
+            e => {
                 tracing::debug!(error = %self.redact(&error::describe(&e)), "discovery failed");
                 None
             }
@@ -400,25 +419,28 @@ impl OpenAiModel {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let bytes = tokio::time::timeout(clock.request_left(), response.bytes())
+        // Only the start of an error body is shown: the rest is never read.
+        let limit = self.config.max_reply_bytes.min(body::MAX_ERROR_BODY_BYTES);
+        let bytes = tokio::time::timeout(clock.request_left(), body::read_prefix(response, limit))
             .await
             .map_err(|_| clock.request_timed_out())?
             .map_err(|e| clock.transport(&e, key))?;
         Err(error::from_status(status.as_u16(), &headers, &bytes, key))
     }
 
-    /// Reads a non-streamed reply within what is left of the request timeout, and
-    /// records the model the server named.
+    /// Reads a non-streamed reply within what is left of the request timeout and
+    /// [`OpenAiConfig::max_reply_bytes`], and records the model the server named.
     async fn read_completion(
         &self,
         response: reqwest::Response,
         clock: &CallClock,
     ) -> Result<Completion, ModelError> {
         let key = self.config.api_key.as_ref();
-        let bytes = tokio::time::timeout(clock.request_left(), response.bytes())
+        let read = body::read_capped(response, self.config.max_reply_bytes);
+        let bytes = tokio::time::timeout(clock.request_left(), read)
             .await
             .map_err(|_| clock.request_timed_out())?
-            .map_err(|e| clock.transport(&e, key))?;
+            .map_err(|e| e.into_model_error(|e| clock.transport(e, key)))?;
         let (completion, served) = parse_completion(&bytes, key)?;
         if let Some(name) = served {
             self.served.set(&name);
@@ -506,8 +528,9 @@ impl LanguageModel for OpenAiModel {
     /// [`ModelError::Incomplete`]. The first event must come within the request timeout
     /// ([`OpenAiConfig::timeout`], counted from the start of the call), each next one
     /// within the idle timeout ([`OpenAiConfig::idle_timeout`]) of the wait for it;
-    /// otherwise the stream yields [`ModelError::Timeout`]. There is no total limit: a
-    /// stream that keeps producing tokens is never cut. A server that ignores
+    /// otherwise the stream yields [`ModelError::Timeout`]. There is no total time limit:
+    /// a stream that keeps producing tokens is never cut for time; its bytes in all are
+    /// capped by [`OpenAiConfig::max_reply_bytes`] ([`ModelError::ReplyTooLarge`]). A server that ignores
     /// `stream: true` and answers JSON is handled too (within the request timeout).
     fn stream<'a>(
         &'a self,
@@ -531,6 +554,7 @@ impl LanguageModel for OpenAiModel {
                 stream::Limits {
                     clock,
                     idle: self.config.idle_timeout,
+                    max_bytes: self.config.max_reply_bytes,
                 },
                 self.config.api_key.clone(),
                 self.served.clone(),

@@ -35,7 +35,10 @@ pub async fn server_slots(config: &OpenAiConfig) -> Option<usize> {
     if !resp.status().is_success() {
         return None;
     }
-    let props: Value = serde_json::from_slice(&resp.bytes().await.ok()?).ok()?;
+    let body = super::body::read_capped(resp, config.max_reply_bytes)
+        .await
+        .ok()?;
+    let props: Value = serde_json::from_slice(&body).ok()?;
     slots_in(&props)
 }
 

@@ -7,7 +7,9 @@
 //!
 //! Timeouts: the first event must come within what is left of the request timeout (the
 //! server reads the whole prompt first), each next one within the idle timeout of the
-//! wait for it. There is no total limit, so a stream that keeps producing is never cut.
+//! wait for it. There is no total time limit, so a stream that keeps producing is never
+//! cut for time; the bytes read in all are capped (`OpenAiConfig::max_reply_bytes`),
+//! counted before the SSE parser, which buffers a line until its end.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use secrecy::SecretString;
 
+use super::body::{BodyError, capped_stream};
 use super::error::{describe, from_error_object, redact};
 use super::{CallClock, ServedModel, wire};
 use crate::model::{
@@ -117,8 +120,7 @@ impl ChunkParser {
     }
 }
 
-type Events =
-    BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>;
+type Events = BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<BodyError>>>;
 
 /// The time limits of one stream.
 #[derive(Debug, Clone, Copy)]
@@ -127,6 +129,8 @@ pub(crate) struct Limits {
     pub clock: CallClock,
     /// The most time to wait for each event after the first.
     pub idle: Duration,
+    /// The most bytes read of the body in all.
+    pub max_bytes: usize,
 }
 
 impl Limits {
@@ -169,7 +173,9 @@ pub(crate) fn sse_stream(
     key: Option<SecretString>,
     served: ServedModel,
 ) -> CompletionStream {
-    let events: Events = response.bytes_stream().eventsource().boxed();
+    let events: Events = capped_stream(response, limits.max_bytes)
+        .eventsource()
+        .boxed();
     let state = State {
         events,
         parser: ChunkParser::new(key.clone(), served),
@@ -213,13 +219,16 @@ pub(crate) fn sse_stream(
 }
 
 fn stream_error(
-    e: &EventStreamError<reqwest::Error>,
+    e: &EventStreamError<BodyError>,
     timed_out: impl FnOnce() -> ModelError,
     key: Option<&SecretString>,
 ) -> ModelError {
     match e {
-        EventStreamError::Transport(t) if t.is_timeout() => timed_out(),
-        EventStreamError::Transport(t) => ModelError::Incomplete(format!(
+        EventStreamError::Transport(BodyError::TooLarge { limit }) => {
+            ModelError::ReplyTooLarge { limit: *limit }
+        }
+        EventStreamError::Transport(BodyError::Transport(t)) if t.is_timeout() => timed_out(),
+        EventStreamError::Transport(BodyError::Transport(t)) => ModelError::Incomplete(format!(
             "the connection failed during the reply: {}",
             redact(&describe(t), key)
         )),

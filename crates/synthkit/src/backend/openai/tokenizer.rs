@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::OpenAiConfig;
+use super::body::{MAX_ERROR_BODY_BYTES, read_capped, read_prefix};
 use super::error::{describe, redact};
 use crate::model::{ModelError, PromptCounter, TimeoutKind};
 use crate::prompt::RenderedPrompt;
@@ -63,6 +64,8 @@ struct Endpoint {
     key: Option<SecretString>,
     timeout: Duration,
     connect_timeout: Duration,
+    /// The most bytes read of one answer.
+    max_reply_bytes: usize,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,7 +98,7 @@ impl Endpoint {
             req = req.header(AUTHORIZATION, v);
         }
         let start = tokio::time::Instant::now();
-        let transport = |e: reqwest::Error| {
+        let transport = |e: &reqwest::Error| {
             if e.is_timeout() {
                 let (kind, limit) = if e.is_connect() {
                     (TimeoutKind::Connect, self.connect_timeout)
@@ -108,13 +111,20 @@ impl Endpoint {
                     limit,
                 }
             } else {
-                ModelError::Connection(redact(&describe(&e), self.key.as_ref()))
+                ModelError::Connection(redact(&describe(e), self.key.as_ref()))
             }
         };
-        let resp = req.send().await.map_err(transport)?;
+        let resp = req.send().await.map_err(|e| transport(&e))?;
         let status = resp.status();
         let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.map_err(transport)?;
+        let bytes = if status.is_success() {
+            read_capped(resp, self.max_reply_bytes)
+                .await
+                .map_err(|e| e.into_model_error(transport))?
+        } else {
+            let limit = self.max_reply_bytes.min(MAX_ERROR_BODY_BYTES);
+            read_prefix(resp, limit).await.map_err(|e| transport(&e))?
+        };
         if !status.is_success() {
             return Err(super::error::from_status(
                 status.as_u16(),
@@ -273,7 +283,10 @@ impl fmt::Debug for ServerCounter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ServerCounter")
             .field("dialect", &self.inner.dialect)
-            .field("root", &self.inner.endpoint.root)
+            .field(
+                "root",
+                &crate::secret::redact_url(&self.inner.endpoint.root),
+            )
             .field("cached", &self.cached())
             .finish_non_exhaustive()
     }
@@ -291,6 +304,7 @@ impl ServerCounter {
             key: config.api_key.clone(),
             timeout: config.timeout.min(CALL_TIMEOUT),
             connect_timeout: config.connect_timeout,
+            max_reply_bytes: config.max_reply_bytes,
         };
         let dialect = endpoint.detect().await?;
         if config.is_chat && dialect == TokenizeDialect::LlamaCpp {

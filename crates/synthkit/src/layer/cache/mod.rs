@@ -6,8 +6,9 @@
 //! stored reply, on a miss it asks the model and stores the reply once it is complete.
 //! Two stores come with the crate:
 //!
-//! - [`MemoryCache`]: a map in memory, for one process (tests, notebooks, a server that
-//!   sees the same prompts again).
+//! - [`MemoryCache`]: replies in memory for one process (tests, notebooks, a server that
+//!   sees the same prompts again), within a byte cap (64 MiB unless told otherwise);
+//!   entries not used recently are evicted first.
 //! - `SqliteCache` (cargo feature `sqlite-cache`): one SQLite file on disk, so a job that
 //!   is killed and started again only makes the calls it had not finished. Every reply is
 //!   committed on its own as soon as it arrives, on tokio's blocking pool (never on the
@@ -49,10 +50,8 @@
 //! Place the cache outermost (around retries and rate limits), so that a hit costs
 //! neither a retry budget nor a rate-limit token.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
@@ -68,6 +67,8 @@ use crate::model::{
 use crate::prompt::{RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
 
+mod memory;
+pub use memory::MemoryCache;
 #[cfg(feature = "sqlite-cache")]
 mod sqlite;
 #[cfg(feature = "sqlite-cache")]
@@ -135,44 +136,6 @@ impl<C: ResponseCache + ?Sized> ResponseCache for Arc<C> {
     }
     fn put<'a>(&'a self, key: &'a str, value: &'a CachedReply) -> BoxFuture<'a, ()> {
         (**self).put(key, value)
-    }
-}
-
-/// An in-memory store: a map behind a mutex. Unbounded; it lives as long as the process.
-/// Its futures are ready at once (a map lookup never waits).
-#[derive(Debug, Default)]
-pub struct MemoryCache {
-    map: Mutex<HashMap<String, CachedReply>>,
-}
-
-impl MemoryCache {
-    /// An empty store.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Replies stored.
-    pub fn len(&self) -> usize {
-        self.map.lock().map(|m| m.len()).unwrap_or(0)
-    }
-
-    /// Whether nothing is stored.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl ResponseCache for MemoryCache {
-    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<CachedReply>> {
-        let found = self.map.lock().ok().and_then(|m| m.get(key).cloned());
-        Box::pin(futures::future::ready(found))
-    }
-
-    fn put<'a>(&'a self, key: &'a str, value: &'a CachedReply) -> BoxFuture<'a, ()> {
-        if let Ok(mut m) = self.map.lock() {
-            m.insert(key.to_string(), value.clone());
-        }
-        Box::pin(futures::future::ready(()))
     }
 }
 
@@ -278,7 +241,7 @@ impl<M: LanguageModel> fmt::Debug for CachedModel<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedModel")
             .field("model", &self.inner.info().name)
-            .field("backend", &self.backend)
+            .field("backend", &crate::secret::redact_urls(&self.backend))
             .field("params", &self.params)
             .field("stats", &self.stats())
             .finish_non_exhaustive()

@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -28,6 +28,71 @@ const UPSERT: &str = "INSERT OR REPLACE INTO responses
 
 /// How long a statement waits for another process holding the file's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest pause between two tries of a setup statement that found the file busy.
+const MAX_SETUP_PAUSE: Duration = Duration::from_millis(50);
+
+/// Readies a new connection: the busy timeout first (before anything touches the file),
+/// then WAL mode, `synchronous=NORMAL`, the table, and a check that both statements
+/// compile against it. Returns the journal mode in force.
+///
+/// Several processes may open one new file at the same moment. SQLite's busy handler
+/// does not cover every case then: switching to WAL needs an exclusive lock, and a
+/// connection that holds a shared lock while another waits for the exclusive one gets
+/// `SQLITE_BUSY` at once (waiting could deadlock). So each step is tried again, after a
+/// short pause that lets the locks go, until [`BUSY_TIMEOUT`] has passed; and WAL mode
+/// that another process has switched on already is taken as done.
+fn setup(conn: &Connection) -> rusqlite::Result<String> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mode = retry_busy(deadline, || {
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(mode);
+        }
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+    })?;
+    retry_busy(deadline, || {
+        conn.pragma_update(None, "synchronous", "NORMAL")
+    })?;
+    retry_busy(deadline, || conn.execute_batch(CREATE))?;
+    // Both statements must compile against the table as it is (an older or foreign
+    // table of the same name fails here, not at every call).
+    retry_busy(deadline, || {
+        conn.prepare_cached(SELECT)?;
+        conn.prepare_cached(UPSERT)?;
+        Ok(())
+    })?;
+    Ok(mode)
+}
+
+/// Runs `step` until it succeeds, fails with something other than "busy", or
+/// `deadline` passes (then the last "busy" error is returned). Pauses grow from 1 ms to
+/// [`MAX_SETUP_PAUSE`].
+fn retry_busy<T>(
+    deadline: Instant,
+    mut step: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match step() {
+            Err(e) if is_busy(&e) && Instant::now() + pause < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(MAX_SETUP_PAUSE);
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Whether `e` says another connection holds a lock on the file (`SQLITE_BUSY`, with
+/// any extended code, or `SQLITE_LOCKED`).
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
 
 /// A [`ResponseCache`] in one SQLite file: table
 /// `responses(key TEXT PRIMARY KEY, text, prompt_tokens, completion_tokens, finish_reason,
@@ -60,6 +125,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// another executor) the statement runs on the thread that polls the future.
 /// [`SqliteCache::open`] and [`SqliteCache::len`] are synchronous and block the calling
 /// thread: open the cache before the work starts (or inside `spawn_blocking`).
+///
+/// **Shared files.** Several processes may use one file, and may open (even create) it
+/// at the same moment: [`SqliteCache::open`] sets the busy timeout before anything else
+/// and tries the switch to WAL mode and the table's creation again while another
+/// process holds the lock (up to the busy timeout in all).
 ///
 /// Errors: [`SqliteCache::open`] fails with a clear [`CacheError`]; afterwards a failing
 /// read or write is logged (`tracing::warn!` the first time, then at debug level) and
@@ -110,19 +180,7 @@ impl SqliteCache {
             return Err(fail("it is a directory".into()));
         }
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
-        let setup = || -> rusqlite::Result<String> {
-            conn.busy_timeout(BUSY_TIMEOUT)?;
-            let mode: String =
-                conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.execute_batch(CREATE)?;
-            // Both statements must compile against the table as it is (an older or
-            // foreign table of the same name fails here, not at every call).
-            conn.prepare_cached(SELECT)?;
-            conn.prepare_cached(UPSERT)?;
-            Ok(mode)
-        };
-        let mode = setup().map_err(|e| fail(e.to_string()))?;
+        let mode = setup(&conn).map_err(|e| fail(e.to_string()))?;
         if conn.is_readonly("main").unwrap_or(false) {
             return Err(fail("the file is read-only".into()));
         }
@@ -278,8 +336,6 @@ impl ResponseCache for SqliteCache {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use futures::FutureExt;
 
     use super::*;

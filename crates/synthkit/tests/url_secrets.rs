@@ -1,0 +1,156 @@
+//! A base URL's user-info (`http://user:PASSWORD@host/v1`) never shows: not in `Debug`
+//! output of the config, the model, the server counter or the cache layer, not in
+//! errors (reqwest's own messages name the URL), not in log lines at any level. Against
+//! a loopback port where nothing listens, a loopback server that answers 500 to
+//! everything, and one whose `/tokenize` works.
+#![cfg(feature = "openai")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "common/server.rs"]
+mod server;
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::{any, post};
+use futures::StreamExt;
+use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter};
+use synthkit::layer::cache::{CachedModel, MemoryCache};
+use synthkit::model::{LanguageModel, ModelRequest, StepInfo};
+use synthkit::prompt::{RenderedPrompt, TemplateKind};
+use synthkit::{ResponseMode, Step};
+
+use server::Server;
+
+const PASSWORD: &str = "PASSWORD-hunter2-0451";
+
+/// `base` (`http://127.0.0.1:PORT/v1`) with user-info.
+fn with_password(base: &str) -> String {
+    base.replacen("http://", &format!("http://someone:{PASSWORD}@"), 1)
+}
+
+/// A loopback port where nothing listens.
+fn closed_port() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+fn config(base: &str) -> OpenAiConfig {
+    OpenAiConfig::new("m")
+        .with_base_url(with_password(base))
+        .with_timeout(Duration::from_secs(10))
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_server_tokenizer(true)
+        .with_model_discovery(true)
+}
+
+fn request() -> ModelRequest {
+    ModelRequest {
+        prompt: RenderedPrompt::Text("q".into()),
+        kind: TemplateKind::Qa,
+        variables: vec![],
+        schema: None,
+        max_tokens: 8,
+        prompt_tokens: 1,
+        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
+    }
+}
+
+/// A writer appending to a shared buffer, for the tracing subscriber.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything a caller can see of `model` and its failures, with the logs at every level.
+async fn everything_shown(base: &str) -> String {
+    let mut shown = Vec::new();
+    let config = config(base);
+    shown.push(format!("{config:?} {config:#?}"));
+    // Discovery (model, window, /tokenize) logs what fails.
+    let model = OpenAiModel::connect(config.clone()).await.unwrap();
+    shown.push(format!("{model:?}"));
+    let e = model.complete(&request()).await.unwrap_err();
+    shown.push(format!("{e} {e:?}"));
+    match model.stream(&request()).await {
+        Err(e) => shown.push(format!("{e} {e:?}")),
+        Ok(mut s) => {
+            while let Some(item) = s.next().await {
+                shown.push(format!("{item:?}"));
+            }
+        }
+    }
+    let cached = CachedModel::new(
+        model,
+        Arc::new(MemoryCache::new()),
+        format!("openai {}", config.endpoint()),
+        "",
+    );
+    shown.push(format!("{cached:?}"));
+    let e = cached.complete(&request()).await.unwrap_err();
+    shown.push(format!("{e} {e:?}"));
+    shown.join("\n")
+}
+
+async fn assert_never_shown(base: &str) {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .finish();
+    // A current-thread runtime: everything this test polls logs here.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let shown = everything_shown(base).await;
+    let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(!logs.contains(PASSWORD), "{logs}");
+    // What is shown still says where: the host, with the user-info masked.
+    assert!(shown.contains("http://***@127.0.0.1:"), "{shown}");
+    assert!(!logs.is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn no_server_at_the_port() {
+    assert_never_shown(&closed_port()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_that_answers_500() {
+    let app = Router::new().fallback(any(|| async {
+        (StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }));
+    let server = Server::start(app);
+    assert_never_shown(&server.base).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_server_counter_hides_it_too() {
+    let app = Router::new().route(
+        "/tokenize",
+        post(|| async { axum::Json(serde_json::json!({"tokens": [1, 2]})) }),
+    );
+    let server = Server::start(app);
+    let counter = ServerCounter::probe(&config(&server.base).with_chat(false))
+        .await
+        .unwrap();
+    let shown = format!("{counter:?}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(shown.contains("http://***@127.0.0.1:"), "{shown}");
+}
