@@ -16,8 +16,7 @@ use synthkit::layer::cache::SqliteCache;
 use synthkit::layer::retry::RetryPolicy;
 use synthkit_serve::redis::{RedisBudget, RedisCache};
 use synthkit_serve::{
-    AccessPolicy, ApiKeys, AppState, BackendConfig, CacheChoice, Metrics, ModelStack,
-    ServiceLimits,
+    AccessPolicy, ApiKeys, AppState, BackendConfig, CacheChoice, Metrics, ModelStack, ServiceLimits,
 };
 
 use crate::args::{LlmKind, ModelArgs};

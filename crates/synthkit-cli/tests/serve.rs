@@ -117,7 +117,10 @@ fn get_status(addr: &str, path: &str, limit: Duration) -> Option<u16> {
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(limit)).ok()?;
     stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .ok()?;
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).ok()?;
@@ -172,7 +175,9 @@ fn idle_connections_under_a_low_file_limit_do_not_stop_health() {
         }
     }
     most_files = most_files.max(open_files(pid));
-    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
     let stop = Instant::now() + Duration::from_secs(10);
     while child.try_wait().unwrap().is_none() && Instant::now() < stop {
         std::thread::sleep(Duration::from_millis(50));

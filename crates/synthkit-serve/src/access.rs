@@ -21,10 +21,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::error::{ApiError, ServeError};
@@ -145,7 +143,7 @@ impl AccessRules {
     }
 
     /// tower-http's CORS layer for the listed origins (none listed: it adds nothing, and
-    /// [`check_origin`] has refused every request with an `Origin` before it).
+    /// `refuse_origin` has refused every request with an `Origin` before it).
     pub(crate) fn cors_layer(&self) -> CorsLayer {
         let policy = Arc::clone(&self.policy);
         CorsLayer::new()
@@ -197,50 +195,35 @@ fn normalize_origin(origin: &str) -> Option<String> {
     Some(format!("{scheme}://{rest}"))
 }
 
-/// Refuses a `Host` this service does not answer to (421), except on the probes.
-pub(crate) async fn check_host(
-    State(rules): State<AccessRules>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The refusal of a request whose `Host` this service does not answer to (421); the
+/// probes answer any host.
+pub(crate) fn refuse_host(rules: &AccessRules, request: &Request) -> Option<ApiError> {
     let path = request.uri().path();
-    let probe = path == "/healthz" || path == "/readyz";
+    if path == "/healthz" || path == "/readyz" {
+        return None;
+    }
     let host = request
         .uri()
         .host()
         .or_else(|| request.headers().get(header::HOST)?.to_str().ok());
-    if !probe && !rules.host_allowed(host) {
-        return ApiError::HostNotAllowed.into_response();
-    }
-    next.run(request).await
+    (!rules.host_allowed(host)).then_some(ApiError::HostNotAllowed)
 }
 
-/// Refuses a request from a web page whose origin is not listed (403).
-pub(crate) async fn check_origin(
-    State(rules): State<AccessRules>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Some(origin) = request.headers().get(header::ORIGIN)
-        && !rules.policy.origin_allowed(origin)
-    {
-        return ApiError::OriginNotAllowed.into_response();
-    }
-    next.run(request).await
+/// The refusal of a request from a web page whose origin is not listed (403).
+pub(crate) fn refuse_origin(rules: &AccessRules, request: &Request) -> Option<ApiError> {
+    let origin = request.headers().get(header::ORIGIN)?;
+    (!rules.policy.origin_allowed(origin)).then_some(ApiError::OriginNotAllowed)
 }
 
-/// Refuses a body that is not `Content-Type: application/json` (415).
-pub(crate) async fn require_json(request: Request, next: Next) -> Response {
+/// The refusal of a body that is not `Content-Type: application/json` (415).
+pub(crate) fn refuse_non_json(request: &Request) -> Option<ApiError> {
     let json = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or("").trim())
         .is_some_and(|essence| essence.eq_ignore_ascii_case("application/json"));
-    if !json {
-        return ApiError::UnsupportedMediaType.into_response();
-    }
-    next.run(request).await
+    (!json).then_some(ApiError::UnsupportedMediaType)
 }
 
 #[cfg(test)]
@@ -262,7 +245,13 @@ mod tests {
         ] {
             assert!(rules.host_allowed(Some(ok)), "{ok}");
         }
-        for bad in ["evil.example", "evil.example:8080", "127.0.0.1.nip.io", "[::2]", "0.0.0.0"] {
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.nip.io",
+            "[::2]",
+            "0.0.0.0",
+        ] {
             assert!(!rules.host_allowed(Some(bad)), "{bad}");
         }
         let policy = AccessPolicy::new().allow_host("Synthkit.Internal").unwrap();
@@ -294,7 +283,11 @@ mod tests {
         assert!(!ok("null"));
         assert!(!ok("http://localhost:3001"));
         assert!(AccessPolicy::new().allow_origin("app.example.com").is_err());
-        assert!(AccessPolicy::new().allow_origin("https://a.example/x").is_err());
+        assert!(
+            AccessPolicy::new()
+                .allow_origin("https://a.example/x")
+                .is_err()
+        );
         let any = AccessPolicy::new().allow_origin("*").unwrap();
         assert!(any.origin_allowed(&HeaderValue::from_static("null")));
     }

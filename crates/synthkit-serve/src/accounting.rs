@@ -1,4 +1,5 @@
-//! Request accounting, the outermost layer: every answer is counted by route and status in
+//! Request accounting, the outermost layer (it also gives bodiless error answers their
+//! JSON body, [`crate::stack`]): every answer is counted by route and status in
 //! `synthkit_http_requests_total`. A synthesis request is also in the in-flight gauge and
 //! the latency histogram until the last byte of its body is handed to the connection; a
 //! request whose client went away first (its future or its body dropped: a closed
@@ -17,6 +18,7 @@ use axum::response::Response;
 use http_body::{Body as _, Frame, SizeHint};
 
 use crate::handlers::SYNTHESIZE_PATH;
+use crate::stack::json_errors;
 use crate::state::AppState;
 
 /// The status counted for a request whose client left before its answer was sent.
@@ -43,7 +45,7 @@ fn route_label(path: &str) -> &'static str {
 pub(crate) async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = route_label(request.uri().path());
     if route != SYNTHESIZE_PATH {
-        let response = next.run(request).await;
+        let response = json_errors(next.run(request).await);
         state
             .inner
             .metrics
@@ -51,7 +53,7 @@ pub(crate) async fn count(State(state): State<AppState>, request: Request, next:
         return response;
     }
     let mut guard = RequestGuard::start(state);
-    let response = next.run(request).await;
+    let response = json_errors(next.run(request).await);
     guard.status = response.status().as_u16();
     let (parts, body) = response.into_parts();
     let body = CountedBody {

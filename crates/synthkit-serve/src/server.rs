@@ -99,7 +99,11 @@ where
     state.inner.draining.cancel();
     let grace = limits.shutdown_grace;
     if !wait_for_requests(&state, grace).await {
-        let left = state.inner.metrics.requests_in_flight.load(Ordering::SeqCst);
+        let left = state
+            .inner
+            .metrics
+            .requests_in_flight
+            .load(Ordering::SeqCst);
         tracing::warn!(
             requests = left,
             grace_secs = grace.as_secs_f64(),
@@ -124,7 +128,13 @@ where
 /// Waits until no synthesis request is in flight, for at most `limit`; whether none is.
 async fn wait_for_requests(state: &AppState, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
-    let in_flight = || state.inner.metrics.requests_in_flight.load(Ordering::SeqCst);
+    let in_flight = || {
+        state
+            .inner
+            .metrics
+            .requests_in_flight
+            .load(Ordering::SeqCst)
+    };
     loop {
         let idle = state.inner.idle.notified();
         tokio::pin!(idle);

@@ -5,31 +5,35 @@
 //!
 //! Every request passes, outermost first:
 //!
-//! 1. [`accounting::count`]: every answer counted by route and status (499: the client
-//!    left first);
-//! 2. [`json_errors`]: an error answer without a JSON body, whichever layer made it, gets
-//!    the documented `{"error": {"kind", "message"}}` body;
-//! 3. [`head_limits`]: a request target over `max_uri_bytes` is 414, more than
-//!    `max_headers` headers or a head over `max_header_bytes` is 431;
-//! 4. [`draining`]: while shutting down, answers say `Connection: close` (connections
-//!    wind down one by one while probes still get through) and new syntheses get 503;
-//! 5. [`access::check_host`]: a `Host` the service does not answer to is 421;
-//! 6. [`access::check_origin`]: a request from an unlisted web origin is 403;
-//! 7. CORS (tower-http) for the listed origins: their preflights are answered here.
+//! 1. `accounting::count`: every answer counted by route and status (499: the client
+//!    left first); an error answer without a JSON body, whichever layer made it, gets
+//!    the documented `{"error": {"kind", "message"}}` body here (`json_errors`);
+//! 2. `front_door`, four checks of the request head, in this order:
+//!    - a request target over `max_uri_bytes` is 414, more than `max_headers` headers or
+//!      a head over `max_header_bytes` is 431;
+//!    - while shutting down, a new synthesis is 503 `shutting_down`, and every answer
+//!      says `Connection: close` (connections wind down one by one while probes still
+//!      get through);
+//!    - a `Host` the service does not answer to is 421 ([`crate::access`]);
+//!    - a request from an unlisted web origin is 403;
+//! 3. CORS (tower-http) for the listed origins: their preflights are answered here.
 //!
 //! Then the routes. `POST /v1/synthesize` has, outermost first:
 //!
-//! 1. [`overloaded_or_timed_out`]: 503 `overloaded` with `Retry-After`, or 504 `timeout`;
+//! 1. `overloaded_or_timed_out`: 503 `overloaded` with `Retry-After`, or 504 `timeout`;
 //! 2. load shedding (tower) over a global concurrency limit of `max_requests`;
 //! 3. the `request_timeout` (tower): body upload and synthesis; a stream's events then
 //!    run under their own deadline ([`crate::sse`]);
-//! 4. [`auth::require_key`]: `Authorization: Bearer KEY` when there are keys (401);
-//! 5. [`access::require_json`]: `Content-Type: application/json` (415);
-//! 6. [`drain_oversized`]: a body declared over `max_body_bytes` is read and dropped (up
-//!    to twice the limit), then answered 413, so that a client that sends its whole body
-//!    before reading sees the 413 instead of a broken pipe;
-//! 7. axum's `DefaultBodyLimit` of `max_body_bytes` (a body without a length that grows
+//! 4. `auth::require_key`: `Authorization: Bearer KEY` when there are keys (401);
+//! 5. `check_body`: `Content-Type: application/json` (415); a body declared over
+//!    `max_body_bytes` is read and dropped (up to twice the limit), then answered 413,
+//!    so that a client that sends its whole body before reading sees the 413 instead of
+//!    a broken pipe;
+//! 6. axum's `DefaultBodyLimit` of `max_body_bytes` (a body without a length that grows
 //!    past it is 413 as it is read).
+//!
+//! Checks that always run together share one middleware: each `from_fn` layer costs an
+//! allocation and a boxed future per request.
 //!
 //! `GET /metrics` sits behind the keys; `/healthz`, `/readyz` and `/openapi.json` are open.
 //! Any other path is 404 and any other method 405, both as JSON.
@@ -44,8 +48,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
-use tower::ServiceBuilder;
 use tower::BoxError;
+use tower::ServiceBuilder;
 
 use crate::access::{self, AccessRules};
 use crate::accounting;
@@ -75,10 +79,9 @@ pub fn router(state: AppState, bind: SocketAddr) -> Router {
                     state.clone(),
                     auth::require_key,
                 ))
-                .layer(middleware::from_fn(access::require_json))
                 .layer(middleware::from_fn_with_state(
                     limits.max_body_bytes,
-                    drain_oversized,
+                    check_body,
                 ))
                 .layer(DefaultBodyLimit::max(limits.max_body_bytes)),
         );
@@ -105,16 +108,12 @@ pub fn router(state: AppState, bind: SocketAddr) -> Router {
                     state.clone(),
                     accounting::count,
                 ))
-                .layer(middleware::map_response(json_errors))
-                .layer(middleware::from_fn_with_state(limits, head_limits))
-                .layer(middleware::from_fn_with_state(state.clone(), draining))
                 .layer(middleware::from_fn_with_state(
-                    rules.clone(),
-                    access::check_host,
-                ))
-                .layer(middleware::from_fn_with_state(
-                    rules.clone(),
-                    access::check_origin,
+                    FrontDoor {
+                        state: state.clone(),
+                        rules: rules.clone(),
+                    },
+                    front_door,
                 ))
                 .layer(rules.cors_layer()),
         )
@@ -143,7 +142,7 @@ fn overloaded_or_timed_out(error: BoxError, timeout_secs: u64) -> Response {
 
 /// Gives an error answer without a JSON body the JSON error body, keeping its status and
 /// headers (`Allow`, `Retry-After`, `WWW-Authenticate`, CORS).
-async fn json_errors(response: Response) -> Response {
+pub(crate) fn json_errors(response: Response) -> Response {
     let status = response.status();
     let is_json = response
         .headers()
@@ -162,28 +161,50 @@ async fn json_errors(response: Response) -> Response {
     Response::from_parts(parts, body)
 }
 
+/// What the front door needs.
+#[derive(Clone)]
+struct FrontDoor {
+    state: AppState,
+    rules: AccessRules,
+}
+
+/// The checks of the request head; see the module documentation.
+async fn front_door(State(door): State<FrontDoor>, request: Request, next: Next) -> Response {
+    let refused = head_limits(&door.state.inner.limits, &request)
+        .or_else(|| {
+            (door.state.is_draining() && request.uri().path() == SYNTHESIZE_PATH)
+                .then_some(ApiError::ShuttingDown)
+        })
+        .or_else(|| access::refuse_host(&door.rules, &request))
+        .or_else(|| access::refuse_origin(&door.rules, &request));
+    let mut response = match refused {
+        Some(e) => e.into_response(),
+        None => next.run(request).await,
+    };
+    if door.state.is_draining() {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
 /// 414 for a long request target, 431 for too many or too large headers.
-async fn head_limits(
-    State(limits): State<crate::ServiceLimits>,
-    request: Request,
-    next: Next,
-) -> Response {
+fn head_limits(limits: &crate::ServiceLimits, request: &Request) -> Option<ApiError> {
     let uri = request.uri();
     let target = uri.path_and_query().map_or(0, |p| p.as_str().len())
         + uri.authority().map_or(0, |a| a.as_str().len());
     if target > limits.max_uri_bytes {
-        return ApiError::UriTooLong {
+        return Some(ApiError::UriTooLong {
             limit: limits.max_uri_bytes,
-        }
-        .into_response();
+        });
     }
     let headers = request.headers();
     if headers.len() > limits.max_headers {
-        return ApiError::TooManyHeaders {
+        return Some(ApiError::TooManyHeaders {
             given: headers.len(),
             limit: limits.max_headers,
-        }
-        .into_response();
+        });
     }
     // The request line ("METHOD target HTTP/1.1\r\n") and each "name: value\r\n".
     let head = request.method().as_str().len()
@@ -193,30 +214,9 @@ async fn head_limits(
             .iter()
             .map(|(n, v)| n.as_str().len() + v.len() + 4)
             .sum::<usize>();
-    if head > limits.max_header_bytes {
-        return ApiError::HeadersTooLarge {
-            limit: limits.max_header_bytes,
-        }
-        .into_response();
-    }
-    next.run(request).await
-}
-
-/// While shutting down: new syntheses get 503 `shutting_down`, and every answer closes
-/// its connection after it.
-async fn draining(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if !state.is_draining() {
-        return next.run(request).await;
-    }
-    let mut response = if request.uri().path() == SYNTHESIZE_PATH {
-        ApiError::ShuttingDown.into_response()
-    } else {
-        next.run(request).await
-    };
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
+    (head > limits.max_header_bytes).then_some(ApiError::HeadersTooLarge {
+        limit: limits.max_header_bytes,
+    })
 }
 
 /// How much of a body declared over the limit is still read (and dropped) so that its
@@ -226,9 +226,12 @@ fn drain_cap(limit: usize) -> u64 {
     limit.saturating_add(limit.max(1 << 20))
 }
 
-/// Answers a body declared over `limit` bytes with 413 after reading it (up to
-/// [`drain_cap`]); see the module documentation.
-async fn drain_oversized(State(limit): State<usize>, request: Request, next: Next) -> Response {
+/// 415 for a body that is not JSON; 413, after reading it (up to [`drain_cap`]), for a
+/// body declared over `limit` bytes; see the module documentation.
+async fn check_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    if let Some(refused) = access::refuse_non_json(&request) {
+        return refused.into_response();
+    }
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)

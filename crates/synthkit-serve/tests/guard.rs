@@ -263,7 +263,10 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
     let server = service.shutdown();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !service.state.is_draining() {
-        assert!(std::time::Instant::now() < deadline, "shutdown did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shutdown did not start"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // While the request in flight goes on, probes still get through and see the drain,
@@ -293,7 +296,10 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
     assert_eq!(r.headers()["retry-after"], "1");
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["kind"], "shutting_down");
-    assert!(!in_flight.is_finished(), "the request in flight was cut short");
+    assert!(
+        !in_flight.is_finished(),
+        "the request in flight was cut short"
+    );
     let (status, response) = in_flight.await.unwrap();
     assert_eq!(status, 200, "{response}");
     assert_eq!(response["usage"]["calls"], json!(4));

@@ -1,7 +1,13 @@
 //! A raw HTTP/1.1 client for the hostile-client tests: it sends exactly the bytes given
 //! (any Host, any header, half a request) and reads what comes back, every step under a
 //! deadline.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    missing_docs
+)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -50,7 +56,10 @@ impl Answer {
         let body = self.json();
         assert_eq!(body["error"]["kind"], kind, "{body}");
         let message = body["error"]["message"].as_str().unwrap_or("");
-        assert!(message.len() > 20, "a message that says what to change: {body}");
+        assert!(
+            message.len() > 20,
+            "a message that says what to change: {body}"
+        );
     }
 }
 
@@ -173,7 +182,11 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant)
         .await
         .expect("the answer did not come in time")
         .expect("the connection failed");
-    assert!(n > 0, "the connection closed before the answer was complete: {:?}", String::from_utf8_lossy(buf));
+    assert!(
+        n > 0,
+        "the connection closed before the answer was complete: {:?}",
+        String::from_utf8_lossy(buf)
+    );
     buf.extend_from_slice(&chunk[..n]);
 }
 
