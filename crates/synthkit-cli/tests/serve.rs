@@ -110,6 +110,45 @@ fn model_flags_are_asks_and_checked_the_same_way() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("must start with http://"));
 }
 
+/// The hostile-client flags are checked before anything starts.
+#[test]
+fn access_and_connection_flags_are_checked() {
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_synthkit"))
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("SYNTHKIT_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .unwrap()
+    };
+    for (flags, needle) in [
+        (&["--cors-origin", "app.example.com"][..], "scheme://host"),
+        (
+            &["--cors-origin", "https://app.example.com/path"][..],
+            "no path",
+        ),
+        (
+            &["--allowed-host", "http://api.example.com"][..],
+            "without scheme",
+        ),
+        (
+            &["--allowed-host", "api.example.com:8080"][..],
+            "without a port",
+        ),
+        (&["--header-timeout", "0"][..], "--header-timeout"),
+        (&["--keep-alive-timeout=-1"][..], "--keep-alive-timeout"),
+        (&["--readiness-interval", "0"][..], "--readiness-interval"),
+        (&["--max-connections", "0"][..], "--max-connections"),
+        (&["--max-requests", "0"][..], "--max-requests"),
+    ] {
+        let out = run(flags);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(needle), "{flags:?}: {stderr}");
+    }
+}
+
 /// `GET path` on `addr` with a fresh connection: the status, or `None` if no answer came
 /// within `limit`.
 fn get_status(addr: &str, path: &str, limit: Duration) -> Option<u16> {
