@@ -15,7 +15,7 @@ use synthkit::backend::openai::OpenAiConfig;
 use synthkit::layer::cache::{MemoryCache, SqliteCache};
 use synthkit_serve::redis::{RedisBudget, RedisCache};
 use synthkit_serve::{
-    ApiKeys, AppState, Backend, BackendConfig, CacheChoice, Metrics, ServiceLimits,
+    AccessPolicy, ApiKeys, AppState, Backend, BackendConfig, CacheChoice, Metrics, ServiceLimits,
 };
 
 use crate::args::{LimitArgs, LlmKind, ModelArgs};
@@ -27,7 +27,7 @@ use crate::model_args::positive_seconds;
 #[command(after_help = "Examples:\n  \
     synthkit serve\n  \
     synthkit serve --bind 0.0.0.0:8080 --api-keys keys.txt --base-url http://127.0.0.1:8081/v1\n  \
-    curl -s localhost:8080/v1/synthesize -d '{\"query\": \"...\", \"nodes\": [\"...\"]}'")]
+    curl -s localhost:8080/v1/synthesize -H 'content-type: application/json' -d '{\"query\": \"...\", \"nodes\": [\"...\"]}'")]
 pub struct ServeArgs {
     /// The address to listen on. Addresses other than loopback need --api-keys (or
     /// --allow-unauthenticated-public).
@@ -41,6 +41,15 @@ pub struct ServeArgs {
     /// authenticates).
     #[arg(long, help_heading = "Access")]
     pub allow_unauthenticated_public: bool,
+    /// Also answer requests whose Host header names HOST (any port; repeatable; `*`: any
+    /// host). On a loopback bind only loopback names are answered otherwise (421), which
+    /// stops DNS rebinding; on another bind, listing hosts turns the check on.
+    #[arg(long, value_name = "HOST", help_heading = "Access")]
+    pub allowed_host: Vec<String>,
+    /// Answer requests from web pages at ORIGIN (scheme://host[:port]; repeatable; `*`:
+    /// any), with CORS headers. Requests carrying another Origin are refused (403).
+    #[arg(long, value_name = "ORIGIN", help_heading = "Access")]
+    pub cors_origin: Vec<String>,
     /// On SIGTERM or Ctrl-C, seconds the requests in flight may still run before they
     /// are cancelled.
     #[arg(
@@ -68,6 +77,53 @@ pub struct ServeArgs {
     /// is capped at it).
     #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY, help_heading = "Limits")]
     pub max_request_concurrency: usize,
+    /// Synthesis requests being read or answered at once across all connections; more
+    /// are refused at once with 503 `overloaded` and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUESTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
+    pub max_requests: usize,
+    /// Open client connections at once (lowered to fit the open-file limit); more wait in
+    /// the kernel's accept backlog.
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers, from when its connection opens
+    /// or its previous response ends (slow headers; idle HTTP/1 keep-alive).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 10.0,
+        help_heading = "Limits"
+    )]
+    pub header_timeout: f64,
+    /// Seconds a connection may stay with no request in flight before it is closed
+    /// (HTTP/2; HTTP/1 connections close after --header-timeout first).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 60.0,
+        help_heading = "Limits"
+    )]
+    pub keep_alive_timeout: f64,
+    /// The most request headers (431 above it).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_HEADERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
+    pub max_headers: usize,
+    /// The largest request line and headers in bytes (431 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_HEADER_BYTES, help_heading = "Limits")]
+    pub max_header_bytes: usize,
+    /// The longest request target (path and query) in bytes (414 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_URI_BYTES, help_heading = "Limits")]
+    pub max_uri_bytes: usize,
+    /// HTTP/2 streams open at once on one connection.
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_HTTP2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Limits")]
+    pub http2_max_streams: u32,
+    /// Seconds between two checks of the backend for /readyz (a probe answers from the
+    /// last check).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 1.0,
+        help_heading = "Limits"
+    )]
+    pub readiness_interval: f64,
 
     /// The backend and how to reach and sample the model: the flags of `ask`.
     #[command(flatten)]
@@ -152,12 +208,28 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .with_max_nodes(args.max_nodes)
         .with_request_timeout(positive_seconds("--request-timeout", args.request_timeout)?)
         .with_max_request_concurrency(args.max_request_concurrency)
-        .with_shutdown_grace(positive_seconds("--shutdown-grace", args.shutdown_grace)?);
+        .with_shutdown_grace(positive_seconds("--shutdown-grace", args.shutdown_grace)?)
+        .with_max_requests(args.max_requests)
+        .with_max_connections(args.max_connections)
+        .with_header_timeout(positive_seconds("--header-timeout", args.header_timeout)?)
+        .with_keep_alive_timeout(positive_seconds(
+            "--keep-alive-timeout",
+            args.keep_alive_timeout,
+        )?)
+        .with_max_headers(args.max_headers)
+        .with_max_header_bytes(args.max_header_bytes)
+        .with_max_uri_bytes(args.max_uri_bytes)
+        .with_http2_max_streams(args.http2_max_streams)
+        .with_readiness_interval(positive_seconds(
+            "--readiness-interval",
+            args.readiness_interval,
+        )?);
+    let access = access_policy(&args)?;
     let backend = backend_config(&args).await?;
     let metrics = Metrics::new();
     let backend = Backend::build(backend, metrics.clone()).await?;
     let model = backend.model().info();
-    let state = AppState::new(backend, limits, keys, metrics);
+    let state = AppState::new(backend, limits, keys, metrics).with_access(access);
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
@@ -175,6 +247,22 @@ async fn serve(args: ServeArgs) -> Result<()> {
     synthkit_serve::serve(listener, state, synthkit_serve::shutdown_signal()).await?;
     eprintln!("synthkit serve: stopped");
     Ok(())
+}
+
+/// The extra hosts and the web origins the flags accept.
+fn access_policy(args: &ServeArgs) -> Result<AccessPolicy> {
+    let mut access = AccessPolicy::new();
+    for host in &args.allowed_host {
+        access = access
+            .allow_host(host)
+            .map_err(|e| usage(format!("{e} (--allowed-host)")))?;
+    }
+    for origin in &args.cors_origin {
+        access = access
+            .allow_origin(origin)
+            .map_err(|e| usage(format!("{e} (--cors-origin)")))?;
+    }
+    Ok(access)
 }
 
 /// The backend, limits, retries and cache the flags ask for.

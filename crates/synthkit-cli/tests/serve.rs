@@ -81,6 +81,7 @@ async fn serves_on_loopback_and_stops_on_sigterm() {
     let r = client
         .post(format!("{base}/v1/synthesize"))
         .bearer_auth("k-1")
+        .header("content-type", "application/json")
         .body(r#"{"query": "How often is the mirror cleaned?", "nodes": ["The mirror is cleaned every six months."]}"#)
         .send()
         .await
@@ -134,4 +135,126 @@ fn model_flags_are_asks_and_checked_the_same_way() {
     let out = run(&["--base-url", "localhost:1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("must start with http://"));
+}
+
+/// The hostile-client flags are checked before anything starts.
+#[test]
+fn access_and_connection_flags_are_checked() {
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_synthkit"))
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("SYNTHKIT_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .unwrap()
+    };
+    for (flags, needle) in [
+        (&["--cors-origin", "app.example.com"][..], "scheme://host"),
+        (
+            &["--cors-origin", "https://app.example.com/path"][..],
+            "no path",
+        ),
+        (
+            &["--allowed-host", "http://api.example.com"][..],
+            "without scheme",
+        ),
+        (
+            &["--allowed-host", "api.example.com:8080"][..],
+            "without a port",
+        ),
+        (&["--header-timeout", "0"][..], "--header-timeout"),
+        (&["--keep-alive-timeout=-1"][..], "--keep-alive-timeout"),
+        (&["--readiness-interval", "0"][..], "--readiness-interval"),
+        (&["--max-connections", "0"][..], "--max-connections"),
+        (&["--max-requests", "0"][..], "--max-requests"),
+    ] {
+        let out = run(flags);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(needle), "{flags:?}: {stderr}");
+    }
+}
+
+/// `GET path` on `addr` with a fresh connection: the status, or `None` if no answer came
+/// within `limit`.
+fn get_status(addr: &str, path: &str, limit: Duration) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// The issue's trial: with 256 file descriptors, 375 connections that never send a byte
+/// used to stop `/healthz` from answering for good. Now the connection cap fits the
+/// open-file limit and idle connections are closed after the header timeout, so
+/// `/healthz` answers again within a few header timeouts.
+#[cfg(target_os = "linux")]
+#[test]
+fn idle_connections_under_a_low_file_limit_do_not_stop_health() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 256 && exec "$0" serve --bind "$1" --header-timeout 1"#)
+        .arg(env!("CARGO_BIN_EXE_synthkit"))
+        .arg(&addr)
+        .env_remove("SYNTHKIT_BASE_URL")
+        .env_remove("OPENAI_BASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get_status(&addr, "/healthz", Duration::from_secs(2)) != Some(200) {
+        assert!(Instant::now() < deadline, "the service did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let held: Vec<std::net::TcpStream> = (0..375)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let started = Instant::now();
+    let mut most_files = open_files(pid);
+    let mut answered = None;
+    while started.elapsed() < Duration::from_secs(30) {
+        most_files = most_files.max(open_files(pid));
+        if get_status(&addr, "/healthz", Duration::from_secs(2)) == Some(200) {
+            answered = Some(started.elapsed());
+            break;
+        }
+    }
+    most_files = most_files.max(open_files(pid));
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let stop = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && Instant::now() < stop {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(held);
+    eprintln!(
+        "idle trial: 375 connections held, at most {most_files} files open in the service (limit 256), /healthz answered after {answered:?}"
+    );
+    let answered = answered.expect("/healthz never answered again with 375 idle connections");
+    assert!(answered < Duration::from_secs(20), "{answered:?}");
+    assert!(most_files <= 256, "{most_files}");
 }

@@ -10,11 +10,15 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
 use crate::error::{ApiError, ServeError};
+use crate::state::AppState;
 
 /// The accepted API keys, as digests.
 #[derive(Clone)]
@@ -86,14 +90,13 @@ impl ApiKeys {
                 "missing API key: send the header `Authorization: Bearer YOUR_KEY`",
             ));
         };
+        // The scheme is case-insensitive (RFC 9110 11.1): `Bearer`, `bearer`, `BEARER`.
         let key = value
             .to_str()
             .ok()
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim);
+            .and_then(|v| v.trim_start().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, key)| key.trim());
         match key {
             Some(k) if self.accepts(k) => Ok(()),
             Some(_) => Err(ApiError::Unauthorized(
@@ -104,6 +107,21 @@ impl ApiKeys {
             )),
         }
     }
+}
+
+/// The route layer in front of `/v1/*` and `/metrics`: with keys, a request without a
+/// valid `Authorization: Bearer KEY` is answered 401 and goes no further.
+pub(crate) async fn require_key(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(keys) = &state.inner.keys
+        && let Err(e) = keys.check(request.headers())
+    {
+        return e.into_response();
+    }
+    next.run(request).await
 }
 
 fn digest(key: &str) -> [u8; 32] {
@@ -138,6 +156,22 @@ mod tests {
         assert!(!keys.accepts("key-on"));
         assert!(ApiKeys::parse("# nothing\n\n").is_none());
         assert!(!format!("{keys:?}").contains("key-one"));
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        let keys = ApiKeys::parse("k-1").unwrap();
+        let check = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            keys.check(&headers)
+        };
+        for ok in ["Bearer k-1", "bearer k-1", "BEARER k-1", "BeArEr  k-1 "] {
+            assert!(check(ok).is_ok(), "{ok}");
+        }
+        for bad in ["Basic k-1", "Bearer k-2", "Bearerk-1", "k-1"] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

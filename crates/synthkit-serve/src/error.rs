@@ -9,6 +9,9 @@ use synthkit::model::ModelError;
 
 use crate::api::{ErrorBody, ErrorDetail};
 
+/// `Retry-After` of a shed request or one refused while shutting down, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
 /// Why a request failed. Each variant has an HTTP status and a stable `kind` string
 /// ([`ApiError::kind`]); the message says what to change.
 #[derive(Debug, thiserror::Error)]
@@ -46,9 +49,68 @@ pub enum ApiError {
         /// The limit in seconds.
         secs: u64,
     },
-    /// The service is shutting down and cancelled the request.
-    #[error("the service is shutting down and cancelled this request: send it again")]
+    /// The service is shutting down: it cancelled the request, or refused a new one.
+    #[error(
+        "the service is shutting down and did not finish this request: send it again (to another replica)"
+    )]
     ShuttingDown,
+    /// No route has this path.
+    #[error(
+        "no such route: the routes are POST /v1/synthesize, GET /healthz, /readyz, /metrics and /openapi.json"
+    )]
+    NotFound,
+    /// The route does not answer this method.
+    #[error(
+        "this route does not answer this method (see the Allow header): POST /v1/synthesize; GET /healthz, /readyz, /metrics, /openapi.json"
+    )]
+    MethodNotAllowed,
+    /// The body is not declared as JSON.
+    #[error("the body must be JSON: send the header `Content-Type: application/json`")]
+    UnsupportedMediaType,
+    /// The request target is too long.
+    #[error(
+        "the request target is longer than {limit} bytes: shorten the path and query, or start the service with a larger --max-uri-bytes"
+    )]
+    UriTooLong {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Too many request headers.
+    #[error(
+        "the request has {given} headers, more than the {limit} this service accepts: send fewer, or start the service with a larger --max-headers"
+    )]
+    TooManyHeaders {
+        /// Headers sent.
+        given: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The request head is too large.
+    #[error(
+        "the request line and headers are larger than {limit} bytes: send shorter headers, or start the service with a larger --max-header-bytes"
+    )]
+    HeadersTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The `Host` is not one this service answers to (DNS rebinding protection).
+    #[error(
+        "this service does not answer to the host named in the Host header: use http://127.0.0.1 or http://localhost, or start the service with --allowed-host NAME"
+    )]
+    HostNotAllowed,
+    /// A request from a web page whose origin is not listed.
+    #[error(
+        "requests from web pages are refused unless their origin is listed: start the service with --cors-origin ORIGIN (for example --cors-origin https://app.example.com)"
+    )]
+    OriginNotAllowed,
+    /// As many requests as the service takes are in flight already.
+    #[error(
+        "the service is at its limit of requests in flight: retry after a second (Retry-After), or start it with a larger --max-requests"
+    )]
+    Overloaded,
+    /// Another error status, made by a layer without a message of its own.
+    #[error("the request was refused with HTTP {}: see GET /openapi.json for the routes and what they accept", .0.as_u16())]
+    Http(StatusCode),
     /// The synthesis failed.
     #[error(transparent)]
     Synthesis(#[from] SynthError),
@@ -63,15 +125,27 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TooManyNodes { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ShuttingDown | ApiError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            ApiError::TooManyHeaders { .. } | ApiError::HeadersTooLarge { .. } => {
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+            }
+            ApiError::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,
+            ApiError::OriginNotAllowed => StatusCode::FORBIDDEN,
+            ApiError::Http(status) => *status,
             ApiError::Synthesis(e) => synthesis_status(e),
         }
     }
 
     /// A stable machine-readable name: `unauthorized`, `invalid_request`,
-    /// `body_too_large`, `too_many_nodes`, `timeout`, `shutting_down`, `invalid_option`,
-    /// `model_error`, `model_timeout`, `model_rate_limited`, `truncated`,
-    /// `synthesis_failed`.
+    /// `body_too_large`, `too_many_nodes`, `timeout`, `shutting_down`, `not_found`,
+    /// `method_not_allowed`, `unsupported_media_type`, `uri_too_long`,
+    /// `headers_too_large`, `host_not_allowed`, `origin_not_allowed`, `overloaded`,
+    /// `http_error`, `invalid_option`, `model_error`, `model_timeout`,
+    /// `model_rate_limited`, `truncated`, `synthesis_failed`.
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Unauthorized(_) => "unauthorized",
@@ -80,7 +154,35 @@ impl ApiError {
             ApiError::TooManyNodes { .. } => "too_many_nodes",
             ApiError::Timeout { .. } => "timeout",
             ApiError::ShuttingDown => "shutting_down",
+            ApiError::NotFound => "not_found",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::UnsupportedMediaType => "unsupported_media_type",
+            ApiError::UriTooLong { .. } => "uri_too_long",
+            ApiError::TooManyHeaders { .. } | ApiError::HeadersTooLarge { .. } => {
+                "headers_too_large"
+            }
+            ApiError::HostNotAllowed => "host_not_allowed",
+            ApiError::OriginNotAllowed => "origin_not_allowed",
+            ApiError::Overloaded => "overloaded",
+            ApiError::Http(status) => match status.as_u16() {
+                408 => "timeout",
+                413 => "body_too_large",
+                414 => "uri_too_long",
+                431 => "headers_too_large",
+                503 => "unavailable",
+                _ => "http_error",
+            },
             ApiError::Synthesis(e) => synthesis_kind(e),
+        }
+    }
+
+    /// The error for an answer some layer made with `status` and no body.
+    pub fn from_status(status: StatusCode) -> Self {
+        match status {
+            StatusCode::NOT_FOUND => ApiError::NotFound,
+            StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType,
+            other => ApiError::Http(other),
         }
     }
 
@@ -131,10 +233,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let mut response = json_response(status, &self.body());
-        if matches!(self, ApiError::Unauthorized(_)) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Unauthorized(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::Overloaded | ApiError::ShuttingDown => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            _ => {}
         }
         response
     }
@@ -187,6 +294,14 @@ pub enum ServeError {
     #[cfg(feature = "redis")]
     #[error("{0} (--redis-url)")]
     Redis(#[from] synthkit::layer::redis::RedisError),
+    /// An `--allowed-host` or `--cors-origin` value is not valid.
+    #[error("cannot use {value:?}: {message}")]
+    Access {
+        /// The value given.
+        value: String,
+        /// What to give instead.
+        message: String,
+    },
     /// Binding or serving failed.
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),

@@ -3,53 +3,23 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
 
-use axum::body::Body;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use synthkit::prompt::{PromptTemplate, TemplateKind};
 use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
 
 use crate::api::{HealthBody, SynthesizeRequest, parse_nodes};
 use crate::error::{ApiError, json_response};
-use crate::metrics::{Metrics, MetricsObserver};
+use crate::metrics::MetricsObserver;
+use crate::readiness::BackendState;
 use crate::state::AppState;
 
 /// The path of the synthesis route.
 pub const SYNTHESIZE_PATH: &str = "/v1/synthesize";
-
-/// One synthesis request being served: the in-flight gauge while it lives, then its
-/// status and latency. A request whose future is dropped before it set a status (the
-/// client went away) is counted as 499.
-pub(crate) struct RequestGuard {
-    metrics: Arc<Metrics>,
-    started: Instant,
-    pub(crate) status: Option<u16>,
-}
-
-impl RequestGuard {
-    pub(crate) fn start(metrics: &Arc<Metrics>) -> Self {
-        metrics.requests_in_flight.fetch_add(1, Ordering::Relaxed);
-        Self {
-            metrics: Arc::clone(metrics),
-            started: Instant::now(),
-            status: None,
-        }
-    }
-}
-
-impl Drop for RequestGuard {
-    fn drop(&mut self) {
-        let m = &self.metrics;
-        m.requests_in_flight.fetch_sub(1, Ordering::Relaxed);
-        m.request_duration.observe(self.started.elapsed());
-        m.count_request(SYNTHESIZE_PATH, self.status.unwrap_or(499));
-    }
-}
 
 /// A checked request, ready to run.
 pub(crate) struct Job {
@@ -58,26 +28,20 @@ pub(crate) struct Job {
     pub(crate) stream: bool,
 }
 
-/// `POST /v1/synthesize`.
+/// `POST /v1/synthesize`. The key, the content type, the body's size and the time limit
+/// were checked by the route's layers ([`crate::stack`]).
 pub(crate) async fn synthesize(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut guard = RequestGuard::start(&state.inner.metrics);
-    let job = match prepare(&state, &headers, body).await {
+    let job = match prepare(&state, body) {
         Ok(job) => job,
-        Err(e) => {
-            guard.status = Some(e.status().as_u16());
-            return e.into_response();
-        }
+        Err(e) => return e.into_response(),
     };
     if job.stream {
-        guard.status = Some(200);
-        return crate::sse::respond(state, job, guard);
+        return crate::sse::respond(state, job);
     }
-    let result = run(&state, job).await;
-    let response = match result {
+    match run(&state, job).await {
         Ok(r) => json_response(StatusCode::OK, &r),
         Err(e) => {
             if matches!(e, ApiError::Synthesis(_)) {
@@ -85,32 +49,29 @@ pub(crate) async fn synthesize(
             }
             e.into_response()
         }
-    };
-    guard.status = Some(response.status().as_u16());
-    response
+    }
 }
 
-/// Runs a plain (non-streamed) job within the time limit, until the shutdown deadline.
+/// Runs a plain (non-streamed) job until the shutdown deadline.
 async fn run(state: &AppState, job: Job) -> Result<synthkit::Response, ApiError> {
-    let limit = state.inner.limits.request_timeout;
-    let work = tokio::time::timeout(limit, job.synth.synthesize_input(job.input));
     tokio::select! {
-        r = work => match r {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(ApiError::Timeout { secs: limit.as_secs().max(1) }),
-        },
+        r = job.synth.synthesize_input(job.input) => Ok(r?),
         () = state.inner.cancel.cancelled() => Err(ApiError::ShuttingDown),
     }
 }
 
-/// Checks the key, reads the body within its limit, parses and checks the request, and
-/// builds its synthesizer on the shared model.
-async fn prepare(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Job, ApiError> {
+/// Parses and checks the request, and builds its synthesizer on the shared model.
+fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job, ApiError> {
     let s = &state.inner;
-    if let Some(keys) = &s.keys {
-        keys.check(headers)?;
-    }
-    let bytes = read_body(headers, body, s.limits.max_body_bytes).await?;
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::BodyTooLarge {
+                limit: s.limits.max_body_bytes,
+            }
+        } else {
+            ApiError::InvalidRequest(format!("the request body could not be read: {rejection}"))
+        }
+    })?;
     let request: SynthesizeRequest = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::InvalidRequest(format!(
             "the body is not a valid synthesis request: {e}; see GET /openapi.json"
@@ -179,30 +140,6 @@ async fn prepare(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Jo
     })
 }
 
-/// The body, refused with 413 as soon as it is known to be over `limit` bytes (from its
-/// `Content-Length`, else while it is read).
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::BodyTooLarge { limit });
-    }
-    let mut bytes = Vec::with_capacity(declared.map_or(0, |n| n as usize));
-    let mut stream = body.into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            ApiError::InvalidRequest(format!("the request body could not be read: {e}"))
-        })?;
-        if bytes.len() + chunk.len() > limit {
-            return Err(ApiError::BodyTooLarge { limit });
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
-}
-
 /// `GET /healthz`: the process is up.
 pub(crate) async fn healthz() -> Response {
     let body = HealthBody {
@@ -212,9 +149,9 @@ pub(crate) async fn healthz() -> Response {
     json_response(StatusCode::OK, &body)
 }
 
-/// `GET /readyz`: the backend answers and the service is not shutting down.
+/// `GET /readyz`: the backend answered its last check and the service is not shutting
+/// down. The backend is checked on a timer ([`crate::readiness`]), never by the probe.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
-    let s = &state.inner;
     let (status, body) = if state.is_draining() {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -224,15 +161,22 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
             },
         )
     } else {
-        match s.readiness.check(&s.client).await {
-            Ok(()) => (
+        match state.readiness() {
+            BackendState::Ready => (
                 StatusCode::OK,
                 HealthBody {
                     status: "ok".into(),
                     reason: None,
                 },
             ),
-            Err(reason) => (
+            BackendState::Unknown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                HealthBody {
+                    status: "unavailable".into(),
+                    reason: Some("the backend has not been checked yet".into()),
+                },
+            ),
+            BackendState::Unavailable(reason) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 HealthBody {
                     status: "unavailable".into(),
@@ -244,13 +188,9 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     json_response(status, &body)
 }
 
-/// `GET /metrics`: Prometheus text (behind the API keys when there are keys).
-pub(crate) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(keys) = &state.inner.keys
-        && let Err(e) = keys.check(&headers)
-    {
-        return e.into_response();
-    }
+/// `GET /metrics`: Prometheus text (behind the API keys when there are keys, see
+/// [`crate::stack`]).
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let text = state.inner.metrics.render();
     (
         [(

@@ -5,6 +5,8 @@
 //! | `synthkit_http_requests_total{path,status}` | counter | answered requests |
 //! | `synthkit_http_requests_in_flight` | gauge | synthesis requests being served |
 //! | `synthkit_http_request_duration_seconds` | histogram | synthesis request latency (to the last byte of a stream) |
+//! | `synthkit_http_connections_open` | gauge | client connections open now |
+//! | `synthkit_http_connections_idle_closed_total` | counter | connections closed for sending no request in time |
 //! | `synthkit_model_calls_total` | counter | model calls finished (cache hits included) |
 //! | `synthkit_model_prompt_tokens_total` | counter | prompt tokens of those calls |
 //! | `synthkit_model_completion_tokens_total` | counter | completion tokens of those calls |
@@ -83,6 +85,10 @@ pub struct Metrics {
     pub requests_in_flight: AtomicI64,
     /// Synthesis request latency.
     pub request_duration: Histogram,
+    /// Client connections open now.
+    pub connections_open: AtomicI64,
+    /// Connections closed for sending no request within the header or keep-alive timeout.
+    pub connections_idle_closed: AtomicU64,
     /// Model calls finished (cache hits included).
     pub calls: AtomicU64,
     /// Prompt tokens of finished calls.
@@ -155,12 +161,23 @@ impl Metrics {
             "synthkit_http_request_duration_seconds",
             "Synthesis request latency, to the last byte of a stream.",
         );
+        gauge(
+            &mut out,
+            "synthkit_http_connections_open",
+            "Client connections open now.",
+            self.connections_open.load(Ordering::Relaxed),
+        );
         let (hits, misses) = self
             .cache
             .get()
             .map(|c| c.snapshot())
             .map_or((0, 0), |s| (s.hits, s.misses));
-        let counters: [(&str, &str, u64); 9] = [
+        let counters: [(&str, &str, u64); 10] = [
+            (
+                "synthkit_http_connections_idle_closed_total",
+                "Connections closed for sending no request within the header or keep-alive timeout.",
+                self.connections_idle_closed.load(Ordering::Relaxed),
+            ),
             (
                 "synthkit_model_calls_total",
                 "Model calls finished, cache hits included.",

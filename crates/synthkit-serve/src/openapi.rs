@@ -60,10 +60,15 @@ pub fn document() -> Value {
                         },
                         "400": error_response("The body or an option is invalid."),
                         "401": error_response("Missing or wrong API key."),
+                        "403": error_response("The request comes from a web page whose origin is not listed with --cors-origin."),
                         "413": error_response("The body is larger than --max-body-bytes."),
+                        "414": error_response("The request target is longer than --max-uri-bytes."),
+                        "415": error_response("The body is not declared as `Content-Type: application/json`."),
+                        "421": error_response("The Host header is not a loopback name (on a loopback bind) nor one given with --allowed-host."),
                         "422": error_response("More nodes than --max-nodes."),
+                        "431": error_response("More headers than --max-headers, or a head larger than --max-header-bytes."),
                         "502": error_response("The model failed."),
-                        "503": error_response("The service is shutting down, or the model is rate limited."),
+                        "503": error_response("Overloaded (--max-requests in flight) or shutting down (both with Retry-After), or the model is rate limited."),
                         "504": error_response("The synthesis (or the model) took longer than allowed.")
                     }
                 }
@@ -75,7 +80,7 @@ pub fn document() -> Value {
             }},
             "/readyz": {"get": {
                 "operationId": "readyz",
-                "summary": "The backend answers and the service is not shutting down",
+                "summary": "The backend answered its last check (refreshed every --readiness-interval) and the service is not shutting down",
                 "responses": {
                     "200": health_response("Ready."),
                     "503": health_response("Not ready: draining, or the backend does not answer.")

@@ -5,7 +5,8 @@
 //! sent every 15 s while nothing else is, so idle proxies keep the connection.
 //!
 //! Nothing is spawned: the synthesis runs inside the response body's stream, so a client
-//! that disconnects drops the stream, and with it the synthesis and its model calls.
+//! that disconnects drops the stream, and with it the synthesis and its model calls; the
+//! request is then counted as 499 ([`crate::accounting`]).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::DeltaEvent;
 use crate::error::ApiError;
-use crate::handlers::{Job, RequestGuard};
+use crate::handlers::Job;
 use crate::state::AppState;
 
 /// How often a keep-alive comment is sent on a silent stream.
@@ -40,12 +41,10 @@ struct Flow {
     state: AppState,
     deadline: Instant,
     limit: Duration,
-    /// Held until the stream ends or is dropped: the request's latency and in-flight gauge.
-    _guard: RequestGuard,
 }
 
 /// The SSE response for a checked streaming job.
-pub(crate) fn respond(state: AppState, job: Job, guard: RequestGuard) -> Response {
+pub(crate) fn respond(state: AppState, job: Job) -> Response {
     let limit = state.inner.limits.request_timeout;
     let crate::handlers::Job { synth, input, .. } = job;
     let opening: BoxFuture<'static, Result<StreamingResponse, SynthError>> =
@@ -55,7 +54,6 @@ pub(crate) fn respond(state: AppState, job: Job, guard: RequestGuard) -> Respons
         state,
         deadline: Instant::now() + limit,
         limit,
-        _guard: guard,
     };
     Sse::new(events(flow))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))

@@ -149,6 +149,7 @@ async fn bad_requests_are_400_with_a_message() {
     let client = reqwest::Client::new();
     let r = client
         .post(service.synthesize_url())
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
@@ -204,6 +205,8 @@ async fn health_readiness_metrics_and_openapi() {
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("{}{path}", service.url)).send();
     assert_eq!(get("/healthz").await.unwrap().status(), 200);
+    // Readiness is checked on a timer; ask for a check now rather than wait for it.
+    assert!(service.state.refresh_readiness().await.is_ready());
     assert_eq!(get("/readyz").await.unwrap().status(), 200);
 
     let (status, _) = post(&service, json!({"query": QUERY, "nodes": nodes()})).await;
@@ -250,7 +253,16 @@ async fn health_readiness_metrics_and_openapi() {
         );
     }
 
+    // Once the backend is gone, the next timed check sees it (an event, with a deadline).
+    let mut changes = service.state.readiness_changes();
     drop(fake);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        changes.wait_for(|s| !s.is_ready()),
+    )
+    .await
+    .expect("readiness did not change within 20 s of the backend going away")
+    .unwrap();
     let r = get("/readyz").await.unwrap();
     assert_eq!(r.status(), 503);
     let body: Value = r.json().await.unwrap();

@@ -120,6 +120,7 @@ async fn body_and_node_limits_are_json_errors() {
         futures::stream::iter((0..10).map(|_| Ok::<_, std::io::Error>(bytes_of(&"y".repeat(500)))));
     let r = client
         .post(service.synthesize_url())
+        .header("content-type", "application/json")
         .body(reqwest::Body::wrap_stream(chunks))
         .send()
         .await
@@ -219,6 +220,11 @@ async fn disconnect_stops_upstream_calls(stream: bool) {
         metrics.contains("synthkit_http_requests_in_flight 0"),
         "{metrics}"
     );
+    // The request the client dropped is counted as 499, not as the 200 its stream began
+    // with.
+    let m = service.state.metrics();
+    assert_eq!(m.requests("/v1/synthesize", 499), 1, "{metrics}");
+    assert_eq!(m.requests("/v1/synthesize", 200), 0, "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,16 +261,44 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let server = service.shutdown();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(service.state.is_draining());
-    // New connections are refused while the request in flight goes on.
-    let refused = reqwest::Client::new()
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !service.state.is_draining() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shutdown did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While the request in flight goes on, probes still get through and see the drain,
+    // and a new synthesis is refused with a hint to retry elsewhere.
+    let client = reqwest::Client::new();
+    let r = client
+        .get(format!("{}/readyz", service.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["connection"], "close");
+    assert_eq!(r.json::<Value>().await.unwrap()["status"], "draining");
+    let r = client
         .get(format!("{}/healthz", service.url))
         .send()
-        .await;
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client
+        .post(service.synthesize_url())
+        .json(&body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["kind"], "shutting_down");
     assert!(
-        refused.is_err(),
-        "a new connection was accepted while draining"
+        !in_flight.is_finished(),
+        "the request in flight was cut short"
     );
     let (status, response) = in_flight.await.unwrap();
     assert_eq!(status, 200, "{response}");

@@ -51,6 +51,8 @@ pub struct Seen {
 
 #[derive(Default)]
 pub struct Record {
+    /// `GET /v1/models` requests (readiness checks).
+    pub models: AtomicUsize,
     pub started: AtomicUsize,
     pub finished: AtomicUsize,
     pub seen: Mutex<Vec<Seen>>,
@@ -105,6 +107,11 @@ impl FakeLlm {
         self.record.finished.load(Ordering::SeqCst)
     }
 
+    /// `GET /v1/models` requests so far.
+    pub fn models_calls(&self) -> usize {
+        self.record.models.load(Ordering::SeqCst)
+    }
+
     /// Every request seen so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.record.seen.lock().unwrap().clone()
@@ -122,7 +129,8 @@ impl Drop for FakeLlm {
     }
 }
 
-async fn models() -> Json<Value> {
+async fn models(State(fake): State<Fake>) -> Json<Value> {
+    fake.record.models.fetch_add(1, Ordering::SeqCst);
     Json(json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
 }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 pub mod fake_llm;
+pub mod raw;
 
 use std::time::Duration;
 

@@ -1,0 +1,188 @@
+//! [`ServiceLimits`]: every bound the service keeps, on one request (body, nodes, time), on
+//! all requests together (requests in flight), on connections (how many, how long they may
+//! take to send headers or stay idle, header sizes, HTTP/2 streams) and on probes and
+//! shutdown. Each has a documented default and a `synthkit serve` flag of the same name.
+
+use std::time::Duration;
+
+/// The service's limits. `ServiceLimits::default()` holds every default; the `with_*`
+/// methods change one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServiceLimits {
+    /// The largest request body, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// The most nodes in one request (422 above it).
+    pub max_nodes: usize,
+    /// The most time one synthesis may take, body upload included (504, or an `error`
+    /// event, after it).
+    pub request_timeout: Duration,
+    /// The most model calls of one request in flight at once (a request's `concurrency`
+    /// is capped at it; also its default).
+    pub max_request_concurrency: usize,
+    /// On shutdown, how long requests in flight may still run before they are
+    /// cancelled.
+    pub shutdown_grace: Duration,
+    /// Synthesis requests being read or answered at once, across all connections; one
+    /// more is refused at once with 503 `overloaded` and `Retry-After`.
+    pub max_requests: usize,
+    /// Open connections at once. Beyond it new connections wait in the kernel's accept
+    /// backlog (the ones being served are not disturbed). Lowered to fit the process's
+    /// open-file limit (see [`crate::server`]).
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers, counted from when the
+    /// connection opens or its previous response ends; the connection is closed after it.
+    /// This bounds slow headers and, for HTTP/1, idle keep-alive connections.
+    pub header_timeout: Duration,
+    /// A connection with no request in flight for this long is closed (HTTP/2 with a
+    /// GOAWAY; HTTP/1 connections are closed by `header_timeout` first when it is
+    /// shorter).
+    pub keep_alive_timeout: Duration,
+    /// The most request headers (431 above it).
+    pub max_headers: usize,
+    /// The largest request head in bytes, request line and headers (431 above it).
+    pub max_header_bytes: usize,
+    /// The longest request target (path and query) in bytes (414 above it).
+    pub max_uri_bytes: usize,
+    /// HTTP/2 streams (requests) open at once on one connection.
+    pub http2_max_streams: u32,
+    /// How often `/readyz`'s state is refreshed by asking the backend; a probe reads the
+    /// last state and never waits for the backend.
+    pub readiness_interval: Duration,
+}
+
+impl ServiceLimits {
+    /// The default largest body: 10 MiB.
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
+    /// The default most nodes: 10,000.
+    pub const DEFAULT_MAX_NODES: usize = 10_000;
+    /// The default time limit: 300 s.
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+    /// The default calls in flight per request: 8.
+    pub const DEFAULT_MAX_REQUEST_CONCURRENCY: usize = 8;
+    /// The default shutdown grace: 30 s.
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+    /// The default synthesis requests in flight: 256.
+    pub const DEFAULT_MAX_REQUESTS: usize = 256;
+    /// The default open connections: 1024.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+    /// The default header timeout: 10 s.
+    pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The default idle timeout of a connection: 60 s.
+    pub const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+    /// The default most request headers: 50.
+    pub const DEFAULT_MAX_HEADERS: usize = 50;
+    /// The default largest request head: 16 KiB.
+    pub const DEFAULT_MAX_HEADER_BYTES: usize = 16 * 1024;
+    /// The default longest request target: 8 KiB.
+    pub const DEFAULT_MAX_URI_BYTES: usize = 8 * 1024;
+    /// The default HTTP/2 streams per connection: 100.
+    pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
+    /// The default readiness refresh: every second.
+    pub const DEFAULT_READINESS_INTERVAL: Duration = Duration::from_secs(1);
+
+    /// Sets the largest body.
+    pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Sets the most nodes.
+    pub fn with_max_nodes(mut self, nodes: usize) -> Self {
+        self.max_nodes = nodes;
+        self
+    }
+
+    /// Sets the per-request time limit.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the most calls in flight per request (at least 1).
+    pub fn with_max_request_concurrency(mut self, n: usize) -> Self {
+        self.max_request_concurrency = n.max(1);
+        self
+    }
+
+    /// Sets the shutdown grace.
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Sets the synthesis requests in flight across all connections (at least 1).
+    pub fn with_max_requests(mut self, n: usize) -> Self {
+        self.max_requests = n.max(1);
+        self
+    }
+
+    /// Sets the open connections (at least 1).
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Sets the header timeout.
+    pub fn with_header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// Sets the idle timeout of a connection.
+    pub fn with_keep_alive_timeout(mut self, timeout: Duration) -> Self {
+        self.keep_alive_timeout = timeout;
+        self
+    }
+
+    /// Sets the most request headers (at least 1).
+    pub fn with_max_headers(mut self, n: usize) -> Self {
+        self.max_headers = n.max(1);
+        self
+    }
+
+    /// Sets the largest request head in bytes.
+    pub fn with_max_header_bytes(mut self, bytes: usize) -> Self {
+        self.max_header_bytes = bytes;
+        self
+    }
+
+    /// Sets the longest request target in bytes.
+    pub fn with_max_uri_bytes(mut self, bytes: usize) -> Self {
+        self.max_uri_bytes = bytes;
+        self
+    }
+
+    /// Sets the HTTP/2 streams per connection (at least 1).
+    pub fn with_http2_max_streams(mut self, n: u32) -> Self {
+        self.http2_max_streams = n.max(1);
+        self
+    }
+
+    /// Sets how often readiness is refreshed.
+    pub fn with_readiness_interval(mut self, interval: Duration) -> Self {
+        self.readiness_interval = interval;
+        self
+    }
+}
+
+impl Default for ServiceLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            max_nodes: Self::DEFAULT_MAX_NODES,
+            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
+            max_request_concurrency: Self::DEFAULT_MAX_REQUEST_CONCURRENCY,
+            shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
+            max_requests: Self::DEFAULT_MAX_REQUESTS,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            header_timeout: Self::DEFAULT_HEADER_TIMEOUT,
+            keep_alive_timeout: Self::DEFAULT_KEEP_ALIVE_TIMEOUT,
+            max_headers: Self::DEFAULT_MAX_HEADERS,
+            max_header_bytes: Self::DEFAULT_MAX_HEADER_BYTES,
+            max_uri_bytes: Self::DEFAULT_MAX_URI_BYTES,
+            http2_max_streams: Self::DEFAULT_HTTP2_MAX_STREAMS,
+            readiness_interval: Self::DEFAULT_READINESS_INTERVAL,
+        }
+    }
+}
