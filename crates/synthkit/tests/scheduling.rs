@@ -102,7 +102,7 @@ fn list_schedule(
 
 /// The case: every 4th call takes 2 s, the others 0.1 s.
 fn uneven(chunk: usize) -> Duration {
-    if chunk % 4 == 0 {
+    if chunk.is_multiple_of(4) {
         Duration::from_secs(2)
     } else {
         Duration::from_millis(100)

@@ -280,11 +280,12 @@ async fn replies_are_checked_against_the_schema() {
 #[test]
 fn an_invalid_schema_is_refused_before_any_call() {
     let model = ScriptedModel::constant(info(), "{}");
-    let e = Synthesizer::builder(Arc::new(model.clone()))
+    let Err(e) = Synthesizer::builder(Arc::new(model.clone()))
         .output_schema(json!({"type": 5}))
         .build()
-        .err()
-        .expect("refused");
+    else {
+        panic!("an invalid schema was accepted");
+    };
     assert!(matches!(e, SynthError::Schema(_)), "{e:?}");
     assert!(e.to_string().contains("not a valid JSON schema"), "{e}");
     assert!(model.requests().is_empty());
