@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use synthkit::call::CallReport;
 use synthkit::model::ModelInfo;
+use synthkit::observe::CallReport;
 use synthkit::prompt::PromptBudget;
 use synthkit::synth::DEFAULT_CONCURRENCY;
 use synthkit::testing::FixedModel;

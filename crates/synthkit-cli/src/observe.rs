@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use synthkit::Observer;
 use synthkit::SynthEvent;
-use synthkit::call::CallReport;
+use synthkit::observe::CallReport;
 
 /// Sends every report to each observer, in order.
 #[derive(Default)]

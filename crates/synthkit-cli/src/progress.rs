@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use synthkit::call::CallReport;
+use synthkit::observe::CallReport;
 use synthkit::{Observer, SynthEvent};
 
 use crate::plan::Estimate;

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use anyhow::{Result, anyhow};
 use serde_json::json;
 use synthkit::Observer;
-use synthkit::call::CallReport;
+use synthkit::observe::CallReport;
 
 use crate::error::usage;
 

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use synthkit::call::CallReport;
 use synthkit::layer::cache::CacheCounters;
+use synthkit::observe::CallReport;
 use synthkit::{Observer, SynthEvent};
 
 /// Bucket upper bounds, in seconds, of both latency histograms.

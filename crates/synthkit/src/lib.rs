@@ -2,14 +2,17 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 pub mod backend;
-pub mod call;
 pub mod citation;
 pub mod documents;
+pub(crate) mod engine;
 pub mod error;
 pub mod layer;
 pub mod mode;
 pub mod model;
+pub(crate) mod modes;
 pub mod node;
+pub mod observe;
+pub mod options;
 pub mod prompt;
 pub mod response;
 pub mod schema;
@@ -19,13 +22,12 @@ pub mod synth;
 pub mod testing;
 pub mod text;
 
-pub use call::{CallDoor, Observer, SynthEvent, UsageTotals};
 pub use citation::{Citation, Citations};
+pub use engine::CallDoor;
 pub use error::SynthError;
 pub use mode::{ResponseMode, Step};
 pub use node::{Node, NodeJsonError};
+pub use observe::{CallReport, Observer, OnTruncation, SynthEvent, UsageTotals};
+pub use options::{Concurrency, Templates};
 pub use response::{Response, StreamingResponse, Truncation};
-pub use synth::{
-    AnswerFiltering, Concurrency, OnTruncation, SynthesisInput, Synthesizer, SynthesizerBuilder,
-    Templates,
-};
+pub use synth::{AnswerFiltering, SynthesisInput, Synthesizer, SynthesizerBuilder};

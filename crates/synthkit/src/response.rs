@@ -9,10 +9,10 @@ use futures::stream::BoxStream;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::call::{Caller, UsageTotals};
 use crate::citation::{Citations, strip_markers};
 use crate::error::SynthError;
 use crate::node::Node;
+use crate::observe::{UsageSource, UsageTotals};
 
 /// What `simple_summarize` cut to fit one prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -87,7 +87,7 @@ pub struct StreamingResponse {
     done: bool,
     failed: bool,
     pub(crate) response: Response,
-    pub(crate) caller: Option<Arc<Caller>>,
+    pub(crate) caller: Option<Arc<dyn UsageSource>>,
     citations: Option<CitationSlot>,
 }
 
@@ -104,7 +104,7 @@ impl StreamingResponse {
     pub(crate) fn new(
         deltas: BoxStream<'static, Result<String, SynthError>>,
         response: Response,
-        caller: Option<Arc<Caller>>,
+        caller: Option<Arc<dyn UsageSource>>,
     ) -> Self {
         Self {
             deltas,

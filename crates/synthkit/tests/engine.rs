@@ -350,7 +350,7 @@ impl Recorder {
 }
 
 impl synthkit::Observer for Recorder {
-    fn call_finished(&self, report: &synthkit::call::CallReport<'_>) {
+    fn call_finished(&self, report: &synthkit::observe::CallReport<'_>) {
         self.0.lock().unwrap().push(report.request.prompt_tokens);
     }
 }

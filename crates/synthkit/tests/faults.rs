@@ -45,11 +45,11 @@ use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::call::CallReport;
 use synthkit::layer::retry::{RetryEvent, RetryModel, RetryPolicy};
 use synthkit::model::{
     CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent,
 };
+use synthkit::observe::CallReport;
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
 
 use clock::Hold;

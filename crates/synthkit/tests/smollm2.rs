@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::call::CallReport;
 use synthkit::layer::stack::ModelStack;
+use synthkit::observe::CallReport;
 use synthkit::{Concurrency, Node, Observer, ResponseMode, Synthesizer};
 
 /// Each call's count by synthkit and by the server.

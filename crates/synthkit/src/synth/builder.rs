@@ -1,197 +1,20 @@
 //! [`SynthesizerBuilder`] and the option types it takes.
 
-use std::fmt;
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::Synthesizer;
-use super::modes::structured::StepEvaluator;
-use crate::call::Observer;
+use crate::engine::Settings;
+use crate::engine::filter::AnswerFiltering;
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::model::LanguageModel;
-use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind, defaults};
-
-/// The default separator between accumulated answers.
-pub const DEFAULT_ACCUMULATE_SEPARATOR: &str = "\n---------------------\n";
-/// The default text of an empty response.
-pub const DEFAULT_EMPTY_RESPONSE: &str = "Empty Response";
-/// The default number of model calls in flight for tree levels and accumulate.
-pub const DEFAULT_CONCURRENCY: usize = 8;
-
-/// The templates a synthesizer uses, one per kind.
-#[derive(Debug, Clone)]
-pub struct Templates {
-    /// Question answering (`context_str`, `query_str`).
-    pub qa: PromptTemplate,
-    /// Refining an answer (`query_str`, `existing_answer`, `context_msg`).
-    pub refine: PromptTemplate,
-    /// Tree summaries (`context_str`, `query_str`).
-    pub summary: PromptTemplate,
-    /// Generation from the query alone (`query_str`).
-    pub simple: PromptTemplate,
-}
-
-impl Templates {
-    /// Our default templates, chat or completion variants.
-    pub fn defaults(chat: bool) -> Self {
-        Self {
-            qa: defaults::for_kind(TemplateKind::Qa, chat),
-            refine: defaults::for_kind(TemplateKind::Refine, chat),
-            summary: defaults::for_kind(TemplateKind::Summary, chat),
-            simple: defaults::for_kind(TemplateKind::Simple, chat),
-        }
-    }
-
-    /// The template of `kind` (the simple one for custom kinds).
-    pub fn for_kind(&self, kind: TemplateKind) -> &PromptTemplate {
-        match kind {
-            TemplateKind::Qa => &self.qa,
-            TemplateKind::Refine => &self.refine,
-            TemplateKind::Summary => &self.summary,
-            TemplateKind::Simple | TemplateKind::Custom => &self.simple,
-        }
-    }
-}
-
-/// How many model calls of one synthesis may be in flight at once (tree levels,
-/// accumulate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Concurrency {
-    /// At most this many.
-    Limit(NonZeroUsize),
-    /// No limit: every call of a level at once (the reference's behaviour).
-    Unlimited,
-}
-
-impl Concurrency {
-    /// At most `n` calls at once; `n` of 0 is taken as 1 (use [`Concurrency::Unlimited`]
-    /// for no limit).
-    pub fn limit(n: usize) -> Self {
-        Concurrency::Limit(NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN))
-    }
-
-    /// The limit as a number (a very large one for `Unlimited`).
-    pub fn get(self) -> usize {
-        match self {
-            Concurrency::Limit(n) => n.get(),
-            Concurrency::Unlimited => usize::MAX >> 8,
-        }
-    }
-}
-
-impl Default for Concurrency {
-    fn default() -> Self {
-        Concurrency::limit(DEFAULT_CONCURRENCY)
-    }
-}
-
-impl From<NonZeroUsize> for Concurrency {
-    fn from(n: NonZeroUsize) -> Self {
-        Concurrency::Limit(n)
-    }
-}
-
-/// Structured answer filtering for refine and compact: each step answers
-/// `{query_satisfied, answer}` and unsatisfied steps leave the answer unchanged.
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub enum AnswerFiltering {
-    /// Plain answers (the default).
-    #[default]
-    Off,
-    /// Every step is a filtering step.
-    On {
-        /// Stop at the first satisfied step (saves the remaining calls).
-        stop_when_satisfied: bool,
-        /// Decides each step in place of the default structured call (the reference's
-        /// program factory).
-        evaluator: Option<Arc<dyn StepEvaluator>>,
-    },
-}
-
-impl AnswerFiltering {
-    /// Filtering with the default structured call, visiting every step.
-    pub fn on() -> Self {
-        AnswerFiltering::On {
-            stop_when_satisfied: false,
-            evaluator: None,
-        }
-    }
-
-    /// Filtering that stops at the first satisfied step.
-    pub fn stop_when_satisfied() -> Self {
-        AnswerFiltering::On {
-            stop_when_satisfied: true,
-            evaluator: None,
-        }
-    }
-
-    /// Filtering decided by `evaluator`.
-    pub fn with_evaluator(evaluator: Arc<dyn StepEvaluator>, stop_when_satisfied: bool) -> Self {
-        AnswerFiltering::On {
-            stop_when_satisfied,
-            evaluator: Some(evaluator),
-        }
-    }
-
-    /// Whether filtering is on.
-    pub fn is_on(&self) -> bool {
-        matches!(self, AnswerFiltering::On { .. })
-    }
-
-    pub(crate) fn stops_when_satisfied(&self) -> bool {
-        matches!(
-            self,
-            AnswerFiltering::On {
-                stop_when_satisfied: true,
-                ..
-            }
-        )
-    }
-
-    pub(crate) fn evaluator(&self) -> Option<&Arc<dyn StepEvaluator>> {
-        match self {
-            AnswerFiltering::On { evaluator, .. } => evaluator.as_ref(),
-            AnswerFiltering::Off => None,
-        }
-    }
-}
-
-impl fmt::Debug for AnswerFiltering {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AnswerFiltering::Off => f.write_str("Off"),
-            AnswerFiltering::On {
-                stop_when_satisfied,
-                evaluator,
-            } => f
-                .debug_struct("On")
-                .field("stop_when_satisfied", stop_when_satisfied)
-                .field("evaluator", &evaluator.is_some())
-                .finish(),
-        }
-    }
-}
-
-/// What a synthesis does with a model reply cut at the output limit (`finish_reason:
-/// length`: the reply reached the request's `max_tokens`, the budget's output reserve).
-///
-/// Either way the call is counted in [`crate::UsageTotals::truncated_calls`] and reported
-/// to the observer as [`crate::SynthEvent::ReplyTruncated`] with its step.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OnTruncation {
-    /// Keep the cut reply and log a warning (the default).
-    #[default]
-    Warn,
-    /// Fail the synthesis with [`SynthError::Truncated`]; for a stream, its last item is
-    /// that error instead of a normal end.
-    Error,
-}
+use crate::observe::{Observer, OnTruncation};
+use crate::options::{
+    Concurrency, DEFAULT_ACCUMULATE_SEPARATOR, DEFAULT_EMPTY_RESPONSE, Templates,
+};
+use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 
 /// Where the system prompt comes from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -449,25 +272,4 @@ impl SynthesizerBuilder {
             }),
         })
     }
-}
-
-/// A synthesizer's settings, shared by its jobs.
-pub(crate) struct Settings {
-    pub(crate) model: Arc<dyn LanguageModel>,
-    pub(crate) counter: Option<crate::model::SharedCounter>,
-    pub(crate) mode: ResponseMode,
-    pub(crate) templates: Templates,
-    pub(crate) budget: PromptBudget,
-    pub(crate) filtering: AnswerFiltering,
-    pub(crate) output_schema: Option<Arc<Value>>,
-    pub(crate) concurrency: Concurrency,
-    pub(crate) variables: Vec<(String, String)>,
-    pub(crate) empty_response: String,
-    pub(crate) separator: String,
-    pub(crate) observer: Option<Arc<dyn Observer>>,
-    pub(crate) system_prompt: Option<String>,
-    pub(crate) on_truncation: OnTruncation,
-    pub(crate) calibrate_from_usage: bool,
-    pub(crate) citations: bool,
-    pub(crate) citation_markers: bool,
 }

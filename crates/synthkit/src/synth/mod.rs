@@ -18,35 +18,37 @@
 //! ```
 //!
 //! Layout: this module is the public face (the builder in `builder`, the modes' names in
-//! [`crate::mode`]); `engine` packs, counts, runs and corrects; `modes` has one file per
-//! mode.
+//! [`crate::mode`], the options in [`crate::options`]); [`crate::modes`] has one file per
+//! mode; [`crate::engine`] packs, counts, runs and corrects.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use serde_json::{Map, Value};
+
 use crate::citation::{self, CitationLedger};
+use crate::engine::correction::MAX_CORRECTIONS;
+use crate::engine::{self, Job};
 use crate::error::SynthError;
 use crate::model::LanguageModel;
+use crate::modes;
 use crate::node::Node;
 use crate::prompt::PromptBudget;
 use crate::response::{Response, StreamingResponse};
 
 mod builder;
-mod engine;
-pub(crate) mod modes;
 
-pub use crate::mode::ResponseMode;
-pub use builder::{
-    AnswerFiltering, Concurrency, DEFAULT_ACCUMULATE_SEPARATOR, DEFAULT_CONCURRENCY,
-    DEFAULT_EMPTY_RESPONSE, OnTruncation, SynthesizerBuilder, Templates,
+pub use crate::engine::filter::{
+    AnswerFiltering, StepEvaluator, StepVerdict, VerdictFuture, filter_schema,
 };
-pub(crate) use engine::Corrections;
-use engine::Job;
-use engine::correction::MAX_CORRECTIONS;
-use engine::finish::attach_sources;
-use engine::run;
-pub use modes::structured::{StepEvaluator, StepVerdict, VerdictFuture, filter_schema};
+pub use crate::mode::ResponseMode;
+pub use crate::observe::OnTruncation;
+pub use crate::options::{
+    Concurrency, DEFAULT_ACCUMULATE_SEPARATOR, DEFAULT_CONCURRENCY, DEFAULT_EMPTY_RESPONSE,
+    Templates,
+};
+pub use builder::SynthesizerBuilder;
 
 /// What to synthesize from: the query, the nodes and optional extras.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +83,7 @@ impl SynthesisInput {
 /// [`StreamingResponse`], cancels the calls still in flight.
 #[derive(Clone)]
 pub struct Synthesizer {
-    s: Arc<builder::Settings>,
+    s: Arc<engine::Settings>,
 }
 
 impl fmt::Debug for Synthesizer {
@@ -134,11 +136,12 @@ impl Synthesizer {
     /// Answers with every option of [`SynthesisInput`].
     pub async fn synthesize_input(&self, input: SynthesisInput) -> Result<Response, SynthError> {
         let (job, texts) = self.prepare(&input);
-        let mut outcome = run::run_mode(&job, &input, &texts).await?;
+        let previous = input.previous_response.as_deref();
+        let mut outcome = modes::run(&job, &input.nodes, previous, &texts).await?;
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let resume = run::Resume::of(&outcome, self.s.mode);
+            let resume = modes::Resume::of(&outcome, self.s.mode);
             let mut response = Response::default();
             match job.finish(outcome, &mut response).await {
                 Ok(()) => {
@@ -152,7 +155,7 @@ impl Synthesizer {
                         if attempts <= 2 * MAX_CORRECTIONS
                             && job.absorb(&e, &r.request) == engine::Verdict::Repack =>
                     {
-                        outcome = run::resume(&job, &input, &texts, r).await?;
+                        outcome = modes::resume(&job, &input.nodes, previous, &texts, r).await?;
                     }
                     _ => return Err(e),
                 },
@@ -166,11 +169,12 @@ impl Synthesizer {
         input: SynthesisInput,
     ) -> Result<StreamingResponse, SynthError> {
         let (job, texts) = self.prepare(&input);
-        let mut outcome = run::run_mode(&job, &input, &texts).await?;
+        let previous = input.previous_response.as_deref();
+        let mut outcome = modes::run(&job, &input.nodes, previous, &texts).await?;
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let resume = run::Resume::of(&outcome, self.s.mode);
+            let resume = modes::Resume::of(&outcome, self.s.mode);
             match job.open_stream(outcome, Response::default()).await {
                 Ok(mut s) => {
                     drop(texts);
@@ -182,7 +186,7 @@ impl Synthesizer {
                         if attempts <= 2 * MAX_CORRECTIONS
                             && job.absorb(&e, &r.request) == engine::Verdict::Repack =>
                     {
-                        outcome = run::resume(&job, &input, &texts, r).await?;
+                        outcome = modes::resume(&job, &input.nodes, previous, &texts, r).await?;
                     }
                     _ => return Err(e),
                 },
@@ -210,4 +214,16 @@ impl Synthesizer {
         let job = Job::new(Arc::clone(&self.s), input.query.clone(), variables, ledger);
         (job, texts)
     }
+}
+
+/// Moves the nodes and additional sources into the response, with their metadata.
+fn attach_sources(response: &mut Response, input: SynthesisInput) {
+    let mut sources = input.nodes;
+    sources.extend(input.additional_sources);
+    let mut metadata = Map::new();
+    for n in &sources {
+        metadata.insert(n.id.clone(), Value::Object(n.metadata.clone()));
+    }
+    response.source_nodes = sources;
+    response.metadata = metadata;
 }

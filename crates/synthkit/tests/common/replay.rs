@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use synthkit::call::CallReport;
 use synthkit::model::ModelInfo;
+use synthkit::observe::CallReport;
 use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::testing::ReplayModel;
 use synthkit::{Node, Observer, ResponseMode, Synthesizer};

@@ -11,14 +11,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::call::SynthEvent;
+use super::with_content;
+use crate::engine::fanout::{Prebuilt, RequestSource};
+use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, StepInfo};
+use crate::observe::SynthEvent;
 use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
-use crate::synth::engine::fanout::{Prebuilt, RequestSource};
-use crate::synth::engine::run::with_content;
-use crate::synth::engine::{FinalHow, Job, Outcome};
 use crate::text::ChunkCursor;
 
 /// More levels than any real tree needs (each level at least halves the chunks).

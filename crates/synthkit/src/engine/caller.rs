@@ -8,128 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use serde::Serialize;
 use tracing::Instrument;
 
+use super::Corrections;
 use crate::error::SynthError;
 use crate::model::{
-    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest, StepInfo,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest,
     StreamEvent, StructuredCompletion, Usage, parse_json_reply,
 };
+use crate::observe::{CallReport, Observer, OnTruncation, SynthEvent, UsageSource, UsageTotals};
 use crate::prompt::BudgetError;
-use crate::synth::{Corrections, OnTruncation};
-
-/// Totals over the calls of one synthesis.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct UsageTotals {
-    /// Model calls made.
-    pub calls: u64,
-    /// Prompt tokens: the server's counts where it reported them, else ours.
-    pub prompt_tokens: u64,
-    /// Completion tokens: the server's counts where it reported them, else ours.
-    pub completion_tokens: u64,
-    /// Calls whose reply was cut at the output limit (`finish_reason: length`); each one is
-    /// also reported as [`SynthEvent::ReplyTruncated`].
-    pub truncated_calls: u64,
-}
-
-/// What a finished call looked like (for traces and progress).
-#[derive(Debug, Clone, Copy)]
-pub struct CallReport<'a> {
-    /// The request as sent.
-    pub request: &'a ModelRequest,
-    /// The reply's text (for a stream, all of it).
-    pub response: &'a str,
-    /// Usage of this call.
-    pub usage: Usage,
-    /// Whether the server reported the usage (else it is our count).
-    pub usage_reported: bool,
-    /// Time from sending to the last byte.
-    pub elapsed: Duration,
-}
-
-/// Something noteworthy that is not an error.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum SynthEvent {
-    /// simple_summarize cut text to fit one prompt.
-    Truncated {
-        /// Tokens of context dropped.
-        dropped_tokens: usize,
-        /// Nodes whose text was cut, wholly or partly.
-        dropped_node_ids: Vec<String>,
-    },
-    /// A structured refine step's reply could not be used; the answer was kept.
-    StepSkipped {
-        /// The step.
-        step: StepInfo,
-        /// Why.
-        reason: String,
-    },
-    /// The server reported more prompt tokens than synthkit counted (a server without an
-    /// exact counter, such as Ollama, adding a chat template): the prompt limit was
-    /// lowered by the learned offset plus a margin, for the rest of the run.
-    Calibrated {
-        /// The call whose usage taught it.
-        step: StepInfo,
-        /// synthkit's count of the prompt.
-        ours: usize,
-        /// The server's count.
-        server: u64,
-        /// The learned offset (server minus ours), the largest seen so far.
-        offset: usize,
-        /// The margin kept on top of it.
-        margin: usize,
-        /// The prompt limit from now on.
-        limit: usize,
-    },
-    /// The server rejected a prompt as too long (its tokenizer counts more than ours): the
-    /// prompt limit was lowered and the step re-packed.
-    ContextCorrected {
-        /// The step that was rejected.
-        step: StepInfo,
-        /// The prompt's tokens as the server counted them, if it said.
-        server_prompt_tokens: Option<u64>,
-        /// The server's context window, if it said.
-        server_context_window: Option<u64>,
-        /// The prompt budget from now on.
-        budget: usize,
-    },
-    /// A model reply was cut at the output limit (`finish_reason: length`): the answer of
-    /// that step (intermediate or final) may be incomplete. Raise the output reserve
-    /// (`num_output`) to avoid it; see [`crate::OnTruncation`].
-    ReplyTruncated {
-        /// The call's step: mode, step, tree level and index.
-        step: StepInfo,
-        /// The reply's completion tokens (the server's count where it reported one).
-        completion_tokens: u64,
-        /// The output limit the request carried (the budget's output reserve).
-        max_tokens: usize,
-    },
-    /// A tree level was summarised.
-    TreeLevel {
-        /// The level (1 = the first summaries).
-        level: u32,
-        /// Chunks at this level.
-        chunks: usize,
-    },
-}
-
-/// Receives progress and call reports; every method has an empty default.
-pub trait Observer: Send + Sync {
-    /// `total` calls have been announced so far: the calls the synthesis has packed or
-    /// started, counted from its first (it only grows). It is not the run's final count:
-    /// later steps and tree levels are announced only once they are packed, so it trails
-    /// the calls still to come and reaches the real number of calls only at the end. To
-    /// know the total up front, run the synthesis first against a model that answers at
-    /// once (as the CLI's `--plan` does) and count its calls.
-    fn calls_planned(&self, _total: usize) {}
-    /// A call finished.
-    fn call_finished(&self, _report: &CallReport<'_>) {}
-    /// Something noteworthy happened.
-    fn event(&self, _event: &SynthEvent) {}
-}
 
 /// Makes every model call of one synthesis.
 pub(crate) struct Caller {
@@ -509,5 +397,11 @@ impl CallDoor {
         request: &ModelRequest,
     ) -> Result<StructuredCompletion, SynthError> {
         self.caller.structured(request).await
+    }
+}
+
+impl UsageSource for Caller {
+    fn totals(&self) -> UsageTotals {
+        Caller::totals(self)
     }
 }

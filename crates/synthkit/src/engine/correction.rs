@@ -14,9 +14,9 @@
 
 use std::sync::Mutex;
 
-use crate::call::SynthEvent;
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest};
+use crate::observe::SynthEvent;
 use crate::prompt::BudgetError;
 
 /// The most times one job shrinks its prompt limit.

@@ -2,7 +2,7 @@
 //!
 //! Use it to see what retrieval found without paying for a model call.
 
-use crate::synth::engine::Outcome;
+use crate::engine::Outcome;
 
 pub(crate) fn run() -> Outcome {
     Outcome::Text(String::new())

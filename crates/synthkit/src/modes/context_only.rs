@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::synth::engine::Outcome;
+use crate::engine::Outcome;
 
 pub(crate) fn run(texts: &[Cow<'_, str>]) -> Outcome {
     Outcome::Text(texts.join("\n\n"))

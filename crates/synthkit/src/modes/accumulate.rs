@@ -10,17 +10,18 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
+use super::with_content;
+use crate::engine::fanout::{AbortOnDrop, RequestSource};
+use crate::engine::finish::driven;
+use crate::engine::{Composite, Job, Outcome, Verdict};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, StepInfo};
 use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
-use crate::synth::engine::fanout::{AbortOnDrop, RequestSource};
-use crate::synth::engine::finish::driven;
-use crate::synth::engine::run::with_content;
-use crate::synth::engine::{Job, Outcome, Verdict};
 use crate::text::ChunkCursor;
 
 pub(crate) fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
@@ -44,12 +45,52 @@ fn requests_for(job: &Job, mode: ResponseMode, chunks: &[&str]) -> Result<Outcom
     let chunks: Vec<String> = chunks.iter().map(|c| (*c).to_string()).collect();
     // Fail now, before any call, if the template leaves no room.
     NumberedRequests::new(job, mode, &chunks)?;
-    Ok(Outcome::Numbered { mode, chunks })
+    Ok(Outcome::Composite(Box::new(Numbered { mode, chunks })))
+}
+
+/// Accumulate's answer: one numbered answer per piece of each chunk, joined.
+struct Numbered {
+    /// `accumulate` or `compact_accumulate`.
+    mode: ResponseMode,
+    /// The texts, each split on its own.
+    chunks: Vec<String>,
+}
+
+impl Composite for Numbered {
+    fn answer<'a>(self: Box<Self>, job: &'a Job) -> BoxFuture<'a, Result<String, SynthError>> {
+        Box::pin(async move {
+            let requests = NumberedRequests::new(job, self.mode, &self.chunks)?;
+            let answers = job.call_all(requests).await?;
+            Ok(numbered(job, &answers))
+        })
+    }
+
+    fn stream(self: Box<Self>, job: Job) -> BoxStream<'static, Result<String, SynthError>> {
+        stream_numbered(job, self.mode, self.chunks)
+    }
+}
+
+/// `Response 1: ...`, `Response 2: ...`, joined by the separator; an empty answer is the
+/// empty response.
+fn numbered(job: &Job, answers: &[String]) -> String {
+    let mut out = String::new();
+    for (i, a) in answers.iter().enumerate() {
+        if i > 0 {
+            out.push_str(&job.s.separator);
+        }
+        out.push_str(&format!("Response {}: ", i + 1));
+        out.push_str(if a.is_empty() {
+            &job.s.empty_response
+        } else {
+            a
+        });
+    }
+    out
 }
 
 /// The requests of accumulate, built one at a time as they are needed: each chunk split
 /// on its own, each piece as full as its prompt allows.
-pub(crate) struct NumberedRequests<'a> {
+struct NumberedRequests<'a> {
     job: &'a Job,
     mode: ResponseMode,
     template: PromptTemplate,
@@ -61,11 +102,7 @@ pub(crate) struct NumberedRequests<'a> {
 }
 
 impl<'a> NumberedRequests<'a> {
-    pub(crate) fn new(
-        job: &'a Job,
-        mode: ResponseMode,
-        chunks: &'a [String],
-    ) -> Result<Self, SynthError> {
+    fn new(job: &'a Job, mode: ResponseMode, chunks: &'a [String]) -> Result<Self, SynthError> {
         let template = job.template(TemplateKind::Qa);
         let schema = job.s.output_schema.clone();
         let size = job.room(&template, schema.as_deref())?;
@@ -144,7 +181,7 @@ struct Answer {
 /// stream, and each call's task is owned by the answer the stream holds, so dropping the
 /// stream cancels every call in flight. A failure anywhere, a panicked call included,
 /// fails the stream with its typed error.
-pub(crate) fn stream_numbered(
+fn stream_numbered(
     job: Job,
     mode: ResponseMode,
     chunks: Vec<String>,

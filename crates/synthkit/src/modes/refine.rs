@@ -9,13 +9,13 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use super::structured::filter_step;
+use super::with_content;
+use crate::engine::filter::filter_step;
+use crate::engine::{FinalHow, Job, Outcome, Verdict};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::prompt::TemplateKind;
-use crate::synth::engine::run::with_content;
-use crate::synth::engine::{FinalHow, Job, Outcome, Verdict};
 
 pub(crate) async fn run(
     job: &Job,

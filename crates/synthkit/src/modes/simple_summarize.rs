@@ -4,14 +4,14 @@
 
 use std::borrow::Cow;
 
-use crate::call::SynthEvent;
+use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::node::Node;
+use crate::observe::SynthEvent;
 use crate::prompt::TemplateKind;
 use crate::response::Truncation;
-use crate::synth::engine::{FinalHow, Job, Outcome};
 
 pub(crate) async fn run(
     job: &Job,

@@ -5,18 +5,17 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError};
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::Job;
 use super::fanout::Driven;
+use super::{Job, filter};
 use crate::citation::{CitationLedger, MarkerRewriter, numbers_in};
 use crate::error::SynthError;
-use crate::mode::ResponseMode;
 use crate::model::ModelRequest;
+use crate::observe::UsageSource;
 use crate::response::{CitationSlot, Response, StreamingResponse, Truncation};
-use crate::synth::SynthesisInput;
-use crate::synth::modes::{accumulate, structured};
 
 /// How the final answer is produced once a mode has done its intermediate work.
 pub(crate) enum Outcome {
@@ -30,13 +29,17 @@ pub(crate) enum Outcome {
         how: FinalHow,
         truncation: Option<Truncation>,
     },
-    /// Accumulate: numbered answers, one per piece of each chunk, joined.
-    Numbered {
-        /// `accumulate` or `compact_accumulate`.
-        mode: ResponseMode,
-        /// The texts, each split on its own.
-        chunks: Vec<String>,
-    },
+    /// An answer made of many calls' answers (accumulate), produced by the mode.
+    Composite(Box<dyn Composite>),
+}
+
+/// An answer a mode produces from many calls at the end (accumulate's numbered answers):
+/// whole, or as a stream. Its markers are checked call by call.
+pub(crate) trait Composite: Send {
+    /// The whole answer.
+    fn answer<'a>(self: Box<Self>, job: &'a Job) -> BoxFuture<'a, Result<String, SynthError>>;
+    /// The answer as a stream of deltas, owning every call it starts.
+    fn stream(self: Box<Self>, job: Job) -> BoxStream<'static, Result<String, SynthError>>;
 }
 
 /// How the final call's reply is read.
@@ -62,22 +65,6 @@ impl FinalHow {
 }
 
 impl Job {
-    fn numbered(&self, answers: &[String]) -> String {
-        let mut out = String::new();
-        for (i, a) in answers.iter().enumerate() {
-            if i > 0 {
-                out.push_str(&self.s.separator);
-            }
-            out.push_str(&format!("Response {}: ", i + 1));
-            out.push_str(if a.is_empty() {
-                &self.s.empty_response
-            } else {
-                a
-            });
-        }
-        out
-    }
-
     /// Makes the final call (if any) and fills `response`.
     pub(crate) async fn finish(
         &self,
@@ -107,10 +94,8 @@ impl Job {
                     }
                 };
             }
-            Outcome::Numbered { mode, chunks } => {
-                let requests = accumulate::NumberedRequests::new(self, mode, &chunks)?;
-                let answers = self.call_all(requests).await?;
-                let text = self.numbered(&answers);
+            Outcome::Composite(composite) => {
+                let text = composite.answer(self).await?;
                 response.text = self.cite_final(text, None, response);
             }
         }
@@ -207,7 +192,7 @@ impl Job {
                 let c = self.caller.structured(request).await?;
                 Ok((Some(c.value.to_string()), Some(c.value)))
             }
-            FinalHow::Filter => Ok((structured::filter_step(self, request).await?, None)),
+            FinalHow::Filter => Ok((filter::filter_step(self, request).await?, None)),
         }
     }
 
@@ -218,7 +203,7 @@ impl Job {
         outcome: Outcome,
         base: Response,
     ) -> Result<StreamingResponse, SynthError> {
-        let caller = Arc::clone(&self.caller);
+        let caller: Arc<dyn UsageSource> = self.caller.clone();
         match outcome {
             Outcome::Final {
                 request,
@@ -240,8 +225,8 @@ impl Job {
                 let deltas = self.cite_stream(with_fallback(inner, fallback), shown, &slot);
                 Ok(StreamingResponse::new(deltas, base, Some(caller)).with_citations(slot))
             }
-            Outcome::Numbered { mode, chunks } if self.s.output_schema.is_none() => {
-                let s = accumulate::stream_numbered(self.clone(), mode, chunks);
+            Outcome::Composite(composite) if self.s.output_schema.is_none() => {
+                let s = composite.stream(self.clone());
                 let slot = CitationSlot::default();
                 let deltas = self.cite_stream(s, None, &slot);
                 Ok(StreamingResponse::new(deltas, base, Some(caller)).with_citations(slot))
@@ -291,16 +276,4 @@ pub(crate) fn driven<T: Send + 'static>(
     output: BoxStream<'static, Result<T, SynthError>>,
 ) -> BoxStream<'static, Result<T, SynthError>> {
     Box::pin(Driven::new(driver, output))
-}
-
-/// Moves the nodes and additional sources into the response, with their metadata.
-pub(crate) fn attach_sources(response: &mut Response, input: SynthesisInput) {
-    let mut sources = input.nodes;
-    sources.extend(input.additional_sources);
-    let mut metadata = Map::new();
-    for n in &sources {
-        metadata.insert(n.id.clone(), Value::Object(n.metadata.clone()));
-    }
-    response.source_nodes = sources;
-    response.metadata = metadata;
 }

@@ -1,13 +1,15 @@
 //! The engine behind every mode: one [`Job`] per synthesis renders and packs prompts,
 //! counts them exactly, runs calls (bounded, owned by the job), corrects context overflow
-//! and finishes the answer. Modes (in `super::modes`) decide which steps to take; the
-//! engine decides how.
+//! and finishes the answer. Modes (in [`crate::modes`]) decide which steps to take; the
+//! engine decides how, and never names a mode.
 //!
+//! - `caller`: the one door to the model (budget check, usage, spans, observer).
 //! - `correction`: the one owner of the job's prompt limit (context-overflow correction).
 //! - `fanout`: map steps with bounded concurrency; every task is owned by the job, so
 //!   dropping a synthesis or its stream cancels its calls at once.
+//! - `filter`: structured answer filtering (a step's `{query_satisfied, answer}`).
 //! - `finish`: the final call, streamed or not, and the response.
-//! - `run`: dispatch to the mode, and resuming a rejected final step.
+//! - `settings`: a synthesizer's settings as its jobs read them.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -15,8 +17,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::builder::Settings;
-use crate::call::Caller;
 use crate::citation::{self, CitationLedger, label_before, label_lines, numbers_in};
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest, StepInfo};
@@ -25,13 +25,18 @@ use crate::prompt::{
 };
 use crate::text::{Chunk, ChunkCursor};
 
+mod caller;
 pub(crate) mod correction;
 pub(crate) mod fanout;
+pub(crate) mod filter;
 pub(crate) mod finish;
-pub(crate) mod run;
+mod settings;
 
+pub use caller::CallDoor;
+pub(crate) use caller::Caller;
 pub(crate) use correction::{Corrections, Verdict};
-pub(crate) use finish::{FinalHow, Outcome};
+pub(crate) use finish::{Composite, FinalHow, Outcome};
+pub(crate) use settings::Settings;
 
 /// Attempts at fitting one prompt under the exact counter before giving up.
 const MAX_FIT_ATTEMPTS: usize = 8;
@@ -108,7 +113,7 @@ impl Job {
 
     /// The schema of a structured-answer-filtering step's verdict.
     pub(crate) fn filter_schema() -> Arc<Value> {
-        Arc::new(super::modes::structured::filter_schema())
+        Arc::new(filter::filter_schema())
     }
 
     fn vars<'a>(&'a self, vars: &'a [(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {

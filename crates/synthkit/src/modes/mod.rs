@@ -1,33 +1,43 @@
-//! Dispatches a synthesis to its mode, and resumes a final step the server rejected.
+//! One file per response mode. Each decides the steps of its mode and leaves packing,
+//! counting, calling and correcting to the [engine](crate::engine); this module
+//! dispatches a synthesis to its mode, and resumes a final step the server rejected.
 
 use std::borrow::Cow;
 
-use super::{Job, Outcome};
+use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::model::ModelRequest;
-use crate::synth::SynthesisInput;
-use crate::synth::modes::{
-    accumulate, compact, context_only, generation, no_text, refine, simple_summarize,
-    tree_summarize,
-};
+use crate::node::Node;
 
-pub(crate) async fn run_mode(
+pub(crate) mod accumulate;
+pub(crate) mod compact;
+pub(crate) mod context_only;
+pub(crate) mod generation;
+pub(crate) mod no_text;
+pub(crate) mod refine;
+pub(crate) mod simple_summarize;
+pub(crate) mod tree_summarize;
+
+/// Runs the mode of `job` over `texts` (the nodes' model-visible text) up to its final
+/// step; `previous` is an answer to refine further (refine and compact).
+pub(crate) async fn run(
     job: &Job,
-    input: &SynthesisInput,
+    nodes: &[Node],
+    previous: Option<&str>,
     texts: &[Cow<'_, str>],
 ) -> Result<Outcome, SynthError> {
     let mode = job.s.mode;
     // Zero nodes: the empty response without a call, except generation, which answers
     // the query alone.
-    if input.nodes.is_empty() && mode != ResponseMode::Generation {
+    if nodes.is_empty() && mode != ResponseMode::Generation {
         return Ok(Outcome::Text(job.s.empty_response.clone()));
     }
     match mode {
-        ResponseMode::Refine => refine::run(job, texts, input.previous_response.clone()).await,
-        ResponseMode::Compact => compact::run(job, texts, input.previous_response.clone()).await,
+        ResponseMode::Refine => refine::run(job, texts, previous.map(str::to_string)).await,
+        ResponseMode::Compact => compact::run(job, texts, previous.map(str::to_string)).await,
         ResponseMode::TreeSummarize => tree_summarize::run(job, texts).await,
-        ResponseMode::SimpleSummarize => simple_summarize::run(job, texts, &input.nodes).await,
+        ResponseMode::SimpleSummarize => simple_summarize::run(job, texts, nodes).await,
         ResponseMode::Accumulate => accumulate::run(job, texts),
         ResponseMode::CompactAccumulate => accumulate::run_compact(job, texts),
         ResponseMode::Generation => generation::run(job).await,
@@ -71,7 +81,8 @@ impl Resume {
 /// Re-packs a rejected final step under the lowered limit and continues from there.
 pub(crate) async fn resume(
     job: &Job,
-    input: &SynthesisInput,
+    nodes: &[Node],
+    previous: Option<&str>,
     texts: &[Cow<'_, str>],
     r: Resume,
 ) -> Result<Outcome, SynthError> {
@@ -86,6 +97,6 @@ pub(crate) async fn resume(
             refine::refine_texts(job, mode, &[context.as_str()], r.fallback).await
         }
         ResponseMode::TreeSummarize => tree_summarize::run(job, &[Cow::Owned(context)]).await,
-        _ => run_mode(job, input, texts).await,
+        _ => run(job, nodes, previous, texts).await,
     }
 }

@@ -8,11 +8,11 @@
 use std::borrow::Cow;
 
 use super::refine;
+use super::with_content;
+use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::prompt::PromptBudget;
-use crate::synth::engine::run::with_content;
-use crate::synth::engine::{Job, Outcome};
 
 pub(crate) async fn run(
     job: &Job,

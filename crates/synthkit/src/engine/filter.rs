@@ -1,16 +1,18 @@
 //! Structured answer filtering: each refine step says whether its context answered the
 //! query; unsatisfied or unusable steps leave the answer unchanged.
 
+use std::fmt;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use futures::future::BoxFuture;
 
-use crate::call::{CallDoor, SynthEvent};
+use super::{CallDoor, Job};
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest};
-use crate::synth::OnTruncation;
-use crate::synth::engine::Job;
+use crate::observe::{OnTruncation, SynthEvent};
 
 /// A boxed future returning a step verdict (for [`StepEvaluator`]).
 pub type VerdictFuture<'a> = BoxFuture<'a, Result<StepVerdict, SynthError>>;
@@ -110,5 +112,87 @@ pub(crate) async fn filter_step(
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Structured answer filtering for refine and compact: each step answers
+/// `{query_satisfied, answer}` and unsatisfied steps leave the answer unchanged.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum AnswerFiltering {
+    /// Plain answers (the default).
+    #[default]
+    Off,
+    /// Every step is a filtering step.
+    On {
+        /// Stop at the first satisfied step (saves the remaining calls).
+        stop_when_satisfied: bool,
+        /// Decides each step in place of the default structured call (the reference's
+        /// program factory).
+        evaluator: Option<Arc<dyn StepEvaluator>>,
+    },
+}
+
+impl AnswerFiltering {
+    /// Filtering with the default structured call, visiting every step.
+    pub fn on() -> Self {
+        AnswerFiltering::On {
+            stop_when_satisfied: false,
+            evaluator: None,
+        }
+    }
+
+    /// Filtering that stops at the first satisfied step.
+    pub fn stop_when_satisfied() -> Self {
+        AnswerFiltering::On {
+            stop_when_satisfied: true,
+            evaluator: None,
+        }
+    }
+
+    /// Filtering decided by `evaluator`.
+    pub fn with_evaluator(evaluator: Arc<dyn StepEvaluator>, stop_when_satisfied: bool) -> Self {
+        AnswerFiltering::On {
+            stop_when_satisfied,
+            evaluator: Some(evaluator),
+        }
+    }
+
+    /// Whether filtering is on.
+    pub fn is_on(&self) -> bool {
+        matches!(self, AnswerFiltering::On { .. })
+    }
+
+    pub(crate) fn stops_when_satisfied(&self) -> bool {
+        matches!(
+            self,
+            AnswerFiltering::On {
+                stop_when_satisfied: true,
+                ..
+            }
+        )
+    }
+
+    pub(crate) fn evaluator(&self) -> Option<&Arc<dyn StepEvaluator>> {
+        match self {
+            AnswerFiltering::On { evaluator, .. } => evaluator.as_ref(),
+            AnswerFiltering::Off => None,
+        }
+    }
+}
+
+impl fmt::Debug for AnswerFiltering {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnswerFiltering::Off => f.write_str("Off"),
+            AnswerFiltering::On {
+                stop_when_satisfied,
+                evaluator,
+            } => f
+                .debug_struct("On")
+                .field("stop_when_satisfied", stop_when_satisfied)
+                .field("evaluator", &evaluator.is_some())
+                .finish(),
+        }
     }
 }

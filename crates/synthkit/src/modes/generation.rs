@@ -1,11 +1,11 @@
 //! `generation`: one call with the query alone (the simple template); the nodes are only
 //! sources. Zero nodes still make the call.
 
+use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::prompt::TemplateKind;
-use crate::synth::engine::{FinalHow, Job, Outcome};
 
 pub(crate) async fn run(job: &Job) -> Result<Outcome, SynthError> {
     let template = job.template(TemplateKind::Simple);

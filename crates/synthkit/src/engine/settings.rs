@@ -1,0 +1,33 @@
+//! A synthesizer's settings, as its jobs read them.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::filter::AnswerFiltering;
+use crate::mode::ResponseMode;
+use crate::model::LanguageModel;
+use crate::observe::{Observer, OnTruncation};
+use crate::options::{Concurrency, Templates};
+use crate::prompt::PromptBudget;
+
+/// A synthesizer's settings, shared by its jobs.
+pub(crate) struct Settings {
+    pub(crate) model: Arc<dyn LanguageModel>,
+    pub(crate) counter: Option<crate::model::SharedCounter>,
+    pub(crate) mode: ResponseMode,
+    pub(crate) templates: Templates,
+    pub(crate) budget: PromptBudget,
+    pub(crate) filtering: AnswerFiltering,
+    pub(crate) output_schema: Option<Arc<Value>>,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) variables: Vec<(String, String)>,
+    pub(crate) empty_response: String,
+    pub(crate) separator: String,
+    pub(crate) observer: Option<Arc<dyn Observer>>,
+    pub(crate) system_prompt: Option<String>,
+    pub(crate) on_truncation: OnTruncation,
+    pub(crate) calibrate_from_usage: bool,
+    pub(crate) citations: bool,
+    pub(crate) citation_markers: bool,
+}
