@@ -354,11 +354,9 @@ mod tests {
 
     #[test]
     fn text_layout() {
-        let response = Response {
-            text: "Blue.".into(),
-            source_nodes: vec![Node::new("a.md#1", "The sky is blue.").with_score(1.5)],
-            ..Response::default()
-        };
+        let mut response = Response::default();
+        response.text = "Blue.".into();
+        response.source_nodes = vec![Node::new("a.md#1", "The sky is blue.").with_score(1.5)];
         let mut out = Vec::new();
         write_text(&mut out, &response, SourceStyle::All).unwrap();
         assert_eq!(
@@ -369,21 +367,19 @@ mod tests {
 
     #[test]
     fn cited_sources_come_first_and_the_rest_are_counted() {
-        let response = Response {
-            text: "Blue [1].".into(),
-            source_nodes: vec![
-                Node::new("a", "Grass is green."),
-                Node::new("b", "The sky is blue.").with_metadata("section", "Sky"),
-            ],
-            citations: Some(synthkit::Citations {
-                markers: vec![synthkit::Citation {
-                    marker: 1,
-                    node_ids: vec!["b".into()],
-                }],
-                removed: vec![],
-            }),
-            ..Response::default()
-        };
+        let mut response = Response::default();
+        response.text = "Blue [1].".into();
+        response.source_nodes = vec![
+            Node::new("a", "Grass is green."),
+            Node::new("b", "The sky is blue.").with_metadata("section", "Sky"),
+        ];
+        response.citations = Some(synthkit::Citations {
+            markers: vec![synthkit::Citation {
+                marker: 1,
+                node_ids: vec!["b".into()],
+            }],
+            removed: vec![],
+        });
         let mut out = Vec::new();
         write_text(&mut out, &response, SourceStyle::Cited).unwrap();
         assert_eq!(

@@ -328,6 +328,14 @@ fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
     ) {
         return anyhow!("{e} (see --context-window and --num-output)");
     }
+    if let Some(synthkit::layer::limit::LimitError::OverBudget { tokens, .. }) = e
+        .model_error()
+        .and_then(synthkit::layer::limit::limit_error)
+    {
+        return anyhow!(
+            "{e} (raise --tpm to at least {tokens}, or lower --num-output or --context-window)"
+        );
+    }
     if let SynthError::Truncated {
         step, max_tokens, ..
     } = &e

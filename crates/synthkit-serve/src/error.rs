@@ -112,7 +112,7 @@ pub enum ApiError {
     #[error("the request was refused with HTTP {}: see GET /openapi.json for the routes and what they accept", .0.as_u16())]
     Http(StatusCode),
     /// The synthesis failed.
-    #[error(transparent)]
+    #[error("{}{}", .0, flag_hint(.0))]
     Synthesis(#[from] SynthError),
 }
 
@@ -194,6 +194,19 @@ impl ApiError {
                 message: self.to_string(),
             },
         }
+    }
+}
+
+/// The service's flag for a synthesis failure the library names by its option.
+fn flag_hint(e: &SynthError) -> String {
+    match e
+        .model_error()
+        .and_then(synthkit::layer::limit::limit_error)
+    {
+        Some(synthkit::layer::limit::LimitError::OverBudget { tokens, .. }) => {
+            format!(" (raise --tpm to at least {tokens} where the service starts)")
+        }
+        _ => String::new(),
     }
 }
 

@@ -11,6 +11,7 @@ use crate::model::{ModelRequest, StepInfo, Usage};
 
 /// Totals over the calls of one synthesis.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct UsageTotals {
     /// Model calls made.
     pub calls: u64,

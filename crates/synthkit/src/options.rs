@@ -13,6 +13,7 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 
 /// The templates a synthesizer uses, one per kind.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Templates {
     /// Question answering (`context_str`, `query_str`).
     pub qa: PromptTemplate,

@@ -16,6 +16,7 @@ use crate::observe::{UsageSource, UsageTotals};
 
 /// What `simple_summarize` cut to fit one prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Truncation {
     /// Tokens of context that were not sent.
     pub dropped_tokens: usize,
@@ -25,6 +26,7 @@ pub struct Truncation {
 
 /// A finished synthesis.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Response {
     /// The answer's text (for a structured answer, its JSON).
     pub text: String,

@@ -352,7 +352,10 @@ async fn oversized_call_errors_instead_of_hanging() {
         .expect("an oversized call hung")
         .unwrap_err();
     assert!(
-        matches!(&e, ModelError::Other(m) if m.contains("raise --tpm to at least 110")),
+        matches!(
+            synthkit::layer::limit::limit_error(&e),
+            Some(synthkit::layer::limit::LimitError::OverBudget { tokens: 110, .. })
+        ) && e.to_string().contains("budget to at least 110"),
         "{e}"
     );
     assert!(!e.is_transient());
@@ -391,7 +394,7 @@ async fn oversized_call_errors_instead_of_hanging() {
     .expect("an oversized synthesis hung")
     .unwrap_err();
     assert!(matches!(e, SynthError::Model { .. }), "{e:?}");
-    assert!(e.to_string().contains("raise --tpm"), "{e}");
+    assert!(e.to_string().contains("tokens-per-minute budget"), "{e}");
 }
 
 /// A call given up while it waits for the budget leaves no trace: the next call goes.

@@ -114,7 +114,7 @@ pub enum LimitError {
     /// The call alone needs more tokens than the tokens-per-minute budget holds, so it
     /// could never be sent.
     #[error(
-        "a call needs {tokens} tokens (its prompt plus its output reserve), more than the whole tokens-per-minute budget of {tokens_per_minute}: raise --tpm to at least {tokens}, or lower --num-output or --context-window"
+        "a call needs {tokens} tokens (its prompt plus its output reserve), more than the whole tokens-per-minute budget of {tokens_per_minute}: raise the tokens-per-minute budget to at least {tokens}, or lower the output reserve (num_output) or the context window"
     )]
     OverBudget {
         /// The call's charge: prompt tokens plus `max_tokens`.
@@ -143,24 +143,24 @@ fn fmt_secs(d: Duration) -> String {
 
 impl From<LimitError> for ModelError {
     fn from(e: LimitError) -> Self {
-        match e {
-            // Kept as text: callers and tests match the message.
-            LimitError::OverBudget { .. } | LimitError::Closed => ModelError::Other(e.to_string()),
-            LimitError::Deadline { .. } => ModelError::Layer {
-                layer: "rate budget",
-                source: Box::new(e),
-            },
+        ModelError::Layer {
+            layer: "rate budget",
+            source: Box::new(e),
         }
+    }
+}
+
+/// The rate budget's error inside `error`, if the budget failed the call.
+pub fn limit_error(error: &ModelError) -> Option<&LimitError> {
+    match error {
+        ModelError::Layer { source, .. } => source.downcast_ref::<LimitError>(),
+        _ => None,
     }
 }
 
 /// Whether `error` says the rate budget would have held a call past its deadline.
 pub fn is_deadline(error: &ModelError) -> bool {
-    matches!(
-        error,
-        ModelError::Layer { source, .. }
-            if matches!(source.downcast_ref::<LimitError>(), Some(LimitError::Deadline { .. }))
-    )
+    matches!(limit_error(error), Some(LimitError::Deadline { .. }))
 }
 
 /// What a limiter has let through so far.
@@ -525,7 +525,7 @@ mod tests {
             tokens_per_minute: 100,
         })
         .to_string();
-        assert!(msg.contains("raise --tpm to at least 101"), "{msg}");
+        assert!(msg.contains("budget to at least 101"), "{msg}");
         assert!(limiter.acquire(100).await.is_ok());
         assert!(limiter.acquire(0).await.is_ok());
         assert_eq!(limiter.stats().requests, 2);

@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::mode::{ResponseMode, Step};
+use crate::mode::{ResponseMode, Step};
 use crate::prompt::{RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
 
@@ -190,6 +190,7 @@ pub enum FinishReason {
 
 /// A finished reply.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct Completion {
     /// The reply's text.
     pub text: String,
@@ -211,6 +212,7 @@ impl Completion {
 
 /// A structured reply as the engine hands it on: the parsed JSON value and the raw text.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct StructuredCompletion {
     /// The parsed value.
     pub value: Value,

@@ -31,6 +31,7 @@ use crate::citation::{self, CitationLedger};
 use crate::engine::correction::MAX_CORRECTIONS;
 use crate::engine::{self, Job};
 use crate::error::SynthError;
+use crate::mode::ResponseMode;
 use crate::model::LanguageModel;
 use crate::modes;
 use crate::node::Node;
@@ -42,7 +43,6 @@ mod builder;
 pub use crate::engine::filter::{
     AnswerFiltering, StepEvaluator, StepVerdict, VerdictFuture, filter_schema,
 };
-pub use crate::mode::ResponseMode;
 pub use crate::observe::OnTruncation;
 pub use crate::options::{
     Concurrency, DEFAULT_ACCUMULATE_SEPARATOR, DEFAULT_CONCURRENCY, DEFAULT_EMPTY_RESPONSE,
@@ -98,9 +98,10 @@ impl fmt::Debug for Synthesizer {
 }
 
 impl Synthesizer {
-    /// Starts building a synthesizer for `model`.
-    pub fn builder(model: Arc<dyn LanguageModel>) -> SynthesizerBuilder {
-        SynthesizerBuilder::new(model)
+    /// Starts building a synthesizer for `model`: any [`LanguageModel`], owned or shared
+    /// (`MyModel`, `Arc<MyModel>`, `Arc<dyn LanguageModel>`, a `ModelStack`'s model).
+    pub fn builder(model: impl LanguageModel + 'static) -> SynthesizerBuilder {
+        SynthesizerBuilder::new(Arc::new(model))
     }
 
     /// The response mode.

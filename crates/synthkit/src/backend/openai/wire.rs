@@ -174,7 +174,8 @@ pub(crate) fn finish_reason(reason: &str) -> FinishReason {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ResponseMode, Step, StepInfo};
+    use crate::mode::{ResponseMode, Step};
+    use crate::model::StepInfo;
     use crate::prompt::{ChatMessage, Role, TemplateKind};
 
     fn request(prompt: RenderedPrompt) -> ModelRequest {
