@@ -46,7 +46,7 @@ pub struct ModeResult {
     pub prompt_tokens: u64,
     /// The largest `request.prompt_tokens` of a call.
     pub max_prompt_tokens: usize,
-    /// Calls per tree level (`request.step.level`), level 0 first.
+    /// Calls per tree level (`request.step().level`), level 0 first.
     pub level_calls: Vec<u64>,
     /// Length of the final answer in bytes (a sanity check).
     pub answer_bytes: usize,
@@ -94,7 +94,7 @@ impl Observer for Stats {
         self.max_prompt_tokens
             .fetch_max(r.prompt_tokens, Ordering::Relaxed);
         if let Ok(mut levels) = self.levels.lock() {
-            *levels.entry(r.step.level).or_insert(0) += 1;
+            *levels.entry(r.step().level).or_insert(0) += 1;
         }
     }
 }

@@ -67,8 +67,8 @@ impl PlanningModel {
     fn record(&self, request: &ModelRequest) {
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(Planned {
-                step: request.step.step.as_str(),
-                level: request.step.level,
+                step: request.step().step.as_str(),
+                level: request.step().level,
                 prompt_tokens: request.prompt_tokens,
             });
         }

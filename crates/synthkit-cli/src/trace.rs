@@ -80,11 +80,11 @@ impl Observer for Trace {
         let request = report.request;
         let mut line = json!({
             "call": state.calls,
-            "mode": request.step.mode.as_str(),
-            "step": request.step.step.as_str(),
-            "level": request.step.level,
-            "index": request.step.index,
-            "kind": request.kind.as_str(),
+            "mode": request.step().mode.as_str(),
+            "step": request.step().step.as_str(),
+            "level": request.step().level,
+            "index": request.step().index,
+            "kind": request.source().map_or("custom", |s| s.kind.as_str()),
             "prompt": request.prompt.to_text(),
             "prompt_tokens": report.usage.prompt_tokens,
             "counted_prompt_tokens": request.prompt_tokens,

@@ -1,5 +1,5 @@
-//! The response modes and the steps a mode's calls take: plain types shared by the model
-//! contract (every request says which mode and step it belongs to), traces and errors.
+//! The response modes, the steps a mode's calls take and where a call stands
+//! ([`StepInfo`]): plain types shared by the engine, traces and errors.
 
 use std::fmt;
 use std::str::FromStr;
@@ -140,5 +140,40 @@ mod tests {
         );
         let err = "summarise".parse::<ResponseMode>().unwrap_err();
         assert!(err.to_string().contains("tree_summarize"));
+    }
+}
+
+/// Where a call stands in a synthesis: for traces, progress and offline backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct StepInfo {
+    /// The response mode.
+    pub mode: ResponseMode,
+    /// What the call does within the mode.
+    pub step: Step,
+    /// The tree level (0 for modes without levels).
+    pub level: u32,
+    /// The call's position within its level or sequence.
+    pub index: usize,
+}
+
+impl StepInfo {
+    /// A step of `mode`, level 0, index 0.
+    pub fn new(mode: ResponseMode, step: Step) -> Self {
+        Self {
+            mode,
+            step,
+            level: 0,
+            index: 0,
+        }
+    }
+
+    /// The same step at `index` of `level`.
+    pub fn at(self, level: u32, index: usize) -> Self {
+        Self {
+            level,
+            index,
+            ..self
+        }
     }
 }

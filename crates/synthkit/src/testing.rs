@@ -214,7 +214,7 @@ impl ReplayModel {
 
     /// The answer for a request.
     pub fn answer_for(&self, request: &ModelRequest) -> String {
-        let kind = match request.kind {
+        let kind = match request.source().map_or(TemplateKind::Custom, |s| s.kind) {
             TemplateKind::Custom => TemplateKind::Simple,
             k => k,
         };

@@ -72,15 +72,15 @@ fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode) -> Synthesizer {
 }
 
 fn request(prompt: &str) -> ModelRequest {
-    ModelRequest {
-        prompt: RenderedPrompt::Text(prompt.to_string()),
-        kind: TemplateKind::Qa,
-        variables: vec![("query_str".into(), "q".into())],
-        schema: None,
-        max_tokens: 64,
-        prompt_tokens: 3,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(RenderedPrompt::Text(prompt.to_string()))
+        .with_schema(None)
+        .with_max_tokens(64)
+        .with_prompt_tokens(3)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            vec![("query_str".into(), "q".into())],
+        ))
 }
 
 async fn collect(mut s: CompletionStream) -> Vec<Result<StreamEvent, ModelError>> {
@@ -398,10 +398,16 @@ fn keys_separate_what_changes_replies() {
     max.max_tokens = 65;
     keys.push(base.key(&max, CallKind::Complete));
     let mut vars = r.clone();
-    vars.variables = vec![("query_str".into(), "other".into())];
+    vars.extensions.insert(synthkit::prompt::PromptSource::new(
+        TemplateKind::Qa,
+        vec![("query_str".into(), "other".into())],
+    ));
     keys.push(base.key(&vars, CallKind::Complete));
     let mut kind = r.clone();
-    kind.kind = TemplateKind::Summary;
+    kind.extensions.insert(synthkit::prompt::PromptSource::new(
+        TemplateKind::Summary,
+        Vec::new(),
+    ));
     keys.push(base.key(&kind, CallKind::Complete));
     let mut sorted = keys.clone();
     sorted.sort();
@@ -410,7 +416,9 @@ fn keys_separate_what_changes_replies() {
 
     // Where the call stands and our token count are not part of the key.
     let mut moved = r.clone();
-    moved.step = StepInfo::new(ResponseMode::TreeSummarize, Step::Summary);
+    moved
+        .extensions
+        .insert(StepInfo::new(ResponseMode::TreeSummarize, Step::Summary));
     moved.prompt_tokens = 999;
     assert_eq!(base.key(&moved, CallKind::Complete), k);
 }

@@ -37,8 +37,10 @@ fn nodes(texts: &[&str]) -> Vec<Node> {
 
 /// The context a request carries (first-level context, summaries or a refine's new text).
 fn context(r: &ModelRequest) -> &str {
-    r.variable("context_msg")
-        .or_else(|| r.variable("context_str"))
+    r.source()
+        .unwrap()
+        .variable("context_msg")
+        .or_else(|| r.source().unwrap().variable("context_str"))
         .unwrap_or_default()
 }
 
@@ -63,7 +65,11 @@ fn markers(text: &str) -> BTreeSet<u32> {
 fn citing_model() -> ScriptedModel {
     ScriptedModel::new(info(4096, 128), |r| {
         let first = markers(context(r)).into_iter().next().unwrap_or(1);
-        let existing = r.variable("existing_answer").unwrap_or_default();
+        let existing = r
+            .source()
+            .unwrap()
+            .variable("existing_answer")
+            .unwrap_or_default();
         Ok(format!("{existing} Fact [{first}] and more [9].")
             .trim()
             .to_string())
@@ -139,7 +145,11 @@ async fn generation_and_no_citations_leave_prompts_alone() {
 async fn refine_keeps_the_existing_answers_markers_and_renumbers() {
     // Step 1 cites [1]; step 2 keeps it and adds [3]; step 3 adds [2].
     let model = ScriptedModel::new(info(4096, 128), |r| {
-        let existing = r.variable("existing_answer").unwrap_or_default();
+        let existing = r
+            .source()
+            .unwrap()
+            .variable("existing_answer")
+            .unwrap_or_default();
         let n = markers(context(r)).into_iter().next().unwrap();
         Ok(format!("{existing} Claim [{n}].").trim().to_string())
     });
@@ -153,7 +163,10 @@ async fn refine_keeps_the_existing_answers_markers_and_renumbers() {
     let response = synth.synthesize("What?", ns).await.unwrap();
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
-    assert_eq!(requests[1].variable("existing_answer"), Some("Claim [1]."));
+    assert_eq!(
+        requests[1].source().unwrap().variable("existing_answer"),
+        Some("Claim [1].")
+    );
     assert_eq!(response.text, "Claim [1]. Claim [2]. Claim [3].");
     let c = response.citations.unwrap();
     let ids: Vec<&str> = c.cited_node_ids();
@@ -253,7 +266,7 @@ fn tree_model(window: usize, sources: u32) -> ScriptedModel {
         }
         // Each marker carries the summary's name, so a context shows where it came
         // from; padded, so that summaries fill the prompts above them and trees grow deep.
-        let name = format!("S{}.{}", r.step.level, r.step.index);
+        let name = format!("S{}.{}", r.step().level, r.step().index);
         let list: Vec<String> = cited.iter().map(|n| format!("{name}[{n}]")).collect();
         Ok(format!(
             "{}. {}",
@@ -314,10 +327,10 @@ fn check_tree(count: usize, words: usize, window: usize) -> Result<u32, TestCase
         // What each summary may cite: the labels of its subtree, built level by level.
         let mut subtree: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
         let mut requests = model.requests();
-        requests.sort_by_key(|r| (r.step.level, r.step.index));
+        requests.sort_by_key(|r| (r.step().level, r.step().index));
         for r in &requests {
             let ctx = context(r);
-            let reachable: BTreeSet<u32> = if r.step.level == 0 {
+            let reachable: BTreeSet<u32> = if r.step().level == 0 {
                 ctx.lines()
                     .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']')?.parse().ok())
                     .collect()
@@ -334,7 +347,7 @@ fn check_tree(count: usize, words: usize, window: usize) -> Result<u32, TestCase
                     prop_assert!(
                         seen.is_subset(from),
                         "level {} context cites {:?} beyond the subtree {:?} of {}",
-                        r.step.level,
+                        r.step().level,
                         seen,
                         from,
                         name
@@ -343,10 +356,10 @@ fn check_tree(count: usize, words: usize, window: usize) -> Result<u32, TestCase
                 }
                 reachable
             };
-            subtree.insert(format!("S{}.{}", r.step.level, r.step.index), reachable);
+            subtree.insert(format!("S{}.{}", r.step().level, r.step().index), reachable);
         }
         let last = requests.last().unwrap();
-        let root = &subtree[&format!("S{}.{}", last.step.level, last.step.index)];
+        let root = &subtree[&format!("S{}.{}", last.step().level, last.step().index)];
         let cited: BTreeSet<u32> = response
             .citations
             .unwrap()
@@ -356,7 +369,7 @@ fn check_tree(count: usize, words: usize, window: usize) -> Result<u32, TestCase
             .collect();
         prop_assert!(cited.is_subset(root), "{cited:?} vs {root:?}");
         prop_assert!(!cited.is_empty());
-        Ok(last.step.level)
+        Ok(last.step().level)
     }
 }
 

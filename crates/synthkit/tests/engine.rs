@@ -169,7 +169,11 @@ fn info() -> ModelInfo {
 
 /// Fails the call whose context mentions "Passage 3".
 fn failing_on_three(r: &synthkit::model::ModelRequest) -> Result<String, ModelError> {
-    let context = r.variable("context_str").unwrap_or_default();
+    let context = r
+        .source()
+        .unwrap()
+        .variable("context_str")
+        .unwrap_or_default();
     if context.contains("Passage 3 ") {
         Err(ModelError::BadRequest {
             status: 400,

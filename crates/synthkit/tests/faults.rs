@@ -401,15 +401,18 @@ fn synthesizer_over(
 }
 
 fn request() -> ModelRequest {
-    ModelRequest {
-        prompt: RenderedPrompt::Chat(vec![ChatMessage::new(Role::User, "Say hi")]),
-        kind: TemplateKind::Qa,
-        variables: vec![("query_str".into(), "Say hi".into())],
-        schema: None,
-        max_tokens: 16,
-        prompt_tokens: 3,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(RenderedPrompt::Chat(vec![ChatMessage::new(
+        Role::User,
+        "Say hi",
+    )]))
+    .with_schema(None)
+    .with_max_tokens(16)
+    .with_prompt_tokens(3)
+    .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+    .with_extension(synthkit::prompt::PromptSource::new(
+        TemplateKind::Qa,
+        vec![("query_str".into(), "Say hi".into())],
+    ))
 }
 
 async fn collect(s: CompletionStream) -> Vec<Result<StreamEvent, ModelError>> {

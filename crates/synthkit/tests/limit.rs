@@ -79,15 +79,15 @@ fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode, concurrency: usize) 
 }
 
 fn request(prompt_tokens: usize, max_tokens: usize) -> ModelRequest {
-    ModelRequest {
-        prompt: RenderedPrompt::Text("Q".into()),
-        kind: TemplateKind::Qa,
-        variables: Vec::new(),
-        schema: None,
-        max_tokens,
-        prompt_tokens,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(RenderedPrompt::Text("Q".into()))
+        .with_schema(None)
+        .with_max_tokens(max_tokens)
+        .with_prompt_tokens(prompt_tokens)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            Vec::new(),
+        ))
 }
 
 fn secs(d: Duration) -> f64 {
@@ -364,7 +364,7 @@ async fn oversized_call_errors_instead_of_hanging() {
         .expect("an oversized stream hung")
         .err()
         .unwrap();
-    assert!(e.to_string().contains("--tpm"), "{e}");
+    assert!(e.to_string().contains("tokens-per-minute budget"), "{e}");
     assert_eq!(start.elapsed(), Duration::ZERO);
     assert_eq!(limiter.stats().requests, 0);
     // Exactly the budget is fine.

@@ -57,15 +57,15 @@ macro_rules! server {
 }
 
 fn request(prompt: RenderedPrompt, max_tokens: usize) -> ModelRequest {
-    ModelRequest {
-        prompt,
-        kind: TemplateKind::Qa,
-        variables: vec![],
-        schema: None,
-        max_tokens,
-        prompt_tokens: 0,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(prompt)
+        .with_schema(None)
+        .with_max_tokens(max_tokens)
+        .with_prompt_tokens(0)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            Vec::new(),
+        ))
 }
 
 fn chat(text: &str) -> ModelRequest {

@@ -117,15 +117,15 @@ async fn works_under_paused_time() {
         "scripted",
         "",
     );
-    let request = ModelRequest {
-        prompt: RenderedPrompt::Text("q".into()),
-        kind: TemplateKind::Qa,
-        variables: vec![],
-        schema: None,
-        max_tokens: 8,
-        prompt_tokens: 1,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    };
+    let request = ModelRequest::new(RenderedPrompt::Text("q".into()))
+        .with_schema(None)
+        .with_max_tokens(8)
+        .with_prompt_tokens(1)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            Vec::new(),
+        ));
     let start = tokio::time::Instant::now();
     assert_eq!(model.complete(&request).await.unwrap().text, "ok");
     let called = tokio::time::Instant::now();

@@ -38,7 +38,7 @@ fn nodes(texts: &[&str]) -> Vec<Node> {
 }
 
 fn echo_kind(r: &ModelRequest) -> Result<String, ModelError> {
-    Ok(format!("{} answer", r.kind))
+    Ok(format!("{} answer", r.source().unwrap().kind))
 }
 
 fn synth(model: &ScriptedModel, mode: ResponseMode) -> Synthesizer {
@@ -120,14 +120,23 @@ async fn refine_uses_qa_then_refine_with_the_previous_answer() {
         .unwrap();
     assert_eq!(r.text, "third");
     let reqs = model.requests();
-    let kinds: Vec<_> = reqs.iter().map(|r| r.kind).collect();
+    let kinds: Vec<_> = reqs.iter().map(|r| r.source().unwrap().kind).collect();
     assert_eq!(
         kinds,
         vec![TemplateKind::Qa, TemplateKind::Refine, TemplateKind::Refine]
     );
-    assert_eq!(reqs[1].variable("existing_answer"), Some("first"));
-    assert_eq!(reqs[2].variable("existing_answer"), Some("second"));
-    assert_eq!(reqs[2].variable("context_msg"), Some("three"));
+    assert_eq!(
+        reqs[1].source().unwrap().variable("existing_answer"),
+        Some("first")
+    );
+    assert_eq!(
+        reqs[2].source().unwrap().variable("existing_answer"),
+        Some("second")
+    );
+    assert_eq!(
+        reqs[2].source().unwrap().variable("context_msg"),
+        Some("three")
+    );
     assert_eq!(r.usage.calls, 3);
 }
 
@@ -139,7 +148,11 @@ async fn an_empty_answer_keeps_the_previous_one() {
         .await
         .unwrap();
     assert_eq!(r.text, "kept");
-    let kinds: Vec<_> = model.requests().iter().map(|r| r.kind).collect();
+    let kinds: Vec<_> = model
+        .requests()
+        .iter()
+        .map(|r| r.source().unwrap().kind)
+        .collect();
     // The first answer was empty, so the second chunk is answered with QA again.
     assert_eq!(
         kinds,
@@ -161,7 +174,10 @@ async fn compact_packs_everything_into_one_call() {
         .unwrap();
     assert_eq!(r.usage.calls, 1);
     assert_eq!(
-        model.requests()[0].variable("context_str"),
+        model.requests()[0]
+            .source()
+            .unwrap()
+            .variable("context_str"),
         Some("alpha\n\nbeta\n\ngamma")
     );
 }
@@ -175,7 +191,8 @@ async fn streaming_equals_non_streaming_in_every_mode() {
         let model = ScriptedModel::new(info(), |r| {
             Ok(format!(
                 "{} answer with several words {}",
-                r.kind, r.step.index
+                r.source().unwrap().kind,
+                r.step().index
             ))
         });
         let s = synth(&model, mode);
@@ -210,7 +227,7 @@ async fn concurrency_keeps_prompts_and_answers_identical() {
         let mut results = Vec::new();
         for limit in [1, 8, 0] {
             let model = ScriptedModel::new(info(), |r| {
-                Ok(format!("sum {} {}", r.step.level, r.step.index))
+                Ok(format!("sum {} {}", r.step().level, r.step().index))
             })
             .with_delay(Duration::from_millis(1));
             let s = Synthesizer::builder(Arc::new(model.clone()))
@@ -259,7 +276,10 @@ impl LanguageModel for Overlapping {
             // started is still in flight.
             tokio::time::sleep(Duration::from_millis(10)).await;
             self.now.fetch_sub(1, Ordering::SeqCst);
-            Ok(Completion::text(format!("summary {}", request.step.index)))
+            Ok(Completion::text(format!(
+                "summary {}",
+                request.step().index
+            )))
         })
     }
 }
@@ -330,7 +350,7 @@ async fn accumulate_format_is_the_reference_one() {
 #[tokio::test]
 async fn tree_summarize_builds_levels_and_terminates() {
     let budget = PromptBudget::new(400, 100).unwrap();
-    let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step.index)));
+    let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step().index)));
     let text = "word ".repeat(200);
     let many: Vec<&str> = vec![text.as_str(); 10];
     let s = Synthesizer::builder(Arc::new(model.clone()))
@@ -339,7 +359,7 @@ async fn tree_summarize_builds_levels_and_terminates() {
         .build()
         .unwrap();
     let r = s.synthesize("q", nodes(&many)).await.unwrap();
-    let levels: Vec<u32> = model.requests().iter().map(|r| r.step.level).collect();
+    let levels: Vec<u32> = model.requests().iter().map(|r| r.step().level).collect();
     assert!(levels.iter().any(|l| *l > 0), "{levels:?}");
     assert!(r.text.starts_with("summary"));
     for req in model.requests() {
@@ -389,6 +409,8 @@ async fn simple_summarize_reports_what_it_drops() {
     // Plain text, never a list representation.
     assert!(
         model.requests()[0]
+            .source()
+            .unwrap()
             .variable("context_str")
             .unwrap()
             .starts_with("short first\ntext")
@@ -495,8 +517,10 @@ async fn extra_variables_reach_every_call() {
 fn filter_model(satisfied: &'static [&'static str]) -> ScriptedModel {
     ScriptedModel::new(info(), move |r| {
         let ctx = r
+            .source()
+            .unwrap()
             .variable("context_str")
-            .or(r.variable("context_msg"))
+            .or(r.source().unwrap().variable("context_msg"))
             .unwrap_or_default()
             .to_string();
         if ctx.contains("garbled") {
@@ -519,7 +543,11 @@ async fn structured_filtering_keeps_reference_semantics() {
         .await
         .unwrap();
     assert_eq!(r.text, "input2");
-    let kinds: Vec<_> = model.requests().iter().map(|r| r.kind).collect();
+    let kinds: Vec<_> = model
+        .requests()
+        .iter()
+        .map(|r| r.source().unwrap().kind)
+        .collect();
     assert_eq!(
         kinds,
         vec![TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine]
@@ -565,7 +593,7 @@ impl StepEvaluator for AlwaysSatisfied {
             let reply = door.complete(request).await?;
             Ok(StepVerdict {
                 query_satisfied: true,
-                answer: format!("judged {} ({})", request.step.index, reply.text),
+                answer: format!("judged {} ({})", request.step().index, reply.text),
             })
         })
     }
@@ -629,7 +657,7 @@ async fn output_types_parse_the_final_answer() {
 #[tokio::test]
 async fn model_errors_keep_their_meaning_through_concurrency() {
     let model = ScriptedModel::new(info(), |r| {
-        if r.step.index == 3 {
+        if r.step().index == 3 {
             Err(ModelError::Server {
                 status: 503,
                 body: "overloaded".into(),
@@ -678,7 +706,7 @@ impl Observer for Progress {
     fn call_finished(&self, report: &CallReport<'_>) {
         self.done.fetch_add(1, Ordering::SeqCst);
         self.reports.lock().unwrap().push((
-            report.request.step.step.to_string(),
+            report.request.step().step.to_string(),
             report.request.prompt_tokens,
         ));
     }

@@ -70,15 +70,15 @@ impl Server {
 }
 
 fn request(prompt: RenderedPrompt, max_tokens: usize) -> ModelRequest {
-    ModelRequest {
-        prompt,
-        kind: TemplateKind::Qa,
-        variables: vec![("query_str".into(), "q".into())],
-        schema: None,
-        max_tokens,
-        prompt_tokens: 10,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(prompt)
+        .with_schema(None)
+        .with_max_tokens(max_tokens)
+        .with_prompt_tokens(10)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            vec![("query_str".into(), "q".into())],
+        ))
 }
 
 fn chat_request() -> ModelRequest {

@@ -32,7 +32,7 @@ fn strict_server() -> ScriptedModel {
                 context_window: Some(WINDOW as u64),
             });
         }
-        Ok(format!("answer {} {}", r.step.level, r.step.index))
+        Ok(format!("answer {} {}", r.step().level, r.step().index))
     })
 }
 

@@ -169,15 +169,15 @@ fn config(server: &Server) -> OpenAiConfig {
 }
 
 fn request() -> ModelRequest {
-    ModelRequest {
-        prompt: RenderedPrompt::Text("Say hi".into()),
-        kind: TemplateKind::Qa,
-        variables: vec![],
-        schema: None,
-        max_tokens: 16,
-        prompt_tokens: 10,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(RenderedPrompt::Text("Say hi".into()))
+        .with_schema(None)
+        .with_max_tokens(16)
+        .with_prompt_tokens(10)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            Vec::new(),
+        ))
 }
 
 /// The error is the cap's, says so, and is not retried.

@@ -33,7 +33,11 @@ fn nodes(n: usize) -> Vec<Node> {
 
 /// The chunk a request shows (accumulate prompts carry one chunk each).
 fn chunk_of(r: &ModelRequest) -> usize {
-    let context = r.variable("context_str").unwrap_or_default();
+    let context = r
+        .source()
+        .unwrap()
+        .variable("context_str")
+        .unwrap_or_default();
     let start = context.find("number ").expect("a chunk") + "number ".len();
     context[start..]
         .split_whitespace()
@@ -50,11 +54,11 @@ impl Starts {
     /// A model whose call at step index `i` takes `latency(i)`.
     fn model(&self, t0: Instant, latency: fn(usize) -> Duration) -> ScriptedModel {
         let starts = self.clone();
-        ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step.index))).with_latency(
+        ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step().index))).with_latency(
             move |r| {
-                let key = (r.step.level, r.step.index);
+                let key = (r.step().level, r.step().index);
                 starts.0.lock().unwrap().insert(key, t0.elapsed());
-                latency(r.step.index)
+                latency(r.step().index)
             },
         )
     }

@@ -29,7 +29,7 @@ struct Counts(Mutex<Vec<(String, usize, u64, bool)>>);
 impl Observer for Counts {
     fn call_finished(&self, r: &CallReport<'_>) {
         self.0.lock().unwrap().push((
-            format!("{}/{}", r.request.step.mode, r.request.step.step),
+            format!("{}/{}", r.request.step().mode, r.request.step().step),
             r.request.prompt_tokens,
             r.usage.prompt_tokens,
             r.usage_reported,

@@ -176,15 +176,18 @@ async fn concurrency_grows_back_once_the_server_recovers() {
 }
 
 fn request() -> ModelRequest {
-    ModelRequest {
-        prompt: synthkit::prompt::RenderedPrompt::Text("hello".into()),
-        kind: synthkit::prompt::TemplateKind::Qa,
-        variables: Vec::new(),
-        schema: None,
-        max_tokens: 16,
-        prompt_tokens: 1,
-        step: synthkit::model::StepInfo::new(ResponseMode::Compact, synthkit::Step::Qa),
-    }
+    ModelRequest::new(synthkit::prompt::RenderedPrompt::Text("hello".into()))
+        .with_schema(None)
+        .with_max_tokens(16)
+        .with_prompt_tokens(1)
+        .with_extension(synthkit::model::StepInfo::new(
+            ResponseMode::Compact,
+            synthkit::Step::Qa,
+        ))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            synthkit::prompt::TemplateKind::Qa,
+            Vec::new(),
+        ))
 }
 
 #[test]

@@ -148,9 +148,9 @@ async fn a_cut_streamed_reply_is_counted_and_reported() {
 #[tokio::test]
 async fn a_cut_intermediate_refine_step_is_reported_with_its_step() {
     // Refine: one call per chunk; only the first refine step (index 1) is cut.
-    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step.index)))
+    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step().index)))
         .with_finish_reason(|r| {
-            if r.step.index == 1 {
+            if r.step().index == 1 {
                 FinishReason::Length
             } else {
                 FinishReason::Stop
@@ -177,9 +177,9 @@ async fn a_cut_tree_summarize_level_is_reported_with_its_level_and_index() {
     // Small prompts, so the first level has several summaries; the second summary of
     // level 0 is cut.
     let budget = PromptBudget::new(400, 100).unwrap();
-    let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step.index)))
+    let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step().index)))
         .with_finish_reason(|r| {
-            if r.step.level == 0 && r.step.index == 1 {
+            if r.step().level == 0 && r.step().index == 1 {
                 FinishReason::Length
             } else {
                 FinishReason::Stop
@@ -195,7 +195,7 @@ async fn a_cut_tree_summarize_level_is_reported_with_its_level_and_index() {
     let text = "word ".repeat(200);
     let many: Vec<&str> = vec![text.as_str(); 6];
     let r = s.synthesize("q", nodes(&many)).await.unwrap();
-    let levels: Vec<u32> = model.requests().iter().map(|r| r.step.level).collect();
+    let levels: Vec<u32> = model.requests().iter().map(|r| r.step().level).collect();
     assert!(levels.iter().any(|l| *l > 0), "{levels:?}");
     assert_eq!(r.usage.truncated_calls, 1);
     let cut = events.truncated();
@@ -209,7 +209,7 @@ async fn a_cut_tree_summarize_level_is_reported_with_its_level_and_index() {
 
 #[tokio::test]
 async fn every_cut_reply_is_counted() {
-    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step.index)))
+    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step().index)))
         .with_finish_reason(always_cut);
     let (s, events) = synth(&model, ResponseMode::Refine, None);
     let r = s
@@ -224,9 +224,9 @@ async fn every_cut_reply_is_counted() {
 
 #[tokio::test]
 async fn error_policy_fails_a_plain_run_with_the_step() {
-    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step.index)))
+    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step().index)))
         .with_finish_reason(|r| {
-            if r.step.index == 1 {
+            if r.step().index == 1 {
                 FinishReason::Length
             } else {
                 FinishReason::Stop
@@ -291,9 +291,9 @@ async fn error_policy_ends_a_stream_with_the_error() {
 async fn error_policy_fails_a_streamed_run_at_a_cut_intermediate_step() {
     // The tree's first level runs before the final call is streamed.
     let budget = PromptBudget::new(400, 100).unwrap();
-    let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step.index)))
+    let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step().index)))
         .with_finish_reason(|r| {
-            if r.step.level == 0 && r.step.index == 1 {
+            if r.step().level == 0 && r.step().index == 1 {
                 FinishReason::Length
             } else {
                 FinishReason::Stop

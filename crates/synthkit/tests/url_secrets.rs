@@ -52,15 +52,15 @@ fn config(base: &str) -> OpenAiConfig {
 }
 
 fn request() -> ModelRequest {
-    ModelRequest {
-        prompt: RenderedPrompt::Text("q".into()),
-        kind: TemplateKind::Qa,
-        variables: vec![],
-        schema: None,
-        max_tokens: 8,
-        prompt_tokens: 1,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(RenderedPrompt::Text("q".into()))
+        .with_schema(None)
+        .with_max_tokens(8)
+        .with_prompt_tokens(1)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(synthkit::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            Vec::new(),
+        ))
 }
 
 /// A writer appending to a shared buffer, for the tracing subscriber.

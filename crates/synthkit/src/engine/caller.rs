@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tracing::Instrument;
 
-use super::Corrections;
+use super::{Corrections, request_kind};
 use crate::error::SynthError;
 use crate::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest,
@@ -90,7 +90,7 @@ impl Caller {
         let limit = self.limit.limit();
         if request.prompt_tokens > limit {
             return Err(BudgetError::PromptOverBudget {
-                kind: request.kind,
+                kind: request_kind(request),
                 tokens: request.prompt_tokens,
                 budget: limit,
             }
@@ -102,11 +102,11 @@ impl Caller {
     fn span(request: &ModelRequest) -> tracing::Span {
         tracing::info_span!(
             "synthkit.call",
-            mode = request.step.mode.as_str(),
-            step = request.step.step.as_str(),
-            level = request.step.level,
-            index = request.step.index,
-            kind = request.kind.as_str(),
+            mode = request.step().mode.as_str(),
+            step = request.step().step.as_str(),
+            level = request.step().level,
+            index = request.step().index,
+            kind = request_kind(request).as_str(),
             prompt_tokens = request.prompt_tokens,
             completion_tokens = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
@@ -151,7 +151,7 @@ impl Caller {
                 "the server counts more prompt tokens than ours: lowering the prompt limit"
             );
             self.event(SynthEvent::Calibrated {
-                step: request.step,
+                step: request.step(),
                 ours: request.prompt_tokens,
                 server: reported.prompt_tokens,
                 offset: c.offset,
@@ -212,7 +212,7 @@ impl Caller {
         if let Ok(mut u) = self.usage.lock() {
             u.truncated_calls += 1;
         }
-        let step = request.step;
+        let step = request.step();
         if self.on_truncation == OnTruncation::Warn {
             tracing::warn!(
                 target: "synthkit",
@@ -243,8 +243,8 @@ impl Caller {
 
     fn model_error(request: &ModelRequest, source: ModelError) -> SynthError {
         SynthError::Model {
-            mode: request.step.mode,
-            step: request.step.step,
+            mode: request.step().mode,
+            step: request.step().step,
             source,
         }
     }
@@ -278,7 +278,7 @@ impl Caller {
             Ok(v) => v,
             Err(_) if c.finish_reason == Some(FinishReason::Length) => {
                 return Err(SynthError::Truncated {
-                    step: request.step,
+                    step: request.step(),
                     completion_tokens: c.usage.map_or_else(
                         || self.tokenizer.count(&c.text) as u64,
                         |u| u.completion_tokens,

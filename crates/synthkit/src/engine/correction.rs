@@ -199,7 +199,7 @@ impl Corrections {
 impl Shrunk {
     pub(crate) fn event(&self, request: &ModelRequest) -> SynthEvent {
         SynthEvent::ContextCorrected {
-            step: request.step,
+            step: request.step(),
             server_prompt_tokens: self.server_prompt_tokens,
             server_context_window: self.server_context_window,
             budget: self.limit,
@@ -215,15 +215,15 @@ mod tests {
     use crate::prompt::{RenderedPrompt, TemplateKind};
 
     fn request(tokens: usize) -> ModelRequest {
-        ModelRequest {
-            prompt: RenderedPrompt::Text(String::new()),
-            kind: TemplateKind::Qa,
-            variables: Vec::new(),
-            schema: None,
-            max_tokens: 10,
-            prompt_tokens: tokens,
-            step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-        }
+        ModelRequest::new(RenderedPrompt::Text(String::new()))
+            .with_schema(None)
+            .with_max_tokens(10)
+            .with_prompt_tokens(tokens)
+            .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+            .with_extension(crate::prompt::PromptSource::new(
+                TemplateKind::Qa,
+                Vec::new(),
+            ))
     }
 
     fn too_long(p: Option<u64>, w: Option<u64>) -> SynthError {

@@ -73,8 +73,8 @@ pub(crate) async fn filter_step(
         }
         None => job.caller.structured(request).await.and_then(|c| {
             serde_json::from_value::<StepVerdict>(c.value).map_err(|e| SynthError::Model {
-                mode: request.step.mode,
-                step: request.step.step,
+                mode: request.step().mode,
+                step: request.step().step,
                 source: ModelError::Structured(e.to_string()),
             })
         }),
@@ -87,7 +87,7 @@ pub(crate) async fn filter_step(
             ..
         }) => {
             job.caller.event(SynthEvent::StepSkipped {
-                step: request.step,
+                step: request.step(),
                 reason,
             });
             Ok(None)
@@ -97,7 +97,7 @@ pub(crate) async fn filter_step(
             ..
         }) => {
             job.caller.event(SynthEvent::StepSkipped {
-                step: request.step,
+                step: request.step(),
                 reason: e.to_string(),
             });
             Ok(None)
@@ -106,7 +106,7 @@ pub(crate) async fn filter_step(
         // not parse is unusable like any garbled one, unless cut replies are errors.
         Err(e @ SynthError::Truncated { .. }) if job.s.on_truncation == OnTruncation::Warn => {
             job.caller.event(SynthEvent::StepSkipped {
-                step: request.step,
+                step: request.step(),
                 reason: e.to_string(),
             });
             Ok(None)

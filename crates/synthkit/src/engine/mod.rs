@@ -21,7 +21,8 @@ use crate::citation::{self, CitationLedger, label_before, label_lines, numbers_i
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest, StepInfo};
 use crate::prompt::{
-    BudgetError, ChatMessage, PromptBudget, PromptTemplate, RenderedPrompt, TemplateKind, defaults,
+    BudgetError, ChatMessage, PromptBudget, PromptSource, PromptTemplate, RenderedPrompt,
+    TemplateKind, defaults,
 };
 use crate::text::{Chunk, ChunkCursor};
 
@@ -268,15 +269,12 @@ impl Job {
         if let Some(a) = template.partial_value("existing_answer") {
             variables.push(("existing_answer".to_string(), a.to_string()));
         }
-        ModelRequest {
-            prompt,
-            kind: template.kind(),
-            variables,
-            schema,
-            max_tokens: self.budget().num_output(),
-            prompt_tokens,
-            step,
-        }
+        ModelRequest::new(prompt)
+            .with_schema(schema)
+            .with_max_tokens(self.budget().num_output())
+            .with_prompt_tokens(prompt_tokens)
+            .with_extension(step)
+            .with_extension(PromptSource::new(template.kind(), variables))
     }
 
     /// The next request from `cursor`: as much of its text as fits beside `template`
@@ -397,9 +395,10 @@ impl Job {
             return BTreeSet::new();
         };
         let mut shown = BTreeSet::new();
-        for (name, value) in &request.variables {
+        let variables = request.source().map(|s| s.variables.as_slice());
+        for (name, value) in variables.unwrap_or_default() {
             match name.as_str() {
-                "context_str" | "context_msg" if request.step.level == 0 => {
+                "context_str" | "context_msg" if request.step().level == 0 => {
                     shown.extend(label_lines(value));
                 }
                 "context_str" | "context_msg" | "existing_answer" => {
@@ -455,7 +454,7 @@ impl Job {
         if let Some(s) = shrunk {
             tracing::warn!(
                 target: "synthkit",
-                step = %request.step.step,
+                step = %request.step().step,
                 limit = s.limit,
                 "the server found a prompt too long; lowering the prompt limit and re-packing"
             );
@@ -469,9 +468,12 @@ impl Job {
         &self,
         request: &ModelRequest,
     ) -> Result<Vec<ModelRequest>, SynthError> {
-        let template = self.template(request.kind);
+        let template = self.template(request_kind(request));
         let size = self.room(&template, request.schema.as_deref())?;
-        let context = request.variable("context_str").unwrap_or_default();
+        let context = request
+            .source()
+            .and_then(|s| s.variable("context_str"))
+            .unwrap_or_default();
         let mut cursor = self.budget().cursor(context);
         let mut parts = Vec::new();
         while let Some((part, _)) = self
@@ -480,7 +482,7 @@ impl Job {
                 &template,
                 "context_str",
                 size,
-                request.step,
+                request.step(),
                 request.schema.clone(),
             )
             .await?
@@ -493,6 +495,12 @@ impl Job {
     pub(crate) fn empty(&self) -> String {
         self.s.empty_response.clone()
     }
+}
+
+/// The kind of template `request` was rendered from (a custom one for a request made
+/// outside a synthesis).
+pub(crate) fn request_kind(request: &ModelRequest) -> TemplateKind {
+    request.source().map_or(TemplateKind::Custom, |s| s.kind)
 }
 
 /// `messages` with `text` added to the last one, after a blank line.

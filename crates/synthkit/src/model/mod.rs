@@ -5,6 +5,7 @@
 //! can see what a step is. Backends live in submodules; test doubles live only in
 //! [`testing`].
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,13 +14,16 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::mode::StepInfo;
 use crate::mode::{ResponseMode, Step};
-use crate::prompt::{RenderedPrompt, TemplateKind};
+use crate::prompt::{PromptSource, RenderedPrompt};
 use crate::text::SharedTokenizer;
 
 mod error;
+mod extensions;
 
 pub use error::{ModelError, TimeoutKind};
+pub use extensions::Extensions;
 
 /// What a model is and how much it can take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,64 +105,41 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
-/// Where a call stands in a synthesis: for traces, progress and offline backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct StepInfo {
-    /// The response mode.
-    pub mode: ResponseMode,
-    /// What the call does within the mode.
-    pub step: Step,
-    /// The tree level (0 for modes without levels).
-    pub level: u32,
-    /// The call's position within its level or sequence.
-    pub index: usize,
-}
-
-impl StepInfo {
-    /// A step of `mode`, level 0, index 0.
-    pub fn new(mode: ResponseMode, step: Step) -> Self {
-        Self {
-            mode,
-            step,
-            level: 0,
-            index: 0,
-        }
-    }
-
-    /// The same step at `index` of `level`.
-    pub fn at(self, level: u32, index: usize) -> Self {
-        Self {
-            level,
-            index,
-            ..self
-        }
-    }
-}
-
-/// One request to a model.
-#[derive(Clone, PartialEq, Serialize)]
+/// One request to a model: a prompt (chat messages or one text) and the options of the
+/// call. Provider-neutral: nothing here is about synthesis. What a synthesis knows about a
+/// call (its step, the template and variables its prompt was rendered from) travels in
+/// [`ModelRequest::extensions`], for traces and for backends that want it (an offline
+/// backend reads [`crate::prompt::PromptSource`]); every other backend ignores them.
+///
+/// ```
+/// use synthkit::model::ModelRequest;
+/// use synthkit::prompt::RenderedPrompt;
+///
+/// let request = ModelRequest::new(RenderedPrompt::Text("Say hello.".into()))
+///     .with_max_tokens(16);
+/// assert_eq!(request.max_tokens, 16);
+/// assert!(request.schema.is_none());
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
 pub struct ModelRequest {
     /// The complete prompt, system prompt included.
     pub prompt: RenderedPrompt,
-    /// The kind of template the prompt was rendered from.
-    pub kind: TemplateKind,
-    /// The variables the prompt was rendered from (`query_str`, `context_str`, ...).
-    pub variables: Vec<(String, String)>,
     /// A JSON schema the reply must follow (structured calls), if any.
     pub schema: Option<Arc<Value>>,
     /// The most tokens the reply may have.
     pub max_tokens: usize,
-    /// The prompt's token count with the synthesizer's tokenizer.
+    /// The prompt's token count with the caller's tokenizer (what rate budgets charge).
     pub prompt_tokens: usize,
-    /// Where the call stands.
-    pub step: StepInfo,
+    /// Typed values the caller attaches (the synthesis's [`StepInfo`] and
+    /// [`crate::prompt::PromptSource`]).
+    pub extensions: Extensions,
 }
 
 impl fmt::Debug for ModelRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ModelRequest")
-            .field("kind", &self.kind)
-            .field("step", &self.step)
+            .field("step", &self.extensions.get::<StepInfo>())
             .field("prompt_tokens", &self.prompt_tokens)
             .field("max_tokens", &self.max_tokens)
             .field("structured", &self.schema.is_some())
@@ -167,12 +148,56 @@ impl fmt::Debug for ModelRequest {
 }
 
 impl ModelRequest {
-    /// The value of a variable the prompt was rendered from.
-    pub fn variable(&self, name: &str) -> Option<&str> {
-        self.variables
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+    /// The default `max_tokens` of [`ModelRequest::new`].
+    pub const DEFAULT_MAX_TOKENS: usize = ModelInfo::DEFAULT_NUM_OUTPUT;
+
+    /// A request for `prompt`: no schema, [`ModelRequest::DEFAULT_MAX_TOKENS`], no count.
+    pub fn new(prompt: RenderedPrompt) -> Self {
+        Self {
+            prompt,
+            schema: None,
+            max_tokens: Self::DEFAULT_MAX_TOKENS,
+            prompt_tokens: 0,
+            extensions: Extensions::default(),
+        }
+    }
+
+    /// Sets the JSON schema the reply must follow.
+    pub fn with_schema(mut self, schema: Option<Arc<Value>>) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// Sets the most tokens the reply may have.
+    pub fn with_max_tokens(mut self, tokens: usize) -> Self {
+        self.max_tokens = tokens;
+        self
+    }
+
+    /// Sets the prompt's token count.
+    pub fn with_prompt_tokens(mut self, tokens: usize) -> Self {
+        self.prompt_tokens = tokens;
+        self
+    }
+
+    /// Attaches a typed value (replacing one of the same type).
+    pub fn with_extension<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// Where the call stands in its synthesis; a default step (compact, qa, level 0,
+    /// index 0) for a request made outside one.
+    pub fn step(&self) -> StepInfo {
+        self.extensions
+            .get::<StepInfo>()
+            .copied()
+            .unwrap_or_else(|| StepInfo::new(ResponseMode::default(), Step::Qa))
+    }
+
+    /// What the prompt was rendered from, when a synthesis made it.
+    pub fn source(&self) -> Option<&PromptSource> {
+        self.extensions.get::<PromptSource>()
     }
 }
 

@@ -88,8 +88,11 @@ pub(crate) async fn resume(
 ) -> Result<Outcome, SynthError> {
     let context = r
         .request
-        .variable("context_msg")
-        .or_else(|| r.request.variable("context_str"))
+        .source()
+        .and_then(|s| {
+            s.variable("context_msg")
+                .or_else(|| s.variable("context_str"))
+        })
         .unwrap_or_default()
         .to_string();
     match job.s.mode {

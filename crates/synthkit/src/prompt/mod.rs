@@ -2,9 +2,11 @@
 
 pub mod budget;
 pub mod defaults;
+mod source;
 pub mod template;
 
 pub use budget::{BudgetError, PromptBudget};
+pub use source::PromptSource;
 pub use template::{
     ChatMessage, PromptTemplate, RenderedPrompt, Role, TemplateError, TemplateKind,
 };

@@ -37,7 +37,7 @@ struct Recorder(Mutex<Vec<Call>>);
 impl Observer for Recorder {
     fn call_finished(&self, report: &CallReport<'_>) {
         self.0.lock().unwrap().push(Call {
-            kind: report.request.kind.as_str().to_string(),
+            kind: report.request.source().unwrap().kind.as_str().to_string(),
             prompt: report.request.prompt.to_text(),
             prompt_tokens: report.request.prompt_tokens,
         });

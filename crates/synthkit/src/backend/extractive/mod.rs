@@ -433,17 +433,24 @@ impl ExtractiveModel {
         }
     }
 
-    /// The reply to a request (the text of [`LanguageModel::complete`]).
+    /// The reply to a request (the text of [`LanguageModel::complete`]). It answers from
+    /// what the prompt was rendered from ([`ModelRequest::source`]); a request made
+    /// outside a synthesis has no query, and its whole prompt is the context.
     fn respond(&self, request: &ModelRequest) -> (String, bool) {
-        let query = request.variable("query_str").unwrap_or("");
-        let context = match request.kind {
-            TemplateKind::Refine => request
-                .variable("context_msg")
-                .or_else(|| request.variable("context_str")),
-            TemplateKind::Simple => None,
-            _ => request
-                .variable("context_str")
-                .or_else(|| request.variable("context_msg")),
+        let whole_prompt;
+        let source = request.source();
+        let variable = |name: &str| source.and_then(|s| s.variable(name));
+        let query = variable("query_str").unwrap_or("");
+        let context = match source.map(|s| s.kind) {
+            Some(TemplateKind::Refine) => {
+                variable("context_msg").or_else(|| variable("context_str"))
+            }
+            Some(TemplateKind::Simple) => None,
+            Some(_) => variable("context_str").or_else(|| variable("context_msg")),
+            None => {
+                whole_prompt = request.prompt.to_text();
+                Some(whole_prompt.as_str())
+            }
         };
         let budget = if request.max_tokens == 0 {
             self.num_output
@@ -453,7 +460,7 @@ impl ExtractiveModel {
         let query_has_terms = Query::new(query).has_terms();
         let extraction = match context {
             Some(context) => {
-                let existing = request.variable("existing_answer");
+                let existing = variable("existing_answer");
                 self.extract(query, existing, context, budget)
             }
             None => Extraction::empty(Self::NO_CONTEXT_ANSWER),

@@ -8,18 +8,17 @@ use crate::model::StepInfo;
 use crate::prompt::RenderedPrompt;
 
 fn request(kind: TemplateKind, vars: &[(&str, &str)], max_tokens: usize) -> ModelRequest {
-    ModelRequest {
-        prompt: RenderedPrompt::Text("ignored".into()),
-        kind,
-        variables: vars
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect(),
-        schema: None,
-        max_tokens,
-        prompt_tokens: 42,
-        step: StepInfo::new(ResponseMode::Compact, Step::Qa),
-    }
+    ModelRequest::new(RenderedPrompt::Text("ignored".into()))
+        .with_schema(None)
+        .with_max_tokens(max_tokens)
+        .with_prompt_tokens(42)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(crate::prompt::PromptSource::new(
+            kind,
+            vars.iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+        ))
 }
 
 /// The sentences of `text`, as shown.
@@ -305,10 +304,13 @@ fn structured_refine_reply() {
         value,
         serde_json::json!({"query_satisfied": true, "answer": "The observatory opened in 1987."})
     );
-    req.variables = vec![
-        ("context_str".into(), OBSERVATORY.into()),
-        ("query_str".into(), "Who won the football match?".into()),
-    ];
+    req.extensions.insert(crate::prompt::PromptSource::new(
+        TemplateKind::Qa,
+        vec![
+            ("context_str".into(), OBSERVATORY.into()),
+            ("query_str".into(), "Who won the football match?".into()),
+        ],
+    ));
     let text = run(&m, &req).text;
     assert!(text.starts_with("{\"query_satisfied\":false,"), "{text}");
 }

@@ -456,7 +456,7 @@ impl OpenAiModel {
         let usage = completion.usage.unwrap_or_default();
         tracing::debug!(
             model = %self.config.model,
-            step = request.step.step.as_str(),
+            step = request.step().step.as_str(),
             prompt_tokens = usage.prompt_tokens,
             completion_tokens = usage.completion_tokens,
             finish_reason = ?completion.finish_reason,

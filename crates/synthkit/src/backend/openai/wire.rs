@@ -179,15 +179,15 @@ mod tests {
     use crate::prompt::{ChatMessage, Role, TemplateKind};
 
     fn request(prompt: RenderedPrompt) -> ModelRequest {
-        ModelRequest {
-            prompt,
-            kind: TemplateKind::Qa,
-            variables: vec![],
-            schema: None,
-            max_tokens: 16,
-            prompt_tokens: 3,
-            step: StepInfo::new(ResponseMode::Refine, Step::Qa),
-        }
+        ModelRequest::new(prompt)
+            .with_schema(None)
+            .with_max_tokens(16)
+            .with_prompt_tokens(3)
+            .with_extension(StepInfo::new(ResponseMode::Refine, Step::Qa))
+            .with_extension(crate::prompt::PromptSource::new(
+                TemplateKind::Qa,
+                Vec::new(),
+            ))
     }
 
     #[test]

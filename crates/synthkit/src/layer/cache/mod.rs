@@ -295,6 +295,7 @@ impl<M: LanguageModel> CachedModel<M> {
     /// same prompt gets the same reply wherever it occurs.
     pub fn key(&self, request: &ModelRequest, call: CallKind) -> String {
         let model = self.inner.info().name;
+        let source = request.source();
         let material = KeyMaterial {
             v: KEY_VERSION,
             backend: &self.backend,
@@ -304,8 +305,8 @@ impl<M: LanguageModel> CachedModel<M> {
             max_tokens: request.max_tokens,
             prompt: &request.prompt,
             schema: request.schema.as_deref(),
-            kind: request.kind,
-            variables: &request.variables,
+            kind: source.map_or(TemplateKind::Custom, |s| s.kind),
+            variables: source.map_or(&[][..], |s| s.variables.as_slice()),
         };
         let mut hasher = Sha256::new();
         // Serializing these types cannot fail; should it ever, the Debug text (which

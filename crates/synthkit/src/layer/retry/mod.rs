@@ -353,7 +353,7 @@ impl<M: LanguageModel> RetryModel<M> {
         let attempts = AtomicU32::new(0);
         let log = Log {
             call,
-            step: request.step,
+            step: request.step(),
             max_attempts: policy.attempts(),
             attempts: &attempts,
             start,
@@ -391,7 +391,7 @@ impl<M: LanguageModel> RetryModel<M> {
             if let Some(hook) = &self.hook {
                 hook(&RetryEvent {
                     call,
-                    step: request.step,
+                    step: request.step(),
                     attempt: log.attempt(),
                     max_attempts: log.max_attempts,
                     wait,

@@ -83,15 +83,15 @@ fn done() -> StreamEvent {
 }
 
 fn request() -> ModelRequest {
-    ModelRequest {
-        prompt: RenderedPrompt::Text("hi".into()),
-        kind: TemplateKind::Qa,
-        variables: vec![],
-        schema: None,
-        max_tokens: 8,
-        prompt_tokens: 1,
-        step: StepInfo::new(ResponseMode::Compact, ModeStep::Qa),
-    }
+    ModelRequest::new(RenderedPrompt::Text("hi".into()))
+        .with_schema(None)
+        .with_max_tokens(8)
+        .with_prompt_tokens(1)
+        .with_extension(StepInfo::new(ResponseMode::Compact, ModeStep::Qa))
+        .with_extension(crate::prompt::PromptSource::new(
+            TemplateKind::Qa,
+            Vec::new(),
+        ))
 }
 
 fn server(body: &str) -> ModelError {
