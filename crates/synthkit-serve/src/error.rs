@@ -114,7 +114,8 @@ fn synthesis_kind(e: &SynthError) -> &'static str {
         | SynthError::Split(_)
         | SynthError::Tokenizer(_)
         | SynthError::UnknownMode(_)
-        | SynthError::InvalidOption(_) => "invalid_option",
+        | SynthError::InvalidOption(_)
+        | SynthError::DuplicateNodeId { .. } => "invalid_option",
         SynthError::Truncated { .. } => "truncated",
         SynthError::Model { source, .. } | SynthError::Count { source, .. } => match source {
             ModelError::Timeout { .. } => "model_timeout",

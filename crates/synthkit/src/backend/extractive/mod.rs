@@ -85,9 +85,12 @@
 //! ```
 
 mod blocks;
+mod boost;
 mod cite;
+mod focus;
 mod inline;
 mod markup;
+mod paragraph;
 #[cfg(test)]
 mod parse_tests;
 mod query;
@@ -110,7 +113,10 @@ use crate::prompt::TemplateKind;
 use crate::text::SharedTokenizer;
 use crate::text::tokenizer::default_tokenizer;
 use cite::strip_markers;
-use query::{Query, defines};
+use boost::without_provenance;
+use focus::focus;
+use markup::has_version;
+use query::{Query, symbol_terms};
 use rank::{Doc, Index, Term, ranked, term_ids};
 use select::{Answer, Cand, Selector};
 use sentences::{Kind, Parsed, parse};
@@ -195,7 +201,8 @@ impl ExtractiveModel {
     /// The answer when the passages do not seem to answer the question (the best match
     /// covers too little of it). A refine step treats an existing answer equal to it as no
     /// answer, and sentences equal to it in passages are ignored.
-    pub const NOT_ANSWERED: &'static str = "The documents do not seem to answer this.";
+    pub const NOT_ANSWERED: &'static str =
+        "(no answer found: no passage matches enough of the question)";
 
     /// The backend with its defaults: name `extractive`, window 8192, output 256, the
     /// `cl100k_base` tokenizer, relevance floor 0.6, minimum coverage 0.5.
@@ -294,12 +301,23 @@ impl ExtractiveModel {
                 if let Some(title) = &s.title {
                     key = format!("{title} {key}");
                 }
+                // A table row says little without its table's headings and file.
+                if s.kind == Kind::Row
+                    && let Some(context) = all.contexts.get(s.context)
+                {
+                    key = format!("{context} {key}");
+                }
                 if q.release {
                     // A release note's provenance ("[bug introduced in coreutils-8.6]")
                     // names another release: it does not speak for this one.
                     key = without_provenance(&key);
                     if let Some(h) = s.heading.and_then(|h| all.headings.get(h)) {
                         key = format!("{h} {key}");
+                    }
+                    // A heading naming a version is a release, however it says so
+                    // (`coreutils (9.1-1) unstable; urgency=low`).
+                    if s.kind == Kind::Heading && has_version(&s.text) {
+                        key.push_str(" release version");
                     }
                 }
                 key
@@ -311,16 +329,37 @@ impl ExtractiveModel {
             .map(|(s, key)| {
                 let na = key.trim() == Self::NOT_ANSWERED;
                 saw_not_answered |= na;
-                // A sentence announcing code or a table that is not shown dangles.
+                // A sentence announcing code or a table that is not shown dangles, unless
+                // the question asks for the code it announces.
                 let dangling = s.kind == Kind::Prose
                     && s.items == 0
-                    && s.text.trim_end_matches(is_closer).ends_with(':');
-                !na && (s.kind != Kind::Code || q.code) && (!dangling || q.code)
+                    && s.text.trim_end_matches(is_closer).ends_with(':')
+                    && !(q.asks_code && s.code > 0);
+                // Headings answer questions about titles, and release questions.
+                let heading_ok = q.asks_heading || (q.release && has_version(&s.text));
+                let release_heading = s.kind == Kind::Heading && has_version(&s.text);
+                !na && (s.kind != Kind::Code || q.code)
+                    && (!dangling || q.code)
+                    && (s.kind != Kind::Heading || heading_ok)
+                    && (!q.version_only || release_heading)
             })
             .collect();
-        let sentence_terms: Vec<Vec<Term>> = keys.iter().map(|k| term_ids(k)).collect();
-        let cands = candidates(sentences, &usable);
-        let docs: Vec<Doc> = cands.iter().map(|c| doc(c, &sentence_terms)).collect();
+        let sentence_terms: Vec<Vec<Term>> = keys
+            .iter()
+            .zip(sentences)
+            .map(|(k, s)| {
+                let mut t = term_ids(k);
+                if !q.symbols.is_empty() {
+                    t.extend(symbol_terms(&s.text));
+                }
+                t
+            })
+            .collect();
+        let cands = candidates(sentences, &usable, q.asks_code);
+        let docs: Vec<Doc> = cands
+            .iter()
+            .map(|c| doc(c, &sentence_terms, &q.terms))
+            .collect();
         let indexed: Vec<Vec<Term>> = sentence_terms
             .iter()
             .zip(&usable)
@@ -331,36 +370,14 @@ impl ExtractiveModel {
         let from_existing = |c: &Cand| c.first < existing_count;
 
         let mut scores = index.bm25(&q.terms);
-        // A list speaks to the question through its lead-in; when only items match, the
-        // items answer on their own.
-        for (c, score) in cands.iter().zip(scores.iter_mut()) {
-            if let Some(lead) = c.lead {
-                let lead_terms = sentence_terms.get(c.first..=lead).unwrap_or_default();
-                if !lead_terms.iter().flatten().any(|t| q.terms.contains(t)) {
-                    *score = 0.0;
-                }
-            }
-        }
-        // "Which release added X?": a sentence announcing something new outranks one
-        // that only mentions X (a later fix to it).
-        if q.release && q.asks_what_changed {
-            for (c, score) in cands.iter().zip(scores.iter_mut()) {
-                let text = sentences.get(c.first).map_or("", |s| s.text.as_str());
-                if announces_change(text) {
-                    *score *= CHANGE_BOOST;
-                }
-            }
-        }
-        // "What is X?": a sentence defining X ("Ownership is a set of rules ...") outranks
-        // sentences that only use the word.
-        if let Some(subject) = &q.subject {
-            for (c, score) in cands.iter().zip(scores.iter_mut()) {
-                let text = sentences.get(c.first).map_or("", |s| s.text.as_str());
-                if *score > 0.0 && defines(text, subject) {
-                    *score *= DEFINITION_BOOST;
-                }
-            }
-        }
+        boost::adjust(
+            &q,
+            &cands,
+            sentences,
+            &sentence_terms,
+            &all.headings,
+            &mut scores,
+        );
         let best = scores.iter().copied().fold(0.0_f64, f64::max);
         let query_matched = best > 0.0;
         let mut grounded = true;
@@ -370,13 +387,22 @@ impl ExtractiveModel {
                 .into_iter()
                 .filter(|&i| scores.get(i).is_some_and(|&s| s > 0.0 && s >= floor))
                 .collect();
+            let context_terms: Vec<Vec<Term>> =
+                all.contexts.iter().map(|c| term_ids(c)).collect();
             let coverage = order
                 .iter()
-                .map(|&c| index.coverage(c, &q.terms, Query::is_filler))
+                .map(|&c| {
+                    let context = cands
+                        .get(c)
+                        .and_then(|c| sentences.get(c.first))
+                        .and_then(|s| context_terms.get(s.context))
+                        .map_or(&[][..], Vec::as_slice);
+                    index.coverage(c, &q.terms, Query::is_filler, context)
+                })
                 .fold(0.0_f64, f64::max);
             if query_matched && coverage >= self.min_coverage {
                 // "Which release ...?" has one answer: the best note, not every near one.
-                let mut order = order;
+                let mut order = focus(&order, &cands, sentences, &scores);
                 if q.release {
                     order.truncate(1);
                 }
@@ -494,55 +520,16 @@ fn append(all: &mut Parsed, more: Parsed) {
     let offset = all.sentences.len();
     let para_offset = all.sentences.last().map_or(0, |s| s.para + 1);
     let heading_offset = all.headings.len();
+    let context_offset = all.contexts.len();
     all.headings.extend(more.headings);
+    all.contexts.extend(more.contexts);
     all.labelled |= more.labelled;
     all.sentences
         .extend(more.sentences.into_iter().map(|mut s| {
             s.para += para_offset;
             s.heading = s.heading.map(|h| h + heading_offset);
+            s.context += context_offset;
             s.lead = s.lead.map(|l| l + offset);
             s
         }));
-}
-
-/// How much a sentence defining the subject of "What is X?" weighs more.
-const DEFINITION_BOOST: f64 = 3.0;
-
-/// How much a sentence announcing a change weighs more for "which release added X?".
-const CHANGE_BOOST: f64 = 1.5;
-
-/// Whether a release note announces something new ("now accepts", "new option"), rather
-/// than a fix. ("added" is no cue: NEWS files say "added in 5.0.1" of old features.)
-fn announces_change(text: &str) -> bool {
-    let lower = without_provenance(text).to_lowercase();
-    [
-        "now accept",
-        "now support",
-        "new option",
-        "new feature",
-        "new command",
-        "now ha",
-    ]
-    .iter()
-    .any(|cue| lower.contains(cue))
-}
-
-/// `text` without bracketed provenance notes (`[bug introduced in coreutils-6.11]`,
-/// `[introduced in 8.6]`).
-fn without_provenance(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('[') {
-        let Some(close) = rest.get(open..).and_then(|r| r.find(']')).map(|c| open + c) else {
-            break;
-        };
-        let inside = rest.get(open + 1..close).unwrap_or_default().to_lowercase();
-        out.push_str(rest.get(..open).unwrap_or_default());
-        if !(inside.contains("bug") || inside.contains("introduced")) {
-            out.push_str(rest.get(open..=close).unwrap_or_default());
-        }
-        rest = rest.get(close + 1..).unwrap_or_default();
-    }
-    out.push_str(rest);
-    out
 }

@@ -255,12 +255,20 @@ impl Selector<'_> {
                 list = s.lead;
                 continue;
             }
+            if s.kind == Kind::Code {
+                // Code under the sentence announcing it: a line of its own, indented.
+                out.push_str("\n    ");
+                out.push_str(text);
+                continue;
+            }
             let mut piece = text.clone();
-            if let (Some(headings), Some(h)) = (self.headings, s.heading)
+            if s.kind == Kind::Heading {
+                heading = s.heading;
+            } else if let (Some(headings), Some(h)) = (self.headings, s.heading)
                 && heading != Some(h)
                 && let Some(title) = headings.get(h)
             {
-                piece = format!("{title}: {piece}");
+                piece = format!("{}: {piece}", title.trim_end_matches(['.', ':']));
                 heading = Some(h);
             }
             if self.marks
@@ -275,7 +283,7 @@ impl Selector<'_> {
             let bare_item = prev.is_some_and(|p| self.same_list(p, i))
                 || next.is_some_and(|n| self.same_list(i, n));
             if !out.is_empty() {
-                out.push(if bare_item || ends_with_list(&out) {
+                out.push(if bare_item || ends_with_block(&out) {
                     '\n'
                 } else {
                     ' '
@@ -314,9 +322,9 @@ impl Selector<'_> {
     }
 }
 
-/// Whether `out` ends with a list line.
-fn ends_with_list(out: &str) -> bool {
-    out.rsplit('\n')
-        .next()
-        .is_some_and(|l| out.contains('\n') && l.trim_start().starts_with("- "))
+/// Whether `out` ends with a list or code line.
+fn ends_with_block(out: &str) -> bool {
+    out.rsplit('\n').next().is_some_and(|l| {
+        out.contains('\n') && (l.trim_start().starts_with("- ") || l.starts_with("    "))
+    })
 }
