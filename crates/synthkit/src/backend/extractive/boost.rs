@@ -6,6 +6,11 @@
 //!   mentions X (a later fix to it).
 //! - "What is X?": a sentence defining X ("Ownership is a set of rules ...") outranks
 //!   sentences that only use the word.
+//! - The first sentence of a section whose heading has the question's words speaks for
+//!   the section (the summary line under rustdoc's `Macro dbg`).
+//! - A line of code answers a question naming code ("What does `Vec::with_capacity` do?")
+//!   only when no prose does as well: its score is halved unless the question asks for
+//!   code.
 //! - "What is the latest release?": among the release headings scoring near the best, the
 //!   highest version wins.
 
@@ -34,6 +39,17 @@ pub(super) fn adjust(
         }
         if q.release && q.asks_what_changed && announces_change(first_text(c)) {
             *score *= CHANGE_BOOST;
+        }
+        // The first sentence of a section titled with the question's words speaks for
+        // that section (rustdoc's summary line under `Macro dbg`).
+        if let Some(title) = sentences.get(c.first).and_then(|s| s.title.as_deref())
+            && super::rank::term_ids(title).iter().any(|t| q.terms.contains(t))
+        {
+            *score *= TITLE_BOOST;
+        }
+        // Code lines answer a question naming code only when no prose does.
+        if !q.asks_code && sentences.get(c.first).is_some_and(|s| s.kind == Kind::Code) {
+            *score *= CODE_DAMPING;
         }
         if let Some(subject) = &q.subject
             && *score > 0.0
@@ -86,6 +102,13 @@ fn version(text: &str) -> Option<Vec<u32>> {
         .find(|w| w.contains('.') && w.split('.').all(|p| !p.is_empty()))
         .map(|w| w.split('.').filter_map(|p| p.parse().ok()).collect())
 }
+
+/// How much more the first sentence of a section titled with the question's words weighs.
+const TITLE_BOOST: f64 = 1.5;
+
+/// How much a code line counts against prose for a question that names code but does not
+/// ask for it ("What does --region do?").
+const CODE_DAMPING: f64 = 0.5;
 
 /// Release headings within this share of the best score compete for "latest".
 const LATEST_BAND: f64 = 0.8;

@@ -14,7 +14,7 @@ use super::split::is_closer;
 /// How far (in sentences) a candidate may be from the best one to join it.
 pub(super) const NEAR_SENTENCES: usize = 8;
 /// The share of the best score a candidate from elsewhere needs to join it.
-pub(super) const FAR_SHARE: f64 = 0.85;
+pub(super) const FAR_SHARE: f64 = 0.95;
 /// The sentences after a question that answer it.
 pub(super) const ANSWER_SENTENCES: usize = 3;
 

@@ -333,8 +333,8 @@ impl ExtractiveModel {
                 // the question asks for the code it announces.
                 let dangling = s.kind == Kind::Prose
                     && s.items == 0
-                    && s.text.trim_end_matches(is_closer).ends_with(':')
-                    && !(q.asks_code && s.code > 0);
+                    && s.code == 0
+                    && s.text.trim_end_matches(is_closer).ends_with(':');
                 // Headings answer questions about titles, and release questions.
                 let heading_ok = q.asks_heading || (q.release && has_version(&s.text));
                 let release_heading = s.kind == Kind::Heading && has_version(&s.text);

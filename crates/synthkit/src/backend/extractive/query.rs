@@ -113,6 +113,12 @@ const EVENT_CUES: &[&str] = &[
     "stabiliz", "drop", "break", "broke", "need", "requir",
 ];
 
+/// Words making a version question one about a requirement ("Which GCC version is
+/// needed?"): no release answers it.
+const REQUIREMENT_WORDS: &[&str] = &[
+    "need", "needed", "needs", "require", "required", "requires", "minimum", "supported",
+];
+
 /// Words asking for the latest release.
 const LATEST_WORDS: &[&str] = &["latest", "newest", "current", "last", "recent"];
 
@@ -172,12 +178,12 @@ impl Query {
         if words.iter().any(|w| SUMMARY.contains(w)) {
             words.retain(|w| !SUMMARY.contains(w) && !META.contains(w));
         }
-        let release = query.split(|c: char| !c.is_alphanumeric()).any(|w| {
-            matches!(
-                w.to_lowercase().as_str(),
-                "release" | "releases" | "version" | "versions"
-            )
-        });
+        let words_of = || query.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase);
+        // "Which GCC version is needed?" asks for a requirement, not for a release of
+        // what the documents describe.
+        let requirement = words_of().any(|w| REQUIREMENT_WORDS.contains(&w.as_str()));
+        let release = !requirement
+            && words_of().any(|w| matches!(w.as_str(), "release" | "releases" | "version" | "versions"));
         let asks_what_changed = query.split(|c: char| !c.is_alphanumeric()).any(|w| {
             let w = w.to_lowercase();
             ["add", "introduc", "new", "support", "gain", "got"]

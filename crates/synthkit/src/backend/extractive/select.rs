@@ -255,13 +255,27 @@ impl Selector<'_> {
                 list = s.lead;
                 continue;
             }
-            if s.kind == Kind::Code {
+            let prev = picked.shown.range(..i).next_back().map(|(&k, _)| k);
+            let under_lead = prev.is_some_and(|p| {
+                p + 1 == i
+                    && self
+                        .sentences
+                        .get(p)
+                        .is_some_and(|ps| ps.code > 0 || ps.kind == Kind::Code)
+            });
+            if s.kind == Kind::Code && under_lead {
                 // Code under the sentence announcing it: a line of its own, indented.
                 out.push_str("\n    ");
                 out.push_str(text);
                 continue;
             }
             let mut piece = text.clone();
+            if s.code > 0 && !picked.shown.contains_key(&(i + 1)) {
+                // It announced code that is not shown: it ends as a statement.
+                if let Some(stem) = piece.strip_suffix(':') {
+                    piece = format!("{}.", stem.trim_end());
+                }
+            }
             if s.kind == Kind::Heading {
                 heading = s.heading;
             } else if let (Some(headings), Some(h)) = (self.headings, s.heading)
@@ -278,7 +292,6 @@ impl Selector<'_> {
                 piece = mark(&piece, n);
             }
             // Items of one list shown without its lead-in: one a line too.
-            let prev = picked.shown.range(..i).next_back().map(|(&k, _)| k);
             let next = picked.shown.range(i + 1..).next().map(|(&k, _)| k);
             let bare_item = prev.is_some_and(|p| self.same_list(p, i))
                 || next.is_some_and(|n| self.same_list(i, n));

@@ -382,7 +382,15 @@ impl<'a> Parser<'a> {
             self.para += 1;
         }
         self.last_heading = title.clone();
-        self.title = Some(title);
+        // A heading of a version and little else (rustdoc's `1.32.0 · Source`) has no
+        // words to rank by: the title above it stays.
+        let words = title
+            .split_whitespace()
+            .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
+            .count();
+        if words >= 2 || self.title.is_none() {
+            self.title = Some(title);
+        }
         self.last = Last::Other;
     }
 
@@ -400,7 +408,10 @@ impl<'a> Parser<'a> {
 
     pub(super) fn push(&mut self, text: String, kind: Kind, lead: Option<usize>) {
         self.settle_label();
-        let title = if matches!(kind, Kind::Code | Kind::Heading) {
+        // The heading titles the section's first sentence of substance (rustdoc's
+        // `1.32.0 · Source` and `Expand description` lines are not one).
+        let title = if matches!(kind, Kind::Code | Kind::Heading) || text.split_whitespace().count() < 4
+        {
             None
         } else {
             self.title.take()

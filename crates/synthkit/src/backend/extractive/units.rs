@@ -27,8 +27,9 @@ pub(super) const MAX_CODE_LINES: usize = 8;
 
 /// The candidates: each usable sentence on its own, except lead-ins, which come as list
 /// units with their items (and the sentence before them when they refer back to it), and,
-/// with `code_units`, sentences announcing code, which come with their code lines.
-/// Repeats (same text, markers aside, case ignored) are kept once.
+/// with `code_units` (the question asks for code), sentences announcing code ("To verify
+/// the build:"), which come with their code lines. Repeats (same text, markers aside,
+/// case ignored) are kept once.
 pub(super) fn candidates(sentences: &[Sentence], usable: &[bool], code_units: bool) -> Vec<Cand> {
     // Repeats are found on the text shown, markers aside.
     let keys: Vec<String> = sentences
