@@ -183,6 +183,9 @@ impl SkipNotes {
             &match &skipped.reason {
                 SkipReason::Binary => format!("skipping binary file {path}"),
                 SkipReason::Empty => format!("skipping empty file {path}"),
+                too_large @ SkipReason::TooLarge { .. } => {
+                    format!("skipping {path}: {too_large}; --max-file-size raises the limit")
+                }
                 other => format!("skipping {path}: {other}"),
             },
         );

@@ -123,11 +123,7 @@ impl fmt::Display for SkipReason {
         match self {
             SkipReason::Binary => f.write_str("binary"),
             SkipReason::Empty => f.write_str("empty"),
-            SkipReason::TooLarge { limit } => write!(
-                f,
-                "too large (over {}; raise the limit to read it)",
-                human(*limit)
-            ),
+            SkipReason::TooLarge { limit } => write!(f, "too large (over {})", human(*limit)),
             SkipReason::SymlinkLoop { ancestor } => {
                 write!(f, "symlink loop (back to {})", ancestor.display())
             }

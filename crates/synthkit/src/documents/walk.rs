@@ -145,6 +145,7 @@ pub fn walk(root: &Path, options: &WalkOptions) -> Result<Walker, ReadError> {
         queue: VecDeque::new(),
         visited: HashSet::new(),
         forgot: false,
+        skipped: HashSet::new(),
     })
 }
 
@@ -204,6 +205,8 @@ pub struct Walker {
     visited: HashSet<PathBuf>,
     /// More paths were visited than remembered.
     forgot: bool,
+    /// Paths reported as skipped (symlink loops, walk errors): never entered again.
+    skipped: HashSet<PathBuf>,
     /// Links to the walked folder or its ancestors, reported by the entry filter.
     loops: Receiver<Skipped>,
     /// What is found, in order, not yet handed out.
@@ -228,7 +231,7 @@ impl Iterator for Walker {
             // Loops the filter met while looking for `next` come before it.
             let loops: Vec<Skipped> = self.loops.try_iter().collect();
             for skipped in loops {
-                self.remember(&skipped.path);
+                self.remember_skipped(&skipped.path);
                 self.queue.push_back(Found::Skipped(skipped));
             }
             match next {
@@ -250,7 +253,7 @@ impl Walker {
             Ok(entry) => entry,
             Err(e) => {
                 let skipped = skipped_from_error(&e, &self.root);
-                self.remember(&skipped.path);
+                self.remember_skipped(&skipped.path);
                 return Some(Found::Skipped(skipped));
             }
         };
@@ -278,6 +281,13 @@ impl Walker {
 }
 
 impl Walker {
+    fn remember_skipped(&mut self, path: &Path) {
+        self.remember(path);
+        if self.skipped.len() < MAX_REMEMBERED {
+            self.skipped.insert(path.to_path_buf());
+        }
+    }
+
     fn remember(&mut self, path: &Path) {
         if self.visited.len() < MAX_REMEMBERED {
             self.visited.insert(path.to_path_buf());
@@ -302,9 +312,13 @@ impl Walker {
         let visited = Arc::new(self.visited.clone());
         let (tx, folders) = mpsc::channel();
         let seen = Arc::clone(&visited);
-        // Folders not visited are reported, not entered.
+        let skipped = Arc::new(self.skipped.clone());
+        // Folders not visited are reported, not entered; loops are not entered again.
         builder.filter_entry(move |entry| {
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            if skipped.contains(entry.path()) {
+                return false;
+            }
             if !is_dir || entry.depth() == 0 || seen.contains(entry.path()) {
                 return true;
             }

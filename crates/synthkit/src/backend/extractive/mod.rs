@@ -355,7 +355,8 @@ impl ExtractiveModel {
                 t
             })
             .collect();
-        let cands = candidates(sentences, &usable, q.asks_code);
+        let mut cands = candidates(sentences, &usable, q.asks_code);
+        answering_items(&mut cands, sentences, &sentence_terms, &q.terms);
         let docs: Vec<Doc> = cands
             .iter()
             .map(|c| doc(c, &sentence_terms, &q.terms))
@@ -389,9 +390,8 @@ impl ExtractiveModel {
                 .collect();
             let context_terms: Vec<Vec<Term>> =
                 all.contexts.iter().map(|c| term_ids(c)).collect();
-            let coverage = order
-                .iter()
-                .map(|&c| {
+            let covers: Vec<f64> = (0..cands.len())
+                .map(|c| {
                     let context = cands
                         .get(c)
                         .and_then(|c| sentences.get(c.first))
@@ -399,10 +399,14 @@ impl ExtractiveModel {
                         .map_or(&[][..], Vec::as_slice);
                     index.coverage(c, &q.terms, Query::is_filler, context)
                 })
+                .collect();
+            let coverage = order
+                .iter()
+                .filter_map(|&c| covers.get(c).copied())
                 .fold(0.0_f64, f64::max);
             if query_matched && coverage >= self.min_coverage {
                 // "Which release ...?" has one answer: the best note, not every near one.
-                let mut order = focus(&order, &cands, sentences, &scores);
+                let mut order = focus(&order, &cands, sentences, &covers);
                 if q.release {
                     order.truncate(1);
                 }
@@ -532,4 +536,42 @@ fn append(all: &mut Parsed, more: Parsed) {
             s.lead = s.lead.map(|l| l + offset);
             s
         }));
+}
+
+/// A list whose items speak to the question more than its lead-in does (a FAQ, a list of
+/// notes) answers with the items that match, not all of them: sets [`Cand::only`] to the
+/// items matching at least half as many of the question's terms as the best one.
+fn answering_items(
+    cands: &mut [Cand],
+    sentences: &[sentences::Sentence],
+    terms: &[Vec<Term>],
+    query: &[Term],
+) {
+    let hits = |range: &[Vec<Term>]| {
+        let mut seen: Vec<Term> = range.iter().flatten().copied().filter(|t| query.contains(t)).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.len()
+    };
+    for c in cands.iter_mut() {
+        let Some(lead) = c.lead else { continue };
+        let list = sentences.get(lead).is_some_and(|s| s.items > 0);
+        if c.last <= lead || !list {
+            continue;
+        }
+        let lead_hits = hits(terms.get(c.first..=lead).unwrap_or_default());
+        let items: Vec<(usize, usize)> = (lead + 1..=c.last)
+            .map(|k| (k, hits(terms.get(k..=k).unwrap_or_default())))
+            .collect();
+        let best = items.iter().map(|&(_, h)| h).max().unwrap_or(0);
+        if best > lead_hits {
+            c.only = Some(
+                items
+                    .iter()
+                    .filter(|&&(_, h)| h > 0 && h * 2 >= best)
+                    .map(|&(k, _)| k)
+                    .collect(),
+            );
+        }
+    }
 }

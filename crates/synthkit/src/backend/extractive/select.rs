@@ -30,6 +30,9 @@ pub(super) struct Cand {
     /// For a list item on its own: the first sentence of its list's unit; the sentences
     /// from there to the lead-in are shown with the item when room is left.
     pub head: Option<usize>,
+    /// For a list unit whose items speak to the question more than its lead-in (a FAQ):
+    /// the items to show, the others left out (`- …`).
+    pub only: Option<Vec<usize>>,
 }
 
 /// What selection needs besides the candidates.
@@ -152,6 +155,15 @@ impl Selector<'_> {
     /// `picked` with `cand` added, if the answer still fits: a list unit whole, else with
     /// as many items as fit (at least one) and `- …`.
     fn add(&self, picked: &Picked, cand: &Cand) -> Option<Picked> {
+        if let (Some(only), Some(lead)) = (&cand.only, cand.lead) {
+            let mut trial = picked.clone();
+            for i in (cand.first..=lead).chain(only.iter().copied()) {
+                if let Some(s) = self.sentences.get(i) {
+                    trial.shown.entry(i).or_insert_with(|| self.shown(s));
+                }
+            }
+            return self.fits(&trial).then_some(trial);
+        }
         let mut trial = picked.clone();
         for i in cand.first..=cand.last {
             if let Some(s) = self.sentences.get(i) {

@@ -373,9 +373,11 @@ impl<'a> Parser<'a> {
         self.stack.push((level, idx));
         let title = collapse(&clean(text).text);
         if title.chars().any(char::is_alphanumeric) {
-            // A candidate of its own, ranked with its file's name (`coreutils/NEWS`).
+            // A candidate of its own, ranked with its file's name (`coreutils/NEWS`),
+            // shown with its brackets (`[stable]`).
             let file = self.file.as_deref().map(path_words);
-            self.push(title.clone(), Kind::Heading, None);
+            let shown = collapse(&clean_with(text.trim_start_matches(['*', '#', ' ']), false).text);
+            self.push(shown, Kind::Heading, None);
             if let Some(s) = self.out.sentences.last_mut() {
                 s.title = file;
             }

@@ -23,8 +23,14 @@ fn request(kind: TemplateKind, vars: &[(&str, &str)], max_tokens: usize) -> Mode
 }
 
 /// The sentences of `text`, as shown.
+/// The sentences, headings aside (candidates only for questions about titles).
 fn split(text: &str) -> Vec<String> {
-    parse(text).sentences.into_iter().map(|s| s.text).collect()
+    parse(text)
+        .sentences
+        .into_iter()
+        .filter(|s| s.kind != super::sentences::Kind::Heading)
+        .map(|s| s.text)
+        .collect()
 }
 
 fn run(model: &ExtractiveModel, req: &ModelRequest) -> Completion {

@@ -55,6 +55,7 @@ pub(super) fn candidates(sentences: &[Sentence], usable: &[bool], code_units: bo
                     lead: Some(i),
                     follow: None,
                     head: None,
+                    only: None,
                 });
             }
             continue;
@@ -71,6 +72,7 @@ pub(super) fn candidates(sentences: &[Sentence], usable: &[bool], code_units: bo
                     lead: None,
                     follow: None,
                     head: s.lead.and_then(|l| unit_first.get(&l).copied()),
+                    only: None,
                 });
             }
             continue;
@@ -100,6 +102,7 @@ pub(super) fn candidates(sentences: &[Sentence], usable: &[bool], code_units: bo
             lead: Some(i),
             follow: None,
             head: None,
+            only: None,
         });
     }
     cands
