@@ -29,7 +29,7 @@
 //! 8. Found in a folder, text that is not prose for a reader is skipped as
 //!    [`SkipReason::Asset`]: stylesheets, scripts and source maps, SVG images and JSON
 //!    data by their extension (inside a `.gz` too, and without being read), SVG by its
-//!    content, and HTML pages that only redirect to another ([`prose`](super::prose)).
+//!    content, and HTML pages that only redirect to another ([`prose`]).
 //!
 //! The same file reached twice (named twice, or through a symbolic link) is read once;
 //! the second path is [`SkipReason::Duplicate`]. Once everything is read, documents found
@@ -242,7 +242,7 @@ impl Reader {
 
     /// Moves the documents of `report` found in folders whose text is (nearly) all in
     /// other documents of it to its skipped files, as [`SkipReason::Copy`] (see
-    /// [`copies`](super::copies)); nothing with [`ReadOptions::keep_all`]. Call it once
+    /// [`copies`]); nothing with [`ReadOptions::keep_all`]. Call it once
     /// everything is read, on the report of all the paths.
     pub fn leave_out_copies(&self, report: &mut ReadReport) {
         if self.options.keep_all {

@@ -13,28 +13,45 @@
 //!
 //! The passages are split into sentences, markup-aware (Markdown, reStructuredText, HTML
 //! converted to Markdown-style text, plain text; the `sentences` module has the rules).
-//! Metadata header blocks (`file_path: notes.md`), headings (`#`, setext and rst
-//! underlined titles, outline `*` headings), rules, rst directives, badge, link-only and
-//! HTML-only lines and all-short table rows are no sentences; inline markup is cleaned
-//! (`[text](url)` shows `text`); code (fenced, indented, rst literal blocks) is never
-//! picked unless the question names code (`--flag`, `foo()`, `a::b`, backticks); repeated
-//! sentences are kept once. A sentence ending with one colon directly followed by list
-//! items is their lead-in (a heading directly above a list serves as one): the two are one
+//! Metadata header blocks (`file_path: notes.md`), rules, rst directives, badge, link-only
+//! and HTML-only lines are no sentences; inline markup is cleaned (`[text](url)` shows
+//! `text`); repeated sentences are kept once. Headings (`#`, setext and rst underlined
+//! titles, outline `*` headings, release lines, a paragraph naming a version right after a
+//! rule line as bash's NEWS has) are candidates of their own, ranked with their file's
+//! path, only for a question asking for a title or heading ("What is the title of chapter
+//! 16?") or, when they name a version, for a release question; a question asking for a
+//! release itself ("Which Python version is this?", "What is the latest coreutils
+//! release?") is answered by such a heading alone, the highest version winning for
+//! "latest". A table row reads each cell after its column's header (`Operating System:
+//! Linux; Compiler Versions: GCC >= 10.1`; a table without a header row keeps its rows with
+//! prose). Code (fenced, indented, rst literal blocks) answers in two ways: a question
+//! asking for a command or how to do something ("What command ...?", "How do I ...?") gets
+//! the sentence announcing the code with its lines under it, indented; a question naming
+//! code (`--flag`, `foo()`, `a::b`, backticks) may get a code line, at half its score
+//! against prose. A sentence ending with one colon directly followed by list items is
+//! their lead-in (a heading directly above a list serves as one): the two are one
 //! candidate, shown as the lead-in, a newline and one `- item` a line (as many as the
 //! budget allows, then `- …`); a lead-in referring back ("Keep these rules in mind:")
-//! brings the sentence before it. A list competes through its lead-in: when only its items
-//! match, an item answers on its own, shown under its lead-in when room is left (`- …`
-//! marking the items left out). Other sentences ending with a colon (announcing code or a
-//! table that is not shown) are left out.
+//! brings the sentence before it. A list competes through its lead-in and its best item;
+//! when its items speak to the question more than its lead-in (a FAQ), only the matching
+//! items are shown, `- …` marking the others; when only its items match, an item answers
+//! on its own, shown under its lead-in when room is left. Other sentences ending with a
+//! colon (announcing a table that is not shown) are left out, and one announcing code that
+//! is not shown ends with a period.
 //!
 //! Candidates are scored against the question with BM25 (the `bm25` crate's analyzer, as
 //! the CLI's `--top-k` ranks chunks: k1 = 1.2, b = 0.75, IDF over this request's sentences,
 //! an English analyzer with Unicode words, NLTK stop words and Snowball stemming) times the
 //! share of the question's words the candidate contains; the first sentence of a section
-//! is ranked with its heading's words. The best candidates are picked until the answer
-//! would exceed the request's `max_tokens`. Candidates scoring below
+//! is ranked with its heading's words and weighs 1.5 times more when the heading has the
+//! question's words (`boost` has the other adjustments). Symbols of the question (`?`,
+//! `+=`) are matched as words. The best candidates are picked until the answer would
+//! exceed the request's `max_tokens`. Candidates scoring below
 //! [`ExtractiveModel::with_min_relative_score`] times the best score (default 0.6) are
-//! left out, so an answer stays on the question rather than filling its budget. The picked
+//! left out, and an answer stays where its best candidate is (`focus`): others join it
+//! from the same document nearby, or from elsewhere only when they score at least 0.85 of
+//! it and cover as much of the question; a best candidate that is a question (a FAQ
+//! entry) brings the sentences after it. The picked
 //! sentences are returned in their original order, joined by spaces. A sentence of more
 //! than 60 words (or one longer than the whole budget) shows its 45-word window with the
 //! most question weight, `…` where it was cut. When the question asks which release or
@@ -42,8 +59,9 @@
 //! ("Noteworthy changes in release 8.6 (2010-10-15): sort now accepts …").
 //!
 //! When the best candidates cover less than [`ExtractiveModel::with_min_coverage`] (default
-//! 0.5) of the question's weight (the IDF of the question terms they contain over that of
-//! all its terms, a term absent from every sentence weighing most), the answer is
+//! 0.5) of the question's weight (the IDF of the question terms they contain, or their
+//! file path and headings contain, over that of all its terms, a term absent from every
+//! sentence weighing most), the answer is
 //! [`ExtractiveModel::NOT_ANSWERED`], [`Extraction::grounded`] false; a refine step then
 //! keeps its existing answer unchanged. An existing answer equal to
 //! [`ExtractiveModel::NOT_ANSWERED`] counts as none, and such sentences in passages (the
@@ -244,7 +262,8 @@ impl ExtractiveModel {
 
     /// Sets the relevance floor: with a question, sentences scoring below `ratio` times the
     /// best sentence's score are not picked. `0.0` picks every sentence sharing a word with
-    /// the question while room is left; `1.0` only the best ones. Clamped to `[0, 1]`.
+    /// the question while room is left (from anywhere: the answer's focus on the best
+    /// sentence's neighbourhood is off); `1.0` only the best ones. Clamped to `[0, 1]`.
     pub fn with_min_relative_score(mut self, ratio: f64) -> Self {
         self.min_relative_score = if ratio.is_nan() {
             0.0
@@ -406,7 +425,12 @@ impl ExtractiveModel {
                 .fold(0.0_f64, f64::max);
             if query_matched && coverage >= self.min_coverage {
                 // "Which release ...?" has one answer: the best note, not every near one.
-                let mut order = focus(&order, &cands, sentences, &covers);
+                // A floor of 0 asks for every sentence sharing a word: no focus then.
+                let mut order = if self.min_relative_score > 0.0 {
+                    focus(&order, &cands, sentences, &scores, &covers)
+                } else {
+                    order
+                };
                 if q.release {
                     order.truncate(1);
                 }

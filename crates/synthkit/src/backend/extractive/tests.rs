@@ -450,7 +450,9 @@ fn not_answered_through_requests() {
 #[test]
 fn labelled_context_through_requests() {
     let m = ExtractiveModel::new();
-    let context = format!("[1]\n{OBSERVATORY}\n\n[2]\nThe mirror is cleaned by hand in winter.");
+    let context = format!(
+        "[1]\n{OBSERVATORY}\n\n[2]\nIn winter the primary mirror is cleaned by hand with soft brushes."
+    );
     let req = request(
         TemplateKind::Qa,
         &[
@@ -459,13 +461,16 @@ fn labelled_context_through_requests() {
         ],
         256,
     );
-    // Sentences from two sources, in order, each with its marker.
+    // Sentences from two sources answering alike, in order, each with its marker.
     assert_eq!(
         run(&m, &req).text,
-        "The primary mirror is cleaned with CO2 snow every three months [1]. The mirror is \
-         cleaned by hand in winter [2]."
+        "The primary mirror is cleaned with CO2 snow every three months [1]. In winter the \
+         primary mirror is cleaned by hand with soft brushes [2]."
     );
     let e = m.extract("When is the mirror cleaned by hand?", None, &context, 256);
-    assert_eq!(e.text, "The mirror is cleaned by hand in winter [2].");
+    assert_eq!(
+        e.text,
+        "In winter the primary mirror is cleaned by hand with soft brushes [2]."
+    );
     assert_eq!(e.sources, vec![2]);
 }
