@@ -96,9 +96,9 @@ pub fn read_single(path: Option<&Path>, max_file_size: Option<u64>) -> Result<St
         Err(SkipReason::Binary) => Err(anyhow!(
             "{name} is a binary file, not text: nothing to count or split"
         )),
-        Err(reason @ SkipReason::TooLarge { .. }) => Err(usage(format!(
-            "{name} is {reason} (see --max-file-size)"
-        ))),
+        Err(reason @ SkipReason::TooLarge { .. }) => {
+            Err(usage(format!("{name} is {reason} (see --max-file-size)")))
+        }
         Err(reason) => Err(anyhow!("cannot read {name}: {reason}")),
     }
 }
@@ -237,7 +237,9 @@ fn read_documents_with(
                 "no input: give files or folders to read, `-` for standard input, or --nodes FILE",
             ));
         }
-        let docs = read_stdin_document(&reader, say.quiet)?.into_iter().collect();
+        let docs = read_stdin_document(&reader, say.quiet)?
+            .into_iter()
+            .collect();
         return Ok(Documents {
             docs,
             from_folder: false,
@@ -252,9 +254,7 @@ fn read_documents_with(
         if is_stdin(path) {
             if let Some(doc) = read_stdin_document(&reader, say.quiet)? {
                 all.documents.push(synthkit::documents::Document::new(
-                    STDIN_NAME,
-                    doc.text,
-                    doc.format,
+                    STDIN_NAME, doc.text, doc.format,
                 ));
             }
             continue;

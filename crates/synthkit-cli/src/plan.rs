@@ -410,7 +410,11 @@ fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
             r.step, r.level, r.calls, r.prompt_tokens, r.max_prompt_tokens
         )?;
     }
-    let label = if rows.len() <= 1 { "exact" } else { "upper bound" };
+    let label = if rows.len() <= 1 {
+        "exact"
+    } else {
+        "upper bound"
+    };
     writeln!(
         out,
         "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}  {label}",

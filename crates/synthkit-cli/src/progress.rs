@@ -400,7 +400,9 @@ mod tests {
             ] {
                 let a = args(dir.path(), name, extra);
                 let b = backend::connect(&a).await.unwrap();
-                let chunks = gather_nodes(&a, "q", &b, None, &Spinner::new(false)).unwrap().len();
+                let chunks = gather_nodes(&a, "q", &b, None, &Spinner::new(false))
+                    .unwrap()
+                    .len();
                 let t = Instant::now();
                 let (estimate, rec, took) = run(&a, mode).await;
                 let total = t.elapsed();

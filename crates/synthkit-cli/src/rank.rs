@@ -64,9 +64,12 @@ const LATEST_BOOST: f64 = 1.5;
 /// Whether the question asks for the latest of something ("latest", "newest", "most
 /// recent", "current").
 fn asks_latest(query: &str) -> bool {
-    query
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|w| matches!(w.to_lowercase().as_str(), "latest" | "newest" | "recent" | "current"))
+    query.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        matches!(
+            w.to_lowercase().as_str(),
+            "latest" | "newest" | "recent" | "current"
+        )
+    })
 }
 
 /// How many times a chunk's section (its heading path) is counted: a heading naming the
@@ -76,7 +79,12 @@ const SECTION_WEIGHT: usize = 3;
 /// What a node is ranked by: its file path (its words: `python3.11/README.rst` gives
 /// `python3 11 README rst`), its section ([`SECTION_WEIGHT`] times) and its text.
 fn ranked_text(node: &Node) -> String {
-    let meta = |key: &str| node.metadata.get(key).and_then(|v| v.as_str()).unwrap_or("");
+    let meta = |key: &str| {
+        node.metadata
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+    };
     let path: String = meta("file_path")
         .chars()
         .map(|c| if c.is_alphanumeric() { c } else { ' ' })

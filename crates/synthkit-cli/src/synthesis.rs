@@ -16,9 +16,7 @@ use synthkit::{
     Synthesizer,
 };
 
-use crate::args::{
-    DEFAULT_CHUNK_OVERLAP, JsonFormat, LlmKind, SynthArgs, TopK, TruncationPolicy,
-};
+use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, LlmKind, SynthArgs, TopK, TruncationPolicy};
 use crate::backend::{self, Backend};
 use crate::error::usage;
 use crate::input;
@@ -157,7 +155,10 @@ pub(crate) fn gather_nodes(
         from_folder = read.from_folder;
         let docs = read.docs;
         if docs.len() > 1 {
-            spinner.set(format!("splitting {} files into chunks", thousands(docs.len())));
+            spinner.set(format!(
+                "splitting {} files into chunks",
+                thousands(docs.len())
+            ));
         }
         let from_docs = input::nodes_from_documents(&docs, &splitter);
         if from_docs.is_empty() && nodes.is_empty() {
@@ -244,7 +245,10 @@ pub async fn run(
         // The bar's length and the size check: the calls counted up front with the run's
         // packing (no model call). If counting fails, the run reports the error; the bar
         // follows the library.
-        spinner.set(format!("planning the calls over {} chunks", thousands(nodes.len())));
+        spinner.set(format!(
+            "planning the calls over {} chunks",
+            thousands(nodes.len())
+        ));
         let counted = plan::estimate(&backend, mode, args, &templates, query, nodes.clone());
         let counted = counted.await;
         spinner.clear();

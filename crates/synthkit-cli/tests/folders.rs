@@ -85,12 +85,20 @@ fn tokens_and_split_read_gz_and_refuse_binaries() {
     assert!(chunks.concat().contains("mirror is cleaned"), "{chunks:?}");
 
     // An ELF-like binary: refused, nothing counted.
-    let elf = write(dir.path(), "tool", b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00binary");
+    let elf = write(
+        dir.path(),
+        "tool",
+        b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00binary",
+    );
     for verb in [vec!["tokens"], vec!["split", "--chunk-size", "8"]] {
         let out = synthkit().args(&verb).arg(&elf).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{verb:?}");
         assert!(stdout(&out).is_empty());
-        assert!(stderr(&out).contains("binary file, not text"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("binary file, not text"),
+            "{}",
+            stderr(&out)
+        );
     }
 }
 
@@ -100,7 +108,13 @@ fn the_file_size_limit_is_a_flag() {
     write(dir.path(), "docs/small.md", "The dome opens at dusk.\n");
     write(dir.path(), "docs/big.md", prose("the archive", 200));
     let out = synthkit()
-        .args(["ask", "When does the dome open?", "--max-file-size", "4K", "-v"])
+        .args([
+            "ask",
+            "When does the dome open?",
+            "--max-file-size",
+            "4K",
+            "-v",
+        ])
         .arg(dir.path().join("docs"))
         .output()
         .unwrap();
@@ -129,9 +143,17 @@ fn an_empty_question_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.md", "The dome opens at dusk.\n");
     for q in ["", "   "] {
-        let out = synthkit().args(["ask", q]).arg(dir.path()).output().unwrap();
+        let out = synthkit()
+            .args(["ask", q])
+            .arg(dir.path())
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{q:?}");
-        assert!(stderr(&out).contains("the question is empty"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("the question is empty"),
+            "{}",
+            stderr(&out)
+        );
     }
 }
 
@@ -147,8 +169,16 @@ fn book() -> TempDir {
     write(root, "book/print.html", page(&format!("{one}{two}")));
     write(root, "book/book.css", "body { margin: 0; }\n");
     write(root, "book/book.js", "highlight();\n");
-    write(root, "book/ferris.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>\n");
-    write(root, "book/.nojekyll", "This file makes sure that GitHub Pages does not process the site.\n");
+    write(
+        root,
+        "book/ferris.svg",
+        "<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>\n",
+    );
+    write(
+        root,
+        "book/.nojekyll",
+        "This file makes sure that GitHub Pages does not process the site.\n",
+    );
     write(root, "book/.gitignore", "drafts/\n");
     write(root, "book/drafts/next.md", "Unfinished.\n");
     dir
@@ -199,7 +229,12 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
     }
     // --keep-all reads them all.
     let out = synthkit()
-        .args(["ask", "What does fact 3 about ownership say?", "--keep-all", "-v"])
+        .args([
+            "ask",
+            "What does fact 3 about ownership say?",
+            "--keep-all",
+            "-v",
+        ])
         .arg(dir.path().join("book"))
         .output()
         .unwrap();
@@ -210,9 +245,17 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
 fn ask_keeps_the_best_chunks_of_a_folder_by_default() {
     let dir = tempfile::tempdir().unwrap();
     for i in 0..30 {
-        write(dir.path(), &format!("docs/{i:02}.md"), prose(&format!("topic{i}"), 3));
+        write(
+            dir.path(),
+            &format!("docs/{i:02}.md"),
+            prose(&format!("topic{i}"), 3),
+        );
     }
-    write(dir.path(), "docs/mirror.md", "The primary mirror is cleaned every three months.\n");
+    write(
+        dir.path(),
+        "docs/mirror.md",
+        "The primary mirror is cleaned every three months.\n",
+    );
     let run = |extra: &[&str]| {
         let out = synthkit()
             .args(["ask", "How often is the primary mirror cleaned?", "--json"])
@@ -226,8 +269,14 @@ fn ask_keeps_the_best_chunks_of_a_folder_by_default() {
     };
     let (v, err) = run(&[]);
     assert_eq!(v["sources"].as_array().unwrap().len(), 20);
-    assert_eq!(v["answer"], "The primary mirror is cleaned every three months.");
-    assert!(err.contains("kept the 20 chunks most relevant to the question of 31"), "{err}");
+    assert_eq!(
+        v["answer"],
+        "The primary mirror is cleaned every three months."
+    );
+    assert!(
+        err.contains("kept the 20 chunks most relevant to the question of 31"),
+        "{err}"
+    );
     let (v, err) = run(&["--top-k", "all"]);
     assert_eq!(v["sources"].as_array().unwrap().len(), 31);
     assert!(!err.contains("kept the"), "{err}");
@@ -250,11 +299,29 @@ fn a_large_run_over_a_model_prints_its_plan_and_asks_for_yes() {
     // Nothing listens there: a call would fail with a connection error.
     let url = format!("http://127.0.0.1:{}/v1", closed_port());
     let run = |extra: &[&str]| {
-        let calls = if extra.contains(&"--max-prompt-tokens") { "1000" } else { "3" };
+        let calls = if extra.contains(&"--max-prompt-tokens") {
+            "1000"
+        } else {
+            "3"
+        };
         synthkit()
             .args(["ask", "How often is the mirror cleaned?", "--llm", "openai"])
-            .args(["--base-url", &url, "--model", "m", "--context-window", "1024"])
-            .args(["--mode", "refine", "--chunk-size", "64", "--max-calls", calls])
+            .args([
+                "--base-url",
+                &url,
+                "--model",
+                "m",
+                "--context-window",
+                "1024",
+            ])
+            .args([
+                "--mode",
+                "refine",
+                "--chunk-size",
+                "64",
+                "--max-calls",
+                calls,
+            ])
             .args(extra)
             .arg(dir.path().join("docs"))
             .output()
@@ -337,10 +404,19 @@ fn duplicate_node_ids_are_a_usage_error() {
 #[test]
 fn grounded_is_false_where_no_source_is_used() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.md", "The primary mirror is cleaned every three months.\n");
+    write(
+        dir.path(),
+        "a.md",
+        "The primary mirror is cleaned every three months.\n",
+    );
     let grounded = |mode: &str| {
         let out = synthkit()
-            .args(["ask", "How often is the primary mirror cleaned?", "--json", "-q"])
+            .args([
+                "ask",
+                "How often is the primary mirror cleaned?",
+                "--json",
+                "-q",
+            ])
             .args(["--mode", mode])
             .arg(dir.path())
             .output()

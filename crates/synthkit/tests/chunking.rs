@@ -172,11 +172,21 @@ fn plain_text_release_headers_are_sections() {
     let chunks = chunk_text(text, Format::Plain, &splitter(16, 0));
     let paths = sections(&chunks);
     assert!(
-        paths.contains(&"Noteworthy changes in release 9.1 (2022-04-15) [stable] > Bug fixes".to_string()),
+        paths.contains(
+            &"Noteworthy changes in release 9.1 (2022-04-15) [stable] > Bug fixes".to_string()
+        ),
         "{paths:?}"
     );
-    assert!(paths.contains(&"Noteworthy changes in release 9.0 (2021-09-24) [stable] > New features".to_string()), "{paths:?}");
-    assert!(paths.contains(&"Version 2.0 (2020-01-01)".to_string()), "{paths:?}");
+    assert!(
+        paths.contains(
+            &"Noteworthy changes in release 9.0 (2021-09-24) [stable] > New features".to_string()
+        ),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&"Version 2.0 (2020-01-01)".to_string()),
+        "{paths:?}"
+    );
     let shell = "This is a terse description of the new features added to shell-4.0 since the release of shell-3.2.";
     let last = chunks.last().unwrap();
     assert_eq!(last.section_path(), shell);
@@ -184,11 +194,19 @@ fn plain_text_release_headers_are_sections() {
     // Nothing is lost, and a list item naming a version is no heading.
     let item = "Changes:\n\n* When using Python 2, version 2.7 is now required. Python 2.6\n  support ended.\n";
     let chunks = chunk_text(item, Format::Plain, &splitter(64, 0));
-    assert!(sections(&chunks).iter().all(String::is_empty), "{:?}", sections(&chunks));
+    assert!(
+        sections(&chunks).iter().all(String::is_empty),
+        "{:?}",
+        sections(&chunks)
+    );
     // A paragraph after a rule naming a version but no release is no heading.
     let readme = "Intro.\n\n----------------------------------------\n\"make check\" failure on IRIX 6.5\n\nSome text.\n";
     let chunks = chunk_text(readme, Format::Plain, &splitter(64, 0));
-    assert!(sections(&chunks).iter().all(String::is_empty), "{:?}", sections(&chunks));
+    assert!(
+        sections(&chunks).iter().all(String::is_empty),
+        "{:?}",
+        sections(&chunks)
+    );
 }
 
 #[test]

@@ -66,7 +66,7 @@ fn model(shift: usize, how: Pick) -> ScriptedModel {
     ScriptedModel::new(info, move |r| {
         let shown = labels(r);
         let n = pick(&shown, how);
-        let shape = SHAPES[(r.step.index as usize + shift) % SHAPES.len()];
+        let shape = SHAPES[(r.step.index + shift) % SHAPES.len()];
         let sentence = shape.replace("{}", &format!("[{n}]"));
         let existing = r.variable("existing_answer").unwrap_or_default();
         Ok(format!("{existing} {sentence}").trim().to_string())
@@ -101,7 +101,7 @@ fn check(shift: usize, how: Pick) -> Result<(), TestCaseError> {
             cited.push(n);
         }
         let new = cited.iter().position(|&c| c == n).unwrap() + 1;
-        let shape = SHAPES[(r.step.index as usize + shift) % SHAPES.len()];
+        let shape = SHAPES[(r.step.index + shift) % SHAPES.len()];
         if !expected.is_empty() {
             expected.push(' ');
         }
@@ -115,7 +115,11 @@ fn check(shift: usize, how: Pick) -> Result<(), TestCaseError> {
     prop_assert_eq!(&response.text, &expected);
     let citations = response.citations.unwrap();
     prop_assert!(citations.removed.is_empty(), "{:?}", citations.removed);
-    let ids: Vec<Vec<String>> = citations.markers.iter().map(|c| c.node_ids.clone()).collect();
+    let ids: Vec<Vec<String>> = citations
+        .markers
+        .iter()
+        .map(|c| c.node_ids.clone())
+        .collect();
     let want: Vec<Vec<String>> = cited.iter().map(|n| vec![format!("n{n}")]).collect();
     prop_assert_eq!(ids, want);
     // Every cited source is listed as such, with its text.
@@ -165,7 +169,11 @@ fn a_five_digit_marker_is_a_citation_not_text() {
     let response = rt.block_on(synth.synthesize("q", nodes)).unwrap();
     // Compact's last prompt showed 78233 (the constant reply cites it at every step).
     let citations = response.citations.unwrap();
-    assert!(response.text.starts_with("Cleaned monthly [1]."), "{}", response.text);
+    assert!(
+        response.text.starts_with("Cleaned monthly [1]."),
+        "{}",
+        response.text
+    );
     assert!(!response.text.contains("78233") && !response.text.contains("200001"));
     assert_eq!(citations.markers[0].node_ids, vec!["n78233".to_string()]);
     assert!(citations.removed.iter().any(|r| r == "[200001]"));

@@ -181,8 +181,9 @@ fn rst_headings_directives_and_literal_blocks() {
         assert!(!a.text.contains(noise), "{noise} in {}", a.text);
     }
     assert!(
-        a.text
-            .contains("Install it from the package index with the usual tool:\n    pip install lantern"),
+        a.text.contains(
+            "Install it from the package index with the usual tool:\n    pip install lantern"
+        ),
         "{}",
         a.text
     );

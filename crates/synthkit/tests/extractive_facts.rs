@@ -65,8 +65,7 @@ fn folder() -> Vec<Node> {
 fn the_latest_release_is_the_highest_release_heading() {
     let a = answer("What is the latest toolbox release?", folder());
     assert_eq!(
-        a,
-        "Noteworthy changes in release 9.1 (2022-04-15) [stable]",
+        a, "Noteworthy changes in release 9.1 (2022-04-15) [stable]",
         "{a}"
     );
 }
@@ -83,7 +82,10 @@ fn a_release_paragraph_heads_what_follows_it() {
     assert!(a.contains("shell-4.0"), "{a}");
     assert!(a.contains("starglob"), "{a}");
     assert!(!a.contains("shell-5.2"), "{a}");
-    let a = answer("Which toolbox release added the --debug option to date?", folder());
+    let a = answer(
+        "Which toolbox release added the --debug option to date?",
+        folder(),
+    );
     assert!(a.starts_with("Noteworthy changes in release 8.26"), "{a}");
     assert!(a.contains("date now accepts the --debug option"), "{a}");
 }
@@ -151,7 +153,12 @@ fn a_marker_after_a_quoted_terminator_stays_with_its_sentence() {
     let a = model.extract("What is the separator?", Some(existing), context, 256);
     assert_eq!(a.text, "The separator is \".\" [2].");
     assert_eq!(a.sources, vec![2]);
-    let a = model.extract("Which crash in the parser was fixed?", Some(existing), context, 256);
+    let a = model.extract(
+        "Which crash in the parser was fixed?",
+        Some(existing),
+        context,
+        256,
+    );
     assert_eq!(a.text, "Fixed a crash in the parser ([#6635]) [3].");
     assert_eq!(a.sources, vec![3]);
 }

@@ -46,9 +46,21 @@ fn book() -> TempDir {
     let (one, two) = (chapter("Ownership"), chapter("Borrowing"));
     write(root, "book/ch1.html", &page("Ownership", &one));
     write(root, "book/ch2.html", &page("Borrowing", &two));
-    write(root, "book/print.html", &page("The Book", &format!("{one}{two}")));
-    write(root, "book/book.css", "body { margin: 0 auto; max-width: 40em; }\n");
-    write(root, "book/book.js", "window.addEventListener('load', () => { highlight(); });\n");
+    write(
+        root,
+        "book/print.html",
+        &page("The Book", &format!("{one}{two}")),
+    );
+    write(
+        root,
+        "book/book.css",
+        "body { margin: 0 auto; max-width: 40em; }\n",
+    );
+    write(
+        root,
+        "book/book.js",
+        "window.addEventListener('load', () => { highlight(); });\n",
+    );
     write(
         root,
         "book/ferris.svg",
@@ -61,7 +73,11 @@ fn book() -> TempDir {
          <title>Redirection</title></head><body><p>Redirecting to <a href=\"ch1.html\">ch1.html</a>...</p>\
          </body></html>",
     );
-    write(root, "book/searchindex.json", "{\"doc_urls\": [\"ch1.html\"]}\n");
+    write(
+        root,
+        "book/searchindex.json",
+        "{\"doc_urls\": [\"ch1.html\"]}\n",
+    );
     dir
 }
 
@@ -78,7 +94,11 @@ fn assets_and_copies_in_a_folder_are_named_skips() {
     let dir = book();
     let root = dir.path();
     let report = read(root, ReadOptions::new());
-    let docs: Vec<String> = report.documents.iter().map(|d| rel(root, &d.path)).collect();
+    let docs: Vec<String> = report
+        .documents
+        .iter()
+        .map(|d| rel(root, &d.path))
+        .collect();
     assert_eq!(docs, vec!["book/ch1.html", "book/ch2.html"]);
     let reason = |name: &str| {
         report
@@ -87,9 +107,18 @@ fn assets_and_copies_in_a_folder_are_named_skips() {
             .find(|s| rel(root, &s.path) == name)
             .map(|s| s.reason.clone())
     };
-    assert_eq!(reason("book/book.css"), Some(SkipReason::Asset(Asset::Style)));
-    assert_eq!(reason("book/book.js"), Some(SkipReason::Asset(Asset::Script)));
-    assert_eq!(reason("book/ferris.svg"), Some(SkipReason::Asset(Asset::Svg)));
+    assert_eq!(
+        reason("book/book.css"),
+        Some(SkipReason::Asset(Asset::Style))
+    );
+    assert_eq!(
+        reason("book/book.js"),
+        Some(SkipReason::Asset(Asset::Script))
+    );
+    assert_eq!(
+        reason("book/ferris.svg"),
+        Some(SkipReason::Asset(Asset::Svg))
+    );
     assert_eq!(
         reason("book/searchindex.json"),
         Some(SkipReason::Asset(Asset::Data))
@@ -101,18 +130,27 @@ fn assets_and_copies_in_a_folder_are_named_skips() {
     match reason("book/print.html") {
         Some(SkipReason::Copy { of, percent }) => {
             assert!(percent >= 90, "{percent}");
-            assert!(of.ends_with("ch1.html") || of.ends_with("ch2.html"), "{of:?}");
+            assert!(
+                of.ends_with("ch1.html") || of.ends_with("ch2.html"),
+                "{of:?}"
+            );
         }
         other => panic!("print.html: {other:?}"),
     }
     let summary = report.skip_summary().unwrap();
-    assert!(summary.contains("1 copy") && summary.contains("1 stylesheet"), "{summary}");
+    assert!(
+        summary.contains("1 copy") && summary.contains("1 stylesheet"),
+        "{summary}"
+    );
     let shown = SkipReason::Copy {
         of: PathBuf::from("ch1.html"),
         percent: 99,
     }
     .to_string();
-    assert!(shown.contains("99%") && shown.contains("ch1.html"), "{shown}");
+    assert!(
+        shown.contains("99%") && shown.contains("ch1.html"),
+        "{shown}"
+    );
 }
 
 #[test]

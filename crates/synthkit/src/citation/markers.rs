@@ -266,7 +266,10 @@ mod tests {
         assert_eq!(parse_marker("4-2"), None);
         assert_eq!(parse_marker("1-9999"), None);
         assert_eq!(parse_marker("78233"), Some(vec![78233]));
-        assert_eq!(parse_marker("100000, 4000000000"), Some(vec![100000, 4_000_000_000]));
+        assert_eq!(
+            parse_marker("100000, 4000000000"),
+            Some(vec![100000, 4_000_000_000])
+        );
         assert_eq!(parse_marker("99999999999"), None);
     }
 

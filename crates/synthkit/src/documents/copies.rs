@@ -240,7 +240,9 @@ mod tests {
 
     fn chapter(topic: &str) -> String {
         (0..40)
-            .map(|i| format!("Sentence {i} of the chapter about {topic} says something of its own."))
+            .map(|i| {
+                format!("Sentence {i} of the chapter about {topic} says something of its own.")
+            })
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -262,7 +264,10 @@ mod tests {
     #[test]
     fn markup_does_not_hide_a_copy_and_the_first_stays() {
         let a = chapter("slices");
-        let md = format!("# Slices\n\n{}", a.replace("the chapter", "[the **chapter**](https://x.y/ch.html)"));
+        let md = format!(
+            "# Slices\n\n{}",
+            a.replace("the chapter", "[the **chapter**](https://x.y/ch.html)")
+        );
         let html = format!("<h1>Slices</h1><p>{}</p>", a.replace(". ", ".</p>\n<p>"));
         let docs = vec![doc("slices.md", &md), doc("slices.html", &html)];
         let copies = find(&docs, |_| false);
@@ -274,20 +279,38 @@ mod tests {
     fn shared_boilerplate_and_small_overlaps_are_not_copies() {
         let licence = chapter("the licence");
         let docs: Vec<Document> = (0..12)
-            .map(|i| doc(&format!("{i}/copyright"), &format!("{}\n\n{licence}", chapter(&format!("package {i}")))))
+            .map(|i| {
+                doc(
+                    &format!("{i}/copyright"),
+                    &format!("{}\n\n{licence}", chapter(&format!("package {i}"))),
+                )
+            })
             .collect();
         assert!(find(&docs, |_| false).is_empty());
         let docs = vec![
             doc("a.md", &chapter("mirrors")),
-            doc("b.md", &format!("{}\n\n{}", chapter("domes"), chapter("mirrors").get(..300).unwrap())),
+            doc(
+                "b.md",
+                &format!(
+                    "{}\n\n{}",
+                    chapter("domes"),
+                    chapter("mirrors").get(..300).unwrap()
+                ),
+            ),
         ];
         assert!(find(&docs, |_| false).is_empty());
     }
 
     #[test]
     fn exact_copies_of_short_files_and_kept_files() {
-        let docs = vec![doc("a/README", "Short note."), doc("b/README", "short  note")];
-        assert_eq!(find(&docs, |_| false).first().map(|c| (c.index, c.of)), Some((1, 0)));
+        let docs = vec![
+            doc("a/README", "Short note."),
+            doc("b/README", "short  note"),
+        ];
+        assert_eq!(
+            find(&docs, |_| false).first().map(|c| (c.index, c.of)),
+            Some((1, 0))
+        );
         assert!(find(&docs, |i| i == 1).is_empty());
     }
 }

@@ -42,7 +42,12 @@ pub(crate) fn is_svg(text: &str) -> bool {
             return false;
         };
         match rest.find(skip) {
-            Some(end) => rest = rest.get(end + skip.len()..).unwrap_or_default().trim_start(),
+            Some(end) => {
+                rest = rest
+                    .get(end + skip.len()..)
+                    .unwrap_or_default()
+                    .trim_start()
+            }
             None => return false,
         }
     }
@@ -71,10 +76,15 @@ mod tests {
         assert_eq!(by_name("README.md"), None);
         assert_eq!(by_name("NEWS.gz"), None);
         assert_eq!(by_name("Makefile"), None);
-        assert!(is_svg("<?xml version=\"1.0\"?>\n<!-- x -->\n<svg xmlns=\"...\">"));
+        assert!(is_svg(
+            "<?xml version=\"1.0\"?>\n<!-- x -->\n<svg xmlns=\"...\">"
+        ));
         assert!(!is_svg("<html><svg></svg></html>"));
         let page = "<html><head><meta http-equiv=\"refresh\" content=\"0;URL=a.html\"></head>";
-        assert!(is_redirect(page, "# Redirection\n\nRedirecting to a.html..."));
+        assert!(is_redirect(
+            page,
+            "# Redirection\n\nRedirecting to a.html..."
+        ));
         assert!(!is_redirect(page, &"word ".repeat(100)));
         assert!(!is_redirect("<html><body>", "Redirecting to a.html"));
     }

@@ -56,8 +56,8 @@ use super::html::{html_to_markdown, looks_like_html};
 use super::pdf::{is_pdf, pdf_text};
 use super::report::{Asset, ReadNote, ReadReport, SkipReason, Skipped};
 use super::walk::{Found, WalkOptions, walk};
-use super::{copies, prose};
 use super::{Document, Format};
+use super::{copies, prose};
 
 /// The default limit on a file's size (and on a `.gz` file's decompressed size): 64 MiB.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;

@@ -43,7 +43,9 @@ pub(super) fn adjust(
         // The first sentence of a section titled with the question's words speaks for
         // that section (rustdoc's summary line under `Macro dbg`).
         if let Some(title) = sentences.get(c.first).and_then(|s| s.title.as_deref())
-            && super::rank::term_ids(title).iter().any(|t| q.terms.contains(t))
+            && super::rank::term_ids(title)
+                .iter()
+                .any(|t| q.terms.contains(t))
         {
             *score *= TITLE_BOOST;
         }

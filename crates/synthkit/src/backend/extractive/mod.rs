@@ -130,8 +130,8 @@ use crate::model::{
 use crate::prompt::TemplateKind;
 use crate::text::SharedTokenizer;
 use crate::text::tokenizer::default_tokenizer;
-use cite::strip_markers;
 use boost::without_provenance;
+use cite::strip_markers;
 use focus::focus;
 use markup::has_version;
 use query::{Query, symbol_terms};
@@ -140,7 +140,7 @@ use select::{Answer, Cand, Selector};
 use sentences::{Kind, Parsed, parse};
 use split::is_closer;
 use structured::structured_reply;
-use units::{candidates, doc, lead_biased};
+use units::{answering_items, candidates, doc, lead_biased};
 
 /// The offline extractive backend. See the [module documentation](self).
 #[derive(Debug, Clone)]
@@ -407,8 +407,7 @@ impl ExtractiveModel {
                 .into_iter()
                 .filter(|&i| scores.get(i).is_some_and(|&s| s > 0.0 && s >= floor))
                 .collect();
-            let context_terms: Vec<Vec<Term>> =
-                all.contexts.iter().map(|c| term_ids(c)).collect();
+            let context_terms: Vec<Vec<Term>> = all.contexts.iter().map(|c| term_ids(c)).collect();
             let covers: Vec<f64> = (0..cands.len())
                 .map(|c| {
                     let context = cands
@@ -560,42 +559,4 @@ fn append(all: &mut Parsed, more: Parsed) {
             s.lead = s.lead.map(|l| l + offset);
             s
         }));
-}
-
-/// A list whose items speak to the question more than its lead-in does (a FAQ, a list of
-/// notes) answers with the items that match, not all of them: sets [`Cand::only`] to the
-/// items matching at least half as many of the question's terms as the best one.
-fn answering_items(
-    cands: &mut [Cand],
-    sentences: &[sentences::Sentence],
-    terms: &[Vec<Term>],
-    query: &[Term],
-) {
-    let hits = |range: &[Vec<Term>]| {
-        let mut seen: Vec<Term> = range.iter().flatten().copied().filter(|t| query.contains(t)).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        seen.len()
-    };
-    for c in cands.iter_mut() {
-        let Some(lead) = c.lead else { continue };
-        let list = sentences.get(lead).is_some_and(|s| s.items > 0);
-        if c.last <= lead || !list {
-            continue;
-        }
-        let lead_hits = hits(terms.get(c.first..=lead).unwrap_or_default());
-        let items: Vec<(usize, usize)> = (lead + 1..=c.last)
-            .map(|k| (k, hits(terms.get(k..=k).unwrap_or_default())))
-            .collect();
-        let best = items.iter().map(|&(_, h)| h).max().unwrap_or(0);
-        if best > lead_hits {
-            c.only = Some(
-                items
-                    .iter()
-                    .filter(|&&(_, h)| h > 0 && h * 2 >= best)
-                    .map(|&(k, _)| k)
-                    .collect(),
-            );
-        }
-    }
 }

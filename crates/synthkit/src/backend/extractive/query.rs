@@ -116,7 +116,14 @@ const EVENT_CUES: &[&str] = &[
 /// Words making a version question one about a requirement ("Which GCC version is
 /// needed?"): no release answers it.
 const REQUIREMENT_WORDS: &[&str] = &[
-    "need", "needed", "needs", "require", "required", "requires", "minimum", "supported",
+    "need",
+    "needed",
+    "needs",
+    "require",
+    "required",
+    "requires",
+    "minimum",
+    "supported",
 ];
 
 /// Words asking for the latest release.
@@ -178,12 +185,17 @@ impl Query {
         if words.iter().any(|w| SUMMARY.contains(w)) {
             words.retain(|w| !SUMMARY.contains(w) && !META.contains(w));
         }
-        let words_of = || query.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase);
+        let words_of = || {
+            query
+                .split(|c: char| !c.is_alphanumeric())
+                .map(str::to_lowercase)
+        };
         // "Which GCC version is needed?" asks for a requirement, not for a release of
         // what the documents describe.
         let requirement = words_of().any(|w| REQUIREMENT_WORDS.contains(&w.as_str()));
         let release = !requirement
-            && words_of().any(|w| matches!(w.as_str(), "release" | "releases" | "version" | "versions"));
+            && words_of()
+                .any(|w| matches!(w.as_str(), "release" | "releases" | "version" | "versions"));
         let asks_what_changed = query.split(|c: char| !c.is_alphanumeric()).any(|w| {
             let w = w.to_lowercase();
             ["add", "introduc", "new", "support", "gain", "got"]
@@ -196,9 +208,15 @@ impl Query {
             .filter(|w| !w.is_empty())
             .collect();
         let has = |list: &[&str]| plain.iter().any(|w| list.contains(w));
-        let how = ["how do i ", "how can i ", "how to ", "how do you ", "how would i "]
-            .iter()
-            .any(|p| lower.contains(p));
+        let how = [
+            "how do i ",
+            "how can i ",
+            "how to ",
+            "how do you ",
+            "how would i ",
+        ]
+        .iter()
+        .any(|p| lower.contains(p));
         if has(CODE_WORDS) {
             // "What command ...?" says what form the answer takes, not what it is about.
             let drop = stems(FORM_WORDS);
@@ -220,9 +238,9 @@ impl Query {
             .iter()
             .filter(|w| !release_words.contains(*w) && !FILLER.contains(&term_id(w)))
             .count();
-        let event = plain.iter().any(|w| {
-            EVENT_CUES.iter().any(|cue| w.starts_with(cue))
-        });
+        let event = plain
+            .iter()
+            .any(|w| EVENT_CUES.iter().any(|cue| w.starts_with(cue)));
         let version_only = release && !event && (latest || topic <= 1);
         Self {
             terms,

@@ -15,8 +15,7 @@
 use super::inline::{clean, clean_with};
 use super::markup::{
     Directive, adornment, atx_heading, code_ish, directive, fence, has_version, html_heading,
-    indent, is_field_line, is_markup_only, label, list_marker, prose_row,
-    table_cells,
+    indent, is_field_line, is_markup_only, label, list_marker, prose_row, table_cells,
 };
 use super::split::{ends_sentence, is_closer};
 
@@ -412,12 +411,12 @@ impl<'a> Parser<'a> {
         self.settle_label();
         // The heading titles the section's first sentence of substance (rustdoc's
         // `1.32.0 · Source` and `Expand description` lines are not one).
-        let title = if matches!(kind, Kind::Code | Kind::Heading) || text.split_whitespace().count() < 4
-        {
-            None
-        } else {
-            self.title.take()
-        };
+        let title =
+            if matches!(kind, Kind::Code | Kind::Heading) || text.split_whitespace().count() < 4 {
+                None
+            } else {
+                self.title.take()
+            };
         let context = self.context();
         self.out.sentences.push(Sentence {
             text,
@@ -563,10 +562,12 @@ fn labelled_row(header: &[String], t: &str) -> Option<String> {
         .iter()
         .enumerate()
         .filter(|(_, c)| !c.is_empty())
-        .map(|(k, c)| match header.get(k).filter(|h| !h.is_empty() && *h != c) {
-            Some(h) => format!("{}: {c}", h.trim_end_matches(':')),
-            None => c.clone(),
-        })
+        .map(
+            |(k, c)| match header.get(k).filter(|h| !h.is_empty() && *h != c) {
+                Some(h) => format!("{}: {c}", h.trim_end_matches(':')),
+                None => c.clone(),
+            },
+        )
         .collect();
     (!parts.is_empty()).then(|| parts.join("; "))
 }
@@ -575,7 +576,10 @@ fn labelled_row(header: &[String], t: &str) -> Option<String> {
 /// mdBook chapter's `ch16-00-concurrency` giving `chapter 16 00 concurrency`.
 pub(super) fn path_words(path: &str) -> String {
     let mut out = String::new();
-    for part in path.split(|c: char| !c.is_alphanumeric()).filter(|p| !p.is_empty()) {
+    for part in path
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|p| !p.is_empty())
+    {
         let chapter = part
             .strip_prefix("ch")
             .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));

@@ -185,3 +185,46 @@ pub(super) fn lead_biased(centrality: &[f64], cands: &[Cand], sentences: &[Sente
         })
         .collect()
 }
+
+/// A list whose items speak to the question more than its lead-in does (a FAQ, a list of
+/// notes) answers with the items that match, not all of them: sets [`Cand::only`] to the
+/// items matching at least half as many of the question's terms as the best one.
+pub(super) fn answering_items(
+    cands: &mut [Cand],
+    sentences: &[Sentence],
+    terms: &[Vec<Term>],
+    query: &[Term],
+) {
+    let hits = |range: &[Vec<Term>]| {
+        let mut seen: Vec<Term> = range
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|t| query.contains(t))
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.len()
+    };
+    for c in cands.iter_mut() {
+        let Some(lead) = c.lead else { continue };
+        let list = sentences.get(lead).is_some_and(|s| s.items > 0);
+        if c.last <= lead || !list {
+            continue;
+        }
+        let lead_hits = hits(terms.get(c.first..=lead).unwrap_or_default());
+        let items: Vec<(usize, usize)> = (lead + 1..=c.last)
+            .map(|k| (k, hits(terms.get(k..=k).unwrap_or_default())))
+            .collect();
+        let best = items.iter().map(|&(_, h)| h).max().unwrap_or(0);
+        if best > lead_hits {
+            c.only = Some(
+                items
+                    .iter()
+                    .filter(|&&(_, h)| h > 0 && h * 2 >= best)
+                    .map(|&(k, _)| k)
+                    .collect(),
+            );
+        }
+    }
+}

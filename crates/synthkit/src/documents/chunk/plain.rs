@@ -98,7 +98,9 @@ mod tests {
             Some((1, "Noteworthy changes in release 9.1 (2022-04-15) [stable]"))
         );
         assert_eq!(outline_heading("** Bug fixes"), Some((2, "Bug fixes")));
-        assert!(is_rule("-------------------------------------------------------------------------------"));
+        assert!(is_rule(
+            "-------------------------------------------------------------------------------"
+        ));
         assert!(!is_rule("----") && !is_rule("-- x --"));
         assert_eq!(
             release_paragraph_title(
@@ -108,7 +110,10 @@ mod tests {
             .as_deref(),
             Some("This is a terse description of the new features added to bash-4.0 since the release of bash-3.2.")
         );
-        assert_eq!(release_paragraph_title("No version here", "No version here."), None);
+        assert_eq!(
+            release_paragraph_title("No version here", "No version here."),
+            None
+        );
         let readme = "\"make check\" failure on IRIX 6.5 and Solaris <= 9";
         assert_eq!(release_paragraph_title(readme, readme), None);
     }
