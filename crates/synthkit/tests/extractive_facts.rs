@@ -162,3 +162,21 @@ fn a_marker_after_a_quoted_terminator_stays_with_its_sentence() {
     assert_eq!(a.text, "Fixed a crash in the parser ([#6635]) [3].");
     assert_eq!(a.sources, vec![3]);
 }
+
+#[test]
+fn sentences_of_a_marked_window_keep_its_marker_in_a_refine_step() {
+    // A long sentence shown as a window ends with `… [1]`: re-read, it is several
+    // sentences, and each keeps the source.
+    let model = ExtractiveModel::new();
+    let existing = "The shell hashes the location of commands. When a command moves, the table \
+                    still records the old location. For … [1]";
+    let context = "[2]\nParking is free on weekends.";
+    let a = model.extract(
+        "Why does the shell record the old location of a command?",
+        Some(existing),
+        context,
+        256,
+    );
+    assert!(a.text.contains("[1]"), "{}", a.text);
+    assert_eq!(a.sources, vec![1]);
+}

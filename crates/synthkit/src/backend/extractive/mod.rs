@@ -304,7 +304,7 @@ impl ExtractiveModel {
         // Existing answer first (it wins ties), then the passages.
         let mut all = Parsed::default();
         if let Some(existing) = existing {
-            append(&mut all, parse(existing));
+            append(&mut all, inherit_markers(parse(existing)));
         }
         let existing_count = all.sentences.len();
         let passages = parse(context);
@@ -559,4 +559,23 @@ fn append(all: &mut Parsed, more: Parsed) {
             s.lead = s.lead.map(|l| l + offset);
             s
         }));
+}
+
+/// An earlier answer's sentences without a marker take the marker of the next sentence of
+/// their paragraph that has one: a window of a long sentence (`... old location. For …
+/// [1]`) is re-read as several sentences, and only its last kept the marker.
+fn inherit_markers(mut parsed: Parsed) -> Parsed {
+    let mut pending: Option<(usize, u32)> = None;
+    for s in parsed.sentences.iter_mut().rev() {
+        match cite::markers(&s.text).first() {
+            Some(&n) => pending = Some((s.para, n)),
+            None => match pending {
+                Some((para, n)) if para == s.para && s.kind != Kind::Code => {
+                    s.text = cite::mark(&s.text, n);
+                }
+                _ => pending = None,
+            },
+        }
+    }
+    parsed
 }
