@@ -24,7 +24,8 @@ pub(crate) fn to_py(e: SynthError) -> PyErr {
         | SynthError::Tokenizer(_)
         | SynthError::UnknownMode(_)
         | SynthError::TreeNotConverging { .. }
-        | SynthError::InvalidOption(_) => InputError::new_err(message),
+        | SynthError::InvalidOption(_)
+        | SynthError::DuplicateNodeId { .. } => InputError::new_err(message),
         _ => SynthkitError::new_err(message),
     }
 }

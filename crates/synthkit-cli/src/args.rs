@@ -19,6 +19,17 @@ pub const DEFAULT_SUMMARY_QUERY: &str = "Summarize the text.";
 pub const DEFAULT_CHUNK_SIZE: usize = 1024;
 /// The default overlap (tokens) between the chunks of one file.
 pub const DEFAULT_CHUNK_OVERLAP: usize = 20;
+/// The default `--max-file-size`: the library's limit, 64 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: &str = "64M";
+/// `ask`'s default `--top-k` when a folder is read: the chunks most relevant to the
+/// question (BM25). Chosen on the 33-question trial of issue 23 (README, "The command
+/// line"): the answer's chunk is among the best 20 for 28 of the 33 questions (40 add one
+/// more), and 20 chunks take one call of about 5,000 prompt tokens at an 8k window.
+pub const DEFAULT_FOLDER_TOP_K: usize = 20;
+/// The default `--max-calls`: a run planning more model calls asks for `--yes` first.
+pub const DEFAULT_MAX_CALLS: usize = 40;
+/// The default `--max-prompt-tokens`: a run planning more prompt tokens asks for `--yes`.
+pub const DEFAULT_MAX_PROMPT_TOKENS: usize = 200_000;
 
 /// Answer questions over your files with LlamaIndex-style response synthesis.
 ///
@@ -86,9 +97,14 @@ impl Command {
 /// `synthkit tokens`.
 #[derive(Debug, Args)]
 pub struct TokensArgs {
-    /// The file to count (`-` or nothing: standard input).
+    /// The file to count (`-` or nothing: standard input), read as `ask` reads it: `.gz`
+    /// unpacked, HTML and PDF as text, binary files refused.
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// The largest file read (and `.gz` unpacked): bytes, or with K, M or G (KiB, MiB,
+    /// GiB); `none` for no limit.
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size)]
+    pub max_file_size: FileSize,
     /// The tokenizer: cl100k_base or o200k_base.
     #[arg(long, value_name = "NAME", default_value = "cl100k_base", value_parser = parse_tokenizer)]
     pub tokenizer: BpeTokenizer,
@@ -97,9 +113,14 @@ pub struct TokensArgs {
 /// `synthkit split`.
 #[derive(Debug, Args)]
 pub struct SplitArgs {
-    /// The file to split (`-` or nothing: standard input).
+    /// The file to split (`-` or nothing: standard input), read as `ask` reads it: `.gz`
+    /// unpacked, HTML and PDF as text, binary files refused.
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// The largest file read (and `.gz` unpacked): bytes, or with K, M or G (KiB, MiB,
+    /// GiB); `none` for no limit.
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size)]
+    pub max_file_size: FileSize,
     /// The most tokens in a chunk.
     #[arg(long, value_name = "N")]
     pub chunk_size: usize,
@@ -117,8 +138,8 @@ pub struct SplitArgs {
 /// `synthkit ask`.
 #[derive(Debug, Args)]
 pub struct AskArgs {
-    /// The question.
-    #[arg(value_name = "QUESTION")]
+    /// The question (not empty).
+    #[arg(value_name = "QUESTION", value_parser = parse_question)]
     pub question: String,
     /// Where to read, what to do and how to print.
     #[command(flatten)]
@@ -190,15 +211,27 @@ pub struct SynthArgs {
     /// repeatable.
     #[arg(long, value_name = "GLOB", help_heading = "Input")]
     pub exclude: Vec<String>,
+    /// In folders, read what is left out by default as not prose for a question:
+    /// stylesheets, scripts, SVG images, JSON data, redirect pages, and copies (files
+    /// whose text is at least 80% in other files read, such as mdBook's print.html or a
+    /// page both as Markdown and HTML). -v names every file left out.
+    #[arg(long, help_heading = "Input")]
+    pub keep_all: bool,
+    /// The largest file read (and `.gz` unpacked): bytes, or with K, M or G (KiB, MiB,
+    /// GiB); `none` for no limit. Larger files are skipped and named.
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size, help_heading = "Input")]
+    pub max_file_size: FileSize,
     // --- documents: end
     /// Pre-retrieved nodes: a JSON array or JSON lines of {id, text, metadata,
     /// excluded_llm_metadata_keys, score}, LlamaIndex TextNode objects (`id_`, ...) or
     /// NodeWithScore objects ({node, score}), mixed freely (`-`: standard input).
     #[arg(long, value_name = "FILE", help_heading = "Input")]
     pub nodes: Option<PathBuf>,
-    /// Keep only the N chunks most relevant to the query (BM25), best first.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Input")]
-    pub top_k: Option<u64>,
+    /// Keep only the N chunks most relevant to the query (BM25 over each chunk's text,
+    /// file path and section), best first; `all` keeps every chunk. Default for `ask`
+    /// when a folder is read: 20; otherwise all.
+    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
+    pub top_k: Option<TopK>,
     /// The most tokens in a node when files are split.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
     pub chunk_size: usize,
@@ -229,6 +262,17 @@ pub struct SynthArgs {
     /// Requests and tokens per minute, retries.
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// A run planning more model calls than N prints its plan and stops unless --yes is
+    /// given (a language-model backend only; the extractive backend is free).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS, help_heading = "Model")]
+    pub max_calls: usize,
+    /// A run planning more prompt tokens than N prints its plan and stops unless --yes is
+    /// given (a language-model backend only).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PROMPT_TOKENS, help_heading = "Model")]
+    pub max_prompt_tokens: usize,
+    /// Run even when the plan is over --max-calls or --max-prompt-tokens.
+    #[arg(long, short = 'y', help_heading = "Model")]
+    pub yes: bool,
     /// A completion template file for question answering ({context_str}, {query_str}).
     #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
     pub qa_template: Option<PathBuf>,
@@ -299,6 +343,78 @@ pub struct SynthArgs {
     pub quiet: bool,
 }
 
+/// `--top-k`: a number of chunks, or all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopK {
+    /// Keep every chunk.
+    All,
+    /// Keep the N best.
+    Best(usize),
+}
+
+/// `--max-file-size`: a limit in bytes, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileSize(pub Option<u64>);
+
+fn parse_top_k(s: &str) -> Result<TopK, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(TopK::All);
+    }
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(TopK::Best(n)),
+        _ => Err(format!(
+            "expected a number of 1 or more, or `all`, got `{s}`"
+        )),
+    }
+}
+
+/// `65536`, `64K`, `64M`, `1G` (powers of 1024, an optional `B`/`iB`), or `none`.
+pub(crate) fn parse_size(s: &str) -> Result<FileSize, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(FileSize(None));
+    }
+    let lower = t.to_ascii_lowercase();
+    let lower = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, unit) = match lower.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (lower.get(..i).unwrap_or(""), Some(c)),
+        _ => (lower, None),
+    };
+    let shift = match unit {
+        None => 0,
+        Some('k') => 10,
+        Some('m') => 20,
+        Some('g') => 30,
+        Some(_) => {
+            return Err(format!(
+                "expected bytes, or a size such as 64M or 1G, got `{s}`"
+            ));
+        }
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|&n| n > 0)
+        .map(|n| FileSize(Some(n)))
+        .ok_or_else(|| format!("expected bytes, or a size such as 64M or 1G, got `{s}`"))
+}
+
+fn parse_question(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err(
+            "the question is empty: ask something, such as \"How often is the mirror cleaned?\""
+                .into(),
+        );
+    }
+    Ok(s.to_string())
+}
+
 pub(crate) fn parse_tokenizer(s: &str) -> Result<BpeTokenizer, String> {
     BpeTokenizer::by_name(s).map_err(|e| e.to_string())
 }
@@ -365,5 +481,19 @@ mod tests {
         };
         assert_eq!(a.synth.mode, Some(ResponseMode::TreeSummarize));
         assert!(Cli::try_parse_from(["synthkit", "ask", "q", "--mode", "nope"]).is_err());
+    }
+
+    #[test]
+    fn sizes_top_k_and_questions() {
+        assert_eq!(parse_size("64M"), Ok(FileSize(Some(64 << 20))));
+        assert_eq!(parse_size("100mb"), Ok(FileSize(Some(100 << 20))));
+        assert_eq!(parse_size("1GiB"), Ok(FileSize(Some(1 << 30))));
+        assert_eq!(parse_size("4096"), Ok(FileSize(Some(4096))));
+        assert_eq!(parse_size("none"), Ok(FileSize(None)));
+        assert!(parse_size("0").is_err() && parse_size("12Q").is_err() && parse_size("M").is_err());
+        assert_eq!(parse_top_k("all"), Ok(TopK::All));
+        assert_eq!(parse_top_k("5"), Ok(TopK::Best(5)));
+        assert!(parse_top_k("0").is_err());
+        assert!(Cli::try_parse_from(["synthkit", "ask", "  "]).is_err());
     }
 }

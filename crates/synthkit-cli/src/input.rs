@@ -18,13 +18,16 @@ use anyhow::{Context, Result, anyhow};
 use synthkit::Node;
 use synthkit::documents::chunk::chunk_nodes;
 use synthkit::documents::decode::decode_always;
-use synthkit::documents::{Format, ReadOptions, ReadReport, Reader, SkipReason, Skipped};
+use synthkit::documents::{
+    Format, LeftOut, LeftOutReason, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
+};
 use synthkit::text::TokenTextSplitter;
 use tracing_subscriber::filter::LevelFilter;
 
 use crate::args::SynthArgs;
 use crate::error::usage;
 use crate::output::{note, warn};
+use crate::spinner::Spinner;
 
 /// How a document read from standard input is named.
 pub const STDIN_NAME: &str = "<stdin>";
@@ -67,16 +70,36 @@ pub fn decode(bytes: Vec<u8>, name: &str) -> String {
     decoded.text
 }
 
-/// Reads one file, or standard input for `None` or `-` (for `tokens` and `split`).
-pub fn read_single(path: Option<&Path>) -> Result<String> {
-    match path {
-        None => Ok(decode(read_stdin()?, STDIN_NAME)),
-        Some(p) if is_stdin(p) => Ok(decode(read_stdin()?, STDIN_NAME)),
-        Some(p) => {
-            let bytes =
-                fs::read(p).map_err(|e| usage(format!("cannot read `{}`: {e}", p.display())))?;
-            Ok(decode(bytes, &p.display().to_string()))
+/// Reads one file, or standard input for `None` or `-` (for `tokens` and `split`), as
+/// `ask` reads a file: `.gz` unpacked, HTML and PDF as text, the size limit applied; a
+/// binary or empty file is an error.
+pub fn read_single(path: Option<&Path>, max_file_size: Option<u64>) -> Result<String> {
+    let reader = Reader::new(ReadOptions::new().max_file_size(max_file_size));
+    let (name, read) = match path {
+        Some(p) if !is_stdin(p) => {
+            fs::metadata(p).map_err(|e| usage(format!("cannot read `{}`: {e}", p.display())))?;
+            (p.display().to_string(), reader.read_file(p))
         }
+        _ => (
+            STDIN_NAME.to_string(),
+            reader.read_bytes(Path::new(STDIN_NAME), read_stdin()?),
+        ),
+    };
+    match read {
+        Ok(read) => {
+            if let Some(n) = &read.note {
+                warn(&format!("{name} {n}"));
+            }
+            Ok(read.document.text)
+        }
+        Err(SkipReason::Empty) => Ok(String::new()),
+        Err(SkipReason::Binary) => Err(anyhow!(
+            "{name} is a binary file, not text: nothing to count or split"
+        )),
+        Err(reason @ SkipReason::TooLarge { .. }) => {
+            Err(usage(format!("{name} is {reason} (see --max-file-size)")))
+        }
+        Err(reason) => Err(anyhow!("cannot read {name}: {reason}")),
     }
 }
 
@@ -84,7 +107,9 @@ pub fn read_single(path: Option<&Path>) -> Result<String> {
 pub fn read_options(args: &SynthArgs) -> ReadOptions {
     let mut options = ReadOptions::new()
         .hidden(args.hidden)
-        .no_ignore(args.no_ignore);
+        .no_ignore(args.no_ignore)
+        .keep_all(args.keep_all)
+        .max_file_size(args.max_file_size.0);
     for glob in &args.include {
         options = options.include(glob.clone());
     }
@@ -99,16 +124,39 @@ fn verbose() -> bool {
     LevelFilter::current() >= LevelFilter::INFO
 }
 
+/// The documents read, and whether a folder was among the paths.
+#[derive(Debug, Default)]
+pub struct Documents {
+    /// The documents, in order.
+    pub docs: Vec<Document>,
+    /// Whether some path was a folder (`ask` then keeps the best chunks by default).
+    pub from_folder: bool,
+}
+
 /// Reads every path of the command line: files, folders and `-` for standard input. With
-/// no path, standard input is read unless it is a terminal.
-pub fn read_documents(args: &SynthArgs) -> Result<Vec<Document>> {
-    read_documents_with(&args.paths, &read_options(args), args.quiet, verbose())
+/// no path, standard input is read unless it is a terminal. `spinner` shows the progress.
+pub fn read_documents(args: &SynthArgs, spinner: &Spinner) -> Result<Documents> {
+    read_documents_with(
+        &args.paths,
+        &read_options(args),
+        Say {
+            quiet: args.quiet,
+            verbose: verbose(),
+        },
+        spinner,
+    )
+}
+
+/// How much to say on standard error.
+#[derive(Debug, Clone, Copy)]
+struct Say {
+    quiet: bool,
+    verbose: bool,
 }
 
 /// What is said about skipped files: each named until [`NAMED_SKIPS`] (all when verbose).
 struct SkipNotes {
-    quiet: bool,
-    verbose: bool,
+    say: Say,
     named: usize,
     unnamed: usize,
 }
@@ -121,54 +169,94 @@ impl SkipNotes {
             warn(&format!("cannot read {path}: {e}; skipped"));
             return;
         }
-        if self.quiet {
+        // Left out as not prose or as a copy: expected in a documentation folder, so
+        // named with -v only (and counted in the summary).
+        let expected = matches!(
+            skipped.reason,
+            SkipReason::Asset(_) | SkipReason::Copy { .. } | SkipReason::Duplicate { .. }
+        );
+        if !self.allowed(expected) {
             return;
         }
-        if !self.verbose && self.named >= NAMED_SKIPS {
-            self.unnamed += 1;
-            return;
-        }
-        self.named += 1;
         note(
             false,
             &match &skipped.reason {
                 SkipReason::Binary => format!("skipping binary file {path}"),
                 SkipReason::Empty => format!("skipping empty file {path}"),
+                too_large @ SkipReason::TooLarge { .. } => {
+                    format!("skipping {path}: {too_large}; --max-file-size raises the limit")
+                }
                 other => format!("skipping {path}: {other}"),
             },
         );
+    }
+
+    fn say_left_out(&mut self, left: &LeftOut) {
+        if !self.allowed(true) {
+            return;
+        }
+        let (what, flag) = match left.reason {
+            LeftOutReason::Hidden => ("hidden", "--hidden"),
+            _ => ("ignored", "--no-ignore"),
+        };
+        let kind = if left.folder { "folder" } else { "file" };
+        note(
+            false,
+            &format!(
+                "not visiting {what} {kind} {} ({flag} reads it)",
+                left.path.display()
+            ),
+        );
+    }
+
+    /// Whether to name one more file: always with -v; else the first [`NAMED_SKIPS`],
+    /// `expected` ones never.
+    fn allowed(&mut self, expected: bool) -> bool {
+        if self.say.quiet {
+            return false;
+        }
+        if !self.say.verbose && (expected || self.named >= NAMED_SKIPS) {
+            self.unnamed += 1;
+            return false;
+        }
+        self.named += 1;
+        true
     }
 }
 
 fn read_documents_with(
     paths: &[PathBuf],
     options: &ReadOptions,
-    quiet: bool,
-    verbose: bool,
-) -> Result<Vec<Document>> {
-    let mut reader = Reader::new(options.clone());
+    say: Say,
+    spinner: &Spinner,
+) -> Result<Documents> {
+    let mut reader = Reader::new(options.clone()).on_progress(spinner.reading());
     if paths.is_empty() {
         if io::stdin().is_terminal() {
             return Err(usage(
                 "no input: give files or folders to read, `-` for standard input, or --nodes FILE",
             ));
         }
-        return Ok(read_stdin_document(&reader, quiet)?.into_iter().collect());
+        let docs = read_stdin_document(&reader, say.quiet)?
+            .into_iter()
+            .collect();
+        return Ok(Documents {
+            docs,
+            from_folder: false,
+        });
     }
     if paths.iter().filter(|p| is_stdin(p)).count() > 1 {
         return Err(usage("`-` (standard input) can be given only once"));
     }
-    let mut notes = SkipNotes {
-        quiet,
-        verbose,
-        named: 0,
-        unnamed: 0,
-    };
     let mut all = ReadReport::default();
-    let mut docs = Vec::new();
+    let mut from_folder = false;
     for path in paths {
         if is_stdin(path) {
-            docs.extend(read_stdin_document(&reader, quiet)?);
+            if let Some(doc) = read_stdin_document(&reader, say.quiet)? {
+                all.documents.push(synthkit::documents::Document::new(
+                    STDIN_NAME, doc.text, doc.format,
+                ));
+            }
             continue;
         }
         let meta = fs::metadata(path)
@@ -179,39 +267,60 @@ fn read_documents_with(
         {
             return Err(usage(format!("cannot read `{}`: {e}", path.display())));
         }
-        for n in &report.notes {
-            warn(&n.to_string());
-        }
-        for skipped in &report.skipped {
-            notes.say(skipped);
-        }
         let read_elsewhere = report
             .skipped
             .iter()
             .any(|s| matches!(s.reason, SkipReason::Duplicate { .. }));
         if meta.is_dir() && report.documents.is_empty() && !read_elsewhere {
+            spinner.clear();
             return Err(nothing_found(path, &report, options));
         }
-        docs.extend(report.documents.iter().map(|d| Document {
-            path: d.path.display().to_string(),
-            text: d.text.clone(),
-            format: d.format,
-        }));
+        from_folder |= meta.is_dir();
         all.extend(report);
     }
-    let files = all.documents.len();
-    let summary = match all.skip_summary() {
-        Some(s) if notes.unnamed > 0 => format!(" ({s}; -v names them all)"),
-        Some(s) => format!(" ({s})"),
-        None => String::new(),
+    spinner.set("looking for copies");
+    reader.leave_out_copies(&mut all);
+    spinner.clear();
+    for n in &all.notes {
+        warn(&n.to_string());
+    }
+    let mut notes = SkipNotes {
+        say,
+        named: 0,
+        unnamed: 0,
     };
-    if verbose || !summary.is_empty() {
+    for skipped in &all.skipped {
+        notes.say(skipped);
+    }
+    for left in &all.left_out {
+        notes.say_left_out(left);
+    }
+    let files = all.documents.len();
+    let mut parts: Vec<String> = all.skip_summary().into_iter().collect();
+    if let Some(l) = all.left_out_summary() {
+        parts.push(l);
+    }
+    let summary = match parts.join("; ") {
+        s if s.is_empty() => String::new(),
+        s if notes.unnamed > 0 => format!(" ({s}; -v names them all)"),
+        s => format!(" ({s})"),
+    };
+    if say.verbose || !summary.is_empty() {
         note(
-            quiet,
+            say.quiet,
             &format!("read {files} file{}{summary}", plural(files)),
         );
     }
-    Ok(docs)
+    let docs = all
+        .documents
+        .into_iter()
+        .map(|d| Document {
+            path: d.path.display().to_string(),
+            text: d.text,
+            format: d.format,
+        })
+        .collect();
+    Ok(Documents { docs, from_folder })
 }
 
 /// The error for a folder that gave no document.
@@ -240,12 +349,18 @@ fn nothing_found(path: &Path, report: &ReadReport, options: &ReadOptions) -> any
     if !walk.excludes().is_empty() {
         left_out.push("files matching --exclude");
     }
+    if !options.keeps_all() {
+        left_out.push("stylesheets, scripts, SVG and JSON (--keep-all)");
+    }
     let mut detail = Vec::new();
     if let Some(s) = report.skip_summary() {
         detail.push(s);
     }
+    if let Some(s) = report.left_out_summary() {
+        detail.push(s);
+    }
     if !left_out.is_empty() {
-        detail.push(format!("not looked at: {}", left_out.join(", ")));
+        detail.push(format!("not read: {}", left_out.join(", ")));
     }
     let detail = if detail.is_empty() {
         String::new()

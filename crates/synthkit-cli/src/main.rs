@@ -18,6 +18,7 @@ mod plan;
 mod progress;
 mod rank;
 mod serve;
+mod spinner;
 mod synthesis;
 mod text;
 mod trace;
@@ -55,11 +56,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ask(a) => block_on(synthesis::run(
             &a.question,
             args::ASK_DEFAULT_MODE,
+            Some(args::DEFAULT_FOLDER_TOP_K),
             &a.synth,
         )),
         Command::Summarize(a) => block_on(synthesis::run(
             &a.query,
             args::SUMMARIZE_DEFAULT_MODE,
+            None,
             &a.synth,
         )),
         Command::Serve(a) => serve::run(a),

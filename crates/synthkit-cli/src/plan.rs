@@ -135,7 +135,7 @@ impl LanguageModel for PlanningModel {
 
 /// One row of the plan: the calls of one step at one level.
 #[derive(Debug, Clone, PartialEq)]
-struct Row {
+pub(crate) struct Row {
     step: &'static str,
     level: u32,
     calls: usize,
@@ -170,13 +170,62 @@ fn rows(calls: &[Planned]) -> Vec<Row> {
     rows
 }
 
-/// The calls a run is expected to make, counted before it starts (for the progress bar).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The calls a run is expected to make, counted before it starts (for the progress bar
+/// and the size check of `--max-calls` / `--max-prompt-tokens`).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Estimate {
     /// Model calls: exact for the first step (or tree level), an upper bound after it.
     pub calls: usize,
     /// Tree levels, the final call's included (`tree_summarize` only).
     pub levels: Option<u32>,
+    /// Prompt tokens of all the calls (counted with the local tokenizer).
+    pub prompt_tokens: usize,
+    /// The calls by step and level.
+    pub(crate) rows: Vec<Row>,
+}
+
+/// Whether a run of `estimate` needs `--yes`: more calls than `--max-calls` or more
+/// prompt tokens than `--max-prompt-tokens`.
+pub fn too_large(estimate: &Estimate, args: &SynthArgs) -> bool {
+    estimate.calls > args.max_calls || estimate.prompt_tokens > args.max_prompt_tokens
+}
+
+/// The error of a run refused for its size: what is over, and the ways on.
+pub fn refusal_message(estimate: &Estimate, args: &SynthArgs) -> String {
+    let mut over = Vec::new();
+    if estimate.calls > args.max_calls {
+        over.push(format!(
+            "{} model calls (--max-calls {})",
+            estimate.calls, args.max_calls
+        ));
+    }
+    if estimate.prompt_tokens > args.max_prompt_tokens {
+        over.push(format!(
+            "{} prompt tokens (--max-prompt-tokens {})",
+            estimate.prompt_tokens, args.max_prompt_tokens
+        ));
+    }
+    format!(
+        "not started: this run needs {}; pass --yes to run it, or read fewer chunks (--top-k N, --include GLOB)",
+        over.join(" and ")
+    )
+}
+
+/// Prints the plan of a run refused for its size on standard error.
+pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate) -> Result<()> {
+    let info = backend.model.info();
+    let stderr = io::stderr();
+    let mut out = stderr.lock();
+    writeln!(
+        out,
+        "plan: {mode}, backend {} (model {}), context window {}, up to {} output tokens per call",
+        backend.name(),
+        info.name,
+        info.context_window,
+        info.num_output
+    )?;
+    write_table(&mut out, &estimate.rows)?;
+    Ok(out.flush()?)
 }
 
 /// Counts the calls a synthesis of `nodes` will make, with the same packing as the run and
@@ -210,6 +259,8 @@ pub async fn estimate(
     Ok(Estimate {
         calls: calls.len(),
         levels,
+        prompt_tokens: calls.iter().map(|c| c.prompt_tokens).sum(),
+        rows: rows(&calls),
     })
 }
 
@@ -306,26 +357,7 @@ pub async fn run(
         )?;
         return Ok(out.flush()?);
     }
-    let w = rows.iter().map(|r| r.step.len()).max().unwrap_or(4).max(5);
-    writeln!(
-        out,
-        "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}",
-        "step", "level", "calls", "prompt tokens", "largest prompt"
-    )?;
-    for r in &rows {
-        let label = if r.exact { "exact" } else { "upper bound" };
-        writeln!(
-            out,
-            "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}  {label}",
-            r.step, r.level, r.calls, r.prompt_tokens, r.max_prompt_tokens
-        )?;
-    }
-    let label = if exact { "exact" } else { "upper bound" };
-    writeln!(
-        out,
-        "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}  {label}",
-        "total", "", calls, prompt_tokens, ""
-    )?;
+    write_table(&mut out, &rows)?;
     writeln!(out)?;
     writeln!(
         out,
@@ -347,6 +379,36 @@ pub async fn run(
         )?;
     }
     Ok(out.flush()?)
+}
+
+/// The plan's table: one row per step and level, then the total.
+fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
+    let calls: usize = rows.iter().map(|r| r.calls).sum();
+    let prompt_tokens: usize = rows.iter().map(|r| r.prompt_tokens).sum();
+    let w = rows.iter().map(|r| r.step.len()).max().unwrap_or(4).max(5);
+    writeln!(
+        out,
+        "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}",
+        "step", "level", "calls", "prompt tokens", "largest prompt"
+    )?;
+    for r in rows {
+        let label = if r.exact { "exact" } else { "upper bound" };
+        writeln!(
+            out,
+            "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}  {label}",
+            r.step, r.level, r.calls, r.prompt_tokens, r.max_prompt_tokens
+        )?;
+    }
+    let label = if rows.len() <= 1 {
+        "exact"
+    } else {
+        "upper bound"
+    };
+    writeln!(
+        out,
+        "{:<w$}  {:>5}  {:>6}  {:>13}  {:>14}  {label}",
+        "total", "", calls, prompt_tokens, ""
+    )
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ impl Progress {
 
     /// Fixes the bar's length at the calls counted before the run (see
     /// [`crate::plan::estimate`]), with the tree's levels for `tree_summarize`.
-    pub fn fix_total(&self, estimate: Estimate) {
+    pub fn fix_total(&self, estimate: &Estimate) {
         let Ok(mut s) = self.state.lock() else { return };
         s.planned = Some(estimate.calls);
         s.len = estimate.calls.max(s.announced);
@@ -168,6 +168,7 @@ mod tests {
 
     use crate::args::{Cli, Command, SynthArgs};
     use crate::observe::Fanout;
+    use crate::spinner::Spinner;
     use crate::synthesis::{CustomTemplates, build_synthesizer, gather_nodes};
     use crate::{backend, plan};
 
@@ -178,9 +179,9 @@ mod tests {
     #[test]
     fn a_fixed_total_does_not_grow_with_the_library_reports() {
         let p = Progress::new(false);
-        p.fix_total(Estimate {
+        p.fix_total(&Estimate {
             calls: 5,
-            levels: None,
+            ..Estimate::default()
         });
         assert_eq!(len(&p), 5);
         for total in 1..=5 {
@@ -197,9 +198,10 @@ mod tests {
     #[test]
     fn fewer_calls_than_planned_finish_at_the_real_count() {
         let p = Progress::new(false);
-        p.fix_total(Estimate {
+        p.fix_total(&Estimate {
             calls: 9,
             levels: Some(3),
+            ..Estimate::default()
         });
         assert_eq!(p.bar.message(), "level 1 of ~3");
         p.calls_planned(4);
@@ -295,14 +297,14 @@ mod tests {
         let query = "Summarize.";
         let backend = backend::connect(args).await.unwrap();
         let templates = CustomTemplates::default();
-        let nodes = gather_nodes(args, query, &backend).unwrap();
+        let nodes = gather_nodes(args, query, &backend, None, &Spinner::new(false)).unwrap();
         let progress = Arc::new(Progress::new(false));
         let t = Instant::now();
         let estimate = plan::estimate(&backend, mode, args, &templates, query, nodes.clone())
             .await
             .unwrap();
         let took = t.elapsed();
-        progress.fix_total(estimate);
+        progress.fix_total(&estimate);
         let recorder = Arc::new(Recorder {
             progress: progress.clone(),
             seen: Mutex::new(Vec::new()),
@@ -398,7 +400,9 @@ mod tests {
             ] {
                 let a = args(dir.path(), name, extra);
                 let b = backend::connect(&a).await.unwrap();
-                let chunks = gather_nodes(&a, "q", &b).unwrap().len();
+                let chunks = gather_nodes(&a, "q", &b, None, &Spinner::new(false))
+                    .unwrap()
+                    .len();
                 let t = Instant::now();
                 let (estimate, rec, took) = run(&a, mode).await;
                 let total = t.elapsed();

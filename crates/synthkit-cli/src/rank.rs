@@ -2,8 +2,14 @@
 //!
 //! Scores come from the `bm25` crate with its English analyzer (Unicode word segmentation,
 //! stop words, Snowball stemming), k1 = 1.2, b = 0.75, and the average chunk length fitted
-//! to the chunks given. Each kept node's `score` is set to its BM25 score; nodes are
-//! returned best first (ties keep their input order), as a retriever would return them.
+//! to the chunks given. A chunk is ranked by its text with its file path and section (the
+//! heading path, counted three times, as a title field weighs more) before it, so "Which
+//! Python version is this?" finds the chunk of `python3.11/README.rst` titled "This is
+//! Python version 3.11.2". A question asking for the latest release ("latest", "newest",
+//! "recent", "current") weighs each file's first chunk 1.5 times: NEWS files and
+//! changelogs put the newest release first. Each kept node's `score`
+//! is set to its BM25 score; nodes are returned best first (ties keep their input order),
+//! as a retriever would return them.
 
 use bm25::{EmbedderBuilder, Language, Scorer};
 use synthkit::Node;
@@ -13,16 +19,23 @@ pub fn top_k(nodes: Vec<Node>, query: &str, k: usize) -> Vec<Node> {
     if nodes.is_empty() || k == 0 {
         return Vec::new();
     }
-    let corpus: Vec<&str> = nodes.iter().map(|n| n.text.as_str()).collect();
+    let ranked: Vec<String> = nodes.iter().map(ranked_text).collect();
+    let corpus: Vec<&str> = ranked.iter().map(String::as_str).collect();
     let embedder = EmbedderBuilder::<u32>::with_fit_to_corpus(Language::English, &corpus).build();
     let mut scorer = Scorer::<usize>::new();
     for (i, text) in corpus.iter().enumerate() {
         scorer.upsert(&i, embedder.embed(text));
     }
+    let latest = asks_latest(query);
     let query = embedder.embed(query);
     let scores: Vec<f64> = (0..nodes.len())
         .map(|i| f64::from(scorer.score(&i, &query).unwrap_or(0.0)))
         .map(|s| if s.is_finite() { s } else { 0.0 })
+        .zip(&nodes)
+        .map(|(s, n)| {
+            let first = n.metadata.get("chunk").and_then(|c| c.as_u64()) == Some(1);
+            if latest && first { s * LATEST_BOOST } else { s }
+        })
         .collect();
     let mut order: Vec<usize> = (0..nodes.len()).collect();
     order.sort_by(|&a, &b| {
@@ -42,6 +55,42 @@ pub fn top_k(nodes: Vec<Node>, query: &str, k: usize) -> Vec<Node> {
                 .map(|n| n.with_score(round4(score)))
         })
         .collect()
+}
+
+/// How much more a file's first chunk weighs when the question asks for the latest
+/// release (NEWS files and changelogs put the newest first).
+const LATEST_BOOST: f64 = 1.5;
+
+/// Whether the question asks for the latest of something ("latest", "newest", "most
+/// recent", "current").
+fn asks_latest(query: &str) -> bool {
+    query.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        matches!(
+            w.to_lowercase().as_str(),
+            "latest" | "newest" | "recent" | "current"
+        )
+    })
+}
+
+/// How many times a chunk's section (its heading path) is counted: a heading naming the
+/// question's words says more than a passing mention (as BM25F weighs a title field).
+const SECTION_WEIGHT: usize = 3;
+
+/// What a node is ranked by: its file path (its words: `python3.11/README.rst` gives
+/// `python3 11 README rst`), its section ([`SECTION_WEIGHT`] times) and its text.
+fn ranked_text(node: &Node) -> String {
+    let meta = |key: &str| {
+        node.metadata
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+    };
+    let path: String = meta("file_path")
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect();
+    let section = format!("{}\n", meta("section")).repeat(SECTION_WEIGHT);
+    format!("{path}\n{section}{}", node.text)
 }
 
 /// Rounded to 4 decimals, so outputs are stable and readable.

@@ -16,7 +16,7 @@ use synthkit::{
     Synthesizer,
 };
 
-use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, LlmKind, SynthArgs, TruncationPolicy};
+use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, LlmKind, SynthArgs, TopK, TruncationPolicy};
 use crate::backend::{self, Backend};
 use crate::error::usage;
 use crate::input;
@@ -25,6 +25,7 @@ use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
 use crate::plan;
 use crate::progress::Progress;
 use crate::rank;
+use crate::spinner::{Spinner, thousands};
 use crate::trace::Trace;
 
 /// Custom templates read from `--qa-template`, `--refine-template`, `--summary-template`.
@@ -123,8 +124,15 @@ pub fn build_synthesizer(
     builder.build().map_err(|e| usage(e.to_string()))
 }
 
-/// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`.
-pub(crate) fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> Result<Vec<Node>> {
+/// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`
+/// (`folder_top_k` when it is not given and a folder was read).
+pub(crate) fn gather_nodes(
+    args: &SynthArgs,
+    query: &str,
+    backend: &Backend,
+    folder_top_k: Option<usize>,
+    spinner: &Spinner,
+) -> Result<Vec<Node>> {
     let overlap = args
         .chunk_overlap
         .unwrap_or_else(|| default_overlap(args.chunk_size));
@@ -141,8 +149,17 @@ pub(crate) fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> 
         Some(p) => input::read_nodes(p)?,
         None => Vec::new(),
     };
+    let mut from_folder = false;
     if !args.paths.is_empty() || args.nodes.is_none() {
-        let docs = input::read_documents(args)?;
+        let read = input::read_documents(args, spinner)?;
+        from_folder = read.from_folder;
+        let docs = read.docs;
+        if docs.len() > 1 {
+            spinner.set(format!(
+                "splitting {} files into chunks",
+                thousands(docs.len())
+            ));
+        }
         let from_docs = input::nodes_from_documents(&docs, &splitter);
         if from_docs.is_empty() && nodes.is_empty() {
             let names: Vec<&str> = docs.iter().map(|d| d.path.as_str()).collect();
@@ -154,15 +171,38 @@ pub(crate) fn gather_nodes(args: &SynthArgs, query: &str, backend: &Backend) -> 
         }
         nodes.extend(from_docs);
     }
-    if let Some(k) = args.top_k {
-        let k = usize::try_from(k).unwrap_or(usize::MAX);
+    let k = match args.top_k {
+        Some(TopK::All) => None,
+        Some(TopK::Best(k)) => Some(k),
+        None => folder_top_k.filter(|_| from_folder),
+    };
+    if let Some(k) = k.filter(|&k| k < nodes.len() || args.top_k.is_some()) {
+        spinner.set(format!("ranking {} chunks", thousands(nodes.len())));
+        let total = nodes.len();
         nodes = rank::top_k(nodes, query, k);
+        if args.top_k.is_none() {
+            note(
+                args.quiet,
+                &format!(
+                    "kept the {} chunks most relevant to the question of {} (--top-k N or --top-k all to change)",
+                    nodes.len(),
+                    thousands(total)
+                ),
+            );
+        }
     }
+    spinner.clear();
     Ok(nodes)
 }
 
-/// Runs `ask` or `summarize`.
-pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> Result<()> {
+/// Runs `ask` or `summarize`; `folder_top_k` is the `--top-k` used when a folder is read
+/// and none is given.
+pub async fn run(
+    query: &str,
+    default_mode: ResponseMode,
+    folder_top_k: Option<usize>,
+    args: &SynthArgs,
+) -> Result<()> {
     let start = Instant::now();
     let mode = args.mode.unwrap_or(default_mode);
     if args.plan && args.format == JsonFormat::Llamaindex {
@@ -172,7 +212,8 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     }
     let templates = CustomTemplates::read(args)?;
     let backend = backend::connect(args).await?;
-    let nodes = gather_nodes(args, query, &backend)?;
+    let spinner = Spinner::new(!args.quiet);
+    let nodes = gather_nodes(args, query, &backend, folder_top_k, &spinner)?;
 
     let trace = match &args.trace {
         Some(p) => Some(Arc::new(Trace::create(p, args.plan)?)),
@@ -196,12 +237,24 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
     }
 
     let progress = Arc::new(Progress::new(!args.quiet));
-    if progress.draws() && mode.calls_model() {
-        // The bar's length: the calls counted up front with the run's packing (no model
-        // call). If counting fails, the run reports the error; the bar follows the library.
+    let guarded = backend.kind != LlmKind::Extractive && !args.yes;
+    if (progress.draws() || guarded) && mode.calls_model() {
+        // The bar's length and the size check: the calls counted up front with the run's
+        // packing (no model call). If counting fails, the run reports the error; the bar
+        // follows the library.
+        spinner.set(format!(
+            "planning the calls over {} chunks",
+            thousands(nodes.len())
+        ));
         let counted = plan::estimate(&backend, mode, args, &templates, query, nodes.clone());
-        if let Ok(estimate) = counted.await {
-            progress.fix_total(estimate);
+        let counted = counted.await;
+        spinner.clear();
+        if let Ok(estimate) = counted {
+            if guarded && plan::too_large(&estimate, args) {
+                plan::print_refusal(&backend, mode, &estimate)?;
+                return Err(usage(plan::refusal_message(&estimate, args)));
+            }
+            progress.fix_total(&estimate);
         }
     }
     let model_time = Arc::new(ModelTime::default());
@@ -256,7 +309,7 @@ pub async fn run(query: &str, default_mode: ResponseMode, args: &SynthArgs) -> R
             query,
             total_ms: start.elapsed().as_secs_f64() * 1000.0,
             model_ms: model_time.millis(),
-            grounded: grounded(&response, backend.kind),
+            grounded: grounded(&response, backend.kind, mode),
         };
         let mut report = output::report_json(&response, &info);
         backend::report_cache(&mut report, &backend);
@@ -304,18 +357,30 @@ async fn stream_answer(
     Ok(response)
 }
 
-/// Whether the answer is drawn from the sources: the extractive backend knows (it says
-/// so when nothing matched well); with citations, an answer citing nothing is not;
-/// otherwise unknown.
-fn grounded(response: &Response, kind: LlmKind) -> Option<bool> {
+/// Whether the answer is drawn from the sources: never in `generation` (the query
+/// alone) and `no_text` (no answer), always in `context_only` (the answer is the
+/// sources); the extractive backend knows (it says so when nothing matched well); with
+/// citations, an answer citing nothing is not; otherwise unknown.
+fn grounded(response: &Response, kind: LlmKind, mode: ResponseMode) -> Option<bool> {
+    match mode {
+        ResponseMode::Generation | ResponseMode::NoText => return Some(false),
+        ResponseMode::ContextOnly => return Some(!response.text.trim().is_empty()),
+        _ => {}
+    }
     if kind == LlmKind::Extractive {
-        return Some(response.text_without_markers() != ExtractiveModel::NOT_ANSWERED);
+        let text = response.text_without_markers();
+        return Some(!text.is_empty() && text != ExtractiveModel::NOT_ANSWERED);
     }
     response.citations.as_ref().map(|c| !c.markers.is_empty())
 }
 
 /// A synthesis error with a hint when the server could not be reached.
 fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
+    if matches!(e, SynthError::DuplicateNodeId { .. }) {
+        return usage(format!(
+            "{e} (--nodes ids must be unique, and differ from the PATH#N ids of files read)"
+        ));
+    }
     // Budget errors say "context window" and "num_output": name the flags too.
     if matches!(
         e,

@@ -1,4 +1,5 @@
-//! `tokens` and `split`: the text tools.
+//! `tokens` and `split`: the text tools. They read a file as `ask` does (`.gz` unpacked,
+//! HTML and PDF as text, `--max-file-size`), and refuse binary files.
 
 use std::io::{self, Write};
 
@@ -13,7 +14,7 @@ use crate::synthesis::default_overlap;
 
 /// `synthkit tokens`: prints the token count.
 pub fn tokens(args: &TokensArgs) -> Result<()> {
-    let text = input::read_single(args.file.as_deref())?;
+    let text = input::read_single(args.file.as_deref(), args.max_file_size.0)?;
     let mut out = io::stdout().lock();
     writeln!(out, "{}", args.tokenizer.count(&text))?;
     Ok(out.flush()?)
@@ -27,7 +28,7 @@ pub fn split(args: &SplitArgs) -> Result<()> {
         .unwrap_or_else(|| default_overlap(args.chunk_size));
     let splitter = TokenTextSplitter::new(args.chunk_size, overlap, args.tokenizer.shared())
         .map_err(|e| usage(format!("{e} (see --chunk-size and --overlap)")))?;
-    let text = input::read_single(args.file.as_deref())?;
+    let text = input::read_single(args.file.as_deref(), args.max_file_size.0)?;
     let chunks = splitter.split_chunks(&text);
     let mut out = io::stdout().lock();
     if args.json {

@@ -656,6 +656,12 @@ fn random_nodes_files_never_panic() {
                 );
                 rejected += 1;
             }
+            // Two nodes with one id: a usage error naming the id (issue 23).
+            Some(2) => {
+                let line = assert_error(&out, 2, &[], &what);
+                assert!(line.contains("id"), "{what}: {line}");
+                rejected += 1;
+            }
             other => panic!("{what}: exit {other:?}\n{}", stderr(&out)),
         }
     }

@@ -108,8 +108,11 @@ fn text_is_read_by_content_and_skips_are_named_and_counted() {
         err.contains("note: skipping docs/loop: symlink loop (back to "),
         "{err}"
     );
+    // Issue 23: the hidden and ignored files are counted too (named with -v).
     assert!(
-        err.contains("note: read 3 files (2 skipped: 1 binary, 1 symlink loop)\n"),
+        err.contains(
+            "note: read 3 files (2 skipped: 1 binary, 1 symlink loop; not visited: 2 hidden, 1 ignored; -v names them all)\n"
+        ),
         "{err}"
     );
     // The HTML became Markdown-style text without its script.

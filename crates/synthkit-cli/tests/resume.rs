@@ -208,6 +208,8 @@ fn command(server: &Server, nodes: &Path, cache: Option<&Path>, out: &Path) -> C
         .args(["--llm", "openai", "--base-url", &server.base_url()])
         .args(["--model", "loopback", "--context-window", "1024"])
         .args(["--num-output", "64", "--timeout", "20"])
+        // Over 200 calls: past the size a run starts without asking (issue 23).
+        .arg("--yes")
         .args([
             "--concurrency",
             &CONCURRENCY.to_string(),

@@ -230,7 +230,8 @@ fn synthesis_kind(e: &SynthError) -> &'static str {
         | SynthError::Tokenizer(_)
         | SynthError::UnknownMode(_)
         | SynthError::Schema(_)
-        | SynthError::InvalidOption(_) => "invalid_option",
+        | SynthError::InvalidOption(_)
+        | SynthError::DuplicateNodeId { .. } => "invalid_option",
         SynthError::Truncated { .. } => "truncated",
         SynthError::Model { source, .. } | SynthError::Count { source, .. } => match source {
             ModelError::Timeout { .. } => "model_timeout",

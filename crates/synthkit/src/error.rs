@@ -102,6 +102,19 @@ pub enum SynthError {
     /// An option or combination of options is not allowed.
     #[error("{0}")]
     InvalidOption(String),
+    /// Two nodes have the same id: sources and citations name nodes by id, so one of
+    /// them would show the other's text.
+    #[error(
+        "two nodes have the id `{id}` (nodes {first} and {second}, counted from 1): give each node its own id"
+    )]
+    DuplicateNodeId {
+        /// The id.
+        id: String,
+        /// The position of its first node, from 1.
+        first: usize,
+        /// The position of the second, from 1.
+        second: usize,
+    },
 }
 
 impl SynthError {

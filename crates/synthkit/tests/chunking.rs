@@ -157,6 +157,59 @@ fn html_converted_text_is_split_on_its_headings() {
 }
 
 #[test]
+fn plain_text_release_headers_are_sections() {
+    // A GNU NEWS outline, a release line, and bash's rule-and-paragraph headers.
+    let text = "Toolbox NEWS                    -*- outline -*-\n\n\
+                * Noteworthy changes in release 9.1 (2022-04-15) [stable]\n\n\
+                ** Bug fixes\n\n  chmod -R works again.\n\n\
+                * Noteworthy changes in release 9.0 (2021-09-24) [stable]\n\n\
+                ** New features\n\n  date prints weeks.\n\n\
+                Version 2.0 (2020-01-01)\n\nA release line.\n\n\
+                -------------------------------------------------------------------------------\n\
+                This is a terse description of the new features added to shell-4.0 since\n\
+                the release of shell-3.2.  As always, read the manual.\n\n\
+                b. There is a new shell option: `starglob'.\n";
+    let chunks = chunk_text(text, Format::Plain, &splitter(16, 0));
+    let paths = sections(&chunks);
+    assert!(
+        paths.contains(
+            &"Noteworthy changes in release 9.1 (2022-04-15) [stable] > Bug fixes".to_string()
+        ),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(
+            &"Noteworthy changes in release 9.0 (2021-09-24) [stable] > New features".to_string()
+        ),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&"Version 2.0 (2020-01-01)".to_string()),
+        "{paths:?}"
+    );
+    let shell = "This is a terse description of the new features added to shell-4.0 since the release of shell-3.2.";
+    let last = chunks.last().unwrap();
+    assert_eq!(last.section_path(), shell);
+    assert!(last.text(text).contains("starglob"));
+    // Nothing is lost, and a list item naming a version is no heading.
+    let item = "Changes:\n\n* When using Python 2, version 2.7 is now required. Python 2.6\n  support ended.\n";
+    let chunks = chunk_text(item, Format::Plain, &splitter(64, 0));
+    assert!(
+        sections(&chunks).iter().all(String::is_empty),
+        "{:?}",
+        sections(&chunks)
+    );
+    // A paragraph after a rule naming a version but no release is no heading.
+    let readme = "Intro.\n\n----------------------------------------\n\"make check\" failure on IRIX 6.5\n\nSome text.\n";
+    let chunks = chunk_text(readme, Format::Plain, &splitter(64, 0));
+    assert!(
+        sections(&chunks).iter().all(String::is_empty),
+        "{:?}",
+        sections(&chunks)
+    );
+}
+
+#[test]
 fn a_long_section_is_split_and_every_part_keeps_the_path() {
     let paragraphs: Vec<String> = (0..6).map(|i| words(i * 20, i * 20 + 20) + ".").collect();
     let text = format!("# Big\n\n{}\n\n# Next\n\nShort.\n", paragraphs.join("\n\n"));

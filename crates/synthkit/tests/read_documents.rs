@@ -635,12 +635,13 @@ fn minified_code_in_a_folder_is_a_named_skip_but_read_when_named() {
         "!function(){{{}}}();",
         "var a=b[c]||{};a.x=function(t){return t};".repeat(80)
     );
-    let index = write(root, "searchindex.js", &js);
+    // Without a script's extension (a `.js` is left out by name as a script, issue 23).
+    let index = write(root, "searchindex.dat", &js);
     let prose = format!("{} ", MIRROR).repeat(100);
     write(root, "long-line.txt", &prose);
     let report = read(root, ReadOptions::default());
     assert_eq!(
-        skip_reason(&report, root, "searchindex.js"),
+        skip_reason(&report, root, "searchindex.dat"),
         Some(&SkipReason::Minified)
     );
     assert_eq!(report.skip_summary().unwrap(), "1 skipped: 1 minified");

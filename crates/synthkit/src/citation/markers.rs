@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-/// The longest marker considered (`[12, 13, 14, 15]` is 17 bytes); anything longer in
-/// brackets is text.
-const MAX_MARKER_LEN: usize = 40;
-/// Source numbers have at most this many digits.
-const MAX_DIGITS: usize = 4;
+/// The longest marker considered, in bytes (`[100001, 100002, 100003]` is 25): room for a
+/// list of a dozen six-digit sources; anything longer in brackets is text. It also bounds
+/// what a stream holds back while a marker may still be open.
+const MAX_MARKER_LEN: usize = 160;
 /// A range such as `[2-40]` expands to at most this many numbers.
 const MAX_RANGE: u32 = 64;
 
@@ -33,8 +32,10 @@ pub(crate) fn parse_marker(inside: &str) -> Option<Vec<u32>> {
     (!numbers.is_empty()).then_some(numbers)
 }
 
+/// A source number: any run of digits that names one (1 to `u32::MAX`; no limit on the
+/// digits beyond what a source number can be, so the 100,000th source is `[100000]`).
 fn number(s: &str) -> Option<u32> {
-    if s.is_empty() || s.len() > MAX_DIGITS || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     s.parse().ok().filter(|&n| n > 0)
@@ -264,6 +265,12 @@ mod tests {
         assert_eq!(parse_marker(""), None);
         assert_eq!(parse_marker("4-2"), None);
         assert_eq!(parse_marker("1-9999"), None);
+        assert_eq!(parse_marker("78233"), Some(vec![78233]));
+        assert_eq!(
+            parse_marker("100000, 4000000000"),
+            Some(vec![100000, 4_000_000_000])
+        );
+        assert_eq!(parse_marker("99999999999"), None);
     }
 
     #[test]

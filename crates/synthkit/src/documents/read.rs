@@ -26,22 +26,38 @@
 //!    documents' own (the search index of an mdBook holds every page again). Long lines
 //!    of prose (about 15% white space) are read; a file named on its own is always read.
 //!
+//! 8. Found in a folder, text that is not prose for a reader is skipped as
+//!    [`SkipReason::Asset`]: stylesheets, scripts and source maps, SVG images and JSON
+//!    data by their extension (inside a `.gz` too, and without being read), SVG by its
+//!    content, and HTML pages that only redirect to another ([`prose`]).
+//!
 //! The same file reached twice (named twice, or through a symbolic link) is read once;
-//! the second path is [`SkipReason::Duplicate`].
+//! the second path is [`SkipReason::Duplicate`]. Once everything is read, documents found
+//! in folders whose text is (nearly) all in other documents read (mdBook's `print.html`,
+//! a page both as Markdown and HTML, a file copied) are moved to the skipped files as
+//! [`SkipReason::Copy`] ([`Reader::leave_out_copies`]; [`read_paths`] does it). With
+//! [`ReadOptions::keep_all`], assets and copies are read like the rest.
+//!
+//! A walk also says what it did not visit: hidden files and folders and those an ignore
+//! file leaves out, counted in [`ReadReport::left_out`] (a folder once).
+//! [`Reader::on_progress`] reports each file as it is read.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use flate2::read::MultiGzDecoder;
 
 use super::decode::decode;
 use super::html::{html_to_markdown, looks_like_html};
 use super::pdf::{is_pdf, pdf_text};
+use super::report::{Asset, ReadNote, ReadReport, SkipReason, Skipped};
 use super::walk::{Found, WalkOptions, walk};
 use super::{Document, Format};
+use super::{copies, prose};
 
 /// The default limit on a file's size (and on a `.gz` file's decompressed size): 64 MiB.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
@@ -51,6 +67,7 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
 pub struct ReadOptions {
     walk: WalkOptions,
     max_file_size: Option<u64>,
+    keep_all: bool,
 }
 
 impl Default for ReadOptions {
@@ -58,6 +75,7 @@ impl Default for ReadOptions {
         Self {
             walk: WalkOptions::default(),
             max_file_size: Some(DEFAULT_MAX_FILE_SIZE),
+            keep_all: false,
         }
     }
 }
@@ -98,188 +116,43 @@ impl ReadOptions {
         self
     }
 
+    /// Read what is not prose (stylesheets, scripts, SVG, JSON, redirect pages) and
+    /// copies of other documents too, when found in folders.
+    pub fn keep_all(mut self, yes: bool) -> Self {
+        self.keep_all = yes;
+        self
+    }
+
     /// The walking options.
     pub fn walk_options(&self) -> &WalkOptions {
         &self.walk
     }
+
+    /// The size limit (`None`: no limit).
+    pub fn size_limit(&self) -> Option<u64> {
+        self.max_file_size
+    }
+
+    /// Whether assets and copies are read too.
+    pub fn keeps_all(&self) -> bool {
+        self.keep_all
+    }
 }
 
-/// Why a file was not read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How far a read has come, reported after each file ([`Reader::on_progress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum SkipReason {
-    /// Not text: a NUL byte, or too many control characters, near its start.
-    Binary,
-    /// No text: zero bytes, white space only, or a PDF without text.
-    Empty,
-    /// Over the size limit (for `.gz`, once decompressed).
-    TooLarge {
-        /// The limit, in bytes.
-        limit: u64,
-    },
-    /// A symbolic link to one of its own ancestor folders: not followed.
-    SymlinkLoop {
-        /// The folder the link leads back to.
-        ancestor: PathBuf,
-    },
-    /// Not a regular file (a named pipe, socket or device found in a folder).
-    NotAFile,
-    /// The same file as one already read, reached by another path.
-    Duplicate {
-        /// The path it was read by.
-        of: PathBuf,
-    },
-    /// It could not be read: the I/O error, a broken link, damaged gzip data or a PDF
-    /// whose text cannot be extracted.
-    Unreadable(String),
-    /// Minified code or generated data (mostly very long lines with little white space),
-    /// found in a folder; name the file on its own to read it.
-    Minified,
+pub struct ReadProgress<'a> {
+    /// The file just looked at.
+    pub path: &'a Path,
+    /// Files looked at so far by this reader (read or skipped).
+    pub files: usize,
+    /// Bytes of text read so far.
+    pub bytes: u64,
 }
 
-impl SkipReason {
-    /// The reason's short name, as counted in summaries: `binary`, `empty`, `too large`,
-    /// `symlink loop`, `not a file`, `duplicate`, `unreadable`, `minified`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            SkipReason::Binary => "binary",
-            SkipReason::Empty => "empty",
-            SkipReason::TooLarge { .. } => "too large",
-            SkipReason::SymlinkLoop { .. } => "symlink loop",
-            SkipReason::NotAFile => "not a file",
-            SkipReason::Duplicate { .. } => "duplicate",
-            SkipReason::Unreadable(_) => "unreadable",
-            SkipReason::Minified => "minified",
-        }
-    }
-
-    /// Every kind, in the order summaries list them.
-    pub const KINDS: [&'static str; 8] = [
-        "binary",
-        "minified",
-        "empty",
-        "too large",
-        "symlink loop",
-        "not a file",
-        "duplicate",
-        "unreadable",
-    ];
-}
-
-impl fmt::Display for SkipReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SkipReason::Binary => f.write_str("binary"),
-            SkipReason::Empty => f.write_str("empty"),
-            SkipReason::TooLarge { limit } => write!(f, "too large (over {})", human(*limit)),
-            SkipReason::SymlinkLoop { ancestor } => {
-                write!(f, "symlink loop (back to {})", ancestor.display())
-            }
-            SkipReason::NotAFile => f.write_str("not a file (a pipe, socket or device)"),
-            SkipReason::Duplicate { of } => write!(f, "duplicate (same file as {})", of.display()),
-            SkipReason::Unreadable(e) => write!(f, "unreadable: {e}"),
-            SkipReason::Minified => f.write_str(
-                "minified or generated (long lines, little white space; name the file to read it)",
-            ),
-        }
-    }
-}
-
-fn human(bytes: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else {
-        format!("{bytes} bytes")
-    }
-}
-
-/// A file visited and not read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skipped {
-    /// The path, as found.
-    pub path: PathBuf,
-    /// Why.
-    pub reason: SkipReason,
-}
-
-impl fmt::Display for Skipped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.reason)
-    }
-}
-
-/// Something worth saying about a document that was read: its text may not be exactly
-/// what the file meant (invalid UTF-8 replaced, or decoded as windows-1252).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadNote {
-    /// The file.
-    pub path: PathBuf,
-    /// What happened, to follow the path: `is not valid UTF-8 (first bad byte at offset
-    /// 8); decoded as windows-1252`.
-    pub message: String,
-}
-
-impl fmt::Display for ReadNote {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.path.display(), self.message)
-    }
-}
-
-/// What reading found: the documents, the files skipped, and notes on what was read.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ReadReport {
-    /// The documents, in walk order.
-    pub documents: Vec<Document>,
-    /// Every file visited and not read, with the reason.
-    pub skipped: Vec<Skipped>,
-    /// Notes on documents whose decoding was not clean.
-    pub notes: Vec<ReadNote>,
-}
-
-impl ReadReport {
-    /// Adds another report's findings after this one's.
-    pub fn extend(&mut self, other: ReadReport) {
-        self.documents.extend(other.documents);
-        self.skipped.extend(other.skipped);
-        self.notes.extend(other.notes);
-    }
-
-    /// How many files were skipped for each reason ([`SkipReason::kind`]), in the order
-    /// of [`SkipReason::KINDS`], reasons with none left out.
-    pub fn skip_counts(&self) -> Vec<(&'static str, usize)> {
-        SkipReason::KINDS
-            .iter()
-            .map(|kind| {
-                let n = self
-                    .skipped
-                    .iter()
-                    .filter(|s| s.reason.kind() == *kind)
-                    .count();
-                (*kind, n)
-            })
-            .filter(|(_, n)| *n > 0)
-            .collect()
-    }
-
-    /// The skips counted by reason, `2 skipped: 1 binary, 1 symlink loop`; `None` when
-    /// nothing was skipped.
-    pub fn skip_summary(&self) -> Option<String> {
-        if self.skipped.is_empty() {
-            return None;
-        }
-        let parts: Vec<String> = self
-            .skip_counts()
-            .iter()
-            .map(|(kind, n)| format!("{n} {kind}"))
-            .collect();
-        Some(format!(
-            "{} skipped: {}",
-            self.skipped.len(),
-            parts.join(", ")
-        ))
-    }
-}
+/// A callback for [`Reader::on_progress`].
+pub type ProgressFn = Arc<dyn Fn(ReadProgress<'_>) + Send + Sync>;
 
 /// Why a read could not start.
 #[derive(Debug, thiserror::Error)]
@@ -305,11 +178,26 @@ pub enum ReadError {
 
 /// Reads files and folders, remembering what it has read so that a file reached twice
 /// is read once.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Reader {
     options: ReadOptions,
     /// Canonical path of each file read (or skipped), to the path it was first found by.
     seen: HashMap<PathBuf, PathBuf>,
+    /// Documents read from files found in folders (only they may be copies).
+    in_folders: HashSet<PathBuf>,
+    progress: Option<ProgressFn>,
+    files: usize,
+    bytes: u64,
+}
+
+impl fmt::Debug for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("options", &self.options)
+            .field("files", &self.files)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A file that was read: the document and, when its decoding was not clean, a note.
@@ -320,6 +208,8 @@ pub struct ReadFile {
     pub document: Document,
     /// What to say about its decoding (see [`ReadNote::message`]).
     pub note: Option<String>,
+    /// What its content says it is when it is not prose (an SVG image, a redirect page).
+    pub asset: Option<Asset>,
 }
 
 impl Reader {
@@ -327,7 +217,65 @@ impl Reader {
     pub fn new(options: ReadOptions) -> Self {
         Self {
             options,
-            seen: HashMap::new(),
+            ..Self::default()
+        }
+    }
+
+    /// Calls `progress` after each file looked at (from the reading thread; keep it
+    /// quick).
+    pub fn on_progress(mut self, progress: ProgressFn) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    fn report_progress(&mut self, path: &Path, bytes: usize) {
+        self.files += 1;
+        self.bytes += bytes as u64;
+        if let Some(p) = &self.progress {
+            p(ReadProgress {
+                path,
+                files: self.files,
+                bytes: self.bytes,
+            });
+        }
+    }
+
+    /// Moves the documents of `report` found in folders whose text is (nearly) all in
+    /// other documents of it to its skipped files, as [`SkipReason::Copy`] (see
+    /// [`copies`]); nothing with [`ReadOptions::keep_all`]. Call it once
+    /// everything is read, on the report of all the paths.
+    pub fn leave_out_copies(&self, report: &mut ReadReport) {
+        if self.options.keep_all {
+            return;
+        }
+        let found = copies::find(&report.documents, |i| {
+            report
+                .documents
+                .get(i)
+                .is_none_or(|d| !self.in_folders.contains(&d.path))
+        });
+        if found.is_empty() {
+            return;
+        }
+        let of: HashMap<usize, (PathBuf, u8)> = found
+            .iter()
+            .filter_map(|c| {
+                let path = report.documents.get(c.of)?.path.clone();
+                Some((c.index, (path, c.percent)))
+            })
+            .collect();
+        let docs = std::mem::take(&mut report.documents);
+        for (i, doc) in docs.into_iter().enumerate() {
+            match of.get(&i) {
+                Some((of, percent)) => report.skipped.push(Skipped {
+                    path: doc.path,
+                    reason: SkipReason::Copy {
+                        of: of.clone(),
+                        percent: *percent,
+                    },
+                }),
+                None => report.documents.push(doc),
+            }
         }
     }
 
@@ -344,11 +292,25 @@ impl Reader {
             source,
         })?;
         let in_folder = fs::metadata(path).is_ok_and(|m| m.is_dir());
+        let sift = in_folder && !self.options.keep_all;
         let mut report = ReadReport::default();
-        for found in walk(path, &self.options.walk)? {
+        let mut walker = walk(path, &self.options.walk)?;
+        for found in walker.by_ref() {
             match found {
-                Found::Skipped(s) => report.skipped.push(s),
+                Found::Skipped(s) => {
+                    self.report_progress(&s.path, 0);
+                    report.skipped.push(s);
+                }
                 Found::File(file) => {
+                    let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+                    if sift && let Some(asset) = name.as_deref().and_then(prose::by_name) {
+                        self.report_progress(&file, 0);
+                        report.skipped.push(Skipped {
+                            path: file,
+                            reason: SkipReason::Asset(asset),
+                        });
+                        continue;
+                    }
                     let key = fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
                     if let Some(first) = self.seen.get(&key) {
                         report.skipped.push(Skipped {
@@ -358,14 +320,28 @@ impl Reader {
                         continue;
                     }
                     self.seen.insert(key, file.clone());
-                    match self.read_file(&file) {
+                    let read = self.read_file(&file);
+                    let bytes = read.as_ref().map_or(0, |r| r.document.text.len());
+                    self.report_progress(&file, bytes);
+                    match read {
                         Ok(read) if in_folder && looks_minified(&read.document.text) => {
                             report.skipped.push(Skipped {
                                 path: file,
                                 reason: SkipReason::Minified,
                             });
                         }
+                        Ok(ReadFile {
+                            asset: Some(asset), ..
+                        }) if sift => {
+                            report.skipped.push(Skipped {
+                                path: file,
+                                reason: SkipReason::Asset(asset),
+                            });
+                        }
                         Ok(read) => {
+                            if in_folder {
+                                self.in_folders.insert(read.document.path.clone());
+                            }
                             if let Some(message) = read.note {
                                 report.notes.push(ReadNote {
                                     path: file.clone(),
@@ -379,6 +355,7 @@ impl Reader {
                 }
             }
         }
+        report.left_out = walker.left_out();
         Ok(report)
     }
 
@@ -440,6 +417,7 @@ impl Reader {
             .map(|e| e.to_string_lossy().to_ascii_lowercase())
             .unwrap_or_default();
         let document = |text: String, format: Format| Document::new(path, text, format);
+        let mut asset = None;
         let (doc, note) = if is_pdf(&bytes) {
             let text = pdf_text(&bytes).map_err(SkipReason::Unreadable)?;
             (document(text, Format::Plain), None)
@@ -453,8 +431,14 @@ impl Reader {
             };
             if format.is_none() && (named_html || looks_like_html(&decoded.text)) {
                 let text = html_to_markdown(&decoded.text);
+                if prose::is_redirect(&decoded.text, &text) {
+                    asset = Some(Asset::Redirect);
+                }
                 (document(text, Format::Markdown), decoded.note)
             } else {
+                if prose::is_svg(&decoded.text) {
+                    asset = Some(Asset::Svg);
+                }
                 let format = format.unwrap_or(Format::Plain);
                 (document(decoded.text, format), decoded.note)
             }
@@ -465,13 +449,14 @@ impl Reader {
         Ok(ReadFile {
             document: doc,
             note,
+            asset,
         })
     }
 }
 
 /// Reads every path (files, and folders walked) with one [`Reader`]: the documents and
-/// skips of all of them, in order. Errors: a path that cannot be looked at, or an
-/// invalid glob.
+/// skips of all of them, in order, copies left out ([`Reader::leave_out_copies`]).
+/// Errors: a path that cannot be looked at, or an invalid glob.
 pub fn read_paths<P: AsRef<Path>>(
     paths: &[P],
     options: &ReadOptions,
@@ -481,6 +466,7 @@ pub fn read_paths<P: AsRef<Path>>(
     for path in paths {
         report.extend(reader.read_path(path.as_ref())?);
     }
+    reader.leave_out_copies(&mut report);
     Ok(report)
 }
 

@@ -16,21 +16,31 @@
 //!   twice through a loop. A dangling link is [`SkipReason::Unreadable`].
 //! - Entries are visited in sorted order (by file name, bytewise, in each folder), so the
 //!   same tree always gives the same documents in the same order.
-//! - Files and folders ignored or hidden are not visited and so not reported. Everything
-//!   visited is: a file to read ([`Found::File`]) or a [`Found::Skipped`] with its reason.
+//! - Files and folders ignored or hidden are not visited; everything visited is reported:
+//!   a file to read ([`Found::File`]) or a [`Found::Skipped`] with its reason. After a walk,
+//!   [`Walker::left_out`] looks again, hidden files and ignore files aside, for what the
+//!   walk did not visit (a folder counts once; at most [`MAX_LEFT_OUT`] are named).
 //!
 //! The path given to [`walk`] is always visited, even when hidden or ignored: a file named
 //! explicitly is read (whatever its kind: a named pipe too).
 
 use std::path::{Path, PathBuf};
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver};
 
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::{DirEntry, Walk, WalkBuilder};
 
-use super::read::{ReadError, SkipReason, Skipped};
+use super::read::ReadError;
+use super::report::{LeftOut, LeftOutReason, SkipReason, Skipped};
+
+/// The most hidden or ignored entries [`Walker::left_out`] names (it stops looking there).
+pub const MAX_LEFT_OUT: usize = 10_000;
+/// The most visited paths a walk remembers for [`Walker::left_out`]; past it, a walk
+/// (of over a million files) does not look for what it left out.
+const MAX_REMEMBERED: usize = 1_000_000;
 
 /// What to visit when walking a folder. The default is ripgrep's: ignore files honoured,
 /// hidden entries left out, no globs.
@@ -105,11 +115,53 @@ pub enum Found {
 /// The files under `root` (or `root` itself when it is a file), in sorted order. Errors:
 /// an include or exclude glob that does not parse.
 pub fn walk(root: &Path, options: &WalkOptions) -> Result<Walker, ReadError> {
+    let (mut builder, include) = builder(root, options, options.hidden, options.no_ignore)?;
+    // A link to the folder walked or to one of its ancestors is a loop too, though the
+    // walker only sees loops to folders it entered: not followed, reported in its place.
+    let (loops_tx, loops) = mpsc::channel();
+    if let Ok(top) = std::fs::canonicalize(root) {
+        builder.filter_entry(move |entry| {
+            if !entry.path_is_symlink() || !entry.file_type().is_some_and(|t| t.is_dir()) {
+                return true;
+            }
+            match std::fs::canonicalize(entry.path()) {
+                Ok(target) if top.starts_with(&target) => {
+                    let _ = loops_tx.send(Skipped {
+                        path: entry.path().to_path_buf(),
+                        reason: SkipReason::SymlinkLoop { ancestor: target },
+                    });
+                    false
+                }
+                _ => true,
+            }
+        });
+    }
+    Ok(Walker {
+        inner: builder.build(),
+        root: root.to_path_buf(),
+        options: options.clone(),
+        include,
+        loops,
+        queue: VecDeque::new(),
+        visited: HashSet::new(),
+        forgot: false,
+        skipped: HashSet::new(),
+    })
+}
+
+/// A walk builder with ripgrep's rules as `options` say, hidden entries and ignore files
+/// as given; and the include globs, which filter the files it yields.
+fn builder(
+    root: &Path,
+    options: &WalkOptions,
+    hidden: bool,
+    no_ignore: bool,
+) -> Result<(WalkBuilder, Option<Override>), ReadError> {
     let mut builder = WalkBuilder::new(root);
-    let honour = !options.no_ignore;
+    let honour = !no_ignore;
     builder
         .follow_links(true)
-        .hidden(!options.hidden)
+        .hidden(!hidden)
         .ignore(honour)
         .git_ignore(honour)
         .git_global(honour)
@@ -139,40 +191,22 @@ pub fn walk(root: &Path, options: &WalkOptions) -> Result<Walker, ReadError> {
         }
         Some(globs.build().map_err(|e| bad("", e))?)
     };
-    // A link to the folder walked or to one of its ancestors is a loop too, though the
-    // walker only sees loops to folders it entered: not followed, reported in its place.
-    let (loops_tx, loops) = mpsc::channel();
-    if let Ok(top) = std::fs::canonicalize(root) {
-        builder.filter_entry(move |entry| {
-            if !entry.path_is_symlink() || !entry.file_type().is_some_and(|t| t.is_dir()) {
-                return true;
-            }
-            match std::fs::canonicalize(entry.path()) {
-                Ok(target) if top.starts_with(&target) => {
-                    let _ = loops_tx.send(Skipped {
-                        path: entry.path().to_path_buf(),
-                        reason: SkipReason::SymlinkLoop { ancestor: target },
-                    });
-                    false
-                }
-                _ => true,
-            }
-        });
-    }
-    Ok(Walker {
-        inner: builder.build(),
-        root: root.to_path_buf(),
-        include,
-        loops,
-        queue: VecDeque::new(),
-    })
+    Ok((builder, include))
 }
 
 /// The files of a walk, in order (see [`walk`]).
 pub struct Walker {
     inner: Walk,
     root: PathBuf,
+    options: WalkOptions,
     include: Option<Override>,
+    /// Every path visited (folders and files), for [`Walker::left_out`], up to
+    /// [`MAX_REMEMBERED`].
+    visited: HashSet<PathBuf>,
+    /// More paths were visited than remembered.
+    forgot: bool,
+    /// Paths reported as skipped (symlink loops, walk errors): never entered again.
+    skipped: HashSet<PathBuf>,
     /// Links to the walked folder or its ancestors, reported by the entry filter.
     loops: Receiver<Skipped>,
     /// What is found, in order, not yet handed out.
@@ -195,7 +229,11 @@ impl Iterator for Walker {
             }
             let next = self.inner.next();
             // Loops the filter met while looking for `next` come before it.
-            self.queue.extend(self.loops.try_iter().map(Found::Skipped));
+            let loops: Vec<Skipped> = self.loops.try_iter().collect();
+            for skipped in loops {
+                self.remember_skipped(&skipped.path);
+                self.queue.push_back(Found::Skipped(skipped));
+            }
             match next {
                 None => return self.queue.pop_front(),
                 Some(item) => {
@@ -210,11 +248,16 @@ impl Iterator for Walker {
 
 impl Walker {
     /// What one item of the underlying walk is, if anything to report.
-    fn found(&self, item: Result<DirEntry, ignore::Error>) -> Option<Found> {
+    fn found(&mut self, item: Result<DirEntry, ignore::Error>) -> Option<Found> {
         let entry = match item {
             Ok(entry) => entry,
-            Err(e) => return Some(Found::Skipped(skipped_from_error(&e, &self.root))),
+            Err(e) => {
+                let skipped = skipped_from_error(&e, &self.root);
+                self.remember_skipped(&skipped.path);
+                return Some(Found::Skipped(skipped));
+            }
         };
+        self.remember(entry.path());
         let file_type = entry.file_type()?;
         if file_type.is_dir() {
             return None;
@@ -234,6 +277,96 @@ impl Walker {
             path: entry.into_path(),
             reason: SkipReason::NotAFile,
         }))
+    }
+}
+
+impl Walker {
+    fn remember_skipped(&mut self, path: &Path) {
+        self.remember(path);
+        if self.skipped.len() < MAX_REMEMBERED {
+            self.skipped.insert(path.to_path_buf());
+        }
+    }
+
+    fn remember(&mut self, path: &Path) {
+        if self.visited.len() < MAX_REMEMBERED {
+            self.visited.insert(path.to_path_buf());
+        } else {
+            self.forgot = true;
+        }
+    }
+
+    /// What the walk did not visit, once it is over: the hidden files and folders (when
+    /// hidden entries are left out) and those an ignore file leaves out (when ignore
+    /// files are honoured), each folder once without its contents, files not matching an
+    /// include glob aside; at most [`MAX_LEFT_OUT`] of them. Empty when the walk shows
+    /// everything, or the root is a file.
+    pub fn left_out(&self) -> Vec<LeftOut> {
+        let shows_all = self.options.hidden && self.options.no_ignore;
+        if shows_all || self.forgot || !self.root.is_dir() {
+            return Vec::new();
+        }
+        let Ok((mut builder, include)) = builder(&self.root, &self.options, true, true) else {
+            return Vec::new();
+        };
+        let visited = Arc::new(self.visited.clone());
+        let (tx, folders) = mpsc::channel();
+        let seen = Arc::clone(&visited);
+        let skipped = Arc::new(self.skipped.clone());
+        // Folders not visited are reported, not entered; loops are not entered again.
+        builder.filter_entry(move |entry| {
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            if skipped.contains(entry.path()) {
+                return false;
+            }
+            if !is_dir || entry.depth() == 0 || seen.contains(entry.path()) {
+                return true;
+            }
+            let _ = tx.send(entry.path().to_path_buf());
+            false
+        });
+        let mut out = Vec::new();
+        let reason = |path: &Path| {
+            let hidden = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if hidden && !self.options.hidden {
+                LeftOutReason::Hidden
+            } else {
+                LeftOutReason::Ignored
+            }
+        };
+        for entry in builder.build().flatten() {
+            out.extend(folders.try_iter().map(|path| LeftOut {
+                reason: reason(&path),
+                path,
+                folder: true,
+            }));
+            if out.len() >= MAX_LEFT_OUT {
+                break;
+            }
+            let is_file = entry.file_type().is_some_and(|t| !t.is_dir());
+            if !is_file || visited.contains(entry.path()) {
+                continue;
+            }
+            if let Some(include) = &include
+                && !include.matched(entry.path(), false).is_whitelist()
+            {
+                continue;
+            }
+            out.push(LeftOut {
+                reason: reason(entry.path()),
+                path: entry.into_path(),
+                folder: false,
+            });
+        }
+        out.extend(folders.try_iter().map(|path| LeftOut {
+            reason: reason(&path),
+            path,
+            folder: true,
+        }));
+        out.truncate(MAX_LEFT_OUT);
+        out
     }
 }
 

@@ -134,8 +134,10 @@ impl Synthesizer {
         self.stream_input(SynthesisInput::new(query, nodes)).await
     }
 
-    /// Answers with every option of [`SynthesisInput`].
+    /// Answers with every option of [`SynthesisInput`]. Errors before any call: two nodes
+    /// with one id ([`SynthError::DuplicateNodeId`]).
     pub async fn synthesize_input(&self, input: SynthesisInput) -> Result<Response, SynthError> {
+        unique_ids(&input.nodes)?;
         let (job, texts) = self.prepare(&input);
         let previous = input.previous_response.as_deref();
         let mut outcome = modes::run(&job, &input.nodes, previous, &texts).await?;
@@ -164,11 +166,13 @@ impl Synthesizer {
         }
     }
 
-    /// Streams with every option of [`SynthesisInput`].
+    /// Streams with every option of [`SynthesisInput`]. Errors before any call: two nodes
+    /// with one id ([`SynthError::DuplicateNodeId`]).
     pub async fn stream_input(
         &self,
         input: SynthesisInput,
     ) -> Result<StreamingResponse, SynthError> {
+        unique_ids(&input.nodes)?;
         let (job, texts) = self.prepare(&input);
         let previous = input.previous_response.as_deref();
         let mut outcome = modes::run(&job, &input.nodes, previous, &texts).await?;
@@ -227,4 +231,21 @@ fn attach_sources(response: &mut Response, input: SynthesisInput) {
     }
     response.source_nodes = sources;
     response.metadata = metadata;
+}
+
+/// Refuses two nodes with one id: sources and citations name nodes by id.
+fn unique_ids(nodes: &[Node]) -> Result<(), SynthError> {
+    let mut first: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(&f) = first.get(node.id.as_str()) {
+            return Err(SynthError::DuplicateNodeId {
+                id: node.id.clone(),
+                first: f + 1,
+                second: i + 1,
+            });
+        }
+        first.insert(&node.id, i);
+    }
+    Ok(())
 }

@@ -95,38 +95,8 @@ pub(super) fn outline_heading(trimmed: &str) -> Option<(usize, String)> {
     (level > 0 && rest.chars().any(char::is_alphanumeric)).then(|| (level, rest.trim().to_string()))
 }
 
-/// Whether `text` holds a version number (`8.6`, `v1.2.3`, `2.0-1`).
-pub(super) fn has_version(text: &str) -> bool {
-    let chars: Vec<char> = text.chars().collect();
-    chars.windows(3).any(|w| match w {
-        [a, '.', b] => a.is_ascii_digit() && b.is_ascii_digit(),
-        _ => false,
-    })
-}
-
-/// A line announcing a release on its own (`Version 1.2 (2020-01-01)`, `v2.0`, `1.4.2`,
-/// a Debian changelog's `pkg (1.2-3) unstable; urgency=low`).
-pub(super) fn is_version_line(trimmed: &str) -> bool {
-    if !has_version(trimmed) || trimmed.ends_with('.') || trimmed.split_whitespace().count() > 10 {
-        return false;
-    }
-    if trimmed.contains("urgency=") {
-        return true;
-    }
-    let first = trimmed
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .trim_start_matches(['[', '('])
-        .to_ascii_lowercase();
-    first == "version"
-        || first == "release"
-        || first.starts_with(|c: char| c.is_ascii_digit())
-        || (first.starts_with('v')
-            && first
-                .get(1..2)
-                .is_some_and(|c| c.chars().all(|d| d.is_ascii_digit())))
-}
+/// Version numbers and release lines, read as the chunker reads them.
+pub(super) use crate::documents::chunk::plain::{has_version, is_version_line};
 
 /// What an rst directive line (`.. name:: argument`) is.
 #[derive(Debug, Clone, PartialEq)]
@@ -291,6 +261,16 @@ pub(super) fn table_cells(trimmed: &str) -> Option<Vec<String>> {
     if !trimmed.chars().any(char::is_alphanumeric) {
         return None;
     }
+    let cells: Vec<String> = table_cells_in_place(trimmed)
+        .into_iter()
+        .filter(|c| !c.is_empty())
+        .collect();
+    (!cells.is_empty()).then_some(cells)
+}
+
+/// A table row's cells, cleaned, in their columns (empty cells kept, the empty one after
+/// a closing `|` left out).
+pub(super) fn table_cells_in_place(trimmed: &str) -> Vec<String> {
     let mut cells = Vec::new();
     let mut cell = String::new();
     let mut chars = trimmed.trim_start_matches('|').chars().peekable();
@@ -304,8 +284,10 @@ pub(super) fn table_cells(trimmed: &str) -> Option<Vec<String>> {
             _ => cell.push(c),
         }
     }
-    cells.push(cell);
-    let cells: Vec<String> = cells
+    if !cell.trim().is_empty() {
+        cells.push(cell);
+    }
+    cells
         .iter()
         .map(|c| {
             clean(c)
@@ -314,9 +296,7 @@ pub(super) fn table_cells(trimmed: &str) -> Option<Vec<String>> {
                 .collect::<Vec<_>>()
                 .join(" ")
         })
-        .filter(|c| !c.is_empty())
-        .collect();
-    (!cells.is_empty()).then_some(cells)
+        .collect()
 }
 
 /// Whether a table row reads as prose: some cell has at least 5 words.

@@ -13,28 +13,45 @@
 //!
 //! The passages are split into sentences, markup-aware (Markdown, reStructuredText, HTML
 //! converted to Markdown-style text, plain text; the `sentences` module has the rules).
-//! Metadata header blocks (`file_path: notes.md`), headings (`#`, setext and rst
-//! underlined titles, outline `*` headings), rules, rst directives, badge, link-only and
-//! HTML-only lines and all-short table rows are no sentences; inline markup is cleaned
-//! (`[text](url)` shows `text`); code (fenced, indented, rst literal blocks) is never
-//! picked unless the question names code (`--flag`, `foo()`, `a::b`, backticks); repeated
-//! sentences are kept once. A sentence ending with one colon directly followed by list
-//! items is their lead-in (a heading directly above a list serves as one): the two are one
+//! Metadata header blocks (`file_path: notes.md`), rules, rst directives, badge, link-only
+//! and HTML-only lines are no sentences; inline markup is cleaned (`[text](url)` shows
+//! `text`); repeated sentences are kept once. Headings (`#`, setext and rst underlined
+//! titles, outline `*` headings, release lines, a paragraph naming a version right after a
+//! rule line as bash's NEWS has) are candidates of their own, ranked with their file's
+//! path, only for a question asking for a title or heading ("What is the title of chapter
+//! 16?") or, when they name a version, for a release question; a question asking for a
+//! release itself ("Which Python version is this?", "What is the latest coreutils
+//! release?") is answered by such a heading alone, the highest version winning for
+//! "latest". A table row reads each cell after its column's header (`Operating System:
+//! Linux; Compiler Versions: GCC >= 10.1`; a table without a header row keeps its rows with
+//! prose). Code (fenced, indented, rst literal blocks) answers in two ways: a question
+//! asking for a command or how to do something ("What command ...?", "How do I ...?") gets
+//! the sentence announcing the code with its lines under it, indented; a question naming
+//! code (`--flag`, `foo()`, `a::b`, backticks) may get a code line, at half its score
+//! against prose. A sentence ending with one colon directly followed by list items is
+//! their lead-in (a heading directly above a list serves as one): the two are one
 //! candidate, shown as the lead-in, a newline and one `- item` a line (as many as the
 //! budget allows, then `- …`); a lead-in referring back ("Keep these rules in mind:")
-//! brings the sentence before it. A list competes through its lead-in: when only its items
-//! match, an item answers on its own, shown under its lead-in when room is left (`- …`
-//! marking the items left out). Other sentences ending with a colon (announcing code or a
-//! table that is not shown) are left out.
+//! brings the sentence before it. A list competes through its lead-in and its best item;
+//! when its items speak to the question more than its lead-in (a FAQ), only the matching
+//! items are shown, `- …` marking the others; when only its items match, an item answers
+//! on its own, shown under its lead-in when room is left. Other sentences ending with a
+//! colon (announcing a table that is not shown) are left out, and one announcing code that
+//! is not shown ends with a period.
 //!
 //! Candidates are scored against the question with BM25 (the `bm25` crate's analyzer, as
 //! the CLI's `--top-k` ranks chunks: k1 = 1.2, b = 0.75, IDF over this request's sentences,
 //! an English analyzer with Unicode words, NLTK stop words and Snowball stemming) times the
 //! share of the question's words the candidate contains; the first sentence of a section
-//! is ranked with its heading's words. The best candidates are picked until the answer
-//! would exceed the request's `max_tokens`. Candidates scoring below
+//! is ranked with its heading's words and weighs 1.5 times more when the heading has the
+//! question's words (`boost` has the other adjustments). Symbols of the question (`?`,
+//! `+=`) are matched as words. The best candidates are picked until the answer would
+//! exceed the request's `max_tokens`. Candidates scoring below
 //! [`ExtractiveModel::with_min_relative_score`] times the best score (default 0.6) are
-//! left out, so an answer stays on the question rather than filling its budget. The picked
+//! left out, and an answer stays where its best candidate is (`focus`): others join it
+//! from the same document nearby, or from elsewhere only when they score at least 0.85 of
+//! it and cover as much of the question; a best candidate that is a question (a FAQ
+//! entry) brings the sentences after it. The picked
 //! sentences are returned in their original order, joined by spaces. A sentence of more
 //! than 60 words (or one longer than the whole budget) shows its 45-word window with the
 //! most question weight, `…` where it was cut. When the question asks which release or
@@ -42,8 +59,9 @@
 //! ("Noteworthy changes in release 8.6 (2010-10-15): sort now accepts …").
 //!
 //! When the best candidates cover less than [`ExtractiveModel::with_min_coverage`] (default
-//! 0.5) of the question's weight (the IDF of the question terms they contain over that of
-//! all its terms, a term absent from every sentence weighing most), the answer is
+//! 0.5) of the question's weight (the IDF of the question terms they contain, or their
+//! file path and headings contain, over that of all its terms, a term absent from every
+//! sentence weighing most), the answer is
 //! [`ExtractiveModel::NOT_ANSWERED`], [`Extraction::grounded`] false; a refine step then
 //! keeps its existing answer unchanged. An existing answer equal to
 //! [`ExtractiveModel::NOT_ANSWERED`] counts as none, and such sentences in passages (the
@@ -85,9 +103,12 @@
 //! ```
 
 mod blocks;
+mod boost;
 mod cite;
+mod focus;
 mod inline;
 mod markup;
+mod paragraph;
 #[cfg(test)]
 mod parse_tests;
 mod query;
@@ -109,14 +130,17 @@ use crate::model::{
 use crate::prompt::TemplateKind;
 use crate::text::SharedTokenizer;
 use crate::text::tokenizer::default_tokenizer;
+use boost::without_provenance;
 use cite::strip_markers;
-use query::{Query, defines};
+use focus::focus;
+use markup::has_version;
+use query::{Query, symbol_terms};
 use rank::{Doc, Index, Term, ranked, term_ids};
 use select::{Answer, Cand, Selector};
 use sentences::{Kind, Parsed, parse};
 use split::is_closer;
 use structured::structured_reply;
-use units::{candidates, doc, lead_biased};
+use units::{answering_items, candidates, doc, lead_biased};
 
 /// The offline extractive backend. See the [module documentation](self).
 #[derive(Debug, Clone)]
@@ -195,7 +219,8 @@ impl ExtractiveModel {
     /// The answer when the passages do not seem to answer the question (the best match
     /// covers too little of it). A refine step treats an existing answer equal to it as no
     /// answer, and sentences equal to it in passages are ignored.
-    pub const NOT_ANSWERED: &'static str = "The documents do not seem to answer this.";
+    pub const NOT_ANSWERED: &'static str =
+        "(no answer found: no passage matches enough of the question)";
 
     /// The backend with its defaults: name `extractive`, window 8192, output 256, the
     /// `cl100k_base` tokenizer, relevance floor 0.6, minimum coverage 0.5.
@@ -246,7 +271,8 @@ impl ExtractiveModel {
 
     /// Sets the relevance floor: with a question, sentences scoring below `ratio` times the
     /// best sentence's score are not picked. `0.0` picks every sentence sharing a word with
-    /// the question while room is left; `1.0` only the best ones. Clamped to `[0, 1]`.
+    /// the question while room is left (from anywhere: the answer's focus on the best
+    /// sentence's neighbourhood is off); `1.0` only the best ones. Clamped to `[0, 1]`.
     pub fn with_min_relative_score(mut self, ratio: f64) -> Self {
         self.min_relative_score = if ratio.is_nan() {
             0.0
@@ -287,7 +313,7 @@ impl ExtractiveModel {
         // Existing answer first (it wins ties), then the passages.
         let mut all = Parsed::default();
         if let Some(existing) = existing {
-            append(&mut all, parse(existing));
+            append(&mut all, inherit_markers(parse(existing)));
         }
         let existing_count = all.sentences.len();
         let passages = parse(context);
@@ -303,12 +329,23 @@ impl ExtractiveModel {
                 if let Some(title) = &s.title {
                     key = format!("{title} {key}");
                 }
+                // A table row says little without its table's headings and file.
+                if s.kind == Kind::Row
+                    && let Some(context) = all.contexts.get(s.context)
+                {
+                    key = format!("{context} {key}");
+                }
                 if q.release {
                     // A release note's provenance ("[bug introduced in coreutils-8.6]")
                     // names another release: it does not speak for this one.
                     key = without_provenance(&key);
                     if let Some(h) = s.heading.and_then(|h| all.headings.get(h)) {
                         key = format!("{h} {key}");
+                    }
+                    // A heading naming a version is a release, however it says so
+                    // (`coreutils (9.1-1) unstable; urgency=low`).
+                    if s.kind == Kind::Heading && has_version(&s.text) {
+                        key.push_str(" release version");
                     }
                 }
                 key
@@ -320,16 +357,38 @@ impl ExtractiveModel {
             .map(|(s, key)| {
                 let na = key.trim() == Self::NOT_ANSWERED;
                 saw_not_answered |= na;
-                // A sentence announcing code or a table that is not shown dangles.
+                // A sentence announcing code or a table that is not shown dangles, unless
+                // the question asks for the code it announces.
                 let dangling = s.kind == Kind::Prose
                     && s.items == 0
+                    && s.code == 0
                     && s.text.trim_end_matches(is_closer).ends_with(':');
-                !na && (s.kind != Kind::Code || q.code) && (!dangling || q.code)
+                // Headings answer questions about titles, and release questions.
+                let heading_ok = q.asks_heading || (q.release && has_version(&s.text));
+                let release_heading = s.kind == Kind::Heading && has_version(&s.text);
+                !na && (s.kind != Kind::Code || q.code)
+                    && (!dangling || q.code)
+                    && (s.kind != Kind::Heading || heading_ok)
+                    && (!q.version_only || release_heading)
             })
             .collect();
-        let sentence_terms: Vec<Vec<Term>> = keys.iter().map(|k| term_ids(k)).collect();
-        let cands = candidates(sentences, &usable);
-        let docs: Vec<Doc> = cands.iter().map(|c| doc(c, &sentence_terms)).collect();
+        let sentence_terms: Vec<Vec<Term>> = keys
+            .iter()
+            .zip(sentences)
+            .map(|(k, s)| {
+                let mut t = term_ids(k);
+                if !q.symbols.is_empty() {
+                    t.extend(symbol_terms(&s.text));
+                }
+                t
+            })
+            .collect();
+        let mut cands = candidates(sentences, &usable, q.asks_code);
+        answering_items(&mut cands, sentences, &sentence_terms, &q.terms);
+        let docs: Vec<Doc> = cands
+            .iter()
+            .map(|c| doc(c, &sentence_terms, &q.terms))
+            .collect();
         let indexed: Vec<Vec<Term>> = sentence_terms
             .iter()
             .zip(&usable)
@@ -340,36 +399,14 @@ impl ExtractiveModel {
         let from_existing = |c: &Cand| c.first < existing_count;
 
         let mut scores = index.bm25(&q.terms);
-        // A list speaks to the question through its lead-in; when only items match, the
-        // items answer on their own.
-        for (c, score) in cands.iter().zip(scores.iter_mut()) {
-            if let Some(lead) = c.lead {
-                let lead_terms = sentence_terms.get(c.first..=lead).unwrap_or_default();
-                if !lead_terms.iter().flatten().any(|t| q.terms.contains(t)) {
-                    *score = 0.0;
-                }
-            }
-        }
-        // "Which release added X?": a sentence announcing something new outranks one
-        // that only mentions X (a later fix to it).
-        if q.release && q.asks_what_changed {
-            for (c, score) in cands.iter().zip(scores.iter_mut()) {
-                let text = sentences.get(c.first).map_or("", |s| s.text.as_str());
-                if announces_change(text) {
-                    *score *= CHANGE_BOOST;
-                }
-            }
-        }
-        // "What is X?": a sentence defining X ("Ownership is a set of rules ...") outranks
-        // sentences that only use the word.
-        if let Some(subject) = &q.subject {
-            for (c, score) in cands.iter().zip(scores.iter_mut()) {
-                let text = sentences.get(c.first).map_or("", |s| s.text.as_str());
-                if *score > 0.0 && defines(text, subject) {
-                    *score *= DEFINITION_BOOST;
-                }
-            }
-        }
+        boost::adjust(
+            &q,
+            &cands,
+            sentences,
+            &sentence_terms,
+            &all.headings,
+            &mut scores,
+        );
         let best = scores.iter().copied().fold(0.0_f64, f64::max);
         let query_matched = best > 0.0;
         let mut grounded = true;
@@ -379,13 +416,29 @@ impl ExtractiveModel {
                 .into_iter()
                 .filter(|&i| scores.get(i).is_some_and(|&s| s > 0.0 && s >= floor))
                 .collect();
+            let context_terms: Vec<Vec<Term>> = all.contexts.iter().map(|c| term_ids(c)).collect();
+            let covers: Vec<f64> = (0..cands.len())
+                .map(|c| {
+                    let context = cands
+                        .get(c)
+                        .and_then(|c| sentences.get(c.first))
+                        .and_then(|s| context_terms.get(s.context))
+                        .map_or(&[][..], Vec::as_slice);
+                    index.coverage(c, &q.terms, Query::is_filler, context)
+                })
+                .collect();
             let coverage = order
                 .iter()
-                .map(|&c| index.coverage(c, &q.terms, Query::is_filler))
+                .filter_map(|&c| covers.get(c).copied())
                 .fold(0.0_f64, f64::max);
             if query_matched && coverage >= self.min_coverage {
                 // "Which release ...?" has one answer: the best note, not every near one.
-                let mut order = order;
+                // A floor of 0 asks for every sentence sharing a word: no focus then.
+                let mut order = if self.min_relative_score > 0.0 {
+                    focus(&order, &cands, sentences, &scores, &covers)
+                } else {
+                    order
+                };
                 if q.release {
                     order.truncate(1);
                 }
@@ -510,55 +563,35 @@ fn append(all: &mut Parsed, more: Parsed) {
     let offset = all.sentences.len();
     let para_offset = all.sentences.last().map_or(0, |s| s.para + 1);
     let heading_offset = all.headings.len();
+    let context_offset = all.contexts.len();
     all.headings.extend(more.headings);
+    all.contexts.extend(more.contexts);
     all.labelled |= more.labelled;
     all.sentences
         .extend(more.sentences.into_iter().map(|mut s| {
             s.para += para_offset;
             s.heading = s.heading.map(|h| h + heading_offset);
+            s.context += context_offset;
             s.lead = s.lead.map(|l| l + offset);
             s
         }));
 }
 
-/// How much a sentence defining the subject of "What is X?" weighs more.
-const DEFINITION_BOOST: f64 = 3.0;
-
-/// How much a sentence announcing a change weighs more for "which release added X?".
-const CHANGE_BOOST: f64 = 1.5;
-
-/// Whether a release note announces something new ("now accepts", "new option"), rather
-/// than a fix. ("added" is no cue: NEWS files say "added in 5.0.1" of old features.)
-fn announces_change(text: &str) -> bool {
-    let lower = without_provenance(text).to_lowercase();
-    [
-        "now accept",
-        "now support",
-        "new option",
-        "new feature",
-        "new command",
-        "now ha",
-    ]
-    .iter()
-    .any(|cue| lower.contains(cue))
-}
-
-/// `text` without bracketed provenance notes (`[bug introduced in coreutils-6.11]`,
-/// `[introduced in 8.6]`).
-fn without_provenance(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('[') {
-        let Some(close) = rest.get(open..).and_then(|r| r.find(']')).map(|c| open + c) else {
-            break;
-        };
-        let inside = rest.get(open + 1..close).unwrap_or_default().to_lowercase();
-        out.push_str(rest.get(..open).unwrap_or_default());
-        if !(inside.contains("bug") || inside.contains("introduced")) {
-            out.push_str(rest.get(open..=close).unwrap_or_default());
+/// An earlier answer's sentences without a marker take the marker of the next sentence of
+/// their paragraph that has one: a window of a long sentence (`... old location. For …
+/// [1]`) is re-read as several sentences, and only its last kept the marker.
+fn inherit_markers(mut parsed: Parsed) -> Parsed {
+    let mut pending: Option<(usize, u32)> = None;
+    for s in parsed.sentences.iter_mut().rev() {
+        match cite::markers(&s.text).first() {
+            Some(&n) => pending = Some((s.para, n)),
+            None => match pending {
+                Some((para, n)) if para == s.para && s.kind != Kind::Code => {
+                    s.text = cite::mark(&s.text, n);
+                }
+                _ => pending = None,
+            },
         }
-        rest = rest.get(close + 1..).unwrap_or_default();
     }
-    out.push_str(rest);
-    out
+    parsed
 }

@@ -2,15 +2,21 @@
 
 use super::sentences::{Kind, Sentence, parse};
 
+/// The sentences, headings aside (they are candidates only for questions about titles).
 fn texts(text: &str) -> Vec<String> {
-    parse(text).sentences.into_iter().map(|s| s.text).collect()
+    parse(text)
+        .sentences
+        .into_iter()
+        .filter(|s| s.kind != Kind::Heading)
+        .map(|s| s.text)
+        .collect()
 }
 
 fn prose(text: &str) -> Vec<String> {
     parse(text)
         .sentences
         .into_iter()
-        .filter(|s| s.kind != Kind::Code)
+        .filter(|s| s.kind != Kind::Code && s.kind != Kind::Heading)
         .map(|s| s.text)
         .collect()
 }
@@ -19,6 +25,7 @@ fn kinds(text: &str) -> Vec<(Kind, String)> {
     parse(text)
         .sentences
         .into_iter()
+        .filter(|s| s.kind != Kind::Heading)
         .map(|s: Sentence| (s.kind, s.text))
         .collect()
 }
@@ -137,9 +144,24 @@ fn html_comments_tags_and_badges() {
 }
 
 #[test]
-fn tables_keep_prose_rows() {
-    let text = "| Key | Meaning |\n| --- | --- |\n| `a` | all |\n\
-                | `b` | Show the hidden files too, including backups. |";
+fn tables_keep_rows_with_their_headers() {
+    // Issue 23: a row with short cells holds facts too (`Linux | GCC >= 10.1`); each cell
+    // after its column's header, empty cells left out.
+    let text = "| Key | Meaning | Note |\n| --- | --- | --- |\n| `a` | all | |\n\
+                | `b` | Show the hidden files too, including backups. | new |";
+    assert_eq!(
+        kinds(text),
+        vec![
+            (Kind::Row, "Key: `a`; Meaning: all".to_string()),
+            (
+                Kind::Row,
+                "Key: `b`; Meaning: Show the hidden files too, including backups.; Note: new"
+                    .to_string()
+            )
+        ]
+    );
+    // Without a header row, only rows with prose.
+    let text = "| `a` | all |\n| `b` | Show the hidden files too, including backups. |";
     assert_eq!(
         kinds(text),
         vec![(
@@ -160,6 +182,7 @@ fn labels_headings_and_notes() {
     let got: Vec<(Option<u32>, Option<usize>, &str)> = p
         .sentences
         .iter()
+        .filter(|s| s.kind != Kind::Heading)
         .map(|s| (s.source, s.heading, s.text.as_str()))
         .collect();
     assert_eq!(
@@ -181,14 +204,22 @@ fn labels_headings_and_notes() {
 
 #[test]
 fn titles_come_from_headings_and_section_metadata() {
-    let text = "## Mirror care\n\nIt is cleaned monthly. Second.\n\n\
-                [2]\nfile_path: a.md\nsection: Guide > Weather limits\n\nClose the dome.";
+    let text = "## Mirror care\n\nIt is cleaned monthly. Second one here.\n\n\
+                [2]\nfile_path: a.md\nsection: Guide > Weather limits\n\nShort.\n\nClose the dome at once.";
     let p = parse(text);
-    let titles: Vec<Option<&str>> = p.sentences.iter().map(|s| s.title.as_deref()).collect();
+    let titles: Vec<Option<&str>> = p
+        .sentences
+        .iter()
+        .filter(|s| s.kind != Kind::Heading)
+        .map(|s| s.title.as_deref())
+        .collect();
+    // A sentence of under four words does not take the title: the next one does.
     assert_eq!(
         titles,
-        vec![Some("Mirror care"), None, Some("Weather limits")]
+        vec![Some("Mirror care"), None, None, Some("Weather limits")]
     );
+    // The heading itself is a sentence of its own kind.
+    assert_eq!(p.sentences.first().map(|s| s.kind), Some(Kind::Heading));
 }
 
 #[test]

@@ -89,6 +89,54 @@ const FILLER_WORDS: &[&str] = &[
     "heavy",
     "added",
     "introduced",
+    "latest",
+    "newest",
+    "recent",
+    "current",
+    "title",
+    "called",
+    "named",
+    "stand",
+];
+
+/// Words asking for a command or code ("What command verifies the build?", "How do I
+/// create a project?"): a sentence announcing code ("To verify the build:") then answers
+/// with its code.
+const CODE_WORDS: &[&str] = &[
+    "command", "commands", "run", "execute", "syntax", "example", "snippet", "code", "invoke",
+];
+
+/// Word starts naming something that happened in a release ("Which version added X?",
+/// "... fixed ...", "... deprecated ..."): a note under a release heading answers.
+const EVENT_CUES: &[&str] = &[
+    "add", "introduc", "new", "support", "gain", "got", "fix", "chang", "remov", "deprecat",
+    "stabiliz", "drop", "break", "broke", "need", "requir",
+];
+
+/// Words making a version question one about a requirement ("Which GCC version is
+/// needed?"): no release answers it.
+const REQUIREMENT_WORDS: &[&str] = &[
+    "need",
+    "needed",
+    "needs",
+    "require",
+    "required",
+    "requires",
+    "minimum",
+    "supported",
+];
+
+/// Words asking for the latest release.
+const LATEST_WORDS: &[&str] = &["latest", "newest", "current", "last", "recent"];
+
+/// Words of [`CODE_WORDS`] that name the answer's form and are no terms.
+const FORM_WORDS: &[&str] = &[
+    "command", "commands", "syntax", "example", "snippet", "code",
+];
+
+/// Words asking for a title or a heading ("What is the title of chapter 16?").
+const HEADING_WORDS: &[&str] = &[
+    "title", "titled", "heading", "chapter", "section", "called", "named", "name",
 ];
 
 fn stems(words: &[&str]) -> HashSet<String> {
@@ -116,6 +164,18 @@ pub(super) struct Query {
     /// Whether it asks what was added or changed ("added", "introduced", "new",
     /// "support"): with `release`, announcements outrank fixes.
     pub asks_what_changed: bool,
+    /// Whether it asks for a command or code (`how do I ...`, "command", "example"): a
+    /// sentence announcing code answers with the code.
+    pub asks_code: bool,
+    /// Whether it asks for a title or a heading: headings are candidates.
+    pub asks_heading: bool,
+    /// Whether it asks for the latest release ("latest", "newest", "current").
+    pub latest: bool,
+    /// Its symbols (`?`, `+=`: tokens without letters or digits), matched as terms.
+    pub symbols: Vec<Term>,
+    /// Whether it asks for a release itself ("Which Python version is this?", "What is
+    /// the latest coreutils release?"): only headings naming a version answer it.
+    pub version_only: bool,
 }
 
 impl Query {
@@ -125,24 +185,74 @@ impl Query {
         if words.iter().any(|w| SUMMARY.contains(w)) {
             words.retain(|w| !SUMMARY.contains(w) && !META.contains(w));
         }
-        let release = query.split(|c: char| !c.is_alphanumeric()).any(|w| {
-            matches!(
-                w.to_lowercase().as_str(),
-                "release" | "releases" | "version" | "versions"
-            )
-        });
+        let words_of = || {
+            query
+                .split(|c: char| !c.is_alphanumeric())
+                .map(str::to_lowercase)
+        };
+        // "Which GCC version is needed?" asks for a requirement, not for a release of
+        // what the documents describe.
+        let requirement = words_of().any(|w| REQUIREMENT_WORDS.contains(&w.as_str()));
+        let release = !requirement
+            && words_of()
+                .any(|w| matches!(w.as_str(), "release" | "releases" | "version" | "versions"));
         let asks_what_changed = query.split(|c: char| !c.is_alphanumeric()).any(|w| {
             let w = w.to_lowercase();
             ["add", "introduc", "new", "support", "gain", "got"]
                 .iter()
                 .any(|cue| w.starts_with(cue))
         });
+        let lower = query.to_lowercase();
+        let plain: Vec<&str> = lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let has = |list: &[&str]| plain.iter().any(|w| list.contains(w));
+        let how = [
+            "how do i ",
+            "how can i ",
+            "how to ",
+            "how do you ",
+            "how would i ",
+        ]
+        .iter()
+        .any(|p| lower.contains(p));
+        if has(CODE_WORDS) {
+            // "What command ...?" says what form the answer takes, not what it is about.
+            let drop = stems(FORM_WORDS);
+            words.retain(|w| !drop.contains(w));
+        }
+        let symbols = symbol_terms(query.trim_end().trim_end_matches('?'));
+        let latest = has(LATEST_WORDS);
+        if release && latest {
+            // "The latest release" asks for the highest version, not for the word.
+            let drop = stems(LATEST_WORDS);
+            words.retain(|w| !drop.contains(w));
+        }
+        let mut terms: Vec<Term> = words.iter().map(|w| term_id(w)).collect();
+        terms.extend(symbols.iter().copied());
+        // "Which Python version is this?", "What is the latest coreutils release?": the
+        // answer is a release itself (a heading naming a version), not a note under one.
+        let release_words = stems(&["release", "releases", "version", "versions"]);
+        let topic = words
+            .iter()
+            .filter(|w| !release_words.contains(*w) && !FILLER.contains(&term_id(w)))
+            .count();
+        let event = plain
+            .iter()
+            .any(|w| EVENT_CUES.iter().any(|cue| w.starts_with(cue)));
+        let version_only = release && !event && (latest || topic <= 1);
         Self {
-            terms: words.iter().map(|w| term_id(w)).collect(),
+            terms,
             code: code_ish(query),
             release,
             asks_what_changed,
             subject: definition_subject(query),
+            asks_code: how || has(CODE_WORDS),
+            asks_heading: has(HEADING_WORDS),
+            latest,
+            symbols,
+            version_only,
         }
     }
 
@@ -155,6 +265,23 @@ impl Query {
     pub(super) fn is_filler(term: Term) -> bool {
         FILLER.contains(&term)
     }
+}
+
+/// The terms of `text`'s symbols: tokens (between white space and `;`, backticks and
+/// quotes around them and a closing `:` or `,` taken off) of 1 to 4 characters without a
+/// letter or digit (`?`, `+=`, `..`).
+pub(super) fn symbol_terms(text: &str) -> Vec<Term> {
+    text.split(|c: char| c.is_whitespace() || c == ';')
+        .map(|t| {
+            t.trim_end_matches([':', ','])
+                .trim_matches(['`', '"', '\'', '“', '”'])
+        })
+        .filter(|t| {
+            let n = t.chars().count();
+            (1..=4).contains(&n) && !t.chars().any(char::is_alphanumeric)
+        })
+        .map(|t| term_id(&format!("symbol {t}")))
+        .collect()
 }
 
 /// X of "What is X?", "What are X?", "What's X?", "Define X", without an article;

@@ -185,7 +185,8 @@ impl Index {
     }
 
     /// The share of the question's weight candidate `doc` covers: the IDF of the distinct
-    /// query terms it contains over the IDF of all of them (filler words absent from every
+    /// query terms it (or its `context`: its file and headings) contains over the IDF of
+    /// all of them (filler words absent from every
     /// sentence left out). 1 for a question without terms. The IDF here counts at least
     /// [`MIN_COVERAGE_SENTENCES`] sentences: in a context of one or two sentences every
     /// word present has an IDF near 0, and one absent word would outweigh them all.
@@ -194,6 +195,7 @@ impl Index {
         doc: usize,
         query: &[Term],
         filler: impl Fn(Term) -> bool,
+        context: &[Term],
     ) -> f64 {
         let Some(d) = self.docs.get(doc) else {
             return 0.0;
@@ -207,7 +209,7 @@ impl Index {
             let f = self.df.get(&t).copied().unwrap_or(0) as f64;
             let w = (1.0 + (n - f + 0.5) / (f + 0.5)).ln();
             all += w;
-            if d.tf(t) > 0 {
+            if d.tf(t) > 0 || context.contains(&t) {
                 have += w;
             }
         }

@@ -30,6 +30,9 @@ pub(super) struct Cand {
     /// For a list item on its own: the first sentence of its list's unit; the sentences
     /// from there to the lead-in are shown with the item when room is left.
     pub head: Option<usize>,
+    /// For a list unit whose items speak to the question more than its lead-in (a FAQ):
+    /// the items to show, the others left out (`- …`).
+    pub only: Option<Vec<usize>>,
 }
 
 /// What selection needs besides the candidates.
@@ -152,6 +155,15 @@ impl Selector<'_> {
     /// `picked` with `cand` added, if the answer still fits: a list unit whole, else with
     /// as many items as fit (at least one) and `- …`.
     fn add(&self, picked: &Picked, cand: &Cand) -> Option<Picked> {
+        if let (Some(only), Some(lead)) = (&cand.only, cand.lead) {
+            let mut trial = picked.clone();
+            for i in (cand.first..=lead).chain(only.iter().copied()) {
+                if let Some(s) = self.sentences.get(i) {
+                    trial.shown.entry(i).or_insert_with(|| self.shown(s));
+                }
+            }
+            return self.fits(&trial).then_some(trial);
+        }
         let mut trial = picked.clone();
         for i in cand.first..=cand.last {
             if let Some(s) = self.sentences.get(i) {
@@ -255,12 +267,34 @@ impl Selector<'_> {
                 list = s.lead;
                 continue;
             }
+            let prev = picked.shown.range(..i).next_back().map(|(&k, _)| k);
+            let under_lead = prev.is_some_and(|p| {
+                p + 1 == i
+                    && self
+                        .sentences
+                        .get(p)
+                        .is_some_and(|ps| ps.code > 0 || ps.kind == Kind::Code)
+            });
+            if s.kind == Kind::Code && under_lead {
+                // Code under the sentence announcing it: a line of its own, indented.
+                out.push_str("\n    ");
+                out.push_str(text);
+                continue;
+            }
             let mut piece = text.clone();
-            if let (Some(headings), Some(h)) = (self.headings, s.heading)
+            if s.code > 0 && !picked.shown.contains_key(&(i + 1)) {
+                // It announced code that is not shown: it ends as a statement.
+                if let Some(stem) = piece.strip_suffix(':') {
+                    piece = format!("{}.", stem.trim_end());
+                }
+            }
+            if s.kind == Kind::Heading {
+                heading = s.heading;
+            } else if let (Some(headings), Some(h)) = (self.headings, s.heading)
                 && heading != Some(h)
                 && let Some(title) = headings.get(h)
             {
-                piece = format!("{title}: {piece}");
+                piece = format!("{}: {piece}", title.trim_end_matches(['.', ':']));
                 heading = Some(h);
             }
             if self.marks
@@ -270,12 +304,11 @@ impl Selector<'_> {
                 piece = mark(&piece, n);
             }
             // Items of one list shown without its lead-in: one a line too.
-            let prev = picked.shown.range(..i).next_back().map(|(&k, _)| k);
             let next = picked.shown.range(i + 1..).next().map(|(&k, _)| k);
             let bare_item = prev.is_some_and(|p| self.same_list(p, i))
                 || next.is_some_and(|n| self.same_list(i, n));
             if !out.is_empty() {
-                out.push(if bare_item || ends_with_list(&out) {
+                out.push(if bare_item || ends_with_block(&out) {
                     '\n'
                 } else {
                     ' '
@@ -314,9 +347,9 @@ impl Selector<'_> {
     }
 }
 
-/// Whether `out` ends with a list line.
-fn ends_with_list(out: &str) -> bool {
-    out.rsplit('\n')
-        .next()
-        .is_some_and(|l| out.contains('\n') && l.trim_start().starts_with("- "))
+/// Whether `out` ends with a list or code line.
+fn ends_with_block(out: &str) -> bool {
+    out.rsplit('\n').next().is_some_and(|l| {
+        out.contains('\n') && (l.trim_start().starts_with("- ") || l.starts_with("    "))
+    })
 }

@@ -15,10 +15,9 @@
 use super::inline::{clean, clean_with};
 use super::markup::{
     Directive, adornment, atx_heading, code_ish, directive, fence, has_version, html_heading,
-    indent, is_field_line, is_markup_only, is_metadata_line, label, list_marker, prose_row,
-    table_cells,
+    indent, is_field_line, is_markup_only, label, list_marker, prose_row, table_cells,
 };
-use super::split::{bracket_note, ends_sentence, is_closer, split_segment};
+use super::split::{ends_sentence, is_closer};
 
 /// What a sentence is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,10 +29,14 @@ pub(super) enum Kind {
         /// 0 for a top-level item.
         depth: usize,
     },
-    /// A table row with prose, its cells joined by `; `.
+    /// A table row, its cells joined by `; `, each after its column's header
+    /// (`Length: 128-bit; Signed: i128; Unsigned: u128`).
     Row,
     /// A line of code.
     Code,
+    /// A heading (a title, a release header), a candidate only when the question asks for
+    /// a title or a release.
+    Heading,
 }
 
 /// One sentence of the passages.
@@ -56,6 +59,10 @@ pub(super) struct Sentence {
     pub lead: Option<usize>,
     /// For a lead-in: how many list items follow it.
     pub items: usize,
+    /// For a sentence ending with a colon right before code: how many code lines follow.
+    pub code: usize,
+    /// Where it is: an index into [`Parsed::contexts`].
+    pub context: usize,
     /// The heading just before it, for the first sentence of a section: its words help
     /// rank the sentence ("## Weather limits" above the list of limits).
     pub title: Option<String>,
@@ -70,6 +77,9 @@ pub(super) struct Parsed {
     pub headings: Vec<String>,
     /// Whether the text had a source label line.
     pub labelled: bool,
+    /// Where sentences are: the words of their file's path, their chunk's heading path
+    /// and the last heading above them (one entry per change).
+    pub contexts: Vec<String>,
 }
 
 /// What came last, for the lines that follow.
@@ -112,6 +122,11 @@ pub(super) fn parse(text: &str) -> Parsed {
         label_pending: false,
         file: None,
         doc: 0,
+        after_rule: false,
+        para_after_rule: false,
+        table_header: None,
+        section: String::new(),
+        last_heading: String::new(),
     };
     let mut i = 0;
     while i < p.lines.len() {
@@ -147,6 +162,16 @@ pub(super) struct Parser<'a> {
     pub(super) file: Option<String>,
     /// The current document's number.
     pub(super) doc: usize,
+    /// The last line was a rule (`-----` after a blank line).
+    pub(super) after_rule: bool,
+    /// The open paragraph started right after a rule (a release paragraph may head it).
+    pub(super) para_after_rule: bool,
+    /// The open table's header cells, while its rows are read.
+    pub(super) table_header: Option<Vec<String>>,
+    /// The chunk's heading path (`section:` metadata).
+    pub(super) section: String,
+    /// The last heading read (never taken).
+    pub(super) last_heading: String,
 }
 
 impl<'a> Parser<'a> {
@@ -169,6 +194,10 @@ impl<'a> Parser<'a> {
             return i + 1;
         }
         let blank_before = std::mem::replace(&mut self.blank, false);
+        let after_rule = std::mem::take(&mut self.after_rule);
+        if !t.starts_with('|') {
+            self.table_header = None;
+        }
         if let Some(n) = label(t) {
             self.flush();
             self.source = Some(n);
@@ -177,6 +206,8 @@ impl<'a> Parser<'a> {
             self.label_pending = true;
             self.doc += 1;
             self.title = None;
+            self.section.clear();
+            self.last_heading.clear();
             self.last = Last::Other;
             self.blank = true;
             return i + 1;
@@ -238,7 +269,7 @@ impl<'a> Parser<'a> {
         }
         if t.starts_with('|') {
             self.flush();
-            self.row(t);
+            self.row(i, t);
             return i + 1;
         }
         if let Some((level, text)) = atx_heading(t).or_else(|| html_heading(t)) {
@@ -262,6 +293,7 @@ impl<'a> Parser<'a> {
             } else {
                 self.flush();
                 self.last = Last::Other;
+                self.after_rule = blank_before || i == 0;
             }
             return i + 1;
         }
@@ -321,6 +353,7 @@ impl<'a> Parser<'a> {
         }
         if self.buf.is_empty() {
             self.buf_indent = ind;
+            self.para_after_rule = after_rule;
         }
         self.buf.push(t.to_string());
         i + 1
@@ -337,7 +370,28 @@ impl<'a> Parser<'a> {
             self.out.headings.len() - 1
         });
         self.stack.push((level, idx));
-        self.title = Some(collapse(&clean(text).text));
+        let title = collapse(&clean(text).text);
+        if title.chars().any(char::is_alphanumeric) {
+            // A candidate of its own, ranked with its file's name (`coreutils/NEWS`),
+            // shown with its brackets (`[stable]`).
+            let file = self.file.as_deref().map(path_words);
+            let shown = collapse(&clean_with(text.trim_start_matches(['*', '#', ' ']), false).text);
+            self.push(shown, Kind::Heading, None);
+            if let Some(s) = self.out.sentences.last_mut() {
+                s.title = file;
+            }
+            self.para += 1;
+        }
+        self.last_heading = title.clone();
+        // A heading of a version and little else (rustdoc's `1.32.0 · Source`) has no
+        // words to rank by: the title above it stays.
+        let words = title
+            .split_whitespace()
+            .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
+            .count();
+        if words >= 2 || self.title.is_none() {
+            self.title = Some(title);
+        }
         self.last = Last::Other;
     }
 
@@ -355,11 +409,15 @@ impl<'a> Parser<'a> {
 
     pub(super) fn push(&mut self, text: String, kind: Kind, lead: Option<usize>) {
         self.settle_label();
-        let title = if kind == Kind::Code {
-            None
-        } else {
-            self.title.take()
-        };
+        // The heading titles the section's first sentence of substance (rustdoc's
+        // `1.32.0 · Source` and `Expand description` lines are not one).
+        let title =
+            if matches!(kind, Kind::Code | Kind::Heading) || text.split_whitespace().count() < 4 {
+                None
+            } else {
+                self.title.take()
+            };
+        let context = self.context();
         self.out.sentences.push(Sentence {
             text,
             kind,
@@ -369,8 +427,20 @@ impl<'a> Parser<'a> {
             heading: self.current_heading(),
             lead,
             items: 0,
+            code: 0,
+            context,
             title,
         });
+    }
+
+    /// The index of the current context in [`Parsed::contexts`] (added when it changed).
+    fn context(&mut self) -> usize {
+        let file = self.file.as_deref().map(path_words).unwrap_or_default();
+        let here = format!("{file} {} {}", self.section, self.last_heading);
+        if self.out.contexts.last() != Some(&here) {
+            self.out.contexts.push(here);
+        }
+        self.out.contexts.len().saturating_sub(1)
     }
 
     pub(super) fn code(&mut self, t: &str) {
@@ -380,127 +450,30 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn row(&mut self, t: &str) {
-        if let Some(cells) = table_cells(t)
-            && prose_row(&cells)
-        {
-            self.push(cells.join("; "), Kind::Row, None);
-            self.para += 1;
-        }
-        self.last = Last::Other;
-    }
-
-    /// Ends the open paragraph or item, adding its sentences.
-    pub(super) fn flush(&mut self) {
-        let lines = std::mem::take(&mut self.buf);
-        let item = self.item.take();
-        if lines.is_empty() {
+    /// A table row at line `i`: the header (the row before a separator row) is kept for
+    /// the rows after it; a row reads `Header: cell; Header: cell`, empty cells left out.
+    /// A table without a header keeps only rows with prose.
+    fn row(&mut self, i: usize, t: &str) {
+        let next = self.at(i + 1).trim();
+        let Some(cells) = table_cells(t) else {
+            self.last = Last::Other;
             return;
-        }
-        if let Some((depth, lead)) = item {
-            let c = clean(&lines.join(" "));
-            if c.text_outside && c.text.chars().any(char::is_alphanumeric) {
-                self.push(collapse(&c.text), Kind::Item { depth }, lead);
-            }
-            self.para += 1;
-            return;
-        }
-        if lines.iter().all(|l| is_metadata_line(l)) {
-            let file = lines
-                .iter()
-                .find_map(|l| l.strip_prefix("file_path:"))
-                .map(|f| f.trim().to_string());
-            if self.label_pending && (file.is_none() || file != self.file) {
-                self.stack.clear();
-            }
-            if !self.label_pending {
-                self.doc += 1;
-            }
-            self.label_pending = false;
-            self.file = file;
-            // A chunk's heading path (`section: Guide > Install`): its last heading titles
-            // the chunk's first sentence (a heading line in the text takes over).
-            if let Some(section) = lines.iter().find_map(|l| l.strip_prefix("section:")) {
-                let last = section.rsplit(" > ").next().unwrap_or(section).trim();
-                self.title = (!last.is_empty()).then(|| last.to_string());
-            }
+        };
+        if next.starts_with('|') && table_cells(next).is_none() && next.contains('-') {
+            self.table_header = Some(super::markup::table_cells_in_place(t));
             self.last = Last::Other;
             return;
         }
-        let first = self.out.sentences.len();
-        let mut segment = String::new();
-        let mut prev_len = 0usize;
-        let mut prev_ends = true;
-        let mut segments = Vec::new();
-        for line in &lines {
-            let c = clean(line);
-            let text = c.text.trim();
-            if (c.had_markup && !c.text_outside) || !text.chars().any(char::is_alphanumeric) {
-                segments.push(std::mem::take(&mut segment));
-                prev_ends = true;
-                continue;
-            }
-            if segment.is_empty() || prev_ends || prev_len < 40 {
-                segments.push(std::mem::take(&mut segment));
-            } else {
-                segment.push(' ');
-            }
-            // Cleaned as a whole below: inline markup may span lines.
-            segment.push_str(line.trim());
-            prev_len = line.trim().chars().count();
-            prev_ends = ends_sentence(text);
-        }
-        segments.push(segment);
-        let mut split = Vec::new();
-        for seg in segments.iter().filter(|s| !s.is_empty()) {
-            split_segment(&clean(seg).text, &mut split);
-        }
-        // A bracketed note (`[bug introduced in 8.6]`) belongs to the sentence before it,
-        // also when text without a blank line follows it (an earlier answer re-read).
-        let mut sentences: Vec<String> = Vec::new();
-        for s in split {
-            let (note, rest) = bracket_note(&s);
-            match (sentences.last_mut(), note) {
-                (Some(prev), Some(note)) => {
-                    prev.push(' ');
-                    prev.push_str(note);
-                    if !rest.is_empty() {
-                        sentences.push(rest.to_string());
-                    }
-                }
-                _ => sentences.push(s),
-            }
-        }
-        // rst: `text::` shows as `text:`, a lone `::` vanishes; a literal block follows.
-        let literal = lines.last().is_some_and(|l| l.trim_end().ends_with("::"));
-        if literal && let Some(last) = sentences.last_mut().filter(|l| l.ends_with("::")) {
-            last.pop();
-            if last.ends_with(" :") || last == ":" {
-                last.pop();
-                let trimmed = last.trim_end().to_string();
-                *last = trimmed;
-            }
-        }
-        for s in sentences
-            .into_iter()
-            .filter(|s| s.chars().any(char::is_alphanumeric))
-        {
-            self.push(s, Kind::Prose, None);
-        }
-        self.para += 1;
-        let lead = (self.out.sentences.len() > first && !literal)
-            .then(|| self.out.sentences.len() - 1)
-            .filter(|&l| {
-                self.out
-                    .sentences
-                    .get(l)
-                    .is_some_and(|s| s.text.trim_end_matches(is_closer).ends_with(':'))
-            });
-        self.last = Last::Para {
-            lead,
-            literal,
-            indent: self.buf_indent,
+        let text = match &self.table_header {
+            Some(header) => labelled_row(header, t),
+            None if prose_row(&cells) => Some(cells.join("; ")),
+            None => None,
         };
+        if let Some(text) = text {
+            self.push(text, Kind::Row, None);
+            self.para += 1;
+        }
+        self.last = Last::Other;
     }
 
     /// Counts each lead-in's items (a lead-in without items is an ordinary sentence).
@@ -512,6 +485,29 @@ impl<'a> Parser<'a> {
                 .count();
             if let Some(s) = self.out.sentences.get_mut(l) {
                 s.items = count;
+            }
+        }
+        // A sentence ending with a colon right before code announces it.
+        for l in 0..n {
+            let announces = self.out.sentences.get(l).is_some_and(|s| {
+                matches!(s.kind, Kind::Prose | Kind::Item { .. })
+                    && s.items == 0
+                    && s.text.trim_end_matches(is_closer).ends_with(':')
+            });
+            if !announces {
+                continue;
+            }
+            let doc = self.out.sentences.get(l).map(|s| s.doc);
+            let count = (l + 1..n)
+                .take_while(|&k| {
+                    self.out
+                        .sentences
+                        .get(k)
+                        .is_some_and(|s| s.kind == Kind::Code && Some(s.doc) == doc)
+                })
+                .count();
+            if let Some(s) = self.out.sentences.get_mut(l) {
+                s.code = count;
             }
         }
         // Items whose lead-in was lost (not directly before them) stand alone.
@@ -556,4 +552,47 @@ fn strip_quote(t: &str) -> &str {
 /// White space collapsed to single spaces.
 pub(super) fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A row's cells after their column's header (`Unsigned: u128`), empty cells left out;
+/// `None` without a cell.
+fn labelled_row(header: &[String], t: &str) -> Option<String> {
+    let cells = super::markup::table_cells_in_place(t);
+    let parts: Vec<String> = cells
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.is_empty())
+        .map(
+            |(k, c)| match header.get(k).filter(|h| !h.is_empty() && *h != c) {
+                Some(h) => format!("{}: {c}", h.trim_end_matches(':')),
+                None => c.clone(),
+            },
+        )
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// A file path's words for ranking (`…/coreutils/NEWS.gz` gives `coreutils NEWS gz`), an
+/// mdBook chapter's `ch16-00-concurrency` giving `chapter 16 00 concurrency`.
+pub(super) fn path_words(path: &str) -> String {
+    let mut out = String::new();
+    for part in path
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|p| !p.is_empty())
+    {
+        let chapter = part
+            .strip_prefix("ch")
+            .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        match chapter {
+            Some(n) => {
+                out.push_str("chapter ");
+                out.push_str(n.trim_start_matches('0'));
+            }
+            None => out.push_str(part),
+        }
+    }
+    out
 }

@@ -75,7 +75,10 @@ pub(super) fn split_segment(text: &str, out: &mut Vec<String>) {
                     let lower_next = next_word.is_some_and(char::is_lowercase);
                     let abbreviation =
                         c == '.' && is_abbreviation(text.get(start..pos).unwrap_or(""));
-                    !lower_next && !abbreviation
+                    // A citation marker after a quoted terminator (`is "." [3].`) is
+                    // the sentence's own.
+                    let marker_next = starts_with_marker(text.get(end..).unwrap_or(""));
+                    !lower_next && !abbreviation && !marker_next
                 }
                 Some(_) => false,
             }
@@ -87,6 +90,19 @@ pub(super) fn split_segment(text: &str, out: &mut Vec<String>) {
         i = j;
     }
     push_sentence(text.get(start..).unwrap_or(""), out);
+}
+
+/// Whether `text` (after white space) starts with a citation marker (`[3]`, `[1, 4]`).
+fn starts_with_marker(text: &str) -> bool {
+    let Some(inside) = text.trim_start().strip_prefix('[') else {
+        return false;
+    };
+    inside.split_once(']').is_some_and(|(inside, _)| {
+        inside.chars().any(|c| c.is_ascii_digit())
+            && inside
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == ' ')
+    })
 }
 
 /// Whether the word just before a period is an abbreviation or an initial.

@@ -382,6 +382,42 @@ impl Parser<'_> {
     }
 }
 
+impl Parser<'_> {
+    /// A plain-text release header at line `k` (see [`super::plain`]): the lines of the
+    /// heading block (after the rule line at `k`, for a release paragraph), its level and
+    /// title.
+    fn release_header(&self, k: usize, outline: bool) -> Option<((usize, usize), usize, String)> {
+        let line = self.line(k)?;
+        let t = line.trim();
+        let blank_before = k == 0 || self.line(k - 1).is_some_and(is_blank);
+        let blank_after = self.line(k + 1).is_none_or(is_blank);
+        if let Some((level, title)) = plain::outline_heading(line) {
+            // A heading is a line of its own (a list item's first line is not).
+            let versioned = level == 1 && plain::has_version(title) && !title.ends_with('.');
+            return (blank_before && blank_after && (versioned || (level >= 2 && outline)))
+                .then(|| ((k, k + 1), level, title.to_string()));
+        }
+        if blank_before && blank_after && plain::is_version_line(t) {
+            return Some(((k, k + 1), 1, t.to_string()));
+        }
+        if !plain::is_rule(line) {
+            return None;
+        }
+        let mut n = k + 1;
+        while self.line(n).is_some_and(is_blank) {
+            n += 1;
+        }
+        let mut e = n;
+        while self.line(e).is_some_and(|l| !is_blank(l)) {
+            e += 1;
+        }
+        let first = self.line(n)?;
+        let paragraph: Vec<&str> = (n..e).filter_map(|i| self.line(i)).collect();
+        let title = plain::release_paragraph_title(first, &paragraph.join("\n"))?;
+        Some(((n, e), 1, title))
+    }
+}
+
 /// Reads `text` as blocks of `format`.
 pub(super) fn parse(text: &str, format: Format) -> Vec<Block> {
     let md = format == Format::Markdown;
@@ -397,9 +433,21 @@ pub(super) fn parse(text: &str, format: Format) -> Vec<Block> {
         p.push(0, e, Kind::Code);
         k = e;
     }
+    let plain = format == Format::Plain;
+    // A level-1 outline heading was seen: `** Bug fixes` lines are headings under it.
+    let mut outline = false;
     'blocks: while let Some(line) = p.line(k) {
         if is_blank(line) {
             k += 1;
+            continue;
+        }
+        if plain && let Some(((from, to), level, title)) = p.release_header(k, outline) {
+            outline |= line.starts_with('*');
+            // A rule line, then the paragraph heading the release: the rule ends the
+            // section before.
+            p.push(k, from, Kind::Paragraph);
+            p.push(from, to, Kind::Heading { level, title });
+            k = to;
             continue;
         }
         if md {

@@ -13,7 +13,12 @@
 //!      punctuation character (levels in order of first appearance, as docutils does),
 //!      indented blocks (literal blocks, directive bodies, quotes) kept as code, lists and
 //!      paragraphs.
-//!    - Plain text: paragraphs (blank-line separated) and lists.
+//!    - Plain text: paragraphs (blank-line separated) and lists; release headers are
+//!      headings (GNU NEWS `* Noteworthy changes in release 9.1` and `** Bug fixes`
+//!      lines, a release line on its own such as `Version 1.2 (2020-01-01)` or a Debian
+//!      changelog's `pkg (1.2-3) unstable; urgency=low`, and a paragraph naming a version
+//!      right after a rule line, as bash's NEWS has), so a chunk of a NEWS file knows its
+//!      release.
 //! 2. **Sections.** Each heading starts a section that runs to the next heading. A section's
 //!    heading path (`Installation > From source`) is the titles of the headings above it;
 //!    text before the first heading has an empty path. Sections are chunked on their own:
@@ -77,7 +82,7 @@ pub struct TextChunk {
     /// The exact token count of the chunk text, by the splitter's tokenizer.
     pub tokens: usize,
     /// The titles of the headings above the chunk, outermost first (empty before the
-    /// first heading and in plain text).
+    /// first heading, and in plain text without release headers).
     pub section: Vec<String>,
 }
 
@@ -154,6 +159,7 @@ pub fn chunk_text(text: &str, format: Format, splitter: &TokenTextSplitter) -> V
 }
 
 mod blocks;
+pub(crate) mod plain;
 
 use blocks::*;
 

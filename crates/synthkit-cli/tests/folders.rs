@@ -1,0 +1,432 @@
+//! Folders as users have them, through the binary (issue 23): `tokens` and `split` read
+//! files as `ask` does, the file size limit is a flag, a documentation folder's assets and
+//! copies are left out and named with `-v` (hidden and ignored files counted), `ask` keeps
+//! the best chunks of a folder by default, a large run over a model asks for `--yes`,
+//! markers of sources past 9,999 are citations, and the usage errors of an empty question
+//! and duplicate node ids.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn synthkit() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
+    cmd.env_remove("SYNTHKIT_BASE_URL")
+        .env_remove("SYNTHKIT_MODEL")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("RUST_LOG")
+        .timeout(Duration::from_secs(120));
+    cmd
+}
+
+fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn gzip(text: &str) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(text.as_bytes()).unwrap();
+    enc.finish().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A page of `n` sentences about `topic`, each its own.
+fn prose(topic: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| format!("Fact {i} about {topic} is recorded in this file and nowhere else. "))
+        .collect()
+}
+
+#[test]
+fn tokens_and_split_read_gz_and_refuse_binaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "The primary mirror is cleaned every three months.\n";
+    let plain = write(dir.path(), "NEWS", text);
+    let packed = write(dir.path(), "NEWS.gz", gzip(text));
+    let count = |p: &Path| {
+        let out = synthkit().arg("tokens").arg(p).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    assert_eq!(count(&packed), count(&plain));
+    let out = synthkit()
+        .args(["split", "--chunk-size", "5", "--json"])
+        .arg(&packed)
+        .output()
+        .unwrap();
+    let chunks: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(chunks.concat().contains("mirror is cleaned"), "{chunks:?}");
+
+    // An ELF-like binary: refused, nothing counted.
+    let elf = write(
+        dir.path(),
+        "tool",
+        b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00binary",
+    );
+    for verb in [vec!["tokens"], vec!["split", "--chunk-size", "8"]] {
+        let out = synthkit().args(&verb).arg(&elf).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{verb:?}");
+        assert!(stdout(&out).is_empty());
+        assert!(
+            stderr(&out).contains("binary file, not text"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn the_file_size_limit_is_a_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "docs/small.md", "The dome opens at dusk.\n");
+    write(dir.path(), "docs/big.md", prose("the archive", 200));
+    let out = synthkit()
+        .args([
+            "ask",
+            "When does the dome open?",
+            "--max-file-size",
+            "4K",
+            "-v",
+        ])
+        .arg(dir.path().join("docs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("big.md: too large (over 4 KiB"), "{err}");
+    assert!(err.contains("1 too large"), "{err}");
+    // tokens refuses a file over the limit, naming the flag.
+    let out = synthkit()
+        .args(["tokens", "--max-file-size", "1K"])
+        .arg(dir.path().join("docs/big.md"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--max-file-size"), "{}", stderr(&out));
+    // A size that is not one is a usage error.
+    let out = synthkit()
+        .args(["tokens", "--max-file-size", "12Q", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn an_empty_question_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.md", "The dome opens at dusk.\n");
+    for q in ["", "   "] {
+        let out = synthkit()
+            .args(["ask", q])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{q:?}");
+        assert!(
+            stderr(&out).contains("the question is empty"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+/// An mdBook build with assets and `print.html`, a hidden file and an ignored folder.
+fn book() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let one = format!("<h1>Ownership</h1><p>{}</p>", prose("ownership", 30));
+    let two = format!("<h1>Borrowing</h1><p>{}</p>", prose("borrowing", 30));
+    let page = |body: &str| format!("<!DOCTYPE html><html><body><main>{body}</main></body></html>");
+    write(root, "book/ch1.html", page(&one));
+    write(root, "book/ch2.html", page(&two));
+    write(root, "book/print.html", page(&format!("{one}{two}")));
+    write(root, "book/book.css", "body { margin: 0; }\n");
+    write(root, "book/book.js", "highlight();\n");
+    write(
+        root,
+        "book/ferris.svg",
+        "<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>\n",
+    );
+    write(
+        root,
+        "book/.nojekyll",
+        "This file makes sure that GitHub Pages does not process the site.\n",
+    );
+    write(root, "book/.gitignore", "drafts/\n");
+    write(root, "book/drafts/next.md", "Unfinished.\n");
+    dir
+}
+
+#[test]
+fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
+    let dir = book();
+    let out = synthkit()
+        .args(["ask", "What does fact 3 about ownership say?", "--json"])
+        .arg(dir.path().join("book"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("read 2 files (4 skipped: 1 stylesheet, 1 script, 1 svg image, 1 copy; not visited: 2 hidden, 1 ignored; -v names them all)"),
+        "{err}"
+    );
+    // Expected skips are not named without -v.
+    assert!(!err.contains("print.html"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.iter().all(|id| !id.contains("print.html")), "{ids:?}");
+
+    let out = synthkit()
+        .args(["ask", "What does fact 3 about ownership say?", "-v"])
+        .arg(dir.path().join("book"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    for named in [
+        "print.html: copy (",
+        "book.css: not prose (stylesheet",
+        "book.js: not prose (script",
+        "ferris.svg: not prose (svg image",
+        "not visiting hidden file",
+        ".nojekyll (--hidden reads it)",
+        "not visiting ignored folder",
+        "drafts (--no-ignore reads it)",
+    ] {
+        assert!(err.contains(named), "{named}: {err}");
+    }
+    // --keep-all reads them all.
+    let out = synthkit()
+        .args([
+            "ask",
+            "What does fact 3 about ownership say?",
+            "--keep-all",
+            "-v",
+        ])
+        .arg(dir.path().join("book"))
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains("read 6 files"), "{}", stderr(&out));
+}
+
+#[test]
+fn ask_keeps_the_best_chunks_of_a_folder_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..30 {
+        write(
+            dir.path(),
+            &format!("docs/{i:02}.md"),
+            prose(&format!("topic{i}"), 3),
+        );
+    }
+    write(
+        dir.path(),
+        "docs/mirror.md",
+        "The primary mirror is cleaned every three months.\n",
+    );
+    let run = |extra: &[&str]| {
+        let out = synthkit()
+            .args(["ask", "How often is the primary mirror cleaned?", "--json"])
+            .args(extra)
+            .arg(dir.path().join("docs"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, stderr(&out))
+    };
+    let (v, err) = run(&[]);
+    assert_eq!(v["sources"].as_array().unwrap().len(), 20);
+    assert_eq!(
+        v["answer"],
+        "The primary mirror is cleaned every three months."
+    );
+    assert!(
+        err.contains("kept the 20 chunks most relevant to the question of 31"),
+        "{err}"
+    );
+    let (v, err) = run(&["--top-k", "all"]);
+    assert_eq!(v["sources"].as_array().unwrap().len(), 31);
+    assert!(!err.contains("kept the"), "{err}");
+    let (v, _) = run(&["--top-k", "3"]);
+    assert_eq!(v["sources"].as_array().unwrap().len(), 3);
+    // summarize keeps everything.
+    let out = synthkit()
+        .args(["summarize", "--json", "-q"])
+        .arg(dir.path().join("docs"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sources"].as_array().unwrap().len(), 31);
+}
+
+#[test]
+fn a_large_run_over_a_model_prints_its_plan_and_asks_for_yes() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "docs/a.md", prose("the mirror", 60));
+    // Nothing listens there: a call would fail with a connection error.
+    let url = format!("http://127.0.0.1:{}/v1", closed_port());
+    let run = |extra: &[&str]| {
+        let calls = if extra.contains(&"--max-prompt-tokens") {
+            "1000"
+        } else {
+            "3"
+        };
+        synthkit()
+            .args(["ask", "How often is the mirror cleaned?", "--llm", "openai"])
+            .args([
+                "--base-url",
+                &url,
+                "--model",
+                "m",
+                "--context-window",
+                "1024",
+            ])
+            .args([
+                "--mode",
+                "refine",
+                "--chunk-size",
+                "64",
+                "--max-calls",
+                calls,
+            ])
+            .args(extra)
+            .arg(dir.path().join("docs"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("not started: this run needs"), "{err}");
+    assert!(err.contains("model calls (--max-calls 3)"), "{err}");
+    assert!(err.contains("pass --yes to run it"), "{err}");
+    assert!(err.contains("step") && err.contains("refine"), "{err}");
+    assert!(stdout(&out).is_empty());
+    // With --yes it starts, and meets the closed port.
+    let out = run(&["--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("not started"), "{}", stderr(&out));
+    // The token threshold alone refuses too.
+    let out = run(&["--max-prompt-tokens", "100"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("prompt tokens (--max-prompt-tokens 100)"));
+}
+
+#[test]
+fn a_source_past_9999_is_cited_not_leaked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    for i in 1..=12_000 {
+        let text = if i == 11_234 {
+            "The primary mirror is cleaned every three months.".to_string()
+        } else {
+            format!("Record {i} lists a cable of the dome.")
+        };
+        lines.push_str(&serde_json::json!({"id": format!("n{i}"), "text": text}).to_string());
+        lines.push('\n');
+    }
+    let nodes = write(dir.path(), "nodes.jsonl", lines);
+    for cite in [true, false] {
+        let mut cmd = synthkit();
+        cmd.args(["ask", "How often is the primary mirror cleaned?", "--nodes"])
+            .arg(&nodes);
+        if cite {
+            cmd.arg("--cite");
+        }
+        let out = cmd.arg("-q").output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(!text.contains("[11234]"), "{text}");
+        assert!(!text.contains("No source was cited"), "{text}");
+        assert!(text.contains("n11234"), "{text}");
+        if cite {
+            assert!(
+                text.starts_with("The primary mirror is cleaned every three months [1]."),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn duplicate_node_ids_are_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = write(
+        dir.path(),
+        "nodes.json",
+        r#"[{"id": "a", "text": "The dome opens at dusk."}, {"id": "a", "text": "The mirror is cleaned monthly."}]"#,
+    );
+    let out = synthkit()
+        .args(["ask", "When does the dome open?", "--nodes"])
+        .arg(&nodes)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // The message names the id (whichever reader finds it first: the node parser or the
+    // synthesizer).
+    let err = stderr(&out);
+    assert!(err.contains("`a`") && err.contains("id"), "{err}");
+}
+
+#[test]
+fn grounded_is_false_where_no_source_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "a.md",
+        "The primary mirror is cleaned every three months.\n",
+    );
+    let grounded = |mode: &str| {
+        let out = synthkit()
+            .args([
+                "ask",
+                "How often is the primary mirror cleaned?",
+                "--json",
+                "-q",
+            ])
+            .args(["--mode", mode])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["grounded"].clone()
+    };
+    assert_eq!(grounded("generation"), Value::Bool(false));
+    assert_eq!(grounded("no_text"), Value::Bool(false));
+    assert_eq!(grounded("compact"), Value::Bool(true));
+    assert_eq!(grounded("context_only"), Value::Bool(true));
+}
