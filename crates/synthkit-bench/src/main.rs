@@ -1,9 +1,12 @@
 //! `synthkit-bench`: benchmarks for synthkit.
 //!
-//! * `synthkit-bench --corpus FILE [--modes a,b] [--repeat 3] [--latency-ms 50]
-//!   [--concurrency N|unlimited] [--json]`: times `Synthesizer::synthesize` per response
-//!   mode with an instant fixed-answer model (or one that sleeps `--latency-ms` per call),
-//!   and reports calls, prompt tokens and peak RSS. With more than one mode each mode runs
+//! * `synthkit-bench --corpus FILE [--modes a,b] [--repeat 3] [--latency-ms 50
+//!   [--latency-spread 1.0] [--seed 42]] [--concurrency N|unlimited] [--json]`: times
+//!   `Synthesizer::synthesize` per response mode with an instant fixed-answer model (or
+//!   one that sleeps `--latency-ms` per call, spread log-normally with mean 1 by
+//!   `--latency-spread`, seeded by the prompt so every run and commit sees the same
+//!   latencies), and reports calls, prompt tokens and peak RSS; with latency also the
+//!   mean calls in flight and the list-scheduling bound of the run's own calls. With more than one mode each mode runs
 //!   in its own child process (`--isolate`, the default then), so each peak RSS is its own.
 //! * `synthkit-bench split --corpus FILE`: token splitter and tokenizer throughput on a
 //!   ~10 MB text built from the corpus.
@@ -11,8 +14,10 @@
 //! Output: one JSON object per line with `--json`, else a plain table.
 
 mod rss;
+mod schedule;
 mod split_bench;
 mod synth_bench;
+mod timed_model;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +43,10 @@ pub struct SynthArgs {
     pub repeat: usize,
     /// Latency of every model call, in milliseconds (an async sleep); 0 = instant.
     pub latency_ms: u64,
+    /// `σ` of the log-normal spread of latencies (mean 1); 0 = every call `latency_ms`.
+    pub latency_spread: f64,
+    /// Seed of the latency draws.
+    pub seed: u64,
     /// Calls in flight for tree levels and accumulate (0 = unlimited); `None` = the
     /// library's default.
     pub concurrency: Option<usize>,
@@ -107,6 +116,22 @@ fn cli() -> Command {
                 .value_parser(value_parser!(u64))
                 .default_value("0")
                 .help("Every model call sleeps this long (async); 0 = instant"),
+        )
+        .arg(
+            Arg::new("latency-spread")
+                .long("latency-spread")
+                .value_name("SIGMA")
+                .value_parser(parse_spread)
+                .default_value("0")
+                .help("Spread latencies log-normally with this sigma (mean kept); drawn per prompt"),
+        )
+        .arg(
+            Arg::new("seed")
+                .long("seed")
+                .value_name("N")
+                .value_parser(value_parser!(u64))
+                .default_value("42")
+                .help("Seed of the latency draws"),
         )
         .arg(
             Arg::new("concurrency")
@@ -195,6 +220,8 @@ fn parse_args() -> Invocation {
             .unwrap_or_else(|| DEFAULT_MODES.to_string()),
         repeat: m.get_one::<usize>("repeat").copied().unwrap_or(3),
         latency_ms: m.get_one::<u64>("latency-ms").copied().unwrap_or(0),
+        latency_spread: m.get_one::<f64>("latency-spread").copied().unwrap_or(0.0),
+        seed: m.get_one::<u64>("seed").copied().unwrap_or(42),
         concurrency: m.get_one::<usize>("concurrency").copied(),
         query: m
             .get_one::<String>("query")
@@ -213,6 +240,15 @@ fn parse_concurrency(s: &str) -> Result<usize, String> {
         n => n
             .parse::<usize>()
             .map_err(|_| format!("`{s}` is not a number or `unlimited`")),
+    }
+}
+
+fn parse_spread(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=4.0).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "`{s}` is not a spread between 0 and 4 (a log-normal sigma)"
+        )),
     }
 }
 

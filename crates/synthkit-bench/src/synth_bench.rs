@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use synthkit::model::ModelInfo;
+use synthkit::model::{LanguageModel, ModelInfo};
 use synthkit::observe::CallReport;
 use synthkit::prompt::PromptBudget;
 use synthkit::synth::DEFAULT_CONCURRENCY;
@@ -18,6 +18,8 @@ use synthkit::testing::FixedModel;
 use synthkit::text::{BpeTokenizer, Tokenizer};
 use synthkit::{Node, Observer, ResponseMode, Synthesizer};
 
+use crate::schedule::{list_schedule_bound, mean_in_flight, work_bound};
+use crate::timed_model::{Latency, TimedModel};
 use crate::{SynthArgs, parse_modes, read_corpus, rss};
 
 /// The fixed 40-word answer of every call (the conformance fake model's qa answer).
@@ -61,6 +63,26 @@ pub struct ModeResult {
     pub latency_ms: u64,
     /// Calls in flight for tree levels and accumulate (0 = unlimited).
     pub concurrency: usize,
+    /// `σ` of the log-normal latency spread (0: every call takes `latency_ms`).
+    #[serde(default)]
+    pub latency_spread: f64,
+    /// The seed of the latency draws.
+    #[serde(default)]
+    pub seed: u64,
+    /// With latency, of the best run: total call time / wall time.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mean_in_flight: Option<f64>,
+    /// With latency, of the best run: the list-scheduling bound of its own calls (each
+    /// level's calls in input order, each started as soon as a place frees), in seconds.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub list_bound_s: Option<f64>,
+    /// With latency, of the best run: the work bound of its own calls (per level, the
+    /// larger of total call time / places and the longest call), in seconds.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub work_bound_s: Option<f64>,
+    /// Best wall time / list-scheduling bound.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub list_ratio: Option<f64>,
     /// With latency: the critical-path time, in seconds.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bound_s: Option<f64>,
@@ -192,6 +214,10 @@ fn run_child(args: &SynthArgs, corpus: &Path, mode: ResponseMode) -> ModeResult 
         .arg(args.repeat.to_string())
         .arg("--latency-ms")
         .arg(args.latency_ms.to_string())
+        .arg("--latency-spread")
+        .arg(args.latency_spread.to_string())
+        .arg("--seed")
+        .arg(args.seed.to_string())
         .arg("--query")
         .arg(&args.query);
     if let Some(c) = args.concurrency {
@@ -224,7 +250,7 @@ struct InProcess {
     nodes: Vec<Node>,
     query: String,
     repeat: usize,
-    latency: Duration,
+    latency: Latency,
     concurrency: Option<usize>,
     answer_tokens: u64,
 }
@@ -248,25 +274,40 @@ impl InProcess {
             nodes,
             query: args.query.clone(),
             repeat: args.repeat.max(1),
-            latency: Duration::from_millis(args.latency_ms),
+            latency: Latency {
+                base: Duration::from_millis(args.latency_ms),
+                spread: args.latency_spread,
+                seed: args.seed,
+            },
             concurrency: args.concurrency,
             answer_tokens,
         })
     }
 
-    fn synthesizer(&self, mode: ResponseMode, observer: Option<Arc<Stats>>) -> Result<Synthesizer> {
+    /// The model: the fixed answer, after the call's latency (recorded) when there is one.
+    fn model(&self) -> (Arc<dyn LanguageModel>, Option<Arc<TimedModel>>) {
         let info = ModelInfo::new("fixed")
             .with_context_window(CONTEXT_WINDOW)
             .with_num_output(NUM_OUTPUT);
-        let mut model = FixedModel::new(info, FIXED_ANSWER, self.answer_tokens);
-        if !self.latency.is_zero() {
-            model = model.with_latency(self.latency);
+        let fixed = Arc::new(FixedModel::new(info, FIXED_ANSWER, self.answer_tokens));
+        if self.latency.base.is_zero() {
+            return (fixed, None);
         }
+        let timed = Arc::new(TimedModel::new(fixed, self.latency));
+        (timed.clone(), Some(timed))
+    }
+
+    fn synthesizer(
+        &self,
+        mode: ResponseMode,
+        model: Arc<dyn LanguageModel>,
+        observer: Option<Arc<Stats>>,
+    ) -> Result<Synthesizer> {
         let budget = PromptBudget::new(CONTEXT_WINDOW, NUM_OUTPUT)?
             .with_chunk_overlap_ratio(CHUNK_OVERLAP_RATIO)?;
         // The fixed model reports our own counts as its usage: nothing to calibrate, so the
         // first call need not go alone.
-        let mut b = Synthesizer::builder(Arc::new(model))
+        let mut b = Synthesizer::builder(model)
             .mode(mode)
             .budget(budget)
             .calibrate_from_usage(false);
@@ -288,7 +329,9 @@ impl InProcess {
         let mut result = ModeResult {
             mode: mode.as_str().to_string(),
             n: self.nodes.len(),
-            latency_ms: u64::try_from(self.latency.as_millis()).unwrap_or(u64::MAX),
+            latency_ms: u64::try_from(self.latency.base.as_millis()).unwrap_or(u64::MAX),
+            latency_spread: self.latency.spread,
+            seed: self.latency.seed,
             concurrency,
             ..ModeResult::default()
         };
@@ -302,7 +345,8 @@ impl InProcess {
     fn measure(&self, mode: ResponseMode, result: &mut ModeResult) -> Result<()> {
         // Warm-up, observed (untimed): calls, prompt tokens, calls per level.
         let stats = Arc::new(Stats::default());
-        let observed = self.synthesizer(mode, Some(Arc::clone(&stats)))?;
+        let (model, _) = self.model();
+        let observed = self.synthesizer(mode, model, Some(Arc::clone(&stats)))?;
         let nodes = self.nodes.clone();
         // The baseline: the corpus, the nodes and one input copy (synthesize consumes its
         // nodes, so every run gets a fresh copy; only one is alive at a time).
@@ -317,12 +361,26 @@ impl InProcess {
         result.level_calls = stats.level_calls();
 
         // Timed runs, without an observer.
-        let synth = self.synthesizer(mode, None)?;
+        let (model, timed) = self.model();
+        let synth = self.synthesizer(mode, model, None)?;
+        let mut best: Option<Duration> = None;
         for _ in 0..self.repeat {
             let nodes = self.nodes.clone();
+            if let Some(t) = &timed {
+                t.start_run();
+            }
             let start = Instant::now();
             let response = self.rt.block_on(synth.synthesize(&self.query, nodes));
             let elapsed = start.elapsed();
+            if let Some(t) = timed.as_ref().filter(|_| best.is_none_or(|b| elapsed < b)) {
+                best = Some(elapsed);
+                let calls = t.calls();
+                result.mean_in_flight = Some(mean_in_flight(&calls, elapsed));
+                let bound = list_schedule_bound(&calls, result.concurrency).as_secs_f64();
+                result.list_bound_s = Some(bound);
+                result.work_bound_s = Some(work_bound(&calls, result.concurrency).as_secs_f64());
+                result.list_ratio = (bound > 0.0).then(|| elapsed.as_secs_f64() / bound);
+            }
             let response = response?;
             if response.usage.calls != result.calls {
                 eprintln!(
@@ -334,9 +392,14 @@ impl InProcess {
             result.runs_s.push(elapsed.as_secs_f64());
         }
         result.best_s = result.runs_s.iter().copied().reduce(f64::min);
-        if !self.latency.is_zero() {
-            let bound = critical_path(mode, &result.level_calls, result.concurrency, self.latency)
-                .as_secs_f64();
+        if !self.latency.base.is_zero() {
+            let bound = critical_path(
+                mode,
+                &result.level_calls,
+                result.concurrency,
+                self.latency.base,
+            )
+            .as_secs_f64();
             result.bound_s = Some(bound);
             result.ratio = result.best_s.filter(|_| bound > 0.0).map(|b| b / bound);
             result.excess_s = result.best_s.map(|b| b - bound);
@@ -351,7 +414,10 @@ fn print_header(latency: bool) {
         "mode", "n", "best_s", "calls", "prompt_tok", "max_prompt", "rss_MiB", "load_MiB"
     );
     if latency {
-        print!(" {:>6} {:>8} {:>7}", "conc", "bound_s", "ratio");
+        print!(
+            " {:>6} {:>8} {:>7} {:>9} {:>6} {:>8} {:>9}",
+            "conc", "bound_s", "ratio", "list_s", "wall/l", "work_s", "in_flight"
+        );
     }
     println!();
 }
@@ -393,7 +459,16 @@ fn print_result(r: &ModeResult, json: bool) {
         let ratio = r
             .ratio
             .map_or_else(|| "-".to_string(), |x| format!("{x:.2}"));
-        print!(" {conc:>6} {bound:>8} {ratio:>7}");
+        let opt = |x: Option<f64>, digits: usize| {
+            x.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
+        };
+        print!(
+            " {conc:>6} {bound:>8} {ratio:>7} {:>9} {:>6} {:>8} {:>9}",
+            opt(r.list_bound_s, 3),
+            opt(r.list_ratio, 2),
+            opt(r.work_bound_s, 3),
+            opt(r.mean_in_flight, 2)
+        );
     }
     println!();
     if let Some(e) = &r.error {
