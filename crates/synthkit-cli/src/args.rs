@@ -162,8 +162,22 @@ pub struct SummarizeArgs {
 pub enum LlmKind {
     /// Offline: sentences selected from your documents, no language model.
     Extractive,
-    /// An OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama, ...).
+    /// A model server: OpenAI-compatible (OpenAI, vLLM, llama.cpp, Ollama, ...), or
+    /// Anthropic's Messages API with --api anthropic.
     Openai,
+    /// A server of Anthropic's Messages API (chosen with --api anthropic, not --llm).
+    #[value(skip)]
+    Anthropic,
+}
+
+/// The API a model server speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Api {
+    /// OpenAI's: `/v1/chat/completions` (or `/v1/completions`), `Authorization: Bearer`.
+    #[default]
+    Openai,
+    /// Anthropic's Messages API: `/v1/messages`, `x-api-key`.
+    Anthropic,
 }
 
 /// What to do with a model reply cut at the output limit (`finish_reason: length`).

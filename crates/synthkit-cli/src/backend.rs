@@ -1,14 +1,18 @@
-//! Choosing the model: the offline extractive backend or an OpenAI-compatible server.
+//! Choosing the model: the offline extractive backend, an OpenAI-compatible server or a
+//! server of Anthropic's Messages API.
 //!
-//! `--llm` decides; without it, the backend is `openai` when `--base-url` (or
-//! `SYNTHKIT_BASE_URL`, else `OPENAI_BASE_URL`) is given and `extractive` otherwise. The
-//! API key is read from the variable named by `--api-key-env` into a secret that the
-//! library never prints. Without `--model` (or `SYNTHKIT_MODEL`), a server given by URL is
+//! `--llm` decides; without it, the backend is a server when `--base-url` (or
+//! `SYNTHKIT_BASE_URL`, else `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` for anthropic) or
+//! `--api anthropic` is given and `extractive` otherwise; `--api` (`SYNTHKIT_API`) says
+//! which API the server speaks. The API key is read from the variable named by
+//! `--api-key-env` (default `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` for anthropic) into a
+//! secret that the library never prints. Without `--model` (or `SYNTHKIT_MODEL`), a server given by URL is
 //! asked which model it serves (`GET /models`).
 
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
+use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
 use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::cache::SqliteCache;
@@ -37,14 +41,17 @@ pub struct Backend {
     /// The OpenAI-compatible model under the layers, for what only it knows (the model the
     /// server says answered).
     pub openai: Option<Arc<OpenAiModel>>,
+    /// The Anthropic model under the layers, likewise.
+    pub anthropic: Option<Arc<AnthropicModel>>,
 }
 
 impl Backend {
-    /// The backend's name in reports: `extractive` or `openai`.
+    /// The backend's name in reports: `extractive`, `openai` or `anthropic`.
     pub fn name(&self) -> &'static str {
         match self.kind {
             LlmKind::Extractive => "extractive",
             LlmKind::Openai => "openai",
+            LlmKind::Anthropic => "anthropic",
         }
     }
 
@@ -54,6 +61,7 @@ impl Backend {
         self.openai
             .as_ref()
             .and_then(|m| m.served_model())
+            .or_else(|| self.anthropic.as_ref().and_then(|m| m.served_model()))
             .unwrap_or_else(|| self.model.info().name)
     }
 }
@@ -85,6 +93,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
         .tokenizer
         .unwrap_or_else(BpeTokenizer::cl100k_base)
         .shared();
+    let mut anthropic = None;
     let (model, identity, budget_tokenizer, server_slots, openai): (
         Arc<dyn LanguageModel>,
         _,
@@ -119,9 +128,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
                 && !args.plan
             {
                 return Err(anyhow!(
-                    "no API key for {}: set the environment variable {} (or name another one with --api-key-env), or point --base-url at a local server",
-                    OpenAiConfig::DEFAULT_BASE_URL,
-                    args.model_args.api_key_env
+                    args.model_args.no_key(OpenAiConfig::DEFAULT_BASE_URL)
                 ));
             }
             let identity = config.cache_identity();
@@ -140,6 +147,32 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
             let model = Arc::new(model);
             let openai = Some(Arc::clone(&model));
             (model, identity, budget_tokenizer, slots, openai)
+        }
+        LlmKind::Anthropic => {
+            let config = args.model_args.anthropic_config()?;
+            if config.api_key.is_none()
+                && config.root_url() == AnthropicConfig::DEFAULT_BASE_URL
+                && !args.plan
+            {
+                return Err(anyhow!(
+                    args.model_args.no_key(AnthropicConfig::DEFAULT_BASE_URL)
+                ));
+            }
+            let identity = config.cache_identity();
+            let mut model = AnthropicModel::connect(config)
+                .await
+                .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
+            if let Some(t) = args.model_args.tokenizer {
+                model = model.with_tokenizer(t.shared());
+            } else if !args.model_args.server_tokenizer && !args.model_args.no_server_tokenizer {
+                // As for openai: the server's own counts where it has count_tokens.
+                model.use_server_counter().await;
+            }
+            let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
+            let slots = model.server_slots();
+            let model = Arc::new(model);
+            anthropic = Some(Arc::clone(&model));
+            (model, identity, budget_tokenizer, slots, None)
         }
     };
     // Calls in flight start at --concurrency (by default at most the server's slots),
@@ -162,6 +195,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
         split_tokenizer,
         server_slots,
         openai,
+        anthropic,
     })
 }
 

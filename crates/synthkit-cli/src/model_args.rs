@@ -6,22 +6,37 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
+use synthkit::backend::anthropic::AnthropicConfig;
 use synthkit::backend::openai::OpenAiConfig;
 use synthkit::text::BpeTokenizer;
 
-use crate::args::{LlmKind, parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p};
+use crate::args::{
+    Api, LlmKind, parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p,
+};
 use crate::backend::OPENAI_BASE_URL_VAR;
 use crate::error::usage;
 
 /// The model flags.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// The backend [default: extractive, or openai when --base-url, SYNTHKIT_BASE_URL or
-    /// OPENAI_BASE_URL is set].
+    /// The backend [default: extractive, or a model server when --base-url,
+    /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL (ANTHROPIC_BASE_URL with --api anthropic) or
+    /// --api anthropic is given].
     #[arg(long, value_enum, value_name = "KIND", help_heading = "Model")]
     pub llm: Option<LlmKind>,
-    /// The OpenAI-compatible API base URL, up to and including /v1; without this flag and
-    /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL is used.
+    /// The API the model server speaks: openai (/v1/chat/completions) or anthropic
+    /// (Anthropic's Messages API, /v1/messages: Anthropic, llama.cpp) [default: openai].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "API",
+        env = "SYNTHKIT_API",
+        help_heading = "Model"
+    )]
+    pub api: Option<Api>,
+    /// The API base URL (with or without /v1 for anthropic); without this flag and
+    /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL is used (ANTHROPIC_BASE_URL with --api
+    /// anthropic).
     #[arg(
         long,
         value_name = "URL",
@@ -34,14 +49,10 @@ pub struct ModelArgs {
     /// the server says answered.
     #[arg(long, value_name = "NAME", help_heading = "Model")]
     pub model: Option<String>,
-    /// The environment variable that holds the API key (the key itself is never printed).
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "OPENAI_API_KEY",
-        help_heading = "Model"
-    )]
-    pub api_key_env: String,
+    /// The environment variable that holds the API key (the key itself is never printed)
+    /// [default: OPENAI_API_KEY, ANTHROPIC_API_KEY with --api anthropic].
+    #[arg(long, value_name = "NAME", help_heading = "Model")]
+    pub api_key_env: Option<String>,
     /// The model's context window in tokens [default: asked from the server, else 3900;
     /// 8192 for extractive].
     #[arg(long, value_name = "N", help_heading = "Model")]
@@ -102,43 +113,126 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    /// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
-    /// with the name of where it came from.
+    /// The API a model server speaks: `--api` (or `SYNTHKIT_API`), else openai.
+    pub fn api(&self) -> Api {
+        self.api.unwrap_or_default()
+    }
+
+    /// The variable that holds the API key: `--api-key-env`, else the API's own
+    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`).
+    pub fn api_key_env(&self) -> &str {
+        match (&self.api_key_env, self.api()) {
+            (Some(name), _) => name,
+            (None, Api::Openai) => OpenAiConfig::DEFAULT_KEY_VAR,
+            (None, Api::Anthropic) => AnthropicConfig::DEFAULT_KEY_VAR,
+        }
+    }
+
+    /// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else the API's own
+    /// variable (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`); with the name of where it came
+    /// from.
     pub fn base_url(&self) -> Option<(String, &'static str)> {
         let given = |u: &str| Some(u.trim().to_string()).filter(|u| !u.is_empty());
+        let var = match self.api() {
+            Api::Openai => OPENAI_BASE_URL_VAR,
+            Api::Anthropic => AnthropicConfig::BASE_URL_VAR,
+        };
         self.base_url
             .as_deref()
             .and_then(given)
             .map(|u| (u, "--base-url"))
             .or_else(|| {
-                std::env::var(OPENAI_BASE_URL_VAR)
+                std::env::var(var)
                     .ok()
                     .as_deref()
                     .and_then(given)
-                    .map(|u| (u, OPENAI_BASE_URL_VAR))
+                    .map(|u| (u, var))
             })
     }
 
-    /// The backend these flags ask for: `--llm`, else openai when a base URL is given.
+    /// The backend these flags ask for: `--llm`, else a server when a base URL (or
+    /// `--api anthropic`) is given; a server speaks the API of `--api`.
     pub fn kind(&self) -> LlmKind {
-        self.llm.unwrap_or(if self.base_url().is_some() {
-            LlmKind::Openai
-        } else {
-            LlmKind::Extractive
-        })
+        let server = match self.api() {
+            Api::Openai => LlmKind::Openai,
+            Api::Anthropic => LlmKind::Anthropic,
+        };
+        match self.llm {
+            Some(LlmKind::Extractive) => LlmKind::Extractive,
+            Some(_) => server,
+            None if self.base_url().is_some() || self.api == Some(Api::Anthropic) => server,
+            None => LlmKind::Extractive,
+        }
+    }
+
+    /// What to say when a server that needs a key (the API's own URL) has none.
+    pub fn no_key(&self, url: &str) -> String {
+        format!(
+            "no API key for {url}: set the environment variable {} (or name another one with --api-key-env), or point --base-url at a local server",
+            self.api_key_env()
+        )
+    }
+
+    /// The base URL, checked to be http(s), with where it came from.
+    fn checked_base_url(&self) -> Result<Option<String>> {
+        let Some((url, from)) = self.base_url() else {
+            return Ok(None);
+        };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(usage(format!(
+                "{from} must start with http:// or https://, got `{}`",
+                synthkit::secret::redact_url(&url)
+            )));
+        }
+        Ok(Some(url))
+    }
+
+    /// Whether a model is named (`--model` or `SYNTHKIT_MODEL`).
+    fn model_named(&self) -> bool {
+        self.model.is_some() || std::env::var("SYNTHKIT_MODEL").is_ok_and(|m| !m.trim().is_empty())
+    }
+
+    /// The Anthropic Messages API config from the environment and the flags (`--seed`
+    /// and `--completion-api` are OpenAI's only: refused).
+    pub fn anthropic_config(&self) -> Result<AnthropicConfig> {
+        if self.seed.is_some() || self.completion_api {
+            return Err(usage(
+                "--seed and --completion-api are not part of Anthropic's Messages API: drop them, or use --api openai",
+            ));
+        }
+        let mut config = AnthropicConfig::from_env_with_key_var(self.api_key_env());
+        let url = self.checked_base_url()?;
+        if let Some(url) = &url {
+            config = config.with_base_url(url.clone());
+        }
+        if let Some(m) = &self.model {
+            config = config.with_model(m.clone());
+        }
+        let served_elsewhere = config.root_url() != AnthropicConfig::DEFAULT_BASE_URL;
+        config.discover_model = !self.model_named() && url.is_some() && served_elsewhere;
+        config.context_window = self.context_window.or(config.context_window);
+        config.num_output = self.num_output.unwrap_or(config.num_output);
+        config.timeout = seconds("--timeout", self.timeout)?.unwrap_or(config.timeout);
+        config.connect_timeout =
+            seconds("--connect-timeout", self.connect_timeout)?.unwrap_or(config.connect_timeout);
+        config.idle_timeout =
+            seconds("--idle-timeout", self.idle_timeout)?.unwrap_or(config.idle_timeout);
+        if let Some(n) = self.max_reply_bytes {
+            config.max_reply_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        config.temperature = self.temperature.or(config.temperature);
+        config.top_p = self.top_p.or(config.top_p);
+        if let Some(fields) = &self.extra_body {
+            config = config.with_extra_body_fields(fields.clone());
+        }
+        Ok(config.with_server_tokenizer(self.server_tokenizer))
     }
 
     /// The OpenAI-compatible config from the environment and the flags.
     pub fn openai_config(&self) -> Result<OpenAiConfig> {
-        let mut config = OpenAiConfig::from_env_with_key_var(&self.api_key_env);
-        let url = self.base_url();
-        if let Some((url, from)) = &url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(usage(format!(
-                    "{from} must start with http:// or https://, got `{}`",
-                    synthkit::secret::redact_url(url)
-                )));
-            }
+        let mut config = OpenAiConfig::from_env_with_key_var(self.api_key_env());
+        let url = self.checked_base_url()?;
+        if let Some(url) = &url {
             config = config.with_base_url(url.clone());
         }
         if let Some(m) = &self.model {
@@ -146,10 +240,9 @@ impl ModelArgs {
         }
         // No model named and a server given: use the one it serves (llama.cpp, vLLM and
         // Ollama list it at /models). OpenAI's own list is no answer.
-        let model_named = self.model.is_some()
-            || std::env::var("SYNTHKIT_MODEL").is_ok_and(|m| !m.trim().is_empty());
         let served_elsewhere = config.base() != OpenAiConfig::DEFAULT_BASE_URL;
-        config = config.with_model_discovery(!model_named && url.is_some() && served_elsewhere);
+        config =
+            config.with_model_discovery(!self.model_named() && url.is_some() && served_elsewhere);
         if let Some(w) = self.context_window {
             config = config.with_context_window(w);
         }

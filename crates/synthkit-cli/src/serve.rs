@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
+use synthkit::backend::anthropic::AnthropicConfig;
 use synthkit::backend::openai::OpenAiConfig;
 use synthkit::layer::cache::{MemoryCache, SqliteCache};
 use synthkit_serve::redis::{RedisBudget, RedisCache};
@@ -278,6 +279,13 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
             BackendConfig::extractive().with_window(m.context_window, m.num_output)
         }
         LlmKind::Openai => BackendConfig::openai(openai_config(m)?),
+        LlmKind::Anthropic => {
+            let config = m.anthropic_config()?;
+            if config.api_key.is_none() && config.root_url() == AnthropicConfig::DEFAULT_BASE_URL {
+                return Err(usage(m.no_key(AnthropicConfig::DEFAULT_BASE_URL)));
+            }
+            BackendConfig::anthropic(config)
+        }
     };
     backend.server_tokenizer = !m.no_server_tokenizer;
     let (rpm, tpm) = args.limits.rates();
@@ -313,11 +321,7 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
 fn openai_config(m: &ModelArgs) -> Result<OpenAiConfig> {
     let config = m.openai_config()?;
     if config.api_key.is_none() && config.base() == OpenAiConfig::DEFAULT_BASE_URL {
-        return Err(usage(format!(
-            "no API key for {}: set the environment variable {} (or name another one with --api-key-env), or point --base-url at a local server",
-            OpenAiConfig::DEFAULT_BASE_URL,
-            m.api_key_env
-        )));
+        return Err(usage(m.no_key(OpenAiConfig::DEFAULT_BASE_URL)));
     }
     Ok(config)
 }

@@ -1,5 +1,6 @@
 //! The backend and its model stack, built once at startup and shared by every request:
-//! the offline extractive backend or an OpenAI-compatible server, behind the library's
+//! the offline extractive backend, an OpenAI-compatible server or an Anthropic Messages
+//! API server, behind the library's
 //! [`ModelStack`] (metering into [`Metrics`], adaptive concurrency, the rate budget
 //! local or shared through Redis, retries, the response cache; the order and the
 //! defaults are the library's), and how `/readyz` checks it.
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
+use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
 use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::budget::RateBudget;
@@ -29,6 +31,8 @@ pub enum BackendKind {
     Extractive,
     /// An OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama).
     OpenAi(Box<OpenAiConfig>),
+    /// A server of Anthropic's Messages API (Anthropic, llama.cpp).
+    Anthropic(Box<AnthropicConfig>),
 }
 
 /// Which response cache the stack has.
@@ -70,7 +74,8 @@ pub struct BackendConfig {
     pub retry: Option<RetryPolicy>,
     /// The response cache.
     pub cache: CacheChoice,
-    /// Whether to ask the server's `/tokenize` for exact counts where it has one.
+    /// Whether to ask the server for exact counts where it can (`/tokenize`,
+    /// `/v1/messages/count_tokens`).
     pub server_tokenizer: bool,
 }
 
@@ -83,6 +88,11 @@ impl BackendConfig {
     /// An OpenAI-compatible server.
     pub fn openai(config: OpenAiConfig) -> Self {
         Self::with_kind(BackendKind::OpenAi(Box::new(config)))
+    }
+
+    /// A server of Anthropic's Messages API.
+    pub fn anthropic(config: AnthropicConfig) -> Self {
+        Self::with_kind(BackendKind::Anthropic(Box::new(config)))
     }
 
     fn with_kind(kind: BackendKind) -> Self {
@@ -152,18 +162,42 @@ pub enum Readiness {
         /// The key sent as `Authorization: Bearer`, if any.
         key: Option<SecretString>,
     },
+    /// Ready when `GET url` answers 2xx with Anthropic's headers (`x-api-key`,
+    /// `anthropic-version`): a Messages API server's `/v1/models`.
+    Anthropic {
+        /// The URL asked.
+        url: String,
+        /// The key sent as `x-api-key`, if any.
+        key: Option<SecretString>,
+        /// The `anthropic-version` sent.
+        version: String,
+    },
 }
 
 impl Readiness {
     /// Checks the backend: `Err` says why it is not ready.
     pub async fn check(&self, client: &reqwest::Client) -> Result<(), String> {
-        let Readiness::Http { url, key } = self else {
-            return Ok(());
+        let (url, mut request) = match self {
+            Readiness::Always => return Ok(()),
+            Readiness::Http { url, key } => {
+                let mut request = client.get(url);
+                if let Some(key) = key {
+                    request = request.bearer_auth(key.expose_secret());
+                }
+                (url, request)
+            }
+            Readiness::Anthropic { url, key, version } => {
+                let mut request = client.get(url).header("anthropic-version", version);
+                if let Some(key) = key {
+                    let mut v = reqwest::header::HeaderValue::from_str(key.expose_secret())
+                        .map_err(|_| "the API key is not a valid header value".to_string())?;
+                    v.set_sensitive(true);
+                    request = request.header("x-api-key", v);
+                }
+                (url, request)
+            }
         };
-        let mut request = client.get(url).timeout(Duration::from_secs(3));
-        if let Some(key) = key {
-            request = request.bearer_auth(key.expose_secret());
-        }
+        request = request.timeout(Duration::from_secs(3));
         // The body is public (`/readyz`): no user-info of the URL, in ours or reqwest's.
         let shown = redact_url(url);
         match request.send().await {
@@ -191,8 +225,8 @@ pub struct Backend {
 
 impl Backend {
     /// Builds the backend and its stack once; share [`Backend::model`] between requests.
-    /// For an OpenAI-compatible server this may ask the server for its context window,
-    /// model, slots and `/tokenize` (never a model call).
+    /// For a server this may ask it for its context window, model, slots and counter
+    /// (`/tokenize`, `/v1/messages/count_tokens`), never a model call.
     pub async fn build(config: BackendConfig, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
         let (backend, slots, identity, readiness) = match &config.kind {
             BackendKind::Extractive => {
@@ -222,6 +256,22 @@ impl Backend {
                 let slots = model.server_slots();
                 let model: Arc<dyn LanguageModel> = Arc::new(model);
                 (model, slots, openai.cache_identity(), readiness)
+            }
+            BackendKind::Anthropic(anthropic) => {
+                let mut model = AnthropicModel::connect((**anthropic).clone())
+                    .await
+                    .map_err(|e| ServeError::Backend(e.to_string()))?;
+                if config.server_tokenizer && model.server_counter().is_none() {
+                    model.use_server_counter().await;
+                }
+                let readiness = Readiness::Anthropic {
+                    url: format!("{}/v1/models", anthropic.root_url()),
+                    key: anthropic.api_key.clone(),
+                    version: anthropic.version.clone(),
+                };
+                let slots = model.server_slots();
+                let model: Arc<dyn LanguageModel> = Arc::new(model);
+                (model, slots, anthropic.cache_identity(), readiness)
             }
         };
         let mut builder = ModelStack::builder_arc(backend)

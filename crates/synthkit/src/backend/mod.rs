@@ -2,9 +2,16 @@
 //!
 //! - [`openai`] (cargo feature `openai`, on by default): any OpenAI-compatible server
 //!   (OpenAI, vLLM, llama.cpp's `llama-server`, Ollama), with its exact prompt counter.
+//! - [`anthropic`] (cargo feature `anthropic`): Anthropic's Messages API
+//!   (`POST /v1/messages`: Anthropic, and llama.cpp's `llama-server`, which serves it too),
+//!   with its exact prompt counter (`/v1/messages/count_tokens`).
 //! - [`extractive`]: an offline model that answers with sentences chosen from the context;
 //!   no server, no download.
 
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
 pub mod extractive;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) mod http;
 #[cfg(feature = "openai")]
 pub mod openai;

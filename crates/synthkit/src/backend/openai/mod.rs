@@ -53,10 +53,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use secrecy::ExposeSecret;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 
+use crate::backend::http::clock::{CallClock, ServedModel};
+use crate::backend::http::discovery::{
+    first_model_id, models_context_window, props_context_window, slots_in,
+};
+use crate::backend::http::{self as http, Fetched, Post, errors as error, key_headers};
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
     SharedCounter, one_delta_stream,
@@ -64,38 +68,19 @@ use crate::model::{
 use crate::secret::redact_url;
 use crate::text::SharedTokenizer;
 
-mod body;
-mod call_clock;
 mod config;
-mod discovery;
-mod error;
 mod slots;
 mod stream;
 mod tokenizer;
 mod wire;
 
-pub(crate) use call_clock::{CallClock, ServedModel};
 pub use config::OpenAiConfig;
-use discovery::{first_model_id, models_context_window, props_context_window};
 pub use secrecy::SecretString;
 pub use slots::server_slots;
 pub use tokenizer::{ServerCounter, TokenizeDialect};
 
 /// The most time discovery waits for one answer.
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub(crate) fn build_client(config: &OpenAiConfig) -> Result<reqwest::Client, ModelError> {
-    reqwest::Client::builder()
-        .user_agent(concat!("synthkit/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(config.connect_timeout)
-        .build()
-        .map_err(|e| {
-            ModelError::Other(format!(
-                "cannot build the HTTP client: {}",
-                error::describe(&e)
-            ))
-        })
-}
 
 /// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`].
 pub struct OpenAiModel {
@@ -127,7 +112,7 @@ impl OpenAiModel {
     /// built (TLS initialisation).
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         Ok(Self {
-            client: build_client(&config)?,
+            client: http::build_client(config.connect_timeout)?,
             config,
             discovered_context_window: None,
             discovered_slots: None,
@@ -154,7 +139,7 @@ impl OpenAiModel {
         }
         // One `/props` answers both the window and the slots (llama.cpp).
         let props = model.get_json(&model.props_url()).await;
-        model.discovered_slots = props.as_ref().and_then(slots::slots_in);
+        model.discovered_slots = props.as_ref().and_then(slots_in);
         if model.config.context_window.is_none() {
             let found = model
                 .context_window_from(props.as_ref(), listing.as_ref())
@@ -231,7 +216,7 @@ impl OpenAiModel {
     /// window or [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] in force. Never fails.
     pub async fn discover(&mut self) -> Option<usize> {
         let props = self.get_json(&self.props_url()).await;
-        self.discovered_slots = props.as_ref().and_then(slots::slots_in);
+        self.discovered_slots = props.as_ref().and_then(slots_in);
         let found = self.context_window_from(props.as_ref(), None).await;
         if found.is_some() {
             self.discovered_context_window = found;
@@ -275,34 +260,13 @@ impl OpenAiModel {
             return None;
         }
         let limit = self.config.timeout.min(DISCOVERY_TIMEOUT);
-        let mut req = self.client.get(url).timeout(limit);
-        if let Some(auth) = self.auth_header().ok().flatten() {
-            req = req.header(AUTHORIZATION, auth);
-        }
-        let fetched = match req.send().await {
-            Ok(r) if r.status().is_success() => {
-                body::read_capped(r, self.config.max_reply_bytes).await
-            }
-            Ok(r) => {
-                tracing::debug!(status = r.status().as_u16(), "discovery: no answer");
-                return None;
-            }
-            Err(e) => Err(body::BodyError::Transport(e)),
-        };
-        let e = match fetched {
-            Ok(bytes) => return serde_json::from_slice(&bytes).ok(),
-            Err(body::BodyError::TooLarge { limit }) => {
-                tracing::debug!(
-                    url = %redact_url(url),
-                    limit,
-                    "discovery: the answer is larger than the reply cap"
-                );
-                return None;
-            }
-            Err(body::BodyError::Transport(e)) => e,
-        };
-        match e {
-            e if e.is_timeout() => {
+        let headers = self.auth_headers().unwrap_or_default();
+        let key = self.config.api_key.as_ref();
+        let caps = (limit, self.config.max_reply_bytes);
+        match http::get_json(&self.client, url, headers, caps, key).await {
+            Fetched::Json(v) => Some(v),
+            Fetched::Nothing => None,
+            Fetched::TimedOut => {
                 if !self.stalled.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         url = %redact_url(url),
@@ -310,10 +274,6 @@ impl OpenAiModel {
                         self.config.timeout
                     );
                 }
-                None
-            }
-            e => {
-                tracing::debug!(error = %self.redact(&error::describe(&e)), "discovery failed");
                 None
             }
         }
@@ -347,22 +307,9 @@ impl OpenAiModel {
         self.counter.as_ref()
     }
 
-    fn redact(&self, text: &str) -> String {
-        error::redact(text, self.config.api_key.as_ref())
-    }
-
-    fn auth_header(&self) -> Result<Option<HeaderValue>, ModelError> {
-        let Some(key) = &self.config.api_key else {
-            return Ok(None);
-        };
-        let mut v =
-            HeaderValue::from_str(&format!("Bearer {}", key.expose_secret())).map_err(|_| {
-                ModelError::Other(
-                    "the API key contains characters not allowed in an HTTP header".into(),
-                )
-            })?;
-        v.set_sensitive(true);
-        Ok(Some(v))
+    /// The `Authorization: Bearer` header when there is a key.
+    fn auth_headers(&self) -> Result<HeaderMap, ModelError> {
+        key_headers(AUTHORIZATION, "Bearer ", self.config.api_key.as_ref())
     }
 
     fn body(&self, request: &ModelRequest, stream: bool) -> Value {
@@ -388,44 +335,26 @@ impl OpenAiModel {
     }
 
     /// Sends one request, once: the seam where a retry layer would sit. Returns the
-    /// response when its status is a success, else the mapped error. The response
-    /// headers (and an error body) must come within what is left of the request timeout.
+    /// response when its status is a success, else the mapped error.
     async fn send(
         &self,
         body: &Value,
         stream: bool,
         clock: &CallClock,
     ) -> Result<reqwest::Response, ModelError> {
-        let key = self.config.api_key.as_ref();
-        let payload = serde_json::to_vec(body)
-            .map_err(|e| ModelError::Other(format!("cannot encode the request: {e}")))?;
-        let mut req = self
-            .client
-            .post(self.config.endpoint())
-            .header(CONTENT_TYPE, "application/json")
-            .body(payload);
-        if let Some(auth) = self.auth_header()? {
-            req = req.header(AUTHORIZATION, auth);
-        }
+        let mut headers = self.auth_headers()?;
         if stream {
-            req = req.header(ACCEPT, "text/event-stream");
+            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         }
-        let response = tokio::time::timeout(clock.request_left(), req.send())
-            .await
-            .map_err(|_| clock.request_timed_out())?
-            .map_err(|e| clock.transport(&e, key))?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let headers = response.headers().clone();
-        // Only the start of an error body is shown: the rest is never read.
-        let limit = self.config.max_reply_bytes.min(body::MAX_ERROR_BODY_BYTES);
-        let bytes = tokio::time::timeout(clock.request_left(), body::read_prefix(response, limit))
-            .await
-            .map_err(|_| clock.request_timed_out())?
-            .map_err(|e| clock.transport(&e, key))?;
-        Err(error::from_status(status.as_u16(), &headers, &bytes, key))
+        let url = self.config.endpoint();
+        let post = Post {
+            client: &self.client,
+            url: &url,
+            headers,
+            key: self.config.api_key.as_ref(),
+            max_reply_bytes: self.config.max_reply_bytes,
+        };
+        post.send(body, clock).await
     }
 
     /// Reads a non-streamed reply within what is left of the request timeout and
@@ -436,11 +365,7 @@ impl OpenAiModel {
         clock: &CallClock,
     ) -> Result<Completion, ModelError> {
         let key = self.config.api_key.as_ref();
-        let read = body::read_capped(response, self.config.max_reply_bytes);
-        let bytes = tokio::time::timeout(clock.request_left(), read)
-            .await
-            .map_err(|_| clock.request_timed_out())?
-            .map_err(|e| e.into_model_error(|e| clock.transport(e, key)))?;
+        let bytes = http::read_body(response, clock, self.config.max_reply_bytes, key).await?;
         let (completion, served) = parse_completion(&bytes, key)?;
         if let Some(name) = served {
             self.served.set(&name);
@@ -448,9 +373,13 @@ impl OpenAiModel {
         Ok(completion)
     }
 
+    fn clock(&self) -> CallClock {
+        CallClock::start(self.config.timeout, self.config.connect_timeout)
+    }
+
     async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
         let body = self.body(request, false);
-        let clock = CallClock::start(&self.config);
+        let clock = self.clock();
         let response = self.send(&body, false, &clock).await?;
         let completion = self.read_completion(response, &clock).await?;
         let usage = completion.usage.unwrap_or_default();
@@ -538,7 +467,7 @@ impl LanguageModel for OpenAiModel {
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
             let body = self.body(request, true);
-            let clock = CallClock::start(&self.config);
+            let clock = self.clock();
             let response = self.send(&body, true, &clock).await?;
             let is_json = response
                 .headers()
@@ -549,15 +478,15 @@ impl LanguageModel for OpenAiModel {
                 let c = self.read_completion(response, &clock).await?;
                 return Ok(one_delta_stream(c));
             }
-            Ok(stream::sse_stream(
+            Ok(http::sse::sse_stream(
                 response,
-                stream::Limits {
+                http::sse::Limits {
                     clock,
                     idle: self.config.idle_timeout,
                     max_bytes: self.config.max_reply_bytes,
                 },
                 self.config.api_key.clone(),
-                self.served.clone(),
+                stream::ChunkParser::new(self.config.api_key.clone(), self.served.clone()),
             ))
         })
     }

@@ -7,6 +7,7 @@ use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use super::OpenAiConfig;
+use crate::backend::http::discovery::slots_in;
 
 /// How long the question may take.
 const PROPS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,30 +36,9 @@ pub async fn server_slots(config: &OpenAiConfig) -> Option<usize> {
     if !resp.status().is_success() {
         return None;
     }
-    let body = super::body::read_capped(resp, config.max_reply_bytes)
+    let body = crate::backend::http::body::read_capped(resp, config.max_reply_bytes)
         .await
         .ok()?;
     let props: Value = serde_json::from_slice(&body).ok()?;
     slots_in(&props)
-}
-
-/// `total_slots` from a `/props` reply, if positive.
-pub(super) fn slots_in(props: &Value) -> Option<usize> {
-    props
-        .get("total_slots")
-        .and_then(Value::as_u64)
-        .filter(|&n| n > 0)
-        .and_then(|n| usize::try_from(n).ok())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_total_slots() {
-        assert_eq!(slots_in(&serde_json::json!({"total_slots": 4})), Some(4));
-        assert_eq!(slots_in(&serde_json::json!({"total_slots": 0})), None);
-        assert_eq!(slots_in(&serde_json::json!({})), None);
-    }
 }

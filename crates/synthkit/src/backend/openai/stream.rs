@@ -5,26 +5,16 @@
 //! before either yields [`ModelError::Incomplete`], so a cut-off reply is never taken as a
 //! complete one. `reasoning_content` deltas are ignored.
 //!
-//! Timeouts: the first event must come within what is left of the request timeout (the
-//! server reads the whole prompt first), each next one within the idle timeout of the
-//! wait for it. There is no total time limit, so a stream that keeps producing is never
-//! cut for time; the bytes read in all are capped (`OpenAiConfig::max_reply_bytes`),
-//! counted before the SSE parser, which buffers a line until its end.
+//! Timeouts and the reply size cap are the shared SSE reader's
+//! ([`crate::backend::http::sse`]).
 
-use std::collections::VecDeque;
-use std::time::Duration;
-
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use secrecy::SecretString;
 
-use super::body::{BodyError, capped_stream};
-use super::error::{describe, from_error_object, redact};
-use super::{CallClock, ServedModel, wire};
-use crate::model::{
-    CompletionStream, FinishReason, ModelError, StreamEvent, TimeoutKind, Usage, excerpt,
-};
+use super::{ServedModel, wire};
+use crate::backend::http::errors::{from_error_object, redact};
+pub(crate) use crate::backend::http::sse::Emitted;
+use crate::backend::http::sse::EventParser;
+use crate::model::{FinishReason, ModelError, StreamEvent, Usage, excerpt};
 
 /// The state of one streamed reply, fed one SSE `data` payload at a time.
 #[derive(Debug, Default)]
@@ -37,8 +27,21 @@ pub(crate) struct ChunkParser {
     served: ServedModel,
 }
 
-/// What to emit after one payload.
-pub(crate) type Emitted = VecDeque<Result<StreamEvent, ModelError>>;
+impl EventParser for ChunkParser {
+    fn feed(&mut self, event: &eventsource_stream::Event, out: &mut Emitted) -> bool {
+        self.feed_data(&event.data, out)
+    }
+
+    fn end(&self) -> Result<StreamEvent, ModelError> {
+        if self.finish_reason.is_some() {
+            return Ok(self.done());
+        }
+        Err(ModelError::Incomplete(format!(
+            "the stream ended before `[DONE]` or a finish reason, after {} deltas",
+            self.deltas
+        )))
+    }
+}
 
 impl ChunkParser {
     /// A parser that redacts `key` from errors and records the model the chunks name
@@ -52,7 +55,7 @@ impl ChunkParser {
     }
 
     /// Handles one `data` payload; returns `true` when the stream is over (done or failed).
-    pub(crate) fn feed(&mut self, data: &str, out: &mut Emitted) -> bool {
+    pub(crate) fn feed_data(&mut self, data: &str, out: &mut Emitted) -> bool {
         let data = data.trim();
         if data.is_empty() {
             return false;
@@ -93,17 +96,6 @@ impl ChunkParser {
         false
     }
 
-    /// What the end of the byte stream means: done if the server said it finished, else cut.
-    pub(crate) fn end(&self) -> Result<StreamEvent, ModelError> {
-        if self.finish_reason.is_some() {
-            return Ok(self.done());
-        }
-        Err(ModelError::Incomplete(format!(
-            "the stream ended before `[DONE]` or a finish reason, after {} deltas",
-            self.deltas
-        )))
-    }
-
     fn done(&self) -> StreamEvent {
         let usage = self.usage.unwrap_or_default();
         tracing::debug!(
@@ -120,127 +112,6 @@ impl ChunkParser {
     }
 }
 
-type Events = BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<BodyError>>>;
-
-/// The time limits of one stream.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    /// The call's clock: the first event must come before the request timeout runs out.
-    pub clock: CallClock,
-    /// The most time to wait for each event after the first.
-    pub idle: Duration,
-    /// The most bytes read of the body in all.
-    pub max_bytes: usize,
-}
-
-impl Limits {
-    /// How long to wait for the next event, and the error if it does not come.
-    fn next_wait(&self, first: bool) -> (Duration, impl FnOnce() -> ModelError + use<>) {
-        let clock = self.clock;
-        let idle = self.idle;
-        let waiting = tokio::time::Instant::now();
-        let wait = if first { clock.request_left() } else { idle };
-        (wait, move || {
-            if first {
-                clock.request_timed_out()
-            } else {
-                ModelError::Timeout {
-                    kind: TimeoutKind::Idle,
-                    waited: waiting.elapsed(),
-                    limit: idle,
-                }
-            }
-        })
-    }
-}
-
-struct State {
-    events: Events,
-    parser: ChunkParser,
-    pending: Emitted,
-    finished: bool,
-    /// Whether an event has come yet.
-    started: bool,
-    limits: Limits,
-    key: Option<SecretString>,
-}
-
-/// The stream of a streamed reply, bounded by `limits`; the model the chunks name is
-/// recorded in `served`.
-pub(crate) fn sse_stream(
-    response: reqwest::Response,
-    limits: Limits,
-    key: Option<SecretString>,
-    served: ServedModel,
-) -> CompletionStream {
-    let events: Events = capped_stream(response, limits.max_bytes)
-        .eventsource()
-        .boxed();
-    let state = State {
-        events,
-        parser: ChunkParser::new(key.clone(), served),
-        pending: VecDeque::new(),
-        finished: false,
-        started: false,
-        limits,
-        key,
-    };
-    futures::stream::unfold(state, |mut st| async move {
-        loop {
-            if let Some(item) = st.pending.pop_front() {
-                return Some((item, st));
-            }
-            if st.finished {
-                return None;
-            }
-            let (wait, timed_out) = st.limits.next_wait(!st.started);
-            match tokio::time::timeout(wait, st.events.next()).await {
-                Err(_) => {
-                    st.finished = true;
-                    st.pending.push_back(Err(timed_out()));
-                }
-                Ok(None) => {
-                    st.finished = true;
-                    st.pending.push_back(st.parser.end());
-                }
-                Ok(Some(Ok(event))) => {
-                    st.started = true;
-                    st.finished = st.parser.feed(&event.data, &mut st.pending);
-                }
-                Ok(Some(Err(e))) => {
-                    st.finished = true;
-                    st.pending
-                        .push_back(Err(stream_error(&e, timed_out, st.key.as_ref())));
-                }
-            }
-        }
-    })
-    .boxed()
-}
-
-fn stream_error(
-    e: &EventStreamError<BodyError>,
-    timed_out: impl FnOnce() -> ModelError,
-    key: Option<&SecretString>,
-) -> ModelError {
-    match e {
-        EventStreamError::Transport(BodyError::TooLarge { limit }) => {
-            ModelError::ReplyTooLarge { limit: *limit }
-        }
-        EventStreamError::Transport(BodyError::Transport(t)) if t.is_timeout() => timed_out(),
-        EventStreamError::Transport(BodyError::Transport(t)) => ModelError::Incomplete(format!(
-            "the connection failed during the reply: {}",
-            redact(&describe(t), key)
-        )),
-        EventStreamError::Utf8(u) => {
-            ModelError::Malformed(format!("the streamed reply is not valid UTF-8: {u}"))
-        }
-        EventStreamError::Parser(p) => {
-            ModelError::Malformed(format!("the streamed reply is not valid SSE: {p}"))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,7 +120,7 @@ mod tests {
         let mut p = ChunkParser::new(None, ServedModel::default());
         let mut out = Emitted::new();
         for d in payloads {
-            if p.feed(d, &mut out) {
+            if p.feed_data(d, &mut out) {
                 return (out.into_iter().collect(), true);
             }
         }
@@ -295,18 +166,18 @@ mod tests {
         let served = ServedModel::default();
         let mut p = ChunkParser::new(None, served.clone());
         let mut out = Emitted::new();
-        p.feed(
+        p.feed_data(
             r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#,
             &mut out,
         );
         assert_eq!(served.get(), None);
-        p.feed(
+        p.feed_data(
             r#"{"model":"qwen2.5-1.5b","choices":[{"index":0,"delta":{"content":"b"}}]}"#,
             &mut out,
         );
         assert_eq!(served.get().as_deref(), Some("qwen2.5-1.5b"));
         // A non-string name is ignored, not an error.
-        p.feed(r#"{"model":7,"choices":[]}"#, &mut out);
+        p.feed_data(r#"{"model":7,"choices":[]}"#, &mut out);
         assert_eq!(served.get().as_deref(), Some("qwen2.5-1.5b"));
         assert!(out.iter().all(Result::is_ok));
     }

@@ -7,23 +7,22 @@
 //! the same template parts are counted again and again. A count that fails is an error,
 //! never a silent switch to another tokenizer.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
+use reqwest::header::AUTHORIZATION;
+use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::OpenAiConfig;
-use super::body::{MAX_ERROR_BODY_BYTES, read_capped, read_prefix};
-use super::error::{describe, redact};
-use crate::model::{ModelError, PromptCounter, TimeoutKind};
+use crate::backend::http::clock::CallClock;
+use crate::backend::http::count_cache::CountCache;
+use crate::backend::http::{Post, key_headers};
+use crate::model::{ModelError, PromptCounter};
 use crate::prompt::RenderedPrompt;
 
 /// Which `/tokenize` dialect a server speaks.
@@ -47,14 +46,8 @@ impl TokenizeDialect {
     }
 }
 
-/// The most texts kept in the count cache before it is cleared.
-const CACHE_ENTRIES: usize = 16_384;
-/// The most text bytes kept in the count cache before it is cleared.
-const CACHE_BYTES: usize = 32 << 20;
 /// How long one tokenize call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Tokenize requests in flight at once for one batch.
-const BATCH_CONCURRENCY: usize = 8;
 
 /// Where and how to reach the server.
 struct Endpoint {
@@ -84,56 +77,16 @@ struct DetokenizeReply {
 
 impl Endpoint {
     async fn post(&self, path: &str, body: &Value) -> Result<Vec<u8>, ModelError> {
-        let mut req = self
-            .client
-            .post(format!("{}/{path}", self.root))
-            .header(CONTENT_TYPE, "application/json")
-            .timeout(self.timeout)
-            .body(body.to_string());
-        if let Some(key) = &self.key {
-            let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret())).map_err(
-                |_| ModelError::Other("the API key is not a valid header value".to_string()),
-            )?;
-            v.set_sensitive(true);
-            req = req.header(AUTHORIZATION, v);
-        }
-        let start = tokio::time::Instant::now();
-        let transport = |e: &reqwest::Error| {
-            if e.is_timeout() {
-                let (kind, limit) = if e.is_connect() {
-                    (TimeoutKind::Connect, self.connect_timeout)
-                } else {
-                    (TimeoutKind::Request, self.timeout)
-                };
-                ModelError::Timeout {
-                    kind,
-                    waited: start.elapsed(),
-                    limit,
-                }
-            } else {
-                ModelError::Connection(redact(&describe(e), self.key.as_ref()))
-            }
+        let url = format!("{}/{path}", self.root);
+        let post = Post {
+            client: &self.client,
+            url: &url,
+            headers: key_headers(AUTHORIZATION, "Bearer ", self.key.as_ref())?,
+            key: self.key.as_ref(),
+            max_reply_bytes: self.max_reply_bytes,
         };
-        let resp = req.send().await.map_err(|e| transport(&e))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = if status.is_success() {
-            read_capped(resp, self.max_reply_bytes)
-                .await
-                .map_err(|e| e.into_model_error(transport))?
-        } else {
-            let limit = self.max_reply_bytes.min(MAX_ERROR_BODY_BYTES);
-            read_prefix(resp, limit).await.map_err(|e| transport(&e))?
-        };
-        if !status.is_success() {
-            return Err(super::error::from_status(
-                status.as_u16(),
-                &headers,
-                &bytes,
-                self.key.as_ref(),
-            ));
-        }
-        Ok(bytes.to_vec())
+        post.fetch(body, &CallClock::start(self.timeout, self.connect_timeout))
+            .await
     }
 
     /// The tokens of `text` and their count, as plain text (no special tokens added or
@@ -240,29 +193,11 @@ impl Endpoint {
     }
 }
 
-#[derive(Default)]
-struct CountCache {
-    counts: HashMap<String, usize>,
-    bytes: usize,
-}
-
-impl CountCache {
-    fn insert(&mut self, text: &str, n: usize) {
-        if self.counts.len() >= CACHE_ENTRIES || self.bytes + text.len() > CACHE_BYTES {
-            self.counts.clear();
-            self.bytes = 0;
-        }
-        if text.len() <= CACHE_BYTES && self.counts.insert(text.to_string(), n).is_none() {
-            self.bytes += text.len();
-        }
-    }
-}
-
 struct Inner {
     dialect: TokenizeDialect,
     name: String,
     endpoint: Endpoint,
-    cache: Mutex<CountCache>,
+    cache: CountCache,
 }
 
 /// The model's exact prompt counter: counts with the server's vocabulary (llama.cpp or
@@ -327,7 +262,7 @@ impl ServerCounter {
                 dialect,
                 name: dialect.name().to_string(),
                 endpoint,
-                cache: Mutex::new(CountCache::default()),
+                cache: CountCache::default(),
             }),
         })
     }
@@ -337,16 +272,9 @@ impl ServerCounter {
         self.inner.dialect
     }
 
-    /// How many texts have their count cached.
+    /// How many texts (and prompts) have their count cached.
     pub fn cached(&self) -> usize {
-        self.lock_cache().counts.len()
-    }
-
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, CountCache> {
-        self.inner
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.cache.len()
     }
 
     /// The server's count of one text.
@@ -356,41 +284,22 @@ impl ServerCounter {
     }
 
     /// The server's counts of `texts`, in order: cached ones from the cache, the rest
-    /// asked for concurrently (a few at a time).
+    /// asked for concurrently (a few at a time); an empty text counts 0 unasked.
     pub async fn count_texts(&self, texts: &[&str]) -> Result<Vec<usize>, ModelError> {
-        // Counts known now, and the texts to ask for.
-        let mut found: HashMap<String, usize> = HashMap::new();
-        let mut missing: Vec<String> = Vec::new();
-        {
-            let cache = self.lock_cache();
-            for t in texts.iter().filter(|t| !t.is_empty()) {
-                match cache.counts.get(*t) {
-                    Some(&n) => {
-                        found.insert((*t).to_string(), n);
+        let keys: Vec<String> = texts.iter().map(|t| (*t).to_string()).collect();
+        let inner = &self.inner;
+        inner
+            .cache
+            .counts(&keys, |i| {
+                let text = texts.get(i).copied().unwrap_or_default();
+                async move {
+                    if text.is_empty() {
+                        return Ok(0);
                     }
-                    None => missing.push((*t).to_string()),
+                    Ok(inner.endpoint.tokenize(inner.dialect, text).await?.1)
                 }
-            }
-        }
-        missing.sort_unstable();
-        missing.dedup();
-        let mut fetched = futures::stream::iter(missing.into_iter().map(|t| {
-            let inner = Arc::clone(&self.inner);
-            async move {
-                let n = inner.endpoint.tokenize(inner.dialect, &t).await?.1;
-                Ok::<_, ModelError>((t, n))
-            }
-        }))
-        .buffer_unordered(BATCH_CONCURRENCY);
-        while let Some(result) = fetched.next().await {
-            let (t, n) = result?;
-            self.lock_cache().insert(&t, n);
-            found.insert(t, n);
-        }
-        Ok(texts
-            .iter()
-            .map(|t| found.get(*t).copied().unwrap_or_default())
-            .collect())
+            })
+            .await
     }
 
     /// The server's tokens of `text`.
@@ -428,46 +337,16 @@ impl PromptCounter for ServerCounter {
     ) -> BoxFuture<'a, Result<Vec<usize>, ModelError>> {
         Box::pin(async move {
             let keys: Vec<String> = prompts.iter().map(cache_key).collect();
-            let mut known: HashMap<&str, usize> = HashMap::new();
-            {
-                let cache = self.lock_cache();
-                for k in &keys {
-                    if let Some(&n) = cache.counts.get(k) {
-                        known.insert(k, n);
+            let inner = &self.inner;
+            inner
+                .cache
+                .counts(&keys, |i| async move {
+                    match prompts.get(i) {
+                        Some(p) => inner.endpoint.count_whole(inner.dialect, p).await,
+                        None => Ok(0),
                     }
-                }
-            }
-            let missing: Vec<(usize, RenderedPrompt)> = prompts
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| {
-                    keys.get(*i)
-                        .is_some_and(|k| !known.contains_key(k.as_str()))
                 })
-                .map(|(i, p)| (i, p.clone()))
-                .collect();
-            let mut fetched = futures::stream::iter(missing.into_iter().map(|(i, p)| {
-                let inner = Arc::clone(&self.inner);
-                async move {
-                    let n = inner.endpoint.count_whole(inner.dialect, &p).await?;
-                    Ok::<_, ModelError>((i, n))
-                }
-            }))
-            .buffer_unordered(BATCH_CONCURRENCY);
-            let mut counts: Vec<Option<usize>> = keys
-                .iter()
-                .map(|k| known.get(k.as_str()).copied())
-                .collect();
-            while let Some(result) = fetched.next().await {
-                let (i, n) = result?;
-                if let Some(k) = keys.get(i) {
-                    self.lock_cache().insert(k, n);
-                }
-                if let Some(slot) = counts.get_mut(i) {
-                    *slot = Some(n);
-                }
-            }
-            Ok(counts.into_iter().map(Option::unwrap_or_default).collect())
+                .await
         })
     }
 }
@@ -492,5 +371,5 @@ fn wire_messages(messages: &[crate::prompt::ChatMessage]) -> Vec<Value> {
 
 /// A client for side calls (discovery, tokenize); `None` if TLS cannot initialise.
 pub(crate) fn http_client(config: &OpenAiConfig) -> Option<reqwest::Client> {
-    super::build_client(config).ok()
+    crate::backend::http::build_client(config.connect_timeout).ok()
 }

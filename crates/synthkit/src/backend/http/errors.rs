@@ -1,5 +1,6 @@
-//! Mapping HTTP failures to [`ModelError`]: statuses, provider error bodies, transport
-//! errors and `Retry-After`; redaction and truncation of bodies.
+//! Mapping HTTP failures to [`ModelError`]: statuses, provider error bodies (OpenAI's,
+//! llama.cpp's, vLLM's and Anthropic's), transport errors and `Retry-After`; redaction and
+//! truncation of bodies. Shared by every HTTP backend.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -52,7 +53,9 @@ pub(crate) fn from_status(
             status,
             body: clip(&text, key),
         },
-        429 => ModelError::RateLimited {
+        // 529 is Anthropic's "overloaded_error": an overload like a 429, with the same
+        // `retry-after`, so the retry and adaptive layers treat it alike.
+        429 | 529 => ModelError::RateLimited {
             status,
             retry_after: retry_after(headers, SystemTime::now()),
             body: clip(&text, key),
@@ -89,13 +92,14 @@ pub(crate) fn from_error_object(error: &Value, key: Option<&SecretString>) -> Mo
         .or(match kind {
             "authentication_error" | "permission_error" => Some(401),
             "rate_limit_error" | "rate_limit_exceeded" => Some(429),
+            "overloaded_error" => Some(529),
             "invalid_request_error" => Some(400),
             _ => None,
         });
     let body = clip(&text, key);
     match code {
         Some(status @ (401 | 403)) => ModelError::Auth { status, body },
-        Some(status @ 429) => ModelError::RateLimited {
+        Some(status @ (429 | 529)) => ModelError::RateLimited {
             status,
             retry_after: None,
             body,
@@ -108,7 +112,8 @@ pub(crate) fn from_error_object(error: &Value, key: Option<&SecretString>) -> Mo
 }
 
 /// A context-length error, recognised by llama.cpp's `exceed_context_size_error` type,
-/// OpenAI's `context_length_exceeded` code, or the wording of vLLM and others.
+/// OpenAI's `context_length_exceeded` code, or the wording of vLLM, Anthropic
+/// (`prompt is too long: 201234 tokens > 200000 maximum`) and others.
 pub(crate) fn context_error(
     json: Option<&Value>,
     text: &str,
@@ -137,6 +142,7 @@ pub(crate) fn context_error(
         "longer than the maximum model length",
         "context_length_exceeded",
         "exceed_context_size_error",
+        "prompt is too long",
     ]
     .iter()
     .any(|p| lower.contains(p));
@@ -152,11 +158,13 @@ pub(crate) fn context_error(
                 .or_else(|| number_after(&lower, "prompt (length "))
                 .or_else(|| number_after(&lower, "request ("))
                 .or_else(|| number_after(&lower, "you requested "))
+                .or_else(|| number_after(&lower, "prompt is too long: "))
         });
     let context_window = field("n_ctx").and_then(Value::as_u64).or_else(|| {
         number_after(&lower, "maximum context length is ")
             .or_else(|| number_after(&lower, "maximum model length of "))
             .or_else(|| number_after(&lower, "available context size ("))
+            .or_else(|| number_after(&lower, " tokens > "))
     });
     Some(ModelError::ContextTooLong {
         message: clip(&message, key),
@@ -186,7 +194,7 @@ fn number_before(hay: &str, needle: &str) -> Option<u64> {
     head.get(start..)?.parse().ok()
 }
 
-/// How long a 429 response asks to wait: `retry-after-ms`, else `Retry-After` in seconds
+/// How long a 429 (or 529) response asks to wait: `retry-after-ms`, else `Retry-After` in seconds
 /// or as an HTTP date.
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name: &str| {
@@ -342,6 +350,41 @@ mod tests {
                 context_window,
                 ..
             } => assert_eq!((prompt_tokens, context_window), (Some(2040), Some(2048))),
+            e => unreachable!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn anthropic_overloads_and_context_errors() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("2"));
+        let body =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert!(matches!(
+            from_status(529, &h, body, None),
+            ModelError::RateLimited { status: 529, retry_after: Some(d), .. } if d == Duration::from_secs(2)
+        ));
+        assert!(matches!(
+            from_error_object(
+                &serde_json::json!({"type": "overloaded_error", "message": "Overloaded"}),
+                None
+            ),
+            ModelError::RateLimited {
+                status: 529,
+                retry_after: None,
+                ..
+            }
+        ));
+        let long = br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 201234 tokens > 200000 maximum"}}"#;
+        match from_status(400, &HeaderMap::new(), long, None) {
+            ModelError::ContextTooLong {
+                prompt_tokens,
+                context_window,
+                ..
+            } => assert_eq!(
+                (prompt_tokens, context_window),
+                (Some(201_234), Some(200_000))
+            ),
             e => unreachable!("{e:?}"),
         }
     }

@@ -1,4 +1,4 @@
-//! Reading response bodies within [`OpenAiConfig::max_reply_bytes`](super::OpenAiConfig::max_reply_bytes):
+//! Reading response bodies within a backend's reply cap (`max_reply_bytes`):
 //! chunk by chunk, stopping as soon as the cap is passed, so a server that answers
 //! without end costs at most the cap in memory (and a few network buffers).
 
@@ -7,7 +7,7 @@ use futures::{Stream, StreamExt};
 use crate::model::ModelError;
 
 /// The most bytes of an error body read: enough for any provider's error object (only
-/// [`MAX_BODY_BYTES`](super::error::MAX_BODY_BYTES) of it is kept in the error).
+/// [`MAX_BODY_BYTES`](super::errors::MAX_BODY_BYTES) of it is kept in the error).
 pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
 
 /// Why a body could not be read whole.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 use tokio::time::Instant;
 
-use super::{OpenAiConfig, error};
+use super::errors;
 use crate::model::{ModelError, TimeoutKind};
 
 /// The model the server named in its latest reply, shared with the streams it returns.
@@ -41,11 +41,12 @@ pub(crate) struct CallClock {
 }
 
 impl CallClock {
-    pub(crate) fn start(config: &OpenAiConfig) -> Self {
+    /// A clock started now for a call with these request and connect timeouts.
+    pub(crate) fn start(request: Duration, connect: Duration) -> Self {
         Self {
             start: Instant::now(),
-            request: config.timeout,
-            connect: config.connect_timeout,
+            request,
+            connect,
         }
     }
 
@@ -66,7 +67,7 @@ impl CallClock {
     /// The error for a failed request: a connect timeout, the request timeout, or a
     /// connection failure.
     pub(crate) fn transport(&self, e: &reqwest::Error, key: Option<&SecretString>) -> ModelError {
-        error::from_reqwest(e, key, |connecting| {
+        errors::from_reqwest(e, key, |connecting| {
             if connecting {
                 ModelError::Timeout {
                     kind: TimeoutKind::Connect,

@@ -1,11 +1,11 @@
 //! Reading what a server says about itself: the model it lists first, and its context
-//! window in llama.cpp's `/props` or a `/models` listing.
+//! window and its slots in llama.cpp's `/props`, or a `/models` listing.
 
 use serde_json::Value;
 
 /// The first model id in a `/models` listing: `data[].id` (OpenAI's shape, served by
 /// llama.cpp, vLLM, Ollama and LM Studio), else `models[].model` or `models[].name`.
-pub(super) fn first_model_id(listing: &Value) -> Option<String> {
+pub(crate) fn first_model_id(listing: &Value) -> Option<String> {
     let named = |entries: Option<&Value>, keys: &[&str]| {
         entries?.as_array()?.iter().find_map(|e| {
             keys.iter()
@@ -19,7 +19,7 @@ pub(super) fn first_model_id(listing: &Value) -> Option<String> {
 }
 
 /// The context window in a llama.cpp `/props` answer.
-pub(super) fn props_context_window(props: &Value) -> Option<usize> {
+pub(crate) fn props_context_window(props: &Value) -> Option<usize> {
     let positive = |v: Option<&Value>| {
         v.and_then(Value::as_u64)
             .filter(|&n| n > 0)
@@ -36,7 +36,7 @@ pub(super) fn props_context_window(props: &Value) -> Option<usize> {
 /// The context window in a `/models` listing: the entry named `model` (else the first
 /// one that says), from `max_model_len` (vLLM), `meta.n_ctx` (llama.cpp),
 /// `context_length` or `max_context_length` (others).
-pub(super) fn models_context_window(models: &Value, model: &str) -> Option<usize> {
+pub(crate) fn models_context_window(models: &Value, model: &str) -> Option<usize> {
     let data = models.get("data")?.as_array()?;
     let window = |entry: &Value| {
         ["max_model_len", "context_length", "max_context_length"]
@@ -55,4 +55,25 @@ pub(super) fn models_context_window(models: &Value, model: &str) -> Option<usize
         .find(|e| e.get("id").and_then(Value::as_str) == Some(model))
         .and_then(window)
         .or_else(|| data.iter().find_map(window))
+}
+
+/// `total_slots` from a `/props` reply, if positive.
+pub(crate) fn slots_in(props: &Value) -> Option<usize> {
+    props
+        .get("total_slots")
+        .and_then(Value::as_u64)
+        .filter(|&n| n > 0)
+        .and_then(|n| usize::try_from(n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_total_slots() {
+        assert_eq!(slots_in(&serde_json::json!({"total_slots": 4})), Some(4));
+        assert_eq!(slots_in(&serde_json::json!({"total_slots": 0})), None);
+        assert_eq!(slots_in(&serde_json::json!({})), None);
+    }
 }

@@ -1,0 +1,409 @@
+//! Anthropic's Messages API backend: Anthropic, and llama.cpp's `llama-server` (which
+//! serves `/v1/messages` and `/v1/messages/count_tokens` beside its OpenAI API).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), synthkit::model::ModelError> {
+//! use synthkit::model::LanguageModel;
+//! use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
+//!
+//! // A local llama.cpp server (no key): the window is read from `/props` and prompts are
+//! // counted by the server's `/v1/messages/count_tokens`.
+//! let config = AnthropicConfig::new("local")
+//!     .with_base_url("http://127.0.0.1:8080")
+//!     .with_server_tokenizer(true);
+//! let model = AnthropicModel::connect(config).await?;
+//! println!("{:?}", model.info());
+//! # Ok(()) }
+//! ```
+//!
+//! What it does:
+//! - **Requests** go to `POST {root}/v1/messages` (the base URL is taken with or without
+//!   its `/v1`) with `x-api-key` (a secret: never in `Debug`, logs or errors) and
+//!   `anthropic-version: 2023-06-01`. A text prompt is one user message; a chat's system
+//!   messages become `system` (the synthesizer has already added the system prompt that
+//!   [`LanguageModel::info`] reports), the rest are the `messages`. `max_tokens` (required
+//!   by the API) is the request's; `temperature`, `top_p`, `top_k`, `stop_sequences` and
+//!   the extra body fields come from the config.
+//! - **Replies**: the text of the `text` blocks; `stop_reason: "max_tokens"` is
+//!   [`FinishReason::Length`](crate::model::FinishReason::Length), a truncation as with
+//!   the OpenAI backend; usage is `input_tokens` (plus the cached prompt tokens, which the
+//!   API counts apart) and `output_tokens`.
+//! - **Streaming** reads the API's SSE events (`message_start`, `content_block_delta`
+//!   `text_delta`s, `message_delta` with the stop reason and usage, `message_stop`,
+//!   `ping`, `error`); see [`LanguageModel::stream`] for the guarantees. Timeouts and the
+//!   reply size cap are the OpenAI backend's ([`AnthropicConfig::timeout`],
+//!   [`AnthropicConfig::idle_timeout`], [`AnthropicConfig::max_reply_bytes`]).
+//! - **Structured** calls (a request with a [`ModelRequest::schema`]) send no schema: the
+//!   prompt the engine builds for them already ends with the schema and the instruction
+//!   to reply with one JSON object, and the engine parses and checks the reply (and asks
+//!   again once when it does not follow the schema). This works with every Messages API
+//!   server: llama.cpp's ignores tools without `--jinja` and has no JSON-schema option on
+//!   `/v1/messages`, and a forced tool would turn the reply into `tool_use` blocks that
+//!   stream as `input_json_delta`s.
+//! - **Errors**: 429 and 529 (`overloaded_error`, also as a stream's `error` event) are
+//!   [`ModelError::RateLimited`], with `retry-after` honoured by the retry layer; 401/403
+//!   [`ModelError::Auth`]; a prompt over the window [`ModelError::ContextTooLong`]
+//!   (Anthropic's `prompt is too long: N tokens > M maximum`, llama.cpp's
+//!   `exceed_context_size_error`). Each method makes exactly one HTTP attempt.
+//! - **Exact budgets**: [`CountTokens`] counts prompts with the server's
+//!   `/v1/messages/count_tokens` ([`AnthropicModel::use_server_counter`]); without it the
+//!   engine counts with cl100k and calibrates from the usage the server reports.
+//! - **Discovery**: llama.cpp's `/props` gives the window and slots; with
+//!   [`AnthropicConfig::discover_model`], `GET {root}/v1/models` the model's name.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::backend::http::clock::{CallClock, ServedModel};
+use crate::backend::http::discovery::{
+    first_model_id, models_context_window, props_context_window, slots_in,
+};
+use crate::backend::http::errors::{clip, from_error_object};
+use crate::backend::http::{self as http, Fetched, Post, key_headers};
+use crate::model::{
+    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
+    SharedCounter, one_delta_stream,
+};
+use crate::secret::redact_url;
+use crate::text::SharedTokenizer;
+
+mod config;
+mod counter;
+mod stream;
+mod wire;
+
+pub use config::AnthropicConfig;
+pub use counter::CountTokens;
+pub use secrecy::SecretString;
+
+/// The most time discovery waits for one answer.
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The headers of every request: `x-api-key` (when there is a key) and
+/// `anthropic-version`.
+pub(crate) fn api_headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelError> {
+    let mut headers = key_headers(
+        HeaderName::from_static("x-api-key"),
+        "",
+        config.api_key.as_ref(),
+    )?;
+    let version = HeaderValue::from_str(&config.version).map_err(|_| {
+        ModelError::Other(format!(
+            "the anthropic-version `{}` is not a valid header value",
+            config.version
+        ))
+    })?;
+    headers.insert(HeaderName::from_static("anthropic-version"), version);
+    Ok(headers)
+}
+
+/// A model behind Anthropic's Messages API. Implements [`LanguageModel`].
+pub struct AnthropicModel {
+    config: AnthropicConfig,
+    client: reqwest::Client,
+    discovered_context_window: Option<usize>,
+    discovered_slots: Option<usize>,
+    tokenizer: Option<SharedTokenizer>,
+    counter: Option<CountTokens>,
+    served: ServedModel,
+    /// Set when a discovery request timed out: the rest of discovery is skipped.
+    stalled: AtomicBool,
+}
+
+impl fmt::Debug for AnthropicModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicModel")
+            .field("config", &self.config)
+            .field("discovered_context_window", &self.discovered_context_window)
+            .field("tokenizer", &self.tokenizer)
+            .field("counter", &self.counter)
+            .field("served_model", &self.served.get())
+            .finish()
+    }
+}
+
+impl AnthropicModel {
+    /// A model with `config`; makes no request. Fails only if the HTTP client cannot be
+    /// built, or the key or version cannot be sent as headers.
+    pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
+        api_headers(&config)?;
+        Ok(Self {
+            client: http::build_client(config.connect_timeout)?,
+            config,
+            discovered_context_window: None,
+            discovered_slots: None,
+            tokenizer: None,
+            counter: None,
+            served: ServedModel::default(),
+            stalled: AtomicBool::new(false),
+        })
+    }
+
+    /// A model with `config`, then: the model name from `GET {root}/v1/models` when
+    /// [`AnthropicConfig::discover_model`] is set; the window (unless the config sets
+    /// it) and the slots from llama.cpp's `GET {root}/props`, else the window from the
+    /// listing; the server's counter when [`AnthropicConfig::server_tokenizer`] is set.
+    /// None of them failing is an error; a discovery request that times out skips the
+    /// rest.
+    pub async fn connect(config: AnthropicConfig) -> Result<Self, ModelError> {
+        let mut model = Self::new(config)?;
+        let mut listing = None;
+        if model.config.discover_model {
+            listing = model.get_json("/v1/models").await;
+            match listing.as_ref().and_then(first_model_id) {
+                Some(id) => {
+                    tracing::info!(model = %id, "using the model the server lists first at /v1/models");
+                    model.config.model = id;
+                }
+                None => tracing::info!(
+                    model = %model.config.model,
+                    "the server lists no model at /v1/models; sending the configured model name"
+                ),
+            }
+        }
+        let props = model.get_json("/props").await;
+        model.discovered_slots = props.as_ref().and_then(slots_in);
+        if model.config.context_window.is_none() {
+            model.discovered_context_window =
+                props.as_ref().and_then(props_context_window).or_else(|| {
+                    let m = &model.config.model;
+                    listing.as_ref().and_then(|l| models_context_window(l, m))
+                });
+        }
+        if model.config.server_tokenizer && !model.use_server_counter().await {
+            tracing::warn!(
+                root = %redact_url(model.config.root_url()),
+                "the server has no usable /v1/messages/count_tokens; counting with the built-in tokenizer"
+            );
+        }
+        Ok(model)
+    }
+
+    /// The config.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+
+    /// The context window the server reported, if discovery found one.
+    pub fn discovered_context_window(&self) -> Option<usize> {
+        self.discovered_context_window
+    }
+
+    /// How many requests the server runs at once, when discovery found it (llama.cpp's
+    /// `/props` `total_slots`).
+    pub fn server_slots(&self) -> Option<usize> {
+        self.discovered_slots
+    }
+
+    /// The model name the server gave in its latest reply, if it gave one.
+    pub fn served_model(&self) -> Option<String> {
+        self.served.get()
+    }
+
+    /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
+    pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// Probes the server's `/v1/messages/count_tokens` and, if it counts, uses it as the
+    /// model's exact prompt counter ([`LanguageModel::counter`]). Returns whether it
+    /// does. Skipped (`false`) when a discovery request of this model timed out.
+    pub async fn use_server_counter(&mut self) -> bool {
+        if self.stalled.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.counter = CountTokens::probe(&self.config).await;
+        self.counter.is_some()
+    }
+
+    /// The server's counter, when [`AnthropicModel::use_server_counter`] found one.
+    pub fn server_counter(&self) -> Option<&CountTokens> {
+        self.counter.as_ref()
+    }
+
+    async fn get_json(&self, path: &str) -> Option<Value> {
+        if self.stalled.load(Ordering::Relaxed) {
+            return None;
+        }
+        let url = format!("{}{path}", self.config.root_url());
+        let limit = self.config.timeout.min(DISCOVERY_TIMEOUT);
+        let headers = api_headers(&self.config).unwrap_or_default();
+        let key = self.config.api_key.as_ref();
+        let caps = (limit, self.config.max_reply_bytes);
+        match http::get_json(&self.client, &url, headers, caps, key).await {
+            Fetched::Json(v) => Some(v),
+            Fetched::Nothing => None,
+            Fetched::TimedOut => {
+                self.stalled.store(true, Ordering::Relaxed);
+                tracing::warn!(
+                    url = %redact_url(&url),
+                    "the server did not answer discovery within {limit:?}; skipping the rest of discovery"
+                );
+                None
+            }
+        }
+    }
+
+    fn clock(&self) -> CallClock {
+        CallClock::start(self.config.timeout, self.config.connect_timeout)
+    }
+
+    /// Sends one request, once: the response when its status is a success, else the
+    /// mapped error.
+    async fn send(
+        &self,
+        request: &ModelRequest,
+        stream: bool,
+        clock: &CallClock,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut headers = api_headers(&self.config)?;
+        if stream {
+            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        }
+        let url = self.config.endpoint();
+        let post = Post {
+            client: &self.client,
+            url: &url,
+            headers,
+            key: self.config.api_key.as_ref(),
+            max_reply_bytes: self.config.max_reply_bytes,
+        };
+        let body = wire::request_body(request, &self.config, stream);
+        post.send(&body, clock).await
+    }
+
+    /// Reads a non-streamed reply and records the model the server named.
+    async fn read_completion(
+        &self,
+        response: reqwest::Response,
+        clock: &CallClock,
+    ) -> Result<Completion, ModelError> {
+        let key = self.config.api_key.as_ref();
+        let bytes = http::read_body(response, clock, self.config.max_reply_bytes, key).await?;
+        let (completion, served) = parse_message(&bytes, key)?;
+        if let Some(name) = served {
+            self.served.set(&name);
+        }
+        Ok(completion)
+    }
+
+    async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
+        let clock = self.clock();
+        let response = self.send(request, false, &clock).await?;
+        let completion = self.read_completion(response, &clock).await?;
+        tracing::debug!(
+            model = %self.config.model,
+            usage = ?completion.usage,
+            finish_reason = ?completion.finish_reason,
+            "anthropic call finished"
+        );
+        Ok(completion)
+    }
+}
+
+/// Parses a non-streamed reply: the completion and the model the server named.
+fn parse_message(
+    bytes: &[u8],
+    key: Option<&SecretString>,
+) -> Result<(Completion, Option<String>), ModelError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| ModelError::Malformed(format!("the reply is not valid UTF-8: {e}")))?;
+    let reply: wire::Message = serde_json::from_str(text).map_err(|e| {
+        ModelError::Malformed(format!(
+            "the reply is not the expected JSON ({e}): {}",
+            clip(text, key)
+        ))
+    })?;
+    if let Some(err) = reply.error.as_ref().filter(|e| !e.is_null()) {
+        return Err(from_error_object(err, key));
+    }
+    if reply.content.is_none() {
+        return Err(ModelError::Malformed(format!(
+            "the reply has no content: {}",
+            clip(text, key)
+        )));
+    }
+    let completion = Completion {
+        text: reply.text(),
+        usage: reply.usage.map(Into::into),
+        finish_reason: reply.stop_reason.as_deref().map(wire::finish_reason),
+    };
+    Ok((completion, reply.model_name().map(str::to_string)))
+}
+
+impl LanguageModel for AnthropicModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new(self.config.model.clone())
+            .with_context_window(
+                self.config
+                    .context_window
+                    .or(self.discovered_context_window)
+                    .unwrap_or(ModelInfo::DEFAULT_CONTEXT_WINDOW),
+            )
+            .with_num_output(self.config.num_output)
+            .with_chat(true)
+            .with_system_prompt(self.config.system_prompt.clone())
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(self.complete_with(request))
+    }
+
+    /// Streams with SSE: text deltas, then exactly one
+    /// [`StreamEvent::Done`](crate::model::StreamEvent::Done) with the usage the server
+    /// reported. A stream that ends before `message_stop` (or a stop reason) yields
+    /// [`ModelError::Incomplete`]. The first event must come within the request timeout,
+    /// each next one within the idle timeout; the bytes in all are capped by
+    /// [`AnthropicConfig::max_reply_bytes`]. A server that answers JSON is handled too.
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+        Box::pin(async move {
+            let clock = self.clock();
+            let response = self.send(request, true, &clock).await?;
+            let is_json = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/json"));
+            if is_json {
+                let c = self.read_completion(response, &clock).await?;
+                return Ok(one_delta_stream(c));
+            }
+            let key = self.config.api_key.clone();
+            Ok(http::sse::sse_stream(
+                response,
+                http::sse::Limits {
+                    clock,
+                    idle: self.config.idle_timeout,
+                    max_bytes: self.config.max_reply_bytes,
+                },
+                key.clone(),
+                stream::MessageParser::new(key, self.served.clone()),
+            ))
+        })
+    }
+
+    fn tokenizer(&self) -> Option<SharedTokenizer> {
+        self.tokenizer.clone()
+    }
+
+    fn counter(&self) -> Option<SharedCounter> {
+        self.counter
+            .clone()
+            .map(|c| std::sync::Arc::new(c) as SharedCounter)
+    }
+}
+
+#[cfg(test)]
+mod tests;

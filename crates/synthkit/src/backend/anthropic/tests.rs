@@ -1,0 +1,109 @@
+//! Unit tests of the Messages API backend: config, headers, reply parsing.
+
+use super::*;
+use crate::model::FinishReason;
+
+#[test]
+fn urls_with_or_without_v1() {
+    for base in [
+        "http://h:1",
+        "http://h:1/",
+        "http://h:1/v1",
+        "http://h:1/v1/",
+    ] {
+        let c = AnthropicConfig::new("m").with_base_url(base);
+        assert_eq!(c.root_url(), "http://h:1", "{base}");
+        assert_eq!(c.endpoint(), "http://h:1/v1/messages", "{base}");
+        assert_eq!(
+            c.count_tokens_url(),
+            "http://h:1/v1/messages/count_tokens",
+            "{base}"
+        );
+    }
+    assert_eq!(
+        AnthropicConfig::default().endpoint(),
+        "https://api.anthropic.com/v1/messages"
+    );
+}
+
+#[test]
+fn env_lookup_and_the_key_kept_secret() {
+    let vars = [
+        ("ANTHROPIC_BASE_URL", "http://a/v1"),
+        ("ANTHROPIC_API_KEY", "sk-ant-secret-1"),
+    ];
+    let lookup = |k: &str| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    };
+    let c = AnthropicConfig::from_lookup(AnthropicConfig::DEFAULT_KEY_VAR, lookup);
+    assert_eq!(c.base_url, "http://a/v1");
+    assert_eq!(c.model, AnthropicConfig::DEFAULT_MODEL);
+    assert!(c.api_key.is_some());
+    assert!(!format!("{c:?}").contains("sk-ant-secret-1"));
+    let model = AnthropicModel::new(c.clone()).unwrap_or_else(|e| unreachable!("{e}"));
+    assert!(!format!("{model:?}").contains("sk-ant-secret-1"));
+    let headers = api_headers(&c).unwrap_or_default();
+    assert!(
+        headers
+            .get("x-api-key")
+            .is_some_and(HeaderValue::is_sensitive)
+    );
+    assert!(!format!("{headers:?}").contains("sk-ant-secret-1"));
+    assert_eq!(
+        headers
+            .get("anthropic-version")
+            .and_then(|v| v.to_str().ok()),
+        Some("2023-06-01")
+    );
+}
+
+#[test]
+fn replies_parse() {
+    let ok = br#"{"id":"x","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"Hel"},{"type":"text","text":"lo"}],"model":"tiny.gguf","stop_reason":"max_tokens","usage":{"cache_read_input_tokens":2,"input_tokens":46,"output_tokens":8}}"#;
+    let Ok((c, served)) = parse_message(ok, None) else {
+        unreachable!()
+    };
+    assert_eq!(c.text, "Hello");
+    assert_eq!(c.finish_reason, Some(FinishReason::Length));
+    assert_eq!(
+        c.usage.map(|u| (u.prompt_tokens, u.completion_tokens)),
+        Some((48, 8))
+    );
+    assert_eq!(served.as_deref(), Some("tiny.gguf"));
+    let overloaded =
+        br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    assert!(matches!(
+        parse_message(overloaded, None),
+        Err(ModelError::RateLimited { status: 529, .. })
+    ));
+    assert!(matches!(
+        parse_message(b"{}", None),
+        Err(ModelError::Malformed(_))
+    ));
+    assert!(matches!(
+        parse_message(b"<html>", None),
+        Err(ModelError::Malformed(_))
+    ));
+}
+
+#[test]
+fn info_and_cache_identity() {
+    let c = AnthropicConfig::new("m")
+        .with_context_window(1000)
+        .with_num_output(64)
+        .with_top_p(0.9);
+    let model = AnthropicModel::new(c.clone()).unwrap_or_else(|e| unreachable!("{e}"));
+    let info = model.info();
+    assert_eq!(
+        (info.context_window, info.num_output, info.is_chat),
+        (1000, 64, true)
+    );
+    let id = c.cache_identity();
+    assert!(
+        id.backend
+            .starts_with("anthropic https://api.anthropic.com/v1/messages")
+    );
+    assert!(id.params.contains("top_p=0.9") && id.params.contains("version=2023-06-01"));
+}

@@ -1,0 +1,251 @@
+//! The Messages API wire format: request bodies and the parts of replies we read.
+//!
+//! Replies are parsed leniently: every field is optional and unknown fields and content
+//! blocks (`thinking`, `tool_use`, `cache_creation`, ...) are ignored.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AnthropicConfig;
+use crate::model::{FinishReason, ModelRequest, Usage};
+use crate::prompt::{RenderedPrompt, Role};
+
+/// The `system` text and the `messages` of a prompt: a text prompt is one user message;
+/// a chat's system messages are joined into `system` (the API has no system role), the
+/// others sent as they are. A chat of system messages only is sent as one user message.
+pub(crate) fn system_and_messages(prompt: &RenderedPrompt) -> (Option<String>, Vec<Value>) {
+    let message = |role: &str, content: &str| json!({"role": role, "content": content});
+    let chat = match prompt {
+        RenderedPrompt::Text(text) => return (None, vec![message("user", text)]),
+        RenderedPrompt::Chat(chat) => chat,
+    };
+    let system: Vec<&str> = chat
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .collect();
+    let messages: Vec<Value> = chat
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .map(|m| message(m.role.as_str(), &m.content))
+        .collect();
+    let system = (!system.is_empty()).then(|| system.join("\n\n"));
+    match (system, messages.is_empty()) {
+        (Some(s), true) => (None, vec![message("user", &s)]),
+        (system, _) => (system, messages),
+    }
+}
+
+/// The body of a `/v1/messages/count_tokens` request for `prompt`.
+pub(crate) fn count_body(model: &str, prompt: &RenderedPrompt) -> Value {
+    let (system, messages) = system_and_messages(prompt);
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model));
+    if let Some(s) = system {
+        body.insert("system".into(), Value::from(s));
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    Value::Object(body)
+}
+
+/// The body of a `/v1/messages` request. `max_tokens` is the request's, or the config's
+/// output reserve when the request asks for 0 (the API requires a positive one). The
+/// request's schema is not sent: a structured call's prompt already says which JSON to
+/// write, and the engine checks the reply (see the module documentation).
+pub(crate) fn request_body(
+    request: &ModelRequest,
+    config: &AnthropicConfig,
+    stream: bool,
+) -> Value {
+    let mut body = match count_body(&config.model, &request.prompt) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let max_tokens = match request.max_tokens {
+        0 => config.num_output.max(1),
+        n => n,
+    };
+    body.insert("max_tokens".into(), Value::from(max_tokens));
+    if let Some(t) = config.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = config.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if let Some(k) = config.top_k {
+        body.insert("top_k".into(), Value::from(k));
+    }
+    if !config.stop_sequences.is_empty() {
+        body.insert("stop_sequences".into(), json!(config.stop_sequences));
+    }
+    if stream {
+        body.insert("stream".into(), Value::Bool(true));
+    }
+    for (k, v) in &config.extra_body {
+        body.insert(k.clone(), v.clone());
+    }
+    Value::Object(body)
+}
+
+/// A reply (`"type": "message"`), or the `message` of a stream's `message_start`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Message {
+    /// The model that answered (a string; anything else is ignored).
+    pub model: Option<Value>,
+    pub content: Option<Vec<Block>>,
+    pub stop_reason: Option<String>,
+    pub usage: Option<WireUsage>,
+    /// An error object (`"type": "error"` replies).
+    pub error: Option<Value>,
+}
+
+/// One content block; only `text` blocks are read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Block {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub text: Option<String>,
+}
+
+impl Block {
+    /// The block's text, when it is a text block (`text`, or a stream's `text_delta`).
+    pub fn text(&self) -> Option<&str> {
+        match self.kind.as_deref() {
+            Some("text" | "text_delta") => self.text.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Token usage as the API reports it. Cached prompt tokens are counted apart from
+/// `input_tokens` (prompt caching), so the prompt is their sum.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(default)]
+pub(crate) struct WireUsage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_input_tokens: Option<u64>,
+    pub cache_creation_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// `self` with the fields `later` reports replaced (a stream's `message_delta`
+    /// reports the final counts, some of them only).
+    pub fn updated(self, later: WireUsage) -> WireUsage {
+        WireUsage {
+            input_tokens: later.input_tokens.or(self.input_tokens),
+            output_tokens: later.output_tokens.or(self.output_tokens),
+            cache_read_input_tokens: later
+                .cache_read_input_tokens
+                .or(self.cache_read_input_tokens),
+            cache_creation_input_tokens: later
+                .cache_creation_input_tokens
+                .or(self.cache_creation_input_tokens),
+        }
+    }
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        let prompt = [
+            u.input_tokens,
+            u.cache_read_input_tokens,
+            u.cache_creation_input_tokens,
+        ];
+        Usage {
+            prompt_tokens: prompt.iter().flatten().sum(),
+            completion_tokens: u.output_tokens.unwrap_or(0),
+        }
+    }
+}
+
+impl Message {
+    /// The model that answered, when the server names it.
+    pub fn model_name(&self) -> Option<&str> {
+        self.model
+            .as_ref()
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+    }
+
+    /// The text of all text blocks.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .flatten()
+            .filter_map(Block::text)
+            .collect()
+    }
+}
+
+/// Maps a `stop_reason`: `max_tokens` (and a full context window) is a truncation.
+pub(crate) fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
+        _ => FinishReason::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::ChatMessage;
+
+    #[test]
+    fn system_messages_go_to_system() {
+        let p = RenderedPrompt::Chat(vec![
+            ChatMessage::new(Role::System, "Be brief."),
+            ChatMessage::new(Role::User, "q"),
+            ChatMessage::new(Role::System, "Cite."),
+        ]);
+        let (system, messages) = system_and_messages(&p);
+        assert_eq!(system.as_deref(), Some("Be brief.\n\nCite."));
+        assert_eq!(messages, vec![json!({"role": "user", "content": "q"})]);
+        let only = RenderedPrompt::Chat(vec![ChatMessage::new(Role::System, "s")]);
+        assert_eq!(
+            system_and_messages(&only),
+            (None, vec![json!({"role": "user", "content": "s"})])
+        );
+    }
+
+    #[test]
+    fn request_body_has_the_sampling_and_a_positive_max_tokens() {
+        let config = AnthropicConfig::new("m")
+            .with_top_k(40)
+            .with_stop_sequences(["END".to_string()]);
+        let r = ModelRequest::new(RenderedPrompt::Text("hi".into())).with_max_tokens(0);
+        let body = request_body(&r, &config, true);
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                   "max_tokens": 256, "temperature": 0.1f32, "top_k": 40,
+                   "stop_sequences": ["END"], "stream": true})
+        );
+        let body = request_body(&r.with_max_tokens(7), &config, false);
+        assert_eq!(
+            (body["max_tokens"].as_u64(), body.get("stream")),
+            (Some(7), None)
+        );
+    }
+
+    #[test]
+    fn usage_adds_cached_prompt_tokens_and_updates() {
+        let start: WireUsage = serde_json::from_value(
+            json!({"input_tokens": 22, "cache_read_input_tokens": 7, "output_tokens": 0}),
+        )
+        .unwrap_or_default();
+        let delta: WireUsage =
+            serde_json::from_value(json!({"output_tokens": 4})).unwrap_or_default();
+        assert_eq!(
+            Usage::from(start.updated(delta)),
+            Usage {
+                prompt_tokens: 29,
+                completion_tokens: 4
+            }
+        );
+    }
+}

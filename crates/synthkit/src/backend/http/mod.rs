@@ -1,0 +1,188 @@
+//! What the HTTP backends ([`super::openai`], [`super::anthropic`]) share: the client,
+//! one request sent once under the call's timeouts, bodies read within the reply cap,
+//! SSE streams, the mapping of failures to [`ModelError`] (`Retry-After` included),
+//! redaction of keys, and what servers say about themselves (llama.cpp's `/props`).
+
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+
+use crate::model::ModelError;
+
+pub(crate) mod body;
+pub(crate) mod clock;
+pub(crate) mod count_cache;
+pub(crate) mod discovery;
+pub(crate) mod errors;
+pub(crate) mod sse;
+
+use clock::CallClock;
+
+/// An HTTP client with synthkit's user agent and `connect_timeout`.
+pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .user_agent(concat!("synthkit/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|e| {
+            ModelError::Other(format!(
+                "cannot build the HTTP client: {}",
+                errors::describe(&e)
+            ))
+        })
+}
+
+/// A header that carries a secret (`Bearer sk-...`, an `x-api-key`): marked sensitive,
+/// so the HTTP stack never shows it.
+pub(crate) fn secret_header(value: &str) -> Result<HeaderValue, ModelError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| {
+        ModelError::Other("the API key contains characters not allowed in an HTTP header".into())
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// The headers that carry `key` as `name: {prefix}{key}` (none without a key).
+pub(crate) fn key_headers(
+    name: HeaderName,
+    prefix: &str,
+    key: Option<&SecretString>,
+) -> Result<HeaderMap, ModelError> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = key {
+        headers.insert(
+            name,
+            secret_header(&format!("{prefix}{}", key.expose_secret()))?,
+        );
+    }
+    Ok(headers)
+}
+
+/// One request: where, with what, and within what.
+pub(crate) struct Post<'a> {
+    pub client: &'a reqwest::Client,
+    pub url: &'a str,
+    /// Auth and API headers (`Content-Type: application/json` is added).
+    pub headers: HeaderMap,
+    /// The key, redacted from every error.
+    pub key: Option<&'a SecretString>,
+    /// The most bytes read of a reply.
+    pub max_reply_bytes: usize,
+}
+
+impl Post<'_> {
+    /// Sends `body` once (the seam where a retry layer would sit): the response when its
+    /// status is a success, else the mapped error. The response headers (and an error
+    /// body) must come within what is left of the request timeout.
+    pub(crate) async fn send(
+        self,
+        body: &Value,
+        clock: &CallClock,
+    ) -> Result<reqwest::Response, ModelError> {
+        let payload = serde_json::to_vec(body)
+            .map_err(|e| ModelError::Other(format!("cannot encode the request: {e}")))?;
+        let req = self
+            .client
+            .post(self.url)
+            .headers(self.headers)
+            .header(CONTENT_TYPE, "application/json")
+            .body(payload);
+        let response = tokio::time::timeout(clock.request_left(), req.send())
+            .await
+            .map_err(|_| clock.request_timed_out())?
+            .map_err(|e| clock.transport(&e, self.key))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let headers = response.headers().clone();
+        // Only the start of an error body is shown: the rest is never read.
+        let limit = self.max_reply_bytes.min(body::MAX_ERROR_BODY_BYTES);
+        let bytes = tokio::time::timeout(clock.request_left(), body::read_prefix(response, limit))
+            .await
+            .map_err(|_| clock.request_timed_out())?
+            .map_err(|e| clock.transport(&e, self.key))?;
+        Err(errors::from_status(
+            status.as_u16(),
+            &headers,
+            &bytes,
+            self.key,
+        ))
+    }
+
+    /// Sends `body` once and reads the whole reply (within what is left of the request
+    /// timeout and the reply cap).
+    pub(crate) async fn fetch(
+        self,
+        body: &Value,
+        clock: &CallClock,
+    ) -> Result<Vec<u8>, ModelError> {
+        let key = self.key;
+        let max = self.max_reply_bytes;
+        let response = self.send(body, clock).await?;
+        read_body(response, clock, max, key).await
+    }
+}
+
+/// The whole body of a successful `response`, within what is left of the request timeout
+/// and `max_bytes` ([`ModelError::ReplyTooLarge`] past it).
+pub(crate) async fn read_body(
+    response: reqwest::Response,
+    clock: &CallClock,
+    max_bytes: usize,
+    key: Option<&SecretString>,
+) -> Result<Vec<u8>, ModelError> {
+    tokio::time::timeout(clock.request_left(), body::read_capped(response, max_bytes))
+        .await
+        .map_err(|_| clock.request_timed_out())?
+        .map_err(|e| e.into_model_error(|e| clock.transport(e, key)))
+}
+
+/// What a discovery `GET` got.
+#[derive(Debug)]
+pub(crate) enum Fetched {
+    /// A JSON answer.
+    Json(Value),
+    /// No usable answer (an error status, not JSON, too large, a failed connection).
+    Nothing,
+    /// No answer within the time allowed.
+    TimedOut,
+}
+
+/// `GET url` with `headers` within `limit` and `max_bytes`, as JSON; never fails (`key`
+/// is redacted from what is logged).
+pub(crate) async fn get_json(
+    client: &reqwest::Client,
+    url: &str,
+    headers: HeaderMap,
+    (limit, max_bytes): (Duration, usize),
+    key: Option<&SecretString>,
+) -> Fetched {
+    let fetched = match client.get(url).headers(headers).timeout(limit).send().await {
+        Ok(r) if r.status().is_success() => body::read_capped(r, max_bytes).await,
+        Ok(r) => {
+            tracing::debug!(status = r.status().as_u16(), "discovery: no answer");
+            return Fetched::Nothing;
+        }
+        Err(e) => Err(body::BodyError::Transport(e)),
+    };
+    match fetched {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_or(Fetched::Nothing, Fetched::Json),
+        Err(body::BodyError::TooLarge { limit }) => {
+            tracing::debug!(
+                url = %crate::secret::redact_url(url),
+                limit,
+                "discovery: the answer is larger than the reply cap"
+            );
+            Fetched::Nothing
+        }
+        Err(body::BodyError::Transport(e)) if e.is_timeout() => Fetched::TimedOut,
+        Err(body::BodyError::Transport(e)) => {
+            let error = errors::redact(&errors::describe(&e), key);
+            tracing::debug!(%error, "discovery failed");
+            Fetched::Nothing
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Reading a server-sent-event reply as a [`CompletionStream`], for every HTTP backend.
+//!
+//! The backend brings an [`EventParser`] that turns each SSE event into
+//! [`StreamEvent`]s; this module drives it under the call's limits:
+//!
+//! - the first event must come within what is left of the request timeout (the server
+//!   reads the whole prompt first), each next one within the idle timeout of the wait for
+//!   it. There is no total time limit, so a stream that keeps producing is never cut for
+//!   time;
+//! - the bytes read in all are capped (`max_reply_bytes`), counted before the SSE parser,
+//!   which buffers a line until its end, so a line without end is stopped too;
+//! - a byte stream that ends before the parser says the reply is over is the parser's
+//!   [`EventParser::end`] (an [`ModelError::Incomplete`] for a cut reply).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use secrecy::SecretString;
+
+use super::body::{BodyError, capped_stream};
+use super::clock::CallClock;
+use super::errors::{describe, redact};
+use crate::model::{CompletionStream, ModelError, StreamEvent, TimeoutKind};
+
+/// What to emit after one event.
+pub(crate) type Emitted = VecDeque<Result<StreamEvent, ModelError>>;
+
+/// A backend's reading of its SSE events.
+pub(crate) trait EventParser: Send + 'static {
+    /// Handles one event (its `event` name and `data`), pushing what to emit; returns
+    /// `true` when the stream is over (done or failed): nothing more is read.
+    fn feed(&mut self, event: &Event, out: &mut Emitted) -> bool;
+
+    /// What the end of the byte stream means when [`EventParser::feed`] never said the
+    /// stream was over: the final `Done` if the server said it finished, else an error.
+    fn end(&self) -> Result<StreamEvent, ModelError>;
+}
+
+type Events = BoxStream<'static, Result<Event, EventStreamError<BodyError>>>;
+
+/// The limits of one stream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The call's clock: the first event must come before the request timeout runs out.
+    pub clock: CallClock,
+    /// The most time to wait for each event after the first.
+    pub idle: Duration,
+    /// The most bytes read of the body in all.
+    pub max_bytes: usize,
+}
+
+impl Limits {
+    /// How long to wait for the next event, and the error if it does not come.
+    fn next_wait(&self, first: bool) -> (Duration, impl FnOnce() -> ModelError + use<>) {
+        let clock = self.clock;
+        let idle = self.idle;
+        let waiting = tokio::time::Instant::now();
+        let wait = if first { clock.request_left() } else { idle };
+        (wait, move || {
+            if first {
+                clock.request_timed_out()
+            } else {
+                ModelError::Timeout {
+                    kind: TimeoutKind::Idle,
+                    waited: waiting.elapsed(),
+                    limit: idle,
+                }
+            }
+        })
+    }
+}
+
+struct State<P> {
+    events: Events,
+    parser: P,
+    pending: Emitted,
+    finished: bool,
+    /// Whether an event has come yet.
+    started: bool,
+    limits: Limits,
+    key: Option<SecretString>,
+}
+
+/// The stream of a streamed reply read by `parser`, bounded by `limits`; `key` is
+/// redacted from connection errors.
+pub(crate) fn sse_stream<P: EventParser>(
+    response: reqwest::Response,
+    limits: Limits,
+    key: Option<SecretString>,
+    parser: P,
+) -> CompletionStream {
+    let events: Events = capped_stream(response, limits.max_bytes)
+        .eventsource()
+        .boxed();
+    let state = State {
+        events,
+        parser,
+        pending: VecDeque::new(),
+        finished: false,
+        started: false,
+        limits,
+        key,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(item) = st.pending.pop_front() {
+                return Some((item, st));
+            }
+            if st.finished {
+                return None;
+            }
+            let (wait, timed_out) = st.limits.next_wait(!st.started);
+            match tokio::time::timeout(wait, st.events.next()).await {
+                Err(_) => {
+                    st.finished = true;
+                    st.pending.push_back(Err(timed_out()));
+                }
+                Ok(None) => {
+                    st.finished = true;
+                    st.pending.push_back(st.parser.end());
+                }
+                Ok(Some(Ok(event))) => {
+                    st.started = true;
+                    st.finished = st.parser.feed(&event, &mut st.pending);
+                }
+                Ok(Some(Err(e))) => {
+                    st.finished = true;
+                    st.pending
+                        .push_back(Err(stream_error(&e, timed_out, st.key.as_ref())));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+fn stream_error(
+    e: &EventStreamError<BodyError>,
+    timed_out: impl FnOnce() -> ModelError,
+    key: Option<&SecretString>,
+) -> ModelError {
+    match e {
+        EventStreamError::Transport(BodyError::TooLarge { limit }) => {
+            ModelError::ReplyTooLarge { limit: *limit }
+        }
+        EventStreamError::Transport(BodyError::Transport(t)) if t.is_timeout() => timed_out(),
+        EventStreamError::Transport(BodyError::Transport(t)) => ModelError::Incomplete(format!(
+            "the connection failed during the reply: {}",
+            redact(&describe(t), key)
+        )),
+        EventStreamError::Utf8(u) => {
+            ModelError::Malformed(format!("the streamed reply is not valid UTF-8: {u}"))
+        }
+        EventStreamError::Parser(p) => {
+            ModelError::Malformed(format!("the streamed reply is not valid SSE: {p}"))
+        }
+    }
+}
