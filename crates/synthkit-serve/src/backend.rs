@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
-use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::budget::RateBudget;
 use synthkit::layer::cache::{CacheCounters, MemoryCache, ResponseCache};
@@ -17,6 +16,7 @@ use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
 use synthkit::secret::{redact_url, redact_urls};
 use synthkit::text::BpeTokenizer;
+use synthkit_extractive::ExtractiveModel;
 
 use crate::error::ServeError;
 use crate::metrics::Metrics;

@@ -2,9 +2,9 @@
 //!
 //! - [`openai`] (cargo feature `openai`, on by default): any OpenAI-compatible server
 //!   (OpenAI, vLLM, llama.cpp's `llama-server`, Ollama), with its exact prompt counter.
-//! - [`extractive`]: an offline model that answers with sentences chosen from the context;
-//!   no server, no download.
+//!
+//! The offline extractive answerer (no server, no download) is its own crate,
+//! `synthkit-extractive`; any other model implements [`LanguageModel`](crate::model::LanguageModel).
 
-pub mod extractive;
 #[cfg(feature = "openai")]
 pub mod openai;
