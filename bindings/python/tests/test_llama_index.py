@@ -216,3 +216,15 @@ def test_llama_index_objects_follow_the_one_id_rule() -> None:
     twice = [NodeWithScore(node=TextNode(id_="n", text="a")), NodeWithScore(node=TextNode(id_="n", text="a"), score=0.1)]
     with pytest.raises(synthkit.InputError, match='node 2 has the id "n", as node 1 does'):
         synthkit.Synthesizer("no_text").synthesize(QUERY, twice)
+
+
+def test_adapter_keeps_a_node_retrieved_twice(fake_server: FakeOpenAI) -> None:
+    """A fused retriever may return one node twice: LlamaIndex sends both, and so do we."""
+    node = TextNode(id_="n", text="The mirror is cleaned every six months.")
+    twice = [NodeWithScore(node=node, score=0.9), NodeWithScore(node=node, score=0.4), NodeWithScore(node=TextNode(id_="n#2", text="Other."))]
+    synth = SynthkitSynthesizer(llm=llm_for(fake_server), response_mode="compact")
+    response = synth.synthesize(QUERY, twice)
+    assert [n.node.node_id for n in response.source_nodes] == ["n", "n", "n#2"]
+    prompt = fake_server.requests[-1].prompt
+    assert prompt.count("The mirror is cleaned every six months.") == 2
+    assert "Other." in prompt

@@ -307,7 +307,7 @@ pub struct SynthArgs {
     /// Refine/compact: each step says whether its context answered; others are ignored.
     #[arg(long, help_heading = "Synthesis")]
     pub structured_filtering: bool,
-    /// Number the sources in the prompts and have the answer cite them as [n]: markers
+    /// Number the sources in the prompts and have the answer cite them as `[n]`: markers
     /// are checked against the sources each call was shown (invalid ones are removed and
     /// reported), renumbered in order of first use, and the cited sources are listed
     /// first. The extractive backend cites exactly; without --cite it still lists only

@@ -144,12 +144,9 @@ pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
         if let Err(e) = parsed {
             let (line, column) = (e.line(), e.column());
             return Err(match failed {
-                Some(node) => as_usage_if_duplicate(
-                    anyhow!(
-                        "{name}: line {line}, column {column} (index {}): {node}",
-                        node.position().saturating_sub(1)
-                    ),
-                    &node,
+                Some(node) => anyhow!(
+                    "{name}: line {line}, column {column} (index {}): {node}",
+                    node.position().saturating_sub(1)
                 ),
                 None if e.is_syntax() && e.to_string().contains("trailing characters") => {
                     anyhow!(
@@ -215,24 +212,11 @@ fn line_error(
 ) -> anyhow::Error {
     let column = e.column();
     match failed {
-        Some(node) => as_usage_if_duplicate(
-            anyhow!("{name}: line {line}, column {column}: {node}"),
-            &node,
-        ),
+        Some(node) => anyhow!("{name}: line {line}, column {column}: {node}"),
         None => anyhow!(
             "{name}: line {line}, column {column}: node {position}: not valid JSON: {} (each line must be one node; {NODE_SHAPES})",
             bare_message(e)
         ),
-    }
-}
-
-/// Two nodes with one id is a usage error (exit 2), as the synthesizer reports it: the list
-/// asks for something impossible. Malformed JSON stays an ordinary failure (exit 1).
-fn as_usage_if_duplicate(err: anyhow::Error, node: &NodeJsonError) -> anyhow::Error {
-    if matches!(node, NodeJsonError::DuplicateId { .. }) {
-        crate::error::usage(crate::error::message(&err))
-    } else {
-        err
     }
 }
 

@@ -48,7 +48,7 @@ pub struct ServeArgs {
     /// stops DNS rebinding; on another bind, listing hosts turns the check on.
     #[arg(long, value_name = "HOST", help_heading = "Access")]
     pub allowed_host: Vec<String>,
-    /// Answer requests from web pages at ORIGIN (scheme://host[:port]; repeatable; `*`:
+    /// Answer requests from web pages at ORIGIN (`scheme://host[:port]`; repeatable; `*`:
     /// any), with CORS headers. Requests carrying another Origin are refused (403).
     #[arg(long, value_name = "ORIGIN", help_heading = "Access")]
     pub cors_origin: Vec<String>,

@@ -382,8 +382,10 @@ fn a_source_past_9999_is_cited_not_leaked() {
 }
 
 #[test]
-fn duplicate_node_ids_are_a_usage_error() {
+fn duplicate_node_ids_are_refused() {
     let dir = tempfile::tempdir().unwrap();
+    // Two nodes of one --nodes file with one id: the file is bad input (exit 1), and the
+    // message names the line, the node and the id.
     let nodes = write(
         dir.path(),
         "nodes.json",
@@ -394,11 +396,30 @@ fn duplicate_node_ids_are_a_usage_error() {
         .arg(&nodes)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    // The message names the id (whichever reader finds it first: the node parser or the
-    // synthesizer).
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("`a`") && err.contains("id"), "{err}");
+    assert!(
+        err.contains("line 1") && err.contains(r#"node 2 has the id "a", as node 1 does"#),
+        "{err}"
+    );
+
+    // A --nodes id equal to the PATH#N id of a chunk of a file read beside it: the command
+    // line asks for two sources with one name, a usage error (exit 2).
+    write(dir.path(), "a.md", "The dome opens at dusk.\n");
+    let clash = write(
+        dir.path(),
+        "clash.json",
+        r#"[{"id": "a.md#1", "text": "The mirror is cleaned monthly."}]"#,
+    );
+    let out = synthkit()
+        .current_dir(dir.path())
+        .args(["ask", "When does the dome open?", "a.md", "--nodes"])
+        .arg(&clash)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("`a.md#1`") && err.contains("PATH#N"), "{err}");
 }
 
 #[test]

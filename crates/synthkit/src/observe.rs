@@ -133,7 +133,7 @@ pub enum OnTruncation {
     /// Keep the cut reply and log a warning (the default).
     #[default]
     Warn,
-    /// Fail the synthesis with [`SynthError::Truncated`]; for a stream, its last item is
+    /// Fail the synthesis with [`SynthError::Truncated`](crate::SynthError::Truncated); for a stream, its last item is
     /// that error instead of a normal end.
     Error,
 }

@@ -282,15 +282,35 @@ class SynthkitSynthesizer(BaseSynthesizer):
 
     @staticmethod
     def _synthkit_nodes(nodes: List[NodeWithScore]) -> List[Dict[str, Any]]:
-        """The nodes as the model sees them in LlamaIndex (its metadata mode LLM)."""
-        return [
-            {
-                "id": n.node.node_id,
-                "text": n.node.get_content(metadata_mode=MetadataMode.LLM),
-                "score": n.score,
-            }
-            for n in nodes
-        ]
+        """The nodes as the model sees them in LlamaIndex (its metadata mode LLM).
+
+        LlamaIndex passes a node retrieved twice (two retrievers fused, say) to the model
+        twice; synthkit refuses two nodes with one id, so a repeat is given the id
+        ``"<id>#<n>"`` (its n-th occurrence) and its text is kept, as LlamaIndex keeps it.
+        """
+        seen: Dict[str, int] = {}
+        taken = {n.node.node_id for n in nodes}
+        items = []
+        for n in nodes:
+            node_id = n.node.node_id
+            count = seen.get(node_id, 0) + 1
+            seen[node_id] = count
+            if count > 1:
+                candidate = f"{node_id}#{count}"
+                while candidate in taken:
+                    count += 1
+                    candidate = f"{node_id}#{count}"
+                seen[node_id] = count
+                taken.add(candidate)
+                node_id = candidate
+            items.append(
+                {
+                    "id": node_id,
+                    "text": n.node.get_content(metadata_mode=MetadataMode.LLM),
+                    "score": n.score,
+                }
+            )
+        return items
 
     def _empty(self, query: QueryTextType, is_async: bool) -> RESPONSE_TYPE:
         if not self._streaming:

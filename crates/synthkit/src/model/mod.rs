@@ -1,9 +1,11 @@
 //! Language models: the [`LanguageModel`] trait, requests, completions and errors.
 //!
-//! A [`ModelRequest`] carries the rendered prompt *and* what it was rendered from (the
-//! template kind and variables), so every backend, offline ones included, and every trace
-//! can see what a step is. Backends live in submodules; test doubles live only in
-//! [`testing`].
+//! A [`ModelRequest`] is provider-neutral: the rendered prompt plus options (an output
+//! schema, `max_tokens`, the counted prompt tokens). What the synthesis knows about the
+//! step (its kind, and the template and variables the prompt came from) rides along as
+//! typed [`Extensions`], for traces and for backends that answer
+//! from it (the offline extractive one). Backends live in `synthkit::backend`; test
+//! doubles only in `synthkit::testing` (feature `testing`).
 
 use std::any::Any;
 use std::fmt;

@@ -18,8 +18,8 @@
 //! ```
 //!
 //! Layout: this module is the public face (the builder in `builder`, the modes' names in
-//! [`crate::mode`], the options in [`crate::options`]); [`crate::modes`] has one file per
-//! mode; [`crate::engine`] packs, counts, runs and corrects.
+//! [`crate::mode`], the options in [`crate::options`]); the private `modes` module has one
+//! file per mode; the private `engine` packs, counts, runs and corrects.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -523,7 +523,7 @@ impl LanguageModel for OpenAiModel {
         Box::pin(self.complete_with(request))
     }
 
-    /// Streams with SSE: text deltas, then exactly one [`StreamEvent::Done`] with the usage
+    /// Streams with SSE: text deltas, then exactly one [`StreamEvent::Done`](crate::model::StreamEvent::Done) with the usage
     /// the server reported. A stream that ends before `[DONE]` (or a finish reason) yields
     /// [`ModelError::Incomplete`]. The first event must come within the request timeout
     /// ([`OpenAiConfig::timeout`], counted from the start of the call), each next one

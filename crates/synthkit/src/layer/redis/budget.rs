@@ -71,7 +71,7 @@ pub struct BudgetStats {
 }
 
 /// A requests/tokens-per-minute budget shared through Redis; see the
-/// [module documentation](self). Cheap to clone.
+/// [module documentation](crate::layer::redis). Cheap to clone.
 #[derive(Clone)]
 pub struct RedisBudget {
     inner: Arc<Inner>,
