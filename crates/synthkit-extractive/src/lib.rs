@@ -75,13 +75,14 @@
 //! Citations: a line that is exactly `[n]` labels the passage text after it as source `n`
 //! (the engine writes one before each source when citations are on). Label lines are no
 //! sentences; when the passages had labels, each picked sentence ends with its source's
-//! marker before its final terminator ("The mirror is cleaned every six months [2].", a
-//! lead-in "The following are disallowed [1]:"), and [`Extraction::sources`] lists the
+//! marker before its final terminator ("The mirror is cleaned every six months \[2\].", a
+//! lead-in "The following are disallowed \[1\]:"), and [`Extraction::sources`] lists the
 //! sources used. An existing answer's sentences keep their markers; markers (`[n]`,
 //! `[n, m]`) are ignored when scoring and when finding repeats.
 //!
 //! Structured requests (a `schema` is set) get JSON text from
-//! [`LanguageModel::complete`], which the default [`LanguageModel::structured`] parses: for
+//! [`LanguageModel::complete`], which the engine parses (and validates, with synthkit's
+//! feature `schema-validation`) as it does any model's structured reply: for
 //! the structured-refine schema (`query_satisfied`, `answer`) the object says whether a word
 //! of the question occurs in the passages and carries the extracted answer; other object
 //! schemas are filled on a best-effort basis (strings get the answer, booleans the
