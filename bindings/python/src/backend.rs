@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::LanguageModel;
+use synthkit_extractive::ExtractiveModel;
 
 use crate::{InputError, SynthkitError};
 

@@ -68,8 +68,27 @@ pub enum Command {
     Summarize(SummarizeArgs),
     /// Run the HTTP service: POST /v1/synthesize (JSON or server-sent events), /healthz,
     /// /readyz, /metrics, /openapi.json.
+    #[cfg(feature = "serve")]
     Serve(crate::serve::ServeArgs),
+    /// Run the HTTP service (not in this build: it was installed without the cargo feature
+    /// `serve`).
+    #[cfg(not(feature = "serve"))]
+    #[command(disable_help_flag = true)]
+    Serve(NoServeArgs),
 }
+
+/// `synthkit serve` in a build without the service: takes any arguments, to say so.
+#[cfg(not(feature = "serve"))]
+#[derive(Debug, clap::Args)]
+pub struct NoServeArgs {
+    /// Ignored.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}
+
+/// What `synthkit serve` says in a build without the service.
+#[cfg(not(feature = "serve"))]
+pub const NO_SERVE: &str = "this synthkit was built without the HTTP service (cargo feature `serve`): reinstall with `cargo install synthkit-cli` (default features) or `--features serve`";
 
 /// The default of `--concurrency`.
 pub const DEFAULT_CONCURRENCY: usize = 8;

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
-use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::cache::SqliteCache;
 use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
+use synthkit_extractive::ExtractiveModel;
 
 use crate::args::{LlmKind, SynthArgs};
 use crate::error::usage;

@@ -1,6 +1,6 @@
 //! Reading input: files, folders, standard input and pre-retrieved nodes.
 //!
-//! Files and folders are read by the library (`synthkit::documents`): folders are walked
+//! Files and folders are read by the library (`synthkit-documents`): folders are walked
 //! like ripgrep does (.gitignore/.ignore and hidden files respected unless `--no-ignore` /
 //! `--hidden`, `--include`/`--exclude` globs, symbolic links followed with loops named, in
 //! sorted order), and every file is read by its content: text in any name (`README.Debian`,
@@ -16,12 +16,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use synthkit::Node;
-use synthkit::documents::chunk::chunk_nodes;
-use synthkit::documents::decode::decode_always;
-use synthkit::documents::{
+use synthkit::text::TokenTextSplitter;
+use synthkit_documents::chunk::chunk_nodes;
+use synthkit_documents::decode::decode_always;
+use synthkit_documents::{
     Format, LeftOut, LeftOutReason, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
 };
-use synthkit::text::TokenTextSplitter;
 use tracing_subscriber::filter::LevelFilter;
 
 use crate::args::SynthArgs;
@@ -253,7 +253,7 @@ fn read_documents_with(
     for path in paths {
         if is_stdin(path) {
             if let Some(doc) = read_stdin_document(&reader, say.quiet)? {
-                all.documents.push(synthkit::documents::Document::new(
+                all.documents.push(synthkit_documents::Document::new(
                     STDIN_NAME, doc.text, doc.format,
                 ));
             }
@@ -402,7 +402,7 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Cuts each document into structure-aware nodes (`synthkit::documents::chunk`: headings
+/// Cuts each document into structure-aware nodes (`synthkit_documents::chunk`: headings
 /// first, code blocks and lists kept whole, at most the splitter's chunk size): id
 /// `PATH#N` (N from 1), metadata `file_path`, `section` (the heading path, when there is
 /// one) and `chunk` (N), with `chunk` hidden from the model. Whitespace-only text gives no

@@ -17,6 +17,7 @@ mod output;
 mod plan;
 mod progress;
 mod rank;
+#[cfg(feature = "serve")]
 mod serve;
 mod spinner;
 mod synthesis;
@@ -65,7 +66,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             None,
             &a.synth,
         )),
+        #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(a),
+        #[cfg(not(feature = "serve"))]
+        Command::Serve(_) => Err(crate::error::usage(args::NO_SERVE)),
     }
 }
 

@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+#[cfg(feature = "redis")]
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
@@ -14,6 +15,7 @@ use clap::Args;
 use synthkit::backend::anthropic::AnthropicConfig;
 use synthkit::backend::openai::OpenAiConfig;
 use synthkit::layer::cache::{MemoryCache, SqliteCache};
+#[cfg(feature = "redis")]
 use synthkit_serve::redis::{RedisBudget, RedisCache};
 use synthkit_serve::{
     AccessPolicy, ApiKeys, AppState, Backend, BackendConfig, CacheChoice, Metrics, ServiceLimits,
@@ -293,6 +295,8 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
         .with_max_in_flight(args.concurrency)
         .with_rates(rpm, tpm)
         .with_retry(Some(args.limits.retry_policy()?));
+    // Replaced by the Redis cache below when --redis-url is given and no local cache is.
+    #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
     let mut cache = if let Some(path) = &args.cache {
         let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
         CacheChoice::Store(Arc::new(store))
@@ -302,6 +306,7 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
     } else {
         CacheChoice::None
     };
+    #[cfg(feature = "redis")]
     if let Some(redis_url) = &args.redis_url {
         let conn = synthkit_serve::redis::connect(redis_url).await?;
         if args.limits.has_rates() {
@@ -312,6 +317,12 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
             let ttl = Duration::from_secs(args.cache_ttl);
             cache = CacheChoice::Store(Arc::new(RedisCache::new(conn, &args.redis_prefix, ttl)));
         }
+    }
+    #[cfg(not(feature = "redis"))]
+    if args.redis_url.is_some() {
+        return Err(usage(
+            "this synthkit was built without Redis support (cargo feature `redis`): leave out --redis-url (and SYNTHKIT_REDIS_URL), or reinstall with `cargo install synthkit-cli` (default features) or `--features redis`",
+        ));
     }
     Ok(backend.with_cache(cache))
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use synthkit::documents::ProgressFn;
+use synthkit_documents::ProgressFn;
 
 /// Characters of the current path shown (its end).
 const PATH_CHARS: usize = 60;

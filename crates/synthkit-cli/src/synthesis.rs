@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use futures::StreamExt;
-use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::model::{LanguageModel, ModelError, TimeoutKind};
 use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
@@ -15,6 +14,7 @@ use synthkit::{
     AnswerFiltering, Concurrency, Node, Observer, OnTruncation, Response, ResponseMode, SynthError,
     Synthesizer,
 };
+use synthkit_extractive::ExtractiveModel;
 
 use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, LlmKind, SynthArgs, TopK, TruncationPolicy};
 use crate::backend::{self, Backend};

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
-use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::budget::RateBudget;
 use synthkit::layer::cache::{CacheCounters, MemoryCache, ResponseCache};
@@ -19,6 +18,7 @@ use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
 use synthkit::secret::{redact_url, redact_urls};
 use synthkit::text::BpeTokenizer;
+use synthkit_extractive::ExtractiveModel;
 
 use crate::error::ServeError;
 use crate::metrics::Metrics;

@@ -1,9 +1,8 @@
-#![doc = include_str!("../../../README.md")]
+#![doc = include_str!("../README.md")]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 pub mod backend;
 pub mod citation;
-pub mod documents;
 pub(crate) mod engine;
 pub mod error;
 pub mod layer;

@@ -7,6 +7,13 @@
 //! naming the JSON path of the first violation (`/answer`, `/sources/2`, or `/` for the
 //! whole value).
 //!
+//! Validation needs the cargo feature `schema-validation` (the `jsonschema` crate; the CLI,
+//! the service and the Python bindings turn it on). Without it a schema is only checked to
+//! be a JSON object (or `true`/`false`) whose `type`, if any, names JSON types, and a reply
+//! is only parsed as JSON: [`CompiledSchema::check`] accepts any value, so a reply that
+//! breaks the schema reaches you as the model wrote it and `Response::parse` is the first
+//! to notice. [`CompiledSchema::VALIDATES`] says which build you have.
+//!
 //! ```
 //! use serde_json::json;
 //! use synthkit::schema::CompiledSchema;
@@ -17,8 +24,10 @@
 //!     "required": ["answer"]
 //! }))?;
 //! assert!(schema.check(&json!({"answer": "yes"})).is_ok());
-//! let err = schema.check(&json!({"answer": 3})).unwrap_err();
-//! assert!(err.to_string().contains("/answer"), "{err}");
+//! if CompiledSchema::VALIDATES {
+//!     let err = schema.check(&json!({"answer": 3})).unwrap_err();
+//!     assert!(err.to_string().contains("/answer"), "{err}");
+//! }
 //! assert!(CompiledSchema::new(json!({"type": 5})).is_err());
 //! # Ok::<(), synthkit::schema::SchemaError>(())
 //! ```
@@ -50,6 +59,7 @@ pub enum SchemaError {
 #[derive(Clone)]
 pub struct CompiledSchema {
     value: Arc<Value>,
+    #[cfg(feature = "schema-validation")]
     validator: Arc<jsonschema::Validator>,
 }
 
@@ -62,17 +72,32 @@ impl fmt::Debug for CompiledSchema {
 }
 
 impl CompiledSchema {
-    /// Compiles `schema`; fails when it is not a valid JSON schema.
+    /// Whether replies are validated against the schema: true with the cargo feature
+    /// `schema-validation`; without it [`check`](Self::check) accepts any value.
+    pub const VALIDATES: bool = cfg!(feature = "schema-validation");
+
+    /// Compiles `schema`; fails when it is not a valid JSON schema (without the feature
+    /// `schema-validation`: when it is not an object or boolean, or its `type` names no
+    /// JSON type).
     pub fn new(schema: impl Into<Arc<Value>>) -> Result<Self, SchemaError> {
         let value: Arc<Value> = schema.into();
-        let validator = jsonschema::validator_for(&value).map_err(|e| SchemaError::Invalid {
-            path: pointer(&e.schema_path().to_string()),
-            message: e.to_string(),
-        })?;
-        Ok(Self {
-            value,
-            validator: Arc::new(validator),
-        })
+        #[cfg(feature = "schema-validation")]
+        {
+            let validator =
+                jsonschema::validator_for(&value).map_err(|e| SchemaError::Invalid {
+                    path: pointer(&e.schema_path().to_string()),
+                    message: e.to_string(),
+                })?;
+            Ok(Self {
+                value,
+                validator: Arc::new(validator),
+            })
+        }
+        #[cfg(not(feature = "schema-validation"))]
+        {
+            shape(&value)?;
+            Ok(Self { value })
+        }
     }
 
     /// The schema.
@@ -80,19 +105,57 @@ impl CompiledSchema {
         &self.value
     }
 
-    /// Checks `instance` against the schema: the first violation, with its path.
+    /// Checks `instance` against the schema: the first violation, with its path. Without
+    /// the feature `schema-validation`, always `Ok`.
     pub fn check(&self, instance: &Value) -> Result<(), ModelError> {
-        match self.validator.validate(instance) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(ModelError::SchemaMismatch {
-                path: pointer(&e.instance_path().to_string()),
-                message: e.to_string(),
-            }),
+        #[cfg(feature = "schema-validation")]
+        {
+            match self.validator.validate(instance) {
+                Ok(()) => Ok(()),
+                Err(e) => Err(ModelError::SchemaMismatch {
+                    path: pointer(&e.instance_path().to_string()),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        #[cfg(not(feature = "schema-validation"))]
+        {
+            let _ = instance;
+            Ok(())
         }
     }
 }
 
+/// The checks made without `jsonschema`: an object or a boolean, whose `type` (if any) is
+/// a JSON type name or a list of them.
+#[cfg(not(feature = "schema-validation"))]
+fn shape(schema: &Value) -> Result<(), SchemaError> {
+    const TYPES: &[&str] = &[
+        "null", "boolean", "object", "array", "number", "integer", "string",
+    ];
+    let invalid = |path: &str, message: &str| SchemaError::Invalid {
+        path: path.to_string(),
+        message: message.to_string(),
+    };
+    let object = match schema {
+        Value::Bool(_) => return Ok(()),
+        Value::Object(object) => object,
+        _ => return Err(invalid("/", "a schema must be a JSON object or a boolean")),
+    };
+    let named = |t: &Value| t.as_str().is_some_and(|t| TYPES.contains(&t));
+    match object.get("type") {
+        None => Ok(()),
+        Some(Value::Array(types)) if types.iter().all(named) => Ok(()),
+        Some(t) if named(t) => Ok(()),
+        Some(_) => Err(invalid(
+            "/type",
+            "`type` must name JSON types (string, object, ...)",
+        )),
+    }
+}
+
 /// A JSON pointer for messages: `/` for the root.
+#[cfg(feature = "schema-validation")]
 fn pointer(p: &str) -> String {
     if p.is_empty() {
         "/".to_string()

@@ -5,12 +5,12 @@
 //! - [`anthropic`] (cargo feature `anthropic`): Anthropic's Messages API
 //!   (`POST /v1/messages`: Anthropic, and llama.cpp's `llama-server`, which serves it too),
 //!   with its exact prompt counter (`/v1/messages/count_tokens`).
-//! - [`extractive`]: an offline model that answers with sentences chosen from the context;
-//!   no server, no download.
+//!
+//! The offline extractive answerer (no server, no download) is its own crate,
+//! `synthkit-extractive`; any other model implements [`LanguageModel`](crate::model::LanguageModel).
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
-pub mod extractive;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) mod http;
 #[cfg(feature = "openai")]

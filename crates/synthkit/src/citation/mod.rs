@@ -105,10 +105,17 @@ pub(crate) fn label_before(text: &str, offset: usize) -> Option<u32> {
     complete.rsplit('\n').find_map(label_number)
 }
 
-/// The number of a label line, a line that is exactly `[n]` (the form [`label`] writes);
-/// `None` for any other line. Shared by the engine, the marker checks and the extractive
-/// backend, which all read these lines.
-pub(crate) fn label_number(line: &str) -> Option<u32> {
+/// The number of a label line, a line that is exactly `[n]` (the line the engine writes
+/// before each source when citations are on); `None` for any other line. Shared by the
+/// engine, the marker checks and backends that read the sources of a prompt (the
+/// `synthkit-extractive` answerer).
+///
+/// ```
+/// use synthkit::citation::label_number;
+/// assert_eq!(label_number("[12]"), Some(12));
+/// assert_eq!(label_number("[a]"), None);
+/// ```
+pub fn label_number(line: &str) -> Option<u32> {
     let digits = line.strip_prefix('[')?.strip_suffix(']')?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

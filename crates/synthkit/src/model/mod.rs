@@ -235,6 +235,27 @@ impl Completion {
             ..Self::default()
         }
     }
+
+    /// The same reply with the usage the model reports (the struct is `non_exhaustive`, so
+    /// backends outside this crate build it with these methods).
+    ///
+    /// ```
+    /// use synthkit::model::{Completion, FinishReason, Usage};
+    /// let c = Completion::text("Every six months.")
+    ///     .with_usage(Usage { prompt_tokens: 120, completion_tokens: 4 })
+    ///     .with_finish_reason(FinishReason::Stop);
+    /// assert_eq!(c.usage.map(|u| u.total()), Some(124));
+    /// ```
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+
+    /// The same reply with the reason the model stopped.
+    pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
+        self.finish_reason = Some(reason);
+        self
+    }
 }
 
 /// A structured reply as the engine hands it on: the parsed JSON value and the raw text.

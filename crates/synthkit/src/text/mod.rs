@@ -1,5 +1,6 @@
 //! Text handling: tokenizers and the token text splitter.
 
+pub mod plain;
 pub mod splitter;
 pub mod tokenizer;
 

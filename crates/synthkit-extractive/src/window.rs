@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::rank::{Term, term_id, terms};
-use crate::text::SharedTokenizer;
+use synthkit::text::SharedTokenizer;
 
 /// Sentences longer than this many words are shown as a window.
 pub(super) const LONG_SENTENCE_WORDS: usize = 60;

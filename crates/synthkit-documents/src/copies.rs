@@ -232,7 +232,7 @@ fn hash_all(words: &[u64]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::documents::Format;
+    use crate::Format;
 
     fn doc(name: &str, text: &str) -> Document {
         Document::new(name, text, Format::Markdown)

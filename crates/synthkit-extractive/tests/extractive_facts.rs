@@ -11,11 +11,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use synthkit::backend::extractive::ExtractiveModel;
-use synthkit::documents::chunk::chunk;
-use synthkit::documents::{ReadOptions, Reader};
 use synthkit::text::{BpeTokenizer, TokenTextSplitter};
 use synthkit::{Node, ResponseMode, Synthesizer};
+use synthkit_documents::chunk::chunk;
+use synthkit_documents::{ReadOptions, Reader};
+use synthkit_extractive::ExtractiveModel;
 
 /// The nodes of fixture `name`, read and chunked as the CLI does, as if found at `path`.
 fn nodes(name: &str, path: &str) -> Vec<Node> {

@@ -8,9 +8,9 @@
 
 use std::path::PathBuf;
 
-use synthkit::backend::extractive::{Extraction, ExtractiveModel};
-use synthkit::documents::html::html_to_markdown;
 use synthkit::text::{BpeTokenizer, Tokenizer};
+use synthkit_documents::html::html_to_markdown;
+use synthkit_extractive::{Extraction, ExtractiveModel};
 
 fn fixture(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,9 +1,9 @@
-//! Structure-aware chunks (`synthkit::documents::chunk`): headings first, code blocks and
+//! Structure-aware chunks (`synthkit_documents::chunk`): headings first, code blocks and
 //! lists kept whole, heading paths as `section` metadata, nothing lost, the limit kept.
 //!
-//! Run more property cases with `PROPTEST_CASES=5000 cargo test -p synthkit --test chunking`.
+//! Run more property cases with `PROPTEST_CASES=5000 cargo test -p synthkit-documents --test chunking`.
 //! Print the chunks of real files with
-//! `CHUNK_FILES=README.md,/usr/share/doc/bash/RBASH cargo test -p synthkit --test chunking -- --ignored --nocapture`.
+//! `CHUNK_FILES=README.md,/usr/share/doc/bash/RBASH cargo test -p synthkit-documents --test chunking -- --ignored --nocapture`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -13,10 +13,10 @@
 
 use proptest::prelude::*;
 use synthkit::Node;
-use synthkit::documents::chunk::{TextChunk, chunk, chunk_text};
-use synthkit::documents::{Document, Format};
 use synthkit::testing::LumpyTokenizer;
 use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter};
+use synthkit_documents::chunk::{TextChunk, chunk, chunk_text};
+use synthkit_documents::{Document, Format};
 
 fn cl100k() -> SharedTokenizer {
     BpeTokenizer::cl100k_base().shared()

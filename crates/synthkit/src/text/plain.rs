@@ -1,5 +1,7 @@
 //! Release headers of plain text: the headings of NEWS files and changelogs, which have no
-//! markup, so that each chunk knows which release it is about (its `section`).
+//! markup, so that each chunk knows which release it is about (its `section`). Shared by
+//! the structure-aware chunker (`synthkit-documents`) and the offline answerer
+//! (`synthkit-extractive`), which must agree on what a release header is.
 //!
 //! - GNU outline headings: `* Noteworthy changes in release 9.1 (2022-04-15) [stable]`
 //!   (a `*` line naming a version, level 1) and the `** Bug fixes` lines under them
@@ -12,7 +14,7 @@
 //!   paragraph stays text.
 
 /// Whether `text` holds a version number (`8.6`, `v1.2.3`, `2.0-1`, `bash-4.0`).
-pub(crate) fn has_version(text: &str) -> bool {
+pub fn has_version(text: &str) -> bool {
     let chars: Vec<char> = text.chars().collect();
     chars.windows(3).any(|w| match w {
         [a, '.', b] => a.is_ascii_digit() && b.is_ascii_digit(),
@@ -22,7 +24,7 @@ pub(crate) fn has_version(text: &str) -> bool {
 
 /// A line announcing a release on its own (`Version 1.2 (2020-01-01)`, `v2.0`, `1.4.2`,
 /// a Debian changelog's `pkg (1.2-3) unstable; urgency=low`).
-pub(crate) fn is_version_line(trimmed: &str) -> bool {
+pub fn is_version_line(trimmed: &str) -> bool {
     if !has_version(trimmed) || trimmed.ends_with('.') || trimmed.split_whitespace().count() > 10 {
         return false;
     }
@@ -45,14 +47,14 @@ pub(crate) fn is_version_line(trimmed: &str) -> bool {
 }
 
 /// An outline heading (`* Release 1.2`, `** Bug fixes`): its level and title.
-pub(crate) fn outline_heading(line: &str) -> Option<(usize, &str)> {
+pub fn outline_heading(line: &str) -> Option<(usize, &str)> {
     let level = line.chars().take_while(|&c| c == '*').count();
     let rest = line.get(level..)?.strip_prefix(' ')?.trim();
     (level > 0 && rest.chars().any(char::is_alphanumeric)).then_some((level, rest))
 }
 
 /// A rule line: at least 10 of one of `-`, `=`, `_`, `*`, nothing else.
-pub(crate) fn is_rule(line: &str) -> bool {
+pub fn is_rule(line: &str) -> bool {
     let t = line.trim();
     let Some(c) = t.chars().next() else {
         return false;
@@ -66,7 +68,7 @@ const RELEASE_WORDS: &[&str] = &["release", "version", "changes", "new features"
 /// The title of a paragraph that heads a release (after a rule line): its first sentence,
 /// when its first line names a version and it speaks of a release, version, changes or
 /// new features.
-pub(crate) fn release_paragraph_title(first_line: &str, paragraph: &str) -> Option<String> {
+pub fn release_paragraph_title(first_line: &str, paragraph: &str) -> Option<String> {
     if !has_version(first_line) {
         return None;
     }

@@ -5,7 +5,7 @@ use super::inline::clean;
 use super::markup::{has_version, is_metadata_line};
 use super::sentences::{Kind, Last, Parser, collapse};
 use super::split::{bracket_note, ends_sentence, is_closer, split_segment};
-use crate::documents::chunk::plain::release_paragraph_title;
+use synthkit::text::plain::release_paragraph_title;
 
 impl Parser<'_> {
     /// Ends the open paragraph or item, adding its sentences.

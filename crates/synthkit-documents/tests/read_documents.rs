@@ -1,8 +1,8 @@
-//! `synthkit::documents` reading folders like ripgrep does: one test per rule, on a tree
+//! `synthkit_documents` reading folders like ripgrep does: one test per rule, on a tree
 //! built in a temporary folder (symbolic links, binary, gzip and PDF files are made here
 //! rather than committed).
 
-#![cfg(all(unix, feature = "documents"))]
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::Write;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use synthkit::documents::{
+use synthkit_documents::{
     Document, Format, ReadOptions, ReadReport, Reader, SkipReason, read_paths,
 };
 use tempfile::TempDir;

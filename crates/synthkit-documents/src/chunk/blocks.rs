@@ -3,6 +3,7 @@
 //! and plain text. The packing of blocks into chunks is in the parent module.
 
 use super::*;
+use synthkit::text::plain;
 
 // ---------------------------------------------------------------------------------------
 // Lines
@@ -383,7 +384,7 @@ impl Parser<'_> {
 }
 
 impl Parser<'_> {
-    /// A plain-text release header at line `k` (see [`super::plain`]): the lines of the
+    /// A plain-text release header at line `k` (see [`synthkit::text::plain`]): the lines of the
     /// heading block (after the rule line at `k`, for a release paragraph), its level and
     /// title.
     fn release_header(&self, k: usize, outline: bool) -> Option<((usize, usize), usize, String)> {

@@ -1,14 +1,14 @@
 //! Every response mode on the same small set of nodes, with the offline extractive model.
 //!
 //! ```text
-//! cargo run -p synthkit --example modes
+//! cargo run -p synthkit-extractive --example modes
 //! ```
 
 use std::sync::Arc;
 
 use futures::StreamExt;
-use synthkit::backend::extractive::ExtractiveModel;
 use synthkit::{Node, ResponseMode, SynthError, Synthesizer};
+use synthkit_extractive::ExtractiveModel;
 
 #[tokio::main]
 async fn main() -> Result<(), SynthError> {

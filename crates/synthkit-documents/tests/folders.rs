@@ -3,14 +3,14 @@
 //! `print.html`), hidden and ignored files are counted, and progress is reported. Trees in
 //! the shape of an mdBook build and a Debian `/usr/share/doc`, written here.
 
-#![cfg(all(unix, feature = "documents"))]
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use synthkit::documents::{
+use synthkit_documents::{
     Asset, LeftOutReason, ReadOptions, ReadReport, Reader, SkipReason, read_paths,
 };
 use tempfile::TempDir;

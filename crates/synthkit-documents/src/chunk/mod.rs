@@ -45,7 +45,7 @@
 //! a single character that alone takes more tokens than the limit (as in the splitter).
 //!
 //! ```
-//! use synthkit::documents::{Document, Format, chunk::chunk};
+//! use synthkit_documents::{Document, Format, chunk::chunk};
 //! use synthkit::text::{BpeTokenizer, TokenTextSplitter};
 //!
 //! let splitter = TokenTextSplitter::new(64, 0, BpeTokenizer::cl100k_base().shared()).unwrap();
@@ -64,9 +64,9 @@
 //! );
 //! ```
 
-use crate::Node;
-use crate::documents::{Document, Format};
-use crate::text::{ChunkCursor, SharedTokenizer, TokenTextSplitter};
+use crate::{Document, Format};
+use synthkit::Node;
+use synthkit::text::{ChunkCursor, SharedTokenizer, TokenTextSplitter};
 
 /// What joins the titles of a heading path in the `section` metadata.
 pub const SECTION_SEPARATOR: &str = " > ";
@@ -159,7 +159,6 @@ pub fn chunk_text(text: &str, format: Format, splitter: &TokenTextSplitter) -> V
 }
 
 mod blocks;
-pub(crate) mod plain;
 
 use blocks::*;
 

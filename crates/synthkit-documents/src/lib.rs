@@ -1,36 +1,25 @@
-//! Documents: turning paths into text and text into nodes, usable without the CLI.
+//! Documents for synthkit: turning paths into text and text into nodes, usable without
+//! the CLI.
 //!
 //! - `read`: walking folders like ripgrep does and reading each file as text (encodings,
-//!   `.gz`, HTML, PDF), naming every file it skips and why (feature `documents`, on by
-//!   default; `walk`, `decode`, `html`, `pdf`, `prose` (what is not prose) and `copies`
-//!   (documents whose text is in others) are its parts, `report` what it says). Start
-//!   with [`read_paths`] or a [`Reader`].
+//!   `.gz`, HTML, PDF), naming every file it skips and why (`walk`, `decode`, `html`,
+//!   `pdf`, `prose` (what is not prose) and `copies` (documents whose text is in others)
+//!   are its parts, `report` what it says). Start with [`read_paths`] or a [`Reader`].
 //! - `chunk`: structure-aware chunks (headings first, code blocks and lists kept whole),
 //!   each carrying its heading path as `section` metadata.
 
 pub mod chunk;
-#[cfg(feature = "documents")]
 pub mod copies;
-#[cfg(feature = "documents")]
 pub mod decode;
-#[cfg(feature = "documents")]
 pub mod html;
-#[cfg(feature = "documents")]
 pub mod pdf;
-#[cfg(feature = "documents")]
 pub mod prose;
-#[cfg(feature = "documents")]
 pub mod read;
-#[cfg(feature = "documents")]
 pub mod report;
-#[cfg(feature = "documents")]
 pub mod walk;
 
-#[cfg(feature = "documents")]
 pub use read::{ProgressFn, ReadError, ReadFile, ReadOptions, ReadProgress, Reader, read_paths};
-#[cfg(feature = "documents")]
 pub use report::{Asset, LeftOut, LeftOutReason, ReadNote, ReadReport, SkipReason, Skipped};
-#[cfg(feature = "documents")]
 pub use walk::WalkOptions;
 
 use std::path::PathBuf;

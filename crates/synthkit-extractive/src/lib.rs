@@ -1,4 +1,5 @@
-//! An offline, deterministic backend that answers by extracting sentences from the context.
+//! An offline, deterministic backend for synthkit that answers by extracting sentences from
+//! the context.
 //!
 //! [`ExtractiveModel`] needs no server and no weights: every mode works with it on a fresh
 //! machine, and the same request always gives the same answer. It reads what a prompt was
@@ -74,20 +75,21 @@
 //! Citations: a line that is exactly `[n]` labels the passage text after it as source `n`
 //! (the engine writes one before each source when citations are on). Label lines are no
 //! sentences; when the passages had labels, each picked sentence ends with its source's
-//! marker before its final terminator ("The mirror is cleaned every six months [2].", a
-//! lead-in "The following are disallowed [1]:"), and [`Extraction::sources`] lists the
+//! marker before its final terminator ("The mirror is cleaned every six months \[2\].", a
+//! lead-in "The following are disallowed \[1\]:"), and [`Extraction::sources`] lists the
 //! sources used. An existing answer's sentences keep their markers; markers (`[n]`,
 //! `[n, m]`) are ignored when scoring and when finding repeats.
 //!
 //! Structured requests (a `schema` is set) get JSON text from
-//! [`LanguageModel::complete`], which the default [`LanguageModel::structured`] parses: for
+//! [`LanguageModel::complete`], which the engine parses (and validates, with synthkit's
+//! feature `schema-validation`) as it does any model's structured reply: for
 //! the structured-refine schema (`query_satisfied`, `answer`) the object says whether a word
 //! of the question occurs in the passages and carries the extracted answer; other object
 //! schemas are filled on a best-effort basis (strings get the answer, booleans the
 //! `query_satisfied` value).
 //!
 //! ```
-//! use synthkit::backend::extractive::ExtractiveModel;
+//! use synthkit_extractive::ExtractiveModel;
 //! let model = ExtractiveModel::new();
 //! let answer = model.extract(
 //!     "How often is the mirror cleaned?",
@@ -101,6 +103,11 @@
 //! let unanswered = model.extract("Who won the 1998 World Cup?", None, context, 256);
 //! assert_eq!(unanswered.text, ExtractiveModel::NOT_ANSWERED);
 //! ```
+
+// The workspace README's library examples use this backend: they are tested here.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
 
 mod blocks;
 mod boost;
@@ -124,12 +131,6 @@ mod window;
 
 use futures::future::BoxFuture;
 
-use crate::model::{
-    Completion, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest, Usage,
-};
-use crate::prompt::TemplateKind;
-use crate::text::SharedTokenizer;
-use crate::text::tokenizer::default_tokenizer;
 use boost::without_provenance;
 use cite::strip_markers;
 use focus::focus;
@@ -140,6 +141,12 @@ use select::{Answer, Cand, Selector};
 use sentences::{Kind, Parsed, parse};
 use split::is_closer;
 use structured::structured_reply;
+use synthkit::model::{
+    Completion, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest, Usage,
+};
+use synthkit::prompt::TemplateKind;
+use synthkit::text::SharedTokenizer;
+use synthkit::text::tokenizer::default_tokenizer;
 use units::{answering_items, candidates, doc, lead_biased};
 
 /// The offline extractive backend. See the [module documentation](self).
@@ -255,8 +262,8 @@ impl ExtractiveModel {
 
     /// What its replies depend on beyond the request, for response-cache keys: its
     /// tokenizer (which measures answers against `max_tokens`).
-    pub fn cache_identity(&self) -> crate::layer::stack::CacheIdentity {
-        crate::layer::stack::CacheIdentity::new(
+    pub fn cache_identity(&self) -> synthkit::layer::stack::CacheIdentity {
+        synthkit::layer::stack::CacheIdentity::new(
             "extractive",
             format!("tokenizer={}", self.tokenizer.name()),
         )
@@ -542,18 +549,18 @@ impl LanguageModel for ExtractiveModel {
         Box::pin(async move {
             let (text, truncated) = self.respond(request);
             let completion_tokens = self.tokenizer.count(&text) as u64;
-            Ok(Completion {
-                usage: Some(Usage {
-                    prompt_tokens: request.prompt_tokens as u64,
-                    completion_tokens,
-                }),
-                finish_reason: Some(if truncated {
-                    FinishReason::Length
-                } else {
-                    FinishReason::Stop
-                }),
-                text,
-            })
+            let usage = Usage {
+                prompt_tokens: request.prompt_tokens as u64,
+                completion_tokens,
+            };
+            let finish = if truncated {
+                FinishReason::Length
+            } else {
+                FinishReason::Stop
+            };
+            Ok(Completion::text(text)
+                .with_usage(usage)
+                .with_finish_reason(finish))
         })
     }
 }

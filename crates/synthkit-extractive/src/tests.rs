@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::mode::{ResponseMode, Step};
-use crate::model::StepInfo;
-use crate::prompt::RenderedPrompt;
+use synthkit::mode::{ResponseMode, Step};
+use synthkit::model::StepInfo;
+use synthkit::prompt::RenderedPrompt;
 
 fn request(kind: TemplateKind, vars: &[(&str, &str)], max_tokens: usize) -> ModelRequest {
     ModelRequest::new(RenderedPrompt::Text("ignored".into()))
@@ -13,7 +13,7 @@ fn request(kind: TemplateKind, vars: &[(&str, &str)], max_tokens: usize) -> Mode
         .with_max_tokens(max_tokens)
         .with_prompt_tokens(42)
         .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
-        .with_extension(crate::prompt::PromptSource::new(
+        .with_extension(synthkit::prompt::PromptSource::new(
             kind,
             vars.iter()
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
@@ -310,7 +310,7 @@ fn structured_refine_reply() {
         value,
         serde_json::json!({"query_satisfied": true, "answer": "The observatory opened in 1987."})
     );
-    req.extensions.insert(crate::prompt::PromptSource::new(
+    req.extensions.insert(synthkit::prompt::PromptSource::new(
         TemplateKind::Qa,
         vec![
             ("context_str".into(), OBSERVATORY.into()),

@@ -9,7 +9,7 @@ use super::cite::{mark, markers};
 use super::rank::Term;
 use super::sentences::{Kind, Sentence};
 use super::window::{LONG_SENTENCE_WORDS, WINDOW_WORDS, fit, window};
-use crate::text::SharedTokenizer;
+use synthkit::text::SharedTokenizer;
 
 /// Candidates rejected in a row (too long for the room left) before selection stops.
 const MAX_REJECTIONS_IN_A_ROW: usize = 64;

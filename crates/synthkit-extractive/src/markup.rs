@@ -59,7 +59,7 @@ pub(super) fn closes_fence(trimmed: &str, open: (char, usize)) -> bool {
 }
 
 /// A source label line, exactly `[n]`: its number (the engine's own reader).
-pub(super) use crate::citation::label_number as label;
+pub(super) use synthkit::citation::label_number as label;
 
 /// A section adornment (`=====`, `-----`, `~~~`): one character from [`ADORNMENTS`]
 /// repeated, at least 3 long; its character.
@@ -96,7 +96,7 @@ pub(super) fn outline_heading(trimmed: &str) -> Option<(usize, String)> {
 }
 
 /// Version numbers and release lines, read as the chunker reads them.
-pub(super) use crate::documents::chunk::plain::{has_version, is_version_line};
+pub(super) use synthkit::text::plain::{has_version, is_version_line};
 
 /// What an rst directive line (`.. name:: argument`) is.
 #[derive(Debug, Clone, PartialEq)]
