@@ -183,6 +183,36 @@ async fn chat_completion_sends_the_expected_body_and_reads_usage() {
 }
 
 #[tokio::test]
+async fn an_injected_http_client_sends_every_call() {
+    let seen = Seen::default();
+    let server = Server::start(
+        Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[JSON], CHAT_OK)),
+    );
+    let mut defaults = HeaderMap::new();
+    defaults.insert("x-from-the-caller", "yes".parse().unwrap());
+    let client = reqwest::Client::builder()
+        .default_headers(defaults)
+        .user_agent("the-callers-client")
+        .build()
+        .unwrap();
+    let config = server.config().with_http_client(client);
+    assert!(format!("{config:?}").contains(r#"http_client: Some("custom")"#));
+    let model = OpenAiModel::new(config).unwrap();
+    model.complete(&chat_request()).await.unwrap();
+    let (_, headers, _) = seen.last();
+    assert_eq!(headers.get("x-from-the-caller").unwrap(), "yes");
+    assert_eq!(
+        headers.get(header::USER_AGENT).unwrap(),
+        "the-callers-client"
+    );
+    // The key is still the config's, sent by synthkit on the caller's client.
+    assert_eq!(
+        headers.get(header::AUTHORIZATION).unwrap(),
+        &format!("Bearer {KEY}")
+    );
+}
+
+#[tokio::test]
 async fn completion_endpoint_sends_a_text_prompt_without_auth_when_keyless() {
     let seen = Seen::default();
     let reply = r#"{"choices":[{"text":" eitherModern630istration","index":0,"logprobs":null,"finish_reason":"stop"}],"object":"text_completion","usage":{"completion_tokens":4,"prompt_tokens":2,"total_tokens":6}}"#;

@@ -38,8 +38,14 @@ pub struct AnthropicConfig {
     /// The request timeout (default 600 s): a non-streamed call must be answered in full
     /// within it, a streamed call must send its first event within it.
     pub timeout: Duration,
-    /// How long opening the connection may take (default 10 s).
+    /// How long opening the connection may take (default 10 s). Not used with an
+    /// [`AnthropicConfig::http_client`] of your own (set it on that client).
     pub connect_timeout: Duration,
+    /// The HTTP client to send with (default `None`: one built with synthkit's user agent
+    /// and [`AnthropicConfig::connect_timeout`]). Give your own for proxies, custom root
+    /// certificates, or one connection pool shared with the rest of your program; the
+    /// per-call timeouts above still apply to every call.
+    pub http_client: Option<reqwest::Client>,
     /// How long a stream may stay silent between two events once its first event came
     /// (default 120 s).
     pub idle_timeout: Duration,
@@ -80,6 +86,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("stop_sequences", &self.stop_sequences)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("http_client", &self.http_client.as_ref().map(|_| "custom"))
             .field("idle_timeout", &self.idle_timeout)
             .field("context_window", &self.context_window)
             .field("num_output", &self.num_output)
@@ -118,6 +125,7 @@ impl AnthropicConfig {
             stop_sequences: Vec::new(),
             timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(10),
+            http_client: None,
             idle_timeout: Duration::from_secs(120),
             context_window: None,
             num_output: ModelInfo::DEFAULT_NUM_OUTPUT,
@@ -209,6 +217,21 @@ impl AnthropicConfig {
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
+    }
+
+    /// Sends with `client` ([`AnthropicConfig::http_client`]) instead of a client of synthkit's own.
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+
+    /// The client to send with: [`AnthropicConfig::http_client`], else a new one with synthkit's
+    /// user agent and [`AnthropicConfig::connect_timeout`].
+    pub(crate) fn client(&self) -> Result<reqwest::Client, crate::model::ModelError> {
+        match &self.http_client {
+            Some(client) => Ok(client.clone()),
+            None => crate::backend::http::build_client(self.connect_timeout),
+        }
     }
 
     /// Sets the idle timeout between stream events ([`AnthropicConfig::idle_timeout`]).

@@ -17,9 +17,9 @@ use secrecy::SecretString;
 use serde_json::Value;
 
 use super::{AnthropicConfig, api_headers, wire};
+use crate::backend::http::Post;
 use crate::backend::http::clock::CallClock;
 use crate::backend::http::count_cache::CountCache;
-use crate::backend::http::{Post, build_client};
 use crate::model::{ModelError, PromptCounter};
 use crate::prompt::{ChatMessage, RenderedPrompt, Role};
 
@@ -86,7 +86,7 @@ impl CountTokens {
     pub async fn probe(config: &AnthropicConfig) -> Option<Self> {
         let counter = Self {
             inner: Arc::new(Inner {
-                client: build_client(config.connect_timeout).ok()?,
+                client: config.client().ok()?,
                 url: config.count_tokens_url(),
                 model: config.model.clone(),
                 headers: api_headers(config).ok()?,

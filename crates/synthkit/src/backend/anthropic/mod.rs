@@ -133,7 +133,7 @@ impl AnthropicModel {
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
         api_headers(&config)?;
         Ok(Self {
-            client: http::build_client(config.connect_timeout)?,
+            client: config.client()?,
             config,
             discovered_context_window: None,
             discovered_slots: None,

@@ -38,8 +38,14 @@ pub struct OpenAiConfig {
     /// for long prompts on a CPU), after which only [`OpenAiConfig::idle_timeout`] applies,
     /// so a stream that keeps producing tokens is never cut.
     pub timeout: Duration,
-    /// How long opening the connection may take (default 10 s).
+    /// How long opening the connection may take (default 10 s). Not used with an
+    /// [`OpenAiConfig::http_client`] of your own (set it on that client).
     pub connect_timeout: Duration,
+    /// The HTTP client to send with (default `None`: one built with synthkit's user agent
+    /// and [`OpenAiConfig::connect_timeout`]). Give your own for proxies, custom root
+    /// certificates, or one connection pool shared with the rest of your program; the
+    /// per-call timeouts above still apply to every call.
+    pub http_client: Option<reqwest::Client>,
     /// How long a stream may stay silent between two events once its first event came
     /// (default 120 s).
     pub idle_timeout: Duration,
@@ -89,6 +95,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("seed", &self.seed)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("http_client", &self.http_client.as_ref().map(|_| "custom"))
             .field("idle_timeout", &self.idle_timeout)
             .field("context_window", &self.context_window)
             .field("num_output", &self.num_output)
@@ -133,6 +140,7 @@ impl OpenAiConfig {
             seed: None,
             timeout: Self::DEFAULT_TIMEOUT,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            http_client: None,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             context_window: None,
             num_output: ModelInfo::DEFAULT_NUM_OUTPUT,
@@ -222,6 +230,21 @@ impl OpenAiConfig {
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
+    }
+
+    /// Sends with `client` ([`OpenAiConfig::http_client`]) instead of a client of synthkit's own.
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+
+    /// The client to send with: [`OpenAiConfig::http_client`], else a new one with synthkit's
+    /// user agent and [`OpenAiConfig::connect_timeout`].
+    pub(crate) fn client(&self) -> Result<reqwest::Client, crate::model::ModelError> {
+        match &self.http_client {
+            Some(client) => Ok(client.clone()),
+            None => crate::backend::http::build_client(self.connect_timeout),
+        }
     }
 
     /// Sets the idle timeout between stream events ([`OpenAiConfig::idle_timeout`]).

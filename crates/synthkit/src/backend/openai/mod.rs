@@ -112,7 +112,7 @@ impl OpenAiModel {
     /// built (TLS initialisation).
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         Ok(Self {
-            client: http::build_client(config.connect_timeout)?,
+            client: config.client()?,
             config,
             discovered_context_window: None,
             discovered_slots: None,

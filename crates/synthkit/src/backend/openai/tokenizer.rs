@@ -371,5 +371,5 @@ fn wire_messages(messages: &[crate::prompt::ChatMessage]) -> Vec<Value> {
 
 /// A client for side calls (discovery, tokenize); `None` if TLS cannot initialise.
 pub(crate) fn http_client(config: &OpenAiConfig) -> Option<reqwest::Client> {
-    crate::backend::http::build_client(config.connect_timeout).ok()
+    config.client().ok()
 }
