@@ -81,6 +81,8 @@ fn retries_show_on_stderr_unless_quiet() {
     assert!(ok, "{stderr}");
     assert!(stderr.contains("retrying"), "{stderr}");
     assert!(stderr.contains("502"), "{stderr}");
+    // Captured, not a terminal: plain text, no colour escapes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 
     let (ok, stderr) = ask(&server, &["-q"]);
     assert!(ok, "{stderr}");
