@@ -34,6 +34,17 @@ pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client,
         })
 }
 
+/// The client a backend sends with: the caller's own (`given`), else [`build_client`].
+pub(crate) fn given_or_built(
+    given: Option<&reqwest::Client>,
+    connect_timeout: Duration,
+) -> Result<reqwest::Client, ModelError> {
+    match given {
+        Some(client) => Ok(client.clone()),
+        None => build_client(connect_timeout),
+    }
+}
+
 /// A header that carries a secret (`Bearer sk-...`, an `x-api-key`): marked sensitive,
 /// so the HTTP stack never shows it.
 pub(crate) fn secret_header(value: &str) -> Result<HeaderValue, ModelError> {

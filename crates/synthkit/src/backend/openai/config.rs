@@ -241,10 +241,7 @@ impl OpenAiConfig {
     /// The client to send with: [`OpenAiConfig::http_client`], else a new one with synthkit's
     /// user agent and [`OpenAiConfig::connect_timeout`].
     pub(crate) fn client(&self) -> Result<reqwest::Client, crate::model::ModelError> {
-        match &self.http_client {
-            Some(client) => Ok(client.clone()),
-            None => crate::backend::http::build_client(self.connect_timeout),
-        }
+        crate::backend::http::given_or_built(self.http_client.as_ref(), self.connect_timeout)
     }
 
     /// Sets the idle timeout between stream events ([`OpenAiConfig::idle_timeout`]).
