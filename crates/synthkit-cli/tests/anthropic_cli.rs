@@ -4,10 +4,8 @@
 //! `--retries`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../synthkit/tests/common/llama.rs"]
-mod llama;
-#[path = "../../synthkit/tests/common/server.rs"]
-mod server;
+use synthkit_testkit::llama;
+use synthkit_testkit::server;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -12,8 +12,7 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../synthkit/tests/common/llama.rs"]
-mod llama;
+use synthkit_testkit::llama;
 
 use std::path::PathBuf;
 use std::process::Command;

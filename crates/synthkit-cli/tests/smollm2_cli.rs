@@ -13,8 +13,7 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../synthkit/tests/common/llama.rs"]
-mod llama;
+use synthkit_testkit::llama;
 
 use std::process::Command;
 

@@ -17,7 +17,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::fake_llm::{FakeConfig, FakeLlm};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, openai_backend};
 use serde_json::{Value, json};
 use synthkit_serve::ServiceLimits;

@@ -4,8 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
-#[path = "../../synthkit/tests/common/llama.rs"]
-mod llama;
+use synthkit_testkit::llama;
 
 use std::time::Duration;
 

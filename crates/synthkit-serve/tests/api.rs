@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::fake_llm::{FakeConfig, FakeLlm};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, nodes, openai_backend, parse_sse};
 use serde_json::{Value, json};
 use synthkit::ResponseMode;
@@ -85,7 +85,7 @@ async fn every_mode_as_json_with_the_extractive_backend() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_mode_as_json_and_as_events_with_an_openai_server() {
-    let fake = FakeLlm::start(FakeConfig::default()).await;
+    let fake = FakeLlm::start(FakeConfig::default());
     let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
     for mode in ResponseMode::ALL {
         let body = json!({"query": QUERY, "nodes": nodes(), "mode": mode.as_str()});
@@ -200,7 +200,7 @@ async fn templates_output_schema_and_concurrency_are_used() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_metrics_and_openapi() {
-    let fake = FakeLlm::start(FakeConfig::default()).await;
+    let fake = FakeLlm::start(FakeConfig::default());
     let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("{}{path}", service.url)).send();

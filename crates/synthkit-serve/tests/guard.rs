@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::fake_llm::{FakeConfig, FakeLlm};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, nodes, openai_backend, parse_sse};
 use serde_json::{Value, json};
 use synthkit_serve::{BackendConfig, ServiceLimits};

@@ -9,7 +9,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use common::fake_llm::{FakeConfig, FakeLlm};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::raw::{Answer, addr_of, closed_within, read_answer, request, send};
 use common::{Service, nodes, openai_backend};
 use serde_json::json;
@@ -490,7 +490,7 @@ async fn a_plain_client_sending_an_oversized_body_reads_the_413() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_read_the_timed_readiness_and_never_ask_the_provider() {
-    let fake = FakeLlm::start(FakeConfig::default()).await;
+    let fake = FakeLlm::start(FakeConfig::default());
     let limits = ServiceLimits::default().with_readiness_interval(Duration::from_secs(3600));
     let service = Service::start(openai_backend(&fake.base), limits, None).await;
     let mut changes = service.state.readiness_changes();

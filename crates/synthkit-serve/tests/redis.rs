@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::fake_llm::{FakeConfig, FakeLlm};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, nodes, openai_backend};
 use serde_json::{Value, json};
 use synthkit_serve::redis::{RedisBudget, RedisCache, connect};
@@ -80,7 +80,7 @@ async fn post(service: &Service, body: &Value) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_hold_one_combined_request_rate() {
     let Some(redis) = redis_server() else { return };
-    let fake = FakeLlm::start(FakeConfig::default()).await;
+    let fake = FakeLlm::start(FakeConfig::default());
     // 240 requests a minute (4 a second), a burst of one second's worth.
     let mut replicas = Vec::new();
     for _ in 0..2 {
@@ -123,7 +123,7 @@ async fn two_replicas_hold_one_combined_request_rate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_cached_by_one_replica_is_served_by_the_other() {
     let Some(redis) = redis_server() else { return };
-    let fake = FakeLlm::start(FakeConfig::default()).await;
+    let fake = FakeLlm::start(FakeConfig::default());
     let mut replicas = Vec::new();
     for _ in 0..2 {
         let conn = connect(&redis.url).await.unwrap();

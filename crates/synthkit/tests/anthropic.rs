@@ -8,10 +8,8 @@
 #![cfg(feature = "anthropic")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/llama.rs"]
-mod llama;
-#[path = "common/server.rs"]
-mod server;
+use synthkit_testkit::llama;
+use synthkit_testkit::server;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

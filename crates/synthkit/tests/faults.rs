@@ -29,8 +29,7 @@ use std::collections::HashSet;
 use std::io;
 #[path = "common/clock.rs"]
 mod clock;
-#[path = "common/server.rs"]
-mod server;
+use synthkit_testkit::server;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

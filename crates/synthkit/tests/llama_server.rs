@@ -9,8 +9,7 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/llama.rs"]
-mod llama;
+use synthkit_testkit::llama;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,8 +10,7 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/llama.rs"]
-mod llama;
+use synthkit_testkit::llama;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

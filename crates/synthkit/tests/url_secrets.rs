@@ -6,8 +6,7 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/server.rs"]
-mod server;
+use synthkit_testkit::server;
 
 use std::io;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,6 @@
 //! Shared test helpers: the fake model, a running service, SSE parsing.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-pub mod fake_llm;
 pub mod raw;
 
 use std::time::Duration;

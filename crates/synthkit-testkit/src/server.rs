@@ -1,20 +1,23 @@
-//! A loopback HTTP server for tests: an axum app on 127.0.0.1 with its own thread and
-//! runtime (so a blocking client in the test cannot starve it); dropping it stops it at once.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+//! [`Server`]: an axum app on 127.0.0.1 with a thread and runtime of its own.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
 
-/// A running loopback server; dropping it stops the server.
+/// A running loopback server; dropping it stops the server at once (open connections and
+/// handlers still waiting included).
 pub struct Server {
     /// The base URL, `http://127.0.0.1:PORT/v1`.
     pub base: String,
+    /// The address it listens on.
+    pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
+    /// Serves `app` on a free loopback port.
     pub fn start(app: Router) -> Self {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -39,13 +42,17 @@ impl Server {
         let addr = addr_rx.recv().unwrap();
         Self {
             base: format!("http://{addr}/v1"),
+            addr,
             stop: Some(stop),
             thread: Some(thread),
         }
     }
-}
 
-impl Server {
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
     /// Stops the server now (connections and hanging handlers included).
     pub fn stop(&mut self) {
         if let Some(s) = self.stop.take() {
@@ -61,4 +68,10 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A loopback port nothing listens on at the moment of the call.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
 }

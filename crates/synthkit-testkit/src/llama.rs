@@ -1,21 +1,16 @@
 //! Starts (or finds) a real llama.cpp `llama-server` on 127.0.0.1 for end-to-end tests;
-//! shared by the library's and the command's test suites.
+//! shared by every crate's test suite.
 //!
 //! The server: `SYNTHKIT_LLAMA_SERVER` (a base URL such as `http://127.0.0.1:8080/v1`) if
 //! set; else `scripts/llama-server.sh PORT CTX` starts one (built once into
 //! `~/.cache/llama-server-tiny`), stopped when the guard is dropped. When llama-server cannot
 //! be built here the tests print a skip message, unless `CI` is set: then they fail.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    missing_docs
-)]
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+use crate::server::free_port;
 
 /// A llama-server to talk to; stops the server on drop if this test started it.
 pub struct LlamaServer {
@@ -37,11 +32,7 @@ impl Drop for LlamaServer {
     }
 }
 
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
+/// Prints why the end-to-end test is skipped, or fails under `CI`.
 pub fn cannot_run(why: &str) -> Option<LlamaServer> {
     if std::env::var_os("CI").is_some() {
         panic!("llama-server end-to-end tests cannot run ({why}) and CI is set: failing");

@@ -1,0 +1,20 @@
+//! Test support for synthkit's suites, in one place: every fake model server the tests
+//! talk to over loopback, and the launcher of a real llama.cpp `llama-server`.
+//!
+//! - [`server::Server`]: any axum app on `127.0.0.1`, on a thread and runtime of its own
+//!   (a blocking client in the test cannot starve it); dropping it stops it at once.
+//! - [`openai::FakeOpenAi`]: an OpenAI-compatible model (chat, streaming, `/models`) whose
+//!   reply, delay, status and finish reason the test sets, and which records what reached
+//!   it (arrival times, charges, bodies).
+//! - [`llama`]: a real `llama-server` (tiny random model or SmolLM2) for end-to-end tests,
+//!   skipped with a message outside CI when it cannot be built, failing under `CI`.
+//!
+//! In-process model doubles (no HTTP) live in `synthkit::testing`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod llama;
+pub mod openai;
+pub mod server;
+
+pub use openai::{FakeConfig, FakeOpenAi, Seen};
+pub use server::Server;
