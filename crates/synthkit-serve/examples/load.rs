@@ -17,10 +17,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, openai_backend};
 use serde_json::{Value, json};
 use synthkit_serve::ServiceLimits;
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 
 /// What the clients saw.
 #[derive(Default)]
@@ -144,8 +144,7 @@ async fn main() {
     let fake = FakeLlm::start(FakeConfig {
         delay: Duration::from_millis(50),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let backend = openai_backend(&fake.base).with_max_in_flight(0);
     let limits = ServiceLimits::default();
     let service = Service::start(backend, limits, None).await;
@@ -190,8 +189,7 @@ async fn redis_phase() {
     let fake = FakeLlm::start(FakeConfig {
         delay: Duration::from_millis(50),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let mut replicas = Vec::new();
     let mut budgets = Vec::new();
     for _ in 0..2 {

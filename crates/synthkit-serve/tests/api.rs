@@ -4,11 +4,11 @@
 
 mod common;
 
-use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, nodes, openai_backend, parse_sse};
 use serde_json::{Value, json};
 use synthkit::ResponseMode;
 use synthkit_serve::{BackendConfig, ServiceLimits};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 
 const QUERY: &str = "How often is the primary mirror cleaned?";
 
@@ -122,8 +122,7 @@ async fn a_failing_model_is_a_502_or_an_error_event() {
     let fake = FakeLlm::start(FakeConfig {
         status: 400,
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
     let body = json!({"query": QUERY, "nodes": nodes(), "mode": "tree_summarize"});
     let (status, error) = post(&service, body.clone()).await;
@@ -274,8 +273,7 @@ async fn citations_are_mapped_to_node_ids_in_json_and_in_the_response_event() {
     let fake = FakeLlm::start(FakeConfig {
         reply: "The primary mirror is cleaned every six months [2].".into(),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
     let body = json!({"query": QUERY, "nodes": nodes(), "citations": true});
     let (status, r) = post(&service, body.clone()).await;

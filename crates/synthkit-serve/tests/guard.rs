@@ -5,10 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, nodes, openai_backend, parse_sse};
 use serde_json::{Value, json};
 use synthkit_serve::{BackendConfig, ServiceLimits};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 
 const KEYS: &str = "# test keys\nkey-alpha\nkey-beta\n";
 
@@ -150,8 +150,7 @@ async fn the_request_time_limit_is_a_504_or_an_error_event() {
     let fake = FakeLlm::start(FakeConfig {
         delay: Duration::from_millis(300),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let limits = ServiceLimits::default().with_request_timeout(Duration::from_millis(700));
     let service = Service::start(openai_backend(&fake.base), limits, None).await;
     let client = reqwest::Client::new();
@@ -185,8 +184,7 @@ async fn disconnect_stops_upstream_calls(stream: bool) {
     let fake = FakeLlm::start(FakeConfig {
         delay: Duration::from_millis(200),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let service = Service::start(openai_backend(&fake.base), ServiceLimits::default(), None).await;
     let mut body = long_refine();
     body["stream"] = json!(stream);
@@ -242,8 +240,7 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
     let fake = FakeLlm::start(FakeConfig {
         delay: Duration::from_millis(400),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let limits = ServiceLimits::default().with_shutdown_grace(Duration::from_secs(10));
     let mut service = Service::start(openai_backend(&fake.base), limits, None).await;
     let url = service.synthesize_url();
@@ -315,8 +312,7 @@ async fn requests_still_running_after_the_grace_are_cancelled() {
     let fake = FakeLlm::start(FakeConfig {
         delay: Duration::from_millis(200),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let limits = ServiceLimits::default().with_shutdown_grace(Duration::from_millis(500));
     let mut service = Service::start(openai_backend(&fake.base), limits, None).await;
     let url = service.synthesize_url();

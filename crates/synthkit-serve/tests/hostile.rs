@@ -9,13 +9,13 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::raw::{Answer, addr_of, closed_within, read_answer, request, send};
 use common::{Service, nodes, openai_backend};
 use serde_json::json;
 use synthkit_serve::{
     AccessPolicy, ApiKeys, AppState, Backend, BackendConfig, Metrics, ServiceLimits,
 };
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -135,8 +135,7 @@ async fn a_full_service_sheds_with_503_and_retry_after() {
     let fake = FakeLlm::start(FakeConfig {
         delay: Duration::from_secs(3),
         ..FakeConfig::default()
-    })
-    .await;
+    });
     let limits = ServiceLimits::default().with_max_requests(1);
     let service = Service::start(openai_backend(&fake.base), limits, None).await;
     let addr = addr_of(&service.url);

@@ -11,11 +11,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 use common::{Service, nodes, openai_backend};
 use serde_json::{Value, json};
 use synthkit_serve::redis::{RedisBudget, RedisCache, connect};
 use synthkit_serve::{BackendConfig, CacheChoice, ServiceLimits};
+use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 
 /// A `redis-server` on a free loopback port, killed on drop.
 struct RedisServer {

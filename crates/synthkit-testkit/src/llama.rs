@@ -20,6 +20,13 @@ pub struct LlamaServer {
     pub pid: Option<u32>,
 }
 
+impl LlamaServer {
+    /// Whether this process started the server (and so knows its context size).
+    pub fn ours(&self) -> bool {
+        self.pid.is_some()
+    }
+}
+
 impl Drop for LlamaServer {
     fn drop(&mut self) {
         if let Some(pid) = self.pid {

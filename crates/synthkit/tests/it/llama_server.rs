@@ -26,16 +26,16 @@ const CTX: usize = 512;
 /// Small outputs: the model is slow-ish on 2 cores.
 const MAX_TOKENS: usize = 16;
 
-impl LlamaServer {
+/// A client configured for the tiny model's server.
+trait Client {
+    fn config(&self) -> OpenAiConfig;
+}
+
+impl Client for LlamaServer {
     fn config(&self) -> OpenAiConfig {
         OpenAiConfig::new("tiny")
             .with_base_url(&self.base)
             .with_timeout(Duration::from_secs(60))
-    }
-
-    /// Whether this test started the server (and so knows its context size).
-    fn ours(&self) -> bool {
-        self.pid.is_some()
     }
 }
 

@@ -52,7 +52,13 @@ impl Seen {
     }
 }
 
-impl Server {
+/// What these tests ask of a loopback server: a client configured for it.
+trait Client {
+    fn config(&self) -> OpenAiConfig;
+    fn model(&self) -> OpenAiModel;
+}
+
+impl Client for Server {
     fn config(&self) -> OpenAiConfig {
         OpenAiConfig::new("test-model")
             .with_base_url(&self.base)
