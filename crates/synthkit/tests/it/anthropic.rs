@@ -23,9 +23,8 @@ use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
 use synthkit::layer::retry::{Jitter, RetryPolicy};
 use synthkit::layer::stack::ModelStack;
 use synthkit::model::{FinishReason, LanguageModel, ModelError, ModelRequest, StreamEvent};
-use synthkit::observe::CallReport;
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role};
-use synthkit::{Node, Observer, ResponseMode, Synthesizer};
+use synthkit::{Node, ResponseMode, Synthesizer};
 
 use llama::server_with_ctx;
 

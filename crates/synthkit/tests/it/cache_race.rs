@@ -75,7 +75,13 @@ fn spawn_child(
     index: usize,
 ) -> (Child, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &child_test(), "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            &child_test(),
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(CHILD_VAR, path)
         .env(INDEX_VAR, index.to_string())
         .env_remove("RUST_LOG")

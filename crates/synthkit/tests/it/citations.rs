@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use proptest::prelude::*;
-use synthkit::model::{ModelInfo, ModelRequest};
+use synthkit::model::ModelRequest;
 use synthkit::prompt::RenderedPrompt;
 use synthkit::prompt::defaults::CITATION_INSTRUCTIONS;
 use synthkit::testing::ScriptedModel;

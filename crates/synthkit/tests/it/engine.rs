@@ -23,7 +23,6 @@ use synthkit::testing::ScriptedModel;
 use synthkit::text::SharedTokenizer;
 use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer};
 
-
 fn nodes(n: usize) -> Vec<Node> {
     (0..n)
         .map(|i| Node::new(format!("n{i}"), format!("Passage {i} says the number {i}.")))
@@ -32,7 +31,10 @@ fn nodes(n: usize) -> Vec<Node> {
 
 /// A model that answers every call with 503 after 50 ms, behind a retry layer that tries
 /// again 200 ms later, up to 50 times (about ten seconds of retries a call).
-fn overloaded() -> (ScriptedModel, synthkit::layer::retry::RetryModel<ScriptedModel>) {
+fn overloaded() -> (
+    ScriptedModel,
+    synthkit::layer::retry::RetryModel<ScriptedModel>,
+) {
     let model = ScriptedModel::new(info(), |_| {
         Err(ModelError::Server {
             status: 503,
@@ -78,7 +80,8 @@ async fn dropping_a_stream_cancels_its_calls_and_back_off() {
         finished.is_err(),
         "a model that only says 503 cannot finish: {read}"
     );
-    assert!(read.is_empty(), "{read}");
+    // Only the first answer's heading can come: that answer never does.
+    assert!(!read.contains("Response 2"), "{read}");
     let at_drop = calls.requests().len();
     assert!(at_drop >= 2, "retried every 250 ms: {at_drop}");
     drop(stream);
@@ -402,7 +405,7 @@ async fn errors_keep_their_sources() {
 /// reply, the limit leaves room for the learned offset, so no later prompt overflows.
 #[tokio::test]
 async fn usage_calibrates_servers_without_a_counter() {
-        let model =
+    let model =
         ScriptedModel::constant(info().with_context_window(600), "ok").with_prompt_overhead(40);
     let events = Arc::new(crate::common::fixtures::Events::default());
     let synth = Synthesizer::builder(Arc::new(model.clone()))

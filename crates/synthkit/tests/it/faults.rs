@@ -19,9 +19,9 @@
 //! Run with `--nocapture` to see one `FAULT | ...` line per case (fault, outcome,
 //! requests seen).
 
+use crate::common::{clock, logs};
 use std::collections::HashSet;
 use std::io;
-use crate::common::{clock, logs};
 use synthkit_testkit::{openai, server};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,15 +38,13 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::retry::{RetryEvent, RetryModel, RetryPolicy};
-use synthkit::model::{
-    CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent,
-};
+use synthkit::model::{CompletionStream, LanguageModel, ModelError, ModelRequest, StreamEvent};
 use synthkit::observe::CallReport;
-use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
+use synthkit::prompt::{ChatMessage, RenderedPrompt, Role};
 
 use clock::Hold;
 use server::Server;
-use synthkit::{Concurrency, Node, Observer, ResponseMode, Step, SynthError, Synthesizer};
+use synthkit::{Concurrency, Node, Observer, ResponseMode, SynthError, Synthesizer};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 

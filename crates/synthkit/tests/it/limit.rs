@@ -12,10 +12,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use synthkit::layer::limit::{LimitError, LimitedModel, Limiter, Limits};
-use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelRequest, StepInfo};
-use synthkit::prompt::{RenderedPrompt, TemplateKind};
+use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelRequest};
+use synthkit::prompt::RenderedPrompt;
 use synthkit::testing::ScriptedModel;
-use synthkit::{Concurrency, Node, ResponseMode, Step, SynthError, Synthesizer};
+use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer};
 use tokio::time::Instant;
 
 /// Counts calls in flight (shared between models) and records each request's charge.
@@ -73,7 +73,12 @@ fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode, concurrency: usize) 
 }
 
 fn request(prompt_tokens: usize, max_tokens: usize) -> ModelRequest {
-    crate::common::fixtures::qa_request(RenderedPrompt::Text("Q".into()), prompt_tokens, max_tokens, None)
+    crate::common::fixtures::qa_request(
+        RenderedPrompt::Text("Q".into()),
+        prompt_tokens,
+        max_tokens,
+        None,
+    )
 }
 
 fn secs(d: Duration) -> f64 {

@@ -15,9 +15,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter, TokenizeDialect};
-use synthkit::model::{LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent};
-use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
-use synthkit::{ResponseMode, Step};
+use synthkit::model::{LanguageModel, ModelError, ModelRequest, StreamEvent};
+use synthkit::prompt::{ChatMessage, RenderedPrompt, Role};
 
 use llama::{LlamaServer, server_with_ctx};
 

@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use futures::executor::block_on;
 use synthkit::layer::cache::{CachedModel, CachedReply, MemoryCache, ResponseCache};
-use synthkit::model::{LanguageModel, ModelInfo, ModelRequest, StepInfo};
-use synthkit::prompt::{RenderedPrompt, TemplateKind};
+use synthkit::model::{LanguageModel, ModelInfo};
+use synthkit::prompt::RenderedPrompt;
 use synthkit::testing::ScriptedModel;
-use synthkit::{ResponseMode, Step};
 
 const ENTRIES: usize = 100_000;
 const CAP: u64 = 1 << 20;

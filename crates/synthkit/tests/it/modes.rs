@@ -15,7 +15,7 @@ use synthkit::prompt::{BudgetError, PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::synth::{StepEvaluator, StepVerdict, VerdictFuture};
 use synthkit::testing::ScriptedModel;
 use synthkit::{
-    AnswerFiltering, CallDoor, Concurrency, Node, Observer, ResponseMode, SynthError, Synthesizer,
+    AnswerFiltering, CallDoor, Concurrency, Observer, ResponseMode, SynthError, Synthesizer,
 };
 
 fn info() -> ModelInfo {

@@ -1,7 +1,6 @@
 //! Node JSON (`synthkit::node::json`): every accepted shape, the one id rule and every
 //! error, with the position it names.
 
-
 use serde_json::{Value, json};
 use synthkit::Node;
 use synthkit::node::{NodeJsonError, NodeListReader, nodes_from_json};

@@ -20,11 +20,10 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter, TokenizeDialect};
 use synthkit::model::{
-    FinishReason, LanguageModel, ModelError, ModelRequest, PromptCounter, StepInfo, StreamEvent,
-    TimeoutKind, Usage,
+    FinishReason, LanguageModel, ModelError, ModelRequest, PromptCounter, StreamEvent, TimeoutKind,
+    Usage,
 };
-use synthkit::prompt::{ChatMessage, RenderedPrompt, Role, TemplateKind};
-use synthkit::{ResponseMode, Step};
+use synthkit::prompt::{ChatMessage, RenderedPrompt, Role};
 
 use clock::Hold;
 use server::Server;

@@ -2,12 +2,12 @@
 //! prompts as too long; the synthesis shrinks its budget, re-packs that step and completes.
 
 use crate::common::fixtures::Events;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use synthkit::model::{ModelError, ModelInfo};
 use synthkit::prompt::PromptBudget;
 use synthkit::testing::ScriptedModel;
-use synthkit::{Node, Observer, ResponseMode, SynthEvent, Synthesizer};
+use synthkit::{Node, ResponseMode, SynthEvent, Synthesizer};
 
 const WINDOW: usize = 1024;
 const OUTPUT: usize = 128;

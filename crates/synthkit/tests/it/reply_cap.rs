@@ -17,9 +17,8 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use futures::StreamExt;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::model::{LanguageModel, ModelError, ModelRequest, StepInfo, StreamEvent};
-use synthkit::prompt::{RenderedPrompt, TemplateKind};
-use synthkit::{ResponseMode, Step};
+use synthkit::model::{LanguageModel, ModelError, ModelRequest, StreamEvent};
+use synthkit::prompt::RenderedPrompt;
 
 use server::Server;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};

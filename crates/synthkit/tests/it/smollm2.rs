@@ -10,14 +10,13 @@
 
 use synthkit_testkit::llama;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::stack::ModelStack;
-use synthkit::observe::CallReport;
-use synthkit::{Concurrency, Node, Observer, ResponseMode, Synthesizer};
+use synthkit::{Concurrency, Node, ResponseMode, Synthesizer};
 
 use crate::common::fixtures::Counts;
 

@@ -3,17 +3,15 @@
 //! (intermediate ones included), and, with `OnTruncation::Error`, a typed error for plain
 //! and streamed runs.
 
-use crate::common::fixtures::nodes;
 use crate::common::fixtures::Events;
-use std::sync::{Arc, Mutex};
+use crate::common::fixtures::nodes;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use synthkit::model::{FinishReason, ModelInfo, ModelRequest, StepInfo};
 use synthkit::prompt::PromptBudget;
 use synthkit::testing::ScriptedModel;
-use synthkit::{
-    Node, Observer, OnTruncation, ResponseMode, Step, SynthError, SynthEvent, Synthesizer,
-};
+use synthkit::{OnTruncation, ResponseMode, Step, SynthError, SynthEvent, Synthesizer};
 
 const NUM_OUTPUT: usize = 256;
 

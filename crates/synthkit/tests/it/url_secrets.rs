@@ -6,8 +6,7 @@
 
 use synthkit_testkit::server;
 
-use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -16,9 +15,8 @@ use axum::routing::{any, post};
 use futures::StreamExt;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter};
 use synthkit::layer::cache::{CachedModel, MemoryCache};
-use synthkit::model::{LanguageModel, ModelRequest, StepInfo};
-use synthkit::prompt::{RenderedPrompt, TemplateKind};
-use synthkit::{ResponseMode, Step};
+use synthkit::model::{LanguageModel, ModelRequest};
+use synthkit::prompt::RenderedPrompt;
 
 use server::Server;
 

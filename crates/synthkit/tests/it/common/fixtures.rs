@@ -38,13 +38,6 @@ impl Observer for Events {
     }
 }
 
-impl Events {
-    /// Every event so far.
-    pub fn all(&self) -> Vec<SynthEvent> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
 /// A compact-mode QA request for `prompt`, as synthesis sends it: counted at
 /// `prompt_tokens`, allowed `max_tokens`, with `query` as its `query_str` when given.
 pub fn qa_request(
