@@ -2,6 +2,7 @@
 //! complete, failures are never stored, keys separate what must be separate, and the
 //! SQLite store persists across reopening and fails clearly at open.
 
+use crate::common::fixtures::collect;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -65,14 +66,6 @@ fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode) -> Synthesizer {
 
 fn request(prompt: &str) -> ModelRequest {
     crate::common::fixtures::qa_request(RenderedPrompt::Text(prompt.to_string()), 3, 64, Some("q"))
-}
-
-async fn collect(mut s: CompletionStream) -> Vec<Result<StreamEvent, ModelError>> {
-    let mut out = Vec::new();
-    while let Some(e) = s.next().await {
-        out.push(e);
-    }
-    out
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! Snapshots of every default prompt, so that any change to one is deliberate and visible
-//! in review. Update with `INSTA_UPDATE=always cargo test -p synthkit --test default_prompts`
+//! in review. Update with `INSTA_UPDATE=always cargo test -p synthkit --test it default_prompts`
 //! (or `cargo insta review`) and commit the `.snap` files.
 
 use synthkit::prompt::{PromptBudget, PromptTemplate, RenderedPrompt, defaults};
@@ -17,44 +17,22 @@ fn show(template: &PromptTemplate) -> String {
     }
 }
 
+/// One snapshot per default template, named after it (`it__default_prompts__NAME.snap`).
 #[test]
-fn qa() {
-    insta::assert_snapshot!(show(&defaults::qa()));
-}
-
-#[test]
-fn qa_chat() {
-    insta::assert_snapshot!(show(&defaults::qa_chat()));
-}
-
-#[test]
-fn refine() {
-    insta::assert_snapshot!(show(&defaults::refine()));
-}
-
-#[test]
-fn refine_chat() {
-    insta::assert_snapshot!(show(&defaults::refine_chat()));
-}
-
-#[test]
-fn summary() {
-    insta::assert_snapshot!(show(&defaults::summary()));
-}
-
-#[test]
-fn summary_chat() {
-    insta::assert_snapshot!(show(&defaults::summary_chat()));
-}
-
-#[test]
-fn simple() {
-    insta::assert_snapshot!(show(&defaults::simple()));
-}
-
-#[test]
-fn simple_chat() {
-    insta::assert_snapshot!(show(&defaults::simple_chat()));
+fn every_default_template() {
+    let templates = [
+        ("qa", defaults::qa()),
+        ("qa_chat", defaults::qa_chat()),
+        ("refine", defaults::refine()),
+        ("refine_chat", defaults::refine_chat()),
+        ("summary", defaults::summary()),
+        ("summary_chat", defaults::summary_chat()),
+        ("simple", defaults::simple()),
+        ("simple_chat", defaults::simple_chat()),
+    ];
+    for (name, template) in templates {
+        insta::assert_snapshot!(name, show(&template));
+    }
 }
 
 #[test]

@@ -19,6 +19,7 @@
 //! Run with `--nocapture` to see one `FAULT | ...` line per case (fault, outcome,
 //! requests seen).
 
+use crate::common::fixtures::{collect, delta_text};
 use crate::common::{clock, logs};
 use std::collections::HashSet;
 use std::io;
@@ -38,7 +39,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::retry::{RetryEvent, RetryModel, RetryPolicy};
-use synthkit::model::{CompletionStream, LanguageModel, ModelError, ModelRequest, StreamEvent};
+use synthkit::model::{LanguageModel, ModelError, ModelRequest, StreamEvent};
 use synthkit::observe::CallReport;
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role};
 
@@ -387,11 +388,6 @@ fn request() -> ModelRequest {
     )
 }
 
-async fn collect(s: CompletionStream) -> Vec<Result<StreamEvent, ModelError>> {
-    // Bounded: a stream never yields more than a handful of events here.
-    s.take(1000).collect().await
-}
-
 fn model_error(e: &SynthError) -> &ModelError {
     match e {
         SynthError::Model { source, .. } => source,
@@ -681,13 +677,7 @@ async fn a_stream_dropped_before_its_first_event_is_retried() {
     // Nothing reached the caller, so the layer retries.
     let h = Harness::new(vec![Fault::DropBeforeBody]);
     let events = collect(h.model().stream(&request()).await.unwrap()).await;
-    let text: String = events
-        .iter()
-        .filter_map(|e| match e {
-            Ok::<_, ModelError>(StreamEvent::Delta(d)) => Some(d.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text = delta_text(&events);
     assert_eq!(text, "answer 1");
     assert!(matches!(events.last(), Some(Ok(StreamEvent::Done { .. }))));
     assert_eq!(h.requests(), 2);

@@ -5,6 +5,7 @@
 //! records what the client sent and answers with bodies shaped like llama.cpp's.
 
 use crate::common::clock;
+use crate::common::fixtures::{collect, delta_text};
 use synthkit_testkit::server;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -120,10 +121,6 @@ fn sse(chunks: &[&str]) -> String {
 
 fn chat_chunk(content: &str) -> String {
     json!({"choices":[{"finish_reason":null,"index":0,"delta":{"content":content}}],"object":"chat.completion.chunk"}).to_string()
-}
-
-async fn collect(s: synthkit::model::CompletionStream) -> Vec<Result<StreamEvent, ModelError>> {
-    s.collect().await
 }
 
 // ---------------------------------------------------------------- success paths
@@ -292,13 +289,7 @@ async fn completion_stream_with_usage_on_the_finish_chunk() {
         Server::start(Router::new().route("/v1/completions", fixed(&seen, 200, &[SSE], body)));
     let model = OpenAiModel::new(server.config().with_chat(false)).unwrap();
     let events = collect(model.stream(&chat_request()).await.unwrap()).await;
-    let text: String = events
-        .iter()
-        .filter_map(|e| match e {
-            Ok::<_, ModelError>(StreamEvent::Delta(d)) => Some(d.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text = delta_text(&events);
     assert_eq!(text, " alters grabbed");
     assert_eq!(
         format!("{:?}", events.last()),
@@ -816,13 +807,7 @@ async fn a_stream_that_keeps_producing_is_never_cut_by_the_request_timeout() {
     let start = Instant::now();
     let events = collect(model.stream(&chat_request()).await.unwrap()).await;
     let elapsed = start.elapsed();
-    let text: String = events
-        .iter()
-        .filter_map(|e| match e {
-            Ok(StreamEvent::Delta(d)) => Some(d.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text = delta_text(&events);
     assert_eq!(text, "t0 t1 t2 t3 t4 t5 t6 t7 t8 t9 ", "{events:?}");
     assert!(
         matches!(events.last(), Some(Ok(StreamEvent::Done { .. }))),

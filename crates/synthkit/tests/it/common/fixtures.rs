@@ -2,7 +2,10 @@
 
 use std::sync::Mutex;
 
-use synthkit::model::{ModelInfo, ModelRequest, StepInfo};
+use futures::StreamExt;
+use synthkit::model::{
+    CompletionStream, ModelError, ModelInfo, ModelRequest, StepInfo, StreamEvent,
+};
 use synthkit::observe::CallReport;
 use synthkit::prompt::{PromptSource, RenderedPrompt, TemplateKind};
 use synthkit::{Node, Observer, ResponseMode, Step, SynthEvent};
@@ -71,4 +74,20 @@ impl Observer for Counts {
             r.usage_reported,
         ));
     }
+}
+
+/// Every event of a model's stream (bounded: no stream here yields a thousand events).
+pub async fn collect(s: CompletionStream) -> Vec<Result<StreamEvent, ModelError>> {
+    s.take(1000).collect().await
+}
+
+/// The text of a stream's deltas.
+pub fn delta_text(events: &[Result<StreamEvent, ModelError>]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Ok(StreamEvent::Delta(d)) => Some(d.as_str()),
+            _ => None,
+        })
+        .collect()
 }
