@@ -64,14 +64,7 @@ fn citing_model() -> ScriptedModel {
 #[tokio::test]
 async fn every_mode_labels_sources_and_checks_markers() {
     let texts = ["Alpha is first.", "Beta is second.", "Gamma is third."];
-    for mode in [
-        ResponseMode::Refine,
-        ResponseMode::Compact,
-        ResponseMode::TreeSummarize,
-        ResponseMode::SimpleSummarize,
-        ResponseMode::Accumulate,
-        ResponseMode::CompactAccumulate,
-    ] {
+    for mode in crate::common::fixtures::PACKING_MODES {
         let model = citing_model();
         let synth = Synthesizer::builder(Arc::new(model.clone()))
             .mode(mode)

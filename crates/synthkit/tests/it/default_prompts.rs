@@ -17,10 +17,9 @@ fn show(template: &PromptTemplate) -> String {
     }
 }
 
-/// One snapshot per default template, named after it (`it__default_prompts__NAME.snap`).
-#[test]
-fn every_default_template() {
-    let templates = [
+/// Every default template with its name.
+fn templates() -> [(&'static str, PromptTemplate); 8] {
+    [
         ("qa", defaults::qa()),
         ("qa_chat", defaults::qa_chat()),
         ("refine", defaults::refine()),
@@ -29,8 +28,13 @@ fn every_default_template() {
         ("summary_chat", defaults::summary_chat()),
         ("simple", defaults::simple()),
         ("simple_chat", defaults::simple_chat()),
-    ];
-    for (name, template) in templates {
+    ]
+}
+
+/// One snapshot per default template, named after it (`it__default_prompts__NAME.snap`).
+#[test]
+fn every_default_template() {
+    for (name, template) in templates() {
         insta::assert_snapshot!(name, show(&template));
     }
 }
@@ -60,16 +64,7 @@ fn json_instructions_structured_refine() {
 #[test]
 fn token_costs() -> Result<(), Box<dyn std::error::Error>> {
     let budget = PromptBudget::new(8192, 256)?;
-    let rows = [
-        ("qa", defaults::qa()),
-        ("qa_chat", defaults::qa_chat()),
-        ("refine", defaults::refine()),
-        ("refine_chat", defaults::refine_chat()),
-        ("summary", defaults::summary()),
-        ("summary_chat", defaults::summary_chat()),
-        ("simple", defaults::simple()),
-        ("simple_chat", defaults::simple_chat()),
-    ];
+    let rows = templates();
     let table = rows
         .iter()
         .map(|(name, t)| format!("{name}: {}", budget.template_tokens(t, None)))

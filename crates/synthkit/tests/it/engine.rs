@@ -219,6 +219,20 @@ fn word_server(
         )
 }
 
+/// A text-completion model over the word server at `base`, counting with its `/tokenize`.
+async fn counted_by(base: &str) -> OpenAiModel {
+    let mut model = OpenAiModel::new(
+        OpenAiConfig::new("m")
+            .with_base_url(base)
+            .with_chat(false)
+            .with_context_window(600)
+            .with_num_output(100),
+    )
+    .unwrap();
+    assert!(model.use_server_counter().await);
+    model
+}
+
 fn long_nodes() -> Vec<Node> {
     (0..30)
         .map(|i| {
@@ -245,15 +259,7 @@ async fn the_server_counter_never_blocks_and_counts_exactly() {
         usize::MAX,
     ))
     .await;
-    let mut model = OpenAiModel::new(
-        OpenAiConfig::new("m")
-            .with_base_url(&base)
-            .with_chat(false)
-            .with_context_window(600)
-            .with_num_output(100),
-    )
-    .unwrap();
-    assert!(model.use_server_counter().await);
+    let model = counted_by(&base).await;
     let model = Arc::new(model);
     let recorded = Arc::new(Recorder::default());
     for mode in [ResponseMode::Compact, ResponseMode::TreeSummarize] {
@@ -315,15 +321,7 @@ async fn a_failing_counter_stops_the_run() {
         1,
     ))
     .await;
-    let mut model = OpenAiModel::new(
-        OpenAiConfig::new("m")
-            .with_base_url(&base)
-            .with_chat(false)
-            .with_context_window(600)
-            .with_num_output(100),
-    )
-    .unwrap();
-    assert!(model.use_server_counter().await);
+    let model = counted_by(&base).await;
     let synth = Synthesizer::builder(Arc::new(model))
         .mode(ResponseMode::Compact)
         .build()

@@ -112,22 +112,7 @@ async fn streaming_yields_deltas_then_done_with_usage() {
         .unwrap()
         .collect()
         .await;
-    let (last, deltas) = events.split_last().expect("events");
-    assert!(!deltas.is_empty());
-    assert!(
-        deltas
-            .iter()
-            .all(|e| matches!(e, Ok(StreamEvent::Delta(_)))),
-        "{events:?}"
-    );
-    let Ok(StreamEvent::Done {
-        usage: Some(usage),
-        finish_reason: Some(_),
-    }) = last
-    else {
-        panic!("the last event is not a Done with usage: {last:?}");
-    };
-    assert!(usage.prompt_tokens > 0);
+    let usage = crate::common::fixtures::deltas_then_done(&events);
     assert!(usage.completion_tokens <= MAX_TOKENS as u64, "{usage:?}");
 
     // The text-completion endpoint streams too (usage rides on its finish chunk).

@@ -44,14 +44,7 @@ fn nodes() -> Vec<Node> {
 
 #[tokio::test]
 async fn every_packing_mode_corrects_and_completes() {
-    for mode in [
-        ResponseMode::Refine,
-        ResponseMode::Compact,
-        ResponseMode::TreeSummarize,
-        ResponseMode::Accumulate,
-        ResponseMode::CompactAccumulate,
-        ResponseMode::SimpleSummarize,
-    ] {
+    for mode in crate::common::fixtures::PACKING_MODES {
         let mut texts = Vec::new();
         for streaming in [false, true] {
             let model = strict_server();

@@ -41,14 +41,7 @@ struct Case {
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    let modes = prop::sample::select(vec![
-        ResponseMode::Refine,
-        ResponseMode::Compact,
-        ResponseMode::TreeSummarize,
-        ResponseMode::SimpleSummarize,
-        ResponseMode::Accumulate,
-        ResponseMode::CompactAccumulate,
-    ]);
+    let modes = prop::sample::select(crate::common::fixtures::PACKING_MODES.to_vec());
     let concurrency = prop::sample::select(vec![
         Concurrency::limit(1),
         Concurrency::limit(8),

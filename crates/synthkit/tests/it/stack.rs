@@ -222,31 +222,25 @@ async fn a_cut_structured_reply_is_a_truncation() {
     }
 }
 
-#[tokio::test]
-async fn replies_are_checked_against_the_schema() {
-    let model = ScriptedModel::constant(info(), r#"{"answer": 3}"#);
+/// A structured synthesis (the answer schema) whose model replies `reply`.
+async fn answered_with(reply: &str) -> Result<synthkit::Response, SynthError> {
+    let model = ScriptedModel::constant(info(), reply);
     let synth = Synthesizer::builder(Arc::new(model))
         .output_schema(answer_schema())
         .build()
         .unwrap();
-    let e = synth
-        .synthesize("q", vec![Node::new("a", "text")])
-        .await
-        .unwrap_err();
+    synth.synthesize("q", vec![Node::new("a", "text")]).await
+}
+
+#[tokio::test]
+async fn replies_are_checked_against_the_schema() {
+    let e = answered_with(r#"{"answer": 3}"#).await.unwrap_err();
     match e.model_error() {
         Some(ModelError::SchemaMismatch { path, .. }) => assert_eq!(path, "/answer"),
         other => panic!("expected a schema mismatch, got {other:?} ({e})"),
     }
     // A reply that follows the schema is the structured answer.
-    let model = ScriptedModel::constant(info(), r#"{"answer": "yes"}"#);
-    let synth = Synthesizer::builder(Arc::new(model))
-        .output_schema(answer_schema())
-        .build()
-        .unwrap();
-    let r = synth
-        .synthesize("q", vec![Node::new("a", "text")])
-        .await
-        .unwrap();
+    let r = answered_with(r#"{"answer": "yes"}"#).await.unwrap();
     assert_eq!(r.structured, Some(json!({"answer": "yes"})));
 }
 

@@ -122,14 +122,7 @@ async fn a_cut_streamed_reply_is_counted_and_reported() {
 #[tokio::test]
 async fn a_cut_intermediate_refine_step_is_reported_with_its_step() {
     // Refine: one call per chunk; only the first refine step (index 1) is cut.
-    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step().index)))
-        .with_finish_reason(|r| {
-            if r.step().index == 1 {
-                FinishReason::Length
-            } else {
-                FinishReason::Stop
-            }
-        });
+    let model = second_step_cut();
     let (s, events) = synth(&model, ResponseMode::Refine, None);
     let r = s
         .synthesize("q", nodes(&["first.", "second.", "third."]))
@@ -144,6 +137,19 @@ async fn a_cut_intermediate_refine_step_is_reported_with_its_step() {
         cut[0].0,
         StepInfo::new(ResponseMode::Refine, Step::Refine).at(0, 1)
     );
+}
+
+/// A model that answers `answer INDEX` and whose second step (index 1) is cut.
+fn second_step_cut() -> ScriptedModel {
+    ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step().index))).with_finish_reason(
+        |r| {
+            if r.step().index == 1 {
+                FinishReason::Length
+            } else {
+                FinishReason::Stop
+            }
+        },
+    )
 }
 
 /// A tree_summarize model that answers `summary INDEX` and whose second summary of
@@ -205,14 +211,7 @@ async fn every_cut_reply_is_counted() {
 
 #[tokio::test]
 async fn error_policy_fails_a_plain_run_with_the_step() {
-    let model = ScriptedModel::new(info(), |r| Ok(format!("answer {}", r.step().index)))
-        .with_finish_reason(|r| {
-            if r.step().index == 1 {
-                FinishReason::Length
-            } else {
-                FinishReason::Stop
-            }
-        });
+    let model = second_step_cut();
     let (s, events) = synth(&model, ResponseMode::Refine, Some(OnTruncation::Error));
     let err = s
         .synthesize("q", nodes(&["first.", "second.", "third."]))

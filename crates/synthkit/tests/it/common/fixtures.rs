@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use futures::StreamExt;
 use synthkit::model::{
-    CompletionStream, ModelError, ModelInfo, ModelRequest, StepInfo, StreamEvent,
+    CompletionStream, ModelError, ModelInfo, ModelRequest, StepInfo, StreamEvent, Usage,
 };
 use synthkit::observe::CallReport;
 use synthkit::prompt::{PromptSource, RenderedPrompt, TemplateKind};
@@ -91,3 +91,35 @@ pub fn delta_text(events: &[Result<StreamEvent, ModelError>]) -> String {
         })
         .collect()
 }
+
+/// The usage of a stream that is deltas (at least one) then a `Done` with usage and a
+/// finish reason; fails the test when it is not.
+pub fn deltas_then_done(events: &[Result<StreamEvent, ModelError>]) -> Usage {
+    let (last, deltas) = events.split_last().expect("events");
+    assert!(!deltas.is_empty());
+    assert!(
+        deltas
+            .iter()
+            .all(|e| matches!(e, Ok(StreamEvent::Delta(_)))),
+        "{events:?}"
+    );
+    let Ok(StreamEvent::Done {
+        usage: Some(usage),
+        finish_reason: Some(_),
+    }) = last
+    else {
+        panic!("the last event is not a Done with usage: {last:?}");
+    };
+    assert!(usage.prompt_tokens > 0);
+    *usage
+}
+
+/// Every mode that packs nodes into prompts.
+pub const PACKING_MODES: [ResponseMode; 6] = [
+    ResponseMode::Refine,
+    ResponseMode::Compact,
+    ResponseMode::TreeSummarize,
+    ResponseMode::SimpleSummarize,
+    ResponseMode::Accumulate,
+    ResponseMode::CompactAccumulate,
+];
