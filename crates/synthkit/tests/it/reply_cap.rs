@@ -198,24 +198,21 @@ async fn assert_not_buffered(report: &Report, dropped: &mut UnboundedReceiver<u6
     sent
 }
 
+/// A plain reply over the cap, with or without a `Content-Length` that announces it, is
+/// refused without reading it all.
 #[tokio::test]
 async fn a_plain_reply_over_the_cap_is_refused_without_reading_it_all() {
-    let (server, report, mut dropped) = serve(Shape::Plain);
-    let model = OpenAiModel::new(config(&server)).unwrap();
-    let e = model.complete(&request()).await.unwrap_err();
-    assert_refused(&e);
-    let sent = assert_not_buffered(&report, &mut dropped).await;
-    eprintln!("plain: refused after the server had sent {sent} bytes");
-}
-
-#[tokio::test]
-async fn a_reply_announced_over_the_cap_is_refused_before_reading() {
-    let (server, report, mut dropped) = serve(Shape::PlainWithLength);
-    let model = OpenAiModel::new(config(&server)).unwrap();
-    let e = model.complete(&request()).await.unwrap_err();
-    assert_refused(&e);
-    let sent = assert_not_buffered(&report, &mut dropped).await;
-    eprintln!("content-length: refused after the server had sent {sent} bytes");
+    for (shape, name) in [
+        (Shape::Plain, "plain"),
+        (Shape::PlainWithLength, "content-length"),
+    ] {
+        let (server, report, mut dropped) = serve(shape);
+        let model = OpenAiModel::new(config(&server)).unwrap();
+        let e = model.complete(&request()).await.unwrap_err();
+        assert_refused(&e);
+        let sent = assert_not_buffered(&report, &mut dropped).await;
+        eprintln!("{name}: refused after the server had sent {sent} bytes");
+    }
 }
 
 #[tokio::test]
