@@ -12,6 +12,7 @@
 //! In-process model doubles (no HTTP) live in `synthkit::testing`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod here;
 pub mod llama;
 pub mod openai;
 pub mod server;

@@ -5,7 +5,7 @@
 //! cargo run --release -p synthkit --example replay -- crates/synthkit/tests/conformance/traces/five_medium.json
 //! ```
 
-#[path = "../tests/common/replay.rs"]
+#[path = "../tests/it/common/replay.rs"]
 mod replay;
 
 #[tokio::main(flavor = "current_thread")]

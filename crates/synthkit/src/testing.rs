@@ -85,9 +85,8 @@ impl ScriptedModel {
     }
 
     /// Waits this long (async) before every answer.
-    pub fn with_delay(mut self, delay: Duration) -> Self {
-        self.delay = Some(Arc::new(move |_| delay));
-        self
+    pub fn with_delay(self, delay: Duration) -> Self {
+        self.with_latency(move |_| delay)
     }
 
     /// Waits `latency(request)` (async) before each answer: uneven latencies, as real
@@ -122,7 +121,11 @@ impl ScriptedModel {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
-    fn answer(&self, request: &ModelRequest) -> Result<String, ModelError> {
+    /// Waits the scripted latency, records the request and answers it.
+    async fn answer(&self, request: &ModelRequest) -> Result<String, ModelError> {
+        if let Some(d) = &self.delay {
+            tokio::time::sleep(d(request)).await;
+        }
         if let Ok(mut r) = self.requests.lock() {
             r.push(request.clone());
         }
@@ -154,10 +157,7 @@ impl LanguageModel for ScriptedModel {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
-            if let Some(d) = &self.delay {
-                tokio::time::sleep(d(request)).await;
-            }
-            let text = self.answer(request)?;
+            let text = self.answer(request).await?;
             let usage = Some(self.usage(request, &text));
             Ok(Completion {
                 text,
@@ -172,10 +172,7 @@ impl LanguageModel for ScriptedModel {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            if let Some(d) = &self.delay {
-                tokio::time::sleep(d(request)).await;
-            }
-            let text = self.answer(request)?;
+            let text = self.answer(request).await?;
             let usage = self.usage(request, &text);
             // Word by word, keeping every character.
             let mut events: Vec<Result<StreamEvent, ModelError>> = Vec::new();

@@ -1,0 +1,6 @@
+//! What several modules of the suite share.
+
+pub mod clock;
+pub mod fixtures;
+pub mod logs;
+pub mod replay;

@@ -1,0 +1,50 @@
+//! synthkit's integration tests, in one binary (one link, one process: `cargo test -p
+//! synthkit` builds this and runs every module's tests on one thread pool).
+//!
+//! Modules share helpers through [`common`]; fake model servers come from
+//! `synthkit_testkit`, in-process model doubles from `synthkit::testing`. Data stays
+//! beside the code: `snapshots/` (insta, named `it__MODULE__NAME.snap`), the proptest
+//! regression files beside their modules, and the conformance traces in
+//! `tests/conformance/traces`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+#[cfg(feature = "anthropic")]
+mod anthropic;
+mod cache;
+mod cache_race;
+mod citations;
+mod citations_many;
+mod conformance;
+mod default_prompts;
+#[cfg(feature = "openai")]
+mod engine;
+#[cfg(feature = "openai")]
+mod faults;
+mod fuzz_props;
+mod limit;
+#[cfg(feature = "openai")]
+mod llama_server;
+mod memory_cache;
+mod modes;
+mod node_json;
+#[cfg(feature = "openai")]
+mod openai_loopback;
+mod overflow;
+mod overflow_props;
+#[cfg(feature = "openai")]
+mod reply_cap;
+mod scheduling;
+#[cfg(feature = "openai")]
+mod smollm2;
+mod splitter_props;
+mod stack;
+mod truncation;
+#[cfg(feature = "openai")]
+mod url_secrets;
