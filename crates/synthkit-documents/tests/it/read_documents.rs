@@ -2,27 +2,17 @@
 //! built in a temporary folder (symbolic links, binary, gzip and PDF files are made here
 //! rather than committed).
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::path::Path;
 
 use synthkit_documents::{
     Document, Format, ReadOptions, ReadReport, Reader, SkipReason, read_paths,
 };
 use tempfile::TempDir;
 
-const MIRROR: &str = "The primary mirror is cleaned every three months.";
+use crate::common::{read_within_deadline, rel, write};
 
-fn write(root: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-    let path = root.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
+const MIRROR: &str = "The primary mirror is cleaned every three months.";
 
 fn gzip(text: &str) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -183,23 +173,8 @@ fn tree() -> TempDir {
     dir
 }
 
-/// Reads with a deadline, so that a walk that never ends fails the test.
 fn read(root: &Path, options: ReadOptions) -> ReadReport {
-    let (tx, rx) = mpsc::channel();
-    let root = root.to_path_buf();
-    std::thread::spawn(move || {
-        let _ = tx.send(read_paths(&[root], &options));
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the read did not finish in 60 s (a symlink loop followed?)")
-        .unwrap()
-}
-
-fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+    read_within_deadline(root, options)
 }
 
 fn doc<'a>(report: &'a ReadReport, root: &Path, name: &str) -> &'a Document {

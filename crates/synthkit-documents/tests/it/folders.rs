@@ -3,9 +3,6 @@
 //! `print.html`), hidden and ignored files are counted, and progress is reported. Trees in
 //! the shape of an mdBook build and a Debian `/usr/share/doc`, written here.
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,12 +12,7 @@ use synthkit_documents::{
 };
 use tempfile::TempDir;
 
-fn write(root: &Path, name: &str, text: &str) -> PathBuf {
-    let path = root.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use crate::common::{read_within_deadline, rel, write};
 
 /// A chapter page as mdBook writes it: navigation, the chapter in `<main>`, scripts.
 fn page(title: &str, body: &str) -> String {
@@ -44,12 +36,12 @@ fn book() -> TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let (one, two) = (chapter("Ownership"), chapter("Borrowing"));
-    write(root, "book/ch1.html", &page("Ownership", &one));
-    write(root, "book/ch2.html", &page("Borrowing", &two));
+    write(root, "book/ch1.html", page("Ownership", &one));
+    write(root, "book/ch2.html", page("Borrowing", &two));
     write(
         root,
         "book/print.html",
-        &page("The Book", &format!("{one}{two}")),
+        page("The Book", &format!("{one}{two}")),
     );
     write(
         root,
@@ -81,12 +73,8 @@ fn book() -> TempDir {
     dir
 }
 
-fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap().display().to_string()
-}
-
 fn read(root: &Path, options: ReadOptions) -> ReadReport {
-    read_paths(&[root.join("book")], &options).unwrap()
+    read_within_deadline(&root.join("book"), options)
 }
 
 #[test]
@@ -187,7 +175,7 @@ fn exact_copies_across_package_folders_keep_the_first() {
         write(
             root,
             &format!("doc/pkg{i}/copyright"),
-            &format!("{header}\n\n{licence}\n"),
+            format!("{header}\n\n{licence}\n"),
         );
     }
     let report = read_paths(&[root.join("doc")], &ReadOptions::new()).unwrap();
