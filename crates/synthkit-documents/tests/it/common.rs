@@ -15,6 +15,13 @@ pub fn write(root: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
     path
 }
 
+/// Writes each `(name, text)` under `root`.
+pub fn write_all(root: &Path, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        write(root, name, text);
+    }
+}
+
 /// `path` relative to `root` (as it is when outside it).
 pub fn rel(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)

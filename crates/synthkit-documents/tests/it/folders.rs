@@ -12,7 +12,7 @@ use synthkit_documents::{
 };
 use tempfile::TempDir;
 
-use crate::common::{read_within_deadline, rel, write};
+use crate::common::{read_within_deadline, rel, write, write_all};
 
 /// A chapter page as mdBook writes it: navigation, the chapter in `<main>`, scripts.
 fn page(title: &str, body: &str) -> String {
@@ -193,14 +193,19 @@ fn exact_copies_across_package_folders_keep_the_first() {
 fn hidden_and_ignored_files_are_counted_once_per_folder() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, "docs/guide.md", "The dome opens at dusk.\n");
-    write(root, "docs/.notes.md", "Hidden notes.\n");
-    write(root, "docs/.cache/a.md", "Cached.\n");
-    write(root, "docs/.cache/b.md", "Cached.\n");
-    write(root, "docs/.gitignore", "draft.md\nbuild/\n");
-    write(root, "docs/draft.md", "Draft.\n");
-    write(root, "docs/build/out.md", "Built.\n");
-    write(root, "docs/build/more/out2.md", "Built.\n");
+    write_all(
+        root,
+        &[
+            ("docs/guide.md", "The dome opens at dusk.\n"),
+            ("docs/.notes.md", "Hidden notes.\n"),
+            ("docs/.cache/a.md", "Cached.\n"),
+            ("docs/.cache/b.md", "Cached.\n"),
+            ("docs/.gitignore", "draft.md\nbuild/\n"),
+            ("docs/draft.md", "Draft.\n"),
+            ("docs/build/out.md", "Built.\n"),
+            ("docs/build/more/out2.md", "Built.\n"),
+        ],
+    );
     let report = read_paths(&[root.join("docs")], &ReadOptions::new()).unwrap();
     let mut left: Vec<(String, LeftOutReason, bool)> = report
         .left_out

@@ -10,7 +10,7 @@ use synthkit_documents::{
 };
 use tempfile::TempDir;
 
-use crate::common::{read_within_deadline, rel, write};
+use crate::common::{read_within_deadline, rel, write, write_all};
 
 const MIRROR: &str = "The primary mirror is cleaned every three months.";
 
@@ -152,13 +152,18 @@ fn tree() -> TempDir {
     write(root, "docs/latin1.txt", b"The caf\xe9 opens at nine.\n");
     write(root, "docs/image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
     write(root, "docs/fake.txt", b"ELF\x02\x01\0\0\0\0\x7f");
-    write(root, "docs/empty.txt", "");
-    write(root, "docs/.hidden.md", "Hidden text.\n");
-    write(root, "docs/.gitignore", "ignored.md\nbuild/\n");
-    write(root, "docs/ignored.md", "Ignored text.\n");
-    write(root, "docs/build/out.txt", "Build output.\n");
-    write(root, "docs/.ignore", "scratch.txt\n");
-    write(root, "docs/scratch.txt", "Scratch text.\n");
+    write_all(
+        root,
+        &[
+            ("docs/empty.txt", ""),
+            ("docs/.hidden.md", "Hidden text.\n"),
+            ("docs/.gitignore", "ignored.md\nbuild/\n"),
+            ("docs/ignored.md", "Ignored text.\n"),
+            ("docs/build/out.txt", "Build output.\n"),
+            ("docs/.ignore", "scratch.txt\n"),
+            ("docs/scratch.txt", "Scratch text.\n"),
+        ],
+    );
     write(
         root,
         "outside/linked.md",

@@ -8,17 +8,12 @@ use synthkit::ResponseMode;
 use synthkit_serve::ServiceLimits;
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
-use crate::common::{DEADLINE, Service, nodes};
+use crate::common::{DEADLINE, Service, assert_error_body, nodes, source_ids};
 
 const QUERY: &str = "How often is the primary mirror cleaned?";
 
 fn check_response(mode: ResponseMode, response: &Value) {
-    let ids: Vec<&str> = response["source_nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].as_str().unwrap())
-        .collect();
+    let ids = source_ids(response);
     assert_eq!(ids, ["1", "mirror", "li", "ccd"], "{mode}");
     assert_eq!(response["source_nodes"][1]["score"], json!(0.9));
     assert_eq!(
@@ -96,13 +91,7 @@ async fn a_failing_model_is_a_502_or_an_error_event() {
     let body = json!({"query": QUERY, "nodes": nodes(), "mode": "tree_summarize"});
     let (status, error) = service.post(&body).await;
     assert_eq!(status, 502, "{error}");
-    assert_eq!(error["error"]["kind"], "model_error");
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("HTTP 400")
-    );
+    assert_error_body(&error, "model_error", "HTTP 400");
 
     let (status, _, events) = service.post_stream(&body).await;
     assert_eq!(status, 200);

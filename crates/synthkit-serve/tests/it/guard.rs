@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 use synthkit_serve::{BackendConfig, ServiceLimits};
 use synthkit_testkit::gated::GatedOpenAi;
 
-use crate::common::{DEADLINE, Service, nodes, openai_backend, parse_sse, wait_until};
+use crate::common::{
+    DEADLINE, Service, assert_error_body, nodes, openai_backend, parse_sse, wait_until,
+};
 
 const KEYS: &str = "# test keys\nkey-alpha\nkey-beta\n";
 
@@ -108,13 +110,7 @@ async fn body_and_node_limits_are_json_errors() {
         .unwrap();
     let (status, e) = error_of(r).await;
     assert_eq!(status, 413);
-    assert_eq!(e["error"]["kind"], "body_too_large");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("2000 bytes")
-    );
+    assert_error_body(&e, "body_too_large", "2000 bytes");
 
     // Without a Content-Length (chunked), the limit holds while reading.
     let chunks =
@@ -138,8 +134,7 @@ async fn body_and_node_limits_are_json_errors() {
     )
     .await;
     assert_eq!(status, 422);
-    assert_eq!(e["error"]["kind"], "too_many_nodes");
-    assert!(e["error"]["message"].as_str().unwrap().contains("4 nodes"));
+    assert_error_body(&e, "too_many_nodes", "4 nodes");
 }
 
 fn bytes_of(s: &str) -> Vec<u8> {
@@ -153,15 +148,20 @@ async fn held(limits: ServiceLimits) -> (GatedOpenAi, Service) {
     (model, service)
 }
 
+/// Posts `body` to `url`.
+async fn send(url: String, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Posts `body` from a task of its own: the status and the JSON answer.
 fn spawn_json(url: String, body: Value) -> tokio::task::JoinHandle<(u16, Value)> {
     tokio::spawn(async move {
-        let r = reqwest::Client::new()
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let r = send(url, body).await;
         (r.status().as_u16(), r.json::<Value>().await.unwrap())
     })
 }
@@ -169,15 +169,7 @@ fn spawn_json(url: String, body: Value) -> tokio::task::JoinHandle<(u16, Value)>
 /// Posts `body` as a stream from a task of its own: the events.
 fn spawn_stream(url: String, mut body: Value) -> tokio::task::JoinHandle<Vec<(String, Value)>> {
     body["stream"] = json!(true);
-    tokio::spawn(async move {
-        let r = reqwest::Client::new()
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        parse_sse(&r.text().await.unwrap())
-    })
+    tokio::spawn(async move { parse_sse(&send(url, body).await.text().await.unwrap()) })
 }
 
 /// The last event of a stream is an error of `kind`.

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use synthkit_serve::ServiceLimits;
 
-use crate::common::Service;
+use crate::common::{Service, source_ids};
 
 async fn post(service: &Service, nodes: Value) -> (u16, Value) {
     let body =
@@ -22,12 +22,7 @@ async fn ids_follow_the_one_rule_and_must_be_unique() {
     )
     .await;
     assert_eq!(status, 200, "{response}");
-    let ids: Vec<&str> = response["source_nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].as_str().unwrap())
-        .collect();
+    let ids = source_ids(&response);
     assert_eq!(ids, ["li-7", "2", "x"]);
 
     // Accepted before, refused now: two nodes with one id (a given id equal to another

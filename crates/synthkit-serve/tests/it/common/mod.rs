@@ -123,6 +123,23 @@ pub fn openai_backend(base: &str) -> BackendConfig {
     backend
 }
 
+/// The ids of a response's `source_nodes`, in order.
+pub fn source_ids(response: &Value) -> Vec<&str> {
+    response["source_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect()
+}
+
+/// Checks an error body: its `kind`, and a message that contains `needle`.
+pub fn assert_error_body(e: &Value, kind: &str, needle: &str) {
+    assert_eq!(e["error"]["kind"], kind, "{e}");
+    let message = e["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains(needle), "no {needle:?} in {e}");
+}
+
 /// A fake model that waits `delay` before each reply.
 pub fn slow_fake(delay: Duration) -> FakeOpenAi {
     FakeOpenAi::start(FakeConfig {
