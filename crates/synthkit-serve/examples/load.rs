@@ -11,16 +11,15 @@
 //! high-water mark (`VmHWM` in /proc/self/status), read after each phase: it only grows.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{Service, openai_backend};
+use common::{Service, openai_backend, slow_fake};
 use serde_json::{Value, json};
 use synthkit_serve::ServiceLimits;
-use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
 
 /// What the clients saw.
 #[derive(Default)]
@@ -141,10 +140,7 @@ fn ms(d: Duration) -> String {
 #[tokio::main]
 async fn main() {
     let secs = arg("--secs", 10.0);
-    let fake = FakeLlm::start(FakeConfig {
-        delay: Duration::from_millis(50),
-        ..FakeConfig::default()
-    });
+    let fake = slow_fake(Duration::from_millis(50));
     let backend = openai_backend(&fake.base).with_max_in_flight(0);
     let limits = ServiceLimits::default();
     let service = Service::start(backend, limits, None).await;
@@ -182,14 +178,14 @@ async fn redis_phase() {
     let secs = arg("--redis-secs", 40.0);
     let tpm = arg("--tpm", 240_000.0) as u32;
     let clients = arg("--redis-clients", 32.0) as usize;
-    let Some(redis) = RedisServer::start() else {
-        println!("\n(skipped the Redis phase: redis-server is not installed)");
-        return;
+    let redis = match synthkit_testkit::redis::RedisServer::start() {
+        Ok(redis) => redis,
+        Err(why) => {
+            println!("\n(skipped the Redis phase: {why})");
+            return;
+        }
     };
-    let fake = FakeLlm::start(FakeConfig {
-        delay: Duration::from_millis(50),
-        ..FakeConfig::default()
-    });
+    let fake = slow_fake(Duration::from_millis(50));
     let mut replicas = Vec::new();
     let mut budgets = Vec::new();
     for _ in 0..2 {
@@ -250,54 +246,4 @@ async fn redis_phase() {
         ms(o.percentile(0.99))
     );
     println!("| peak RSS MiB (process) | {:.1} |", peak_rss_mib());
-}
-
-/// A `redis-server` on a free loopback port, killed on drop.
-#[cfg(feature = "redis")]
-struct RedisServer {
-    url: String,
-    child: std::process::Child,
-}
-
-#[cfg(feature = "redis")]
-impl RedisServer {
-    fn start() -> Option<Self> {
-        use std::process::{Command, Stdio};
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .ok()?;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(Self {
-            url: format!("redis://127.0.0.1:{port}/"),
-            child,
-        })
-    }
-}
-
-#[cfg(feature = "redis")]
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -12,9 +12,11 @@
 //! In-process model doubles (no HTTP) live in `synthkit::testing`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod gated;
 pub mod here;
 pub mod llama;
 pub mod openai;
+pub mod redis;
 pub mod server;
 
 pub use openai::{FakeConfig, FakeOpenAi, Seen};

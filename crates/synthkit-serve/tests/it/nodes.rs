@@ -1,29 +1,20 @@
 //! The `nodes` of `POST /v1/synthesize` are read by the library's one node reader: its id
 //! rule (`id`, else `id_`, else `node_id`, else the 1-based position) and its errors.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::Service;
 use serde_json::{Value, json};
-use synthkit_serve::{BackendConfig, ServiceLimits};
+use synthkit_serve::ServiceLimits;
+
+use crate::common::{Service, source_ids};
 
 async fn post(service: &Service, nodes: Value) -> (u16, Value) {
     let body =
         json!({"query": "How often is the mirror cleaned?", "nodes": nodes, "mode": "no_text"});
-    let r = reqwest::Client::new()
-        .post(service.synthesize_url())
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap())
+    service.post(&body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_follow_the_one_rule_and_must_be_unique() {
-    let service = Service::start(BackendConfig::extractive(), ServiceLimits::default(), None).await;
+    let service = Service::extractive(ServiceLimits::default()).await;
     // The list of issue 17 (the CLI refused it, the Python package named it `li-7, 1, x`).
     let (status, response) = post(
         &service,
@@ -31,12 +22,7 @@ async fn ids_follow_the_one_rule_and_must_be_unique() {
     )
     .await;
     assert_eq!(status, 200, "{response}");
-    let ids: Vec<&str> = response["source_nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].as_str().unwrap())
-        .collect();
+    let ids = source_ids(&response);
     assert_eq!(ids, ["li-7", "2", "x"]);
 
     // Accepted before, refused now: two nodes with one id (a given id equal to another

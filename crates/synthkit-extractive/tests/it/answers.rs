@@ -3,25 +3,22 @@
 //! Markdown-style text, GNU NEWS files). The fixtures under `tests/fixtures/extractive/`
 //! are written for these tests, in the structure of the real files.
 
-// Test helpers outside `#[test]` functions: failing loudly is the point.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::PathBuf;
 
 use synthkit::text::{BpeTokenizer, Tokenizer};
 use synthkit_documents::html::html_to_markdown;
 use synthkit_extractive::{Extraction, ExtractiveModel};
 
+use crate::common::{fixture_path, repo_path};
+
 fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/extractive")
-        .join(name);
+    let path = fixture_path("extractive", name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The repository's sample documents, in name order, each after its metadata line.
 fn sample_docs() -> String {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/docs");
+    let dir = repo_path("examples/docs");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

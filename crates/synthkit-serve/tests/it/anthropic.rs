@@ -1,18 +1,15 @@
 //! The service with an Anthropic Messages API backend: a real llama.cpp `llama-server`
 //! (tiny random-weight model) answers `/v1/messages`, and `/readyz` asks its `/v1/models`
 //! with Anthropic's headers.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-use synthkit_testkit::llama;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use synthkit::backend::anthropic::AnthropicConfig;
 use synthkit_serve::{Backend, BackendConfig, Metrics, ServiceLimits};
+use synthkit_testkit::llama;
 
-use common::{Service, nodes};
+use crate::common::{Service, nodes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synthesizes_through_the_messages_api_and_is_ready() {
@@ -34,14 +31,8 @@ async fn synthesizes_through_the_messages_api_and_is_ready() {
         .unwrap();
     let service = Service::start(backend, ServiceLimits::default(), None).await;
     let body = json!({"query": "When does the dome open?", "nodes": nodes(), "mode": "compact"});
-    let r = reqwest::Client::new()
-        .post(service.synthesize_url())
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
+    let (status, v) = service.post(&body).await;
+    assert_eq!(status, 200, "{v}");
     assert!(v["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
     assert!(v["usage"]["prompt_tokens"].as_u64() > Some(0), "{v}");
 }

@@ -2,22 +2,21 @@
 //! every error route's JSON body, an over-limit body sent by a plain blocking client,
 //! load shedding and probes that never reach the provider. All on loopback; every wait
 //! has a deadline, and what is timed is compared with generous bounds.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
 
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use common::raw::{Answer, addr_of, closed_within, read_answer, request, send};
-use common::{Service, nodes, openai_backend};
 use serde_json::json;
 use synthkit_serve::{
     AccessPolicy, ApiKeys, AppState, Backend, BackendConfig, Metrics, ServiceLimits,
 };
-use synthkit_testkit::{FakeConfig, FakeOpenAi as FakeLlm};
+use synthkit_testkit::gated::GatedOpenAi;
+use synthkit_testkit::{FakeConfig, FakeOpenAi};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+
+use crate::common::raw::{Answer, addr_of, closed_within, read_answer, request, send};
+use crate::common::{DEADLINE, Service, nodes, openai_backend};
 
 fn synthesis_body() -> Vec<u8> {
     serde_json::to_vec(&json!({"query": "How often is the mirror cleaned?", "nodes": nodes()}))
@@ -51,7 +50,7 @@ async fn every_error_route_answers_the_json_error_body() {
         .with_max_uri_bytes(200)
         .with_max_headers(10)
         .with_max_header_bytes(1_000);
-    let service = Service::start(BackendConfig::extractive(), limits, None).await;
+    let service = Service::extractive(limits).await;
     let addr = addr_of(&service.url);
 
     send(&addr, &request("GET", "/nope", &[], b""))
@@ -132,25 +131,16 @@ async fn every_error_route_answers_the_json_error_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_service_sheds_with_503_and_retry_after() {
-    let fake = FakeLlm::start(FakeConfig {
-        delay: Duration::from_secs(3),
-        ..FakeConfig::default()
-    });
+    // The first request holds the only slot until the test opens the model's gate.
+    let model = GatedOpenAi::start();
     let limits = ServiceLimits::default().with_max_requests(1);
-    let service = Service::start(openai_backend(&fake.base), limits, None).await;
+    let service = Service::start(openai_backend(&model.base), limits, None).await;
     let addr = addr_of(&service.url);
     let slow = tokio::spawn({
         let addr = addr.clone();
         async move { post_json(&addr, &[]).await }
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while fake.requests() < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first request never reached the model"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    model.wait_arrived(1, DEADLINE).await;
     let a = post_json(&addr, &[]).await;
     a.assert_error(503, "overloaded");
     assert_eq!(a.header("retry-after"), Some("1"));
@@ -161,6 +151,11 @@ async fn a_full_service_sheds_with_503_and_retry_after() {
             .status,
         200
     );
+    assert!(
+        !slow.is_finished(),
+        "the first request ended at a shut gate"
+    );
+    model.open();
     assert_eq!(slow.await.unwrap().status, 200);
     assert_eq!(
         post_json(&addr, &[]).await.status,
@@ -171,7 +166,7 @@ async fn a_full_service_sheds_with_503_and_retry_after() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_site_requests_are_refused_on_loopback() {
-    let service = Service::start(BackendConfig::extractive(), ServiceLimits::default(), None).await;
+    let service = Service::extractive(ServiceLimits::default()).await;
     let addr = addr_of(&service.url);
     let body = synthesis_body();
 
@@ -343,7 +338,7 @@ async fn listed_origins_and_hosts_are_answered_with_cors_headers() {
 async fn slow_and_silent_clients_are_cut_off_after_the_header_timeout() {
     let header_timeout = Duration::from_secs(1);
     let limits = ServiceLimits::default().with_header_timeout(header_timeout);
-    let service = Service::start(BackendConfig::extractive(), limits, None).await;
+    let service = Service::extractive(limits).await;
     let addr = addr_of(&service.url);
     let bound = Duration::from_secs(15);
 
@@ -369,20 +364,7 @@ async fn slow_and_silent_clients_are_cut_off_after_the_header_timeout() {
             }
         }
     });
-    let mut chunk = [0u8; 1024];
-    let started = std::time::Instant::now();
-    let closed = loop {
-        match tokio::time::timeout(
-            bound,
-            tokio::io::AsyncReadExt::read(&mut reader, &mut chunk),
-        )
-        .await
-        {
-            Err(_) => break None,
-            Ok(Ok(0)) | Ok(Err(_)) => break Some(started.elapsed()),
-            Ok(Ok(_)) => {}
-        }
-    };
+    let closed = closed_within(&mut reader, bound).await;
     drip.abort();
     let took = closed.expect("a client dripping headers was never cut off");
     assert!(
@@ -422,7 +404,7 @@ async fn idle_connections_beyond_the_cap_do_not_stop_health_for_long() {
     let limits = ServiceLimits::default()
         .with_max_connections(cap)
         .with_header_timeout(header_timeout);
-    let service = Service::start(BackendConfig::extractive(), limits, None).await;
+    let service = Service::extractive(limits).await;
     let addr = addr_of(&service.url);
 
     // Thirty connections that never send a byte: the first eight take every slot, the
@@ -461,7 +443,7 @@ async fn idle_connections_beyond_the_cap_do_not_stop_health_for_long() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_client_sending_an_oversized_body_reads_the_413() {
-    let service = Service::start(BackendConfig::extractive(), ServiceLimits::default(), None).await;
+    let service = Service::extractive(ServiceLimits::default()).await;
     let addr = addr_of(&service.url);
     // As Python's urllib does: the whole body first, then the answer; blocking I/O.
     let answer = tokio::task::spawn_blocking(move || {
@@ -489,11 +471,11 @@ async fn a_plain_client_sending_an_oversized_body_reads_the_413() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_read_the_timed_readiness_and_never_ask_the_provider() {
-    let fake = FakeLlm::start(FakeConfig::default());
+    let fake = FakeOpenAi::start(FakeConfig::default());
     let limits = ServiceLimits::default().with_readiness_interval(Duration::from_secs(3600));
-    let service = Service::start(openai_backend(&fake.base), limits, None).await;
+    let service = Service::openai(&fake, limits).await;
     let mut changes = service.state.readiness_changes();
-    tokio::time::timeout(Duration::from_secs(20), changes.wait_for(|s| s.is_ready()))
+    tokio::time::timeout(DEADLINE, changes.wait_for(|s| s.is_ready()))
         .await
         .expect("the first readiness check did not come")
         .unwrap();

@@ -1,13 +1,16 @@
-//! Shared test helpers: the fake model, a running service, SSE parsing.
+//! Shared test helpers: a running service, the backend for a fake model, requests and
+//! their answers (JSON or SSE), polling with a deadline. Also compiled into the load
+//! program (`examples/load.rs`), which uses only part of it.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 pub mod raw;
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use synthkit::backend::openai::OpenAiConfig;
 use synthkit_serve::{ApiKeys, AppState, Backend, BackendConfig, Metrics, ServiceLimits, serve};
+use synthkit_testkit::{FakeConfig, FakeOpenAi};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -28,6 +31,16 @@ impl Service {
         let keys = keys.map(|k| ApiKeys::parse(k).unwrap());
         let state = AppState::new(stack, limits, keys, metrics);
         Self::start_state(state).await
+    }
+
+    /// The offline (extractive) backend with `limits`, no keys.
+    pub async fn extractive(limits: ServiceLimits) -> Self {
+        Self::start(BackendConfig::extractive(), limits, None).await
+    }
+
+    /// The fake model `fake` behind the service, with `limits`, no keys.
+    pub async fn openai(fake: &FakeOpenAi, limits: ServiceLimits) -> Self {
+        Self::start(openai_backend(&fake.base), limits, None).await
     }
 
     /// Starts the service on `state`.
@@ -57,6 +70,37 @@ impl Service {
     pub fn synthesize_url(&self) -> String {
         format!("{}/v1/synthesize", self.url)
     }
+
+    /// `POST /v1/synthesize` with `body`: the status and the JSON answer.
+    pub async fn post(&self, body: &Value) -> (u16, Value) {
+        let r = reqwest::Client::new()
+            .post(self.synthesize_url())
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+
+    /// `POST /v1/synthesize` with `body` and `"stream": true`: the status, the content
+    /// type and the events.
+    pub async fn post_stream(&self, body: &Value) -> (u16, String, Vec<(String, Value)>) {
+        let mut body = body.clone();
+        body["stream"] = json!(true);
+        let r = reqwest::Client::new()
+            .post(self.synthesize_url())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let content_type = r
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        (status, content_type, parse_sse(&r.text().await.unwrap()))
+    }
 }
 
 impl Drop for Service {
@@ -77,6 +121,46 @@ pub fn openai_backend(base: &str) -> BackendConfig {
     let mut backend = BackendConfig::openai(config).with_retry(None);
     backend.server_tokenizer = false;
     backend
+}
+
+/// The ids of a response's `source_nodes`, in order.
+pub fn source_ids(response: &Value) -> Vec<&str> {
+    response["source_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect()
+}
+
+/// Checks an error body: its `kind`, and a message that contains `needle`.
+pub fn assert_error_body(e: &Value, kind: &str, needle: &str) {
+    assert_eq!(e["error"]["kind"], kind, "{e}");
+    let message = e["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains(needle), "no {needle:?} in {e}");
+}
+
+/// A fake model that waits `delay` before each reply.
+pub fn slow_fake(delay: Duration) -> FakeOpenAi {
+    FakeOpenAi::start(FakeConfig {
+        delay,
+        ..FakeConfig::default()
+    })
+}
+
+/// The longest a test waits for something that must happen.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Polls `done` every 10 ms until it holds; fails naming `what` after [`DEADLINE`].
+pub async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Parses an SSE body into `(event, data)` pairs (comments skipped).

@@ -13,12 +13,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
-/// The longest any single exchange may take before the test fails.
-pub const DEADLINE: Duration = Duration::from_secs(20);
+use super::DEADLINE;
 
 /// An answer as read off the wire.
 #[derive(Debug)]
@@ -197,7 +196,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// Waits until the server closes `stream` (end of file or a reset), for at most `limit`;
 /// how long that took, or `None` if it stayed open. Bytes the server sends first (a 408)
 /// are read and dropped.
-pub async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration> {
+pub async fn closed_within(
+    stream: &mut (impl AsyncRead + Unpin),
+    limit: Duration,
+) -> Option<Duration> {
     let started = Instant::now();
     let deadline = started + limit;
     let mut chunk = [0u8; 4096];

@@ -1,15 +1,9 @@
 //! Structure-aware chunks (`synthkit_documents::chunk`): headings first, code blocks and
 //! lists kept whole, heading paths as `section` metadata, nothing lost, the limit kept.
 //!
-//! Run more property cases with `PROPTEST_CASES=5000 cargo test -p synthkit-documents --test chunking`.
+//! Run more property cases with `PROPTEST_CASES=5000 cargo test -p synthkit-documents --test it chunking`.
 //! Print the chunks of real files with
-//! `CHUNK_FILES=README.md,/usr/share/doc/bash/RBASH cargo test -p synthkit-documents --test chunking -- --ignored --nocapture`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+//! `CHUNK_FILES=README.md,/usr/share/doc/bash/RBASH cargo test -p synthkit-documents --test it chunking -- --ignored --nocapture`.
 
 use proptest::prelude::*;
 use synthkit::Node;

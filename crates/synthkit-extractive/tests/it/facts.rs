@@ -6,9 +6,7 @@
 //! written for these tests in the shape of the real files (a GNU NEWS file, a CPython-style
 //! README, bash's NEWS, Node's BUILDING.md, a Debian FAQ, mdBook pages).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use synthkit::text::{BpeTokenizer, TokenTextSplitter};
@@ -17,12 +15,12 @@ use synthkit_documents::chunk::chunk;
 use synthkit_documents::{ReadOptions, Reader};
 use synthkit_extractive::ExtractiveModel;
 
+use crate::common::fixture_path;
+
 /// The nodes of fixture `name`, read and chunked as the CLI does, as if found at `path`.
 fn nodes(name: &str, path: &str) -> Vec<Node> {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/folders")
-        .join(name);
-    let bytes = std::fs::read(&file).unwrap();
+    let file = fixture_path("folders", name);
+    let bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let read = Reader::new(ReadOptions::new())
         .read_bytes(Path::new(path), bytes)
         .unwrap();

@@ -3,9 +3,6 @@
 //! `print.html`), hidden and ignored files are counted, and progress is reported. Trees in
 //! the shape of an mdBook build and a Debian `/usr/share/doc`, written here.
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,12 +12,7 @@ use synthkit_documents::{
 };
 use tempfile::TempDir;
 
-fn write(root: &Path, name: &str, text: &str) -> PathBuf {
-    let path = root.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use crate::common::{read_within_deadline, rel, write, write_all};
 
 /// A chapter page as mdBook writes it: navigation, the chapter in `<main>`, scripts.
 fn page(title: &str, body: &str) -> String {
@@ -44,12 +36,12 @@ fn book() -> TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let (one, two) = (chapter("Ownership"), chapter("Borrowing"));
-    write(root, "book/ch1.html", &page("Ownership", &one));
-    write(root, "book/ch2.html", &page("Borrowing", &two));
+    write(root, "book/ch1.html", page("Ownership", &one));
+    write(root, "book/ch2.html", page("Borrowing", &two));
     write(
         root,
         "book/print.html",
-        &page("The Book", &format!("{one}{two}")),
+        page("The Book", &format!("{one}{two}")),
     );
     write(
         root,
@@ -81,12 +73,8 @@ fn book() -> TempDir {
     dir
 }
 
-fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap().display().to_string()
-}
-
 fn read(root: &Path, options: ReadOptions) -> ReadReport {
-    read_paths(&[root.join("book")], &options).unwrap()
+    read_within_deadline(&root.join("book"), options)
 }
 
 #[test]
@@ -187,7 +175,7 @@ fn exact_copies_across_package_folders_keep_the_first() {
         write(
             root,
             &format!("doc/pkg{i}/copyright"),
-            &format!("{header}\n\n{licence}\n"),
+            format!("{header}\n\n{licence}\n"),
         );
     }
     let report = read_paths(&[root.join("doc")], &ReadOptions::new()).unwrap();
@@ -205,14 +193,19 @@ fn exact_copies_across_package_folders_keep_the_first() {
 fn hidden_and_ignored_files_are_counted_once_per_folder() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, "docs/guide.md", "The dome opens at dusk.\n");
-    write(root, "docs/.notes.md", "Hidden notes.\n");
-    write(root, "docs/.cache/a.md", "Cached.\n");
-    write(root, "docs/.cache/b.md", "Cached.\n");
-    write(root, "docs/.gitignore", "draft.md\nbuild/\n");
-    write(root, "docs/draft.md", "Draft.\n");
-    write(root, "docs/build/out.md", "Built.\n");
-    write(root, "docs/build/more/out2.md", "Built.\n");
+    write_all(
+        root,
+        &[
+            ("docs/guide.md", "The dome opens at dusk.\n"),
+            ("docs/.notes.md", "Hidden notes.\n"),
+            ("docs/.cache/a.md", "Cached.\n"),
+            ("docs/.cache/b.md", "Cached.\n"),
+            ("docs/.gitignore", "draft.md\nbuild/\n"),
+            ("docs/draft.md", "Draft.\n"),
+            ("docs/build/out.md", "Built.\n"),
+            ("docs/build/more/out2.md", "Built.\n"),
+        ],
+    );
     let report = read_paths(&[root.join("docs")], &ReadOptions::new()).unwrap();
     let mut left: Vec<(String, LeftOutReason, bool)> = report
         .left_out

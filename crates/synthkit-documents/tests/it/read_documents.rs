@@ -2,27 +2,17 @@
 //! built in a temporary folder (symbolic links, binary, gzip and PDF files are made here
 //! rather than committed).
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::path::Path;
 
 use synthkit_documents::{
     Document, Format, ReadOptions, ReadReport, Reader, SkipReason, read_paths,
 };
 use tempfile::TempDir;
 
-const MIRROR: &str = "The primary mirror is cleaned every three months.";
+use crate::common::{read_within_deadline, rel, write, write_all};
 
-fn write(root: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-    let path = root.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
+const MIRROR: &str = "The primary mirror is cleaned every three months.";
 
 fn gzip(text: &str) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -162,13 +152,18 @@ fn tree() -> TempDir {
     write(root, "docs/latin1.txt", b"The caf\xe9 opens at nine.\n");
     write(root, "docs/image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
     write(root, "docs/fake.txt", b"ELF\x02\x01\0\0\0\0\x7f");
-    write(root, "docs/empty.txt", "");
-    write(root, "docs/.hidden.md", "Hidden text.\n");
-    write(root, "docs/.gitignore", "ignored.md\nbuild/\n");
-    write(root, "docs/ignored.md", "Ignored text.\n");
-    write(root, "docs/build/out.txt", "Build output.\n");
-    write(root, "docs/.ignore", "scratch.txt\n");
-    write(root, "docs/scratch.txt", "Scratch text.\n");
+    write_all(
+        root,
+        &[
+            ("docs/empty.txt", ""),
+            ("docs/.hidden.md", "Hidden text.\n"),
+            ("docs/.gitignore", "ignored.md\nbuild/\n"),
+            ("docs/ignored.md", "Ignored text.\n"),
+            ("docs/build/out.txt", "Build output.\n"),
+            ("docs/.ignore", "scratch.txt\n"),
+            ("docs/scratch.txt", "Scratch text.\n"),
+        ],
+    );
     write(
         root,
         "outside/linked.md",
@@ -183,23 +178,8 @@ fn tree() -> TempDir {
     dir
 }
 
-/// Reads with a deadline, so that a walk that never ends fails the test.
 fn read(root: &Path, options: ReadOptions) -> ReadReport {
-    let (tx, rx) = mpsc::channel();
-    let root = root.to_path_buf();
-    std::thread::spawn(move || {
-        let _ = tx.send(read_paths(&[root], &options));
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the read did not finish in 60 s (a symlink loop followed?)")
-        .unwrap()
-}
-
-fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+    read_within_deadline(root, options)
 }
 
 fn doc<'a>(report: &'a ReadReport, root: &Path, name: &str) -> &'a Document {

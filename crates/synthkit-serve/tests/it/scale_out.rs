@@ -1,0 +1,173 @@
+//! Scale-out through Redis: two replicas (two services in this process) share one
+//! requests-per-minute budget and one response cache in a real `redis-server` started on
+//! a loopback port. Skipped with a message when `redis-server` is not installed, except
+//! in CI (`CI` set), where that is a failure.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use synthkit_serve::redis::{ConnectionManager, RedisBudget, RedisCache, connect};
+use synthkit_serve::{BackendConfig, CacheChoice, ServiceLimits};
+use synthkit_testkit::redis::RedisServer;
+use synthkit_testkit::{FakeConfig, FakeOpenAi};
+
+use crate::common::{Service, nodes, openai_backend};
+
+/// Two replicas of the service on the fake model at `base`, each given the backend
+/// `with` makes of it and a fresh connection to Redis at `url`.
+async fn replicas(
+    base: &str,
+    url: &str,
+    with: impl Fn(BackendConfig, ConnectionManager) -> BackendConfig,
+) -> Vec<Service> {
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        let conn = connect(url).await.unwrap();
+        let backend = with(openai_backend(base), conn);
+        out.push(Service::start(backend, ServiceLimits::default(), None).await);
+    }
+    out
+}
+
+/// The offline backend with no retries (a failure is seen at once) and `with` applied.
+async fn offline(with: impl FnOnce(BackendConfig) -> BackendConfig) -> Service {
+    Service::start(
+        with(BackendConfig::extractive().with_retry(None)),
+        ServiceLimits::default(),
+        None,
+    )
+    .await
+}
+
+/// Asks the service a short question: the status and the answer.
+async fn ask(service: &Service) -> (u16, Value) {
+    service
+        .post(&json!({"query": "q?", "nodes": nodes()}))
+        .await
+}
+
+/// The error message of a 502 answer.
+fn model_error(answer: &(u16, Value)) -> &str {
+    let (status, e) = answer;
+    assert_eq!(*status, 502, "{e}");
+    e["error"]["message"].as_str().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_hold_one_combined_request_rate() {
+    let Some(redis) = RedisServer::for_test() else {
+        return;
+    };
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    // 240 requests a minute (4 a second), a burst of one second's worth.
+    let replicas = replicas(&fake.base, &redis.url, |backend, conn| {
+        let budget = RedisBudget::new(conn, "rate-test", 240, 0).with_burst(Duration::from_secs(1));
+        backend.with_shared_budget(Arc::new(budget))
+    })
+    .await;
+    let started = Instant::now();
+    let bodies: Vec<Value> = (0..12)
+        .map(|i| json!({"query": format!("question {i}?"), "nodes": ["One short fact."]}))
+        .collect();
+    let requests = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| replicas[i % 2].post(body));
+    let answers = futures::future::join_all(requests).await;
+    for (status, body) in &answers {
+        assert_eq!(*status, 200, "{body}");
+    }
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 12);
+    let first = seen.iter().map(|s| s.at).min().unwrap();
+    let last = seen.iter().map(|s| s.at).max().unwrap();
+    // 4 at once, then 8 more at 4 a second: the last one no sooner than ~2 s after the
+    // first. Two separate per-replica budgets would have finished in about 1 s.
+    let spread = last - first;
+    assert!(spread >= Duration::from_millis(1_800), "{spread:?}");
+    // A generous bound (a loaded machine is slow): the budget did not starve the calls.
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // No second in the run saw more than the burst plus a second's rate.
+    for s in &seen {
+        let in_window = seen
+            .iter()
+            .filter(|o| o.at >= s.at && o.at < s.at + Duration::from_secs(1))
+            .count();
+        assert!(in_window <= 8, "{in_window} calls within one second");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_cached_by_one_replica_is_served_by_the_other() {
+    let Some(redis) = RedisServer::for_test() else {
+        return;
+    };
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let replicas = replicas(&fake.base, &redis.url, |backend, conn| {
+        let cache = RedisCache::new(conn, "cache-test", Duration::from_secs(120));
+        backend.with_cache(CacheChoice::Store(Arc::new(cache)))
+    })
+    .await;
+    let body = json!({"query": "How often is the primary mirror cleaned?", "nodes": nodes()});
+    let (status, first) = replicas[0].post(&body).await;
+    assert_eq!(status, 200, "{first}");
+    let calls = fake.requests();
+    assert!(calls >= 1);
+    let (status, second) = replicas[1].post(&body).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        fake.requests(),
+        calls,
+        "the second replica asked the model again"
+    );
+    assert_eq!(first["text"], second["text"]);
+    let metrics = replicas[1].state.metrics().render();
+    assert!(metrics.contains("synthkit_cache_hits_total 1"), "{metrics}");
+
+    // Entries expire.
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("cache-test:cache:*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), calls);
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(&keys[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((1..=120).contains(&ttl), "ttl {ttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_larger_than_the_token_budget_fails_with_the_flag_to_raise() {
+    let Some(redis) = RedisServer::for_test() else {
+        return;
+    };
+    let conn = connect(&redis.url).await.unwrap();
+    let budget = RedisBudget::new(conn, "over-test", 0, 50);
+    let service = offline(|b| b.with_shared_budget(Arc::new(budget))).await;
+    let answer = ask(&service).await;
+    assert!(model_error(&answer).contains("raise --tpm"), "{answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_the_budget_fails_calls_and_the_cache_misses() {
+    let Some(redis) = RedisServer::for_test() else {
+        return;
+    };
+    let conn = connect(&redis.url).await.unwrap();
+    let budget = RedisBudget::new(conn.clone(), "down-test", 600, 0);
+    let cache = RedisCache::new(conn, "down-test", Duration::from_secs(60));
+    drop(redis);
+    let service = offline(|b| b.with_cache(CacheChoice::Store(Arc::new(cache)))).await;
+    let (status, r) = ask(&service).await;
+    assert_eq!(status, 200, "a cache that cannot be reached is a miss: {r}");
+
+    let service = offline(|b| b.with_shared_budget(Arc::new(budget))).await;
+    let answer = ask(&service).await;
+    assert!(model_error(&answer).contains("redis budget"), "{answer:?}");
+}
