@@ -96,10 +96,13 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 impl SynthArgs {
     /// `--concurrency`, else the default capped at the server's slots (0: no limit).
     pub fn concurrency_for(&self, server_slots: Option<usize>) -> usize {
-        self.concurrency.unwrap_or_else(|| {
-            server_slots.map_or(DEFAULT_CONCURRENCY, |s| s.min(DEFAULT_CONCURRENCY))
-        })
+        concurrency_for(self.concurrency, server_slots)
     }
+}
+
+/// `--concurrency` (`flag`), else the default capped at the server's slots (0: no limit).
+pub fn concurrency_for(flag: Option<usize>, server_slots: Option<usize>) -> usize {
+    flag.unwrap_or_else(|| server_slots.map_or(DEFAULT_CONCURRENCY, |s| s.min(DEFAULT_CONCURRENCY)))
 }
 
 impl Command {
