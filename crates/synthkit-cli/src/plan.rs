@@ -77,6 +77,44 @@ impl PlanningModel {
     fn calls(&self) -> Vec<Planned> {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()
     }
+
+    /// The calls recorded since the last take, as rows (one synthesis of a batch).
+    pub(crate) fn take_rows(&self) -> Vec<Row> {
+        let calls = self
+            .calls
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default();
+        rows(&calls)
+    }
+}
+
+/// Adds one synthesis's rows to a batch's: rows of one step and level are summed, and a
+/// sum is exact only if each of its parts was.
+pub(crate) fn merge_rows(into: &mut Vec<Row>, rows: Vec<Row>) {
+    for row in rows {
+        match into
+            .iter_mut()
+            .find(|r| r.step == row.step && r.level == row.level)
+        {
+            Some(r) => {
+                r.calls += row.calls;
+                r.prompt_tokens += row.prompt_tokens;
+                r.max_prompt_tokens = r.max_prompt_tokens.max(row.max_prompt_tokens);
+                r.exact &= row.exact;
+            }
+            None => into.push(row),
+        }
+    }
+}
+
+/// The calls and prompt tokens of `rows`, and whether every row is exact.
+pub(crate) fn row_totals(rows: &[Row]) -> (usize, usize, bool) {
+    (
+        rows.iter().map(|r| r.calls).sum(),
+        rows.iter().map(|r| r.prompt_tokens).sum(),
+        rows.iter().all(|r| r.exact),
+    )
 }
 
 /// Text of exactly `n` tokens when the tokenizer allows it (else the longest under `n`).
@@ -382,7 +420,7 @@ pub async fn run(
 }
 
 /// The plan's table: one row per step and level, then the total.
-fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
+pub(crate) fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
     let calls: usize = rows.iter().map(|r| r.calls).sum();
     let prompt_tokens: usize = rows.iter().map(|r| r.prompt_tokens).sum();
     let w = rows.iter().map(|r| r.step.len()).max().unwrap_or(4).max(5);

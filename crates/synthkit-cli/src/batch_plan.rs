@@ -1,0 +1,105 @@
+//! `batch --plan`: every line planned as `ask --plan` plans one synthesis (against
+//! [`PlanningModel`], no model call), the plans summed by step and level.
+
+use std::io::{self, BufRead, Write};
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use synthkit::request::RequestDefaults;
+
+use crate::backend::Backend;
+use crate::batch::{BatchArgs, Parsed, parse_line};
+use crate::batch_io::LineReader;
+use crate::plan::{PlanningModel, merge_rows, row_totals, write_table};
+
+/// Plans every line of the input and prints the batch's plan; lines that cannot run are
+/// named on standard error (and make the exit code 1).
+pub async fn run<R: BufRead>(
+    args: &BatchArgs,
+    backend: &Backend,
+    defaults: RequestDefaults,
+    mut reader: LineReader<R>,
+) -> Result<()> {
+    let info = backend.model.info();
+    let planner = Arc::new(
+        PlanningModel::new(info.clone(), backend.budget_tokenizer.clone())
+            .with_counter(backend.model.counter()),
+    );
+    let mut rows = Vec::new();
+    let (mut planned, mut bad) = (0usize, 0usize);
+    let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);
+    let max_line = usize::try_from(max_line).unwrap_or(usize::MAX);
+    while let Some((number, raw)) = reader.next_line()? {
+        let request = match parse_line(number, raw, max_line) {
+            Parsed::Blank => continue,
+            Parsed::Bad(_, e) => Err(e.message),
+            Parsed::Request(_, r) => Ok(*r),
+        };
+        let outcome = match request {
+            Ok(r) => match r.prepare(planner.clone(), defaults, |b| b) {
+                Ok(run) => run
+                    .synthesizer
+                    .synthesize_input(run.input)
+                    .await
+                    .map_err(|e| format!("line {number}: {e}")),
+                Err(e) => Err(format!("line {number}: {e}")),
+            },
+            Err(message) => Err(message),
+        };
+        // A failed plan may have recorded calls: they are not part of the batch.
+        let lines_rows = planner.take_rows();
+        match outcome {
+            Ok(_) => {
+                planned += 1;
+                merge_rows(&mut rows, lines_rows);
+            }
+            Err(message) => {
+                bad += 1;
+                eprintln!("error: {message}");
+            }
+        }
+    }
+    let (calls, prompt_tokens, exact) = row_totals(&rows);
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    writeln!(
+        out,
+        "plan: {planned} request{}, backend {} (model {}), context window {}, up to {} output tokens per call",
+        if planned == 1 { "" } else { "s" },
+        backend.name(),
+        info.name,
+        info.context_window,
+        info.num_output
+    )?;
+    writeln!(out, "dry run: no model was called")?;
+    writeln!(out)?;
+    if rows.is_empty() {
+        writeln!(out, "no model call is needed")?;
+    } else {
+        write_table(&mut out, &rows)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "completion tokens: at most {} ({} per call)",
+            calls * info.num_output,
+            info.num_output
+        )?;
+        if let Some(p) = args.price_per_1k {
+            let cost = prompt_tokens as f64 / 1000.0 * p;
+            writeln!(
+                out,
+                "estimated prompt cost: ${cost:.4} ({prompt_tokens} prompt tokens at ${p} per 1K{})",
+                if exact { "" } else { "; upper bound" }
+            )?;
+        }
+    }
+    out.flush()?;
+    if bad > 0 {
+        return Err(anyhow!(
+            "{bad} line{} cannot run (named above); the plan leaves {} out",
+            if bad == 1 { "" } else { "s" },
+            if bad == 1 { "it" } else { "them" }
+        ));
+    }
+    Ok(())
+}
