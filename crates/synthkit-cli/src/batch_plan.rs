@@ -10,7 +10,7 @@ use synthkit::request::RequestDefaults;
 use crate::backend::Backend;
 use crate::batch::{BatchArgs, Parsed, parse_line};
 use crate::batch_io::LineReader;
-use crate::plan::{PlanningModel, merge_rows, row_totals, write_table};
+use crate::plan::{PlanningModel, TextPlan, merge_rows};
 
 /// Plans every line of the input and prints the batch's plan; lines that cannot run are
 /// named on standard error (and make the exit code 1).
@@ -59,40 +59,16 @@ pub async fn run<R: BufRead>(
             }
         }
     }
-    let (calls, prompt_tokens, exact) = row_totals(&rows);
+    let subject = format!("{planned} request{}", if planned == 1 { "" } else { "s" });
+    let plan = TextPlan {
+        subject: &subject,
+        rows: &rows,
+        price_per_1k: args.price_per_1k,
+        without_calls: "no model call is needed",
+    };
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    writeln!(
-        out,
-        "plan: {planned} request{}, backend {} (model {}), context window {}, up to {} output tokens per call",
-        if planned == 1 { "" } else { "s" },
-        backend.name(),
-        info.name,
-        info.context_window,
-        info.num_output
-    )?;
-    writeln!(out, "dry run: no model was called")?;
-    writeln!(out)?;
-    if rows.is_empty() {
-        writeln!(out, "no model call is needed")?;
-    } else {
-        write_table(&mut out, &rows)?;
-        writeln!(out)?;
-        writeln!(
-            out,
-            "completion tokens: at most {} ({} per call)",
-            calls * info.num_output,
-            info.num_output
-        )?;
-        if let Some(p) = args.price_per_1k {
-            let cost = prompt_tokens as f64 / 1000.0 * p;
-            writeln!(
-                out,
-                "estimated prompt cost: ${cost:.4} ({prompt_tokens} prompt tokens at ${p} per 1K{})",
-                if exact { "" } else { "; upper bound" }
-            )?;
-        }
-    }
+    plan.write(&mut out, backend, &info)?;
     out.flush()?;
     if bad > 0 {
         return Err(anyhow!(

@@ -331,10 +331,8 @@ pub async fn run(
         )
     })?;
     let rows = rows(&planner.calls());
-    let calls: usize = rows.iter().map(|r| r.calls).sum();
-    let prompt_tokens: usize = rows.iter().map(|r| r.prompt_tokens).sum();
+    let (calls, prompt_tokens, exact) = row_totals(&rows);
     let max_completion = calls * info.num_output;
-    let exact = rows.len() <= 1;
     let cost = args.price_per_1k.map(|p| prompt_tokens as f64 / 1000.0 * p);
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -377,37 +375,20 @@ pub async fn run(
         write_json(&mut out, &report)?;
         return Ok(());
     }
-    writeln!(
-        out,
-        "plan: {mode} over {node_count} node{}, backend {} (model {}), context window {}, up to {} output tokens per call",
-        if node_count == 1 { "" } else { "s" },
-        backend.name(),
-        info.name,
-        info.context_window,
-        info.num_output
-    )?;
-    writeln!(out, "dry run: no model was called")?;
-    writeln!(out)?;
+    let subject = format!(
+        "{mode} over {node_count} node{}",
+        if node_count == 1 { "" } else { "s" }
+    );
+    let without_calls = format!("no model call is needed ({mode} answers without a model)");
+    let plan = TextPlan {
+        subject: &subject,
+        rows: &rows,
+        price_per_1k: args.price_per_1k,
+        without_calls: &without_calls,
+    };
+    plan.write(&mut out, backend, &info)?;
     if rows.is_empty() {
-        writeln!(
-            out,
-            "no model call is needed ({mode} answers without a model)"
-        )?;
         return Ok(out.flush()?);
-    }
-    write_table(&mut out, &rows)?;
-    writeln!(out)?;
-    writeln!(
-        out,
-        "completion tokens: at most {max_completion} ({} per call)",
-        info.num_output
-    )?;
-    if let (Some(p), Some(c)) = (args.price_per_1k, cost) {
-        writeln!(
-            out,
-            "estimated prompt cost: ${c:.4} ({prompt_tokens} prompt tokens at ${p} per 1K{})",
-            if exact { "" } else { "; upper bound" }
-        )?;
     }
     if let Some(t) = &response.truncation {
         writeln!(
@@ -419,8 +400,63 @@ pub async fn run(
     Ok(out.flush()?)
 }
 
+/// A plan as text: what is planned, its rows, the price for the cost.
+pub(crate) struct TextPlan<'a> {
+    /// What was planned (`compact over 12 nodes`, `40 requests`).
+    pub subject: &'a str,
+    /// The calls by step and level.
+    pub rows: &'a [Row],
+    /// `--price-per-1k`.
+    pub price_per_1k: Option<f64>,
+    /// The line printed when no call is needed.
+    pub without_calls: &'a str,
+}
+
+impl TextPlan<'_> {
+    /// Writes the heading, the table, the completion tokens and the estimated cost.
+    pub(crate) fn write(
+        &self,
+        out: &mut impl Write,
+        backend: &Backend,
+        info: &ModelInfo,
+    ) -> io::Result<()> {
+        writeln!(
+            out,
+            "plan: {}, backend {} (model {}), context window {}, up to {} output tokens per call",
+            self.subject,
+            backend.name(),
+            info.name,
+            info.context_window,
+            info.num_output
+        )?;
+        writeln!(out, "dry run: no model was called")?;
+        writeln!(out)?;
+        if self.rows.is_empty() {
+            return writeln!(out, "{}", self.without_calls);
+        }
+        let (calls, prompt_tokens, exact) = row_totals(self.rows);
+        write_table(out, self.rows)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "completion tokens: at most {} ({} per call)",
+            calls * info.num_output,
+            info.num_output
+        )?;
+        if let Some(p) = self.price_per_1k {
+            let cost = prompt_tokens as f64 / 1000.0 * p;
+            writeln!(
+                out,
+                "estimated prompt cost: ${cost:.4} ({prompt_tokens} prompt tokens at ${p} per 1K{})",
+                if exact { "" } else { "; upper bound" }
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// The plan's table: one row per step and level, then the total.
-pub(crate) fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
+fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
     let calls: usize = rows.iter().map(|r| r.calls).sum();
     let prompt_tokens: usize = rows.iter().map(|r| r.prompt_tokens).sum();
     let w = rows.iter().map(|r| r.step.len()).max().unwrap_or(4).max(5);

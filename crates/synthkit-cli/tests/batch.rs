@@ -110,6 +110,14 @@ fn write_lines(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
     path
 }
 
+/// A fake answering every call after `ms` milliseconds.
+fn slow_fake(ms: u64) -> FakeOpenAi {
+    FakeOpenAi::start(FakeConfig {
+        delay: Duration::from_millis(ms),
+        ..FakeConfig::default()
+    })
+}
+
 /// `n` one-call requests with ids `q0`, `q1`, ...
 fn numbered(n: usize) -> Vec<String> {
     (0..n)
@@ -266,10 +274,7 @@ fn wait_for_lines(path: &Path, n: usize, deadline: Instant, child: &mut Child) -
 fn a_killed_batch_resumes_from_the_cache() {
     const LINES: usize = 24;
     const JOBS: usize = 3;
-    let fake = FakeOpenAi::start(FakeConfig {
-        delay: Duration::from_millis(150),
-        ..FakeConfig::default()
-    });
+    let fake = slow_fake(150);
     let dir = tempfile::tempdir().unwrap();
     let input = write_lines(dir.path(), "in.jsonl", &numbered(LINES));
     let output = dir.path().join("out.jsonl");
@@ -323,10 +328,7 @@ fn slow_first(dir: &Path) -> PathBuf {
 
 #[test]
 fn unordered_writes_results_as_they_finish() {
-    let fake = FakeOpenAi::start(FakeConfig {
-        delay: Duration::from_millis(200),
-        ..FakeConfig::default()
-    });
+    let fake = slow_fake(200);
     let dir = tempfile::tempdir().unwrap();
     let input = slow_first(dir.path());
     let output = dir.path().join("out.jsonl");
@@ -346,10 +348,7 @@ fn unordered_writes_results_as_they_finish() {
 
 #[test]
 fn jobs_bound_the_syntheses_at_once() {
-    let fake = FakeOpenAi::start(FakeConfig {
-        delay: Duration::from_millis(200),
-        ..FakeConfig::default()
-    });
+    let fake = slow_fake(200);
     let dir = tempfile::tempdir().unwrap();
     let input = write_lines(dir.path(), "in.jsonl", &numbered(9));
     for jobs in [1usize, 3] {
