@@ -21,10 +21,7 @@ pub async fn run<R: BufRead>(
     mut reader: LineReader<R>,
 ) -> Result<()> {
     let info = backend.model.info();
-    let planner = Arc::new(
-        PlanningModel::new(info.clone(), backend.budget_tokenizer.clone())
-            .with_counter(backend.model.counter()),
-    );
+    let planner = Arc::new(PlanningModel::of(backend));
     let mut rows = Vec::new();
     let (mut planned, mut bad) = (0usize, 0usize);
     let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);

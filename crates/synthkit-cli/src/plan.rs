@@ -58,6 +58,13 @@ impl PlanningModel {
         }
     }
 
+    /// A planner standing in for `backend`'s model: its limits, its tokenizer and its
+    /// exact prompt counter, so the plan counts as the run will.
+    pub fn of(backend: &Backend) -> Self {
+        Self::new(backend.model.info(), backend.budget_tokenizer.clone())
+            .with_counter(backend.model.counter())
+    }
+
     /// Counts prompts with `counter` (the backend's), as the run will.
     pub fn with_counter(mut self, counter: Option<SharedCounter>) -> Self {
         self.counter = counter;
@@ -313,10 +320,7 @@ pub async fn run(
     trace: Option<Arc<Trace>>,
 ) -> Result<()> {
     let info = backend.model.info();
-    let planner = Arc::new(
-        PlanningModel::new(info.clone(), backend.budget_tokenizer.clone())
-            .with_counter(backend.model.counter()),
-    );
+    let planner = Arc::new(PlanningModel::of(backend));
     let mut fanout = Fanout::default();
     if let Some(t) = trace {
         fanout.push(t);
