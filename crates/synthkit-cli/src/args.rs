@@ -66,6 +66,15 @@ pub enum Command {
     Ask(AskArgs),
     /// Summarize files, folders, standard input or pre-retrieved nodes.
     Summarize(SummarizeArgs),
+    /// Answer many requests: one synthesis per line of a JSON-lines file (the service's
+    /// request shape plus an `id`), results appended to OUT as JSON lines; a stopped
+    /// batch resumes where it stopped when run again.
+    #[command(
+        after_help = "Exit codes: 0 every line answered, 1 some lines are error lines (a summary on standard error), 2 usage errors (bad flags, unreadable IN).\n\nExample:\n  \
+        echo '{\"id\": \"q1\", \"query\": \"When?\", \"nodes\": [\"The dome opens at dusk.\"]}' > in.jsonl\n  \
+        synthkit batch in.jsonl -o out.jsonl --base-url http://127.0.0.1:8080/v1 --jobs 4 --cache replies.db"
+    )]
+    Batch(crate::batch::BatchArgs),
     /// Run the HTTP service: POST /v1/synthesize (JSON or server-sent events), /healthz,
     /// /readyz, /metrics, /openapi.json.
     #[cfg(feature = "serve")]
@@ -96,10 +105,13 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 impl SynthArgs {
     /// `--concurrency`, else the default capped at the server's slots (0: no limit).
     pub fn concurrency_for(&self, server_slots: Option<usize>) -> usize {
-        self.concurrency.unwrap_or_else(|| {
-            server_slots.map_or(DEFAULT_CONCURRENCY, |s| s.min(DEFAULT_CONCURRENCY))
-        })
+        concurrency_for(self.concurrency, server_slots)
     }
+}
+
+/// `--concurrency` (`flag`), else the default capped at the server's slots (0: no limit).
+pub fn concurrency_for(flag: Option<usize>, server_slots: Option<usize>) -> usize {
+    flag.unwrap_or_else(|| server_slots.map_or(DEFAULT_CONCURRENCY, |s| s.min(DEFAULT_CONCURRENCY)))
 }
 
 impl Command {
@@ -108,6 +120,7 @@ impl Command {
         match self {
             Command::Ask(a) => a.synth.quiet,
             Command::Summarize(a) => a.synth.quiet,
+            Command::Batch(a) => a.quiet,
             Command::Tokens(_) | Command::Split(_) | Command::Serve(_) => false,
         }
     }
@@ -491,7 +504,7 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-fn parse_mode(s: &str) -> Result<ResponseMode, String> {
+pub(crate) fn parse_mode(s: &str) -> Result<ResponseMode, String> {
     s.parse::<ResponseMode>().map_err(|e| e.to_string())
 }
 

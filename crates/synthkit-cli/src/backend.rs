@@ -9,6 +9,7 @@
 //! secret that the library never prints. Without `--model` (or `SYNTHKIT_MODEL`), a server given by URL is
 //! asked which model it serves (`GET /models`).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
@@ -20,7 +21,7 @@ use synthkit::model::LanguageModel;
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
 use synthkit_extractive::ExtractiveModel;
 
-use crate::args::{LlmKind, SynthArgs};
+use crate::args::{LimitArgs, LlmKind, ModelArgs, SynthArgs, concurrency_for};
 use crate::error::usage;
 
 /// The chosen model, behind the library's model stack, and the tokenizers that go with it.
@@ -76,18 +77,51 @@ pub fn base_url(args: &SynthArgs) -> Option<(String, &'static str)> {
     args.model_args.base_url()
 }
 
-/// The backend `args` ask for.
-pub fn kind(args: &SynthArgs) -> LlmKind {
-    args.model_args.kind()
-}
-
 /// Builds the backend and its model stack (the library's order: adaptive concurrency,
 /// rate budget, retries, cache). For `openai` this may ask the server for its context
 /// window, model and slots (and probe `/tokenize`); it never makes a model call. With
 /// `--cache FILE` (not with `--plan`, which makes no call) the stack answers repeated
 /// calls from the file.
 pub async fn connect(args: &SynthArgs) -> Result<Backend> {
-    let kind = kind(args);
+    connect_with(StackFlags::of(args)).await
+}
+
+/// The flags that build the backend and its stack: `ask`'s and `summarize`'s, or
+/// `batch`'s (one stack for every synthesis of the batch).
+#[derive(Debug, Clone, Copy)]
+pub struct StackFlags<'a> {
+    /// Which backend, where and which model.
+    pub model_args: &'a ModelArgs,
+    /// Rates and retries.
+    pub limits: &'a LimitArgs,
+    /// `--concurrency`: calls in flight of one synthesis.
+    pub concurrency: Option<usize>,
+    /// Syntheses run at once (1 but for `batch --jobs`): the stack lets each have its
+    /// calls in flight.
+    pub syntheses: usize,
+    /// `--cache FILE`.
+    pub cache: Option<&'a Path>,
+    /// `--plan`: no model call will be made (no key needed, no cache opened).
+    pub plan: bool,
+}
+
+impl<'a> StackFlags<'a> {
+    /// The flags of `ask` and `summarize`.
+    pub fn of(args: &'a SynthArgs) -> Self {
+        Self {
+            model_args: &args.model_args,
+            limits: &args.limits,
+            concurrency: args.concurrency,
+            syntheses: 1,
+            cache: args.cache.as_deref(),
+            plan: args.plan,
+        }
+    }
+}
+
+/// [`connect`] with the flags of any verb.
+pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
+    let kind = args.model_args.kind();
     let split_tokenizer: SharedTokenizer = args
         .model_args
         .tokenizer
@@ -177,11 +211,12 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
     };
     // Calls in flight start at --concurrency (by default at most the server's slots),
     // halve while the server is overloaded and grow back.
+    let per_synthesis = concurrency_for(args.concurrency, server_slots);
     let mut builder = ModelStack::builder_arc(model)
-        .max_in_flight(args.concurrency_for(server_slots))
+        .max_in_flight(per_synthesis.saturating_mul(args.syntheses.max(1)))
         .server_slots(server_slots);
     builder = args.limits.apply(builder, false)?;
-    let cache_file = args.cache.as_deref().filter(|_| !args.plan);
+    let cache_file = args.cache.filter(|_| !args.plan);
     if let Some(path) = cache_file {
         let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
         builder = builder.cache(Arc::new(store), identity);

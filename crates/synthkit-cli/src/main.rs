@@ -6,6 +6,9 @@
 
 mod args;
 mod backend;
+mod batch;
+mod batch_io;
+mod batch_plan;
 mod error;
 mod input;
 mod limit_args;
@@ -66,6 +69,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             None,
             &a.synth,
         )),
+        Command::Batch(a) => block_on(batch::run(&a)),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(a),
         #[cfg(not(feature = "serve"))]

@@ -58,6 +58,13 @@ impl PlanningModel {
         }
     }
 
+    /// A planner standing in for `backend`'s model: its limits, its tokenizer and its
+    /// exact prompt counter, so the plan counts as the run will.
+    pub fn of(backend: &Backend) -> Self {
+        Self::new(backend.model.info(), backend.budget_tokenizer.clone())
+            .with_counter(backend.model.counter())
+    }
+
     /// Counts prompts with `counter` (the backend's), as the run will.
     pub fn with_counter(mut self, counter: Option<SharedCounter>) -> Self {
         self.counter = counter;
@@ -77,6 +84,44 @@ impl PlanningModel {
     fn calls(&self) -> Vec<Planned> {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()
     }
+
+    /// The calls recorded since the last take, as rows (one synthesis of a batch).
+    pub(crate) fn take_rows(&self) -> Vec<Row> {
+        let calls = self
+            .calls
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default();
+        rows(&calls)
+    }
+}
+
+/// Adds one synthesis's rows to a batch's: rows of one step and level are summed, and a
+/// sum is exact only if each of its parts was.
+pub(crate) fn merge_rows(into: &mut Vec<Row>, rows: Vec<Row>) {
+    for row in rows {
+        match into
+            .iter_mut()
+            .find(|r| r.step == row.step && r.level == row.level)
+        {
+            Some(r) => {
+                r.calls += row.calls;
+                r.prompt_tokens += row.prompt_tokens;
+                r.max_prompt_tokens = r.max_prompt_tokens.max(row.max_prompt_tokens);
+                r.exact &= row.exact;
+            }
+            None => into.push(row),
+        }
+    }
+}
+
+/// The calls and prompt tokens of `rows`, and whether every row is exact.
+pub(crate) fn row_totals(rows: &[Row]) -> (usize, usize, bool) {
+    (
+        rows.iter().map(|r| r.calls).sum(),
+        rows.iter().map(|r| r.prompt_tokens).sum(),
+        rows.iter().all(|r| r.exact),
+    )
 }
 
 /// Text of exactly `n` tokens when the tokenizer allows it (else the longest under `n`).
@@ -275,10 +320,7 @@ pub async fn run(
     trace: Option<Arc<Trace>>,
 ) -> Result<()> {
     let info = backend.model.info();
-    let planner = Arc::new(
-        PlanningModel::new(info.clone(), backend.budget_tokenizer.clone())
-            .with_counter(backend.model.counter()),
-    );
+    let planner = Arc::new(PlanningModel::of(backend));
     let mut fanout = Fanout::default();
     if let Some(t) = trace {
         fanout.push(t);
@@ -293,10 +335,8 @@ pub async fn run(
         )
     })?;
     let rows = rows(&planner.calls());
-    let calls: usize = rows.iter().map(|r| r.calls).sum();
-    let prompt_tokens: usize = rows.iter().map(|r| r.prompt_tokens).sum();
+    let (calls, prompt_tokens, exact) = row_totals(&rows);
     let max_completion = calls * info.num_output;
-    let exact = rows.len() <= 1;
     let cost = args.price_per_1k.map(|p| prompt_tokens as f64 / 1000.0 * p);
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -339,37 +379,20 @@ pub async fn run(
         write_json(&mut out, &report)?;
         return Ok(());
     }
-    writeln!(
-        out,
-        "plan: {mode} over {node_count} node{}, backend {} (model {}), context window {}, up to {} output tokens per call",
-        if node_count == 1 { "" } else { "s" },
-        backend.name(),
-        info.name,
-        info.context_window,
-        info.num_output
-    )?;
-    writeln!(out, "dry run: no model was called")?;
-    writeln!(out)?;
+    let subject = format!(
+        "{mode} over {node_count} node{}",
+        if node_count == 1 { "" } else { "s" }
+    );
+    let without_calls = format!("no model call is needed ({mode} answers without a model)");
+    let plan = TextPlan {
+        subject: &subject,
+        rows: &rows,
+        price_per_1k: args.price_per_1k,
+        without_calls: &without_calls,
+    };
+    plan.write(&mut out, backend, &info)?;
     if rows.is_empty() {
-        writeln!(
-            out,
-            "no model call is needed ({mode} answers without a model)"
-        )?;
         return Ok(out.flush()?);
-    }
-    write_table(&mut out, &rows)?;
-    writeln!(out)?;
-    writeln!(
-        out,
-        "completion tokens: at most {max_completion} ({} per call)",
-        info.num_output
-    )?;
-    if let (Some(p), Some(c)) = (args.price_per_1k, cost) {
-        writeln!(
-            out,
-            "estimated prompt cost: ${c:.4} ({prompt_tokens} prompt tokens at ${p} per 1K{})",
-            if exact { "" } else { "; upper bound" }
-        )?;
     }
     if let Some(t) = &response.truncation {
         writeln!(
@@ -379,6 +402,61 @@ pub async fn run(
         )?;
     }
     Ok(out.flush()?)
+}
+
+/// A plan as text: what is planned, its rows, the price for the cost.
+pub(crate) struct TextPlan<'a> {
+    /// What was planned (`compact over 12 nodes`, `40 requests`).
+    pub subject: &'a str,
+    /// The calls by step and level.
+    pub rows: &'a [Row],
+    /// `--price-per-1k`.
+    pub price_per_1k: Option<f64>,
+    /// The line printed when no call is needed.
+    pub without_calls: &'a str,
+}
+
+impl TextPlan<'_> {
+    /// Writes the heading, the table, the completion tokens and the estimated cost.
+    pub(crate) fn write(
+        &self,
+        out: &mut impl Write,
+        backend: &Backend,
+        info: &ModelInfo,
+    ) -> io::Result<()> {
+        writeln!(
+            out,
+            "plan: {}, backend {} (model {}), context window {}, up to {} output tokens per call",
+            self.subject,
+            backend.name(),
+            info.name,
+            info.context_window,
+            info.num_output
+        )?;
+        writeln!(out, "dry run: no model was called")?;
+        writeln!(out)?;
+        if self.rows.is_empty() {
+            return writeln!(out, "{}", self.without_calls);
+        }
+        let (calls, prompt_tokens, exact) = row_totals(self.rows);
+        write_table(out, self.rows)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "completion tokens: at most {} ({} per call)",
+            calls * info.num_output,
+            info.num_output
+        )?;
+        if let Some(p) = self.price_per_1k {
+            let cost = prompt_tokens as f64 / 1000.0 * p;
+            writeln!(
+                out,
+                "estimated prompt cost: ${cost:.4} ({prompt_tokens} prompt tokens at ${p} per 1K{})",
+                if exact { "" } else { "; upper bound" }
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The plan's table: one row per step and level, then the total.

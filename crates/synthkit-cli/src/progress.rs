@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -154,6 +154,80 @@ impl Observer for Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// `batch`'s bar: lines done of the input's lines, model calls and tokens so far, the
+/// rate and the time left. An [`Observer`] on every synthesis of the batch (it counts
+/// their calls); drawn only if enabled and standard error is a terminal.
+pub struct BatchProgress {
+    bar: ProgressBar,
+    calls: AtomicU64,
+    tokens: AtomicU64,
+}
+
+impl BatchProgress {
+    /// A bar over `total` lines (a spinner when unknown), drawn if `enabled` and
+    /// standard error is a terminal.
+    pub fn new(enabled: bool, total: Option<u64>) -> Self {
+        let target = if enabled && std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(total, target);
+        let template = match total {
+            Some(_) => {
+                "{spinner} [{bar:30}] {pos}/{len} lines, {msg} ({per_sec}, {elapsed}, ETA {eta})"
+            }
+            None => "{spinner} {pos} lines, {msg} ({per_sec}, {elapsed})",
+        };
+        let style = ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_message("0 calls, 0 tokens");
+        if !bar.is_hidden() {
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        Self {
+            bar,
+            calls: AtomicU64::new(0),
+            tokens: AtomicU64::new(0),
+        }
+    }
+
+    /// Lines done (answered, failed or found in the output) so far.
+    pub fn line_done(&self) {
+        self.bar.inc(1);
+    }
+
+    /// Model calls finished (cached replies included) and their tokens.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.calls.load(Ordering::Relaxed),
+            self.tokens.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Removes the bar from the terminal.
+    pub fn clear(&self) {
+        self.bar.disable_steady_tick();
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Observer for BatchProgress {
+    fn call_finished(&self, report: &CallReport<'_>) {
+        let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let tokens = self
+            .tokens
+            .fetch_add(report.usage.total(), Ordering::Relaxed)
+            + report.usage.total();
+        if !self.bar.is_hidden() {
+            self.bar
+                .set_message(format!("{calls} calls, {tokens} tokens"));
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use synthkit::SynthError;
-use synthkit::model::ModelError;
+use synthkit::request::{RequestError, error_kind};
 
 use crate::api::{ErrorBody, ErrorDetail};
 
@@ -172,7 +172,7 @@ impl ApiError {
                 503 => "unavailable",
                 _ => "http_error",
             },
-            ApiError::Synthesis(e) => synthesis_kind(e),
+            ApiError::Synthesis(e) => error_kind(e),
         }
     }
 
@@ -213,7 +213,7 @@ fn flag_hint(e: &SynthError) -> String {
 /// Statuses for synthesis failures: the caller's options (400), the model (502/504/429
 /// passed on as 503 so clients back off), anything else (500).
 fn synthesis_status(e: &SynthError) -> StatusCode {
-    match synthesis_kind(e) {
+    match error_kind(e) {
         "invalid_option" => StatusCode::BAD_REQUEST,
         "model_timeout" => StatusCode::GATEWAY_TIMEOUT,
         "model_rate_limited" => StatusCode::SERVICE_UNAVAILABLE,
@@ -222,24 +222,14 @@ fn synthesis_status(e: &SynthError) -> StatusCode {
     }
 }
 
-fn synthesis_kind(e: &SynthError) -> &'static str {
-    match e {
-        SynthError::Budget(_)
-        | SynthError::Template(_)
-        | SynthError::Split(_)
-        | SynthError::Tokenizer(_)
-        | SynthError::UnknownMode(_)
-        | SynthError::Schema(_)
-        | SynthError::InvalidOption(_)
-        | SynthError::DuplicateNodeId { .. } => "invalid_option",
-        SynthError::Truncated { .. } => "truncated",
-        SynthError::Model { source, .. } | SynthError::Count { source, .. } => match source {
-            ModelError::Timeout { .. } => "model_timeout",
-            ModelError::RateLimited { .. } => "model_rate_limited",
-            ModelError::SchemaMismatch { .. } => "schema_mismatch",
-            _ => "model_error",
-        },
-        _ => "synthesis_failed",
+/// A request that cannot run: its shape is 400 `invalid_request`, an option the
+/// synthesizer refused is a synthesis error (`invalid_option`).
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::Options(e) => ApiError::Synthesis(e),
+            other => ApiError::InvalidRequest(other.to_string()),
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 //! The route handlers: `POST /v1/synthesize` (JSON; streams are in [`crate::sse`]),
 //! `GET /healthz`, `GET /readyz`, `GET /metrics`, `GET /openapi.json`.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -9,10 +8,10 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use synthkit::prompt::{PromptTemplate, TemplateKind};
+use synthkit::request::RequestDefaults;
 use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
 
-use crate::api::{HealthBody, SynthesizeRequest, parse_nodes};
+use crate::api::{HealthBody, SynthesizeRequest};
 use crate::error::{ApiError, json_response};
 use crate::metrics::MetricsObserver;
 use crate::readiness::BackendState;
@@ -83,60 +82,16 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
             limit: s.limits.max_nodes,
         });
     }
-    let mode = match request.mode.as_deref() {
-        None => ResponseMode::Compact,
-        Some(m) => {
-            ResponseMode::from_str(m).map_err(|e| ApiError::InvalidRequest(e.to_string()))?
-        }
+    let defaults = RequestDefaults {
+        mode: ResponseMode::Compact,
+        concurrency: Concurrency::limit(s.limits.max_request_concurrency),
     };
-    let max = s.limits.max_request_concurrency;
-    let concurrency = match request.concurrency {
-        Some(0) => {
-            return Err(ApiError::InvalidRequest(
-                "`concurrency` must be at least 1".into(),
-            ));
-        }
-        Some(n) => n.min(max),
-        None => max,
-    };
-    let mut builder = Synthesizer::builder(Arc::clone(&s.model))
-        .mode(mode)
-        .concurrency(Concurrency::limit(concurrency))
-        .observer(Arc::new(MetricsObserver(Arc::clone(&s.metrics))))
-        .citations(request.citations);
-    if let Some(show) = request.citation_markers {
-        builder = builder.citation_markers(show);
-    }
-    if let Some(schema) = request.output_schema {
-        builder = builder.output_schema(schema);
-    }
-    if let Some(prompt) = request.system_prompt {
-        builder = builder.system_prompt(prompt);
-    }
-    if let Some(t) = request.templates {
-        let pairs = [
-            (t.qa, TemplateKind::Qa),
-            (t.refine, TemplateKind::Refine),
-            (t.summary, TemplateKind::Summary),
-            (t.simple, TemplateKind::Simple),
-        ];
-        for (text, kind) in pairs {
-            let Some(text) = text else { continue };
-            let template = PromptTemplate::completion(kind, text);
-            builder = match kind {
-                TemplateKind::Qa => builder.qa_template(template),
-                TemplateKind::Refine => builder.refine_template(template),
-                TemplateKind::Summary => builder.summary_template(template),
-                _ => builder.simple_template(template),
-            };
-        }
-    }
-    let synth = builder.build()?;
-    let nodes = parse_nodes(request.nodes)?;
+    let observer = Arc::new(MetricsObserver(Arc::clone(&s.metrics)));
+    let run = request.prepare(Arc::clone(&s.model), defaults, |b| b.observer(observer))?;
     Ok(Job {
-        synth,
-        input: SynthesisInput::new(request.query, nodes),
-        stream: request.stream,
+        synth: run.synthesizer,
+        input: run.input,
+        stream: run.stream,
     })
 }
 

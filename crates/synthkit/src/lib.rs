@@ -30,7 +30,8 @@
 //! ([`node`], [`text`], [`prompt`], [`observe`], [`options`], [`error`]), the model contract
 //! ([`model`], [`schema`]), the backends ([`backend`]), the middleware ([`layer`]), the engine (private:
 //! packing, fan-out without head-of-line blocking, corrections) and the modes (one file
-//! each), then the front door ([`synth`]).
+//! each), then the front door ([`synth`]) and one request as JSON, the shape every
+//! front end takes ([`request`]: the service's body, a batch's line).
 //!
 //! # The modes
 //!
@@ -190,6 +191,7 @@ pub mod node;
 pub mod observe;
 pub mod options;
 pub mod prompt;
+pub mod request;
 pub mod response;
 pub mod schema;
 pub mod secret;

@@ -1,0 +1,78 @@
+//! `batch --plan`: every line planned as `ask --plan` plans one synthesis (against
+//! [`PlanningModel`], no model call), the plans summed by step and level.
+
+use std::io::{self, BufRead, Write};
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use synthkit::request::RequestDefaults;
+
+use crate::backend::Backend;
+use crate::batch::{BatchArgs, Parsed, parse_line};
+use crate::batch_io::LineReader;
+use crate::plan::{PlanningModel, TextPlan, merge_rows};
+
+/// Plans every line of the input and prints the batch's plan; lines that cannot run are
+/// named on standard error (and make the exit code 1).
+pub async fn run<R: BufRead>(
+    args: &BatchArgs,
+    backend: &Backend,
+    defaults: RequestDefaults,
+    mut reader: LineReader<R>,
+) -> Result<()> {
+    let info = backend.model.info();
+    let planner = Arc::new(PlanningModel::of(backend));
+    let mut rows = Vec::new();
+    let (mut planned, mut bad) = (0usize, 0usize);
+    let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);
+    let max_line = usize::try_from(max_line).unwrap_or(usize::MAX);
+    while let Some((number, raw)) = reader.next_line()? {
+        let request = match parse_line(number, raw, max_line) {
+            Parsed::Blank => continue,
+            Parsed::Bad(_, e) => Err(e.message),
+            Parsed::Request(_, r) => Ok(*r),
+        };
+        let outcome = match request {
+            Ok(r) => match r.prepare(planner.clone(), defaults, |b| b) {
+                Ok(run) => run
+                    .synthesizer
+                    .synthesize_input(run.input)
+                    .await
+                    .map_err(|e| format!("line {number}: {e}")),
+                Err(e) => Err(format!("line {number}: {e}")),
+            },
+            Err(message) => Err(message),
+        };
+        // A failed plan may have recorded calls: they are not part of the batch.
+        let lines_rows = planner.take_rows();
+        match outcome {
+            Ok(_) => {
+                planned += 1;
+                merge_rows(&mut rows, lines_rows);
+            }
+            Err(message) => {
+                bad += 1;
+                eprintln!("error: {message}");
+            }
+        }
+    }
+    let subject = format!("{planned} request{}", if planned == 1 { "" } else { "s" });
+    let plan = TextPlan {
+        subject: &subject,
+        rows: &rows,
+        price_per_1k: args.price_per_1k,
+        without_calls: "no model call is needed",
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    plan.write(&mut out, backend, &info)?;
+    out.flush()?;
+    if bad > 0 {
+        return Err(anyhow!(
+            "{bad} line{} cannot run (named above); the plan leaves {} out",
+            if bad == 1 { "" } else { "s" },
+            if bad == 1 { "it" } else { "them" }
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,449 @@
+//! `synthkit batch`: JSON lines in, one result line per request out, against loopback
+//! fake models ([`synthkit_testkit::FakeOpenAi`]). Output order and ids, bad lines, an
+//! empty input, resuming after a cut output and after `kill -9`, `--unordered`, `--jobs`,
+//! `--plan`, and a 10,000-line batch in bounded memory.
+//!
+//! Every wait is bounded; the kill comes once the output holds some lines (a polled file
+//! with a deadline), and the checks after it are counts, not timings.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use synthkit_testkit::{FakeConfig, FakeOpenAi};
+
+/// The longest any one run of the binary may take (the 10,000-line run has its own).
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `synthkit batch IN -o OUT` against `fake`, with no model settings from the
+/// environment.
+fn batch(fake: &FakeOpenAi, input: &Path, output: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
+    cmd.env_remove("SYNTHKIT_BASE_URL")
+        .env_remove("SYNTHKIT_MODEL")
+        .env_remove("SYNTHKIT_API")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .arg("batch")
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .args(["--llm", "openai", "--base-url", &fake.base])
+        .args(["--model", "fake-model", "--context-window", "2048"])
+        .args(["--num-output", "64", "--timeout", "20", "--quiet"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs `cmd` to its end, at most `limit` (killed past it).
+fn finish(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "synthkit batch did not finish within {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn run(cmd: &mut Command) -> Output {
+    finish(cmd, RUN_TIMEOUT)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The output's lines as JSON.
+fn results(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn ids(results: &[Value]) -> Vec<Value> {
+    results.iter().map(|r| r["id"].clone()).collect()
+}
+
+/// Each id and how many lines carry it.
+fn id_counts(results: &[Value]) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for r in results {
+        *counts.entry(r["id"].to_string()).or_default() += 1;
+    }
+    counts
+}
+
+/// A request asking `query` of one short node.
+fn line(id: Option<Value>, query: &str) -> String {
+    let mut request = json!({"query": query, "nodes": [format!("A fact about {query}.")]});
+    if let Some(id) = id {
+        request["id"] = id;
+    }
+    request.to_string()
+}
+
+fn write_lines(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+    let path = dir.join(name);
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A fake answering every call after `ms` milliseconds.
+fn slow_fake(ms: u64) -> FakeOpenAi {
+    FakeOpenAi::start(FakeConfig {
+        delay: Duration::from_millis(ms),
+        ..FakeConfig::default()
+    })
+}
+
+/// `n` one-call requests with ids `q0`, `q1`, ...
+fn numbered(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| line(Some(json!(format!("q{i}"))), &format!("question {i}")))
+        .collect()
+}
+
+#[test]
+fn results_keep_the_input_order_and_ids() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("Answered."));
+    let dir = tempfile::tempdir().unwrap();
+    let lines = vec![
+        line(Some(json!("a")), "first"),
+        line(None, "second"),
+        String::new(),
+        line(Some(json!(7)), "fourth"),
+        line(None, "fifth"),
+    ];
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let out = run(batch(&fake, &input, &output).args(["--jobs", "3"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = results(&output);
+    // The default id is the line number (the blank line 3 counts, and is skipped).
+    assert_eq!(ids(&results), [json!("a"), json!(2), json!(7), json!(5)]);
+    // The response is the service's: synthkit::Response as JSON.
+    let response = &results[0]["response"];
+    let mut keys: Vec<&str> = response
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "citations",
+            "metadata",
+            "source_nodes",
+            "structured",
+            "text",
+            "truncation",
+            "usage"
+        ]
+    );
+    assert_eq!(response["text"], "Answered.");
+    assert_eq!(response["source_nodes"][0]["text"], "A fact about first.");
+    assert_eq!(fake.requests(), 4);
+    assert!(
+        stderr(&out).contains("batch: 4 lines: 4 answered, 0 failed"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_bad_line_becomes_an_error_line_and_the_batch_goes_on() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let lines = vec![
+        line(Some(json!("a")), "first"),
+        "{\"query\": \"x\", \"nodes\": [\"n\"], \"oops\": 1}".to_string(),
+        "not json at all".to_string(),
+        line(Some(json!("a")), "again"),
+        line(Some(json!("d")), "last"),
+    ];
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let out = run(&mut batch(&fake, &input, &output));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let results = results(&output);
+    assert_eq!(
+        ids(&results),
+        [json!("a"), json!(2), json!(3), json!("a"), json!("d")]
+    );
+    for (i, r) in results.iter().enumerate() {
+        let bad = (1..=3).contains(&i);
+        assert_eq!(r.get("error").is_some(), bad, "line {}: {r}", i + 1);
+        assert_eq!(r.get("response").is_some(), !bad, "line {}: {r}", i + 1);
+    }
+    let message = |i: usize| results[i]["error"]["message"].as_str().unwrap().to_string();
+    assert_eq!(results[1]["error"]["kind"], "invalid_request");
+    assert!(message(1).starts_with("line 2: ") && message(1).contains("oops"));
+    assert!(message(2).starts_with("line 3: not JSON"), "{}", message(2));
+    assert!(message(3).contains("already used"), "{}", message(3));
+    assert_eq!(fake.requests(), 2);
+    let err = stderr(&out);
+    assert!(err.contains("2 answered, 3 failed"), "{err}");
+}
+
+#[test]
+fn an_empty_input_is_an_empty_output() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "").unwrap();
+    let output = dir.path().join("out.jsonl");
+    let out = run(&mut batch(&fake, &input, &output));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "");
+    assert!(stderr(&out).contains("batch: 0 lines"), "{}", stderr(&out));
+    assert_eq!(fake.requests(), 0);
+
+    // An unreadable input is a usage error.
+    let missing = dir.path().join("missing.jsonl");
+    let out = run(&mut batch(&fake, &missing, &output));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn a_cut_output_resumes_with_every_id_once() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_lines(dir.path(), "in.jsonl", &numbered(6));
+    let output = dir.path().join("out.jsonl");
+    let out = run(&mut batch(&fake, &input, &output));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fake.requests(), 6);
+    // Cut the output in the middle of its fourth line.
+    let text = std::fs::read_to_string(&output).unwrap();
+    let third_end = text.match_indices('\n').nth(2).unwrap().0 + 1;
+    std::fs::write(&output, &text[..third_end + 10]).unwrap();
+
+    let out = run(&mut batch(&fake, &input, &output));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = results(&output);
+    let expected: Vec<Value> = (0..6).map(|i| json!(format!("q{i}"))).collect();
+    assert_eq!(ids(&results), expected);
+    assert_eq!(
+        fake.requests(),
+        6 + 3,
+        "only the lines not in OUT ran again"
+    );
+    assert!(stderr(&out).contains("3 already in"), "{}", stderr(&out));
+}
+
+/// Polls until `path` holds at least `n` complete lines; false past `deadline`.
+fn wait_for_lines(path: &Path, n: usize, deadline: Instant, child: &mut Child) -> bool {
+    while Instant::now() < deadline {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.matches('\n').count() >= n {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+#[test]
+fn a_killed_batch_resumes_from_the_cache() {
+    const LINES: usize = 24;
+    const JOBS: usize = 3;
+    let fake = slow_fake(150);
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_lines(dir.path(), "in.jsonl", &numbered(LINES));
+    let output = dir.path().join("out.jsonl");
+    let cache = dir.path().join("cache.sqlite");
+    let mut cmd = batch(&fake, &input, &output);
+    cmd.args(["--jobs", &JOBS.to_string()])
+        .arg("--cache")
+        .arg(&cache)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let written = wait_for_lines(&output, 6, Instant::now() + RUN_TIMEOUT, &mut child);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(written, "the batch wrote too few lines before the deadline");
+    let first_run = fake.requests();
+    let kept = results(&output).len();
+    assert!(kept < LINES, "the batch finished before the kill");
+
+    fake.set(FakeConfig::default());
+    let out = run(batch(&fake, &input, &output)
+        .args(["--jobs", &JOBS.to_string()])
+        .arg("--cache")
+        .arg(&cache));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = results(&output);
+    let counts = id_counts(&results);
+    assert_eq!(results.len(), LINES, "{counts:?}");
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    // One call per line: only the calls in flight at the kill were sent twice.
+    let repeated = fake.requests() - LINES;
+    assert!(
+        repeated <= JOBS,
+        "{repeated} calls sent twice (first run {first_run}, {kept} lines kept)"
+    );
+    let mut prompts: HashMap<String, usize> = HashMap::new();
+    for body in fake.bodies() {
+        *prompts.entry(body["messages"].to_string()).or_default() += 1;
+    }
+    assert_eq!(prompts.len(), LINES);
+}
+
+/// Line 1 takes three calls (refine over three nodes), the others one each.
+fn slow_first(dir: &Path) -> PathBuf {
+    let mut lines = numbered(4);
+    lines[0] = json!({"id": "q0", "query": "slow", "mode": "refine",
+        "nodes": ["one fact.", "two facts.", "three facts."]})
+    .to_string();
+    write_lines(dir, "in.jsonl", &lines)
+}
+
+#[test]
+fn unordered_writes_results_as_they_finish() {
+    let fake = slow_fake(200);
+    let dir = tempfile::tempdir().unwrap();
+    let input = slow_first(dir.path());
+    let output = dir.path().join("out.jsonl");
+    let out = run(batch(&fake, &input, &output).args(["--jobs", "4", "--unordered"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got = ids(&results(&output));
+    assert_eq!(got.len(), 4);
+    // Three 200 ms calls in a row finish after three single calls started with them.
+    assert_eq!(got[3], json!("q0"), "{got:?}");
+
+    let ordered = dir.path().join("ordered.jsonl");
+    let out = run(batch(&fake, &input, &ordered).args(["--jobs", "4"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got = ids(&results(&ordered));
+    assert_eq!(got, [json!("q0"), json!("q1"), json!("q2"), json!("q3")]);
+}
+
+#[test]
+fn jobs_bound_the_syntheses_at_once() {
+    let fake = slow_fake(200);
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_lines(dir.path(), "in.jsonl", &numbered(9));
+    for jobs in [1usize, 3] {
+        let output = dir.path().join(format!("out{jobs}.jsonl"));
+        let before = fake.requests();
+        let mut child = batch(&fake, &input, &output)
+            .args(["--jobs", &jobs.to_string()])
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        let mut peak = 0;
+        while child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the batch did not finish");
+            peak = peak.max(fake.requests() - fake.finished());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(child.wait().unwrap().success());
+        assert_eq!(fake.requests() - before, 9);
+        assert!(peak <= jobs, "{peak} calls at once with --jobs {jobs}");
+        if jobs == 3 {
+            assert_eq!(peak, 3, "the three jobs never ran together");
+        }
+    }
+}
+
+#[test]
+fn plan_sums_the_batch_without_calling_the_model() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = numbered(3);
+    lines.push("{\"query\": 3}".into());
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let out = run(batch(&fake, &input, &output).args(["--plan", "--price-per-1k", "0.5"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("plan: 3 requests"), "{text}");
+    assert!(text.contains("total"), "{text}");
+    assert!(text.contains("estimated prompt cost"), "{text}");
+    assert!(stderr(&out).contains("line 4: "), "{}", stderr(&out));
+    assert_eq!(fake.requests(), 0);
+    assert!(!output.exists());
+}
+
+/// Peak resident set size of a running process, in KiB (`VmHWM`).
+fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix("VmHWM:")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn ten_thousand_lines_in_bounded_memory() {
+    const LINES: usize = 10_000;
+    let fake = FakeOpenAi::start(FakeConfig::replying("Yes."));
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..LINES)
+        .map(|i| {
+            let nodes: Vec<String> = (0..8)
+                .map(|k| format!("Fact {k} of request {i}: the dome opens at dusk."))
+                .collect();
+            json!({"query": format!("When does dome {i} open?"), "nodes": nodes}).to_string()
+        })
+        .collect();
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let started = Instant::now();
+    let mut child = batch(&fake, &input, &output)
+        .args(["--jobs", "8"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut peak = 0;
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "10,000 lines took over 300 s");
+        peak = peak_rss_kb(child.id()).unwrap_or(peak).max(peak);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(child.wait().unwrap().success());
+    let results = results(&output);
+    assert_eq!(results.len(), LINES);
+    assert_eq!(results[LINES - 1]["id"], json!(LINES));
+    assert_eq!(fake.requests(), LINES);
+    eprintln!(
+        "10,000 lines: {:.1} s, peak RSS {:.1} MiB",
+        started.elapsed().as_secs_f64(),
+        peak as f64 / 1024.0
+    );
+    assert!(peak > 0, "no RSS figure was read");
+    assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
+}

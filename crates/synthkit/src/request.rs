@@ -1,0 +1,445 @@
+//! One synthesis request as JSON, for every front end that takes one: the HTTP service's
+//! `POST /v1/synthesize` body and each line of the command line's `synthkit batch`.
+//!
+//! [`SynthesizeRequest`] is the request (query, nodes, mode, templates, citations, output
+//! schema, ...); [`SynthesizeRequest::prepare`] turns it into a [`Synthesizer`] on a
+//! model and the [`SynthesisInput`] to run. The answer is [`crate::Response`] serialized
+//! as JSON, whose shape [`SynthesizeResponse`] documents; a failure is an
+//! [`ErrorDetail`] whose `kind` is [`error_kind`]'s name for it. The types derive
+//! `schemars::JsonSchema`, so a front end can publish them (the service's OpenAPI
+//! document does).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use synthkit::request::{RequestDefaults, SynthesizeRequest};
+//! use synthkit::{model::ModelInfo, testing::ScriptedModel};
+//!
+//! let model = Arc::new(ScriptedModel::constant(ModelInfo::new("m"), "At dusk."));
+//! let request: SynthesizeRequest = serde_json::from_str(
+//!     r#"{"query": "When does the dome open?", "nodes": ["The dome opens at dusk."], "mode": "refine"}"#,
+//! )?;
+//! let run = request.prepare(model, RequestDefaults::default(), |b| b)?;
+//! let response = run.synthesizer.synthesize_input(run.input).await?;
+//! assert_eq!(response.text, "At dusk.");
+//! let json = serde_json::to_value(&response)?; // what the service answers
+//! assert_eq!(json["source_nodes"][0]["id"], "1");
+//! # Ok(()) }
+//! ```
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::SynthError;
+use crate::mode::{ResponseMode, UnknownMode};
+use crate::model::{LanguageModel, ModelError};
+use crate::node::NodeJsonError;
+use crate::options::Concurrency;
+use crate::prompt::{PromptTemplate, TemplateKind};
+use crate::synth::{SynthesisInput, Synthesizer, SynthesizerBuilder};
+
+/// A synthesis request: the query, the retrieved nodes and how to answer.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SynthesizeRequest {
+    /// The question (or instruction) to answer.
+    pub query: String,
+    /// The retrieved nodes, best first: plain strings (document texts), synthkit nodes
+    /// `{id?, text, metadata?, excluded_llm_metadata_keys?, score?}`, LlamaIndex
+    /// `TextNode` objects (`id_`) or `NodeWithScore` objects (`{node, score}`), mixed
+    /// freely. A node's id is its `id`, else `id_`, else `node_id`, else its 1-based
+    /// position; ids must be unique, and a node's id fields must agree.
+    #[serde(default)]
+    #[schemars(with = "Vec<NodeInput>")]
+    pub nodes: Vec<Value>,
+    /// The response mode: refine, compact (default), tree_summarize, simple_summarize,
+    /// accumulate, compact_accumulate, generation, no_text, context_only.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub mode: Option<String>,
+    /// Answer as server-sent events (`delta` events, then one `response` or `error`
+    /// event) instead of one JSON object. The service only; a batch answers whole.
+    #[serde(default)]
+    pub stream: bool,
+    /// Numbered sources and `[n]` citations: the answer's markers are checked and mapped
+    /// to node ids in the response's `citations`. Text answers only (not with
+    /// `output_schema`).
+    #[serde(default)]
+    pub citations: bool,
+    /// With `citations`, whether the answer keeps its `[n]` markers (default true; false
+    /// removes them from the text and keeps `citations`).
+    #[serde(default)]
+    pub citation_markers: Option<bool>,
+    /// A JSON schema the answer must follow; the parsed answer is then the response's
+    /// `structured` field.
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+    /// Model calls of this request in flight at once (tree levels, accumulate); capped by
+    /// the service's `--max-request-concurrency` (a batch's `--concurrency`).
+    #[serde(default)]
+    pub concurrency: Option<usize>,
+    /// Templates in place of the defaults (completion templates with `{name}` variables).
+    #[serde(default)]
+    pub templates: Option<TemplatesInput>,
+    /// A system prompt in place of the model's.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+}
+
+/// Custom templates, each optional.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplatesInput {
+    /// Question answering: `{context_str}`, `{query_str}`.
+    #[serde(default)]
+    pub qa: Option<String>,
+    /// Refining: `{query_str}`, `{existing_answer}`, `{context_msg}`.
+    #[serde(default)]
+    pub refine: Option<String>,
+    /// Tree summaries: `{context_str}`, `{query_str}`.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// Generation from the query alone: `{query_str}`.
+    #[serde(default)]
+    pub simple: Option<String>,
+}
+
+/// One node in a request (documentation of the accepted shapes; [`crate::node::json`]
+/// reads them).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum NodeInput {
+    /// A document text; its id is its 1-based position (`"1"`, `"2"`, ...).
+    Text(String),
+    /// A node.
+    Node(NodeObject),
+    /// LlamaIndex `NodeWithScore`.
+    WithScore {
+        /// The node.
+        node: NodeObject,
+        /// The retriever's score (default: the node's own `score`).
+        #[serde(default)]
+        score: Option<f64>,
+    },
+}
+
+/// A node object: synthkit's fields, or LlamaIndex `TextNode`'s (`id_`; its other fields
+/// are ignored). The id is `id`, else `id_`, else `node_id`, else the node's 1-based
+/// position; two of them that differ are an error, and so are two nodes with one id.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NodeObject {
+    /// The id (default: `id_`, else `node_id`, else the position, `"1"`, `"2"`, ...).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// LlamaIndex's name for the id.
+    #[serde(default)]
+    pub id_: Option<String>,
+    /// Another name for the id (LlamaIndex's `node_id` property).
+    #[serde(default)]
+    pub node_id: Option<String>,
+    /// The text.
+    pub text: String,
+    /// Metadata, shown to the model as `key: value` lines.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    /// Metadata keys the model does not see.
+    #[serde(default)]
+    pub excluded_llm_metadata_keys: Vec<String>,
+    /// The retriever's score.
+    #[serde(default)]
+    pub score: Option<f64>,
+}
+
+/// What a front end applies to every request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestDefaults {
+    /// The mode of a request that names none.
+    pub mode: ResponseMode,
+    /// The calls in flight of a request that asks for no number, and the most one may ask
+    /// for.
+    pub concurrency: Concurrency,
+}
+
+impl Default for RequestDefaults {
+    /// `compact`, at most the library's default concurrency.
+    fn default() -> Self {
+        Self {
+            mode: ResponseMode::Compact,
+            concurrency: Concurrency::default(),
+        }
+    }
+}
+
+/// A checked request, ready to run: `synthesizer.synthesize_input(input)` (or `stream`).
+#[derive(Debug)]
+pub struct PreparedRequest {
+    /// The request's synthesizer.
+    pub synthesizer: Synthesizer,
+    /// The query and the nodes.
+    pub input: SynthesisInput,
+    /// Whether the answer was asked for as a stream.
+    pub stream: bool,
+}
+
+/// Why a request cannot run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// `mode` names no mode.
+    #[error("{0}")]
+    Mode(#[from] UnknownMode),
+    /// `concurrency` is 0.
+    #[error("`concurrency` must be at least 1")]
+    ZeroConcurrency,
+    /// A node is not a node (the message names its index in `nodes`).
+    #[error("nodes[{index}]: {0}", index = .0.position().saturating_sub(1))]
+    Nodes(#[from] NodeJsonError),
+    /// The synthesizer refused an option (a template, the output schema, citations with
+    /// a schema, ...).
+    #[error(transparent)]
+    Options(#[from] SynthError),
+}
+
+impl RequestError {
+    /// A stable machine-readable name: `invalid_request` for the request's shape, else
+    /// [`error_kind`] of the synthesizer's refusal (`invalid_option`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RequestError::Options(e) => error_kind(e),
+            _ => "invalid_request",
+        }
+    }
+}
+
+impl SynthesizeRequest {
+    /// Builds the request's synthesizer on `model` and its input. `customize` gets the
+    /// builder first (an observer, a budget); the request's own options are set after it.
+    /// The request's `concurrency` is capped at `defaults.concurrency`.
+    pub fn prepare(
+        self,
+        model: Arc<dyn LanguageModel>,
+        defaults: RequestDefaults,
+        customize: impl FnOnce(SynthesizerBuilder) -> SynthesizerBuilder,
+    ) -> Result<PreparedRequest, RequestError> {
+        let mode = match self.mode.as_deref() {
+            None => defaults.mode,
+            Some(m) => ResponseMode::from_str(m)?,
+        };
+        let concurrency = match (self.concurrency, defaults.concurrency) {
+            (Some(0), _) => return Err(RequestError::ZeroConcurrency),
+            (Some(n), Concurrency::Unlimited) => Concurrency::limit(n),
+            (Some(n), max) => Concurrency::limit(n.min(max.get())),
+            (None, max) => max,
+        };
+        let mut builder = customize(Synthesizer::builder(model))
+            .mode(mode)
+            .concurrency(concurrency)
+            .citations(self.citations);
+        if let Some(show) = self.citation_markers {
+            builder = builder.citation_markers(show);
+        }
+        if let Some(schema) = self.output_schema {
+            builder = builder.output_schema(schema);
+        }
+        if let Some(prompt) = self.system_prompt {
+            builder = builder.system_prompt(prompt);
+        }
+        if let Some(t) = self.templates {
+            let pairs = [
+                (t.qa, TemplateKind::Qa),
+                (t.refine, TemplateKind::Refine),
+                (t.summary, TemplateKind::Summary),
+                (t.simple, TemplateKind::Simple),
+            ];
+            for (text, kind) in pairs {
+                let Some(text) = text else { continue };
+                let template = PromptTemplate::completion(kind, text);
+                builder = match kind {
+                    TemplateKind::Qa => builder.qa_template(template),
+                    TemplateKind::Refine => builder.refine_template(template),
+                    TemplateKind::Summary => builder.summary_template(template),
+                    _ => builder.simple_template(template),
+                };
+            }
+        }
+        let synthesizer = builder.build()?;
+        let nodes = crate::node::nodes_from_json(self.nodes)?;
+        Ok(PreparedRequest {
+            synthesizer,
+            input: SynthesisInput::new(self.query, nodes),
+            stream: self.stream,
+        })
+    }
+}
+
+/// A stable machine-readable name for a failed synthesis: `invalid_option` (the caller's
+/// options, a template, the budget), `truncated`, `model_timeout`, `model_rate_limited`,
+/// `schema_mismatch`, `model_error` (anything else the model did), `synthesis_failed`.
+pub fn error_kind(e: &SynthError) -> &'static str {
+    match e {
+        SynthError::Budget(_)
+        | SynthError::Template(_)
+        | SynthError::Split(_)
+        | SynthError::Tokenizer(_)
+        | SynthError::UnknownMode(_)
+        | SynthError::Schema(_)
+        | SynthError::InvalidOption(_)
+        | SynthError::DuplicateNodeId { .. } => "invalid_option",
+        SynthError::Truncated { .. } => "truncated",
+        SynthError::Model { source, .. } | SynthError::Count { source, .. } => match source {
+            ModelError::Timeout { .. } => "model_timeout",
+            ModelError::RateLimited { .. } => "model_rate_limited",
+            ModelError::SchemaMismatch { .. } => "schema_mismatch",
+            _ => "model_error",
+        },
+        _ => "synthesis_failed",
+    }
+}
+
+/// What went wrong, as a front end reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// A stable machine-readable name (`invalid_request`, `model_error`, ...; the
+    /// service adds its own, such as `unauthorized` or `too_many_nodes`).
+    pub kind: String,
+    /// What to change.
+    pub message: String,
+}
+
+/// The response: [`crate::Response`] as JSON. This type documents its shape (the
+/// service's OpenAPI document derives its schema from it).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SynthesizeResponse {
+    /// The answer's text (for a structured answer, its JSON).
+    pub text: String,
+    /// The structured answer, when an output schema was given.
+    pub structured: Option<Value>,
+    /// The nodes given, in order.
+    pub source_nodes: Vec<SourceNode>,
+    /// Node id to its full metadata.
+    pub metadata: Map<String, Value>,
+    /// Calls and tokens.
+    pub usage: UsageBody,
+    /// What `simple_summarize` dropped to fit one prompt.
+    pub truncation: Option<TruncationBody>,
+    /// The answer's citations, when they were asked for.
+    pub citations: Option<CitationsBody>,
+}
+
+/// The citations of an answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CitationsBody {
+    /// The answer's markers in order of first use (marker 1 first).
+    pub markers: Vec<CitationBody>,
+    /// Markers removed because they named no source shown to the model, as written.
+    pub removed: Vec<String>,
+}
+
+/// One marker of the answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CitationBody {
+    /// The number written in the answer (`[1]` is 1).
+    pub marker: u32,
+    /// The nodes it cites.
+    pub node_ids: Vec<String>,
+}
+
+/// A source node as the response gives it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SourceNode {
+    /// The id (given, or the node's position).
+    pub id: String,
+    /// The text.
+    pub text: String,
+    /// Metadata.
+    pub metadata: Map<String, Value>,
+    /// Metadata keys the model did not see.
+    pub excluded_llm_metadata_keys: Vec<String>,
+    /// The retriever's score, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// Calls and tokens of one synthesis.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct UsageBody {
+    /// Model calls made (cached replies included).
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Replies cut at the output limit.
+    pub truncated_calls: u64,
+}
+
+/// What truncation dropped.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TruncationBody {
+    /// Tokens of context not sent.
+    pub dropped_tokens: usize,
+    /// Nodes whose text was cut.
+    pub dropped_node_ids: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::model::ModelInfo;
+    use crate::testing::ScriptedModel;
+    use serde_json::json;
+
+    fn model() -> Arc<dyn LanguageModel> {
+        Arc::new(ScriptedModel::constant(ModelInfo::new("m"), "ok"))
+    }
+
+    fn request(v: Value) -> SynthesizeRequest {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn defaults_and_caps() {
+        let defaults = RequestDefaults {
+            mode: ResponseMode::Refine,
+            concurrency: Concurrency::limit(4),
+        };
+        let run = request(json!({"query": "q", "nodes": ["a"], "concurrency": 99}))
+            .prepare(model(), defaults, |b| b)
+            .unwrap();
+        assert_eq!(run.synthesizer.mode(), ResponseMode::Refine);
+        assert!(!run.stream);
+        let e = request(json!({"query": "q", "concurrency": 0}))
+            .prepare(model(), defaults, |b| b)
+            .unwrap_err();
+        assert_eq!(
+            (e.kind(), e.to_string().as_str()),
+            ("invalid_request", "`concurrency` must be at least 1")
+        );
+    }
+
+    #[test]
+    fn errors_name_what_to_change() {
+        let d = RequestDefaults::default();
+        let e = request(json!({"query": "q", "mode": "nope"}))
+            .prepare(model(), d, |b| b)
+            .unwrap_err();
+        assert_eq!(e.kind(), "invalid_request");
+        assert!(e.to_string().contains("nope"), "{e}");
+        let e = request(json!({"query": "q", "nodes": ["ok", 3]}))
+            .prepare(model(), d, |b| b)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("nodes[1]: node 2: "), "{e}");
+        let e = request(json!({"query": "q", "templates": {"qa": "no variables"}}))
+            .prepare(model(), d, |b| b)
+            .unwrap_err();
+        assert_eq!(e.kind(), "invalid_option", "{e}");
+        assert!(
+            serde_json::from_value::<SynthesizeRequest>(json!({"query": "q", "extra": 1})).is_err()
+        );
+    }
+}
