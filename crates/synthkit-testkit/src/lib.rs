@@ -6,6 +6,10 @@
 //! - [`openai::FakeOpenAi`]: an OpenAI-compatible model (chat, streaming, `/models`) whose
 //!   reply, delay, status and finish reason the test sets, and which records what reached
 //!   it (arrival times, charges, bodies).
+//! - [`gated::GatedOpenAi`]: a model that holds every completion until the test opens its
+//!   gate, so "a request in flight" needs no guessed delay.
+//! - [`here::serve`]: an app served by the calling runtime, for tests that must share it.
+//! - [`redis::RedisServer`]: a real `redis-server` on a free loopback port.
 //! - [`llama`]: a real `llama-server` (tiny random model or SmolLM2) for end-to-end tests,
 //!   skipped with a message outside CI when it cannot be built, failing under `CI`.
 //!
