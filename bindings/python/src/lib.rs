@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 mod backend;
 mod errors;
 mod nodes;
+mod pyllm;
 mod response;
 mod stream;
 mod synthesizer;
