@@ -223,12 +223,6 @@ class SynthkitSynthesizer(BaseSynthesizer):
                         )
                 settings["llm"] = base_llm
                 settings["retry_on"] = retry_on
-            else:
-                warnings.warn(
-                    "no llm (nor Settings.llm) and no base_url: synthkit's offline extractive "
-                    "backend answers (it quotes the nodes; no model is called)",
-                    stacklevel=2,
-                )
         elif retry_on is not None:
             raise synthkit.InputError(
                 "retry_on applies when synthkit calls the llm; the direct HTTP path retries "
@@ -254,6 +248,12 @@ class SynthkitSynthesizer(BaseSynthesizer):
                 "so set the timeout on the llm"
             )
         self._synth = self._build()
+        if self._synth.backend == "extractive":
+            warnings.warn(
+                "no llm (nor Settings.llm) and no base_url: synthkit's offline extractive "
+                "backend answers (it quotes the nodes; no model is called)",
+                stacklevel=2,
+            )
         #: The synthkit ``Response`` of the latest non-streamed synthesis (usage, citations).
         self.last_response: Optional[synthkit.Response] = None
 

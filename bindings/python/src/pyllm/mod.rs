@@ -156,6 +156,21 @@ impl PyLlm {
         })
     }
 
+    /// Calls the adapter for `request` (streamed or not): its reply, where the call ran,
+    /// and how its failures are reported.
+    async fn send(
+        &self,
+        request: &ModelRequest,
+        stream: bool,
+    ) -> Result<(Py<PyAny>, Runner, Failures), ModelError> {
+        let (runner, failures) = self.start()?;
+        let reply = self
+            .call(&runner, request.prompt.clone(), stream)
+            .await
+            .map_err(|e| failures.map(e))?;
+        Ok((reply, runner, failures))
+    }
+
     /// Where this call runs, and how its failures are reported.
     fn start(&self) -> Result<(Runner, Failures), ModelError> {
         let scope = Scope::current();
@@ -234,11 +249,7 @@ impl LanguageModel for PyLlm {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
-            let (runner, failures) = self.start()?;
-            let reply = self
-                .call(&runner, request.prompt.clone(), false)
-                .await
-                .map_err(|e| failures.map(e))?;
+            let (reply, _, _) = self.send(request, false).await?;
             Python::attach(|py| convert::completion(reply.bind(py)))
         })
     }
@@ -248,11 +259,7 @@ impl LanguageModel for PyLlm {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            let (runner, failures) = self.start()?;
-            let items = self
-                .call(&runner, request.prompt.clone(), true)
-                .await
-                .map_err(|e| failures.map(e))?;
+            let (items, runner, failures) = self.send(request, true).await?;
             let state = Items {
                 runner,
                 failures,

@@ -45,6 +45,18 @@ pub(crate) struct Scoped {
     caller: Caller,
 }
 
+impl Scoped {
+    /// A new call's scope, and its record of a retryable failure.
+    fn scope(&self) -> (Scope, LastFailure) {
+        let last = LastFailure::default();
+        let scope = Scope {
+            caller: self.caller.clone(),
+            last: last.clone(),
+        };
+        (scope, last)
+    }
+}
+
 impl LanguageModel for Scoped {
     fn info(&self) -> ModelInfo {
         self.inner.info()
@@ -55,11 +67,7 @@ impl LanguageModel for Scoped {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
-            let scope = Scope {
-                caller: self.caller.clone(),
-                last: LastFailure::default(),
-            };
-            let last = scope.last.clone();
+            let (scope, last) = self.scope();
             SCOPE
                 .scope(scope, self.inner.complete(request))
                 .await
@@ -72,11 +80,7 @@ impl LanguageModel for Scoped {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            let scope = Scope {
-                caller: self.caller.clone(),
-                last: LastFailure::default(),
-            };
-            let last = scope.last.clone();
+            let (scope, last) = self.scope();
             let stream = SCOPE
                 .scope(scope, self.inner.stream(request))
                 .await
