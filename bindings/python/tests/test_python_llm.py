@@ -314,3 +314,36 @@ def test_extractive_only_without_llm_and_says_so(monkeypatch: pytest.MonkeyPatch
     assert synth.synthesizer.backend == "extractive"
     monkeypatch.setattr(Settings, "_llm", MockLLM(max_tokens=2))
     assert SynthkitSynthesizer().synthesizer.backend == "python"
+
+
+def test_llm_without_async_methods_is_called_off_the_loop() -> None:
+    """An LLM whose async methods raise NotImplementedError: its blocking ones, on threads."""
+    import threading
+
+    class SyncOnly(SmallWindow):
+        threads: List[str] = Field(default_factory=list)
+
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            self.threads.append(threading.current_thread().name)
+            return super().complete(prompt, formatted=formatted, **kwargs)
+
+        def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+            self.threads.append(threading.current_thread().name)
+            return super().stream_complete(prompt, formatted=formatted, **kwargs)
+
+        async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            raise NotImplementedError
+
+        async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    llm = SyncOnly(window=2048)
+    synth = synthkit.Synthesizer("compact", llm=llm)
+
+    async def main() -> List[str]:
+        plain = (await synth.asynthesize(QUERY, ["x"])).response
+        streamed = [d async for d in synth.stream(QUERY, ["x"])]
+        return [plain, "".join(streamed)]
+
+    assert asyncio.run(main()) == ["a short answer", "a short answer"]
+    assert len(llm.threads) == 2 and "MainThread" not in llm.threads

@@ -129,10 +129,8 @@ class LlamaIndexLLM:
             return await self._acall(prompt, stream)
         except NotImplementedError:
             # An LLM without async methods: its blocking ones, off the event loop.
-            reply = await asyncio.get_running_loop().run_in_executor(
-                None, contextvars.copy_context().run, self.call, prompt, stream
-            )
-            return _aiter_of(reply) if stream else reply
+            reply = await _in_thread(self.call, prompt, stream)
+            return _athreaded(reply) if stream else reply
 
     async def _acall(self, prompt: Prompt, stream: bool) -> Any:
         llm = self._llm
@@ -226,6 +224,21 @@ def _item(resp: Any) -> Item:
 async def _aitems(gen: Any) -> AsyncIterator[Item]:
     async for r in gen:
         yield _item(r)
+
+
+async def _in_thread(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` on the loop's default executor, in a copy of the current context."""
+    run = contextvars.copy_context().run
+    return await asyncio.get_running_loop().run_in_executor(None, run, fn, *args)
+
+
+async def _athreaded(items: Iterator[Item]) -> AsyncIterator[Item]:
+    """A blocking iterator's items, each taken on the executor (never on the loop)."""
+    while True:
+        item = await _in_thread(next_item, items)
+        if item is None:
+            return
+        yield item
 
 
 async def _aiter_of(items: Iterator[Item]) -> AsyncIterator[Item]:
