@@ -347,3 +347,28 @@ def test_llm_without_async_methods_is_called_off_the_loop() -> None:
 
     assert asyncio.run(main()) == ["a short answer", "a short answer"]
     assert len(llm.threads) == 2 and "MainThread" not in llm.threads
+
+
+class CountsMore(SmallWindow):
+    """Reports 60 more prompt tokens than cl100k_base counts, as a model whose tokenizer
+    differs would."""
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        usage = {"prompt_tokens": len(CL100K(prompt)) + 60, "completion_tokens": 3}
+        return CompletionResponse(text="a short answer", raw={"usage": usage})
+
+
+def test_usage_the_llm_reports_calibrates_the_budget() -> None:
+    texts = [f"Note {i}: " + " ".join(f"w{i}x{j}" for j in range(70)) for i in range(8)]
+    items = [NodeWithScore(node=TextNode(id_=str(i), text=t)) for i, t in enumerate(texts)]
+    plain, calibrated = SmallWindow(), CountsMore()
+    SynthkitSynthesizer(llm=plain, response_mode="tree_summarize").synthesize(QUERY, items)
+    synth = SynthkitSynthesizer(llm=calibrated, response_mode="tree_summarize")
+    synth.synthesize(QUERY, items)
+    # After the first reply, prompts leave room for the 60 tokens the LLM counts on top.
+    assert max(len(CL100K(p)) for p in calibrated.prompts[1:]) + 60 + 40 <= 320
+    assert max(len(CL100K(p)) for p in plain.prompts) + 60 + 40 > 320
+    assert synth.last_response is not None and synth.last_response.usage["prompt_tokens"] == sum(
+        len(CL100K(p)) + 60 for p in calibrated.prompts
+    )
