@@ -372,3 +372,13 @@ def test_usage_the_llm_reports_calibrates_the_budget() -> None:
     assert synth.last_response is not None and synth.last_response.usage["prompt_tokens"] == sum(
         len(CL100K(p)) + 60 for p in calibrated.prompts
     )
+
+
+def test_llama_index_only_arguments_are_accepted_or_refused_clearly() -> None:
+    llm = MockLLM(max_tokens=2)
+    assert str(SynthkitSynthesizer(llm=llm, use_async=True).synthesize(QUERY, nodes())) == "text text"
+    with pytest.warns(UserWarning, match="prints no progress"):
+        SynthkitSynthesizer(llm=llm, verbose=True)
+    for name, value in (("output_cls", dict), ("structured_answer_filtering", True), ("program_factory", print)):
+        with pytest.raises(synthkit.InputError, match=f"{name} is not supported"):
+            SynthkitSynthesizer(llm=llm, **{name: value})

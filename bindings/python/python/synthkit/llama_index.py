@@ -154,6 +154,12 @@ class SynthkitSynthesizer(BaseSynthesizer):
             ``llm``'s.
         callback_manager: LlamaIndex callbacks.
         empty_response: the answer when there are no nodes.
+        use_async: accepted for LlamaIndex's signature: synthkit always runs tree levels
+            and accumulate concurrently (at most ``concurrency`` calls in flight).
+        verbose: accepted; synthkit prints no progress (``True`` warns so): watch it with
+            LlamaIndex's instrumentation or callbacks instead.
+        output_cls, structured_answer_filtering, program_factory: not supported yet;
+            anything but their defaults raises ``synthkit.InputError``.
     """
 
     def __init__(
@@ -180,7 +186,29 @@ class SynthkitSynthesizer(BaseSynthesizer):
         prompt_helper: Optional[PromptHelper] = None,
         callback_manager: Optional[CallbackManager] = None,
         empty_response: Optional[str] = None,
+        use_async: bool = False,
+        verbose: bool = False,
+        output_cls: Any = None,
+        structured_answer_filtering: bool = False,
+        program_factory: Any = None,
     ) -> None:
+        unsupported = {
+            "output_cls": output_cls is not None,
+            "structured_answer_filtering": bool(structured_answer_filtering),
+            "program_factory": program_factory is not None,
+        }
+        for name, given in unsupported.items():
+            if given:
+                raise synthkit.InputError(
+                    f"{name} is not supported by SynthkitSynthesizer yet: use LlamaIndex's "
+                    "get_response_synthesizer for structured outputs"
+                )
+        if verbose:
+            warnings.warn(
+                "verbose=True: SynthkitSynthesizer prints no progress; use LlamaIndex's "
+                "instrumentation or callbacks to watch the calls",
+                stacklevel=2,
+            )
         # Never resolve Settings.llm here: it builds OpenAI() and wants a key even when
         # synthkit answers on its own. An unset Settings.llm is replaced by a MockLLM
         # that is never called.
