@@ -1,10 +1,15 @@
-"""Side by side: LlamaIndex's own response synthesizer vs SynthkitSynthesizer.
+"""Side by side: LlamaIndex's own response synthesizer vs SynthkitSynthesizer's two paths.
 
 One query over the bench corpus (N nodes from /work/shared/bench, ids n00000...), context
-window 4096, num_output 256, overlap ratio 0.1, in compact and tree_summarize. Both call the
+window 4096, num_output 256, overlap ratio 0.1, in compact and tree_summarize. All call the
 same loopback OpenAI-compatible server (tests/fake_openai.py), which answers every call
-instantly with the same 40-word text, through the same LlamaIndex ``OpenAILike`` LLM: the
-time is each synthesizer's own work plus its HTTP calls to 127.0.0.1. A third line gives
+instantly with the same 40-word text, given the same LlamaIndex ``OpenAILike`` LLM:
+
+- LlamaIndex's ``get_response_synthesizer`` (and with ``use_async=True`` for tree_summarize);
+- ``SynthkitSynthesizer(llm=llm)``: synthkit calls the LLM's own methods (the default);
+- ``SynthkitSynthesizer(llm=llm, direct=True)``: synthkit calls the server itself over HTTP.
+
+The time is each synthesizer's own work plus its HTTP calls to 127.0.0.1. A last line gives
 LlamaIndex's time with an in-process instant ``CustomLLM`` (no HTTP at all), for reference.
 
     python bench/compare.py [--corpus PATH] [--n 1000] [--repeat 3]
@@ -15,6 +20,7 @@ Prints a Markdown table: best-of-``repeat`` wall time of ``synthesize()`` and mo
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -69,6 +75,23 @@ class InstantLLM(CustomLLM):
         yield CompletionResponse(text=ANSWER, delta=ANSWER)
 
 
+class AsyncRun:
+    """A synthesizer whose ``synthesize`` runs its ``asynthesize`` on one event loop.
+
+    One loop for every run, as an application has: the ``llm`` keeps its async HTTP client
+    between calls, and a client made on one loop cannot be used from the next
+    (``asyncio.run`` per run would measure the OpenAI client's connection errors and
+    retries instead).
+    """
+
+    def __init__(self, synth: Any) -> None:
+        self._synth = synth
+        self._loop = asyncio.new_event_loop()
+
+    def synthesize(self, query: str, nodes: Any) -> Any:
+        return self._loop.run_until_complete(self._synth.asynthesize(query, nodes))
+
+
 def load_nodes(path: str, n: int) -> List[NodeWithScore]:
     with open(path) as f:
         texts: List[str] = json.load(f)[:n]
@@ -109,7 +132,9 @@ def main(argv: Sequence[str]) -> None:
                 variants.append(
                     ("LlamaIndex get_response_synthesizer(use_async=True)", get_response_synthesizer(llm=llm, response_mode=mode, prompt_helper=helper, use_async=True))
                 )
-            variants.append(("SynthkitSynthesizer", SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper)))
+            variants.append(("SynthkitSynthesizer (llm path, default)", SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper)))
+            variants.append(("SynthkitSynthesizer (llm path) asynthesize", AsyncRun(SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper))))
+            variants.append(("SynthkitSynthesizer(direct=True)", SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper, direct=True)))
             for name, synth in variants:
                 def run(synth: Any = synth) -> int:
                     server.reset()

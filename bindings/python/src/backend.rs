@@ -39,7 +39,7 @@ pub(crate) struct BackendOptions {
 pub(crate) struct Backend {
     /// The model, behind its layers.
     pub model: Arc<dyn LanguageModel>,
-    /// `extractive` or `openai`.
+    /// `extractive`, `openai`, or `python` (a Python LLM object or callable: `crate::pyllm`).
     pub kind: &'static str,
     /// Calls in flight the synthesizer allows (the server's slots may lower it).
     pub concurrency: usize,

@@ -1,6 +1,6 @@
 //! synthkit's errors as Python exceptions.
 
-use pyo3::PyErr;
+use pyo3::{PyErr, Python};
 use synthkit::SynthError;
 
 use crate::{InputError, ModelError, SynthkitError};
@@ -8,9 +8,18 @@ use crate::{InputError, ModelError, SynthkitError};
 /// The Python exception for `e`, with synthkit's message (and its sources' messages).
 ///
 /// Model failures become [`ModelError`], bad input and options [`InputError`], and
-/// anything else [`SynthkitError`].
+/// anything else [`SynthkitError`]. When a Python LLM raised the failure, its exception is
+/// the new one's `__cause__`.
 pub(crate) fn to_py(e: SynthError) -> PyErr {
     let message = full_message(&e);
+    let err = classify(&e, message);
+    if let Some(cause) = crate::pyllm::llm_exception(&e) {
+        Python::attach(|py| err.set_cause(py, Some(cause.clone_ref(py))));
+    }
+    err
+}
+
+fn classify(e: &SynthError, message: String) -> PyErr {
     match e {
         SynthError::Model { .. }
         | SynthError::Count { .. }

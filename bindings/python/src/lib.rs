@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 mod backend;
 mod errors;
 mod nodes;
+mod pyllm;
 mod response;
 mod stream;
 mod synthesizer;
@@ -35,7 +36,7 @@ pyo3::create_exception!(
     _synthkit,
     ModelError,
     SynthkitError,
-    "A model call failed (connection, HTTP status, timeout, a reply cut at the output limit)."
+    "A model call failed (connection, HTTP status, timeout, a reply cut at the output limit, an exception the `llm` raised: then it is the `__cause__`)."
 );
 
 /// How often a blocking call wakes to let Python handle signals (Ctrl-C).

@@ -8,13 +8,15 @@ use pyo3::prelude::*;
 use synthkit::{StreamingResponse, SynthesisInput};
 
 use crate::errors::to_py;
+use crate::pyllm::bridge::Caller;
+use crate::pyllm::scope::PerCaller;
 use crate::response::Response;
 use crate::{SynthkitError, block_on, runtime};
 
 /// Where a stream stands.
 enum State {
     /// Nothing sent yet.
-    NotStarted(Box<(synthkit::Synthesizer, SynthesisInput)>),
+    NotStarted(Box<(PerCaller, SynthesisInput)>),
     /// The final answer is streaming.
     Open(Box<StreamingResponse>),
     /// Drained: the full response.
@@ -25,6 +27,8 @@ enum State {
 
 /// What the Python object and its pending awaitables share.
 struct Shared {
+    /// Whether the synthesis calls Python (and so needs its caller).
+    needs_caller: bool,
     state: tokio::sync::Mutex<State>,
     /// The text received so far (readable without waiting for the state).
     text: Mutex<String>,
@@ -32,16 +36,25 @@ struct Shared {
 
 impl Shared {
     /// The next delta; `None` at the end. The first call runs the synthesis up to its final
-    /// answer (for compact and refine, every step before the last).
-    async fn next(&self) -> PyResult<Option<String>> {
+    /// answer (for compact and refine, every step before the last), for `caller` (a Python
+    /// model's calls run where the caller that started the stream waits).
+    async fn next(&self, caller: Option<Caller>) -> PyResult<Option<String>> {
         let mut state = self.state.lock().await;
         loop {
             // A cancelled wait leaves the stream dead: its calls were dropped with it.
             let current = std::mem::replace(&mut *state, State::Dead("the stream was cancelled"));
             match current {
                 State::NotStarted(job) => {
-                    let (synth, input) = *job;
-                    match synth.stream_input(input).await {
+                    let (per, input) = *job;
+                    let synth = match caller.clone() {
+                        Some(c) => per.for_caller(c),
+                        None => Ok(per.built().clone()),
+                    };
+                    let started = match synth {
+                        Ok(synth) => synth.stream_input(input).await,
+                        Err(e) => Err(e),
+                    };
+                    match started {
                         Ok(s) => *state = State::Open(Box::new(s)),
                         Err(e) => {
                             *state = State::Dead("the stream failed");
@@ -86,8 +99,8 @@ impl Shared {
     }
 
     /// Drains what is left and returns the full response.
-    async fn finish(&self) -> PyResult<Response> {
-        while self.next().await?.is_some() {}
+    async fn finish(&self, caller: Option<Caller>) -> PyResult<Response> {
+        while self.next(caller.clone()).await?.is_some() {}
         match &*self.state.lock().await {
             State::Finished(r) => Ok(Response::new((**r).clone())),
             State::Dead(why) => Err(SynthkitError::new_err(format!(
@@ -111,13 +124,31 @@ pub struct ResponseStream {
 
 impl ResponseStream {
     /// A stream that will run `input` through `synth`.
-    pub(crate) fn new(synth: synthkit::Synthesizer, input: SynthesisInput) -> Self {
+    pub(crate) fn new(synth: PerCaller, input: SynthesisInput) -> Self {
         Self {
             shared: Arc::new(Shared {
+                needs_caller: synth.needs_caller(),
                 state: tokio::sync::Mutex::new(State::NotStarted(Box::new((synth, input)))),
                 text: Mutex::new(String::new()),
             }),
         }
+    }
+
+    /// The caller starting the stream, when it has not started and its model calls
+    /// Python: a coroutine (`asyncio`) or a blocking call on this thread.
+    fn caller(&self, py: Python<'_>, asyncio: bool) -> PyResult<Option<Caller>> {
+        let started = !matches!(
+            self.shared.state.try_lock().as_deref(),
+            Ok(State::NotStarted(_)) | Err(_)
+        );
+        if !self.shared.needs_caller || started {
+            return Ok(None);
+        }
+        Ok(Some(if asyncio {
+            Caller::asyncio(py)?
+        } else {
+            Caller::blocking(py)?
+        }))
     }
 }
 
@@ -129,7 +160,8 @@ impl ResponseStream {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<String> {
         let shared = Arc::clone(&self.shared);
-        match block_on(py, async move { shared.next().await })? {
+        let caller = self.caller(py, false)?;
+        match block_on(py, async move { shared.next(caller).await })? {
             Some(delta) => Ok(delta),
             None => Err(PyStopIteration::new_err(())),
         }
@@ -141,9 +173,10 @@ impl ResponseStream {
 
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let shared = Arc::clone(&self.shared);
+        let caller = self.caller(py, true)?;
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            match shared.next().await? {
+            match shared.next(caller).await? {
                 Some(delta) => Ok(delta),
                 None => Err(PyStopAsyncIteration::new_err(())),
             }
@@ -182,14 +215,16 @@ impl ResponseStream {
     /// failure raises its error: a partial answer is never returned as complete.
     fn get_response(&self, py: Python<'_>) -> PyResult<Response> {
         let shared = Arc::clone(&self.shared);
-        block_on(py, async move { shared.finish().await })
+        let caller = self.caller(py, false)?;
+        block_on(py, async move { shared.finish(caller).await })
     }
 
     /// Like `get_response`, as an awaitable.
     fn aget_response<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let shared = Arc::clone(&self.shared);
+        let caller = self.caller(py, true)?;
         runtime()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move { shared.finish().await })
+        pyo3_async_runtimes::tokio::future_into_py(py, async move { shared.finish(caller).await })
     }
 
     /// Stops the stream and cancels its model calls in flight (no-op once it has ended).

@@ -1,13 +1,19 @@
 //! `synthkit.Synthesizer`: the Python face of [`synthkit::Synthesizer`].
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+use synthkit::model::LanguageModel;
 use synthkit::prompt::{PromptBudget, PromptTemplate, Role, TemplateKind};
 use synthkit::{Concurrency, ResponseMode, SynthesisInput};
 
 use crate::backend::{self, BackendOptions};
 use crate::errors::to_py;
 use crate::nodes::nodes_from;
+use crate::pyllm::bridge::Caller;
+use crate::pyllm::scope::{Configure, PerCaller};
+use crate::pyllm::{self, LlmOptions};
 use crate::response::Response;
 use crate::stream::ResponseStream;
 use crate::{InputError, block_on, runtime};
@@ -19,13 +25,17 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 
 /// Turns a query and retrieved nodes into an answer with a language model.
 ///
-/// Without `base_url`, synthkit's offline extractive backend answers (no network, no
-/// key). With it, an OpenAI-compatible server at that URL (up to and including `/v1`)
-/// does, through `/chat/completions` (or `/completions` with `chat=False`); the API key is
-/// read from the environment variable named by `api_key_env`.
+/// With `llm`, that Python object answers: a LlamaIndex LLM (its own methods, async from
+/// asyncio callers) or any callable `(messages or prompt) -> str`, behind synthkit's
+/// budgets, concurrency limit and retries (`retry_on` names the exception classes to
+/// retry). With `base_url`, an OpenAI-compatible server at that URL (up to and including
+/// `/v1`) does, through `/chat/completions` (or `/completions` with `chat=False`); the API
+/// key is read from the environment variable named by `api_key_env`. With neither,
+/// synthkit's offline extractive backend answers (no network, no key, no model: it quotes
+/// the nodes).
 #[pyclass(module = "synthkit._synthkit", frozen)]
 pub struct Synthesizer {
-    inner: synthkit::Synthesizer,
+    inner: PerCaller,
     kind: &'static str,
     base_url: Option<String>,
     model_name: String,
@@ -51,7 +61,7 @@ impl Synthesizer {
         model = None,
         api_key_env = "OPENAI_API_KEY",
         context_window = None,
-        num_output = 256,
+        num_output = None,
         concurrency = 8,
         citations = false,
         temperature = None,
@@ -62,6 +72,9 @@ impl Synthesizer {
         summary_template = None,
         chat = true,
         chunk_overlap_ratio = None,
+        llm = None,
+        retry_on = None,
+        tokenizer = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -71,7 +84,7 @@ impl Synthesizer {
         model: Option<String>,
         api_key_env: &str,
         context_window: Option<usize>,
-        num_output: usize,
+        num_output: Option<usize>,
         concurrency: usize,
         citations: bool,
         temperature: Option<f32>,
@@ -82,6 +95,9 @@ impl Synthesizer {
         summary_template: Option<&Bound<'_, PyAny>>,
         chat: bool,
         chunk_overlap_ratio: Option<f64>,
+        llm: Option<&Bound<'_, PyAny>>,
+        retry_on: Option<&Bound<'_, PyAny>>,
+        tokenizer: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mode: ResponseMode = mode.parse().map_err(|_| {
             InputError::new_err(format!(
@@ -92,50 +108,108 @@ impl Synthesizer {
         let base_url = base_url
             .map(|u| u.trim().to_string())
             .filter(|u| !u.is_empty());
-        let opts = BackendOptions {
-            base_url: base_url.clone(),
-            model,
-            api_key_env: api_key_env.to_string(),
-            context_window,
-            num_output,
-            concurrency,
-            temperature,
-            timeout,
-            chat,
-        };
-        backend::check(&opts)?;
+        let llm = llm.filter(|l| !l.is_none());
         let templates = TemplateArgs {
             qa: qa_template,
             refine: refine_template,
             summary: summary_template,
         };
         let overrides = templates.read()?;
-        let backend = block_on(py, backend::connect(opts))?;
+        let backend = match llm {
+            Some(llm) => {
+                let given = [
+                    ("base_url", base_url.is_some()),
+                    ("temperature", temperature.is_some()),
+                    ("timeout", timeout.is_some()),
+                ];
+                if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+                    return Err(InputError::new_err(format!(
+                        "{name} does not apply with llm=: synthkit calls the llm object, so set it on the LLM (or drop llm= to have synthkit call a server itself)"
+                    )));
+                }
+                if let Some(w) = context_window
+                    && num_output.is_some_and(|n| w <= n)
+                {
+                    return Err(InputError::new_err(format!(
+                        "context_window ({w}) must be larger than num_output ({})",
+                        num_output.unwrap_or_default()
+                    )));
+                }
+                pyllm::backend(
+                    py,
+                    &LlmOptions {
+                        llm,
+                        name: model,
+                        context_window,
+                        num_output,
+                        concurrency,
+                        retry_on,
+                        tokenizer,
+                        chat,
+                    },
+                )?
+            }
+            None => {
+                if retry_on.is_some_and(|r| !r.is_none()) || tokenizer.is_some_and(|t| !t.is_none())
+                {
+                    return Err(InputError::new_err(
+                        "retry_on and tokenizer apply to llm= only",
+                    ));
+                }
+                let opts = BackendOptions {
+                    base_url: base_url.clone(),
+                    model,
+                    api_key_env: api_key_env.to_string(),
+                    context_window,
+                    num_output: num_output.unwrap_or(DEFAULT_NUM_OUTPUT),
+                    concurrency,
+                    temperature,
+                    timeout,
+                    chat,
+                };
+                backend::check(&opts)?;
+                block_on(py, backend::connect(opts))?
+            }
+        };
         let info = backend.model.info();
-        let mut builder = synthkit::Synthesizer::builder(backend.model.clone())
-            .mode(mode)
-            .citations(citations)
-            .concurrency(match backend.concurrency {
-                0 => Concurrency::Unlimited,
-                n => Concurrency::limit(n),
-            });
-        for t in overrides {
-            builder = match t.kind() {
-                TemplateKind::Qa => builder.qa_template(t),
-                TemplateKind::Refine => builder.refine_template(t),
-                _ => builder.summary_template(t),
-            };
-        }
-        if let Some(ratio) = chunk_overlap_ratio {
-            let budget = PromptBudget::new(info.context_window, info.num_output)
-                .and_then(|b| b.with_chunk_overlap_ratio(ratio))
-                .map_err(|e| InputError::new_err(e.to_string()))?;
-            builder = builder.budget(budget);
-        }
-        if let Some(p) = system_prompt {
-            builder = builder.system_prompt(p);
-        }
-        let inner = builder.build().map_err(to_py)?;
+        let budget = match chunk_overlap_ratio {
+            Some(ratio) => Some(
+                PromptBudget::new(info.context_window, info.num_output)
+                    .and_then(|b| b.with_chunk_overlap_ratio(ratio))
+                    .map_err(|e| InputError::new_err(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let allowed = match backend.concurrency {
+            0 => Concurrency::Unlimited,
+            n => Concurrency::limit(n),
+        };
+        let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
+            let mut builder = synthkit::Synthesizer::builder(model)
+                .mode(mode)
+                .citations(citations)
+                .concurrency(allowed);
+            for t in &overrides {
+                builder = match t.kind() {
+                    TemplateKind::Qa => builder.qa_template(t.clone()),
+                    TemplateKind::Refine => builder.refine_template(t.clone()),
+                    _ => builder.summary_template(t.clone()),
+                };
+            }
+            if let Some(b) = &budget {
+                builder = builder.budget(b.clone());
+            }
+            if let Some(p) = &system_prompt {
+                builder = builder.system_prompt(p.clone());
+            }
+            builder.build()
+        });
+        let built = configure(backend.model.clone()).map_err(to_py)?;
+        let inner = if backend.kind == "python" {
+            PerCaller::python(built, backend.model.clone(), configure)
+        } else {
+            PerCaller::fixed(built)
+        };
         Ok(Self {
             inner,
             kind: backend.kind,
@@ -157,7 +231,7 @@ impl Synthesizer {
         nodes: &Bound<'_, PyAny>,
     ) -> PyResult<Response> {
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
-        let synth = self.inner.clone();
+        let synth = self.for_caller(py, false)?;
         block_on(py, async move {
             synth
                 .synthesize_input(input)
@@ -176,7 +250,7 @@ impl Synthesizer {
         nodes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
-        let synth = self.inner.clone();
+        let synth = self.for_caller(py, true)?;
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             synth
@@ -198,10 +272,10 @@ impl Synthesizer {
     /// The response mode.
     #[getter]
     fn mode(&self) -> &'static str {
-        self.inner.mode().as_str()
+        self.inner.built().mode().as_str()
     }
 
-    /// `extractive` or `openai`.
+    /// `extractive`, `openai`, or `python` (`llm=`: a Python LLM object or callable).
     #[getter]
     fn backend(&self) -> &'static str {
         self.kind
@@ -233,7 +307,7 @@ impl Synthesizer {
         };
         format!(
             "Synthesizer(mode={:?}, backend={:?}{url}, model={:?}, context_window={}, num_output={}, concurrency={}, citations={})",
-            self.inner.mode().as_str(),
+            self.inner.built().mode().as_str(),
             self.kind,
             self.model_name,
             self.context_window,
@@ -243,6 +317,25 @@ impl Synthesizer {
         )
     }
 }
+
+impl Synthesizer {
+    /// The synthesizer for one synthesis started from this thread: from a coroutine
+    /// (`asyncio`) or a blocking call.
+    fn for_caller(&self, py: Python<'_>, asyncio: bool) -> PyResult<synthkit::Synthesizer> {
+        if !self.inner.needs_caller() {
+            return Ok(self.inner.built().clone());
+        }
+        let caller = if asyncio {
+            Caller::asyncio(py)?
+        } else {
+            Caller::blocking(py)?
+        };
+        self.inner.for_caller(caller).map_err(to_py)
+    }
+}
+
+/// The answer length reserved when nothing says otherwise (as LlamaIndex).
+const DEFAULT_NUM_OUTPUT: usize = 256;
 
 impl TemplateArgs<'_, '_> {
     /// The templates given, each with its kind.

@@ -149,16 +149,18 @@ def test_prompt_templates(fake_server: FakeOpenAI) -> None:
     assert fake_server.requests[0].prompt.startswith("NEW-QA")
 
 
-def test_offline_extractive_without_server() -> None:
-    synth = SynthkitSynthesizer(llm=MockLLM())
-    assert synth.synthesizer.backend == "extractive"
+def test_mock_llm_answers_through_the_python_path() -> None:
+    synth = SynthkitSynthesizer(llm=MockLLM(max_tokens=3))
+    assert synth.synthesizer.backend == "python"
     resp = RetrieverQueryEngine(FixedRetriever(make_nodes()), response_synthesizer=synth).query(QUERY)
-    assert "six months" in str(resp)
+    assert str(resp) == "text text text"
 
 
 def test_no_llm_at_all_does_not_need_openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    synth = SynthkitSynthesizer()
+    with pytest.warns(UserWarning, match="offline extractive backend"):
+        synth = SynthkitSynthesizer()
+    assert synth.synthesizer.backend == "extractive"
     assert "six months" in str(synth.synthesize(QUERY, make_nodes()))
 
 
@@ -185,7 +187,7 @@ def test_citations_through_adapter(fake_server: FakeOpenAI) -> None:
     assert synth.last_response is not None and synth.last_response.citations == []
 
 
-def test_llm_without_server_warns() -> None:
+def test_any_llm_is_called_with_its_metadata() -> None:
     from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
     from llama_index.core.llms import CustomLLM
 
@@ -200,9 +202,9 @@ def test_llm_without_server_warns() -> None:
         def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: object):  # type: ignore[no-untyped-def]
             yield CompletionResponse(text="x", delta="x")
 
-    with pytest.warns(UserWarning, match="offline extractive backend"):
-        synth = SynthkitSynthesizer(llm=Local())
-    assert synth.synthesizer.backend == "extractive"
+    synth = SynthkitSynthesizer(llm=Local())
+    assert synth.synthesizer.backend == "python"
+    assert str(synth.synthesize(QUERY, make_nodes())) == "x"
     assert synth.synthesizer.context_window == 2048
     assert synth.synthesizer.num_output == 128
 

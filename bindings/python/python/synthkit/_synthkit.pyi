@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 __version__: str
 MODES: list[str]
@@ -14,7 +14,8 @@ class InputError(SynthkitError):
     """Bad input or options (unknown mode, node without text, bad template, budget)."""
 
 class ModelError(SynthkitError):
-    """A model call failed (connection, HTTP status, timeout, truncated reply)."""
+    """A model call failed (connection, HTTP status, timeout, truncated reply, an exception
+    the ``llm`` raised: then it is ``__cause__``)."""
 
 #: A node: a string, a dict (``id``/``id_``, ``text``, ``metadata``, ``score``,
 #: ``excluded_llm_metadata_keys``; or ``{"node": {...}, "score": s}``), or a LlamaIndex
@@ -82,7 +83,7 @@ class Synthesizer:
         model: Optional[str] = None,
         api_key_env: str = "OPENAI_API_KEY",
         context_window: Optional[int] = None,
-        num_output: int = 256,
+        num_output: Optional[int] = None,
         concurrency: int = 8,
         citations: bool = False,
         temperature: Optional[float] = None,
@@ -93,6 +94,9 @@ class Synthesizer:
         summary_template: Optional[TemplateLike] = None,
         chat: bool = True,
         chunk_overlap_ratio: Optional[float] = None,
+        llm: Any = None,
+        retry_on: Union[Type[BaseException], Tuple[Type[BaseException], ...], None] = None,
+        tokenizer: Union[Callable[[str], List[Any]], str, None] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -9,11 +9,17 @@ response synthesizer::
     engine = index.as_query_engine(llm=llm, response_synthesizer=synth)
     print(engine.query("How often is the mirror cleaned?"))
 
-Given an OpenAI-compatible ``llm`` (``OpenAI``, ``OpenAILike``), synthkit calls the same
-server itself: it takes the base URL (``api_base``), model, context window, ``max_tokens``
-and temperature from the ``llm``. Any other ``llm`` (or none) means synthkit's offline
-extractive backend, unless ``base_url=`` is given. The API key is read from the
-environment variable ``api_key_env`` (default ``OPENAI_API_KEY``), never from the ``llm``.
+Every model call goes through the ``llm`` itself (any LlamaIndex LLM: its ``achat`` /
+``acomplete`` from async queries, ``chat`` / ``complete`` from blocking ones, the
+streaming forms when streaming), behind synthkit's packing, budgets, concurrency limit,
+retries and citations; the window and output size come from ``llm.metadata``.
+
+For an OpenAI-compatible ``llm`` (``OpenAI``, ``OpenAILike``), ``direct=True`` has synthkit
+call the same server itself instead (``api_base``, model, context window, ``max_tokens``
+and temperature from the ``llm``; the API key from the environment variable
+``api_key_env``, never from the ``llm``), as does ``base_url=``. With no ``llm`` (and no
+``Settings.llm``) and no ``base_url``, synthkit's offline extractive backend answers, with
+a warning.
 
 Requires ``llama-index-core`` (0.14).
 """
@@ -63,12 +69,18 @@ def _mode_name(mode: Any) -> str:
     return str(value)
 
 
+def _api_base(llm: Optional[LLM]) -> Optional[str]:
+    """The OpenAI-compatible server of ``llm`` (``OpenAI``, ``OpenAILike``), if it has one."""
+    api_base = getattr(llm, "api_base", None)
+    return api_base if isinstance(api_base, str) and api_base else None
+
+
 def _llm_settings(llm: Optional[LLM]) -> Dict[str, Any]:
-    """What synthkit takes from a LlamaIndex ``llm``: base URL, model, window, output, temperature, chat."""
+    """What synthkit's direct HTTP path takes from a LlamaIndex ``llm``: base URL, model, window, output, temperature, chat."""
     if llm is None:
         return {}
     out: Dict[str, Any] = {}
-    api_base = getattr(llm, "api_base", None)
+    api_base = _api_base(llm)
     if isinstance(api_base, str) and api_base:
         out["base_url"] = api_base
         model = getattr(llm, "model", None)
@@ -116,16 +128,23 @@ class SynthkitSynthesizer(BaseSynthesizer):
     """A LlamaIndex response synthesizer that runs synthkit.
 
     Args:
-        llm: a LlamaIndex LLM. For ``OpenAI``/``OpenAILike`` synthkit calls its server
-            (``api_base``, ``model``, ``context_window``, ``max_tokens``,
-            ``temperature``); any other LLM means the offline extractive backend.
+        llm: a LlamaIndex LLM (else ``Settings.llm``, if set): every model call goes
+            through it. Without one (and without ``base_url``), synthkit's offline
+            extractive backend answers, with a warning.
         response_mode: a LlamaIndex ``ResponseMode`` or its name (default ``compact``).
         streaming: return ``StreamingResponse`` / ``AsyncStreamingResponse`` objects.
         text_qa_template, refine_template, summary_template: LlamaIndex prompt templates
             (``PromptTemplate`` or strings) with the usual variables.
-        base_url, model, context_window, num_output, temperature: override what is read
-            from ``llm``.
-        api_key_env: the environment variable holding the API key.
+        direct: for an OpenAI-compatible ``llm`` (one with ``api_base``), have synthkit call
+            its server itself over HTTP (``api_base``, ``model``, ``context_window``,
+            ``max_tokens``, ``temperature`` read from the ``llm``) instead of calling the
+            ``llm``. Default ``False``: the ``llm`` is called (see the README for figures).
+        retry_on: exception classes the ``llm`` raises that are worth retrying (its rate
+            limit error, say): synthkit sends the call again within its retry limits.
+        base_url: call this OpenAI-compatible server directly (as ``direct=True`` does).
+        model, context_window, num_output, temperature: override what is read from
+            ``llm`` (``model`` and ``temperature`` for the direct path only).
+        api_key_env: the environment variable holding the API key (direct path).
         concurrency: model calls in flight at most (tree levels, accumulate); 0: no limit.
         citations: numbered sources and checked ``[n]`` markers in the answer.
         timeout: the request timeout in seconds.
@@ -135,6 +154,12 @@ class SynthkitSynthesizer(BaseSynthesizer):
             ``llm``'s.
         callback_manager: LlamaIndex callbacks.
         empty_response: the answer when there are no nodes.
+        use_async: accepted for LlamaIndex's signature: synthkit always runs tree levels
+            and accumulate concurrently (at most ``concurrency`` calls in flight).
+        verbose: accepted; synthkit prints no progress (``True`` warns so): watch it with
+            LlamaIndex's instrumentation or callbacks instead.
+        output_cls, structured_answer_filtering, program_factory: not supported yet;
+            anything but their defaults raises ``synthkit.InputError``.
     """
 
     def __init__(
@@ -146,6 +171,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
         refine_template: TemplateArg = None,
         summary_template: TemplateArg = None,
         *,
+        direct: bool = False,
+        retry_on: Any = None,
         base_url: Optional[str] = None,
         model: Optional[str] = None,
         context_window: Optional[int] = None,
@@ -159,7 +186,29 @@ class SynthkitSynthesizer(BaseSynthesizer):
         prompt_helper: Optional[PromptHelper] = None,
         callback_manager: Optional[CallbackManager] = None,
         empty_response: Optional[str] = None,
+        use_async: bool = False,
+        verbose: bool = False,
+        output_cls: Any = None,
+        structured_answer_filtering: bool = False,
+        program_factory: Any = None,
     ) -> None:
+        unsupported = {
+            "output_cls": output_cls is not None,
+            "structured_answer_filtering": bool(structured_answer_filtering),
+            "program_factory": program_factory is not None,
+        }
+        for name, given in unsupported.items():
+            if given:
+                raise synthkit.InputError(
+                    f"{name} is not supported by SynthkitSynthesizer yet: use LlamaIndex's "
+                    "get_response_synthesizer for structured outputs"
+                )
+        if verbose:
+            warnings.warn(
+                "verbose=True: SynthkitSynthesizer prints no progress; use LlamaIndex's "
+                "instrumentation or callbacks to watch the calls",
+                stacklevel=2,
+            )
         # Never resolve Settings.llm here: it builds OpenAI() and wants a key even when
         # synthkit answers on its own. An unset Settings.llm is replaced by a MockLLM
         # that is never called.
@@ -171,7 +220,13 @@ class SynthkitSynthesizer(BaseSynthesizer):
             streaming=streaming,
             empty_response=empty_response,
         )
-        settings = _llm_settings(base_llm)
+        self._direct = base_url is not None or (direct and _api_base(base_llm) is not None)
+        if direct and not self._direct:
+            raise synthkit.InputError(
+                f"direct=True needs an OpenAI-compatible llm (with api_base) or base_url=; "
+                f"{type(base_llm).__name__} has no api_base"
+            )
+        settings = _llm_settings(base_llm) if self._direct else {}
         helper = prompt_helper or Settings._prompt_helper
         if helper is not None:
             settings["context_window"] = helper.context_window
@@ -186,15 +241,20 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "temperature": temperature,
         }
         settings.update({k: v for k, v in overrides.items() if v is not None})
-        if (
-            "base_url" not in settings
-            and base_llm is not None
-            and not isinstance(base_llm, MockLLM)
-        ):
-            warnings.warn(
-                f"synthkit cannot call {type(base_llm).__name__}: it has no OpenAI-compatible "
-                "api_base, so the offline extractive backend answers; pass base_url= to use a server",
-                stacklevel=2,
+        if not self._direct:
+            if base_llm is not None:
+                for name in ("model", "temperature"):
+                    if overrides[name] is not None:
+                        raise synthkit.InputError(
+                            f"{name}= applies to the direct HTTP path (direct=True or "
+                            "base_url=); without it synthkit calls the llm, so set it there"
+                        )
+                settings["llm"] = base_llm
+                settings["retry_on"] = retry_on
+        elif retry_on is not None:
+            raise synthkit.InputError(
+                "retry_on applies when synthkit calls the llm; the direct HTTP path retries "
+                "rate limits and overloads itself"
             )
         self._mode = _mode_name(response_mode)
         self._templates: Dict[str, TemplateArg] = {
@@ -204,13 +264,24 @@ class SynthkitSynthesizer(BaseSynthesizer):
         }
         self._options: Dict[str, Any] = {
             **settings,
-            "api_key_env": api_key_env,
             "concurrency": concurrency,
             "citations": citations,
-            "timeout": timeout,
             "system_prompt": system_prompt,
         }
+        if self._direct or "llm" not in settings:
+            self._options.update(api_key_env=api_key_env, timeout=timeout)
+        elif timeout is not None:
+            raise synthkit.InputError(
+                "timeout= applies to the direct HTTP path: without it synthkit calls the llm, "
+                "so set the timeout on the llm"
+            )
         self._synth = self._build()
+        if self._synth.backend == "extractive":
+            warnings.warn(
+                "no llm (nor Settings.llm) and no base_url: synthkit's offline extractive "
+                "backend answers (it quotes the nodes; no model is called)",
+                stacklevel=2,
+            )
         #: The synthkit ``Response`` of the latest non-streamed synthesis (usage, citations).
         self.last_response: Optional[synthkit.Response] = None
 
