@@ -14,6 +14,7 @@
 
 pub mod llama;
 pub mod openai;
+pub mod record;
 pub mod server;
 
 pub use openai::{FakeConfig, FakeOpenAi, Seen};
