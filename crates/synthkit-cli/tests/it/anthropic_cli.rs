@@ -11,7 +11,7 @@ use synthkit_testkit::record::Recorder;
 use synthkit_testkit::record::numbered;
 use synthkit_testkit::{Server, llama};
 
-use crate::common::{examples_docs, stderr, synthkit as clean};
+use crate::common::{examples_docs, llama_shared, stderr, synthkit as clean};
 
 fn synthkit(args: &[&str]) -> Command {
     let mut c = clean();
@@ -23,6 +23,7 @@ fn synthkit(args: &[&str]) -> Command {
 
 #[test]
 fn ask_and_stream_through_the_messages_api() {
+    let _shared = llama_shared();
     let Some(server) = llama::server_with_ctx(1024) else {
         return;
     };

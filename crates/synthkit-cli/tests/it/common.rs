@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
@@ -147,12 +147,23 @@ pub fn source_ids(report: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Held by the tests against SmolLM2 (a real model served by llama-server, heavy on the
-/// CPU): they run one at a time. A test that failed holding it does not block the others.
-pub fn heavy() -> MutexGuard<'static, ()> {
-    static HEAVY: Mutex<()> = Mutex::new(());
-    HEAVY
-        .lock()
+/// The tests against a real llama-server share one lock: those with the tiny model hold
+/// it shared ([`llama_shared`]) and may run together; those with SmolLM2 (a real model,
+/// heavy on the CPU, whose calls have a time budget) hold it alone ([`heavy`]), so they
+/// run one at a time and beside no other model server of this binary.
+static LLAMA: RwLock<()> = RwLock::new(());
+
+/// The lock of a SmolLM2 test: exclusive. A test that failed holding it blocks no other.
+pub fn heavy() -> RwLockWriteGuard<'static, ()> {
+    LLAMA
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The lock of a tiny-model llama-server test: shared with the others like it.
+pub fn llama_shared() -> RwLockReadGuard<'static, ()> {
+    LLAMA
+        .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -147,11 +147,13 @@ fn synthkit(proxy: &Server, args: &[&str], may_fail: bool) -> std::process::Outp
     out
 }
 
+/// The tiny model's server, with the shared hold on the real-server lock (the SmolLM2
+/// tests wait for it to end); returns from the test when none can be had here.
 macro_rules! server {
     () => {
-        match llama::server_with_ctx(CTX) {
-            Some(s) => s,
-            None => return,
+        match (crate::common::llama_shared(), llama::server_with_ctx(CTX)) {
+            (hold, Some(s)) => (hold, s),
+            (_, None) => return,
         }
     };
 }
@@ -175,7 +177,7 @@ const MIRROR_Q: &str = "How often is the mirror cleaned?";
 
 #[test]
 fn every_mode_reports_the_usage_the_server_reported() {
-    let server = server!();
+    let (_shared, server) = server!();
     for mode in ALL_MODES {
         let (report, proxy) = ask(&server, MIRROR_Q, mode, &["--json"]);
         assert!(report["answer"].is_string(), "{mode}: {report}");
@@ -207,7 +209,7 @@ fn every_mode_reports_the_usage_the_server_reported() {
 
 #[test]
 fn streaming_works_in_every_calling_mode() {
-    let server = server!();
+    let (_shared, server) = server!();
     for mode in ["compact", "tree_summarize", "accumulate", "generation"] {
         let q = "What is checked every spring?";
         let (_, proxy) = ask(&server, q, mode, &["--stream"]);
@@ -221,7 +223,7 @@ fn streaming_works_in_every_calling_mode() {
 
 #[test]
 fn structured_filtering_sends_a_json_schema() {
-    let server = server!();
+    let (_shared, server) = server!();
     let extra = ["--structured-filtering", "--json"];
     let (report, proxy) = ask(&server, MIRROR_Q, "refine", &extra);
     assert!(report["answer"].is_string());
@@ -245,7 +247,7 @@ fn structured_filtering_sends_a_json_schema() {
 
 #[test]
 fn prompts_larger_than_the_servers_context_are_handled() {
-    let server = server!();
+    let (_shared, server) = server!();
     // Told the window is far larger than the server's: the server rejects the first prompts
     // as too long, the budget shrinks by the excess it reports, and the job completes.
     let extra = ["--context-window", "8192", "--json"];

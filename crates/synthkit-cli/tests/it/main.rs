@@ -1,8 +1,8 @@
 //! The `synthkit` binary's integration tests, in one test binary (one link, one run):
 //! each module is one concern's suite, `common` holds what they share. Loopback fakes come
 //! from `synthkit-testkit`; the tests against a real llama-server start it through
-//! `synthkit_testkit::llama`, and those against SmolLM2 hold [`common::heavy`], so they
-//! run one at a time.
+//! `synthkit_testkit::llama`; those against SmolLM2 hold [`common::heavy`], so they run
+//! one at a time and beside no other llama-server test.
 //!
 //! Everything stays on 127.0.0.1; every wait is bounded.
 #![allow(
