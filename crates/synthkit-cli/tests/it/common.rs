@@ -132,7 +132,7 @@ pub fn stderr(out: &Output) -> String {
 
 /// The JSON report of a successful run.
 pub fn json_of(out: &Output) -> Value {
-    assert!(out.status.success(), "{}", stderr(out));
+    assert!(out.status.success(), "{}: {}", out.status, stderr(out));
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(out), stderr(out)))
 }

@@ -18,6 +18,8 @@ fn report(server: &llama::LlamaServer, args: &[&std::ffi::OsStr]) -> Value {
         &synthkit()
             .args(args)
             .args(["--base-url", &server.base, "--json"])
+            // A real model on a busy machine: far past the usual 180 s.
+            .timeout(std::time::Duration::from_secs(900))
             .output()
             .unwrap(),
     )
