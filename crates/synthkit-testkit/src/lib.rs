@@ -20,6 +20,7 @@ pub mod gated;
 pub mod here;
 pub mod llama;
 pub mod openai;
+pub mod record;
 pub mod redis;
 pub mod server;
 

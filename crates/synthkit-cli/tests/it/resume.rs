@@ -12,12 +12,6 @@
 //! are events too (its stderr reaching end of file), not polling.
 //!
 //! Everything stays on 127.0.0.1; every wait is bounded.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -33,6 +27,8 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
+
+use crate::common::spawn_synthkit;
 
 const NODES: usize = 200;
 const CONCURRENCY: usize = 4;
@@ -73,8 +69,7 @@ impl Seen {
 /// A slow OpenAI-compatible chat server: answers `Summary <hash of the prompt>.` after
 /// [`LATENCY_MS`], counting requests per prompt. Stops when dropped.
 struct Server {
-    runtime: tokio::runtime::Runtime,
-    port: u16,
+    server: synthkit_testkit::Server,
     seen: Arc<Seen>,
 }
 
@@ -87,11 +82,6 @@ impl Server {
     /// A server that answers `answers` requests and holds the rest until
     /// [`Server::open`], sending [`Event::Held`] to `events` as each one starts waiting.
     fn gated(answers: usize, events: Sender<Event>) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
         let seen = Arc::new(Seen {
             by_prompt: Mutex::default(),
             received: AtomicUsize::new(0),
@@ -100,32 +90,22 @@ impl Server {
             held: AtomicUsize::new(0),
             events: Mutex::new(events),
         });
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .with_state(Arc::clone(&seen));
-        runtime.spawn(async move { axum::serve(listener, app).await });
         Self {
-            runtime,
-            port,
+            server: synthkit_testkit::Server::start(app),
             seen,
         }
     }
 
-    fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
+    fn base_url(&self) -> &str {
+        &self.server.base
     }
 
     /// Lets every request through from now on (held ones included).
     fn open(&self) {
         self.seen.gate.add_permits(1 << 20);
-    }
-
-    fn stop(self) {
-        self.runtime.shutdown_timeout(Duration::from_secs(2));
     }
 }
 
@@ -198,14 +178,10 @@ fn write_nodes(path: &Path) {
 }
 
 fn command(server: &Server, nodes: &Path, cache: Option<&Path>, out: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
-    cmd.env_remove("SYNTHKIT_BASE_URL")
-        .env_remove("SYNTHKIT_MODEL")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OPENAI_API_KEY")
-        .args(["summarize", "--nodes"])
+    let mut cmd = spawn_synthkit();
+    cmd.args(["summarize", "--nodes"])
         .arg(nodes)
-        .args(["--llm", "openai", "--base-url", &server.base_url()])
+        .args(["--llm", "openai", "--base-url", server.base_url()])
         .args(["--model", "loopback", "--context-window", "1024"])
         .args(["--num-output", "64", "--timeout", "20"])
         // Over 200 calls: past the size a run starts without asking (issue 23).
@@ -303,7 +279,7 @@ fn a_killed_run_resumes_from_the_cache() {
         "{total} calls: expected one per node and more"
     );
     assert_eq!(reference_prompts.len(), total, "a prompt was sent twice");
-    reference.stop();
+    drop(reference);
 
     // The killed run: killed once all its calls in flight are held at the server, after
     // KILL_AFTER answers.
@@ -379,7 +355,7 @@ fn a_killed_run_resumes_from_the_cache() {
     assert_eq!(again["answer"], expected["answer"]);
     assert_eq!(calls(&again, "cached_calls"), total);
     assert_eq!(calls(&again, "new_calls"), 0);
-    server.stop();
+    drop(server);
 
     eprintln!(
         "resume: {total} calls in all; killed after {answered_before} answered \
@@ -404,32 +380,29 @@ fn the_extractive_backend_is_cached_too_and_bad_paths_are_named() {
     let db = dir.path().join("c.db");
     let out = dir.path().join("out.json");
     let cmd = |cache: &Path| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
-        cmd.env_remove("SYNTHKIT_BASE_URL")
-            .env_remove("SYNTHKIT_MODEL")
-            .env_remove("OPENAI_BASE_URL")
-            .args([
-                "summarize",
-                "--mode",
-                "tree_summarize",
-                "--chunk-size",
-                "64",
-            ])
-            .arg(&doc)
-            .arg("--cache")
-            .arg(cache)
-            .args([
-                "--llm",
-                "extractive",
-                "--context-window",
-                "600",
-                "--num-output",
-                "48",
-                "--json",
-            ])
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).unwrap())
-            .stderr(Stdio::piped());
+        let mut cmd = spawn_synthkit();
+        cmd.args([
+            "summarize",
+            "--mode",
+            "tree_summarize",
+            "--chunk-size",
+            "64",
+        ])
+        .arg(&doc)
+        .arg("--cache")
+        .arg(cache)
+        .args([
+            "--llm",
+            "extractive",
+            "--context-window",
+            "600",
+            "--num-output",
+            "48",
+            "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(File::create(&out).unwrap())
+        .stderr(Stdio::piped());
         cmd
     };
     let first = run(cmd(&db), &out);

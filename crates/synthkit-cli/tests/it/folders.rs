@@ -5,57 +5,12 @@
 //! markers of sources past 9,999 are citations, and the usage errors of an empty question
 //! and duplicate node ids.
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use std::path::Path;
 
-use std::io::Write;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::time::Duration;
-
-use assert_cmd::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-fn synthkit() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
-    cmd.env_remove("SYNTHKIT_BASE_URL")
-        .env_remove("SYNTHKIT_MODEL")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("RUST_LOG")
-        .timeout(Duration::from_secs(120));
-    cmd
-}
-
-fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-fn gzip(text: &str) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(text.as_bytes()).unwrap();
-    enc.finish().unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::common::{closed_port, gzip, on, source_ids, stderr, stdout, synthkit, write};
 
 /// A page of `n` sentences about `topic`, each its own.
 fn prose(topic: &str, n: usize) -> String {
@@ -69,18 +24,14 @@ fn tokens_and_split_read_gz_and_refuse_binaries() {
     let dir = tempfile::tempdir().unwrap();
     let text = "The primary mirror is cleaned every three months.\n";
     let plain = write(dir.path(), "NEWS", text);
-    let packed = write(dir.path(), "NEWS.gz", gzip(text));
+    let packed = write(dir.path(), "NEWS.gz", gzip(text.as_bytes()));
     let count = |p: &Path| {
         let out = synthkit().arg("tokens").arg(p).output().unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
         stdout(&out).trim().to_string()
     };
     assert_eq!(count(&packed), count(&plain));
-    let out = synthkit()
-        .args(["split", "--chunk-size", "5", "--json"])
-        .arg(&packed)
-        .output()
-        .unwrap();
+    let out = on(&packed, &["split", "--chunk-size", "5", "--json"]);
     let chunks: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
     assert!(chunks.concat().contains("mirror is cleaned"), "{chunks:?}");
 
@@ -91,7 +42,7 @@ fn tokens_and_split_read_gz_and_refuse_binaries() {
         b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00binary",
     );
     for verb in [vec!["tokens"], vec!["split", "--chunk-size", "8"]] {
-        let out = synthkit().args(&verb).arg(&elf).output().unwrap();
+        let out = on(&elf, &verb);
         assert_eq!(out.status.code(), Some(1), "{verb:?}");
         assert!(stdout(&out).is_empty());
         assert!(
@@ -107,27 +58,25 @@ fn the_file_size_limit_is_a_flag() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "docs/small.md", "The dome opens at dusk.\n");
     write(dir.path(), "docs/big.md", prose("the archive", 200));
-    let out = synthkit()
-        .args([
+    let out = on(
+        &dir.path().join("docs"),
+        &[
             "ask",
             "When does the dome open?",
             "--max-file-size",
             "4K",
             "-v",
-        ])
-        .arg(dir.path().join("docs"))
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("big.md: too large (over 4 KiB"), "{err}");
     assert!(err.contains("1 too large"), "{err}");
     // tokens refuses a file over the limit, naming the flag.
-    let out = synthkit()
-        .args(["tokens", "--max-file-size", "1K"])
-        .arg(dir.path().join("docs/big.md"))
-        .output()
-        .unwrap();
+    let out = on(
+        &dir.path().join("docs/big.md"),
+        &["tokens", "--max-file-size", "1K"],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--max-file-size"), "{}", stderr(&out));
     // A size that is not one is a usage error.
@@ -143,11 +92,7 @@ fn an_empty_question_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.md", "The dome opens at dusk.\n");
     for q in ["", "   "] {
-        let out = synthkit()
-            .args(["ask", q])
-            .arg(dir.path())
-            .output()
-            .unwrap();
+        let out = on(dir.path(), &["ask", q]);
         assert_eq!(out.status.code(), Some(2), "{q:?}");
         assert!(
             stderr(&out).contains("the question is empty"),
@@ -187,11 +132,10 @@ fn book() -> TempDir {
 #[test]
 fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
     let dir = book();
-    let out = synthkit()
-        .args(["ask", "What does fact 3 about ownership say?", "--json"])
-        .arg(dir.path().join("book"))
-        .output()
-        .unwrap();
+    let out = on(
+        &dir.path().join("book"),
+        &["ask", "What does fact 3 about ownership say?", "--json"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -201,19 +145,13 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
     // Expected skips are not named without -v.
     assert!(!err.contains("print.html"), "{err}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ids: Vec<&str> = v["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
+    let ids = source_ids(&v);
     assert!(ids.iter().all(|id| !id.contains("print.html")), "{ids:?}");
 
-    let out = synthkit()
-        .args(["ask", "What does fact 3 about ownership say?", "-v"])
-        .arg(dir.path().join("book"))
-        .output()
-        .unwrap();
+    let out = on(
+        &dir.path().join("book"),
+        &["ask", "What does fact 3 about ownership say?", "-v"],
+    );
     let err = stderr(&out);
     for named in [
         "print.html: copy (",
@@ -228,16 +166,15 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
         assert!(err.contains(named), "{named}: {err}");
     }
     // --keep-all reads them all.
-    let out = synthkit()
-        .args([
+    let out = on(
+        &dir.path().join("book"),
+        &[
             "ask",
             "What does fact 3 about ownership say?",
             "--keep-all",
             "-v",
-        ])
-        .arg(dir.path().join("book"))
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(stderr(&out).contains("read 6 files"), "{}", stderr(&out));
 }
 
@@ -283,11 +220,7 @@ fn ask_keeps_the_best_chunks_of_a_folder_by_default() {
     let (v, _) = run(&["--top-k", "3"]);
     assert_eq!(v["sources"].as_array().unwrap().len(), 3);
     // summarize keeps everything.
-    let out = synthkit()
-        .args(["summarize", "--json", "-q"])
-        .arg(dir.path().join("docs"))
-        .output()
-        .unwrap();
+    let out = on(&dir.path().join("docs"), &["summarize", "--json", "-q"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["sources"].as_array().unwrap().len(), 31);
 }
@@ -391,11 +324,7 @@ fn duplicate_node_ids_are_refused() {
         "nodes.json",
         r#"[{"id": "a", "text": "The dome opens at dusk."}, {"id": "a", "text": "The mirror is cleaned monthly."}]"#,
     );
-    let out = synthkit()
-        .args(["ask", "When does the dome open?", "--nodes"])
-        .arg(&nodes)
-        .output()
-        .unwrap();
+    let out = on(&nodes, &["ask", "When does the dome open?", "--nodes"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(

@@ -3,35 +3,15 @@
 //! named with its reason (the first ten by default, all with `-v`), and the summary note
 //! counting skips by reason.
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::common::{gzip, run_in as run, stderr, write};
+
 const QUESTION: &str = "How often is the primary mirror cleaned?";
-
-fn synthkit() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
-    cmd.env_remove("SYNTHKIT_BASE_URL")
-        .env_remove("SYNTHKIT_MODEL")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("RUST_LOG")
-        .timeout(Duration::from_secs(120));
-    cmd
-}
-
-fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
 
 /// `docs/`: text under Debian-style names, HTML, a binary file, a symlink loop, a hidden
 /// file and a .gitignore'd one.
@@ -60,14 +40,6 @@ fn tree() -> TempDir {
     write(root, "docs/draft.md", "Draft notes.\n");
     std::os::unix::fs::symlink("..", root.join("docs/loop")).unwrap();
     dir
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    synthkit().current_dir(dir).args(args).output().unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The files the nodes came from, in order, once each.
@@ -255,34 +227,4 @@ fn gz_and_utf16_files_are_read() {
         "{text}"
     );
     assert!(text.contains("The dome opens at dusk."), "{text}");
-}
-
-/// A gzip member holding `data` in one stored block (CRC-32 computed here), so that the
-/// test needs no compression crate.
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
-    // One final stored block: BFINAL=1, BTYPE=00, then LEN and NLEN.
-    let len = u16::try_from(data.len()).unwrap();
-    out.push(1);
-    out.extend(len.to_le_bytes());
-    out.extend((!len).to_le_bytes());
-    out.extend_from_slice(data);
-    out.extend(crc32(data).to_le_bytes());
-    out.extend(u32::try_from(data.len()).unwrap().to_le_bytes());
-    out
-}
-
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }

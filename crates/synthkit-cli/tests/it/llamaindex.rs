@@ -2,31 +2,12 @@
 //! (arrays or JSON lines, mixed with synthkit's own form), and `--json --format llamaindex`
 //! prints LlamaIndex's `Response` shape, whose `source_nodes` `--nodes` reads back.
 
-// Test helpers outside `#[test]` functions: failing loudly is the point.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::{Value, json};
 
-const MIRROR: &str = "The primary mirror is cleaned every three months with carbon dioxide snow.";
-const QUESTION: &str = "How often is the primary mirror cleaned?";
-
-fn synthkit() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
-    cmd.env_remove("SYNTHKIT_BASE_URL")
-        .env_remove("SYNTHKIT_MODEL")
-        .env_remove("OPENAI_BASE_URL");
-    cmd
-}
-
-fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
+use crate::common::{MIRROR, QUESTION, json_of, source_ids, stderr, stdout, synthkit, write};
 
 fn run(args: &[&str], nodes: &Path) -> Output {
     synthkit()
@@ -35,19 +16,6 @@ fn run(args: &[&str], nodes: &Path) -> Output {
         .arg(nodes)
         .output()
         .unwrap()
-}
-
-fn stdout_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(out.status.success(), "{}", stderr_of(out));
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A LlamaIndex `TextNode` as `node.model_dump()` / `node.to_dict()` writes it.
@@ -139,8 +107,8 @@ fn hidden_metadata_keys_are_not_shown_to_the_model() {
         serde_json::to_string(&nodes()).unwrap(),
     );
     let out = run(&["ask", QUESTION, "-q", "--mode", "context_only"], &path);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let context = stdout_of(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let context = stdout(&out);
     assert!(context.contains("file_path: about.md"), "{context}");
     assert!(context.contains("file_path: maintenance.md"), "{context}");
     assert!(context.contains(MIRROR), "{context}");
@@ -160,8 +128,8 @@ fn a_malformed_node_names_its_index() {
         serde_json::to_string_pretty(&bad).unwrap(),
     );
     let out = run(&["ask", QUESTION], &path);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
     assert!(err.starts_with("error: "), "{err}");
     assert!(err.contains("bad.json: line "), "{err}");
     assert!(err.contains("(index 2): node 3 has no `text`"), "{err}");
@@ -196,8 +164,8 @@ fn a_malformed_node_names_its_index() {
     for (i, (text, needles)) in cases.iter().enumerate() {
         let path = write(dir.path(), &format!("bad{i}.jsonl"), text);
         let out = run(&["ask", QUESTION], &path);
-        assert_eq!(out.status.code(), Some(1), "case {i}: {}", stderr_of(&out));
-        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "case {i}: {}", stderr(&out));
+        let err = stderr(&out);
         for needle in *needles {
             assert!(err.contains(needle), "case {i}: {needle:?} not in {err}");
         }
@@ -233,12 +201,7 @@ fn ids_follow_the_one_rule_and_must_be_unique() {
             &["ask", QUESTION, "--json", "-q", "--mode", "no_text"],
             &path,
         ));
-        let ids: Vec<&str> = v["sources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["id"].as_str().unwrap())
-            .collect();
+        let ids = source_ids(&v);
         assert_eq!(ids, ["li-7", "2", "x"], "{}", path.display());
     }
 
@@ -274,8 +237,8 @@ fn ids_follow_the_one_rule_and_must_be_unique() {
     for (name, text, needles) in cases {
         let path = write(dir.path(), name, text);
         let out = run(&["ask", QUESTION], &path);
-        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
-        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr(&out));
+        let err = stderr(&out);
         assert!(err.starts_with("error: "), "{err}");
         for needle in needles {
             assert!(err.contains(needle), "{name}: {needle:?} not in {err}");
@@ -329,8 +292,8 @@ fn llamaindex_format_has_the_response_shape_and_round_trips() {
         &["ask", QUESTION, "-q", "--mode", "context_only"],
         &again_path,
     );
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    assert!(!stdout_of(&out).contains("zz-77"), "{}", stdout_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("zz-77"), "{}", stdout(&out));
 }
 
 #[test]
@@ -342,11 +305,11 @@ fn llamaindex_format_needs_json() {
         serde_json::to_string(&nodes()).unwrap(),
     );
     let out = run(&["ask", QUESTION, "--format", "llamaindex"], &path);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("--json"), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--json"), "{}", stderr(&out));
     // The default needs nothing.
     let out = run(&["ask", QUESTION, "-q", "--format", "synthkit"], &path);
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     let out = run(
         &[
             "ask",
@@ -358,16 +321,12 @@ fn llamaindex_format_needs_json() {
         ],
         &path,
     );
-    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
-        stderr_of(&out).contains("--format llamaindex"),
+        stderr(&out).contains("--format llamaindex"),
         "{}",
-        stderr_of(&out)
+        stderr(&out)
     );
     let out = synthkit().args(["ask", "--help"]).output().unwrap();
-    assert!(
-        stdout_of(&out).contains("llamaindex"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert!(stdout(&out).contains("llamaindex"), "{}", stdout(&out));
 }

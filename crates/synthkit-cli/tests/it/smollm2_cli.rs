@@ -6,18 +6,30 @@
 //!
 //! The model is fetched once into the llama-server cache by `scripts/fetch-smollm2.sh`;
 //! without it (or llama-server) the test prints a skip message, unless `CI` is set.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-use synthkit_testkit::llama;
-
-use std::process::Command;
 
 use serde_json::Value;
+use synthkit_testkit::llama;
+
+use crate::common::{heavy, json_of, synthkit, write};
+
+/// `synthkit ARGS --base-url SERVER --json`: the report of a successful run.
+fn report(server: &llama::LlamaServer, args: &[&std::ffi::OsStr]) -> Value {
+    json_of(
+        &synthkit()
+            .args(args)
+            .args(["--base-url", &server.base, "--json"])
+            // A real model on a busy machine: far past the usual 180 s.
+            .timeout(std::time::Duration::from_secs(900))
+            .output()
+            .unwrap(),
+    )
+}
+
+/// The SmolLM2 server (4 slots sharing a 2048-token cache) and an empty folder; `None`
+/// after a skip message when the server cannot be had here.
+fn smollm2() -> Option<(llama::LlamaServer, tempfile::TempDir)> {
+    Some((llama::smollm2(2048, "-t 2")?, tempfile::tempdir().unwrap()))
+}
 
 /// A folder of real-looking notes: about 6,000 tokens in 6 files.
 fn write_folder(dir: &std::path::Path) {
@@ -35,33 +47,31 @@ fn write_folder(dir: &std::path::Path) {
             text.push_str(sentences[(f + i) % sentences.len()]);
             text.push(if i % 6 == 5 { '\n' } else { ' ' });
         }
-        std::fs::write(dir.join(format!("part{f:02}.md")), text).unwrap();
+        write(dir, &format!("part{f:02}.md"), text);
     }
 }
 
 #[test]
 fn default_flag_summarize_succeeds_against_a_shared_kv_cache() {
-    let Some(server) = llama::smollm2(2048, "-t 2") else {
+    let _one_at_a_time = heavy();
+    let Some((server, dir)) = smollm2() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     write_folder(dir.path());
     let trace = dir.path().join("calls.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_synthkit"))
-        .args(["summarize"])
-        .arg(dir.path())
-        // Many calls: past the size a run starts without asking; and the parts repeat one
-        // text, which a folder's copies would leave out (issue 23).
-        .args(["--yes", "--keep-all"])
-        .args(["--base-url", &server.base, "--json", "--trace"])
-        .arg(&trace)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Many calls: past the size a run starts without asking; and the parts repeat one
+    // text, which a folder's copies would leave out (issue 23).
+    let report = report(
+        &server,
+        &[
+            "summarize".as_ref(),
+            dir.path().as_os_str(),
+            "--yes".as_ref(),
+            "--keep-all".as_ref(),
+            "--trace".as_ref(),
+            trace.as_os_str(),
+        ],
+    );
     assert!(
         !report["answer"]
             .as_str()
@@ -97,31 +107,30 @@ fn default_flag_summarize_succeeds_against_a_shared_kv_cache() {
 /// the cited sources come first.
 #[test]
 fn cited_answers_only_name_sources_the_model_was_shown() {
-    let Some(server) = llama::smollm2(2048, "-t 2") else {
+    let _one_at_a_time = heavy();
+    let Some((server, dir)) = smollm2() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("mirror.md"),
+    write(
+        dir.path(),
+        "mirror.md",
         "# Mirror\n\nThe primary mirror is cleaned every six months, in March and September.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("tours.md"),
+    );
+    write(
+        dir.path(),
+        "tours.md",
         "# Tours\n\nVisitors may tour the control room on the first Saturday of each month.\n",
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_synthkit"))
-        .args(["ask", "How often is the primary mirror cleaned?"])
-        .arg(dir.path())
-        .args(["--base-url", &server.base, "--json", "--cite"])
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    );
+    let q = "How often is the primary mirror cleaned?";
+    let report = report(
+        &server,
+        &[
+            "ask".as_ref(),
+            q.as_ref(),
+            dir.path().as_os_str(),
+            "--cite".as_ref(),
+        ],
+    );
     let answer = report["answer"].as_str().unwrap();
     let citations = report["citations"].as_array().unwrap();
     let sources = report["sources"].as_array().unwrap();

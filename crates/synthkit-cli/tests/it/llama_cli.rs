@@ -5,17 +5,8 @@
 //! the command reports with what the server itself said: every mode's `--json` usage equals
 //! the sum of the usage the server reported, streaming works, structured filtering sends a
 //! JSON schema, and a prompt larger than the server's context is handled.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-use synthkit_testkit::llama;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +16,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use synthkit_testkit::{Server, llama};
+
+use crate::common::{ALL_MODES, examples_docs, stderr, synthkit as clean};
 
 /// The server's context size: small, so that packing and refining need several calls.
 const CTX: usize = 1024;
@@ -106,9 +100,9 @@ async fn forward(
     (status, [(header::CONTENT_TYPE, ct)], bytes).into_response()
 }
 
-/// A recording proxy in front of `upstream_base` (`http://127.0.0.1:PORT/v1`), on its own
-/// thread and runtime; returns its base URL and what it saw.
-fn start_proxy(upstream_base: &str) -> (String, Arc<Proxy>) {
+/// A recording proxy in front of `upstream_base` (`http://127.0.0.1:PORT/v1`); its
+/// server (base URL and all) and what it saw.
+fn start_proxy(upstream_base: &str) -> (Server, Arc<Proxy>) {
     let root = upstream_base
         .trim_end_matches('/')
         .trim_end_matches("/v1")
@@ -118,120 +112,95 @@ fn start_proxy(upstream_base: &str) -> (String, Arc<Proxy>) {
         client: reqwest::Client::new(),
         seen: Seen::default(),
     });
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let state = Arc::clone(&proxy);
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let app = Router::new().fallback(forward).with_state(state);
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    (format!("http://{addr}/v1"), proxy)
+    let app = Router::new()
+        .fallback(forward)
+        .with_state(Arc::clone(&proxy));
+    (Server::start(app), proxy)
 }
 
 fn docs() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/docs");
+    let dir = examples_docs();
     vec![
         dir.join("02-telescope-maintenance.md"),
         dir.join("05-safety.md"),
     ]
 }
 
-fn synthkit(base: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_synthkit"))
+/// `synthkit ARGS` over two sample documents through the proxy at `proxy`; its output
+/// after checking it succeeded unless `may_fail`.
+fn synthkit(proxy: &Server, args: &[&str], may_fail: bool) -> std::process::Output {
+    let out = clean()
         .args(args)
         .args(docs())
-        .args([
-            "--llm",
-            "openai",
-            "--base-url",
-            base,
-            "--model",
-            "tiny",
-            "--num-output",
-            "16",
-        ])
+        .args(["--llm", "openai", "--base-url", &proxy.base])
+        .args(["--model", "tiny", "--num-output", "16"])
         // One call at a time: the test server's slots share one small KV cache, and
         // concurrent prompts would exhaust it (llama.cpp then answers HTTP 500).
         .args(["--chunk-size", "256", "--quiet", "--concurrency", "1"])
-        .env_remove("SYNTHKIT_BASE_URL")
-        .env_remove("OPENAI_API_KEY")
         .output()
-        .unwrap()
+        .unwrap();
+    assert!(
+        may_fail || out.status.success(),
+        "{args:?}: {}",
+        stderr(&out)
+    );
+    out
 }
 
+/// The tiny model's server, with the shared hold on the real-server lock (the SmolLM2
+/// tests wait for it to end); returns from the test when none can be had here.
 macro_rules! server {
     () => {
-        match llama::server_with_ctx(CTX) {
-            Some(s) => s,
-            None => return,
+        match (crate::common::llama_shared(), llama::server_with_ctx(CTX)) {
+            (hold, Some(s)) => (hold, s),
+            (_, None) => return,
         }
     };
 }
 
+/// `ask Q --mode MODE EXTRA` through a fresh proxy: the JSON report (or `Null` when
+/// `--json` is not among `extra`) and what the proxy saw.
+fn ask(server: &llama::LlamaServer, q: &str, mode: &str, extra: &[&str]) -> (Value, Arc<Proxy>) {
+    let (proxy_server, proxy) = start_proxy(&server.base);
+    let mut args = vec!["ask", q, "--mode", mode];
+    args.extend_from_slice(extra);
+    let out = synthkit(&proxy_server, &args, false);
+    assert!(!out.stdout.is_empty(), "{mode}");
+    let report = match extra.contains(&"--json") {
+        true => serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{mode}: {e}")),
+        false => Value::Null,
+    };
+    (report, proxy)
+}
+
+const MIRROR_Q: &str = "How often is the mirror cleaned?";
+
 #[test]
 fn every_mode_reports_the_usage_the_server_reported() {
-    let server = server!();
-    for mode in [
-        "refine",
-        "compact",
-        "tree_summarize",
-        "simple_summarize",
-        "accumulate",
-        "compact_accumulate",
-        "generation",
-        "no_text",
-        "context_only",
-    ] {
-        let (base, proxy) = start_proxy(&server.base);
-        let out = synthkit(
-            &base,
-            &[
-                "ask",
-                "How often is the mirror cleaned?",
-                "--mode",
-                mode,
-                "--json",
-            ],
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{mode}: {stderr}");
-        let report: Value =
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{mode}: {e}"));
+    let (_shared, server) = server!();
+    for mode in ALL_MODES {
+        let (report, proxy) = ask(&server, MIRROR_Q, mode, &["--json"]);
         assert!(report["answer"].is_string(), "{mode}: {report}");
         let usage = &report["usage"];
         let seen = &proxy.seen;
-        assert_eq!(
-            usage["calls"].as_u64(),
-            Some(seen.calls.load(Ordering::SeqCst)),
-            "{mode}: calls"
-        );
-        assert_eq!(
-            usage["prompt_tokens"].as_u64(),
-            Some(seen.prompt_tokens.load(Ordering::SeqCst)),
-            "{mode}: prompt tokens"
-        );
-        assert_eq!(
-            usage["completion_tokens"].as_u64(),
-            Some(seen.completion_tokens.load(Ordering::SeqCst)),
-            "{mode}: completion tokens"
-        );
+        let calls = seen.calls.load(Ordering::SeqCst);
+        for (field, total) in [
+            ("calls", &seen.calls),
+            ("prompt_tokens", &seen.prompt_tokens),
+            ("completion_tokens", &seen.completion_tokens),
+        ] {
+            let total = total.load(Ordering::SeqCst);
+            assert_eq!(usage[field].as_u64(), Some(total), "{mode}: {field}");
+        }
         if matches!(mode, "no_text" | "context_only") {
-            assert_eq!(seen.calls.load(Ordering::SeqCst), 0, "{mode}");
+            assert_eq!(calls, 0, "{mode}");
         } else {
-            assert!(seen.calls.load(Ordering::SeqCst) >= 1, "{mode}");
+            assert!(calls >= 1, "{mode}");
             assert!(seen.prompt_tokens.load(Ordering::SeqCst) > 0, "{mode}");
         }
         if matches!(mode, "refine" | "compact" | "tree_summarize" | "accumulate") {
             assert!(
-                seen.calls.load(Ordering::SeqCst) > 1,
+                calls > 1,
                 "{mode} should need several calls in a {CTX}-token window"
             );
         }
@@ -240,25 +209,10 @@ fn every_mode_reports_the_usage_the_server_reported() {
 
 #[test]
 fn streaming_works_in_every_calling_mode() {
-    let server = server!();
+    let (_shared, server) = server!();
     for mode in ["compact", "tree_summarize", "accumulate", "generation"] {
-        let (base, proxy) = start_proxy(&server.base);
-        let out = synthkit(
-            &base,
-            &[
-                "ask",
-                "What is checked every spring?",
-                "--mode",
-                mode,
-                "--stream",
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(!out.stdout.is_empty(), "{mode}");
+        let q = "What is checked every spring?";
+        let (_, proxy) = ask(&server, q, mode, &["--stream"]);
         let bodies = proxy.seen.bodies.lock().unwrap();
         assert!(
             bodies.iter().any(|b| b.contains("\"stream\":true")),
@@ -269,25 +223,9 @@ fn streaming_works_in_every_calling_mode() {
 
 #[test]
 fn structured_filtering_sends_a_json_schema() {
-    let server = server!();
-    let (base, proxy) = start_proxy(&server.base);
-    let out = synthkit(
-        &base,
-        &[
-            "ask",
-            "How often is the mirror cleaned?",
-            "--mode",
-            "refine",
-            "--structured-filtering",
-            "--json",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_shared, server) = server!();
+    let extra = ["--structured-filtering", "--json"];
+    let (report, proxy) = ask(&server, MIRROR_Q, "refine", &extra);
     assert!(report["answer"].is_string());
     let bodies = proxy.seen.bodies.lock().unwrap();
     assert!(!bodies.is_empty());
@@ -309,24 +247,11 @@ fn structured_filtering_sends_a_json_schema() {
 
 #[test]
 fn prompts_larger_than_the_servers_context_are_handled() {
-    let server = server!();
+    let (_shared, server) = server!();
     // Told the window is far larger than the server's: the server rejects the first prompts
     // as too long, the budget shrinks by the excess it reports, and the job completes.
-    let (base, proxy) = start_proxy(&server.base);
-    let out = synthkit(
-        &base,
-        &[
-            "ask",
-            "How often is the mirror cleaned?",
-            "--mode",
-            "compact",
-            "--context-window",
-            "8192",
-            "--json",
-        ],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let extra = ["--context-window", "8192", "--json"];
+    let (_, proxy) = ask(&server, MIRROR_Q, "compact", &extra);
     let rejected =
         proxy.seen.bodies.lock().unwrap().len() as u64 - proxy.seen.calls.load(Ordering::SeqCst);
     assert!(
@@ -336,20 +261,18 @@ fn prompts_larger_than_the_servers_context_are_handled() {
 
     // A question that alone is larger than the server's context cannot be re-packed: a
     // clear error, not a crash.
-    let (base, _proxy) = start_proxy(&server.base);
+    let (proxy_server, _proxy) = start_proxy(&server.base);
     let question = "why is the sky blue ".repeat(250);
-    let out = synthkit(
-        &base,
-        &[
-            "ask",
-            &question,
-            "--mode",
-            "compact",
-            "--context-window",
-            "8192",
-        ],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let args = [
+        "ask",
+        &question,
+        "--mode",
+        "compact",
+        "--context-window",
+        "8192",
+    ];
+    let out = synthkit(&proxy_server, &args, true);
+    let stderr = stderr(&out);
     assert!(!out.status.success(), "{stderr}");
     assert_ne!(out.status.code(), Some(101), "{stderr}");
     assert!(

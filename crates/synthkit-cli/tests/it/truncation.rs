@@ -1,52 +1,20 @@
 //! Replies cut at the output limit (`finish_reason: "length"`) are surfaced by the command:
 //! `--json` counts them in `usage.truncated_calls`, a warning after the answer names
 //! `--num-output` (hidden by `-q`), and `--on-truncation error` exits with 1.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::Duration;
+use serde_json::Value;
+use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
-use assert_cmd::Command;
-use axum::Router;
-use axum::routing::post;
-use serde_json::{Value, json};
+use crate::common::{examples_docs, synthkit};
 
-/// A chat server on its own runtime that answers every call with `finish_reason` (it stops
-/// when dropped, with its runtime).
-struct Server {
-    _runtime: tokio::runtime::Runtime,
-    port: u16,
-}
+const CUT: &str = "The primary mirror is cleaned every";
 
-impl Server {
-    fn start(finish_reason: &'static str) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let app = Router::new().route(
-            "/v1/chat/completions",
-            post(move || async move {
-                axum::Json(json!({
-                    "choices": [{
-                        "index": 0,
-                        "message": {"role": "assistant", "content": "The primary mirror is cleaned every"},
-                        "finish_reason": finish_reason
-                    }],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 64, "total_tokens": 164}
-                }))
-            }),
-        );
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        Self {
-            _runtime: runtime,
-            port,
-        }
-    }
+/// A chat server that answers every call with [`CUT`] and `finish_reason`.
+fn server(finish_reason: &str) -> FakeOpenAi {
+    FakeOpenAi::start(FakeConfig {
+        finish_reason: finish_reason.into(),
+        ..FakeConfig::replying(CUT)
+    })
 }
 
 struct Run {
@@ -55,27 +23,19 @@ struct Run {
     stderr: String,
 }
 
-fn ask(server: &Server, extra: &[&str]) -> Run {
-    let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/docs");
-    let out = Command::cargo_bin("synthkit")
-        .unwrap()
-        .args(["ask", "How often is the mirror cleaned?", docs])
-        .args([
-            "--base-url",
-            &format!("http://127.0.0.1:{}/v1", server.port),
-        ])
+fn ask(server: &FakeOpenAi, extra: &[&str]) -> Run {
+    let out = synthkit()
+        .args(["ask", "How often is the mirror cleaned?"])
+        .arg(examples_docs())
+        .args(["--base-url", &server.base])
         .args(["--num-output", "64", "--retries", "1"])
         .args(extra)
-        .env_remove("RUST_LOG")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("SYNTHKIT_MODEL")
-        .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
     Run {
         code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout: crate::common::stdout(&out),
+        stderr: crate::common::stderr(&out),
     }
 }
 
@@ -83,14 +43,14 @@ const WARNING: &str = "cut at the output limit (--num-output 64); raise --num-ou
 
 #[test]
 fn json_counts_cut_replies_and_stderr_warns() {
-    let server = Server::start("length");
+    let server = server("length");
     let run = ask(&server, &["--json"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     let calls = v["usage"]["calls"].as_u64().unwrap();
     assert!(calls >= 1, "{v}");
     assert_eq!(v["usage"]["truncated_calls"].as_u64(), Some(calls), "{v}");
-    assert_eq!(v["answer"], "The primary mirror is cleaned every");
+    assert_eq!(v["answer"], CUT);
     let line = run
         .stderr
         .lines()
@@ -106,15 +66,11 @@ fn json_counts_cut_replies_and_stderr_warns() {
 
 #[test]
 fn the_warning_follows_a_text_or_streamed_answer_unless_quiet() {
-    let server = Server::start("length");
+    let server = server("length");
     for extra in [&[][..], &["--stream"][..]] {
         let run = ask(&server, extra);
         assert_eq!(run.code, Some(0), "{extra:?}: {}", run.stderr);
-        assert!(
-            run.stdout.contains("The primary mirror is cleaned every"),
-            "{extra:?}: {}",
-            run.stdout
-        );
+        assert!(run.stdout.contains(CUT), "{extra:?}: {}", run.stdout);
         assert!(run.stderr.contains(WARNING), "{extra:?}: {}", run.stderr);
     }
     let run = ask(&server, &["-q"]);
@@ -128,7 +84,7 @@ fn the_warning_follows_a_text_or_streamed_answer_unless_quiet() {
 
 #[test]
 fn whole_replies_give_no_warning() {
-    let server = Server::start("stop");
+    let server = server("stop");
     let run = ask(&server, &["--json"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
@@ -142,7 +98,7 @@ fn whole_replies_give_no_warning() {
 
 #[test]
 fn on_truncation_error_exits_1() {
-    let server = Server::start("length");
+    let server = server("length");
     for extra in [&["--json"][..], &["--stream"][..]] {
         let mut args = vec!["--on-truncation", "error"];
         args.extend_from_slice(extra);

@@ -2,44 +2,28 @@
 //! Anthropic's Messages API (tiny random-weight model), and against a loopback fake for
 //! the key (`ANTHROPIC_API_KEY` by default, `SYNTHKIT_API`) and overloads within
 //! `--retries`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use synthkit_testkit::llama;
-use synthkit_testkit::server;
-
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-
-use axum::Router;
-use axum::http::{HeaderMap, StatusCode};
+use assert_cmd::Command;
 use axum::response::IntoResponse;
-use axum::routing::post;
 use serde_json::{Value, json};
+use synthkit_testkit::openai::error_reply;
+use synthkit_testkit::record::Recorder;
+use synthkit_testkit::record::numbered;
+use synthkit_testkit::{Server, llama};
 
-fn doc() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/docs/05-safety.md")
-}
+use crate::common::{examples_docs, llama_shared, stderr, synthkit as clean};
 
 fn synthkit(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_synthkit"));
+    let mut c = clean();
     c.args(args)
-        .arg(doc())
-        .args(["--model", "tiny", "--num-output", "8", "--quiet"])
-        .env_remove("SYNTHKIT_BASE_URL")
-        .env_remove("SYNTHKIT_API")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL");
+        .arg(examples_docs().join("05-safety.md"))
+        .args(["--model", "tiny", "--num-output", "8", "--quiet"]);
     c
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
 fn ask_and_stream_through_the_messages_api() {
+    let _shared = llama_shared();
     let Some(server) = llama::server_with_ctx(1024) else {
         return;
     };
@@ -68,47 +52,25 @@ fn ask_and_stream_through_the_messages_api() {
 }
 
 /// A fake Messages API answering `statuses` in turn (with `retry-after: 0`), then a
-/// message; it counts the requests and keeps the keys it was sent.
-fn fake(statuses: Vec<u16>) -> (server::Server, Arc<AtomicUsize>, Arc<Mutex<Vec<String>>>) {
-    let hits = Arc::new(AtomicUsize::new(0));
-    let keys = Arc::new(Mutex::new(Vec::new()));
-    let (h, k) = (hits.clone(), keys.clone());
-    let app = Router::new().route(
-        "/v1/messages",
-        post(move |headers: HeaderMap| {
-            let n = h.fetch_add(1, Ordering::SeqCst);
-            let key = headers
-                .get("x-api-key")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            k.lock().unwrap().push(key.to_string());
-            let status = statuses.get(n).copied();
-            async move {
-                match status {
-                    Some(code) => (
-                        StatusCode::from_u16(code).unwrap(),
-                        [("retry-after", "0")],
-                        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
-                            .to_string(),
-                    )
-                        .into_response(),
-                    None => axum::Json(json!({
-                        "type": "message", "role": "assistant", "model": "fake",
-                        "content": [{"type": "text", "text": "Wear goggles."}],
-                        "stop_reason": "end_turn",
-                        "usage": {"input_tokens": 50, "output_tokens": 3}
-                    }))
-                    .into_response(),
-                }
-            }
-        }),
-    );
-    (server::Server::start(app), hits, keys)
+/// message; its recorder keeps the requests (and the keys they carried).
+fn fake(statuses: Vec<u16>) -> (Server, Recorder) {
+    let app = numbered("/v1/messages", move |n| match statuses.get(n) {
+        Some(&code) => error_reply(code, Some(0), "Overloaded"),
+        None => axum::Json(json!({
+            "type": "message", "role": "assistant", "model": "fake",
+            "content": [{"type": "text", "text": "Wear goggles."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 50, "output_tokens": 3}
+        }))
+        .into_response(),
+    });
+    let recorder = Recorder::default();
+    (Server::start(recorder.wrap(app)), recorder)
 }
 
 #[test]
 fn overloads_are_sent_again_within_retries_with_the_default_key_variable() {
-    let (srv, hits, keys) = fake(vec![529, 429]);
+    let (srv, seen) = fake(vec![529, 429]);
     let out = synthkit(&["ask", "What must be worn?", "--base-url", &srv.base])
         .args(["--retries", "3", "--context-window", "4096", "--json"])
         .env("SYNTHKIT_API", "anthropic")
@@ -118,18 +80,18 @@ fn overloads_are_sent_again_within_retries_with_the_default_key_variable() {
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["answer"], "Wear goggles.", "{report}");
-    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    let requests = seen.to("/v1/messages");
+    assert_eq!(requests.len(), 3);
     assert!(
-        keys.lock()
-            .unwrap()
+        requests
             .iter()
-            .all(|k| k == "sk-ant-cli-secret")
+            .all(|r| r.header("x-api-key") == Some("sk-ant-cli-secret"))
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("sk-ant-cli-secret"));
 
     // Fewer sends allowed than overloads: the overload is the error, and the key is not
     // in it.
-    let (srv, hits, _) = fake(vec![529, 529]);
+    let (srv, seen) = fake(vec![529, 529]);
     let out = synthkit(&["ask", "What must be worn?", "--base-url", &srv.base])
         .args([
             "--api",
@@ -145,7 +107,7 @@ fn overloads_are_sent_again_within_retries_with_the_default_key_variable() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("529"), "{}", stderr(&out));
     assert!(!stderr(&out).contains("sk-ant-cli-secret"));
-    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    assert_eq!(seen.to("/v1/messages").len(), 2);
 }
 
 #[test]

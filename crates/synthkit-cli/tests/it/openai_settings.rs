@@ -3,15 +3,19 @@
 //! report names the model that answered, sampling flags and `--extra-body` reach the
 //! request body, bad values are usage errors, and a hanging server fails with the timeout
 //! that fired and the flag that sets it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use axum::Router;
+use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
+use synthkit_testkit::Server;
+use synthkit_testkit::openai::chat_reply;
+use synthkit_testkit::record::Recorder;
+
+use crate::common::{examples_docs, json_of, stderr, synthkit};
 
 const QUESTION: &str = "How often is the primary mirror cleaned?";
 const ANSWER: &str = "Every three months.";
@@ -20,123 +24,70 @@ const LISTED: &str = "qwen2.5-1.5b-instruct-q4_k_m.gguf";
 /// The model the completion reply says answered.
 const ANSWERED: &str = "qwen2.5-1.5b-instruct (answering)";
 
-/// An OpenAI-compatible server on its own runtime, recording the chat request bodies; it
-/// stops when dropped.
-struct Server {
-    _runtime: tokio::runtime::Runtime,
-    base: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
+/// An OpenAI-compatible server recording the chat request bodies.
+struct Fake {
+    server: Server,
+    recorder: Recorder,
 }
 
-impl Server {
+impl Fake {
     /// Lists [`LISTED`] at `/v1/models` and answers chats with [`ANSWER`], naming
-    /// `answered` as the model when given.
+    /// `answered` as the model when given (no model otherwise).
     fn start(answered: Option<&'static str>) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&bodies);
+        let models = json!({"object": "list", "data": [
+            {"id": LISTED, "object": "model", "owned_by": "llamacpp"},
+            {"id": "another", "object": "model"}]});
+        let chat = move || async move {
+            let usage = json!({"prompt_tokens": 100, "completion_tokens": 4});
+            let mut reply = chat_reply(answered.unwrap_or_default(), ANSWER, "stop", &usage);
+            if answered.is_none() {
+                reply.as_object_mut().unwrap().remove("model");
+            }
+            axum::Json(reply)
+        };
         let app = Router::new()
-            .route(
-                "/v1/models",
-                get(|| async {
-                    axum::Json(json!({"object": "list", "data": [
-                        {"id": LISTED, "object": "model", "owned_by": "llamacpp"},
-                        {"id": "another", "object": "model"}]}))
-                }),
-            )
-            .route(
-                "/v1/chat/completions",
-                post(move |body: axum::Json<Value>| {
-                    let seen = Arc::clone(&seen);
-                    async move {
-                        seen.lock().unwrap().push(body.0);
-                        let mut reply = json!({
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": 4}
-                        });
-                        if let Some(m) = answered {
-                            reply["model"] = json!(m);
-                        }
-                        axum::Json(reply)
-                    }
-                }),
-            );
-        runtime.spawn(async move { axum::serve(listener, app).await });
+            .route("/v1/models", get(move || async move { axum::Json(models) }))
+            .route("/v1/chat/completions", post(chat));
+        let recorder = Recorder::default();
         Self {
-            _runtime: runtime,
-            base: format!("http://127.0.0.1:{port}/v1"),
-            bodies,
+            server: Server::start(recorder.wrap(app)),
+            recorder,
         }
+    }
+
+    fn base(&self) -> &str {
+        &self.server.base
     }
 
     fn bodies(&self) -> Vec<Value> {
-        self.bodies.lock().unwrap().clone()
+        let chats = self.recorder.to("/chat/completions");
+        chats.iter().map(|r| r.json()).collect()
     }
 }
 
-/// A loopback server that accepts connections and never reads or answers (for 60 s).
-fn black_hole() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut held = Vec::new();
-        while Instant::now() < deadline {
-            match listener.accept() {
-                Ok((conn, _)) => held.push(conn),
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    });
-    format!("http://{addr}/v1")
+/// A loopback server that accepts connections and never answers; stops when dropped.
+fn black_hole() -> Server {
+    Server::start(Router::new().fallback(std::future::pending::<Response>))
 }
 
 /// `synthkit ask QUESTION DOCS` in an environment without base URLs, model or key.
 fn ask(extra: &[&str]) -> Command {
-    let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/docs");
-    let mut cmd = Command::cargo_bin("synthkit").unwrap();
-    cmd.args(["ask", QUESTION, docs, "-q", "--context-window", "4096"])
-        .args(extra)
-        .env_remove("SYNTHKIT_BASE_URL")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("SYNTHKIT_MODEL")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("RUST_LOG")
-        .timeout(Duration::from_secs(120));
+    let mut cmd = synthkit();
+    cmd.args(["ask", QUESTION])
+        .arg(examples_docs())
+        .args(["-q", "--context-window", "4096"])
+        .args(extra);
     cmd
-}
-
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json_of(out: &std::process::Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            stderr_of(out)
-        )
-    })
 }
 
 #[test]
 fn openai_base_url_alone_selects_the_server() {
-    let server = Server::start(None);
+    let server = Fake::start(None);
     let out = ask(&["--json"])
-        .env("OPENAI_BASE_URL", &server.base)
+        .env("OPENAI_BASE_URL", server.base())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     let v = json_of(&out);
     assert_eq!(v["backend"], "openai");
     assert!(v["answer"].as_str().unwrap().starts_with(ANSWER), "{v}");
@@ -144,12 +95,12 @@ fn openai_base_url_alone_selects_the_server() {
     assert!(calls >= 1);
     assert_eq!(v["usage"]["calls"].as_u64(), u64::try_from(calls).ok());
     // `--base-url` (and SYNTHKIT_BASE_URL) still win over it.
-    let other = Server::start(None);
-    let out = ask(&["--json", "--base-url", &other.base])
-        .env("OPENAI_BASE_URL", &server.base)
+    let other = Fake::start(None);
+    let out = ask(&["--json", "--base-url", other.base()])
+        .env("OPENAI_BASE_URL", server.base())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(server.bodies().len(), calls);
     assert!(!other.bodies().is_empty());
     // A bad OPENAI_BASE_URL is a usage error that names it.
@@ -157,46 +108,46 @@ fn openai_base_url_alone_selects_the_server() {
         .env("OPENAI_BASE_URL", "localhost:8080/v1")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("OPENAI_BASE_URL must start with http://"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("OPENAI_BASE_URL must start with http://"));
 }
 
 #[test]
 fn json_reports_the_model_the_server_answered_with() {
     // The reply names its model: the report says that one; the request named the model
     // the server lists first (no --model given).
-    let server = Server::start(Some(ANSWERED));
-    let out = ask(&["--json", "--base-url", &server.base])
+    let server = Fake::start(Some(ANSWERED));
+    let out = ask(&["--json", "--base-url", server.base()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(json_of(&out)["model"], ANSWERED);
     assert_eq!(server.bodies()[0]["model"], LISTED);
 
     // The reply names none: the discovered name.
-    let server = Server::start(None);
-    let out = ask(&["--json", "--base-url", &server.base])
+    let server = Fake::start(None);
+    let out = ask(&["--json", "--base-url", server.base()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(json_of(&out)["model"], LISTED);
 
     // --model wins over discovery (and is what the report says when the reply is silent).
-    let server = Server::start(None);
-    let out = ask(&["--json", "--base-url", &server.base, "--model", "mine"])
+    let server = Fake::start(None);
+    let out = ask(&["--json", "--base-url", server.base(), "--model", "mine"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(json_of(&out)["model"], "mine");
     assert_eq!(server.bodies()[0]["model"], "mine");
 }
 
 #[test]
 fn sampling_flags_and_extra_body_reach_the_request() {
-    let server = Server::start(None);
+    let server = Fake::start(None);
     let out = ask(&[
         "--base-url",
-        &server.base,
+        server.base(),
         "--temperature",
         "0.7",
         "--top-p",
@@ -208,7 +159,7 @@ fn sampling_flags_and_extra_body_reach_the_request() {
     ])
     .output()
     .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     let body = &server.bodies()[0];
     assert!(
         (body["top_p"].as_f64().unwrap() - 0.9).abs() < 1e-6,
@@ -223,11 +174,11 @@ fn sampling_flags_and_extra_body_reach_the_request() {
         "{body}"
     );
 
-    let server = Server::start(None);
-    let out = ask(&["--base-url", &server.base, "--temperature", "0.7"])
+    let server = Fake::start(None);
+    let out = ask(&["--base-url", server.base(), "--temperature", "0.7"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     let body = &server.bodies()[0];
     assert!(
         (body["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6,
@@ -265,7 +216,7 @@ fn bad_settings_are_usage_errors() {
             .args(flags)
             .output()
             .unwrap();
-        let stderr = stderr_of(&out);
+        let stderr = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
         assert!(stderr.starts_with("error: "), "{flags:?}: {stderr}");
         assert!(stderr.contains(says), "{flags:?}: {stderr}");
@@ -276,14 +227,15 @@ fn bad_settings_are_usage_errors() {
 /// and the message says how long it waited, which timeout fired and the flag to raise.
 #[test]
 fn a_hanging_server_fails_with_the_request_timeout_and_names_the_flag() {
-    let url = black_hole();
+    let hole = black_hole();
+    let url = hole.base.clone();
     let start = Instant::now();
     let out = ask(&["--base-url", &url, "--model", "m", "--timeout", "0.5"])
         .args(["--retries", "1"])
         .output()
         .unwrap();
     let elapsed = start.elapsed();
-    let stderr = stderr_of(&out);
+    let stderr = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("no answer from the model: gave up after ")

@@ -1,0 +1,595 @@
+//! End-to-end tests of the `synthkit` binary's `ask` and `summarize`, offline: the
+//! extractive backend over small files in temporary folders.
+
+use std::path::Path;
+
+use serde_json::Value;
+use synthkit::text::{BpeTokenizer, Tokenizer};
+
+use crate::common::{
+    ALL_MODES, MIRROR, QUESTION, docs, json_of, on, source_ids, stderr, stdout, synthkit, write,
+};
+
+#[test]
+fn ask_over_a_folder_finds_the_sentence() {
+    let dir = docs();
+    let out = on(dir.path(), &["ask", QUESTION]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with(MIRROR), "{text}");
+    assert!(text.contains("\nSources:\n"), "{text}");
+    // Only the source the answer's sentence came from is listed; the others are counted.
+    assert!(
+        text.contains("  1. ") && text.contains("maintenance.md#1"),
+        "{text}"
+    );
+    assert!(!text.contains("about.md#1"), "{text}");
+    assert!(
+        text.contains("(2 other retrieved chunks not cited; --json lists them)"),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).contains("extractive answer"),
+        "the extractive backend is labelled"
+    );
+}
+
+#[test]
+fn quiet_hides_notes() {
+    let dir = docs();
+    let out = on(dir.path(), &["ask", QUESTION, "--quiet"]);
+    assert!(out.status.success());
+    assert_eq!(stderr(&out), "");
+}
+
+#[test]
+fn json_report_shape_and_usage() {
+    let dir = docs();
+    let out = on(dir.path(), &["ask", QUESTION, "--json", "-q"]);
+    let v = json_of(&out);
+    assert_eq!(v["answer"], MIRROR);
+    assert_eq!(v["mode"], "compact");
+    assert_eq!(v["backend"], "extractive");
+    assert_eq!(v["query"], QUESTION);
+    let sources = v["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 3);
+    for s in sources {
+        assert!(
+            s["id"].as_str().unwrap().contains(".md#1")
+                || s["id"].as_str().unwrap().contains(".txt#1")
+        );
+        assert!(s["path"].as_str().is_some());
+        assert!(s["excerpt"].as_str().unwrap().chars().count() <= 160);
+        assert!(s.get("score").is_some());
+    }
+    // compact packs three small files into one prompt: one call.
+    assert_eq!(v["usage"]["calls"], 1);
+    assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 50);
+    // The extractive backend cites the sentence's source ([n], removed from the answer
+    // without --cite): its reply is the sentence and the marker.
+    let completion = v["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!(completion >= BpeTokenizer::cl100k_base().count(MIRROR) as u64);
+    assert_eq!(v["grounded"], true);
+    assert_eq!(sources[0]["cited"], true);
+    assert!(
+        sources[0]["id"]
+            .as_str()
+            .unwrap()
+            .contains("maintenance.md#1")
+    );
+    assert_eq!(sources[1]["cited"], false);
+    assert!(
+        v["timings"]["total_ms"].as_f64().unwrap() >= v["timings"]["model_ms"].as_f64().unwrap()
+    );
+    assert!(v.get("truncation").is_none());
+}
+
+#[test]
+fn every_mode_runs() {
+    let dir = docs();
+    for mode in ALL_MODES {
+        let out = on(
+            dir.path(),
+            &["ask", QUESTION, "--json", "-q", "--mode", mode],
+        );
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        let v = json_of(&out);
+        assert_eq!(v["mode"], mode);
+        let answer = v["answer"].as_str().unwrap();
+        let calls = v["usage"]["calls"].as_u64().unwrap();
+        match mode {
+            "no_text" => assert_eq!((answer, calls), ("", 0)),
+            "context_only" => {
+                assert_eq!(calls, 0);
+                assert!(answer.contains(MIRROR), "{answer}");
+            }
+            "generation" => assert_eq!(calls, 1),
+            "accumulate" => {
+                assert_eq!(calls, 3);
+                assert!(answer.starts_with("Response 1: "), "{answer}");
+                assert!(answer.contains(MIRROR), "{answer}");
+            }
+            _ => {
+                assert!(calls >= 1, "{mode}");
+                assert!(answer.contains(MIRROR), "{mode}: {answer}");
+            }
+        }
+    }
+}
+
+#[test]
+fn unknown_mode_is_a_usage_error() {
+    let dir = docs();
+    let out = on(dir.path(), &["ask", QUESTION, "--mode", "fastest"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown response mode `fastest`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn summarize_defaults_to_tree_summarize() {
+    let dir = docs();
+    let out = on(dir.path(), &["summarize", "--json", "-q"]);
+    let v = json_of(&out);
+    assert_eq!(v["mode"], "tree_summarize");
+    assert_eq!(v["query"], "Summarize the text.");
+    assert!(!v["answer"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn stdin_is_a_document() {
+    let out = synthkit()
+        .args(["ask", QUESTION, "-q"])
+        .write_stdin(format!("Unrelated words. {MIRROR}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with(MIRROR), "{text}");
+    assert!(text.contains("<stdin>#1"), "{text}");
+}
+
+#[test]
+fn empty_input_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = on(dir.path(), &["ask", QUESTION]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: no text files found under "),
+        "{err}"
+    );
+
+    let out = synthkit()
+        .args(["ask", QUESTION])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no text to work on"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = synthkit()
+        .args(["ask", QUESTION, "/definitely/not/here"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read `/definitely/not/here`"));
+}
+
+#[test]
+fn binary_and_hidden_files_are_skipped() {
+    let dir = docs();
+    write(dir.path(), "blob.txt", b"\x00\x01\x02binary\x00data");
+    write(dir.path(), "image", b"\x89PNG\r\n\x1a\n\x00\x00");
+    write(
+        dir.path(),
+        ".git/config.md",
+        "The primary mirror is never cleaned.",
+    );
+    write(dir.path(), "picture.png", "not read");
+    let out = on(dir.path(), &["ask", QUESTION, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("skipping binary file") && err.contains("blob.txt"),
+        "{err}"
+    );
+    let v = json_of(&out);
+    let ids = source_ids(&v);
+    // Issue 11: text is recognised by content, not extension: `picture.png` holding text
+    // is read (it was skipped as another type before).
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(ids.iter().any(|id| id.contains("picture.png")), "{ids:?}");
+    assert!(
+        ids.iter()
+            .all(|id| !id.contains("blob") && !id.contains("image") && !id.contains(".git"))
+    );
+    assert_eq!(v["answer"], MIRROR);
+}
+
+#[test]
+fn invalid_utf8_is_decoded_lossily_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = b"The caf\xe9 opens at nine. ".to_vec();
+    bytes.extend_from_slice(MIRROR.as_bytes());
+    write(dir.path(), "latin1.txt", bytes);
+    let out = on(
+        dir.path(),
+        &["ask", "When does the cafe open?", "--mode", "context_only"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: ") && err.contains("latin1.txt") && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+    assert!(
+        // Issue 11: legacy 8-bit text is decoded as windows-1252 (was U+FFFD before).
+        stdout(&out).contains("caf\u{e9} opens"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn stream_prints_the_same_as_the_plain_answer() {
+    let dir = docs();
+    for mode in [
+        "compact",
+        "refine",
+        "tree_summarize",
+        "accumulate",
+        "context_only",
+        "no_text",
+    ] {
+        let plain = on(dir.path(), &["ask", QUESTION, "-q", "--mode", mode]);
+        let streamed = on(
+            dir.path(),
+            &["ask", QUESTION, "-q", "--stream", "--mode", mode],
+        );
+        assert!(
+            plain.status.success() && streamed.status.success(),
+            "{mode}"
+        );
+        assert_eq!(stdout(&plain), stdout(&streamed), "{mode}");
+    }
+}
+
+#[test]
+fn trace_writes_one_line_per_call() {
+    let dir = docs();
+    let trace = dir.path().join("trace.jsonl");
+    let out = synthkit()
+        .args([
+            "ask", QUESTION, "--json", "-q", "--mode", "refine", "--trace",
+        ])
+        .arg(&trace)
+        .arg(dir.path().join("about.md"))
+        .arg(dir.path().join("maintenance.md"))
+        .arg(dir.path().join("notes"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let calls = json_of(&out)["usage"]["calls"].as_u64().unwrap();
+    assert_eq!(calls, 3);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, calls);
+    for (i, l) in lines.iter().enumerate() {
+        for key in [
+            "mode",
+            "step",
+            "level",
+            "index",
+            "kind",
+            "prompt",
+            "prompt_tokens",
+            "response",
+            "completion_tokens",
+            "ms",
+        ] {
+            assert!(l.get(key).is_some(), "line {i} lacks {key}: {l}");
+        }
+        assert_eq!(l["mode"], "refine");
+        assert_eq!(l["index"], i as u64);
+        let prompt = l["prompt"].as_str().unwrap();
+        assert!(prompt.contains(QUESTION));
+        assert_eq!(
+            l["prompt_tokens"].as_u64().unwrap(),
+            BpeTokenizer::cl100k_base().count(prompt) as u64
+        );
+    }
+    assert_eq!(lines[0]["step"], "qa");
+    assert_eq!(lines[0]["kind"], "qa");
+    assert_eq!(lines[1]["step"], "refine");
+}
+
+#[test]
+fn plan_first_step_matches_the_real_run() {
+    let dir = docs();
+    let args = [
+        "ask",
+        QUESTION,
+        "--json",
+        "-q",
+        "--mode",
+        "accumulate",
+        "--chunk-size",
+        "30",
+    ];
+    let plan = json_of(
+        &synthkit()
+            .args(args)
+            .arg("--plan")
+            .arg(dir.path())
+            .output()
+            .unwrap(),
+    );
+    let real = json_of(&on(dir.path(), &args));
+    // accumulate has one step: its counts are exact.
+    assert_eq!(plan["total"]["exact"], true);
+    assert_eq!(plan["total"]["calls"], real["usage"]["calls"]);
+    assert_eq!(
+        plan["total"]["prompt_tokens"],
+        real["usage"]["prompt_tokens"]
+    );
+}
+
+#[test]
+fn nodes_from_json_and_jsonl() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = serde_json::json!([
+        {"id": "n1", "text": "The dome opens at dusk.", "metadata": {"file_path": "a.md"}, "score": 0.4},
+        {"id": "n2", "text": MIRROR, "metadata": {"file_path": "b.md", "secret": "x"}, "excluded_llm_metadata_keys": ["secret"], "score": 0.9}
+    ]);
+    let json_path = write(
+        dir.path(),
+        "nodes.json",
+        serde_json::to_string_pretty(&nodes).unwrap(),
+    );
+    let jsonl: String = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| format!("{n}\n"))
+        .collect();
+    let jsonl_path = write(dir.path(), "nodes.jsonl", jsonl);
+    for path in [&json_path, &jsonl_path] {
+        let out = synthkit()
+            .args(["ask", QUESTION, "--json", "-q", "--nodes"])
+            .arg(path)
+            .output()
+            .unwrap();
+        let v = json_of(&out);
+        assert_eq!(v["answer"], MIRROR);
+        let n2 = v["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "n2")
+            .unwrap();
+        assert_eq!(n2["path"], "b.md");
+        assert_eq!(n2["score"], 0.9);
+    }
+}
+
+#[test]
+fn malformed_jsonl_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "nodes.jsonl",
+        "{\"id\":\"a\",\"text\":\"x\"}\n\n{\"id\":\"b\",\"text\":\"y\"}\n{\"id\":\"c\",\"txt\":\"z\"}\n",
+    );
+    let out = on(&path, &["ask", QUESTION, "--nodes"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: ") && err.contains("nodes.jsonl: line 4"),
+        "{err}"
+    );
+    assert!(err.contains("node 3 has no `text`"), "{err}");
+
+    let path = write(
+        dir.path(),
+        "broken.jsonl",
+        "{\"id\":\"a\",\"text\":\"x\"}\n{not json\n",
+    );
+    let out = on(&path, &["ask", QUESTION, "--nodes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+}
+
+#[test]
+fn top_k_keeps_the_most_relevant_chunks() {
+    let dir = docs();
+    let out = on(
+        dir.path(),
+        &[
+            "ask",
+            QUESTION,
+            "--json",
+            "-q",
+            "--top-k",
+            "1",
+            "--chunk-size",
+            "20",
+            "--chunk-overlap",
+            "0",
+        ],
+    );
+    let v = json_of(&out);
+    let sources = v["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 1);
+    assert!(
+        sources[0]["id"]
+            .as_str()
+            .unwrap()
+            .contains("maintenance.md#")
+    );
+    assert!(sources[0]["score"].as_f64().unwrap() > 0.0);
+    assert!(v["answer"].as_str().unwrap().contains("primary mirror"));
+    synthkit()
+        .args(["ask", QUESTION, "--top-k", "0"])
+        .arg(dir.path())
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn custom_templates() {
+    let dir = docs();
+    let good = write(
+        dir.path(),
+        "qa.tmpl",
+        "CUSTOM QA\n{context_str}\nQuestion: {query_str}\nAnswer:",
+    );
+    let bad = write(dir.path(), "bad.tmpl", "No variables here.");
+    let trace = dir.path().join("t.jsonl");
+    let out = synthkit()
+        .args(["ask", QUESTION, "-q", "--qa-template"])
+        .arg(&good)
+        .arg("--trace")
+        .arg(&trace)
+        .arg(dir.path().join("maintenance.md"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        std::fs::read_to_string(&trace)
+            .unwrap()
+            .contains("CUSTOM QA")
+    );
+    let out = synthkit()
+        .args(["ask", QUESTION, "--qa-template"])
+        .arg(&bad)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("{context_str}"), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let dir = docs();
+    for extra in [
+        vec!["--overlap", "1.5"],
+        vec!["--context-window", "100", "--num-output", "200"],
+        vec!["--chunk-size", "10", "--chunk-overlap", "11"],
+        vec!["--stream", "--json"],
+        vec!["--price-per-1k", "1"],
+        vec!["--llm", "magic"],
+    ] {
+        let out = synthkit()
+            .args(["ask", QUESTION])
+            .args(&extra)
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+        assert!(stderr(&out).starts_with("error: "), "{extra:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The repository's sample documents
+
+#[test]
+fn sample_documents() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/docs");
+    if !docs.is_dir() {
+        eprintln!("skipped: {} does not exist", docs.display());
+        return;
+    }
+    let out = on(
+        &docs,
+        &[
+            "ask",
+            "What is the elevation of the observatory?",
+            "--json",
+            "-q",
+        ],
+    );
+    let v = json_of(&out);
+    assert!(
+        v["answer"].as_str().unwrap().contains("1,420 metres"),
+        "{}",
+        v["answer"]
+    );
+    assert!(v["sources"].as_array().unwrap().len() >= 6);
+}
+
+// ---------------------------------------------------------------------------------------
+// citations and grounding
+
+#[test]
+fn cite_marks_the_answer_and_lists_cited_sources_first() {
+    let dir = docs();
+    let out = on(dir.path(), &["ask", QUESTION, "--cite", "-q"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let cited_answer = MIRROR.replace("snow.", "snow [1].");
+    assert!(text.starts_with(&cited_answer), "{text}");
+    assert!(text.contains("Sources:\n  [1] "), "{text}");
+    assert!(text.contains("maintenance.md#1"), "{text}");
+    assert!(
+        text.contains("(2 other retrieved chunks not cited"),
+        "{text}"
+    );
+
+    // Streamed, the same bytes.
+    let streamed = on(dir.path(), &["ask", QUESTION, "--cite", "-q", "--stream"]);
+    assert_eq!(stdout(&streamed), text);
+
+    let out = on(dir.path(), &["ask", QUESTION, "--cite", "-q", "--json"]);
+    let v = json_of(&out);
+    assert_eq!(v["answer"], cited_answer);
+    assert_eq!(v["citations"][0]["marker"], 1);
+    let cited = v["citations"][0]["node_ids"][0].as_str().unwrap();
+    assert!(cited.ends_with("maintenance.md#1"), "{v}");
+    assert_eq!(v["sources"][0]["id"], cited);
+    assert_eq!(v["sources"][0]["citation"], 1);
+    assert_eq!(v["citations_removed"], serde_json::json!([]));
+    assert_eq!(v["grounded"], true);
+}
+
+#[test]
+fn an_off_topic_question_is_not_answered_from_the_documents() {
+    let dir = docs();
+    let out = on(
+        dir.path(),
+        &["ask", "Who won the 1998 FIFA World Cup?", "--json", "-q"],
+    );
+    let v = json_of(&out);
+    assert_eq!(
+        v["answer"],
+        "(no answer found: no passage matches enough of the question)"
+    );
+    assert_eq!(v["grounded"], false);
+    assert!(
+        v["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["cited"] == false)
+    );
+    let text = stdout(&on(
+        dir.path(),
+        &["ask", "Who won the 1998 FIFA World Cup?", "-q"],
+    ));
+    assert!(
+        text.contains("No source was cited (3 chunks retrieved"),
+        "{text}"
+    );
+}

@@ -1,0 +1,296 @@
+//! What every suite of the binary's tests shares: the command in a clean environment,
+//! files in temporary folders, the output as text or JSON, a running `synthkit serve`,
+//! and the lock that keeps the heavy real-model tests one at a time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Output, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+pub use synthkit_testkit::server::free_port as closed_port;
+
+pub const MIRROR: &str =
+    "The primary mirror is cleaned every three months with carbon dioxide snow.";
+pub const QUESTION: &str = "How often is the primary mirror cleaned?";
+
+/// Every response mode, in the order the docs list them.
+pub const ALL_MODES: [&str; 9] = [
+    "refine",
+    "compact",
+    "tree_summarize",
+    "simple_summarize",
+    "accumulate",
+    "compact_accumulate",
+    "generation",
+    "no_text",
+    "context_only",
+];
+
+/// Variables the command reads from its environment: removed from every run, so that
+/// the caller's shell (a key, a base URL, a log level) cannot change a test's outcome.
+const ENVIRONMENT: [&str; 10] = [
+    "SYNTHKIT_API",
+    "SYNTHKIT_BASE_URL",
+    "SYNTHKIT_MODEL",
+    "SYNTHKIT_REDIS_URL",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "RUST_LOG",
+    "NO_COLOR",
+];
+
+/// `synthkit` in a clean environment, killed after 180 s.
+pub fn synthkit() -> Command {
+    let mut cmd = Command::cargo_bin("synthkit").unwrap();
+    for var in ENVIRONMENT {
+        cmd.env_remove(var);
+    }
+    cmd.timeout(Duration::from_secs(180));
+    cmd
+}
+
+/// `synthkit` in a clean environment, to spawn (a service, a run killed part-way).
+pub fn spawn_synthkit() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_synthkit"));
+    hermetic(&mut cmd);
+    cmd
+}
+
+/// Removes from `cmd`'s environment the variables `synthkit` reads.
+pub fn hermetic(cmd: &mut std::process::Command) {
+    for var in ENVIRONMENT {
+        cmd.env_remove(var);
+    }
+}
+
+/// `synthkit ARGS PATH`: a command over one file or folder.
+pub fn on(path: &Path, args: &[&str]) -> Output {
+    synthkit().args(args).arg(path).output().unwrap()
+}
+
+/// `synthkit ARGS` run in `dir`.
+pub fn run_in(dir: &Path, args: &[&str]) -> Output {
+    synthkit().current_dir(dir).args(args).output().unwrap()
+}
+
+/// Writes `bytes` to `dir/name`, creating the folders on the way.
+pub fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// A folder with three small documents; the mirror sentence is in `maintenance.md`.
+pub fn docs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "about.md",
+        "# About\n\nHarrow Ridge Observatory sits at 1,420 metres. The dome opens at dusk. Visitors park behind the cafe.\n",
+    );
+    write(
+        dir.path(),
+        "maintenance.md",
+        format!(
+            "# Maintenance\n\nThe technician plans all work. {MIRROR} The dome motors are greased every year.\n"
+        ),
+    );
+    write(
+        dir.path(),
+        "notes/safety.txt",
+        "Two people must be on site whenever the dome is open. Wear warm clothes.\n",
+    );
+    dir
+}
+
+/// `data` compressed with gzip (the reader's own gzip crate).
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+/// The repository's sample documents (`examples/docs`).
+pub fn examples_docs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/docs")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The JSON report of a successful run.
+pub fn json_of(out: &Output) -> Value {
+    assert!(out.status.success(), "{}: {}", out.status, stderr(out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(out), stderr(out)))
+}
+
+/// The ids of a report's sources, in order.
+pub fn source_ids(report: &Value) -> Vec<String> {
+    report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The tests against a real llama-server share one lock: those with the tiny model hold
+/// it shared ([`llama_shared`]) and may run together; those with SmolLM2 (a real model,
+/// heavy on the CPU, whose calls have a time budget) hold it alone ([`heavy`]), so they
+/// run one at a time and beside no other model server of this binary.
+static LLAMA: RwLock<()> = RwLock::new(());
+
+/// The lock of a SmolLM2 test: exclusive. A test that failed holding it blocks no other.
+pub fn heavy() -> RwLockWriteGuard<'static, ()> {
+    LLAMA
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The lock of a tiny-model llama-server test: shared with the others like it.
+pub fn llama_shared() -> RwLockReadGuard<'static, ()> {
+    LLAMA
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Waits for `child` to end, at most `limit`: its status, or `None` after killing it.
+/// The wait is an event (a thread blocked in `wait`), not polling.
+pub fn wait_exit(mut child: Child, limit: Duration) -> Option<ExitStatus> {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx.recv_timeout(limit).ok().and_then(Result::ok);
+    if status.is_none() {
+        signal(pid, "-KILL");
+    }
+    waiter.join().unwrap();
+    status
+}
+
+/// Sends `sig` (`-TERM`, `-KILL`) to `pid`.
+pub fn signal(pid: u32, sig: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status();
+}
+
+/// A running `synthkit serve` on a free loopback port; killed when dropped.
+pub struct Service {
+    pub addr: String,
+    child: Option<Child>,
+}
+
+impl Service {
+    /// `cmd` (a `synthkit serve` without `--bind`, or a shell wrapping it that passes
+    /// the address on) on a free port, its stdout dropped and its stderr to `stderr`;
+    /// returns once `GET /healthz` answers 200, failing if it ends first or takes over
+    /// 30 s.
+    pub fn start(mut cmd: std::process::Command, stderr: Stdio) -> Self {
+        let addr = format!("127.0.0.1:{}", closed_port());
+        let child = cmd
+            .args(["--bind", &addr])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let mut service = Self {
+            addr,
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // Polling with a deadline: nothing tells us when the service is listening.
+        while get(&service.addr, "/healthz", Duration::from_secs(2)).map(|r| r.0) != Some(200) {
+            if let Some(status) = service.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("serve ended before it answered ({status})");
+            }
+            assert!(Instant::now() < deadline, "the service did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        service
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGTERM, then its exit status (`None`: still running after 10 s, then killed).
+    pub fn terminate(mut self) -> Option<ExitStatus> {
+        let child = self.child.take().unwrap();
+        signal(child.id(), "-TERM");
+        wait_exit(child, Duration::from_secs(10))
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `METHOD path` on `addr` over a fresh HTTP/1.1 connection, with `headers` and `body`:
+/// the status and body, or `None` if no answer came within `limit`.
+pub fn request(
+    addr: &str,
+    head: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    limit: Duration,
+) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    let mut text = format!("{head} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(text.as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).ok()?;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer.get(9..12)?.parse().ok()?;
+    let (head, rest) = answer.split_once("\r\n\r\n")?;
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Some((status, if chunked { dechunk(rest) } else { rest.into() }))
+}
+
+/// `GET path` on `addr`: see [`request`].
+pub fn get(addr: &str, path: &str, limit: Duration) -> Option<(u16, String)> {
+    request(addr, &format!("GET {path}"), &[], "", limit)
+}
+
+/// The body of a chunked transfer.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || after.len() < size {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    body
+}

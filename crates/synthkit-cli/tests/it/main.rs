@@ -1,0 +1,36 @@
+//! The `synthkit` binary's integration tests, in one test binary (one link, one run):
+//! each module is one concern's suite, `common` holds what they share. Loopback fakes come
+//! from `synthkit-testkit`; the tests against a real llama-server start it through
+//! `synthkit_testkit::llama`; those against SmolLM2 hold [`common::heavy`], so they run
+//! one at a time and beside no other llama-server test.
+//!
+//! Everything stays on 127.0.0.1; every wait is bounded.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+mod anthropic_cli;
+mod ask_offline;
+mod bad_input;
+mod bad_nodes;
+#[cfg(unix)]
+mod folders;
+mod limits;
+mod llama_cli;
+mod llamaindex;
+mod logging;
+mod openai_loopback;
+mod openai_settings;
+#[cfg(unix)]
+mod reading;
+mod resume;
+mod secrets;
+mod serve;
+mod smollm2_cli;
+mod tokens_split;
+mod truncation;

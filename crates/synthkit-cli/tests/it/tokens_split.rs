@@ -1,0 +1,110 @@
+//! `synthkit tokens` and `synthkit split`: counts and chunks of files and standard input,
+//! and their usage errors.
+
+use synthkit::text::{BpeTokenizer, Tokenizer};
+
+use crate::common::{on, stderr, stdout, synthkit, write};
+
+#[test]
+fn tokens_counts_a_file_and_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "t.txt", "hello world");
+    synthkit()
+        .arg("tokens")
+        .arg(&f)
+        .assert()
+        .success()
+        .stdout("2\n");
+    synthkit()
+        .arg("tokens")
+        .write_stdin("hello world")
+        .assert()
+        .success()
+        .stdout("2\n");
+    synthkit()
+        .args(["tokens", "-"])
+        .write_stdin("hello world")
+        .assert()
+        .success()
+        .stdout("2\n");
+    synthkit()
+        .args(["tokens", "--tokenizer", "o200k_base"])
+        .write_stdin("")
+        .assert()
+        .success()
+        .stdout("0\n");
+    synthkit()
+        .args(["tokens", "--tokenizer", "gpt2"])
+        .write_stdin("x")
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn split_json_chunks_fit_the_size() {
+    let text = "The quick brown fox jumps over the lazy dog. ".repeat(40)
+        + "Supercalifragilistic words appear too.";
+    let out = synthkit()
+        .args(["split", "--chunk-size", "25", "--overlap", "5", "--json"])
+        .write_stdin(text)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chunks: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(chunks.len() > 10);
+    let tok = BpeTokenizer::cl100k_base();
+    for c in &chunks {
+        assert!(
+            tok.count(c) <= 25,
+            "chunk of {} tokens: {c:?}",
+            tok.count(c)
+        );
+        assert!(!c.trim().is_empty());
+    }
+}
+
+#[test]
+fn split_text_has_delimiters_and_default_overlap_is_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "t.md",
+        "one two three four five six seven eight nine ten",
+    );
+    // chunk size 5 < default overlap 20: the default is capped, not an error.
+    let out = on(&f, &["split", "--chunk-size", "5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("--- chunk 1/"), "{text}");
+    assert!(
+        text.lines().filter(|l| l.starts_with("--- chunk ")).count() >= 2,
+        "{text}"
+    );
+    synthkit()
+        .args(["split", "--chunk-size", "5", "--json"])
+        .write_stdin("")
+        .assert()
+        .success()
+        .stdout("[]\n");
+}
+
+#[test]
+fn split_overlap_larger_than_size_is_a_usage_error() {
+    let out = synthkit()
+        .args(["split", "--chunk-size", "10", "--overlap", "20"])
+        .write_stdin("some text")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(
+        err.contains("chunk overlap (20) is larger than chunk size (10)"),
+        "{err}"
+    );
+    synthkit()
+        .args(["split", "--chunk-size", "0"])
+        .write_stdin("x")
+        .assert()
+        .code(2);
+}
