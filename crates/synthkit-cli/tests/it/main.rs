@@ -17,6 +17,7 @@ mod common;
 mod anthropic_cli;
 mod ask_offline;
 mod bad_input;
+mod batch;
 mod bad_nodes;
 #[cfg(unix)]
 mod folders;

@@ -5,12 +5,6 @@
 //!
 //! Every wait is bounded; the kill comes once the output holds some lines (a polled file
 //! with a deadline), and the checks after it are counts, not timings.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
