@@ -61,11 +61,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::model::{
-    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest,
     StreamEvent, Usage, one_delta_stream, parse_json_reply,
 };
 use crate::prompt::{RenderedPrompt, TemplateKind};
-use crate::text::SharedTokenizer;
 
 mod memory;
 pub use memory::MemoryCache;
@@ -409,9 +408,11 @@ fn recording(
     }))
 }
 
-impl<M: LanguageModel> LanguageModel for CachedModel<M> {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl<M: LanguageModel> crate::model::ModelLayer for CachedModel<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn complete<'a>(
@@ -448,13 +449,5 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
                 request.schema.is_some(),
             ))
         })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.inner.tokenizer()
-    }
-
-    fn counter(&self) -> Option<crate::model::SharedCounter> {
-        self.inner.counter()
     }
 }
