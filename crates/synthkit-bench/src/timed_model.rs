@@ -148,7 +148,7 @@ fn position(request: &ModelRequest) -> (u32, usize) {
 impl ModelLayer for TimedModel {
     type Inner = dyn LanguageModel;
 
-    fn inner(&self) -> &dyn LanguageModel {
+    fn inner(&self) -> &(dyn LanguageModel + 'static) {
         &*self.inner
     }
 

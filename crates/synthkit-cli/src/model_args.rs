@@ -193,37 +193,34 @@ impl ModelArgs {
         self.model.is_some() || std::env::var("SYNTHKIT_MODEL").is_ok_and(|m| !m.trim().is_empty())
     }
 
-    /// `transport` with the flags' base URL, timeouts and reply cap; a base URL given
-    /// is returned too (it decides whether the server is asked for its model).
-    fn transport(&self, mut transport: Transport) -> Result<(Transport, Option<String>)> {
+    /// Sets the flags' base URL, timeouts and reply cap on `transport`; returns the base
+    /// URL given, if any (it decides whether the server is asked for its model).
+    fn transport(&self, transport: &mut Transport) -> Result<Option<String>> {
         let url = self.checked_base_url()?;
         if let Some(url) = &url {
-            transport = transport.with_base_url(url.clone());
+            transport.base_url.clone_from(url);
         }
-        if let Some(t) = seconds("--timeout", self.timeout)? {
-            transport = transport.with_timeout(t);
-        }
-        if let Some(t) = seconds("--connect-timeout", self.connect_timeout)? {
-            transport = transport.with_connect_timeout(t);
-        }
-        if let Some(t) = seconds("--idle-timeout", self.idle_timeout)? {
-            transport = transport.with_idle_timeout(t);
-        }
+        let given =
+            |flag, secs, default| Ok::<_, anyhow::Error>(seconds(flag, secs)?.unwrap_or(default));
+        transport.timeout = given("--timeout", self.timeout, transport.timeout)?;
+        transport.connect_timeout = given(
+            "--connect-timeout",
+            self.connect_timeout,
+            transport.connect_timeout,
+        )?;
+        transport.idle_timeout =
+            given("--idle-timeout", self.idle_timeout, transport.idle_timeout)?;
         if let Some(n) = self.max_reply_bytes {
-            transport = transport.with_max_reply_bytes(usize::try_from(n).unwrap_or(usize::MAX));
+            transport.max_reply_bytes = usize::try_from(n).unwrap_or(usize::MAX);
         }
-        Ok((transport, url))
+        Ok(url)
     }
 
-    /// `sampling` with the flags' temperature, `top_p` and seed.
-    fn sampling(&self, sampling: Sampling) -> Sampling {
-        let sampling = match self.temperature {
-            Some(t) => sampling.with_temperature(t),
-            None => sampling,
-        };
-        sampling
-            .with_top_p(self.top_p.or(sampling.top_p))
-            .with_seed(self.seed.or(sampling.seed))
+    /// Sets the flags' temperature, `top_p` and seed on `sampling`.
+    fn sampling(&self, sampling: &mut Sampling) {
+        sampling.temperature = self.temperature.or(sampling.temperature);
+        sampling.top_p = self.top_p.or(sampling.top_p);
+        sampling.seed = self.seed.or(sampling.seed);
     }
 
     /// Whether to ask the server which model it serves: no model named, a base URL
@@ -240,13 +237,15 @@ impl ModelArgs {
                 "--seed and --completion-api are not part of Anthropic's Messages API: drop them, or use --api openai",
             ));
         }
-        let config = AnthropicConfig::from_env_with_key_var(self.api_key_env());
-        let (transport, url) = self.transport(config.transport.clone())?;
-        let discover =
-            self.discover_model(url.as_ref(), &transport, AnthropicConfig::DEFAULT_BASE_URL);
+        let mut config = AnthropicConfig::from_env_with_key_var(self.api_key_env());
+        let url = self.transport(&mut config.transport)?;
+        self.sampling(&mut config.sampling);
+        let discover = self.discover_model(
+            url.as_ref(),
+            &config.transport,
+            AnthropicConfig::DEFAULT_BASE_URL,
+        );
         let mut config = config
-            .with_transport(transport)
-            .with_sampling(self.sampling(config.sampling.clone()))
             .with_model_discovery(discover)
             .with_server_tokenizer(self.server_tokenizer);
         self.model_facts(
@@ -262,15 +261,17 @@ impl ModelArgs {
 
     /// The OpenAI-compatible config from the environment and the flags.
     pub fn openai_config(&self) -> Result<OpenAiConfig> {
-        let config = OpenAiConfig::from_env_with_key_var(self.api_key_env());
-        let (transport, url) = self.transport(config.transport.clone())?;
+        let mut config = OpenAiConfig::from_env_with_key_var(self.api_key_env());
+        let url = self.transport(&mut config.transport)?;
+        self.sampling(&mut config.sampling);
         // No model named and a server given: use the one it serves (llama.cpp, vLLM and
         // Ollama list it at /models). OpenAI's own list is no answer.
-        let discover =
-            self.discover_model(url.as_ref(), &transport, OpenAiConfig::DEFAULT_BASE_URL);
+        let discover = self.discover_model(
+            url.as_ref(),
+            &config.transport,
+            OpenAiConfig::DEFAULT_BASE_URL,
+        );
         let mut config = config
-            .with_transport(transport)
-            .with_sampling(self.sampling(config.sampling.clone()))
             .with_model_discovery(discover)
             .with_server_tokenizer(self.server_tokenizer)
             .with_chat(!self.completion_api);
