@@ -254,7 +254,7 @@ impl<M: LanguageModel> CachedModel<M> {
     /// `"openai http://127.0.0.1:8080/v1"`), and `params` whatever else changes replies
     /// without being in the request (temperature, chat or completion endpoint, extra
     /// body fields, e.g. `"temperature=0.1 chat"`). Both are part of every key, with the
-    /// model's name ([`ModelInfo::name`]).
+    /// model's name ([`ModelInfo::name`](crate::model::ModelInfo::name)).
     pub fn new(
         inner: M,
         cache: Arc<dyn ResponseCache>,
