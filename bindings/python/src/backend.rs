@@ -124,8 +124,8 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
     if let Some(m) = &opts.model {
         config = config.with_model(m.clone());
     }
-    let served_elsewhere = config.base() != OpenAiConfig::DEFAULT_BASE_URL;
-    if config.api_key.is_none() && !served_elsewhere {
+    let served_elsewhere = !config.transport.is_server(OpenAiConfig::DEFAULT_BASE_URL);
+    if config.lacks_key() {
         return Err(InputError::new_err(format!(
             "no API key for {}: set the environment variable {key_var} (or name another one with api_key_env=)",
             OpenAiConfig::DEFAULT_BASE_URL

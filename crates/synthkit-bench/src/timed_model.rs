@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelRequest};
+use synthkit::model::{
+    Completion, CompletionStream, LanguageModel, ModelError, ModelLayer, ModelRequest,
+    one_delta_stream,
+};
 
 /// One call as it ran: its place in the synthesis and when it started and ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -142,9 +145,11 @@ fn position(request: &ModelRequest) -> (u32, usize) {
     (step.level, step.index)
 }
 
-impl LanguageModel for TimedModel {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl ModelLayer for TimedModel {
+    type Inner = dyn LanguageModel;
+
+    fn inner(&self) -> &(dyn LanguageModel + 'static) {
+        &*self.inner
     }
 
     fn complete<'a>(
@@ -154,7 +159,7 @@ impl LanguageModel for TimedModel {
         Box::pin(async move {
             let start = self.since_start();
             tokio::time::sleep(self.latency.of(&request.prompt.to_text())).await;
-            let reply = self.inner.complete(request).await;
+            let reply = self.inner().complete(request).await;
             let end = self.since_start();
             let (level, index) = position(request);
             if let Ok(mut run) = self.run.lock() {
@@ -167,6 +172,14 @@ impl LanguageModel for TimedModel {
             }
             reply
         })
+    }
+
+    /// One delta after the timed call, so a streamed call waits its latency too.
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+        Box::pin(async move { Ok(one_delta_stream(ModelLayer::complete(self, request).await?)) })
     }
 }
 

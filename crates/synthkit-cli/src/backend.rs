@@ -157,10 +157,7 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         }
         LlmKind::Openai => {
             let config = args.model_args.openai_config()?;
-            if config.api_key.is_none()
-                && config.base() == OpenAiConfig::DEFAULT_BASE_URL
-                && !args.plan
-            {
+            if config.lacks_key() && !args.plan {
                 return Err(anyhow!(
                     args.model_args.no_key(OpenAiConfig::DEFAULT_BASE_URL)
                 ));
@@ -184,10 +181,7 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         }
         LlmKind::Anthropic => {
             let config = args.model_args.anthropic_config()?;
-            if config.api_key.is_none()
-                && config.root_url() == AnthropicConfig::DEFAULT_BASE_URL
-                && !args.plan
-            {
+            if config.lacks_key() && !args.plan {
                 return Err(anyhow!(
                     args.model_args.no_key(AnthropicConfig::DEFAULT_BASE_URL)
                 ));

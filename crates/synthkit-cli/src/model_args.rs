@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use synthkit::backend::anthropic::AnthropicConfig;
+use synthkit::backend::http::{Sampling, Transport};
 use synthkit::backend::openai::OpenAiConfig;
 use synthkit::text::BpeTokenizer;
 
@@ -192,6 +193,42 @@ impl ModelArgs {
         self.model.is_some() || std::env::var("SYNTHKIT_MODEL").is_ok_and(|m| !m.trim().is_empty())
     }
 
+    /// Sets the flags' base URL, timeouts and reply cap on `transport`; returns the base
+    /// URL given, if any (it decides whether the server is asked for its model).
+    fn transport(&self, transport: &mut Transport) -> Result<Option<String>> {
+        let url = self.checked_base_url()?;
+        if let Some(url) = &url {
+            transport.base_url.clone_from(url);
+        }
+        let given =
+            |flag, secs, default| Ok::<_, anyhow::Error>(seconds(flag, secs)?.unwrap_or(default));
+        transport.timeout = given("--timeout", self.timeout, transport.timeout)?;
+        transport.connect_timeout = given(
+            "--connect-timeout",
+            self.connect_timeout,
+            transport.connect_timeout,
+        )?;
+        transport.idle_timeout =
+            given("--idle-timeout", self.idle_timeout, transport.idle_timeout)?;
+        if let Some(n) = self.max_reply_bytes {
+            transport.max_reply_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        Ok(url)
+    }
+
+    /// Sets the flags' temperature, `top_p` and seed on `sampling`.
+    fn sampling(&self, sampling: &mut Sampling) {
+        sampling.temperature = self.temperature.or(sampling.temperature);
+        sampling.top_p = self.top_p.or(sampling.top_p);
+        sampling.seed = self.seed.or(sampling.seed);
+    }
+
+    /// Whether to ask the server which model it serves: no model named, a base URL
+    /// given, and not the API's own server (whose list is no answer).
+    fn discover_model(&self, url: Option<&String>, transport: &Transport, api_url: &str) -> bool {
+        !self.model_named() && url.is_some() && !transport.is_server(api_url)
+    }
+
     /// The Anthropic Messages API config from the environment and the flags (`--seed`
     /// and `--completion-api` are OpenAI's only: refused).
     pub fn anthropic_config(&self) -> Result<AnthropicConfig> {
@@ -201,81 +238,61 @@ impl ModelArgs {
             ));
         }
         let mut config = AnthropicConfig::from_env_with_key_var(self.api_key_env());
-        let url = self.checked_base_url()?;
-        if let Some(url) = &url {
-            config = config.with_base_url(url.clone());
-        }
-        if let Some(m) = &self.model {
-            config = config.with_model(m.clone());
-        }
-        let served_elsewhere = config.root_url() != AnthropicConfig::DEFAULT_BASE_URL;
-        config.discover_model = !self.model_named() && url.is_some() && served_elsewhere;
-        config.context_window = self.context_window.or(config.context_window);
-        config.num_output = self.num_output.unwrap_or(config.num_output);
-        config.timeout = seconds("--timeout", self.timeout)?.unwrap_or(config.timeout);
-        config.connect_timeout =
-            seconds("--connect-timeout", self.connect_timeout)?.unwrap_or(config.connect_timeout);
-        config.idle_timeout =
-            seconds("--idle-timeout", self.idle_timeout)?.unwrap_or(config.idle_timeout);
-        if let Some(n) = self.max_reply_bytes {
-            config.max_reply_bytes = usize::try_from(n).unwrap_or(usize::MAX);
-        }
-        config.temperature = self.temperature.or(config.temperature);
-        config.top_p = self.top_p.or(config.top_p);
-        if let Some(fields) = &self.extra_body {
-            config = config.with_extra_body_fields(fields.clone());
-        }
-        Ok(config.with_server_tokenizer(self.server_tokenizer))
+        let url = self.transport(&mut config.transport)?;
+        self.sampling(&mut config.sampling);
+        let discover = self.discover_model(
+            url.as_ref(),
+            &config.transport,
+            AnthropicConfig::DEFAULT_BASE_URL,
+        );
+        let mut config = config
+            .with_model_discovery(discover)
+            .with_server_tokenizer(self.server_tokenizer);
+        self.model_facts(
+            &mut config.model,
+            &mut config.context_window,
+            &mut config.num_output,
+        );
+        config
+            .extra_body
+            .extend(self.extra_body.clone().unwrap_or_default());
+        Ok(config)
     }
 
     /// The OpenAI-compatible config from the environment and the flags.
     pub fn openai_config(&self) -> Result<OpenAiConfig> {
         let mut config = OpenAiConfig::from_env_with_key_var(self.api_key_env());
-        let url = self.checked_base_url()?;
-        if let Some(url) = &url {
-            config = config.with_base_url(url.clone());
-        }
-        if let Some(m) = &self.model {
-            config = config.with_model(m.clone());
-        }
+        let url = self.transport(&mut config.transport)?;
+        self.sampling(&mut config.sampling);
         // No model named and a server given: use the one it serves (llama.cpp, vLLM and
         // Ollama list it at /models). OpenAI's own list is no answer.
-        let served_elsewhere = config.base() != OpenAiConfig::DEFAULT_BASE_URL;
-        config =
-            config.with_model_discovery(!self.model_named() && url.is_some() && served_elsewhere);
-        if let Some(w) = self.context_window {
-            config = config.with_context_window(w);
+        let discover = self.discover_model(
+            url.as_ref(),
+            &config.transport,
+            OpenAiConfig::DEFAULT_BASE_URL,
+        );
+        let mut config = config
+            .with_model_discovery(discover)
+            .with_server_tokenizer(self.server_tokenizer)
+            .with_chat(!self.completion_api);
+        self.model_facts(
+            &mut config.model,
+            &mut config.context_window,
+            &mut config.num_output,
+        );
+        config
+            .extra_body
+            .extend(self.extra_body.clone().unwrap_or_default());
+        Ok(config)
+    }
+
+    /// The model's name, window and output reserve from the flags, where given.
+    fn model_facts(&self, model: &mut String, window: &mut Option<usize>, num_output: &mut usize) {
+        if let Some(m) = &self.model {
+            model.clone_from(m);
         }
-        if let Some(n) = self.num_output {
-            config = config.with_num_output(n);
-        }
-        if let Some(t) = seconds("--timeout", self.timeout)? {
-            config = config.with_timeout(t);
-        }
-        if let Some(t) = seconds("--connect-timeout", self.connect_timeout)? {
-            config = config.with_connect_timeout(t);
-        }
-        if let Some(t) = seconds("--idle-timeout", self.idle_timeout)? {
-            config = config.with_idle_timeout(t);
-        }
-        if let Some(n) = self.max_reply_bytes {
-            config = config.with_max_reply_bytes(usize::try_from(n).unwrap_or(usize::MAX));
-        }
-        if let Some(t) = self.temperature {
-            config = config.with_temperature(t);
-        }
-        if let Some(p) = self.top_p {
-            config = config.with_top_p(p);
-        }
-        if let Some(seed) = self.seed {
-            config = config.with_seed(seed);
-        }
-        if let Some(fields) = &self.extra_body {
-            config = config.with_extra_body_fields(fields.clone());
-        }
-        Ok(config
-            .with_chat(!self.completion_api)
-            .with_server_tokenizer(self.server_tokenizer))
+        *window = self.context_window.or(*window);
+        *num_output = self.num_output.unwrap_or(*num_output);
     }
 }
 

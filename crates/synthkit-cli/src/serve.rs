@@ -283,7 +283,7 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
         LlmKind::Openai => BackendConfig::openai(openai_config(m)?),
         LlmKind::Anthropic => {
             let config = m.anthropic_config()?;
-            if config.api_key.is_none() && config.root_url() == AnthropicConfig::DEFAULT_BASE_URL {
+            if config.lacks_key() {
                 return Err(usage(m.no_key(AnthropicConfig::DEFAULT_BASE_URL)));
             }
             BackendConfig::anthropic(config)
@@ -331,7 +331,7 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
 /// environment; without a key, OpenAI's own URL is refused at once.
 fn openai_config(m: &ModelArgs) -> Result<OpenAiConfig> {
     let config = m.openai_config()?;
-    if config.api_key.is_none() && config.base() == OpenAiConfig::DEFAULT_BASE_URL {
+    if config.lacks_key() {
         return Err(usage(m.no_key(OpenAiConfig::DEFAULT_BASE_URL)));
     }
     Ok(config)

@@ -251,7 +251,7 @@ impl Backend {
                 }
                 let readiness = Readiness::Http {
                     url: format!("{}/models", openai.base()),
-                    key: openai.api_key.clone(),
+                    key: openai.transport.api_key.clone(),
                 };
                 let slots = model.server_slots();
                 let model: Arc<dyn LanguageModel> = Arc::new(model);
@@ -266,7 +266,7 @@ impl Backend {
                 }
                 let readiness = Readiness::Anthropic {
                     url: format!("{}/v1/models", anthropic.root_url()),
-                    key: anthropic.api_key.clone(),
+                    key: anthropic.transport.api_key.clone(),
                     version: anthropic.version.clone(),
                 };
                 let slots = model.server_slots();

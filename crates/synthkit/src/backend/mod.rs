@@ -5,6 +5,8 @@
 //! - [`anthropic`] (cargo feature `anthropic`): Anthropic's Messages API
 //!   (`POST /v1/messages`: Anthropic, and llama.cpp's `llama-server`, which serves it too),
 //!   with its exact prompt counter (`/v1/messages/count_tokens`).
+//! - [`http`]: what both share: [`http::Transport`] (where the server is, the key, the
+//!   timeouts, the client) and [`http::Sampling`].
 //!
 //! The offline extractive answerer (no server, no download) is its own crate,
 //! `synthkit-extractive`; any other model implements [`LanguageModel`](crate::model::LanguageModel).
@@ -12,6 +14,6 @@
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) mod http;
+pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;

@@ -40,10 +40,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
-};
-use crate::text::SharedTokenizer;
+use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
 
 /// How long without an overload before the limit may grow back to the number of calls
 /// in flight that overloaded the server, and then by one with every success.
@@ -307,9 +304,11 @@ impl<M: LanguageModel> AdaptiveModel<M> {
     }
 }
 
-impl<M: LanguageModel> LanguageModel for AdaptiveModel<M> {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl<M: LanguageModel> crate::model::ModelLayer for AdaptiveModel<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn complete<'a>(
@@ -336,14 +335,6 @@ impl<M: LanguageModel> LanguageModel for AdaptiveModel<M> {
             let s: CompletionStream = Box::pin(held);
             Ok(s)
         })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.inner.tokenizer()
-    }
-
-    fn counter(&self) -> Option<SharedCounter> {
-        self.inner.counter()
     }
 }
 

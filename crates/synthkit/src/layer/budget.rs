@@ -25,10 +25,7 @@ use futures::future::BoxFuture;
 
 use super::limit::Limiter;
 use super::retry::scope;
-use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
-};
-use crate::text::SharedTokenizer;
+use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
 
 /// A per-minute budget of requests and tokens.
 pub trait RateBudget: Send + Sync {
@@ -100,9 +97,11 @@ impl<M: LanguageModel> BudgetModel<M> {
     }
 }
 
-impl<M: LanguageModel> LanguageModel for BudgetModel<M> {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl<M: LanguageModel> crate::model::ModelLayer for BudgetModel<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn complete<'a>(
@@ -123,13 +122,5 @@ impl<M: LanguageModel> LanguageModel for BudgetModel<M> {
             self.spend(request).await?;
             self.inner.stream(request).await
         })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.inner.tokenizer()
-    }
-
-    fn counter(&self) -> Option<SharedCounter> {
-        self.inner.counter()
     }
 }

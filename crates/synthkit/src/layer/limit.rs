@@ -64,10 +64,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
-use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-};
-use crate::text::SharedTokenizer;
+use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
 
 /// What a [`Limiter`] allows. The default allows everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -449,9 +446,11 @@ impl<M: LanguageModel> LimitedModel<M> {
     }
 }
 
-impl<M: LanguageModel> LanguageModel for LimitedModel<M> {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl<M: LanguageModel> crate::model::ModelLayer for LimitedModel<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn complete<'a>(
@@ -481,14 +480,6 @@ impl<M: LanguageModel> LanguageModel for LimitedModel<M> {
             ));
             Ok(held)
         })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.inner.tokenizer()
-    }
-
-    fn counter(&self) -> Option<crate::model::SharedCounter> {
-        self.inner.counter()
     }
 }
 

@@ -11,10 +11,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 
 use super::retry::RetryEvent;
-use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
-};
-use crate::text::SharedTokenizer;
+use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
 
 /// Told of every attempt at the backend and of every retry. Every method has an empty
 /// default.
@@ -157,9 +154,11 @@ impl Drop for Attempt {
     }
 }
 
-impl<M: LanguageModel> LanguageModel for MeteredModel<M> {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl<M: LanguageModel> crate::model::ModelLayer for MeteredModel<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn complete<'a>(
@@ -199,13 +198,5 @@ impl<M: LanguageModel> LanguageModel for MeteredModel<M> {
                 }
             }
         })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.inner.tokenizer()
-    }
-
-    fn counter(&self) -> Option<SharedCounter> {
-        self.inner.counter()
     }
 }

@@ -23,9 +23,11 @@ use crate::text::SharedTokenizer;
 
 mod error;
 mod extensions;
+mod layer;
 
 pub use error::{ModelError, TimeoutKind};
 pub use extensions::Extensions;
+pub use layer::ModelLayer;
 
 /// What a model is and how much it can take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,6 +293,8 @@ pub type CompletionStream = BoxStream<'static, Result<StreamEvent, ModelError>>;
 /// A language model. Object safe: use `Arc<dyn LanguageModel>` to choose one at run time.
 ///
 /// Implement [`LanguageModel::complete`]; streaming has a default built on it (one delta).
+/// A model that wraps another implements [`ModelLayer`] instead and writes only what it
+/// changes.
 /// A structured call is an ordinary call whose request carries a JSON schema
 /// ([`ModelRequest::schema`]): a backend that can constrain its output sends the schema
 /// (OpenAI's `response_format`), and the engine parses and checks the reply, so a JSON
@@ -357,27 +361,12 @@ pub fn one_delta_stream(completion: Completion) -> CompletionStream {
     Box::pin(futures::stream::iter(events))
 }
 
-impl<M: LanguageModel + ?Sized> LanguageModel for Arc<M> {
-    fn info(&self) -> ModelInfo {
-        (**self).info()
-    }
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        (**self).complete(request)
-    }
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
-        (**self).stream(request)
-    }
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        (**self).tokenizer()
-    }
-    fn counter(&self) -> Option<SharedCounter> {
-        (**self).counter()
+/// A shared model is the model: every call goes to it.
+impl<M: LanguageModel + ?Sized> ModelLayer for Arc<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        self
     }
 }
 

@@ -209,7 +209,7 @@ async fn completion_endpoint_sends_a_text_prompt_without_auth_when_keyless() {
     let server =
         Server::start(Router::new().route("/v1/completions", fixed(&seen, 200, &[JSON], reply)));
     let mut config = server.config().with_chat(false).with_temperature(None);
-    config.api_key = None;
+    config.transport.api_key = None;
     let model = OpenAiModel::new(config).unwrap();
     assert!(!model.info().is_chat);
     let c = model

@@ -310,7 +310,7 @@ async fn the_cap_is_exact() {
         Err(ModelError::ReplyTooLarge { limit }) if limit == reply.len() - 1
     ));
     assert_eq!(
-        OpenAiConfig::new("m").max_reply_bytes,
+        OpenAiConfig::new("m").transport.max_reply_bytes,
         OpenAiConfig::DEFAULT_MAX_REPLY_BYTES
     );
     assert_eq!(OpenAiConfig::DEFAULT_MAX_REPLY_BYTES, 8 << 20);

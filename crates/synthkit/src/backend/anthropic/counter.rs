@@ -13,13 +13,11 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use reqwest::header::HeaderMap;
-use secrecy::SecretString;
 use serde_json::Value;
 
 use super::{AnthropicConfig, api_headers, wire};
-use crate::backend::http::Post;
-use crate::backend::http::clock::CallClock;
 use crate::backend::http::count_cache::CountCache;
+use crate::backend::http::{Link, Transport};
 use crate::model::{ModelError, PromptCounter};
 use crate::prompt::{ChatMessage, RenderedPrompt, Role};
 
@@ -27,29 +25,25 @@ use crate::prompt::{ChatMessage, RenderedPrompt, Role};
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Inner {
-    client: reqwest::Client,
+    link: Link,
+    /// The config's transport, its timeout capped at [`CALL_TIMEOUT`].
+    transport: Transport,
     url: String,
     model: String,
     headers: HeaderMap,
-    key: Option<SecretString>,
-    timeout: Duration,
-    connect_timeout: Duration,
-    max_reply_bytes: usize,
     cache: CountCache,
 }
 
 impl Inner {
     async fn count(&self, prompt: &RenderedPrompt) -> Result<usize, ModelError> {
-        let post = Post {
-            client: &self.client,
-            url: &self.url,
-            headers: self.headers.clone(),
-            key: self.key.as_ref(),
-            max_reply_bytes: self.max_reply_bytes,
-        };
-        let clock = CallClock::start(self.timeout, self.connect_timeout);
+        let post = self
+            .link
+            .post(&self.transport, &self.url, self.headers.clone());
         let bytes = post
-            .fetch(&wire::count_body(&self.model, prompt), &clock)
+            .fetch(
+                &wire::count_body(&self.model, prompt),
+                &self.transport.clock(),
+            )
             .await?;
         let reply: Value = serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::Malformed(format!("count_tokens answered unparsable JSON: {e}"))
@@ -86,14 +80,11 @@ impl CountTokens {
     pub async fn probe(config: &AnthropicConfig) -> Option<Self> {
         let counter = Self {
             inner: Arc::new(Inner {
-                client: config.client().ok()?,
+                link: Link::new(&config.transport).ok()?,
+                transport: config.transport.capped(CALL_TIMEOUT),
                 url: config.count_tokens_url(),
                 model: config.model.clone(),
                 headers: api_headers(config).ok()?,
-                key: config.api_key.clone(),
-                timeout: config.timeout.min(CALL_TIMEOUT),
-                connect_timeout: config.connect_timeout,
-                max_reply_bytes: config.max_reply_bytes,
                 cache: CountCache::default(),
             }),
         };

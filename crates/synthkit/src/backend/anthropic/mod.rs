@@ -31,8 +31,8 @@
 //! - **Streaming** reads the API's SSE events (`message_start`, `content_block_delta`
 //!   `text_delta`s, `message_delta` with the stop reason and usage, `message_stop`,
 //!   `ping`, `error`); see [`LanguageModel::stream`] for the guarantees. Timeouts and the
-//!   reply size cap are the OpenAI backend's ([`AnthropicConfig::timeout`],
-//!   [`AnthropicConfig::idle_timeout`], [`AnthropicConfig::max_reply_bytes`]).
+//!   reply size cap are the OpenAI backend's ([`Transport::timeout`](crate::backend::http::Transport::timeout),
+//!   [`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout), [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes)).
 //! - **Structured** calls (a request with a [`ModelRequest::schema`]) send no schema: the
 //!   prompt the engine builds for them already ends with the schema and the instruction
 //!   to reply with one JSON object, and the engine parses and checks the reply (and asks
@@ -52,11 +52,9 @@
 //!   [`AnthropicConfig::discover_model`], `GET {root}/v1/models` the model's name.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::backend::http::clock::{CallClock, ServedModel};
@@ -64,7 +62,7 @@ use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
 use crate::backend::http::errors::{clip, from_error_object};
-use crate::backend::http::{self as http, Fetched, Post, key_headers};
+use crate::backend::http::{self as http, Link, key_headers};
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
     SharedCounter, one_delta_stream,
@@ -81,16 +79,13 @@ pub use config::AnthropicConfig;
 pub use counter::CountTokens;
 pub use secrecy::SecretString;
 
-/// The most time discovery waits for one answer.
-const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// The headers of every request: `x-api-key` (when there is a key) and
 /// `anthropic-version`.
 pub(crate) fn api_headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelError> {
     let mut headers = key_headers(
         HeaderName::from_static("x-api-key"),
         "",
-        config.api_key.as_ref(),
+        config.transport.api_key.as_ref(),
     )?;
     let version = HeaderValue::from_str(&config.version).map_err(|_| {
         ModelError::Other(format!(
@@ -105,14 +100,12 @@ pub(crate) fn api_headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelEr
 /// A model behind Anthropic's Messages API. Implements [`LanguageModel`].
 pub struct AnthropicModel {
     config: AnthropicConfig,
-    client: reqwest::Client,
+    link: Link,
     discovered_context_window: Option<usize>,
     discovered_slots: Option<usize>,
     tokenizer: Option<SharedTokenizer>,
     counter: Option<CountTokens>,
     served: ServedModel,
-    /// Set when a discovery request timed out: the rest of discovery is skipped.
-    stalled: AtomicBool,
 }
 
 impl fmt::Debug for AnthropicModel {
@@ -133,14 +126,13 @@ impl AnthropicModel {
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
         api_headers(&config)?;
         Ok(Self {
-            client: config.client()?,
+            link: Link::new(&config.transport)?,
             config,
             discovered_context_window: None,
             discovered_slots: None,
             tokenizer: None,
             counter: None,
             served: ServedModel::default(),
-            stalled: AtomicBool::new(false),
         })
     }
 
@@ -215,7 +207,7 @@ impl AnthropicModel {
     /// model's exact prompt counter ([`LanguageModel::counter`]). Returns whether it
     /// does. Skipped (`false`) when a discovery request of this model timed out.
     pub async fn use_server_counter(&mut self) -> bool {
-        if self.stalled.load(Ordering::Relaxed) {
+        if self.link.stalled() {
             return false;
         }
         self.counter = CountTokens::probe(&self.config).await;
@@ -228,30 +220,11 @@ impl AnthropicModel {
     }
 
     async fn get_json(&self, path: &str) -> Option<Value> {
-        if self.stalled.load(Ordering::Relaxed) {
-            return None;
-        }
         let url = format!("{}{path}", self.config.root_url());
-        let limit = self.config.timeout.min(DISCOVERY_TIMEOUT);
         let headers = api_headers(&self.config).unwrap_or_default();
-        let key = self.config.api_key.as_ref();
-        let caps = (limit, self.config.max_reply_bytes);
-        match http::get_json(&self.client, &url, headers, caps, key).await {
-            Fetched::Json(v) => Some(v),
-            Fetched::Nothing => None,
-            Fetched::TimedOut => {
-                self.stalled.store(true, Ordering::Relaxed);
-                tracing::warn!(
-                    url = %redact_url(&url),
-                    "the server did not answer discovery within {limit:?}; skipping the rest of discovery"
-                );
-                None
-            }
-        }
-    }
-
-    fn clock(&self) -> CallClock {
-        CallClock::start(self.config.timeout, self.config.connect_timeout)
+        self.link
+            .discover(&self.config.transport, &url, headers)
+            .await
     }
 
     /// Sends one request, once: the response when its status is a success, else the
@@ -267,13 +240,7 @@ impl AnthropicModel {
             headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         }
         let url = self.config.endpoint();
-        let post = Post {
-            client: &self.client,
-            url: &url,
-            headers,
-            key: self.config.api_key.as_ref(),
-            max_reply_bytes: self.config.max_reply_bytes,
-        };
+        let post = self.link.post(&self.config.transport, &url, headers);
         let body = wire::request_body(request, &self.config, stream);
         post.send(&body, clock).await
     }
@@ -284,9 +251,8 @@ impl AnthropicModel {
         response: reqwest::Response,
         clock: &CallClock,
     ) -> Result<Completion, ModelError> {
-        let key = self.config.api_key.as_ref();
-        let bytes = http::read_body(response, clock, self.config.max_reply_bytes, key).await?;
-        let (completion, served) = parse_message(&bytes, key)?;
+        let bytes = self.config.transport.read_body(response, clock).await?;
+        let (completion, served) = parse_message(&bytes, self.config.transport.api_key.as_ref())?;
         if let Some(name) = served {
             self.served.set(&name);
         }
@@ -294,7 +260,7 @@ impl AnthropicModel {
     }
 
     async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
-        let clock = self.clock();
+        let clock = self.config.transport.clock();
         let response = self.send(request, false, &clock).await?;
         let completion = self.read_completion(response, &clock).await?;
         tracing::debug!(
@@ -339,16 +305,9 @@ fn parse_message(
 
 impl LanguageModel for AnthropicModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo::new(self.config.model.clone())
-            .with_context_window(
-                self.config
-                    .context_window
-                    .or(self.discovered_context_window)
-                    .unwrap_or(ModelInfo::DEFAULT_CONTEXT_WINDOW),
-            )
-            .with_num_output(self.config.num_output)
+        self.config
+            .model_info(self.discovered_context_window)
             .with_chat(true)
-            .with_system_prompt(self.config.system_prompt.clone())
     }
 
     fn complete<'a>(
@@ -363,31 +322,22 @@ impl LanguageModel for AnthropicModel {
     /// reported. A stream that ends before `message_stop` (or a stop reason) yields
     /// [`ModelError::Incomplete`]. The first event must come within the request timeout,
     /// each next one within the idle timeout; the bytes in all are capped by
-    /// [`AnthropicConfig::max_reply_bytes`]. A server that answers JSON is handled too.
+    /// [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes). A server that answers JSON is handled too.
     fn stream<'a>(
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
-            let clock = self.clock();
+            let clock = self.config.transport.clock();
             let response = self.send(request, true, &clock).await?;
-            let is_json = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with("application/json"));
-            if is_json {
+            if http::is_json(&response) {
                 let c = self.read_completion(response, &clock).await?;
                 return Ok(one_delta_stream(c));
             }
-            let key = self.config.api_key.clone();
+            let key = self.config.transport.api_key.clone();
             Ok(http::sse::sse_stream(
                 response,
-                http::sse::Limits {
-                    clock,
-                    idle: self.config.idle_timeout,
-                    max_bytes: self.config.max_reply_bytes,
-                },
+                self.config.transport.sse_limits(clock),
                 key.clone(),
                 stream::MessageParser::new(key, self.served.clone()),
             ))

@@ -38,9 +38,9 @@ fn env_lookup_and_the_key_kept_secret() {
             .map(|(_, v)| v.to_string())
     };
     let c = AnthropicConfig::from_lookup(AnthropicConfig::DEFAULT_KEY_VAR, lookup);
-    assert_eq!(c.base_url, "http://a/v1");
+    assert_eq!(c.transport.base_url, "http://a/v1");
     assert_eq!(c.model, AnthropicConfig::DEFAULT_MODEL);
-    assert!(c.api_key.is_some());
+    assert!(c.transport.api_key.is_some());
     assert!(!format!("{c:?}").contains("sk-ant-secret-1"));
     let model = AnthropicModel::new(c.clone()).unwrap_or_else(|e| unreachable!("{e}"));
     assert!(!format!("{model:?}").contains("sk-ant-secret-1"));

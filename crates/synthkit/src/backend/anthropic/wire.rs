@@ -66,18 +66,7 @@ pub(crate) fn request_body(
         n => n,
     };
     body.insert("max_tokens".into(), Value::from(max_tokens));
-    if let Some(t) = config.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = config.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if let Some(k) = config.top_k {
-        body.insert("top_k".into(), Value::from(k));
-    }
-    if !config.stop_sequences.is_empty() {
-        body.insert("stop_sequences".into(), json!(config.stop_sequences));
-    }
+    config.sampling.write(&mut body, "stop_sequences");
     if stream {
         body.insert("stream".into(), Value::Bool(true));
     }

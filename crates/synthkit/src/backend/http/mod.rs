@@ -1,8 +1,11 @@
-//! What the HTTP backends ([`super::openai`], [`super::anthropic`]) share: the client,
-//! one request sent once under the call's timeouts, bodies read within the reply cap,
-//! SSE streams, the mapping of failures to [`ModelError`] (`Retry-After` included),
-//! redaction of keys, and what servers say about themselves (llama.cpp's `/props`).
+//! What the HTTP backends (`openai`, `anthropic`) share: how to reach the server
+//! ([`Transport`]) and how it samples ([`Sampling`]), both public parts of each
+//! backend's config; inside the crate, the client, one request sent once under the
+//! call's timeouts, bodies read within the reply cap, SSE streams, the mapping of
+//! failures to [`ModelError`] (`Retry-After` included), redaction of keys, and what
+//! servers say about themselves (llama.cpp's `/props`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -12,13 +15,18 @@ use serde_json::Value;
 use crate::model::ModelError;
 
 pub(crate) mod body;
+pub(crate) mod builders;
 pub(crate) mod clock;
 pub(crate) mod count_cache;
 pub(crate) mod discovery;
 pub(crate) mod errors;
+mod sampling;
 pub(crate) mod sse;
+mod transport;
 
 use clock::CallClock;
+pub use sampling::Sampling;
+pub use transport::Transport;
 
 /// An HTTP client with synthkit's user agent and `connect_timeout`.
 pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client, ModelError> {
@@ -149,6 +157,88 @@ pub(crate) async fn read_body(
         .await
         .map_err(|_| clock.request_timed_out())?
         .map_err(|e| e.into_model_error(|e| clock.transport(e, key)))
+}
+
+/// A backend's connection to its server: the client it sends with, and whether a
+/// discovery request timed out (then the rest of discovery is skipped, so a hanging
+/// server costs one discovery timeout before the first call).
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub client: reqwest::Client,
+    stalled: AtomicBool,
+}
+
+impl Link {
+    /// The most time discovery waits for one answer.
+    const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A link with `transport`'s client (fails only if it cannot be built).
+    pub(crate) fn new(transport: &Transport) -> Result<Self, ModelError> {
+        Ok(Self {
+            client: transport.client()?,
+            stalled: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether a discovery request timed out.
+    pub(crate) fn stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
+    /// `GET url` with `headers` as JSON, within the discovery timeout and the reply cap;
+    /// `None` for no usable answer, and at once after a discovery request timed out.
+    pub(crate) async fn discover(
+        &self,
+        transport: &Transport,
+        url: &str,
+        headers: HeaderMap,
+    ) -> Option<Value> {
+        if self.stalled() {
+            return None;
+        }
+        let limit = transport.timeout.min(Self::DISCOVERY_TIMEOUT);
+        let caps = (limit, transport.max_reply_bytes);
+        let key = transport.api_key.as_ref();
+        match get_json(&self.client, url, headers, caps, key).await {
+            Fetched::Json(v) => Some(v),
+            Fetched::Nothing => None,
+            Fetched::TimedOut => {
+                if !self.stalled.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        url = %crate::secret::redact_url(url),
+                        "the server did not answer discovery within {limit:?}; skipping the rest of discovery (model calls wait up to the request timeout, {:?})",
+                        transport.timeout
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// One request to `url` with `headers` under `transport`'s key and reply cap.
+    pub(crate) fn post<'a>(
+        &'a self,
+        transport: &'a Transport,
+        url: &'a str,
+        headers: HeaderMap,
+    ) -> Post<'a> {
+        Post {
+            client: &self.client,
+            url,
+            headers,
+            key: transport.api_key.as_ref(),
+            max_reply_bytes: transport.max_reply_bytes,
+        }
+    }
+}
+
+/// Whether a reply is JSON (a server that ignored `stream: true` answers whole).
+pub(crate) fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
 }
 
 /// What a discovery `GET` got.

@@ -24,16 +24,16 @@
 //! - `max_tokens` is the request's `max_tokens`; `temperature`, `top_p`, `seed` and the
 //!   extra body fields come from the config.
 //! - **Timeouts** fit local inference: opening the connection is bounded by
-//!   [`OpenAiConfig::connect_timeout`] (10 s); a non-streamed call by the request timeout
-//!   [`OpenAiConfig::timeout`] (600 s); a stream by the request timeout until its first
-//!   event, then by [`OpenAiConfig::idle_timeout`] (120 s) between events, never by a total.
+//!   [`Transport::connect_timeout`](crate::backend::http::Transport::connect_timeout) (10 s); a non-streamed call by the request timeout
+//!   [`Transport::timeout`](crate::backend::http::Transport::timeout) (600 s); a stream by the request timeout until its first
+//!   event, then by [`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout) (120 s) between events, never by a total.
 //!   A [`ModelError::Timeout`] says which fired and how long the call had waited.
 //! - **Streaming** uses SSE with `stream_options.include_usage`; see [`LanguageModel::stream`]
 //!   for the guarantees (deltas, then exactly one `Done`; a cut stream is an error).
 //! - **Structured** calls (a request with a [`ModelRequest::schema`], plain or streamed)
 //!   send `response_format: json_schema` (strict) when [`OpenAiConfig::json_schema`] is
 //!   set; the engine parses and checks the reply.
-//! - **Reply size** is capped by [`OpenAiConfig::max_reply_bytes`] (8 MiB): bodies and
+//! - **Reply size** is capped by [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes) (8 MiB): bodies and
 //!   streams are read chunk by chunk and refused with [`ModelError::ReplyTooLarge`] as
 //!   soon as they pass it, never held whole.
 //! - **Errors** are split by what the caller must do ([`ModelError`]); bodies are cut to
@@ -48,19 +48,16 @@
 //! - **Server counter** ([`ServerCounter`]) counts prompts with the server's own vocabulary.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use std::time::Duration;
 
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use crate::backend::http::clock::{CallClock, ServedModel};
 use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
-use crate::backend::http::{self as http, Fetched, Post, errors as error, key_headers};
+use crate::backend::http::{self as http, Link, errors as error, key_headers};
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
     SharedCounter, one_delta_stream,
@@ -79,20 +76,15 @@ pub use secrecy::SecretString;
 pub use slots::server_slots;
 pub use tokenizer::{ServerCounter, TokenizeDialect};
 
-/// The most time discovery waits for one answer.
-const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`].
 pub struct OpenAiModel {
     config: OpenAiConfig,
-    client: reqwest::Client,
+    link: Link,
     discovered_context_window: Option<usize>,
     discovered_slots: Option<usize>,
     tokenizer: Option<SharedTokenizer>,
     counter: Option<ServerCounter>,
     served: ServedModel,
-    /// Set when a discovery request timed out: the rest of discovery is skipped.
-    stalled: AtomicBool,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -112,14 +104,13 @@ impl OpenAiModel {
     /// built (TLS initialisation).
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         Ok(Self {
-            client: config.client()?,
+            link: Link::new(&config.transport)?,
             config,
             discovered_context_window: None,
             discovered_slots: None,
             tokenizer: None,
             counter: None,
             served: ServedModel::default(),
-            stalled: AtomicBool::new(false),
         })
     }
 
@@ -197,7 +188,7 @@ impl OpenAiModel {
                 Some(id)
             }
             // A server that did not answer discovery was warned about already.
-            None if self.stalled.load(Ordering::Relaxed) => None,
+            None if self.link.stalled() => None,
             None => {
                 tracing::info!(
                     base = %redact_url(self.config.base()),
@@ -256,27 +247,10 @@ impl OpenAiModel {
     }
 
     async fn get_json(&self, url: &str) -> Option<Value> {
-        if self.stalled.load(Ordering::Relaxed) {
-            return None;
-        }
-        let limit = self.config.timeout.min(DISCOVERY_TIMEOUT);
         let headers = self.auth_headers().unwrap_or_default();
-        let key = self.config.api_key.as_ref();
-        let caps = (limit, self.config.max_reply_bytes);
-        match http::get_json(&self.client, url, headers, caps, key).await {
-            Fetched::Json(v) => Some(v),
-            Fetched::Nothing => None,
-            Fetched::TimedOut => {
-                if !self.stalled.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        url = %redact_url(url),
-                        "the server did not answer discovery within {limit:?}; skipping the rest of discovery (model calls wait up to the request timeout, {:?})",
-                        self.config.timeout
-                    );
-                }
-                None
-            }
-        }
+        self.link
+            .discover(&self.config.transport, url, headers)
+            .await
     }
 
     /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
@@ -289,7 +263,7 @@ impl OpenAiModel {
     /// prompt counter ([`LanguageModel::counter`]). Returns whether it does. Skipped
     /// (`false`) when a discovery request of this model timed out.
     pub async fn use_server_counter(&mut self) -> bool {
-        if self.stalled.load(Ordering::Relaxed) {
+        if self.link.stalled() {
             tracing::debug!("the server did not answer discovery; not probing /tokenize");
             return false;
         }
@@ -309,7 +283,11 @@ impl OpenAiModel {
 
     /// The `Authorization: Bearer` header when there is a key.
     fn auth_headers(&self) -> Result<HeaderMap, ModelError> {
-        key_headers(AUTHORIZATION, "Bearer ", self.config.api_key.as_ref())
+        key_headers(
+            AUTHORIZATION,
+            "Bearer ",
+            self.config.transport.api_key.as_ref(),
+        )
     }
 
     fn body(&self, request: &ModelRequest, stream: bool) -> Value {
@@ -323,9 +301,7 @@ impl OpenAiModel {
             &wire::BodyOptions {
                 model: &self.config.model,
                 chat: self.config.is_chat,
-                temperature: self.config.temperature,
-                top_p: self.config.top_p,
-                seed: self.config.seed,
+                sampling: &self.config.sampling,
                 stream,
                 stream_usage: self.config.stream_usage,
                 schema,
@@ -347,39 +323,29 @@ impl OpenAiModel {
             headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         }
         let url = self.config.endpoint();
-        let post = Post {
-            client: &self.client,
-            url: &url,
-            headers,
-            key: self.config.api_key.as_ref(),
-            max_reply_bytes: self.config.max_reply_bytes,
-        };
+        let post = self.link.post(&self.config.transport, &url, headers);
         post.send(body, clock).await
     }
 
     /// Reads a non-streamed reply within what is left of the request timeout and
-    /// [`OpenAiConfig::max_reply_bytes`], and records the model the server named.
+    /// [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes), and records the model the server named.
     async fn read_completion(
         &self,
         response: reqwest::Response,
         clock: &CallClock,
     ) -> Result<Completion, ModelError> {
-        let key = self.config.api_key.as_ref();
-        let bytes = http::read_body(response, clock, self.config.max_reply_bytes, key).await?;
-        let (completion, served) = parse_completion(&bytes, key)?;
+        let bytes = self.config.transport.read_body(response, clock).await?;
+        let (completion, served) =
+            parse_completion(&bytes, self.config.transport.api_key.as_ref())?;
         if let Some(name) = served {
             self.served.set(&name);
         }
         Ok(completion)
     }
 
-    fn clock(&self) -> CallClock {
-        CallClock::start(self.config.timeout, self.config.connect_timeout)
-    }
-
     async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
         let body = self.body(request, false);
-        let clock = self.clock();
+        let clock = self.config.transport.clock();
         let response = self.send(&body, false, &clock).await?;
         let completion = self.read_completion(response, &clock).await?;
         let usage = completion.usage.unwrap_or_default();
@@ -433,16 +399,9 @@ fn parse_completion(
 
 impl LanguageModel for OpenAiModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo::new(self.config.model.clone())
-            .with_context_window(
-                self.config
-                    .context_window
-                    .or(self.discovered_context_window)
-                    .unwrap_or(ModelInfo::DEFAULT_CONTEXT_WINDOW),
-            )
-            .with_num_output(self.config.num_output)
+        self.config
+            .model_info(self.discovered_context_window)
             .with_chat(self.config.is_chat)
-            .with_system_prompt(self.config.system_prompt.clone())
     }
 
     fn complete<'a>(
@@ -455,11 +414,11 @@ impl LanguageModel for OpenAiModel {
     /// Streams with SSE: text deltas, then exactly one [`StreamEvent::Done`](crate::model::StreamEvent::Done) with the usage
     /// the server reported. A stream that ends before `[DONE]` (or a finish reason) yields
     /// [`ModelError::Incomplete`]. The first event must come within the request timeout
-    /// ([`OpenAiConfig::timeout`], counted from the start of the call), each next one
-    /// within the idle timeout ([`OpenAiConfig::idle_timeout`]) of the wait for it;
+    /// ([`Transport::timeout`](crate::backend::http::Transport::timeout), counted from the start of the call), each next one
+    /// within the idle timeout ([`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout)) of the wait for it;
     /// otherwise the stream yields [`ModelError::Timeout`]. There is no total time limit:
     /// a stream that keeps producing tokens is never cut for time; its bytes in all are
-    /// capped by [`OpenAiConfig::max_reply_bytes`] ([`ModelError::ReplyTooLarge`]). A server that ignores
+    /// capped by [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes) ([`ModelError::ReplyTooLarge`]). A server that ignores
     /// `stream: true` and answers JSON is handled too (within the request timeout).
     fn stream<'a>(
         &'a self,
@@ -467,26 +426,18 @@ impl LanguageModel for OpenAiModel {
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
             let body = self.body(request, true);
-            let clock = self.clock();
+            let clock = self.config.transport.clock();
             let response = self.send(&body, true, &clock).await?;
-            let is_json = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with("application/json"));
-            if is_json {
+            if http::is_json(&response) {
                 let c = self.read_completion(response, &clock).await?;
                 return Ok(one_delta_stream(c));
             }
+            let key = self.config.transport.api_key.clone();
             Ok(http::sse::sse_stream(
                 response,
-                http::sse::Limits {
-                    clock,
-                    idle: self.config.idle_timeout,
-                    max_bytes: self.config.max_reply_bytes,
-                },
-                self.config.api_key.clone(),
-                stream::ChunkParser::new(self.config.api_key.clone(), self.served.clone()),
+                self.config.transport.sse_limits(clock),
+                key.clone(),
+                stream::ChunkParser::new(key, self.served.clone()),
             ))
         })
     }

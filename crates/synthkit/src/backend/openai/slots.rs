@@ -3,11 +3,10 @@
 use std::time::Duration;
 
 use reqwest::header::AUTHORIZATION;
-use secrecy::ExposeSecret;
-use serde_json::Value;
 
 use super::OpenAiConfig;
 use crate::backend::http::discovery::slots_in;
+use crate::backend::http::{Link, key_headers};
 
 /// How long the question may take.
 const PROPS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -21,24 +20,10 @@ const PROPS_TIMEOUT: Duration = Duration::from_secs(10);
 /// should keep its calls in flight at or below this number (see
 /// [`crate::layer::adaptive`]).
 pub async fn server_slots(config: &OpenAiConfig) -> Option<usize> {
-    let client = super::tokenizer::http_client(config)?;
-    let mut req = client
-        .get(format!("{}/props", config.root_url()))
-        .timeout(PROPS_TIMEOUT);
-    if let Some(key) = &config.api_key {
-        let mut v =
-            reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.expose_secret()))
-                .ok()?;
-        v.set_sensitive(true);
-        req = req.header(AUTHORIZATION, v);
-    }
-    let resp = req.send().await.ok()?;
-    if !resp.status().is_success() {
-        return None;
-    }
-    let body = crate::backend::http::body::read_capped(resp, config.max_reply_bytes)
-        .await
-        .ok()?;
-    let props: Value = serde_json::from_slice(&body).ok()?;
+    let transport = config.transport.capped(PROPS_TIMEOUT);
+    let link = Link::new(&transport).ok()?;
+    let headers = key_headers(AUTHORIZATION, "Bearer ", transport.api_key.as_ref()).ok()?;
+    let url = format!("{}/props", config.root_url());
+    let props = link.discover(&transport, &url, headers).await?;
     slots_in(&props)
 }

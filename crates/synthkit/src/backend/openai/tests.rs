@@ -3,6 +3,7 @@
 use super::*;
 use crate::model::TimeoutKind;
 use serde_json::json;
+use std::time::Duration;
 
 #[test]
 fn urls() {
@@ -29,15 +30,15 @@ fn env_lookup() {
     };
     let c = OpenAiConfig::from_lookup("MY_KEY", lookup);
     assert_eq!(
-        (c.base_url.as_str(), c.model.as_str()),
+        (c.transport.base_url.as_str(), c.model.as_str()),
         ("http://o/v1", "tiny")
     );
-    assert!(c.api_key.is_some());
+    assert!(c.transport.api_key.is_some());
     assert!(!format!("{c:?}").contains("sk-123"));
     let c = OpenAiConfig::from_lookup("OPENAI_API_KEY", |_| None);
-    assert_eq!(c.base_url, OpenAiConfig::DEFAULT_BASE_URL);
+    assert_eq!(c.transport.base_url, OpenAiConfig::DEFAULT_BASE_URL);
     assert_eq!(c.model, OpenAiConfig::DEFAULT_MODEL);
-    assert!(c.api_key.is_none());
+    assert!(c.transport.api_key.is_none());
 }
 
 #[test]
@@ -98,10 +99,13 @@ fn first_model_in_a_listing() {
 #[test]
 fn defaults_and_new_options() {
     let c = OpenAiConfig::new("m");
-    assert_eq!(c.timeout, Duration::from_secs(600));
-    assert_eq!(c.connect_timeout, Duration::from_secs(10));
-    assert_eq!(c.idle_timeout, Duration::from_secs(120));
-    assert_eq!((c.top_p, c.seed, c.discover_model), (None, None, false));
+    assert_eq!(c.transport.timeout, Duration::from_secs(600));
+    assert_eq!(c.transport.connect_timeout, Duration::from_secs(10));
+    assert_eq!(c.transport.idle_timeout, Duration::from_secs(120));
+    assert_eq!(
+        (c.sampling.top_p, c.sampling.seed, c.discover_model),
+        (None, None, false)
+    );
     let mut extra = serde_json::Map::new();
     extra.insert("min_p".into(), json!(0.05));
     let c = c
@@ -113,7 +117,7 @@ fn defaults_and_new_options() {
         .with_extra_body("cache_prompt", json!(true))
         .with_extra_body_fields(extra)
         .with_api_key("sk-hidden-1");
-    assert_eq!((c.top_p, c.seed), (Some(0.9), Some(42)));
+    assert_eq!((c.sampling.top_p, c.sampling.seed), (Some(0.9), Some(42)));
     assert_eq!(c.extra_body.len(), 2);
     let debug = format!("{c:?}");
     assert!(debug.contains("idle_timeout: 30s") && debug.contains("top_p: Some(0.9)"));

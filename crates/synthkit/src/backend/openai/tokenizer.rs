@@ -14,14 +14,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use reqwest::header::AUTHORIZATION;
-use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::OpenAiConfig;
-use crate::backend::http::clock::CallClock;
 use crate::backend::http::count_cache::CountCache;
-use crate::backend::http::{Post, key_headers};
+use crate::backend::http::{Link, Transport, key_headers};
 use crate::model::{ModelError, PromptCounter};
 use crate::prompt::RenderedPrompt;
 
@@ -51,14 +49,11 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where and how to reach the server.
 struct Endpoint {
-    client: reqwest::Client,
+    link: Link,
+    /// The config's transport, its timeout capped at [`CALL_TIMEOUT`].
+    transport: Transport,
     root: String,
     model: String,
-    key: Option<SecretString>,
-    timeout: Duration,
-    connect_timeout: Duration,
-    /// The most bytes read of one answer.
-    max_reply_bytes: usize,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -78,15 +73,10 @@ struct DetokenizeReply {
 impl Endpoint {
     async fn post(&self, path: &str, body: &Value) -> Result<Vec<u8>, ModelError> {
         let url = format!("{}/{path}", self.root);
-        let post = Post {
-            client: &self.client,
-            url: &url,
-            headers: key_headers(AUTHORIZATION, "Bearer ", self.key.as_ref())?,
-            key: self.key.as_ref(),
-            max_reply_bytes: self.max_reply_bytes,
-        };
-        post.fetch(body, &CallClock::start(self.timeout, self.connect_timeout))
-            .await
+        let key = self.transport.api_key.as_ref();
+        let headers = key_headers(AUTHORIZATION, "Bearer ", key)?;
+        let post = self.link.post(&self.transport, &url, headers);
+        post.fetch(body, &self.transport.clock()).await
     }
 
     /// The tokens of `text` and their count, as plain text (no special tokens added or
@@ -233,13 +223,10 @@ impl ServerCounter {
     /// does (OpenAI, Ollama).
     pub async fn probe(config: &OpenAiConfig) -> Option<Self> {
         let endpoint = Endpoint {
-            client: http_client(config)?,
+            link: Link::new(&config.transport).ok()?,
+            transport: config.transport.capped(CALL_TIMEOUT),
             root: config.root_url().to_string(),
             model: config.model.clone(),
-            key: config.api_key.clone(),
-            timeout: config.timeout.min(CALL_TIMEOUT),
-            connect_timeout: config.connect_timeout,
-            max_reply_bytes: config.max_reply_bytes,
         };
         let dialect = endpoint.detect().await?;
         if config.is_chat && dialect == TokenizeDialect::LlamaCpp {
@@ -367,9 +354,4 @@ fn wire_messages(messages: &[crate::prompt::ChatMessage]) -> Vec<Value> {
         .iter()
         .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
         .collect()
-}
-
-/// A client for side calls (discovery, tokenize); `None` if TLS cannot initialise.
-pub(crate) fn http_client(config: &OpenAiConfig) -> Option<reqwest::Client> {
-    config.client().ok()
 }

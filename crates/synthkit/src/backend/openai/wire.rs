@@ -26,9 +26,7 @@ pub(crate) fn chat_messages(prompt: &RenderedPrompt) -> Vec<Value> {
 pub(crate) struct BodyOptions<'a> {
     pub model: &'a str,
     pub chat: bool,
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub seed: Option<i64>,
+    pub sampling: &'a crate::backend::http::Sampling,
     pub stream: bool,
     pub stream_usage: bool,
     /// The JSON schema to enforce server side, if any.
@@ -49,15 +47,7 @@ pub(crate) fn request_body(request: &ModelRequest, o: &BodyOptions<'_>) -> Value
         body.insert("prompt".into(), Value::from(request.prompt.to_text()));
     }
     body.insert("max_tokens".into(), Value::from(request.max_tokens));
-    if let Some(t) = o.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = o.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if let Some(seed) = o.seed {
-        body.insert("seed".into(), Value::from(seed));
-    }
+    o.sampling.write(&mut body, "stop");
     if o.stream {
         body.insert("stream".into(), Value::Bool(true));
         if o.stream_usage {
@@ -174,6 +164,7 @@ pub(crate) fn finish_reason(reason: &str) -> FinishReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::http::Sampling;
     use crate::mode::{ResponseMode, Step};
     use crate::model::StepInfo;
     use crate::prompt::{ChatMessage, Role, TemplateKind};
@@ -196,9 +187,7 @@ mod tests {
         let o = BodyOptions {
             model: "m",
             chat: true,
-            temperature: Some(0.5),
-            top_p: None,
-            seed: None,
+            sampling: &Sampling::default().with_temperature(0.5),
             stream: true,
             stream_usage: true,
             schema: None,
@@ -221,9 +210,10 @@ mod tests {
         let o = BodyOptions {
             model: "m",
             chat: false,
-            temperature: None,
-            top_p: Some(0.5),
-            seed: Some(-1),
+            sampling: &Sampling::default()
+                .with_temperature(None)
+                .with_top_p(0.5)
+                .with_seed(-1),
             stream: false,
             stream_usage: true,
             schema: Some(&schema),

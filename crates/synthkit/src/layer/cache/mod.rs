@@ -61,11 +61,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::model::{
-    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest,
     StreamEvent, Usage, one_delta_stream, parse_json_reply,
 };
 use crate::prompt::{RenderedPrompt, TemplateKind};
-use crate::text::SharedTokenizer;
 
 mod memory;
 pub use memory::MemoryCache;
@@ -255,7 +254,7 @@ impl<M: LanguageModel> CachedModel<M> {
     /// `"openai http://127.0.0.1:8080/v1"`), and `params` whatever else changes replies
     /// without being in the request (temperature, chat or completion endpoint, extra
     /// body fields, e.g. `"temperature=0.1 chat"`). Both are part of every key, with the
-    /// model's name ([`ModelInfo::name`]).
+    /// model's name ([`ModelInfo::name`](crate::model::ModelInfo::name)).
     pub fn new(
         inner: M,
         cache: Arc<dyn ResponseCache>,
@@ -409,9 +408,11 @@ fn recording(
     }))
 }
 
-impl<M: LanguageModel> LanguageModel for CachedModel<M> {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl<M: LanguageModel> crate::model::ModelLayer for CachedModel<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn complete<'a>(
@@ -448,13 +449,5 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
                 request.schema.is_some(),
             ))
         })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.inner.tokenizer()
-    }
-
-    fn counter(&self) -> Option<crate::model::SharedCounter> {
-        self.inner.counter()
     }
 }

@@ -65,9 +65,8 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, StepInfo,
+    Completion, CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo,
 };
-use crate::text::SharedTokenizer;
 
 /// How the waits between attempts are randomised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -479,9 +478,11 @@ async fn open_stream<M: LanguageModel>(
     }
 }
 
-impl<M: LanguageModel> LanguageModel for RetryModel<M> {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
+impl<M: LanguageModel> crate::model::ModelLayer for RetryModel<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn complete<'a>(
@@ -501,14 +502,6 @@ impl<M: LanguageModel> LanguageModel for RetryModel<M> {
         Box::pin(self.run("stream", request, move || {
             Box::pin(open_stream(&self.inner, request))
         }))
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.inner.tokenizer()
-    }
-
-    fn counter(&self) -> Option<crate::model::SharedCounter> {
-        self.inner.counter()
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicUsize;
 
 use super::*;
 use crate::mode::{ResponseMode, Step as ModeStep};
-use crate::model::{FinishReason, StreamEvent};
+use crate::model::{FinishReason, ModelInfo, StreamEvent};
 use crate::prompt::{RenderedPrompt, TemplateKind};
 
 /// What the scripted model does on one call.

@@ -1,0 +1,194 @@
+//! The `with_*` methods every HTTP backend's config has, written once.
+//!
+//! A config holds a [`Transport`](super::Transport) in `transport`, a
+//! [`Sampling`](super::Sampling) in `sampling`, and the model's facts in fields of the
+//! same names on every backend (`model`, `context_window`, `num_output`,
+//! `system_prompt`, `server_tokenizer`, `discover_model`, `extra_body`).
+//! `config_builders!(Config)` gives it the builder methods for all of them, so the
+//! builders keep their short names (`config.with_timeout(..)`) without a trait to
+//! import, and each backend writes only its own options.
+
+/// Implements the shared `with_*` methods on a backend config (see the module doc).
+macro_rules! config_builders {
+    ($config:ty) => {
+        impl $config {
+            /// Replaces the whole transport ([`Transport`](crate::backend::http::Transport)).
+            pub fn with_transport(mut self, transport: $crate::backend::http::Transport) -> Self {
+                self.transport = transport;
+                self
+            }
+
+            /// Replaces the whole sampling ([`Sampling`](crate::backend::http::Sampling)).
+            pub fn with_sampling(mut self, sampling: $crate::backend::http::Sampling) -> Self {
+                self.sampling = sampling;
+                self
+            }
+
+            /// Sets the base URL ([`Transport::base_url`](crate::backend::http::Transport::base_url)).
+            pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+                self.transport = self.transport.with_base_url(url);
+                self
+            }
+
+            /// Sets the API key.
+            pub fn with_api_key(mut self, key: impl Into<secrecy::SecretString>) -> Self {
+                self.transport = self.transport.with_api_key(key);
+                self
+            }
+
+            /// Sets the request timeout ([`Transport::timeout`](crate::backend::http::Transport::timeout)).
+            pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.transport = self.transport.with_timeout(timeout);
+                self
+            }
+
+            /// Sets the connect timeout ([`Transport::connect_timeout`](crate::backend::http::Transport::connect_timeout)).
+            pub fn with_connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.transport = self.transport.with_connect_timeout(timeout);
+                self
+            }
+
+            /// Sets the idle timeout between stream events
+            /// ([`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout)).
+            pub fn with_idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.transport = self.transport.with_idle_timeout(timeout);
+                self
+            }
+
+            /// Sends with `client` instead of a client of synthkit's own
+            /// ([`Transport::http_client`](crate::backend::http::Transport::http_client)).
+            pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+                self.transport = self.transport.with_http_client(client);
+                self
+            }
+
+            /// Sets the most bytes read of one reply
+            /// ([`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes)).
+            pub fn with_max_reply_bytes(mut self, bytes: usize) -> Self {
+                self.transport = self.transport.with_max_reply_bytes(bytes);
+                self
+            }
+
+            /// Sets the temperature; `None` leaves it to the server.
+            pub fn with_temperature(mut self, temperature: impl Into<Option<f32>>) -> Self {
+                self.sampling = self.sampling.with_temperature(temperature);
+                self
+            }
+
+            /// Sets `top_p`; `None` leaves it to the server.
+            pub fn with_top_p(mut self, top_p: impl Into<Option<f32>>) -> Self {
+                self.sampling = self.sampling.with_top_p(top_p);
+                self
+            }
+
+            /// Sets `top_k`; `None` leaves it to the server.
+            pub fn with_top_k(mut self, top_k: impl Into<Option<u32>>) -> Self {
+                self.sampling = self.sampling.with_top_k(top_k);
+                self
+            }
+
+            /// Sets the sampling `seed`; `None` leaves it to the server.
+            pub fn with_seed(mut self, seed: impl Into<Option<i64>>) -> Self {
+                self.sampling = self.sampling.with_seed(seed);
+                self
+            }
+
+            /// Sets the stop texts ([`Sampling::stop`](crate::backend::http::Sampling::stop)).
+            pub fn with_stop_sequences(mut self, stops: impl IntoIterator<Item = String>) -> Self {
+                self.sampling = self.sampling.with_stop(stops);
+                self
+            }
+
+            /// Sets the model name.
+            pub fn with_model(mut self, model: impl Into<String>) -> Self {
+                self.model = model.into();
+                self
+            }
+
+            /// Sets the context window, overriding discovery.
+            pub fn with_context_window(mut self, tokens: usize) -> Self {
+                self.context_window = Some(tokens);
+                self
+            }
+
+            /// Sets the output reserve.
+            pub fn with_num_output(mut self, tokens: usize) -> Self {
+                self.num_output = tokens;
+                self
+            }
+
+            /// Sets the system prompt.
+            pub fn with_system_prompt(mut self, prompt: impl Into<Option<String>>) -> Self {
+                self.system_prompt = prompt.into();
+                self
+            }
+
+            /// Whether `connect` asks the server to count prompts exactly (its
+            /// `server_tokenizer` field).
+            pub fn with_server_tokenizer(mut self, enabled: bool) -> Self {
+                self.server_tokenizer = enabled;
+                self
+            }
+
+            /// Whether `connect` uses the first model the server lists (its
+            /// `discover_model` field).
+            pub fn with_model_discovery(mut self, enabled: bool) -> Self {
+                self.discover_model = enabled;
+                self
+            }
+
+            /// Adds a field to every request body.
+            pub fn with_extra_body(
+                mut self,
+                key: impl Into<String>,
+                value: serde_json::Value,
+            ) -> Self {
+                self.extra_body.insert(key.into(), value);
+                self
+            }
+
+            /// Adds every field of `fields` to every request body (a field already there
+            /// is replaced).
+            pub fn with_extra_body_fields(
+                mut self,
+                fields: serde_json::Map<String, serde_json::Value>,
+            ) -> Self {
+                self.extra_body.extend(fields);
+                self
+            }
+
+            /// The base URL without trailing slashes.
+            pub fn base(&self) -> &str {
+                self.transport.base()
+            }
+
+            /// The server root: the base URL without trailing slashes and without its
+            /// `/v1`.
+            pub fn root_url(&self) -> &str {
+                self.transport.root_url()
+            }
+
+            /// Whether this is the API's own server ([`Self::DEFAULT_BASE_URL`]) with no
+            /// key: front ends refuse such a config before any call.
+            pub fn lacks_key(&self) -> bool {
+                self.transport.lacks_key_for(Self::DEFAULT_BASE_URL)
+            }
+
+            /// The model's facts: the name, the window (the config's, else `discovered`,
+            /// else [`ModelInfo::DEFAULT_CONTEXT_WINDOW`](crate::model::ModelInfo::DEFAULT_CONTEXT_WINDOW)),
+            /// the output reserve and the system prompt.
+            pub(crate) fn model_info(&self, discovered: Option<usize>) -> $crate::model::ModelInfo {
+                $crate::model::ModelInfo::new(self.model.clone())
+                    .with_context_window(
+                        self.context_window
+                            .or(discovered)
+                            .unwrap_or($crate::model::ModelInfo::DEFAULT_CONTEXT_WINDOW),
+                    )
+                    .with_num_output(self.num_output)
+                    .with_system_prompt(self.system_prompt.clone())
+            }
+        }
+    };
+}
+
+pub(crate) use config_builders;
