@@ -17,8 +17,8 @@ mod common;
 mod anthropic_cli;
 mod ask_offline;
 mod bad_input;
-mod batch;
 mod bad_nodes;
+mod batch;
 #[cfg(unix)]
 mod folders;
 mod limits;
