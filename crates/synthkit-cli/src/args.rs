@@ -28,8 +28,9 @@ pub const DEFAULT_MAX_FILE_SIZE: &str = "64M";
 pub const DEFAULT_FOLDER_TOP_K: usize = 20;
 /// The default `--max-calls`: a run planning more model calls asks for `--yes` first.
 pub const DEFAULT_MAX_CALLS: usize = 40;
-/// The default `--max-prompt-tokens`: a run planning more prompt tokens asks for `--yes`.
-pub const DEFAULT_MAX_PROMPT_TOKENS: usize = 200_000;
+/// The default `--max-total-prompt-tokens`: a run planning more prompt tokens (all its
+/// calls together) asks for `--yes`.
+pub const DEFAULT_MAX_TOTAL_PROMPT_TOKENS: usize = 200_000;
 
 /// Answer questions over your files with LlamaIndex-style response synthesis.
 ///
@@ -312,11 +313,11 @@ pub struct SynthArgs {
     /// given (a language-model backend only; the extractive backend is free).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS, help_heading = "Model")]
     pub max_calls: usize,
-    /// A run planning more prompt tokens than N prints its plan and stops unless --yes is
-    /// given (a language-model backend only).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PROMPT_TOKENS, help_heading = "Model")]
-    pub max_prompt_tokens: usize,
-    /// Run even when the plan is over --max-calls or --max-prompt-tokens.
+    /// A run planning more prompt tokens than N, all its calls together, prints its plan
+    /// and stops unless --yes is given (a language-model backend only).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TOTAL_PROMPT_TOKENS, help_heading = "Model")]
+    pub max_total_prompt_tokens: usize,
+    /// Run even when the plan is over --max-calls or --max-total-prompt-tokens.
     #[arg(long, short = 'y', help_heading = "Model")]
     pub yes: bool,
     /// A completion template file for question answering ({context_str}, {query_str}).
@@ -331,6 +332,12 @@ pub struct SynthArgs {
     /// A system prompt added to every call.
     #[arg(long, value_name = "TEXT", help_heading = "Synthesis")]
     pub system_prompt: Option<String>,
+    /// The most tokens one prompt may have, below the model's window (system prompt and
+    /// template included): less context in each call, more calls. For cost, or for a
+    /// model that answers worse with long prompts. Default: a prompt may fill the window
+    /// less --num-output.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
+    pub max_prompt_tokens: Option<usize>,
     /// Refine/compact: each step says whether its context answered; others are ignored.
     #[arg(long, help_heading = "Synthesis")]
     pub structured_filtering: bool,

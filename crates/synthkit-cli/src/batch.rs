@@ -43,8 +43,9 @@ pub const DEFAULT_JOBS: u32 = 4;
 pub struct BatchArgs {
     /// The requests, one JSON object per line (`-`: standard input): the body of the
     /// service's POST /v1/synthesize (query, nodes, mode, templates, citations,
-    /// output_schema, concurrency, system_prompt, citation_markers) plus an optional `id`
-    /// (a string or a number; default: the line number). Blank lines are skipped.
+    /// output_schema, concurrency, system_prompt, citation_markers, max_prompt_tokens)
+    /// plus an optional `id` (a string or a number; default: the line number). Blank
+    /// lines are skipped.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The results, one JSON line per input line: {"id", "response"} or {"id", "error":
@@ -77,6 +78,10 @@ pub struct BatchArgs {
     /// ask for; 0 means no limit. Default: 8, or the server's slots when it says fewer.
     #[arg(long, value_name = "N", help_heading = "Synthesis")]
     pub concurrency: Option<usize>,
+    /// The most tokens one prompt may have, below the model's window, for the lines that
+    /// set no `max_prompt_tokens`: smaller prompts, more calls.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
+    pub max_prompt_tokens: Option<usize>,
     /// Requests and tokens per minute, retries: one budget for the whole batch.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -249,8 +254,8 @@ fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
     Ok(Box::new(std::io::BufReader::with_capacity(1 << 16, file)))
 }
 
-/// The request defaults of the batch: `--mode`, and `--concurrency` (else the default
-/// capped at the server's slots) as each synthesis's calls in flight.
+/// The request defaults of the batch: `--mode`, `--concurrency` (else the default capped
+/// at the server's slots) as each synthesis's calls in flight, and `--max-prompt-tokens`.
 fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
     RequestDefaults {
         mode: args.mode.unwrap_or(ResponseMode::Compact),
@@ -258,6 +263,7 @@ fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
             0 => Concurrency::Unlimited,
             n => Concurrency::limit(n),
         },
+        max_prompt_tokens: args.max_prompt_tokens,
     }
 }
 

@@ -216,7 +216,7 @@ fn rows(calls: &[Planned]) -> Vec<Row> {
 }
 
 /// The calls a run is expected to make, counted before it starts (for the progress bar
-/// and the size check of `--max-calls` / `--max-prompt-tokens`).
+/// and the size check of `--max-calls` / `--max-total-prompt-tokens`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Estimate {
     /// Model calls: exact for the first step (or tree level), an upper bound after it.
@@ -230,9 +230,9 @@ pub struct Estimate {
 }
 
 /// Whether a run of `estimate` needs `--yes`: more calls than `--max-calls` or more
-/// prompt tokens than `--max-prompt-tokens`.
+/// prompt tokens than `--max-total-prompt-tokens`.
 pub fn too_large(estimate: &Estimate, args: &SynthArgs) -> bool {
-    estimate.calls > args.max_calls || estimate.prompt_tokens > args.max_prompt_tokens
+    estimate.calls > args.max_calls || estimate.prompt_tokens > args.max_total_prompt_tokens
 }
 
 /// The error of a run refused for its size: what is over, and the ways on.
@@ -244,10 +244,10 @@ pub fn refusal_message(estimate: &Estimate, args: &SynthArgs) -> String {
             estimate.calls, args.max_calls
         ));
     }
-    if estimate.prompt_tokens > args.max_prompt_tokens {
+    if estimate.prompt_tokens > args.max_total_prompt_tokens {
         over.push(format!(
-            "{} prompt tokens (--max-prompt-tokens {})",
-            estimate.prompt_tokens, args.max_prompt_tokens
+            "{} prompt tokens (--max-total-prompt-tokens {})",
+            estimate.prompt_tokens, args.max_total_prompt_tokens
         ));
     }
     format!(

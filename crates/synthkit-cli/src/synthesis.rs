@@ -88,7 +88,9 @@ pub fn build_synthesizer(
         .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
         .with_chunk_overlap_ratio(args.overlap)
         .map_err(|e| usage(format!("{e} (see --overlap)")))?
-        .with_tokenizer(tokenizer);
+        .with_tokenizer(tokenizer)
+        .with_max_prompt_tokens(args.max_prompt_tokens)
+        .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
     let mut builder = Synthesizer::builder(model)
         .mode(mode)
         .budget(budget)

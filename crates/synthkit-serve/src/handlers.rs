@@ -85,6 +85,7 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
     let defaults = RequestDefaults {
         mode: ResponseMode::Compact,
         concurrency: Concurrency::limit(s.limits.max_request_concurrency),
+        max_prompt_tokens: None,
     };
     let observer = Arc::new(MetricsObserver(Arc::clone(&s.metrics)));
     let run = request.prepare(Arc::clone(&s.model), defaults, |b| b.observer(observer))?;

@@ -88,6 +88,10 @@ pub struct SynthesizeRequest {
     /// A system prompt in place of the model's.
     #[serde(default)]
     pub system_prompt: Option<String>,
+    /// The most tokens one prompt may have, below the model's window (LangChain's
+    /// `token_max`): smaller prompts, more calls. Unset: a prompt may fill the window.
+    #[serde(default)]
+    pub max_prompt_tokens: Option<usize>,
 }
 
 /// Custom templates, each optional.
@@ -162,6 +166,8 @@ pub struct RequestDefaults {
     /// The calls in flight of a request that asks for no number, and the most one may ask
     /// for.
     pub concurrency: Concurrency,
+    /// The prompt limit of a request that sets no `max_prompt_tokens` (`None`: the window).
+    pub max_prompt_tokens: Option<usize>,
 }
 
 impl Default for RequestDefaults {
@@ -170,6 +176,7 @@ impl Default for RequestDefaults {
         Self {
             mode: ResponseMode::Compact,
             concurrency: Concurrency::default(),
+            max_prompt_tokens: None,
         }
     }
 }
@@ -247,6 +254,9 @@ impl SynthesizeRequest {
         }
         if let Some(prompt) = self.system_prompt {
             builder = builder.system_prompt(prompt);
+        }
+        if let Some(limit) = self.max_prompt_tokens.or(defaults.max_prompt_tokens) {
+            builder = builder.max_prompt_tokens(limit);
         }
         if let Some(t) = self.templates {
             let pairs = [
@@ -407,11 +417,13 @@ mod tests {
         let defaults = RequestDefaults {
             mode: ResponseMode::Refine,
             concurrency: Concurrency::limit(4),
+            max_prompt_tokens: Some(500),
         };
         let run = request(json!({"query": "q", "nodes": ["a"], "concurrency": 99}))
             .prepare(model(), defaults, |b| b)
             .unwrap();
         assert_eq!(run.synthesizer.mode(), ResponseMode::Refine);
+        assert_eq!(run.synthesizer.budget().max_prompt_tokens(), 500);
         assert!(!run.stream);
         let e = request(json!({"query": "q", "concurrency": 0}))
             .prepare(model(), defaults, |b| b)
@@ -441,5 +453,18 @@ mod tests {
         assert!(
             serde_json::from_value::<SynthesizeRequest>(json!({"query": "q", "extra": 1})).is_err()
         );
+        let e = request(json!({"query": "q", "max_prompt_tokens": 0}))
+            .prepare(model(), d, |b| b)
+            .unwrap_err();
+        assert_eq!(e.kind(), "invalid_option", "{e}");
+        assert!(e.to_string().contains("max_prompt_tokens"), "{e}");
+    }
+
+    #[test]
+    fn max_prompt_tokens_caps_the_budget() {
+        let run = request(json!({"query": "q", "max_prompt_tokens": 300}))
+            .prepare(model(), RequestDefaults::default(), |b| b)
+            .unwrap();
+        assert_eq!(run.synthesizer.budget().max_prompt_tokens(), 300);
     }
 }

@@ -593,3 +593,30 @@ fn an_off_topic_question_is_not_answered_from_the_documents() {
         "{text}"
     );
 }
+
+#[test]
+fn max_prompt_tokens_plans_smaller_prompts_and_more_calls() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/docs");
+    let plan = |extra: &[&str]| {
+        let out = synthkit()
+            .args(["summarize", "--json", "-q", "--plan", "--mode", "compact"])
+            .args(extra)
+            .arg(&docs)
+            .output()
+            .unwrap();
+        json_of(&out)
+    };
+    let whole = plan(&[]);
+    let limited = plan(&["--max-prompt-tokens", "600"]);
+    let calls = |v: &serde_json::Value| v["total"]["calls"].as_u64().unwrap();
+    assert!(calls(&limited) > calls(&whole), "{limited}\n{whole}");
+    for step in limited["steps"].as_array().unwrap() {
+        assert!(step["max_prompt_tokens"].as_u64().unwrap() <= 600, "{step}");
+    }
+    let out = synthkit()
+        .args(["ask", QUESTION, "--max-prompt-tokens", "0"])
+        .arg(&docs)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

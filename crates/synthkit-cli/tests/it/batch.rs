@@ -387,6 +387,41 @@ fn plan_sums_the_batch_without_calling_the_model() {
     assert!(!output.exists());
 }
 
+#[test]
+fn max_prompt_tokens_is_the_default_of_lines_that_set_none() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("Yes."));
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: Vec<String> = (0..16)
+        .map(|k| format!("Fact {k}: {}", "the dome opens at dusk ".repeat(6)))
+        .collect();
+    let request = |limit: Option<u64>| {
+        let mut v = json!({"query": "When?", "nodes": nodes, "mode": "compact"});
+        if let Some(limit) = limit {
+            v["max_prompt_tokens"] = json!(limit);
+        }
+        v.to_string()
+    };
+    let input = write_lines(dir.path(), "in.jsonl", &[request(None)]);
+    let out = run(&mut batch(&fake, &input, &dir.path().join("a.jsonl")));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let whole = fake.requests();
+    let out =
+        run(batch(&fake, &input, &dir.path().join("b.jsonl")).args(["--max-prompt-tokens", "200"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let limited = fake.requests() - whole;
+    assert!(
+        limited > whole,
+        "{limited} calls under the limit, {whole} without"
+    );
+    // A line's own value wins over the flag.
+    let input = write_lines(dir.path(), "own.jsonl", &[request(Some(4000))]);
+    let before = fake.requests();
+    let out =
+        run(batch(&fake, &input, &dir.path().join("c.jsonl")).args(["--max-prompt-tokens", "200"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fake.requests() - before, whole);
+}
+
 /// Peak resident set size of a running process, in KiB (`VmHWM`).
 fn peak_rss_kb(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

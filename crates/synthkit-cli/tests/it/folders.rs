@@ -232,7 +232,7 @@ fn a_large_run_over_a_model_prints_its_plan_and_asks_for_yes() {
     // Nothing listens there: a call would fail with a connection error.
     let url = format!("http://127.0.0.1:{}/v1", closed_port());
     let run = |extra: &[&str]| {
-        let calls = if extra.contains(&"--max-prompt-tokens") {
+        let calls = if extra.contains(&"--max-total-prompt-tokens") {
             "1000"
         } else {
             "3"
@@ -273,9 +273,9 @@ fn a_large_run_over_a_model_prints_its_plan_and_asks_for_yes() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!stderr(&out).contains("not started"), "{}", stderr(&out));
     // The token threshold alone refuses too.
-    let out = run(&["--max-prompt-tokens", "100"]);
+    let out = run(&["--max-total-prompt-tokens", "100"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("prompt tokens (--max-prompt-tokens 100)"));
+    assert!(stderr(&out).contains("prompt tokens (--max-total-prompt-tokens 100)"));
 }
 
 #[test]

@@ -4,6 +4,11 @@
 //! `tokens(prompt, system prompt and chat overhead included) <= context_window - num_output`
 //! (decision 1); [`PromptBudget`] computes the room left for context and packs text into it.
 //!
+//! A prompt limit ([`PromptBudget::with_max_prompt_tokens`], LangChain's `token_max`)
+//! packs prompts below the window: for cost, or for a model that answers worse with long
+//! prompts. Every prompt then satisfies `tokens <= min(context_window - num_output, limit)`,
+//! and the modes make more, smaller calls to fit.
+//!
 //! ```
 //! use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
 //! let budget = PromptBudget::new(4096, 256).unwrap();
@@ -40,10 +45,15 @@ pub enum BudgetError {
     /// The overlap ratio is outside [0, 1].
     #[error("chunk_overlap_ratio must be between 0 and 1, got {0}")]
     InvalidOverlapRatio(f64),
+    /// A prompt limit of 0 tokens leaves no room for any prompt.
+    #[error("max_prompt_tokens must be at least 1 (leave it unset for the whole window)")]
+    ZeroPromptLimit,
     /// The template (with query, system prompt and any existing answer) alone is larger
     /// than the prompt budget.
     #[error(
-        "the {kind} prompt needs {prompt_tokens} tokens before any context, but a prompt may have only {budget} (context window {context_window} - output {num_output}): shorten the query, template or system prompt, raise the context window, or lower num_output"
+        "the {kind} prompt needs {prompt_tokens} tokens before any context, but a prompt may have only {budget} ({}): shorten the query, template or system prompt, {}",
+        budget_origin(*context_window, *num_output, *prompt_limit),
+        budget_remedy(*prompt_limit)
     )]
     TemplateTooLarge {
         /// The template's kind.
@@ -56,10 +66,14 @@ pub enum BudgetError {
         context_window: usize,
         /// The output reserve.
         num_output: usize,
+        /// The prompt limit, when one was set ([`PromptBudget::with_max_prompt_tokens`]).
+        prompt_limit: Option<usize>,
     },
     /// After the template and padding, no token is left for context.
     #[error(
-        "the {kind} prompt leaves no room for context: {prompt_tokens} prompt tokens + {padding} padding of a {budget}-token budget (context window {context_window} - output {num_output}); raise the context window or lower num_output"
+        "the {kind} prompt leaves no room for context: {prompt_tokens} prompt tokens + {padding} padding of a {budget}-token budget ({}); {}",
+        budget_origin(*context_window, *num_output, *prompt_limit),
+        budget_remedy(*prompt_limit)
     )]
     NoRoomForContext {
         /// The template's kind.
@@ -74,10 +88,12 @@ pub enum BudgetError {
         context_window: usize,
         /// The output reserve.
         num_output: usize,
+        /// The prompt limit, when one was set ([`PromptBudget::with_max_prompt_tokens`]).
+        prompt_limit: Option<usize>,
     },
     /// A rendered prompt is over the budget; it was not sent.
     #[error(
-        "refusing to send a {tokens}-token {kind} prompt: a prompt may have at most {budget} tokens (context window - num_output); this is a bug in packing, please report it"
+        "refusing to send a {tokens}-token {kind} prompt: a prompt may have at most {budget} tokens (context window - num_output, or max_prompt_tokens when lower); this is a bug in packing, please report it"
     )]
     PromptOverBudget {
         /// The template's kind.
@@ -89,11 +105,34 @@ pub enum BudgetError {
     },
 }
 
-/// Token budgeting for prompts: window, output reserve, overlap and chunk size limit.
+/// Where a prompt budget comes from, for error messages.
+fn budget_origin(context_window: usize, num_output: usize, prompt_limit: Option<usize>) -> String {
+    match prompt_limit {
+        Some(limit) if limit < context_window - num_output.min(context_window) => {
+            format!(
+                "max_prompt_tokens {limit}, below context window {context_window} - output {num_output}"
+            )
+        }
+        _ => format!("context window {context_window} - output {num_output}"),
+    }
+}
+
+/// What to change when a prompt does not fit, for error messages.
+fn budget_remedy(prompt_limit: Option<usize>) -> &'static str {
+    match prompt_limit {
+        Some(_) => "raise max_prompt_tokens, raise the context window, or lower num_output",
+        None => "raise the context window or lower num_output",
+    }
+}
+
+/// Token budgeting for prompts: window, output reserve, prompt limit, overlap and chunk
+/// size limit.
 #[derive(Debug, Clone)]
 pub struct PromptBudget {
     context_window: usize,
     num_output: usize,
+    /// A cap on every prompt below `context_window - num_output`, when set.
+    prompt_limit: Option<usize>,
     chunk_overlap_ratio: f64,
     chunk_size_limit: Option<usize>,
     separator: String,
@@ -116,6 +155,7 @@ impl PromptBudget {
         Ok(Self {
             context_window,
             num_output,
+            prompt_limit: None,
             chunk_overlap_ratio: DEFAULT_CHUNK_OVERLAP_RATIO,
             chunk_size_limit: None,
             separator: " ".to_string(),
@@ -130,6 +170,27 @@ impl PromptBudget {
             return Err(BudgetError::InvalidOverlapRatio(ratio));
         }
         self.chunk_overlap_ratio = ratio;
+        Ok(self)
+    }
+
+    /// Caps every prompt at `limit` tokens (system prompt and chat overhead included), below
+    /// what the window allows: the modes pack less context into each call and make more
+    /// calls. `None` (the default) lets a prompt fill `context_window - num_output`; a
+    /// limit above that changes nothing. A limit of 0 is an error.
+    ///
+    /// ```
+    /// use synthkit::prompt::PromptBudget;
+    /// let budget = PromptBudget::new(8192, 512).unwrap();
+    /// assert_eq!(budget.max_prompt_tokens(), 7680);
+    /// let budget = budget.with_max_prompt_tokens(Some(2000)).unwrap();
+    /// assert_eq!(budget.max_prompt_tokens(), 2000);
+    /// assert!(budget.clone().with_max_prompt_tokens(Some(0)).is_err());
+    /// ```
+    pub fn with_max_prompt_tokens(mut self, limit: Option<usize>) -> Result<Self, BudgetError> {
+        if limit == Some(0) {
+            return Err(BudgetError::ZeroPromptLimit);
+        }
+        self.prompt_limit = limit;
         Ok(self)
     }
 
@@ -194,9 +255,16 @@ impl PromptBudget {
         &self.separator
     }
 
-    /// The most tokens a prompt may have: `context_window - num_output`.
+    /// The prompt limit set with [`PromptBudget::with_max_prompt_tokens`], if any.
+    pub fn prompt_limit(&self) -> Option<usize> {
+        self.prompt_limit
+    }
+
+    /// The most tokens a prompt may have: `context_window - num_output`, or the prompt
+    /// limit when that is lower.
     pub fn max_prompt_tokens(&self) -> usize {
-        self.context_window - self.num_output
+        let window = self.context_window - self.num_output;
+        self.prompt_limit.map_or(window, |limit| limit.min(window))
     }
 
     /// Counts a rendered prompt: the text, or for chat
@@ -252,6 +320,7 @@ impl PromptBudget {
                 budget: self.max_prompt_tokens(),
                 context_window: self.context_window,
                 num_output: self.num_output,
+                prompt_limit: self.prompt_limit,
             })
     }
 
@@ -286,6 +355,7 @@ impl PromptBudget {
                 budget: self.max_prompt_tokens(),
                 context_window: self.context_window,
                 num_output: self.num_output,
+                prompt_limit: self.prompt_limit,
             });
         }
         Ok(size)

@@ -35,6 +35,7 @@ pub struct SynthesizerBuilder {
     templates: Option<Templates>,
     overrides: Vec<PromptTemplate>,
     budget: Option<PromptBudget>,
+    max_prompt_tokens: Option<usize>,
     filtering: AnswerFiltering,
     output_schema: Option<Value>,
     concurrency: Concurrency,
@@ -57,6 +58,7 @@ impl SynthesizerBuilder {
             templates: None,
             overrides: Vec::new(),
             budget: None,
+            max_prompt_tokens: None,
             filtering: AnswerFiltering::Off,
             output_schema: None,
             concurrency: Concurrency::default(),
@@ -106,6 +108,33 @@ impl SynthesizerBuilder {
     /// whose tokenizer was not set explicitly counts with the model's tokenizer.
     pub fn budget(mut self, budget: PromptBudget) -> Self {
         self.budget = Some(budget);
+        self
+    }
+    /// Caps every prompt at `limit` tokens, below the window (LangChain's `token_max`): the
+    /// modes pack less into each call and make more calls. Applies to the budget given to
+    /// [`SynthesizerBuilder::budget`] too; see [`PromptBudget::with_max_prompt_tokens`].
+    /// `build` fails on 0.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), synthkit::SynthError> {
+    /// use std::sync::Arc;
+    /// use synthkit::{Node, Synthesizer, model::ModelInfo, testing::ScriptedModel};
+    /// let info = ModelInfo::new("m").with_context_window(8192).with_num_output(256);
+    /// let nodes: Vec<Node> = (0..4).map(|i| Node::new(format!("n{i}"), "word ".repeat(300))).collect();
+    /// // The whole window: the four chunks fit one prompt.
+    /// let model = Arc::new(ScriptedModel::constant(info.clone(), "ok"));
+    /// Synthesizer::builder(model.clone()).build()?.synthesize("q", nodes.clone()).await?;
+    /// assert_eq!(model.requests().len(), 1);
+    /// // At most 800 tokens a prompt: several smaller calls.
+    /// let model = Arc::new(ScriptedModel::constant(info, "ok"));
+    /// let synth = Synthesizer::builder(model.clone()).max_prompt_tokens(800).build()?;
+    /// assert_eq!(synth.budget().max_prompt_tokens(), 800);
+    /// synth.synthesize("q", nodes).await?;
+    /// assert!(model.requests().len() > 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn max_prompt_tokens(mut self, limit: usize) -> Self {
+        self.max_prompt_tokens = Some(limit);
         self
     }
     /// Structured answer filtering (refine and compact; default off).
@@ -215,6 +244,9 @@ impl SynthesizerBuilder {
             Some(b) => b,
             None => PromptBudget::new(info.context_window, info.num_output)?,
         };
+        if self.max_prompt_tokens.is_some() {
+            budget = budget.with_max_prompt_tokens(self.max_prompt_tokens)?;
+        }
         if !budget.has_explicit_tokenizer()
             && let Some(t) = self.model.tokenizer()
         {

@@ -38,6 +38,7 @@ mod node_json;
 mod openai_loopback;
 mod overflow;
 mod overflow_props;
+mod prompt_limit;
 #[cfg(feature = "openai")]
 mod reply_cap;
 mod scheduling;
