@@ -13,11 +13,13 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 mod backend;
+mod call_events;
 mod errors;
 mod nodes;
 mod pyllm;
 mod response;
 mod stream;
+mod structured;
 mod synthesizer;
 
 pyo3::create_exception!(

@@ -41,6 +41,14 @@ impl Caller {
         Ok(Caller::Blocking(Some(Arc::new(context.unbind()))))
     }
 
+    /// The caller's context (a copy of its contextvars), if it has one.
+    pub(crate) fn context(&self, py: Python<'_>) -> Option<Arc<Py<PyAny>>> {
+        match self {
+            Caller::Asyncio(locals) => Some(Arc::new(locals.context(py).unbind())),
+            Caller::Blocking(context) => context.clone(),
+        }
+    }
+
     /// Where a call runs for a model that has the blocking and/or the async form: the
     /// caller's kind of call when the model has it, else the other one.
     pub(crate) fn runner(&self, has_sync: bool, has_async: bool) -> PyResult<Runner> {
