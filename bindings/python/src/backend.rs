@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
+use synthkit::backend::http::{Sampling, Transport};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::LanguageModel;
@@ -171,34 +172,60 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
         )));
     }
     config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
-    if let Some(w) = opts.context_window {
-        config = config.with_context_window(w);
-    }
-    if let Some(t) = opts.temperature {
-        config = config.with_temperature(t);
-    }
-    if let Some(t) = timeout(opts.timeout)? {
-        config = config.with_timeout(t);
-    }
+    settings(
+        &opts,
+        &mut config.transport,
+        &mut config.sampling,
+        &mut config.context_window,
+    )?;
     let mut model = OpenAiModel::connect(config)
         .await
         .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
     // Budgets match the model best when the server counts: use its /tokenize where it has
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
     model.use_server_counter().await;
-    // The library's stack: at most `concurrency` calls in flight, and no more than the
-    // server runs at once when it says (llama.cpp's slots), halved while the server is
-    // overloaded; the default retries (429s and overloads included).
     let slots = model.server_slots();
+    Ok(server_stack(model, slots, opts.concurrency, "openai"))
+}
+
+/// A server's model behind the library's stack: at most `concurrency` calls in flight, and
+/// no more than the server runs at once when it says (llama.cpp's slots), halved while the
+/// server is overloaded; the default retries (429s and overloads included).
+fn server_stack(
+    model: impl LanguageModel + 'static,
+    slots: Option<usize>,
+    concurrency: usize,
+    kind: &'static str,
+) -> Backend {
     let stack = ModelStack::builder(model)
-        .max_in_flight(opts.concurrency)
+        .max_in_flight(concurrency)
         .server_slots(slots)
         .build();
-    Ok(Backend {
+    Backend {
         model: stack.model(),
-        kind: "openai",
-        concurrency: ceiling(opts.concurrency, slots),
-    })
+        kind,
+        concurrency: ceiling(concurrency, slots),
+    }
+}
+
+/// The window, temperature and timeout given to the constructor, set on either API's
+/// config (their shared fields).
+fn settings(
+    opts: &BackendOptions,
+    transport: &mut Transport,
+    sampling: &mut Sampling,
+    window: &mut Option<usize>,
+) -> PyResult<()> {
+    if let Some(w) = opts.context_window {
+        *window = Some(w);
+    }
+    if let Some(t) = opts.temperature {
+        *sampling = sampling.clone().with_temperature(t);
+    }
+    if let Some(t) = timeout(opts.timeout)? {
+        *transport = transport.clone().with_timeout(t);
+    }
+    Ok(())
 }
 
 /// The key lookup for `opts.api_key_env`: the key comes from that variable only (never
@@ -238,26 +265,15 @@ async fn connect_anthropic(opts: BackendOptions) -> PyResult<Backend> {
     config = config
         .with_model_discovery(opts.model.is_none() && served_elsewhere)
         .with_server_tokenizer(true);
-    if let Some(w) = opts.context_window {
-        config = config.with_context_window(w);
-    }
-    if let Some(t) = opts.temperature {
-        config = config.with_temperature(t);
-    }
-    if let Some(t) = timeout(opts.timeout)? {
-        config = config.with_timeout(t);
-    }
+    settings(
+        &opts,
+        &mut config.transport,
+        &mut config.sampling,
+        &mut config.context_window,
+    )?;
     let model = AnthropicModel::connect(config)
         .await
         .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
     let slots = model.server_slots();
-    let stack = ModelStack::builder(model)
-        .max_in_flight(opts.concurrency)
-        .server_slots(slots)
-        .build();
-    Ok(Backend {
-        model: stack.model(),
-        kind: "anthropic",
-        concurrency: ceiling(opts.concurrency, slots),
-    })
+    Ok(server_stack(model, slots, opts.concurrency, "anthropic"))
 }

@@ -194,6 +194,12 @@ impl Pending {
         });
     }
 
+    /// Reports the call as failed with `error`, and gives it back.
+    fn failed_with(&mut self, error: ModelError) -> ModelError {
+        self.failed(&error.to_string());
+        error
+    }
+
     /// Reports the call as failed with `message`.
     fn failed(&mut self, message: &str) {
         let Some(token) = self.token.take() else {
@@ -236,16 +242,14 @@ impl ModelLayer for Reported {
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(async move {
             let mut pending = self.start(request);
-            match self.inner.as_ref().complete(request).await {
-                Ok(c) => {
-                    pending.finished(&c.text, c.usage);
-                    Ok(c)
-                }
-                Err(e) => {
-                    pending.failed(&e.to_string());
-                    Err(e)
-                }
-            }
+            let c = self
+                .inner
+                .as_ref()
+                .complete(request)
+                .await
+                .map_err(|e| pending.failed_with(e))?;
+            pending.finished(&c.text, c.usage);
+            Ok(c)
         })
     }
 
@@ -255,13 +259,12 @@ impl ModelLayer for Reported {
     ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
         Box::pin(async move {
             let mut pending = self.start(request);
-            let events = match self.inner.as_ref().stream(request).await {
-                Ok(events) => events,
-                Err(e) => {
-                    pending.failed(&e.to_string());
-                    return Err(e);
-                }
-            };
+            let events = self
+                .inner
+                .as_ref()
+                .stream(request)
+                .await
+                .map_err(|e| pending.failed_with(e))?;
             // The reply is reported when its `Done` arrives (a failed or dropped stream
             // reports a failure); the text is kept until then, bounded by the backend's
             // reply size cap.
