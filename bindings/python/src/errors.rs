@@ -31,6 +31,7 @@ fn classify(e: &SynthError, message: String) -> PyErr {
         | SynthError::Template(_)
         | SynthError::Split(_)
         | SynthError::Tokenizer(_)
+        | SynthError::Schema(_)
         | SynthError::UnknownMode(_)
         | SynthError::TreeNotConverging { .. }
         | SynthError::InvalidOption(_)

@@ -133,6 +133,8 @@ def test_output_schema_on_the_synthesizer() -> None:
             synthkit.Synthesizer(base_url=server.base_url, output_schema=[1, 2])
         with pytest.raises(synthkit.InputError, match="output_schema"):
             synthkit.Synthesizer(base_url=server.base_url, output_schema={"bad": {1, 2}})
+        with pytest.raises(synthkit.InputError, match="not a valid JSON schema"):
+            synthkit.Synthesizer(base_url=server.base_url, output_schema={"type": "nope"})
         with pytest.raises(synthkit.InputError, match="cannot be combined"):
             synthkit.Synthesizer(
                 base_url=server.base_url, output_schema=schema, structured_answer_filtering=True
@@ -156,6 +158,8 @@ def test_refused_arguments_say_why() -> None:
         SynthkitSynthesizer(llm=MockLLM(), multimodal=True)
     with pytest.raises(synthkit.InputError, match="chat_content_qa_template"):
         SynthkitSynthesizer(llm=MockLLM(), chat_content_qa_template=PromptTemplate("{query_str}"))
+    with pytest.raises(synthkit.InputError, match="chat_prompt_helper"):
+        SynthkitSynthesizer(llm=MockLLM(), chat_prompt_helper=object())
     with pytest.raises(synthkit.InputError, match="streaming"):
         SynthkitSynthesizer(llm=MockLLM(), output_cls=Answer, streaming=True)
     with pytest.raises(synthkit.InputError, match="pydantic"):

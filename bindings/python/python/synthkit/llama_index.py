@@ -149,10 +149,15 @@ def _refuse_unsupported(**given: Any) -> None:
         )
     for name, value in given.items():
         if value is not None:
+            instead = (
+                "use prompt_helper"
+                if name == "chat_prompt_helper"
+                else "pass a ChatPromptTemplate as text_qa_template, refine_template or "
+                "summary_template"
+            )
             raise synthkit.InputError(
-                f"{name} is LlamaIndex's multimodal template (used with multimodal=True), "
-                "which synthkit does not support; pass a ChatPromptTemplate as "
-                "text_qa_template, refine_template or summary_template instead"
+                f"{name} is part of LlamaIndex's multimodal synthesis (used with "
+                f"multimodal=True), which synthkit does not support; {instead} instead"
             )
 
 
@@ -204,7 +209,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
             retries and concurrency limit; use ``structured_answer_filtering`` or
             ``output_cls``.
         multimodal, chat_content_qa_template, chat_content_refine_template,
-            chat_summary_template: LlamaIndex's multimodal synthesis (image blocks); synthkit
+            chat_summary_template, chat_prompt_helper: LlamaIndex's multimodal synthesis
+            (image blocks); synthkit
             synthesizes text nodes, so anything but their defaults raises
             ``synthkit.InputError`` (a ``ChatPromptTemplate`` goes in ``text_qa_template``).
     """
@@ -245,6 +251,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         chat_content_qa_template: Any = None,
         chat_content_refine_template: Any = None,
         chat_summary_template: Any = None,
+        chat_prompt_helper: Any = None,
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -252,6 +259,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             chat_content_qa_template=chat_content_qa_template,
             chat_content_refine_template=chat_content_refine_template,
             chat_summary_template=chat_summary_template,
+            chat_prompt_helper=chat_prompt_helper,
         )
         if output_cls is not None:
             if not (isinstance(output_cls, type) and hasattr(output_cls, "model_json_schema")):
