@@ -26,6 +26,10 @@ import synthkit  # noqa: E402
 from llama_server import LlamaServer, start_smollm2  # noqa: E402
 from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
 
+#: The first test may build llama-server (about 10 minutes on 2 cores) and fetch SmolLM2
+#: inside the module's server fixture: more than the suite's 300 s per test.
+pytestmark = pytest.mark.timeout(1800)
+
 #: The server's context (one slot); the synthesizers use a smaller window, so that the
 #: nodes take several calls.
 SERVER_CTX = 2048
