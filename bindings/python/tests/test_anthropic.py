@@ -153,6 +153,37 @@ def test_llm_usage_counts_the_prompt_cache_too(server: LlamaServer) -> None:
         assert abs(u["prompt_tokens"] - u["counted_prompt_tokens"]) <= 0.25 * u["counted_prompt_tokens"]
 
 
+def test_adapter_direct_anthropic_path_dispatches_llm_events(server: LlamaServer) -> None:
+    import llama_index.core.instrumentation as instrument
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+    class Starts(BaseEventHandler):
+        names: List[str] = []
+
+        @classmethod
+        def class_name(cls) -> str:
+            return "StartsAnthropic"
+
+        def handle(self, event: Any, **kwargs: Any) -> None:
+            self.names.append(type(event).__name__)
+
+    handler = Starts(names=[])
+    root = instrument.get_dispatcher()
+    root.add_event_handler(handler)
+    try:
+        synth = SynthkitSynthesizer(
+            base_url=server.root, api="anthropic", response_mode="refine",
+            context_window=WINDOW, num_output=NUM_OUTPUT,
+        )
+        assert synth.synthesizer.backend == "anthropic"
+        synth.synthesize(QUERY, nodes())
+    finally:
+        root.event_handlers.remove(handler)
+    calls = synth.last_response.usage["calls"]
+    assert calls >= 2
+    assert handler.names.count("LLMChatStartEvent") == handler.names.count("LLMChatEndEvent") == calls
+
+
 def test_anthropic_backend_streams_and_takes_v1_urls(server: LlamaServer) -> None:
     # A window that holds two of the nodes: the tree has two levels.
     synth = synthkit.Synthesizer(

@@ -158,6 +158,8 @@ def test_refused_arguments_say_why() -> None:
         SynthkitSynthesizer(llm=MockLLM(), multimodal=True)
     with pytest.raises(synthkit.InputError, match="chat_content_qa_template"):
         SynthkitSynthesizer(llm=MockLLM(), chat_content_qa_template=PromptTemplate("{query_str}"))
+    with pytest.raises(synthkit.InputError, match="api='anthropic' applies to the direct"):
+        SynthkitSynthesizer(llm=MockLLM(), api="anthropic")
     with pytest.raises(synthkit.InputError, match="chat_prompt_helper"):
         SynthkitSynthesizer(llm=MockLLM(), chat_prompt_helper=object())
     with pytest.raises(synthkit.InputError, match="streaming"):

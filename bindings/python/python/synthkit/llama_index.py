@@ -311,6 +311,11 @@ class SynthkitSynthesizer(BaseSynthesizer):
         }
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if not self._direct:
+            if api != "openai":
+                raise synthkit.InputError(
+                    f"api={api!r} applies to the direct HTTP path (base_url=): without it "
+                    "synthkit calls the llm"
+                )
             if base_llm is not None:
                 for name in ("model", "temperature"):
                     if overrides[name] is not None:
@@ -324,11 +329,6 @@ class SynthkitSynthesizer(BaseSynthesizer):
             raise synthkit.InputError(
                 "retry_on applies when synthkit calls the llm; the direct HTTP path retries "
                 "rate limits and overloads itself"
-            )
-        elif api != "openai" and not self._direct:
-            raise synthkit.InputError(
-                f"api={api!r} applies to the direct HTTP path (base_url=): without it "
-                "synthkit calls the llm"
             )
         self._mode = _mode_name(response_mode)
         self._templates: Dict[str, TemplateArg] = {
