@@ -200,7 +200,11 @@ def test_anthropic_backend_without_key_for_anthropic_itself(monkeypatch: pytest.
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(synthkit.InputError, match="ANTHROPIC_API_KEY"):
         synthkit.Synthesizer(api="anthropic")
-    monkeypatch.setenv("MY_ANTHROPIC", "sk-ant-x")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-x")
+    monkeypatch.delenv("MY_ANTHROPIC", raising=False)
+    with pytest.raises(synthkit.InputError, match="MY_ANTHROPIC") as e:
+        synthkit.Synthesizer(api="anthropic", api_key_env="MY_ANTHROPIC")
+    assert "sk-ant-x" not in str(e.value)
     with pytest.raises(synthkit.InputError, match="chat=False"):
         synthkit.Synthesizer(api="anthropic", chat=False)
     with pytest.raises(synthkit.InputError, match="unknown api"):
