@@ -115,7 +115,12 @@ impl Runner {
                     let notify = Notify {
                         tx: Mutex::new(Some(tx)),
                     };
-                    future.call_method1("add_done_callback", (notify,))?;
+                    if let Err(e) = future.call_method1("add_done_callback", (notify,)) {
+                        // Scheduled but unwatched (Ctrl-C can land here, on a blocking
+                        // caller's thread): cancel it rather than leave it running.
+                        let _ = future.call_method0("cancel");
+                        return Err(e);
+                    }
                     Ok(future.unbind())
                 })?;
                 let mut guard = CancelOnDrop(Some(pending));
