@@ -171,9 +171,10 @@ def test_adapter_direct_anthropic_path_dispatches_llm_events(server: LlamaServer
     root = instrument.get_dispatcher()
     root.add_event_handler(handler)
     try:
+        # A window that holds two of the nodes: two calls or more.
         synth = SynthkitSynthesizer(
-            base_url=server.root, api="anthropic", response_mode="refine",
-            context_window=WINDOW, num_output=NUM_OUTPUT,
+            base_url=server.root, api="anthropic", response_mode="compact",
+            context_window=400, num_output=NUM_OUTPUT,
         )
         assert synth.synthesizer.backend == "anthropic"
         synth.synthesize(QUERY, nodes())
