@@ -22,6 +22,11 @@ deps=(
   "pytest-timeout==2.4.0"
   "llama-index-core==0.14.25"
   "llama-index-llms-openai-like==0.8.1"
+  # The Anthropic LLM of LlamaIndex, for the tests against llama-server's Messages API.
+  # Its SDK is pinned to the 0.x line: with anthropic 2.x, llama-index-llms-anthropic
+  # 0.12.3 fails with "Cannot instantiate typing.Union"; 0.125.0 works.
+  "llama-index-llms-anthropic==0.12.3"
+  "anthropic==0.125.0"
 )
 
 if ! command -v "$python" >/dev/null 2>&1; then

@@ -11,10 +11,14 @@ instantly with the same 40-word text, given the same LlamaIndex ``OpenAILike`` L
 
 The time is each synthesizer's own work plus its HTTP calls to 127.0.0.1. A last line gives
 LlamaIndex's time with an in-process instant ``CustomLLM`` (no HTTP at all), for reference.
+An instrumentation event handler is attached throughout (as with Phoenix or Langfuse): the
+``LLM events`` column counts the LLM start events it saw in the last run (on the direct
+path synthkit dispatches them itself, one per call).
 
     python bench/compare.py [--corpus PATH] [--n 1000] [--repeat 3]
 
-Prints a Markdown table: best-of-``repeat`` wall time of ``synthesize()`` and model calls.
+Prints a Markdown table: best-of-``repeat`` wall time of ``synthesize()``, model calls and
+LLM start events.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 from llama_index.core import get_response_synthesizer
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.response_synthesizers import ResponseMode
@@ -75,6 +81,20 @@ class InstantLLM(CustomLLM):
         yield CompletionResponse(text=ANSWER, delta=ANSWER)
 
 
+class CountLlmStarts(BaseEventHandler):
+    """Counts LlamaIndex's LLM start events (chat and completion)."""
+
+    starts: int = 0
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CountLlmStarts"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        if type(event).__name__ in ("LLMChatStartEvent", "LLMCompletionStartEvent"):
+            self.starts += 1
+
+
 class AsyncRun:
     """A synthesizer whose ``synthesize`` runs its ``asynthesize`` on one event loop.
 
@@ -92,21 +112,33 @@ class AsyncRun:
         return self._loop.run_until_complete(self._synth.asynthesize(query, nodes))
 
 
+class PlainRun:
+    """synthkit's own Synthesizer, given the nodes as ``{"id", "text"}`` dicts."""
+
+    def __init__(self, synth: Any) -> None:
+        self._synth = synth
+
+    def synthesize(self, query: str, nodes: Any) -> Any:
+        items = [{"id": n.node.node_id, "text": n.node.get_content()} for n in nodes]
+        return self._synth.synthesize(query, items)
+
+
 def load_nodes(path: str, n: int) -> List[NodeWithScore]:
     with open(path) as f:
         texts: List[str] = json.load(f)[:n]
     return [NodeWithScore(node=TextNode(id_=f"n{i:05d}", text=t)) for i, t in enumerate(texts)]
 
 
-def best_of(repeat: int, run: Callable[[], int]) -> Tuple[float, int]:
-    """The best wall time of ``repeat`` runs and the calls of the last one."""
+def best_of(repeat: int, run: Callable[[], int], events: CountLlmStarts) -> Tuple[float, int, int]:
+    """The best wall time of ``repeat`` runs, and the calls and LLM start events of the last one."""
     best = float("inf")
     calls = 0
     for _ in range(repeat):
+        events.starts = 0
         start = time.perf_counter()
         calls = run()
         best = min(best, time.perf_counter() - start)
-    return best, calls
+    return best, calls, events.starts
 
 
 def main(argv: Sequence[str]) -> None:
@@ -119,6 +151,8 @@ def main(argv: Sequence[str]) -> None:
     nodes = load_nodes(args.corpus, args.n)
     helper = PromptHelper(context_window=WINDOW, num_output=NUM_OUTPUT, chunk_overlap_ratio=OVERLAP)
     rows: List[Dict[str, Any]] = []
+    events = CountLlmStarts()
+    get_dispatcher().add_event_handler(events)
     with FakeOpenAI(answer=ANSWER, report_usage=False) as server:
         llm = OpenAILike(
             api_base=server.base_url, model="fake-model", api_key="fake", is_chat_model=True,
@@ -135,14 +169,19 @@ def main(argv: Sequence[str]) -> None:
             variants.append(("SynthkitSynthesizer (llm path, default)", SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper)))
             variants.append(("SynthkitSynthesizer (llm path) asynthesize", AsyncRun(SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper))))
             variants.append(("SynthkitSynthesizer(direct=True)", SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper, direct=True)))
+            # The same HTTP path without LlamaIndex around it (no spans, no events): what
+            # dispatching the LLM events costs on the direct path.
+            variants.append(("synthkit.Synthesizer(base_url=...) (no events)", PlainRun(synthkit.Synthesizer(
+                mode.value, base_url=server.base_url, model="fake-model", context_window=WINDOW,
+                num_output=NUM_OUTPUT, chunk_overlap_ratio=OVERLAP, api_key_env="FAKE_KEY"))))
             for name, synth in variants:
                 def run(synth: Any = synth) -> int:
                     server.reset()
                     synth.synthesize(QUERY, nodes)
                     return server.calls
 
-                secs, calls = best_of(args.repeat, run)
-                rows.append({"mode": mode.value, "synthesizer": name, "model": "loopback HTTP", "seconds": secs, "calls": calls})
+                secs, calls, starts = best_of(args.repeat, run, events)
+                rows.append({"mode": mode.value, "synthesizer": name, "model": "loopback HTTP", "seconds": secs, "calls": calls, "events": starts})
             instant = InstantLLM()
             reference = get_response_synthesizer(llm=instant, response_mode=mode, prompt_helper=helper)
 
@@ -151,15 +190,15 @@ def main(argv: Sequence[str]) -> None:
                 reference.synthesize(QUERY, nodes)
                 return instant.calls
 
-            secs, calls = best_of(args.repeat, run_instant)
-            rows.append({"mode": mode.value, "synthesizer": "LlamaIndex get_response_synthesizer", "model": "in-process CustomLLM", "seconds": secs, "calls": calls})
+            secs, calls, starts = best_of(args.repeat, run_instant, events)
+            rows.append({"mode": mode.value, "synthesizer": "LlamaIndex get_response_synthesizer", "model": "in-process CustomLLM", "seconds": secs, "calls": calls, "events": starts})
 
     print(f"N={args.n} nodes, window {WINDOW}, num_output {NUM_OUTPUT}, overlap {OVERLAP}, best of {args.repeat}")
     print(f"synthkit {synthkit.__version__}, Python {sys.version.split()[0]}\n")
-    print("| mode | synthesizer | model | time | calls |")
-    print("|---|---|---|---|---|")
+    print("| mode | synthesizer | model | time | calls | LLM events |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['mode']} | {r['synthesizer']} | {r['model']} | {r['seconds']:.3f} s | {r['calls']} |")
+        print(f"| {r['mode']} | {r['synthesizer']} | {r['model']} | {r['seconds']:.3f} s | {r['calls']} | {r['events']} |")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-//! The model behind a synthesizer: the offline extractive backend, or an
-//! OpenAI-compatible server, set up with the library calls the CLI uses.
+//! The model behind a synthesizer: the offline extractive backend, an OpenAI-compatible
+//! server, or a server of Anthropic's Messages API, set up with the library calls the CLI
+//! uses.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
+use synthkit::backend::http::{Sampling, Transport};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::LanguageModel;
@@ -12,10 +15,43 @@ use synthkit_extractive::ExtractiveModel;
 
 use crate::{InputError, SynthkitError};
 
+/// The API a server speaks (`api=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// OpenAI's `/chat/completions` and `/completions` (the default).
+    OpenAi,
+    /// Anthropic's Messages API (`/v1/messages`: Anthropic, llama.cpp's `llama-server`).
+    Anthropic,
+}
+
+impl Api {
+    /// The API named `name` (`openai` or `anthropic`).
+    pub(crate) fn parse(name: &str) -> PyResult<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "openai" => Ok(Api::OpenAi),
+            "anthropic" => Ok(Api::Anthropic),
+            _ => Err(InputError::new_err(format!(
+                "unknown api `{name}`: use openai (OpenAI-compatible servers) or anthropic (Anthropic's Messages API)"
+            ))),
+        }
+    }
+
+    /// The environment variable read for the key when `api_key_env` is not given.
+    pub(crate) fn default_key_var(self) -> &'static str {
+        match self {
+            Api::OpenAi => OpenAiConfig::DEFAULT_KEY_VAR,
+            Api::Anthropic => AnthropicConfig::DEFAULT_KEY_VAR,
+        }
+    }
+}
+
 /// What the Python constructor says about the model.
 #[derive(Debug, Clone)]
 pub(crate) struct BackendOptions {
-    /// The server's base URL (up to `/v1`); `None` means the extractive backend.
+    /// The API the server speaks.
+    pub api: Api,
+    /// The server's base URL (up to `/v1`); `None` means the extractive backend for the
+    /// OpenAI API, Anthropic's own server for the Anthropic API.
     pub base_url: Option<String>,
     /// The model name; `None` asks the server (`GET /models`).
     pub model: Option<String>,
@@ -39,7 +75,8 @@ pub(crate) struct BackendOptions {
 pub(crate) struct Backend {
     /// The model, behind its layers.
     pub model: Arc<dyn LanguageModel>,
-    /// `extractive`, `openai`, or `python` (a Python LLM object or callable: `crate::pyllm`).
+    /// `extractive`, `openai`, `anthropic`, or `python` (a Python LLM object or callable:
+    /// `crate::pyllm`).
     pub kind: &'static str,
     /// Calls in flight the synthesizer allows (the server's slots may lower it).
     pub concurrency: usize,
@@ -73,6 +110,11 @@ pub(crate) fn check(opts: &BackendOptions) -> PyResult<()> {
         )));
     }
     timeout(opts.timeout)?;
+    if opts.api == Api::Anthropic && !opts.chat {
+        return Err(InputError::new_err(
+            "chat=False asks for the completion API, which Anthropic's Messages API does not have: drop it, or use api=\"openai\"",
+        ));
+    }
     Ok(())
 }
 
@@ -93,6 +135,9 @@ fn timeout(secs: Option<f64>) -> PyResult<Option<Duration>> {
 /// given), its context window (when not given) and whether it counts tokens (`/tokenize`);
 /// it never makes a model call.
 pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
+    if opts.api == Api::Anthropic {
+        return connect_anthropic(opts).await;
+    }
     let Some(url) = opts.base_url.clone() else {
         let mut model = ExtractiveModel::new().with_num_output(opts.num_output);
         if let Some(w) = opts.context_window {
@@ -111,16 +156,11 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
         });
     };
     let key_var = opts.api_key_env.clone();
-    // The key comes from the named variable only (never from the arguments, so it is in
-    // no repr or traceback); the base URL and model come from the arguments.
-    let mut config = OpenAiConfig::from_lookup(&key_var, |name| {
-        (name == key_var)
-            .then(|| std::env::var(name).ok())
-            .flatten()
-    })
-    .with_base_url(url.trim_end_matches('/').to_string())
-    .with_num_output(opts.num_output)
-    .with_chat(opts.chat);
+    // The base URL and model come from the arguments.
+    let mut config = OpenAiConfig::from_lookup(&key_var, key_lookup(&opts))
+        .with_base_url(url.trim_end_matches('/').to_string())
+        .with_num_output(opts.num_output)
+        .with_chat(opts.chat);
     if let Some(m) = &opts.model {
         config = config.with_model(m.clone());
     }
@@ -132,32 +172,108 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
         )));
     }
     config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
-    if let Some(w) = opts.context_window {
-        config = config.with_context_window(w);
-    }
-    if let Some(t) = opts.temperature {
-        config = config.with_temperature(t);
-    }
-    if let Some(t) = timeout(opts.timeout)? {
-        config = config.with_timeout(t);
-    }
+    settings(
+        &opts,
+        &mut config.transport,
+        &mut config.sampling,
+        &mut config.context_window,
+    )?;
     let mut model = OpenAiModel::connect(config)
         .await
         .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
     // Budgets match the model best when the server counts: use its /tokenize where it has
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
     model.use_server_counter().await;
-    // The library's stack: at most `concurrency` calls in flight, and no more than the
-    // server runs at once when it says (llama.cpp's slots), halved while the server is
-    // overloaded; the default retries (429s and overloads included).
     let slots = model.server_slots();
+    Ok(server_stack(model, slots, opts.concurrency, "openai"))
+}
+
+/// A server's model behind the library's stack: at most `concurrency` calls in flight, and
+/// no more than the server runs at once when it says (llama.cpp's slots), halved while the
+/// server is overloaded; the default retries (429s and overloads included).
+fn server_stack(
+    model: impl LanguageModel + 'static,
+    slots: Option<usize>,
+    concurrency: usize,
+    kind: &'static str,
+) -> Backend {
     let stack = ModelStack::builder(model)
-        .max_in_flight(opts.concurrency)
+        .max_in_flight(concurrency)
         .server_slots(slots)
         .build();
-    Ok(Backend {
+    Backend {
         model: stack.model(),
-        kind: "openai",
-        concurrency: ceiling(opts.concurrency, slots),
-    })
+        kind,
+        concurrency: ceiling(concurrency, slots),
+    }
+}
+
+/// The window, temperature and timeout given to the constructor, set on either API's
+/// config (their shared fields).
+fn settings(
+    opts: &BackendOptions,
+    transport: &mut Transport,
+    sampling: &mut Sampling,
+    window: &mut Option<usize>,
+) -> PyResult<()> {
+    if let Some(w) = opts.context_window {
+        *window = Some(w);
+    }
+    if let Some(t) = opts.temperature {
+        *sampling = sampling.clone().with_temperature(t);
+    }
+    if let Some(t) = timeout(opts.timeout)? {
+        *transport = transport.clone().with_timeout(t);
+    }
+    Ok(())
+}
+
+/// The key lookup for `opts.api_key_env`: the key comes from that variable only (never
+/// from the arguments, so it is in no repr or traceback).
+fn key_lookup(opts: &BackendOptions) -> impl Fn(&str) -> Option<String> + use<> {
+    let key_var = opts.api_key_env.clone();
+    move |name| {
+        (name == key_var)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+    }
+}
+
+/// A server of Anthropic's Messages API (`base_url`, with or without `/v1`; Anthropic's
+/// own when not given), with its window and slots from llama.cpp's `/props` where it has
+/// one, its model from `/v1/models` when `model` is not given, and exact prompt counts
+/// from `/v1/messages/count_tokens` where the server counts.
+async fn connect_anthropic(opts: BackendOptions) -> PyResult<Backend> {
+    let mut config = AnthropicConfig::from_lookup(&opts.api_key_env, key_lookup(&opts))
+        .with_num_output(opts.num_output);
+    if let Some(url) = &opts.base_url {
+        config = config.with_base_url(url.trim_end_matches('/').to_string());
+    }
+    if let Some(m) = &opts.model {
+        config = config.with_model(m.clone());
+    }
+    if config.lacks_key() {
+        return Err(InputError::new_err(format!(
+            "no API key for {}: set the environment variable {} (or name another one with api_key_env=)",
+            AnthropicConfig::DEFAULT_BASE_URL,
+            opts.api_key_env
+        )));
+    }
+    let served_elsewhere = !config
+        .transport
+        .is_server(AnthropicConfig::DEFAULT_BASE_URL);
+    config = config
+        .with_model_discovery(opts.model.is_none() && served_elsewhere)
+        .with_server_tokenizer(true);
+    settings(
+        &opts,
+        &mut config.transport,
+        &mut config.sampling,
+        &mut config.context_window,
+    )?;
+    let model = AnthropicModel::connect(config)
+        .await
+        .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
+    let slots = model.server_slots();
+    Ok(server_stack(model, slots, opts.concurrency, "anthropic"))
 }

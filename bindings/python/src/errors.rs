@@ -1,5 +1,6 @@
 //! synthkit's errors as Python exceptions.
 
+use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::{PyErr, Python};
 use synthkit::SynthError;
 
@@ -14,7 +15,15 @@ pub(crate) fn to_py(e: SynthError) -> PyErr {
     let message = full_message(&e);
     let err = classify(&e, message);
     if let Some(cause) = crate::pyllm::llm_exception(&e) {
-        Python::attach(|py| err.set_cause(py, Some(cause.clone_ref(py))));
+        return Python::attach(|py| {
+            // Ctrl-C landing while the calling thread ran a step of the call (its Python
+            // plumbing runs there for a blocking caller) stays a KeyboardInterrupt.
+            if cause.is_instance_of::<PyKeyboardInterrupt>(py) {
+                return cause.clone_ref(py);
+            }
+            err.set_cause(py, Some(cause.clone_ref(py)));
+            err
+        });
     }
     err
 }
@@ -31,6 +40,7 @@ fn classify(e: &SynthError, message: String) -> PyErr {
         | SynthError::Template(_)
         | SynthError::Split(_)
         | SynthError::Tokenizer(_)
+        | SynthError::Schema(_)
         | SynthError::UnknownMode(_)
         | SynthError::TreeNotConverging { .. }
         | SynthError::InvalidOption(_)

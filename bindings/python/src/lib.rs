@@ -2,7 +2,7 @@
 //!
 //! One shared multi-threaded tokio runtime runs every synthesis. Blocking calls release
 //! the GIL while they wait and check for signals every 50 ms, so Ctrl-C interrupts them
-//! (the synthesis future is dropped, which cancels its model calls). Awaitable calls are
+//! (the synthesis task is aborted, which cancels its model calls). Awaitable calls are
 //! bridged to asyncio by `pyo3-async-runtimes`.
 
 use std::future::Future;
@@ -13,11 +13,13 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 mod backend;
+mod call_events;
 mod errors;
 mod nodes;
 mod pyllm;
 mod response;
 mod stream;
+mod structured;
 mod synthesizer;
 
 pyo3::create_exception!(
@@ -64,26 +66,45 @@ pub(crate) fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 
 /// Runs `fut` to completion on the shared runtime with the GIL released, waking every
 /// 50 ms to check for signals; a pending `KeyboardInterrupt` (or any signal handler's
-/// exception) drops `fut`, cancelling its model calls, and is raised.
+/// exception) aborts `fut`, cancelling its model calls, and is raised.
+///
+/// `fut` runs on the runtime's worker threads, never on the calling thread: the Python
+/// code it runs (an LLM's calls, a hook) is then never where CPython raises a signal's
+/// exception (the main thread), so Ctrl-C always arrives here, as the caller's
+/// `KeyboardInterrupt`, and never half-way through a call's own steps.
 pub(crate) fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
-    F: Future<Output = PyResult<T>> + Send,
-    T: Send,
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: Send + 'static,
 {
     let rt = runtime()?;
+    let mut task = AbortOnDrop(rt.spawn(fut));
     py.detach(|| {
         rt.block_on(async move {
-            let mut fut = std::pin::pin!(fut);
             let mut tick = tokio::time::interval(SIGNAL_POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    out = &mut fut => return out,
+                    out = &mut task.0 => {
+                        return out.map_err(|e| {
+                            SynthkitError::new_err(format!("the synthesis task failed: {e}"))
+                        })?;
+                    }
                     _ = tick.tick() => Python::attach(|py| py.check_signals())?,
                 }
             }
         })
     })
+}
+
+/// Aborts a spawned task when its waiter goes away (a signal's exception, or the waiter
+/// unwinding): the task's future is dropped, which cancels its model calls.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The extension module.

@@ -8,7 +8,8 @@ use synthkit::model::LanguageModel;
 use synthkit::prompt::{PromptBudget, PromptTemplate, Role, TemplateKind};
 use synthkit::{Concurrency, ResponseMode, SynthesisInput};
 
-use crate::backend::{self, BackendOptions};
+use crate::backend::{self, Api, BackendOptions};
+use crate::call_events::CallHook;
 use crate::errors::to_py;
 use crate::nodes::nodes_from;
 use crate::pyllm::bridge::Caller;
@@ -16,6 +17,7 @@ use crate::pyllm::scope::{Configure, PerCaller};
 use crate::pyllm::{self, LlmOptions};
 use crate::response::Response;
 use crate::stream::ResponseStream;
+use crate::structured::Structured;
 use crate::{InputError, block_on, runtime};
 
 /// The names of the response modes, as `mode=` takes them.
@@ -30,9 +32,19 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 /// budgets, concurrency limit and retries (`retry_on` names the exception classes to
 /// retry). With `base_url`, an OpenAI-compatible server at that URL (up to and including
 /// `/v1`) does, through `/chat/completions` (or `/completions` with `chat=False`); the API
-/// key is read from the environment variable named by `api_key_env`. With neither,
-/// synthkit's offline extractive backend answers (no network, no key, no model: it quotes
-/// the nodes).
+/// key is read from the environment variable named by `api_key_env` (default
+/// `OPENAI_API_KEY`). With `api="anthropic"`, a server of Anthropic's Messages API does
+/// (`base_url` with or without `/v1`; Anthropic's own without it), with the key from
+/// `ANTHROPIC_API_KEY` unless `api_key_env` names another variable. With neither `llm` nor
+/// `base_url` (and the OpenAI API), synthkit's offline extractive backend answers (no
+/// network, no key, no model: it quotes the nodes).
+///
+/// `output_schema` (a JSON schema dict, a JSON string or a pydantic model class) asks for
+/// a final answer that follows it (`Response.structured`); `structured_answer_filtering`
+/// (refine and compact) has each step say whether its context answered the query, and
+/// unsatisfied steps leave the answer as it was. `on_call` is told about every model call
+/// (`call_started(prompt) -> token`, `call_finished(token, reply, usage)`,
+/// `call_failed(token, message)`), in the caller's context.
 #[pyclass(module = "synthkit._synthkit", frozen)]
 pub struct Synthesizer {
     inner: PerCaller,
@@ -50,6 +62,7 @@ struct TemplateArgs<'a, 'py> {
     qa: Option<&'a Bound<'py, PyAny>>,
     refine: Option<&'a Bound<'py, PyAny>>,
     summary: Option<&'a Bound<'py, PyAny>>,
+    simple: Option<&'a Bound<'py, PyAny>>,
 }
 
 #[pymethods]
@@ -59,7 +72,7 @@ impl Synthesizer {
         mode = "compact",
         base_url = None,
         model = None,
-        api_key_env = "OPENAI_API_KEY",
+        api_key_env = None,
         context_window = None,
         num_output = None,
         concurrency = 8,
@@ -75,6 +88,12 @@ impl Synthesizer {
         llm = None,
         retry_on = None,
         tokenizer = None,
+        // issue 20 options
+        api = "openai",
+        output_schema = None,
+        structured_answer_filtering = false,
+        on_call = None,
+        simple_template = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -82,7 +101,7 @@ impl Synthesizer {
         mode: &str,
         base_url: Option<String>,
         model: Option<String>,
-        api_key_env: &str,
+        api_key_env: Option<String>,
         context_window: Option<usize>,
         num_output: Option<usize>,
         concurrency: usize,
@@ -98,6 +117,11 @@ impl Synthesizer {
         llm: Option<&Bound<'_, PyAny>>,
         retry_on: Option<&Bound<'_, PyAny>>,
         tokenizer: Option<&Bound<'_, PyAny>>,
+        api: &str,
+        output_schema: Option<&Bound<'_, PyAny>>,
+        structured_answer_filtering: bool,
+        on_call: Option<&Bound<'_, PyAny>>,
+        simple_template: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mode: ResponseMode = mode.parse().map_err(|_| {
             InputError::new_err(format!(
@@ -109,16 +133,22 @@ impl Synthesizer {
             .map(|u| u.trim().to_string())
             .filter(|u| !u.is_empty());
         let llm = llm.filter(|l| !l.is_none());
+        let api = Api::parse(api)?;
+        let structured = Structured::read(output_schema, structured_answer_filtering, mode)?;
+        let hook = CallHook::read(on_call)?;
         let templates = TemplateArgs {
             qa: qa_template,
             refine: refine_template,
             summary: summary_template,
+            simple: simple_template,
         };
         let overrides = templates.read()?;
         let backend = match llm {
             Some(llm) => {
                 let given = [
                     ("base_url", base_url.is_some()),
+                    ("api", api != Api::OpenAi),
+                    ("api_key_env", api_key_env.is_some()),
                     ("temperature", temperature.is_some()),
                     ("timeout", timeout.is_some()),
                 ];
@@ -157,9 +187,10 @@ impl Synthesizer {
                     ));
                 }
                 let opts = BackendOptions {
+                    api,
                     base_url: base_url.clone(),
                     model,
-                    api_key_env: api_key_env.to_string(),
+                    api_key_env: api_key_env.unwrap_or_else(|| api.default_key_var().to_string()),
                     context_window,
                     num_output: num_output.unwrap_or(DEFAULT_NUM_OUTPUT),
                     concurrency,
@@ -193,6 +224,7 @@ impl Synthesizer {
                 builder = match t.kind() {
                     TemplateKind::Qa => builder.qa_template(t.clone()),
                     TemplateKind::Refine => builder.refine_template(t.clone()),
+                    TemplateKind::Simple => builder.simple_template(t.clone()),
                     _ => builder.summary_template(t.clone()),
                 };
             }
@@ -202,14 +234,17 @@ impl Synthesizer {
             if let Some(p) = &system_prompt {
                 builder = builder.system_prompt(p.clone());
             }
-            builder.build()
+            structured.apply(builder).build()
         });
         let built = configure(backend.model.clone()).map_err(to_py)?;
-        let inner = if backend.kind == "python" {
-            PerCaller::python(built, backend.model.clone(), configure)
+        let mut inner = if backend.kind == "python" {
+            PerCaller::python(built, backend.model.clone(), configure.clone())
         } else {
             PerCaller::fixed(built)
         };
+        if let Some(hook) = hook {
+            inner = inner.with_hook(hook, backend.model.clone(), configure);
+        }
         Ok(Self {
             inner,
             kind: backend.kind,
@@ -275,7 +310,8 @@ impl Synthesizer {
         self.inner.built().mode().as_str()
     }
 
-    /// `extractive`, `openai`, or `python` (`llm=`: a Python LLM object or callable).
+    /// `extractive`, `openai`, `anthropic` (`api="anthropic"`: a Messages API server), or
+    /// `python` (`llm=`: a Python LLM object or callable).
     #[getter]
     fn backend(&self) -> &'static str {
         self.kind
@@ -345,6 +381,7 @@ impl TemplateArgs<'_, '_> {
             (self.qa, TemplateKind::Qa, "qa_template"),
             (self.refine, TemplateKind::Refine, "refine_template"),
             (self.summary, TemplateKind::Summary, "summary_template"),
+            (self.simple, TemplateKind::Simple, "simple_template"),
         ] {
             if let Some(t) = arg.filter(|t| !t.is_none()) {
                 out.push(template_from(t, kind, name)?);
@@ -354,22 +391,43 @@ impl TemplateArgs<'_, '_> {
     }
 }
 
-/// A template from a string, a LlamaIndex `PromptTemplate` (`.template`, with its partial
-/// `.kwargs`) or a `ChatPromptTemplate` (`.message_templates`: `.role`, `.content`).
+/// A template from a string, a LlamaIndex `PromptTemplate` (`.template`) or a
+/// `ChatPromptTemplate` (`.message_templates`: `.role`, `.content`), with the partial
+/// values of either (`.kwargs`). Variable and function mappings are refused rather than
+/// ignored.
 fn template_from(t: &Bound<'_, PyAny>, kind: TemplateKind, arg: &str) -> PyResult<PromptTemplate> {
     if let Ok(s) = t.cast::<PyString>() {
         return Ok(PromptTemplate::completion(kind, s.to_cow()?.into_owned()));
     }
-    if let Ok(text) = t.getattr("template").and_then(|v| v.extract::<String>()) {
-        let mut template = PromptTemplate::completion(kind, text);
-        if let Ok(kwargs) = t.getattr("kwargs")
-            && let Ok(kwargs) = kwargs.cast::<PyDict>()
+    for mapping in ["template_var_mappings", "function_mappings"] {
+        if let Ok(m) = t.getattr(mapping)
+            && m.is_truthy()?
         {
-            for (k, v) in kwargs.iter() {
-                template = template.partial(&k.str()?.to_string(), &v.str()?.to_string());
-            }
+            return Err(InputError::new_err(format!(
+                "{arg}: the template's {mapping} are not supported: name the variables as synthkit fills them (context_str, query_str, existing_answer, context_msg) or pass partial values"
+            )));
         }
-        return Ok(template);
+    }
+    let template = bare_template(t, kind, arg)?;
+    match t.getattr("kwargs") {
+        Ok(kwargs) => match kwargs.cast::<PyDict>() {
+            Ok(kwargs) => {
+                let mut template = template;
+                for (k, v) in kwargs.iter() {
+                    template = template.partial(&k.str()?.to_string(), &v.str()?.to_string());
+                }
+                Ok(template)
+            }
+            Err(_) => Ok(template),
+        },
+        Err(_) => Ok(template),
+    }
+}
+
+/// A template's text or messages, without its partial values.
+fn bare_template(t: &Bound<'_, PyAny>, kind: TemplateKind, arg: &str) -> PyResult<PromptTemplate> {
+    if let Ok(text) = t.getattr("template").and_then(|v| v.extract::<String>()) {
+        return Ok(PromptTemplate::completion(kind, text));
     }
     if let Ok(messages) = t.getattr("message_templates") {
         let mut out = Vec::new();

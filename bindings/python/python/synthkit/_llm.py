@@ -179,9 +179,15 @@ def _field(obj: Any, *names: str) -> Any:
     return None
 
 
+#: Prompt tokens Anthropic's usage counts apart from ``input_tokens`` (a server's prompt
+#: cache: llama-server caches every prompt's prefix, Anthropic the marked ones).
+_CACHED_INPUT = ("cache_read_input_tokens", "cache_creation_input_tokens")
+
+
 def _usage(resp: Any) -> Usage:
-    """The usage a LlamaIndex response reports: ``raw.usage`` (OpenAI, Anthropic) or the
-    token counts LlamaIndex's OpenAI LLMs copy into ``additional_kwargs``."""
+    """The usage a LlamaIndex response reports: ``raw.usage`` (OpenAI, Anthropic: its
+    cached prompt tokens added back) or the token counts LlamaIndex's OpenAI LLMs copy into
+    ``additional_kwargs``."""
     raw = getattr(resp, "raw", None)
     usage = _field(raw, "usage") if raw is not None else None
     for source in (usage, getattr(resp, "additional_kwargs", None)):
@@ -190,6 +196,8 @@ def _usage(resp: Any) -> Usage:
         p = _field(source, "prompt_tokens", "input_tokens")
         c = _field(source, "completion_tokens", "output_tokens")
         if isinstance(p, int) and isinstance(c, int):
+            if _field(source, "prompt_tokens") is None:
+                p += sum(v for v in (_field(source, n) for n in _CACHED_INPUT) if isinstance(v, int))
             return (p, c)
     return None
 

@@ -81,7 +81,7 @@ class Synthesizer:
         mode: str = "compact",
         base_url: Optional[str] = None,
         model: Optional[str] = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: Optional[str] = None,
         context_window: Optional[int] = None,
         num_output: Optional[int] = None,
         concurrency: int = 8,
@@ -97,6 +97,12 @@ class Synthesizer:
         llm: Any = None,
         retry_on: Union[Type[BaseException], Tuple[Type[BaseException], ...], None] = None,
         tokenizer: Union[Callable[[str], List[Any]], str, None] = None,
+        # issue 20 options
+        api: str = "openai",
+        output_schema: Union[Mapping[str, Any], str, Type[Any], None] = None,
+        structured_answer_filtering: bool = False,
+        on_call: Any = None,
+        simple_template: Optional[TemplateLike] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -17,9 +17,16 @@ retries and citations; the window and output size come from ``llm.metadata``.
 For an OpenAI-compatible ``llm`` (``OpenAI``, ``OpenAILike``), ``direct=True`` has synthkit
 call the same server itself instead (``api_base``, model, context window, ``max_tokens``
 and temperature from the ``llm``; the API key from the environment variable
-``api_key_env``, never from the ``llm``), as does ``base_url=``. With no ``llm`` (and no
-``Settings.llm``) and no ``base_url``, synthkit's offline extractive backend answers, with
-a warning.
+``api_key_env``, never from the ``llm``), as does ``base_url=`` (``api="anthropic"`` for a
+server of Anthropic's Messages API). On that path synthkit dispatches LlamaIndex's LLM
+span and start/end events for every call itself (on the ``llm`` path the LLM does). With
+no ``llm`` (and no ``Settings.llm``) and no ``base_url``, synthkit's offline extractive
+backend answers, with a warning.
+
+``output_cls`` (a pydantic model) returns a ``PydanticResponse`` with the validated
+object; ``structured_answer_filtering=True`` (refine, compact) keeps only the steps whose
+context answered, as LlamaIndex does. Templates are strings, ``PromptTemplate`` or
+``ChatPromptTemplate`` objects (or LlamaIndex's selector defaults).
 
 Requires ``llama-index-core`` (0.14).
 """
@@ -27,11 +34,12 @@ Requires ``llama-index-core`` (0.14).
 from __future__ import annotations
 
 import warnings
-from typing import Any, AsyncGenerator, Dict, Generator, List, Optional, Sequence, Union
+from typing import Any, AsyncGenerator, Dict, Generator, List, Optional, Sequence, Type, Union
 
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
     AsyncStreamingResponse,
+    PydanticResponse,
     Response,
     StreamingResponse,
 )
@@ -52,6 +60,7 @@ from llama_index.core.types import RESPONSE_TEXT_TYPE
 import llama_index.core.instrumentation as instrument
 
 import synthkit
+from synthkit._llama_index_events import LlmEvents
 
 __all__ = ["SynthkitSynthesizer"]
 
@@ -124,6 +133,34 @@ def _template_text(t: TemplateArg) -> Optional[Union[str, BasePromptTemplate]]:
     )
 
 
+def _refuse_unsupported(**given: Any) -> None:
+    """Raises ``InputError`` for a ``get_response_synthesizer`` argument synthkit cannot honour."""
+    if given.pop("program_factory") is not None:
+        raise synthkit.InputError(
+            "program_factory is not supported: it builds a LlamaIndex program that would make "
+            "each refine step's model call itself, outside synthkit's budgets, retries and "
+            "concurrency limit; use structured_answer_filtering=True (synthkit's own "
+            "structured steps) or output_cls"
+        )
+    if given.pop("multimodal"):
+        raise synthkit.InputError(
+            "multimodal=True is not supported: synthkit synthesizes text nodes (no image "
+            "blocks); use LlamaIndex's get_response_synthesizer for multimodal synthesis"
+        )
+    for name, value in given.items():
+        if value is not None:
+            instead = (
+                "use prompt_helper"
+                if name == "chat_prompt_helper"
+                else "pass a ChatPromptTemplate as text_qa_template, refine_template or "
+                "summary_template"
+            )
+            raise synthkit.InputError(
+                f"{name} is part of LlamaIndex's multimodal synthesis (used with "
+                f"multimodal=True), which synthkit does not support; {instead} instead"
+            )
+
+
 class SynthkitSynthesizer(BaseSynthesizer):
     """A LlamaIndex response synthesizer that runs synthkit.
 
@@ -133,8 +170,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
             extractive backend answers, with a warning.
         response_mode: a LlamaIndex ``ResponseMode`` or its name (default ``compact``).
         streaming: return ``StreamingResponse`` / ``AsyncStreamingResponse`` objects.
-        text_qa_template, refine_template, summary_template: LlamaIndex prompt templates
-            (``PromptTemplate`` or strings) with the usual variables.
+        text_qa_template, refine_template, summary_template, simple_template: LlamaIndex
+            prompt templates (strings, ``PromptTemplate`` or ``ChatPromptTemplate``; a
+            selector template's default) with the usual variables.
         direct: for an OpenAI-compatible ``llm`` (one with ``api_base``), have synthkit call
             its server itself over HTTP (``api_base``, ``model``, ``context_window``,
             ``max_tokens``, ``temperature`` read from the ``llm``) instead of calling the
@@ -144,7 +182,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
         base_url: call this OpenAI-compatible server directly (as ``direct=True`` does).
         model, context_window, num_output, temperature: override what is read from
             ``llm`` (``model`` and ``temperature`` for the direct path only).
-        api_key_env: the environment variable holding the API key (direct path).
+        api_key_env: the environment variable holding the API key (direct path; default
+            ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` with ``api="anthropic"``).
         concurrency: model calls in flight at most (tree levels, accumulate); 0: no limit.
         citations: numbered sources and checked ``[n]`` markers in the answer.
         timeout: the request timeout in seconds.
@@ -158,8 +197,22 @@ class SynthkitSynthesizer(BaseSynthesizer):
             and accumulate concurrently (at most ``concurrency`` calls in flight).
         verbose: accepted; synthkit prints no progress (``True`` warns so): watch it with
             LlamaIndex's instrumentation or callbacks instead.
-        output_cls, structured_answer_filtering, program_factory: not supported yet;
-            anything but their defaults raises ``synthkit.InputError``.
+        output_cls: a pydantic model: its JSON schema is the final answer's, and the
+            response is a ``PydanticResponse`` with the validated object (not with
+            ``streaming``; no ``citations``).
+        structured_answer_filtering: refine and compact: each step answers
+            ``{query_satisfied, answer}`` and unsatisfied steps leave the answer unchanged
+            (other modes raise ``synthkit.InputError``).
+        api: ``openai`` (default) or ``anthropic``: the API of ``base_url``'s server.
+        program_factory: refused (``synthkit.InputError``): it builds a LlamaIndex program
+            that would make the refine steps' calls itself, outside synthkit's budgets,
+            retries and concurrency limit; use ``structured_answer_filtering`` or
+            ``output_cls``.
+        multimodal, chat_content_qa_template, chat_content_refine_template,
+            chat_summary_template, chat_prompt_helper: LlamaIndex's multimodal synthesis
+            (image blocks); synthkit
+            synthesizes text nodes, so anything but their defaults raises
+            ``synthkit.InputError`` (a ``ChatPromptTemplate`` goes in ``text_qa_template``).
     """
 
     def __init__(
@@ -178,7 +231,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         context_window: Optional[int] = None,
         num_output: Optional[int] = None,
         temperature: Optional[float] = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: Optional[str] = None,
         concurrency: int = 8,
         citations: bool = False,
         timeout: Optional[float] = None,
@@ -191,17 +244,32 @@ class SynthkitSynthesizer(BaseSynthesizer):
         output_cls: Any = None,
         structured_answer_filtering: bool = False,
         program_factory: Any = None,
+        # issue 20 options
+        simple_template: TemplateArg = None,
+        api: str = "openai",
+        multimodal: bool = False,
+        chat_content_qa_template: Any = None,
+        chat_content_refine_template: Any = None,
+        chat_summary_template: Any = None,
+        chat_prompt_helper: Any = None,
     ) -> None:
-        unsupported = {
-            "output_cls": output_cls is not None,
-            "structured_answer_filtering": bool(structured_answer_filtering),
-            "program_factory": program_factory is not None,
-        }
-        for name, given in unsupported.items():
-            if given:
+        _refuse_unsupported(
+            program_factory=program_factory,
+            multimodal=multimodal,
+            chat_content_qa_template=chat_content_qa_template,
+            chat_content_refine_template=chat_content_refine_template,
+            chat_summary_template=chat_summary_template,
+            chat_prompt_helper=chat_prompt_helper,
+        )
+        if output_cls is not None:
+            if not (isinstance(output_cls, type) and hasattr(output_cls, "model_json_schema")):
                 raise synthkit.InputError(
-                    f"{name} is not supported by SynthkitSynthesizer yet: use LlamaIndex's "
-                    "get_response_synthesizer for structured outputs"
+                    f"output_cls must be a pydantic model class, got {output_cls!r}"
+                )
+            if streaming:
+                raise synthkit.InputError(
+                    "streaming=True with output_cls: synthkit returns the object once it "
+                    "is whole and validated; drop one of them"
                 )
         if verbose:
             warnings.warn(
@@ -220,6 +288,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             streaming=streaming,
             empty_response=empty_response,
         )
+        self._output_cls: Optional[Type[Any]] = output_cls
         self._direct = base_url is not None or (direct and _api_base(base_llm) is not None)
         if direct and not self._direct:
             raise synthkit.InputError(
@@ -242,6 +311,11 @@ class SynthkitSynthesizer(BaseSynthesizer):
         }
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if not self._direct:
+            if api != "openai":
+                raise synthkit.InputError(
+                    f"api={api!r} applies to the direct HTTP path (base_url=): without it "
+                    "synthkit calls the llm"
+                )
             if base_llm is not None:
                 for name in ("model", "temperature"):
                     if overrides[name] is not None:
@@ -261,21 +335,32 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "text_qa_template": text_qa_template,
             "refine_template": refine_template,
             "summary_template": summary_template,
+            "simple_template": simple_template,
         }
         self._options: Dict[str, Any] = {
             **settings,
             "concurrency": concurrency,
             "citations": citations,
             "system_prompt": system_prompt,
+            "output_schema": output_cls,
+            "structured_answer_filtering": bool(structured_answer_filtering),
         }
         if self._direct or "llm" not in settings:
             self._options.update(api_key_env=api_key_env, timeout=timeout)
+        if self._direct:
+            self._options["api"] = api
+            # No LlamaIndex LLM makes these calls: synthkit reports each one as an LLM
+            # span with its start/end events (filled in once the model is known).
+            self._options["on_call"] = LlmEvents({}, owner=self)
         elif timeout is not None:
             raise synthkit.InputError(
                 "timeout= applies to the direct HTTP path: without it synthkit calls the llm, "
                 "so set the timeout on the llm"
             )
         self._synth = self._build()
+        hook = self._options.get("on_call")
+        if isinstance(hook, LlmEvents):
+            hook.describe(self._synth)
         if self._synth.backend == "extractive":
             warnings.warn(
                 "no llm (nor Settings.llm) and no base_url: synthkit's offline extractive "
@@ -291,6 +376,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             qa_template=_template_text(self._templates["text_qa_template"]),
             refine_template=_template_text(self._templates["refine_template"]),
             summary_template=_template_text(self._templates["summary_template"]),
+            simple_template=_template_text(self._templates["simple_template"]),
             **self._options,
         )
 
@@ -390,6 +476,23 @@ class SynthkitSynthesizer(BaseSynthesizer):
             return AsyncStreamingResponse(response_gen=self._empty_response_agenerator())
         return StreamingResponse(response_gen=self._empty_response_generator())
 
+    def _finished(
+        self, result: synthkit.Response, source_nodes: List[NodeWithScore]
+    ) -> RESPONSE_TYPE:
+        """The LlamaIndex response for a finished synthesis: a ``PydanticResponse`` with
+        the validated object when there is an ``output_cls``, else a ``Response``."""
+        self.last_response = result
+        if self._output_cls is None:
+            return self._prepare_response_output(result.response, source_nodes)
+        # synthkit checked the answer against the schema; pydantic builds the object
+        # (and checks what a JSON schema cannot say).
+        output = self._output_cls.model_validate(result.structured)
+        return PydanticResponse(
+            output,
+            source_nodes=source_nodes,
+            metadata=self._get_metadata_for_response([n.node for n in source_nodes]),
+        )
+
     @dispatcher.span
     def synthesize(
         self,
@@ -411,14 +514,13 @@ class SynthkitSynthesizer(BaseSynthesizer):
         ) as event:
             items = self._synthkit_nodes(nodes)
             response_str: RESPONSE_TEXT_TYPE
+            source_nodes = list(nodes) + list(additional_source_nodes or [])
             if self._streaming:
                 response_str = _deltas(self._synth.stream(query.query_str, items))
+                response = self._prepare_response_output(response_str, source_nodes)
             else:
                 result = self._synth.synthesize(query.query_str, items)
-                self.last_response = result
-                response_str = result.response
-            source_nodes = list(nodes) + list(additional_source_nodes or [])
-            response = self._prepare_response_output(response_str, source_nodes)
+                response = self._finished(result, source_nodes)
             event.on_end(payload={EventPayload.RESPONSE: response})
         dispatcher.event(SynthesizeEndEvent(query=query, response=response))
         return response
@@ -444,14 +546,13 @@ class SynthkitSynthesizer(BaseSynthesizer):
         ) as event:
             items = self._synthkit_nodes(nodes)
             response_str: RESPONSE_TEXT_TYPE
+            source_nodes = list(nodes) + list(additional_source_nodes or [])
             if self._streaming:
                 response_str = _adeltas(self._synth.stream(query.query_str, items))
+                response = self._prepare_response_output(response_str, source_nodes)
             else:
                 result = await self._synth.asynthesize(query.query_str, items)
-                self.last_response = result
-                response_str = result.response
-            source_nodes = list(nodes) + list(additional_source_nodes or [])
-            response = self._prepare_response_output(response_str, source_nodes)
+                response = self._finished(result, source_nodes)
             event.on_end(payload={EventPayload.RESPONSE: response})
         dispatcher.event(SynthesizeEndEvent(query=query, response=response))
         return response

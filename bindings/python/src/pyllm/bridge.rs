@@ -41,6 +41,14 @@ impl Caller {
         Ok(Caller::Blocking(Some(Arc::new(context.unbind()))))
     }
 
+    /// The caller's context (a copy of its contextvars), if it has one.
+    pub(crate) fn context(&self, py: Python<'_>) -> Option<Arc<Py<PyAny>>> {
+        match self {
+            Caller::Asyncio(locals) => Some(Arc::new(locals.context(py).unbind())),
+            Caller::Blocking(context) => context.clone(),
+        }
+    }
+
     /// Where a call runs for a model that has the blocking and/or the async form: the
     /// caller's kind of call when the model has it, else the other one.
     pub(crate) fn runner(&self, has_sync: bool, has_async: bool) -> PyResult<Runner> {
@@ -107,7 +115,12 @@ impl Runner {
                     let notify = Notify {
                         tx: Mutex::new(Some(tx)),
                     };
-                    future.call_method1("add_done_callback", (notify,))?;
+                    if let Err(e) = future.call_method1("add_done_callback", (notify,)) {
+                        // Scheduled but unwatched (Ctrl-C can land here, on a blocking
+                        // caller's thread): cancel it rather than leave it running.
+                        let _ = future.call_method0("cancel");
+                        return Err(e);
+                    }
                     Ok(future.unbind())
                 })?;
                 let mut guard = CancelOnDrop(Some(pending));

@@ -35,8 +35,8 @@ mod convert;
 pub(crate) mod scope;
 
 use bridge::{Caller, Runner, helpers};
-pub(crate) use convert::llm_exception;
 use convert::{LastFailure, LlmFailure};
+pub(crate) use convert::{llm_exception, prompt_to_py};
 use scope::Scope;
 
 /// What the constructor says about a Python model.

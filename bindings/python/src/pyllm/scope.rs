@@ -17,8 +17,11 @@ use synthkit::model::{
 };
 use synthkit::text::SharedTokenizer;
 
+use pyo3::Python;
+
 use super::bridge::Caller;
 use super::convert::LastFailure;
+use crate::call_events::CallHook;
 
 tokio::task_local! {
     static SCOPE: Scope;
@@ -105,20 +108,29 @@ pub(crate) type Configure =
     Arc<dyn Fn(Arc<dyn LanguageModel>) -> Result<synthkit::Synthesizer, SynthError> + Send + Sync>;
 
 /// A synthesizer for each caller: the one built at construction for a backend that does
-/// not call Python, one per synthesis (cheap: the stack is shared) for a Python model.
+/// not call Python, one per synthesis (cheap: the stack is shared) for a Python model or
+/// a synthesizer with a call hook (`on_call=`: `crate::call_events`), which run Python
+/// code in the caller's context.
 #[derive(Clone)]
 pub(crate) struct PerCaller {
     built: synthkit::Synthesizer,
-    python: Option<(Arc<dyn LanguageModel>, Configure)>,
+    each: Option<Each>,
+}
+
+/// How the synthesizer of one synthesis is built.
+#[derive(Clone)]
+struct Each {
+    model: Arc<dyn LanguageModel>,
+    configure: Configure,
+    /// The model calls Python (`Scoped` to the caller).
+    python: bool,
+    hook: Option<CallHook>,
 }
 
 impl PerCaller {
     /// The same synthesizer for every caller.
     pub(crate) fn fixed(built: synthkit::Synthesizer) -> Self {
-        Self {
-            built,
-            python: None,
-        }
+        Self { built, each: None }
     }
 
     /// `built` for checks and reports; each synthesis gets `configure(Scoped(model))`.
@@ -129,7 +141,32 @@ impl PerCaller {
     ) -> Self {
         Self {
             built,
-            python: Some((model, configure)),
+            each: Some(Each {
+                model,
+                configure,
+                python: true,
+                hook: None,
+            }),
+        }
+    }
+
+    /// These synthesizers with every model call reported to `hook`, in the context of the
+    /// caller (`model` and `configure` as for [`PerCaller::python`]).
+    pub(crate) fn with_hook(
+        self,
+        hook: CallHook,
+        model: Arc<dyn LanguageModel>,
+        configure: Configure,
+    ) -> Self {
+        let python = self.each.is_some_and(|e| e.python);
+        Self {
+            built: self.built,
+            each: Some(Each {
+                model,
+                configure,
+                python,
+                hook: Some(hook),
+            }),
         }
     }
 
@@ -140,17 +177,25 @@ impl PerCaller {
 
     /// The synthesizer for one synthesis by `caller`.
     pub(crate) fn for_caller(&self, caller: Caller) -> Result<synthkit::Synthesizer, SynthError> {
-        match &self.python {
-            None => Ok(self.built.clone()),
-            Some((model, configure)) => configure(Arc::new(Scoped {
-                inner: Arc::clone(model),
-                caller,
-            })),
+        let Some(each) = &self.each else {
+            return Ok(self.built.clone());
+        };
+        let mut model = Arc::clone(&each.model);
+        if let Some(hook) = &each.hook {
+            let context = Python::attach(|py| caller.context(py));
+            model = hook.around(model, context);
         }
+        if each.python {
+            model = Arc::new(Scoped {
+                inner: model,
+                caller,
+            });
+        }
+        (each.configure)(model)
     }
 
     /// Whether syntheses call Python (and so need their caller).
     pub(crate) fn needs_caller(&self) -> bool {
-        self.python.is_some()
+        self.each.is_some()
     }
 }
