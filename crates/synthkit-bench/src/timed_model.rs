@@ -9,9 +9,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use synthkit::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelLayer, ModelRequest,
+    Completion, CompletionStream, LanguageModel, ModelFuture, ModelLayer, ModelRequest,
     one_delta_stream,
 };
 
@@ -152,10 +151,7 @@ impl ModelLayer for TimedModel {
         &*self.inner
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let start = self.since_start();
             tokio::time::sleep(self.latency.of(&request.prompt.to_text())).await;
@@ -175,10 +171,7 @@ impl ModelLayer for TimedModel {
     }
 
     /// One delta after the timed call, so a streamed call waits its latency too.
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move { Ok(one_delta_stream(ModelLayer::complete(self, request).await?)) })
     }
 }

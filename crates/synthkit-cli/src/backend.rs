@@ -16,8 +16,8 @@ use anyhow::{Result, anyhow};
 use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::cache::SqliteCache;
-use synthkit::layer::stack::ModelStack;
-use synthkit::model::LanguageModel;
+use synthkit::layer::stack::{CacheIdentity, ModelStack};
+use synthkit::model::{LanguageModel, ModelError};
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
 use synthkit_extractive::ExtractiveModel;
 
@@ -157,50 +157,17 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         }
         LlmKind::Openai => {
             let config = args.model_args.openai_config()?;
-            if config.lacks_key() && !args.plan {
-                return Err(anyhow!(
-                    args.model_args.no_key(OpenAiConfig::DEFAULT_BASE_URL)
-                ));
-            }
-            let identity = config.cache_identity();
-            let mut model = OpenAiModel::connect(config)
-                .await
-                .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
-            if let Some(t) = args.model_args.tokenizer {
-                model = model.with_tokenizer(t.shared());
-            } else if !args.model_args.server_tokenizer && !args.model_args.no_server_tokenizer {
-                // Budgets match the model best when the server counts: use its /tokenize
-                // where it has one (llama.cpp, vLLM), quietly keep ours where it has none.
-                model.use_server_counter().await;
-            }
-            let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
-            let slots = model.server_slots();
-            let model = Arc::new(model);
+            let (model, identity, budget, slots) =
+                connect_server::<OpenAiModel>(config, &args, &split_tokenizer).await?;
             let openai = Some(Arc::clone(&model));
-            (model, identity, budget_tokenizer, slots, openai)
+            (model, identity, budget, slots, openai)
         }
         LlmKind::Anthropic => {
             let config = args.model_args.anthropic_config()?;
-            if config.lacks_key() && !args.plan {
-                return Err(anyhow!(
-                    args.model_args.no_key(AnthropicConfig::DEFAULT_BASE_URL)
-                ));
-            }
-            let identity = config.cache_identity();
-            let mut model = AnthropicModel::connect(config)
-                .await
-                .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
-            if let Some(t) = args.model_args.tokenizer {
-                model = model.with_tokenizer(t.shared());
-            } else if !args.model_args.server_tokenizer && !args.model_args.no_server_tokenizer {
-                // As for openai: the server's own counts where it has count_tokens.
-                model.use_server_counter().await;
-            }
-            let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
-            let slots = model.server_slots();
-            let model = Arc::new(model);
+            let (model, identity, budget, slots) =
+                connect_server::<AnthropicModel>(config, &args, &split_tokenizer).await?;
             anthropic = Some(Arc::clone(&model));
-            (model, identity, budget_tokenizer, slots, None)
+            (model, identity, budget, slots, None)
         }
     };
     // Calls in flight start at --concurrency (by default at most the server's slots),
@@ -226,6 +193,84 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         openai,
         anthropic,
     })
+}
+
+/// A server backend's model, as [`connect_with`] sets it up: `openai` or `anthropic`.
+trait ServerModel: LanguageModel + Sized + 'static {
+    /// The backend's config.
+    type Config;
+    /// The API's own server, which needs a key.
+    const DEFAULT_BASE_URL: &'static str;
+    /// What the replies depend on beyond the request (for cache keys).
+    fn identity(config: &Self::Config) -> CacheIdentity;
+    /// Whether the config points at the API's own server without a key.
+    fn lacks_key(config: &Self::Config) -> bool;
+    /// The model, after the backend's discovery.
+    async fn connect(config: Self::Config) -> Result<Self, ModelError>;
+    /// The model counting with `tokenizer`.
+    fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self;
+    /// Counts with the server when it can; returns whether it does.
+    async fn use_server_counter(&mut self) -> bool;
+    /// The requests the server runs at once, when it said.
+    fn server_slots(&self) -> Option<usize>;
+}
+
+macro_rules! server_model {
+    ($model:ty, $config:ty) => {
+        impl ServerModel for $model {
+            type Config = $config;
+            const DEFAULT_BASE_URL: &'static str = <$config>::DEFAULT_BASE_URL;
+            fn identity(config: &$config) -> CacheIdentity {
+                config.cache_identity()
+            }
+            fn lacks_key(config: &$config) -> bool {
+                config.lacks_key()
+            }
+            async fn connect(config: $config) -> Result<Self, ModelError> {
+                <$model>::connect(config).await
+            }
+            fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self {
+                <$model>::with_tokenizer(self, tokenizer)
+            }
+            async fn use_server_counter(&mut self) -> bool {
+                <$model>::use_server_counter(self).await
+            }
+            fn server_slots(&self) -> Option<usize> {
+                <$model>::server_slots(self)
+            }
+        }
+    };
+}
+
+server_model!(OpenAiModel, OpenAiConfig);
+server_model!(AnthropicModel, AnthropicConfig);
+
+/// Sets up a server backend's model: refuses the API's own server without a key (but for
+/// `--plan`), connects (discovery), and counts with `--tokenizer`, else with the server
+/// where it can count (llama.cpp's `/tokenize`, vLLM's, `count_tokens`: budgets match
+/// the model best), quietly keeping ours where it cannot. Returns the model, its cache
+/// identity, the budget's tokenizer and the server's slots.
+async fn connect_server<M: ServerModel>(
+    config: M::Config,
+    args: &StackFlags<'_>,
+    split_tokenizer: &SharedTokenizer,
+) -> Result<(Arc<M>, CacheIdentity, SharedTokenizer, Option<usize>)> {
+    let flags = args.model_args;
+    if M::lacks_key(&config) && !args.plan {
+        return Err(anyhow!(flags.no_key(M::DEFAULT_BASE_URL)));
+    }
+    let identity = M::identity(&config);
+    let mut model = M::connect(config)
+        .await
+        .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
+    if let Some(t) = flags.tokenizer {
+        model = model.with_tokenizer(t.shared());
+    } else if !flags.server_tokenizer && !flags.no_server_tokenizer {
+        model.use_server_counter().await;
+    }
+    let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
+    let slots = model.server_slots();
+    Ok((Arc::new(model), identity, budget_tokenizer, slots))
 }
 
 /// The note on standard error after a cached run: `N cached, M new calls`.

@@ -284,18 +284,7 @@ pub fn report_llamaindex(response: &Response) -> Value {
     let source_nodes: Vec<Value> = response
         .source_nodes
         .iter()
-        .map(|n| {
-            json!({
-                "node": {
-                    "id_": n.id,
-                    "text": n.text,
-                    "metadata": n.metadata,
-                    "excluded_llm_metadata_keys": n.excluded_llm_metadata_keys,
-                    "class_name": "TextNode",
-                },
-                "score": n.score,
-            })
-        })
+        .map(Node::to_node_with_score)
         .collect();
     let metadata: serde_json::Map<String, Value> = if response.metadata.is_empty() {
         response

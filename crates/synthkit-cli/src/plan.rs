@@ -11,10 +11,9 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use synthkit::model::{
-    Completion, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
+    Completion, LanguageModel, ModelFuture, ModelInfo, ModelRequest, SharedCounter,
 };
 use synthkit::text::SharedTokenizer;
 use synthkit::{Node, Observer, ResponseMode};
@@ -156,10 +155,7 @@ impl LanguageModel for PlanningModel {
         self.info.clone()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         self.record(request);
         // A structured step (answer filtering) answers a satisfied verdict of full length.
         let text = match request.schema {

@@ -129,8 +129,6 @@ mod tests;
 mod units;
 mod window;
 
-use futures::future::BoxFuture;
-
 use boost::without_provenance;
 use cite::strip_markers;
 use focus::focus;
@@ -142,7 +140,7 @@ use sentences::{Kind, Parsed, parse};
 use split::is_closer;
 use structured::structured_reply;
 use synthkit::model::{
-    Completion, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest, Usage,
+    Completion, FinishReason, LanguageModel, ModelFuture, ModelInfo, ModelRequest, Usage,
 };
 use synthkit::prompt::TemplateKind;
 use synthkit::text::SharedTokenizer;
@@ -207,6 +205,15 @@ impl Extraction {
         } else {
             !self.text.is_empty()
         }
+    }
+}
+
+/// `ratio` clamped to `[0, 1]`; NaN is 0.
+fn unit_ratio(ratio: f64) -> f64 {
+    if ratio.is_nan() {
+        0.0
+    } else {
+        ratio.clamp(0.0, 1.0)
     }
 }
 
@@ -281,11 +288,7 @@ impl ExtractiveModel {
     /// the question while room is left (from anywhere: the answer's focus on the best
     /// sentence's neighbourhood is off); `1.0` only the best ones. Clamped to `[0, 1]`.
     pub fn with_min_relative_score(mut self, ratio: f64) -> Self {
-        self.min_relative_score = if ratio.is_nan() {
-            0.0
-        } else {
-            ratio.clamp(0.0, 1.0)
-        };
+        self.min_relative_score = unit_ratio(ratio);
         self
     }
 
@@ -295,11 +298,7 @@ impl ExtractiveModel {
     /// them weighing most), the answer is [`Self::NOT_ANSWERED`]. `0.0` answers whenever a
     /// word matches. Clamped to `[0, 1]`.
     pub fn with_min_coverage(mut self, ratio: f64) -> Self {
-        self.min_coverage = if ratio.is_nan() {
-            0.0
-        } else {
-            ratio.clamp(0.0, 1.0)
-        };
+        self.min_coverage = unit_ratio(ratio);
         self
     }
 
@@ -542,10 +541,7 @@ impl LanguageModel for ExtractiveModel {
     }
 
     /// Extracts the answer (JSON text when the request has a schema). Never fails.
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let (text, truncated) = self.respond(request);
             let completion_tokens = self.tokenizer.count(&text) as u64;

@@ -7,6 +7,12 @@ use synthkit::mode::{ResponseMode, Step};
 use synthkit::model::StepInfo;
 use synthkit::prompt::RenderedPrompt;
 
+/// A question-answering request about [`OBSERVATORY`] (256 tokens for the answer).
+fn observatory_qa(query: &str) -> ModelRequest {
+    let vars = [("context_str", OBSERVATORY), ("query_str", query)];
+    request(TemplateKind::Qa, &vars, 256)
+}
+
 fn request(kind: TemplateKind, vars: &[(&str, &str)], max_tokens: usize) -> ModelRequest {
     ModelRequest::new(RenderedPrompt::Text("ignored".into()))
         .with_schema(None)
@@ -45,14 +51,7 @@ const OBSERVATORY: &str = "file_path: docs/maintenance.md\n\n\
 #[test]
 fn picks_the_sentence_with_query_terms() {
     let m = ExtractiveModel::new();
-    let req = request(
-        TemplateKind::Qa,
-        &[
-            ("context_str", OBSERVATORY),
-            ("query_str", "How often is the mirror cleaned?"),
-        ],
-        256,
-    );
+    let req = observatory_qa("How often is the mirror cleaned?");
     let c = run(&m, &req);
     assert_eq!(
         c.text,
@@ -296,14 +295,7 @@ fn structured_refine_reply() {
         },
         "required": ["query_satisfied", "answer"]
     });
-    let mut req = request(
-        TemplateKind::Qa,
-        &[
-            ("context_str", OBSERVATORY),
-            ("query_str", "When did the observatory open?"),
-        ],
-        256,
-    );
+    let mut req = observatory_qa("When did the observatory open?");
     req.schema = Some(Arc::new(schema));
     let value: serde_json::Value = serde_json::from_str(&run(&m, &req).text).unwrap_or_default();
     assert_eq!(
@@ -412,14 +404,7 @@ fn not_answered_through_requests() {
     let m = ExtractiveModel::new();
     // A question the passages do not answer: the fixed reply, and an unsatisfied
     // structured refine reply.
-    let req = request(
-        TemplateKind::Qa,
-        &[
-            ("context_str", OBSERVATORY),
-            ("query_str", "Who won the 1998 World Cup?"),
-        ],
-        256,
-    );
+    let req = observatory_qa("Who won the 1998 World Cup?");
     assert_eq!(run(&m, &req).text, ExtractiveModel::NOT_ANSWERED);
     let schema = serde_json::json!({
         "type": "object",

@@ -9,6 +9,7 @@
 //! - [`gated::GatedOpenAi`]: a model that holds every completion until the test opens its
 //!   gate, so "a request in flight" needs no guessed delay.
 //! - [`here::serve`]: an app served by the calling runtime, for tests that must share it.
+//! - [`llamaindex`]: LlamaIndex's JSON shapes (a `TextNode`), as fixtures.
 //! - [`redis::RedisServer`]: a real `redis-server` on a free loopback port.
 //! - [`llama`]: a real `llama-server` (tiny random model or SmolLM2) for end-to-end tests,
 //!   skipped with a message outside CI when it cannot be built, failing under `CI`.
@@ -19,6 +20,7 @@
 pub mod gated;
 pub mod here;
 pub mod llama;
+pub mod llamaindex;
 pub mod openai;
 pub mod record;
 pub mod redis;

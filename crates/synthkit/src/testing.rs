@@ -2,7 +2,8 @@
 //!
 //! * [`ScriptedModel`]: answers from a function of the request, records every request,
 //!   and streams its answers word by word; its finish reason can be scripted too
-//!   ([`ScriptedModel::with_finish_reason`]).
+//!   ([`ScriptedModel::with_finish_reason`]), and its tokenizer and exact counter given
+//!   ([`ScriptedModel::with_tokenizer`], [`ScriptedModel::with_counter`]).
 //! * [`ReplayModel`]: the fake model of the conformance traces: the answer depends only on
 //!   the kind of template a call used; structured calls answer
 //!   `{"query_satisfied": <prompt contains "RELEVANT">, "answer": ...}` or garbled text
@@ -13,13 +14,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-
 use crate::model::{
-    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    StreamEvent, Usage,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelFuture, ModelInfo,
+    ModelRequest, SharedCounter, StreamEvent, Usage,
 };
 use crate::prompt::TemplateKind;
+use crate::text::SharedTokenizer;
 
 type AnswerFn = dyn Fn(&ModelRequest) -> Result<String, ModelError> + Send + Sync;
 type FinishFn = dyn Fn(&ModelRequest) -> FinishReason + Send + Sync;
@@ -35,6 +35,8 @@ pub struct ScriptedModel {
     finish: Option<Arc<FinishFn>>,
     /// Prompt tokens the "server" adds to ours in the usage it reports.
     prompt_overhead: u64,
+    tokenizer: Option<SharedTokenizer>,
+    counter: Option<SharedCounter>,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -58,6 +60,8 @@ impl ScriptedModel {
             delay: None,
             finish: None,
             prompt_overhead: 0,
+            tokenizer: None,
+            counter: None,
         }
     }
 
@@ -145,6 +149,18 @@ impl ScriptedModel {
         self.prompt_overhead = tokens;
         self
     }
+
+    /// Says that `tokenizer` counts as the model does ([`LanguageModel::tokenizer`]).
+    pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// Gives the model an exact prompt counter ([`LanguageModel::counter`]).
+    pub fn with_counter(mut self, counter: SharedCounter) -> Self {
+        self.counter = Some(counter);
+        self
+    }
 }
 
 impl LanguageModel for ScriptedModel {
@@ -152,10 +168,7 @@ impl LanguageModel for ScriptedModel {
         self.info.clone()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let text = self.answer(request).await?;
             let usage = Some(self.usage(request, &text));
@@ -167,10 +180,7 @@ impl LanguageModel for ScriptedModel {
         })
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
             let text = self.answer(request).await?;
             let usage = self.usage(request, &text);
@@ -193,6 +203,14 @@ impl LanguageModel for ScriptedModel {
             let s: CompletionStream = Box::pin(futures::stream::iter(events));
             Ok(s)
         })
+    }
+
+    fn tokenizer(&self) -> Option<SharedTokenizer> {
+        self.tokenizer.clone()
+    }
+
+    fn counter(&self) -> Option<SharedCounter> {
+        self.counter.clone()
     }
 }
 
@@ -233,10 +251,7 @@ impl LanguageModel for ReplayModel {
         self.info.clone()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move { Ok(Completion::text(self.answer_for(request))) })
     }
 }
@@ -274,10 +289,7 @@ impl LanguageModel for FixedModel {
         self.info.clone()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             if let Some(d) = self.delay {
                 tokio::time::sleep(d).await;

@@ -11,7 +11,7 @@ use synthkit_testkit::record::Recorder;
 use synthkit_testkit::record::numbered;
 use synthkit_testkit::{Server, llama};
 
-use crate::common::{examples_docs, llama_shared, stderr, synthkit as clean};
+use crate::common::{assert_stderr_has, examples_docs, llama_shared, stderr, synthkit as clean};
 
 fn synthkit(args: &[&str]) -> Command {
     let mut c = clean();
@@ -105,7 +105,7 @@ fn overloads_are_sent_again_within_retries_with_the_default_key_variable() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("529"), "{}", stderr(&out));
+    assert_stderr_has(&out, "529");
     assert!(!stderr(&out).contains("sk-ant-cli-secret"));
     assert_eq!(seen.to("/v1/messages").len(), 2);
 }
@@ -116,15 +116,11 @@ fn anthropic_without_a_key_or_with_openai_only_flags_is_a_usage_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("ANTHROPIC_API_KEY"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "ANTHROPIC_API_KEY");
     let out = synthkit(&["ask", "q", "--api", "anthropic", "--seed", "1"])
         .args(["--base-url", "http://127.0.0.1:9"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--seed"), "{}", stderr(&out));
+    assert_stderr_has(&out, "--seed");
 }

@@ -7,7 +7,8 @@ use serde_json::Value;
 use synthkit::text::{BpeTokenizer, Tokenizer};
 
 use crate::common::{
-    ALL_MODES, MIRROR, QUESTION, docs, json_of, on, source_ids, stderr, stdout, synthkit, write,
+    MIRROR, QUESTION, all_modes, assert_stderr_has, docs, json_of, on, source_ids, stderr, stdout,
+    synthkit, temp_file, write,
 };
 
 #[test]
@@ -87,7 +88,7 @@ fn json_report_shape_and_usage() {
 #[test]
 fn every_mode_runs() {
     let dir = docs();
-    for mode in ALL_MODES {
+    for mode in all_modes() {
         let out = on(
             dir.path(),
             &["ask", QUESTION, "--json", "-q", "--mode", mode],
@@ -122,11 +123,7 @@ fn unknown_mode_is_a_usage_error() {
     let dir = docs();
     let out = on(dir.path(), &["ask", QUESTION, "--mode", "fastest"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("unknown response mode `fastest`"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "unknown response mode `fastest`");
 }
 
 #[test]
@@ -169,11 +166,7 @@ fn empty_input_is_an_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("no text to work on"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "no text to work on");
 
     let out = synthkit()
         .args(["ask", QUESTION, "/definitely/not/here"])
@@ -385,9 +378,7 @@ fn nodes_from_json_and_jsonl() {
 
 #[test]
 fn malformed_jsonl_names_the_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write(
-        dir.path(),
+    let (dir, path) = temp_file(
         "nodes.jsonl",
         "{\"id\":\"a\",\"text\":\"x\"}\n\n{\"id\":\"b\",\"text\":\"y\"}\n{\"id\":\"c\",\"txt\":\"z\"}\n",
     );
@@ -407,7 +398,7 @@ fn malformed_jsonl_names_the_line() {
     );
     let out = on(&path, &["ask", QUESTION, "--nodes"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+    assert_stderr_has(&out, "line 2");
 }
 
 #[test]
@@ -477,7 +468,7 @@ fn custom_templates() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("{context_str}"), "{}", stderr(&out));
+    assert_stderr_has(&out, "{context_str}");
 }
 
 #[test]

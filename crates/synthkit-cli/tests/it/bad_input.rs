@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::bad_nodes::Rng;
-use crate::common::{run_in as run, stderr, stdout, synthkit, write};
+use crate::common::{assert_stdout_has, run_in as run, stderr, stdout, synthkit, write};
 
 const DOC: &str = "The primary mirror is cleaned every three months with carbon dioxide snow. \
 The dome motors are greased every year.\n";
@@ -88,11 +88,7 @@ fn invalid_utf8_is_read_lossily_with_a_warning() {
         );
         // Issue 11: invalid UTF-8 with no multi-byte sequence is legacy 8-bit text,
         // decoded as windows-1252 (it was U+FFFD replacements before).
-        assert!(
-            stdout(&out).contains("\u{e9}very three months"),
-            "{}",
-            stdout(&out)
-        );
+        assert_stdout_has(&out, "\u{e9}very three months");
     }
     // Standard input too.
     let out = synthkit()

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
+use crate::common::{assert_stderr_has, stderr};
+
 /// The longest any one run of the binary may take (the 10,000-line run has its own).
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -59,10 +61,6 @@ fn finish(cmd: &mut Command, limit: Duration) -> Output {
 
 fn run(cmd: &mut Command) -> Output {
     finish(cmd, RUN_TIMEOUT)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The output's lines as JSON.
@@ -161,11 +159,7 @@ fn results_keep_the_input_order_and_ids() {
     assert_eq!(response["text"], "Answered.");
     assert_eq!(response["source_nodes"][0]["text"], "A fact about first.");
     assert_eq!(fake.requests(), 4);
-    assert!(
-        stderr(&out).contains("batch: 4 lines: 4 answered, 0 failed"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "batch: 4 lines: 4 answered, 0 failed");
 }
 
 #[test]
@@ -213,7 +207,7 @@ fn an_empty_input_is_an_empty_output() {
     let out = run(&mut batch(&fake, &input, &output));
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "");
-    assert!(stderr(&out).contains("batch: 0 lines"), "{}", stderr(&out));
+    assert_stderr_has(&out, "batch: 0 lines");
     assert_eq!(fake.requests(), 0);
 
     // An unreadable input is a usage error.
@@ -246,7 +240,7 @@ fn a_cut_output_resumes_with_every_id_once() {
         6 + 3,
         "only the lines not in OUT ran again"
     );
-    assert!(stderr(&out).contains("3 already in"), "{}", stderr(&out));
+    assert_stderr_has(&out, "3 already in");
 }
 
 /// Polls until `path` holds at least `n` complete lines; false past `deadline`.
@@ -382,7 +376,7 @@ fn plan_sums_the_batch_without_calling_the_model() {
     assert!(text.starts_with("plan: 3 requests"), "{text}");
     assert!(text.contains("total"), "{text}");
     assert!(text.contains("estimated prompt cost"), "{text}");
-    assert!(stderr(&out).contains("line 4: "), "{}", stderr(&out));
+    assert_stderr_has(&out, "line 4: ");
     assert_eq!(fake.requests(), 0);
     assert!(!output.exists());
 }

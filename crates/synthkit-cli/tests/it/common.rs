@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use serde_json::Value;
+use synthkit::ResponseMode;
 
 pub use synthkit_testkit::server::free_port as closed_port;
 
@@ -16,18 +17,10 @@ pub const MIRROR: &str =
     "The primary mirror is cleaned every three months with carbon dioxide snow.";
 pub const QUESTION: &str = "How often is the primary mirror cleaned?";
 
-/// Every response mode, in the order the docs list them.
-pub const ALL_MODES: [&str; 9] = [
-    "refine",
-    "compact",
-    "tree_summarize",
-    "simple_summarize",
-    "accumulate",
-    "compact_accumulate",
-    "generation",
-    "no_text",
-    "context_only",
-];
+/// Every response mode's name, in the reference's order ([`ResponseMode::ALL`]).
+pub fn all_modes() -> impl Iterator<Item = &'static str> {
+    ResponseMode::ALL.into_iter().map(ResponseMode::as_str)
+}
 
 /// Variables the command reads from its environment: removed from every run, so that
 /// the caller's shell (a key, a base URL, a log level) cannot change a test's outcome.
@@ -76,6 +69,13 @@ pub fn on(path: &Path, args: &[&str]) -> Output {
 /// `synthkit ARGS` run in `dir`.
 pub fn run_in(dir: &Path, args: &[&str]) -> Output {
     synthkit().current_dir(dir).args(args).output().unwrap()
+}
+
+/// A new temporary folder holding one file, `name` with `bytes`, and the file's path.
+pub fn temp_file(name: &str, bytes: impl AsRef<[u8]>) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), name, bytes);
+    (dir, path)
 }
 
 /// Writes `bytes` to `dir/name`, creating the folders on the way.
@@ -128,6 +128,26 @@ pub fn stdout(out: &Output) -> String {
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Fails the test unless the command's standard error contains `needle` (showing it).
+#[track_caller]
+pub fn assert_stderr_has(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert!(
+        err.contains(needle),
+        "no {needle:?} in standard error: {err}"
+    );
+}
+
+/// Fails the test unless the command's standard output contains `needle` (showing it).
+#[track_caller]
+pub fn assert_stdout_has(out: &Output, needle: &str) {
+    let text = stdout(out);
+    assert!(
+        text.contains(needle),
+        "no {needle:?} in standard output: {text}"
+    );
 }
 
 /// The JSON report of a successful run.

@@ -10,7 +10,9 @@ use std::path::Path;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{closed_port, gzip, on, source_ids, stderr, stdout, synthkit, write};
+use crate::common::{
+    assert_stderr_has, closed_port, gzip, on, source_ids, stderr, stdout, synthkit, write,
+};
 
 /// A page of `n` sentences about `topic`, each its own.
 fn prose(topic: &str, n: usize) -> String {
@@ -45,11 +47,7 @@ fn tokens_and_split_read_gz_and_refuse_binaries() {
         let out = on(&elf, &verb);
         assert_eq!(out.status.code(), Some(1), "{verb:?}");
         assert!(stdout(&out).is_empty());
-        assert!(
-            stderr(&out).contains("binary file, not text"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_has(&out, "binary file, not text");
     }
 }
 
@@ -78,7 +76,7 @@ fn the_file_size_limit_is_a_flag() {
         &["tokens", "--max-file-size", "1K"],
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--max-file-size"), "{}", stderr(&out));
+    assert_stderr_has(&out, "--max-file-size");
     // A size that is not one is a usage error.
     let out = synthkit()
         .args(["tokens", "--max-file-size", "12Q", "x"])
@@ -94,11 +92,7 @@ fn an_empty_question_is_a_usage_error() {
     for q in ["", "   "] {
         let out = on(dir.path(), &["ask", q]);
         assert_eq!(out.status.code(), Some(2), "{q:?}");
-        assert!(
-            stderr(&out).contains("the question is empty"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_has(&out, "the question is empty");
     }
 }
 
@@ -175,7 +169,7 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
             "-v",
         ],
     );
-    assert!(stderr(&out).contains("read 6 files"), "{}", stderr(&out));
+    assert_stderr_has(&out, "read 6 files");
 }
 
 #[test]

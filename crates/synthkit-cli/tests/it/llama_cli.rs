@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use synthkit_testkit::{Server, llama};
 
-use crate::common::{ALL_MODES, examples_docs, stderr, synthkit as clean};
+use crate::common::{all_modes, examples_docs, stderr, synthkit as clean};
 
 /// The server's context size: small, so that packing and refining need several calls.
 const CTX: usize = 1024;
@@ -178,7 +178,7 @@ const MIRROR_Q: &str = "How often is the mirror cleaned?";
 #[test]
 fn every_mode_reports_the_usage_the_server_reported() {
     let (_shared, server) = server!();
-    for mode in ALL_MODES {
+    for mode in all_modes() {
         let (report, proxy) = ask(&server, MIRROR_Q, mode, &["--json"]);
         assert!(report["answer"].is_string(), "{mode}: {report}");
         let usage = &report["usage"];

@@ -7,7 +7,10 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::common::{MIRROR, QUESTION, json_of, source_ids, stderr, stdout, synthkit, write};
+use crate::common::{
+    MIRROR, QUESTION, assert_stderr_has, assert_stdout_has, json_of, source_ids, stderr, stdout,
+    synthkit, temp_file, write,
+};
 
 fn run(args: &[&str], nodes: &Path) -> Output {
     synthkit()
@@ -18,26 +21,7 @@ fn run(args: &[&str], nodes: &Path) -> Output {
         .unwrap()
 }
 
-/// A LlamaIndex `TextNode` as `node.model_dump()` / `node.to_dict()` writes it.
-fn text_node(id: &str, text: &str, metadata: Value, hidden: &[&str]) -> Value {
-    json!({
-        "id_": id,
-        "embedding": null,
-        "metadata": metadata,
-        "excluded_embed_metadata_keys": ["file_path"],
-        "excluded_llm_metadata_keys": hidden,
-        "relationships": {"1": {"node_id": "doc-1", "node_type": "4", "metadata": {}, "hash": "abc", "class_name": "RelatedNodeInfo"}},
-        "metadata_template": "{key}: {value}",
-        "metadata_separator": "\n",
-        "text": text,
-        "mimetype": "text/plain",
-        "start_char_idx": 0,
-        "end_char_idx": text.len(),
-        "metadata_seperator": "\n",
-        "text_template": "{metadata_str}\n\n{content}",
-        "class_name": "TextNode",
-    })
-}
+use synthkit_testkit::llamaindex::text_node;
 
 fn nodes() -> Vec<Value> {
     vec![
@@ -58,9 +42,7 @@ fn nodes() -> Vec<Value> {
 
 #[test]
 fn text_node_array_is_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write(
-        dir.path(),
+    let (_dir, path) = temp_file(
         "nodes.json",
         serde_json::to_string_pretty(&nodes()).unwrap(),
     );
@@ -100,12 +82,7 @@ fn node_with_score_jsonl_keeps_scores() {
 
 #[test]
 fn hidden_metadata_keys_are_not_shown_to_the_model() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write(
-        dir.path(),
-        "nodes.json",
-        serde_json::to_string(&nodes()).unwrap(),
-    );
+    let (_dir, path) = temp_file("nodes.json", serde_json::to_string(&nodes()).unwrap());
     let out = run(&["ask", QUESTION, "-q", "--mode", "context_only"], &path);
     assert!(out.status.success(), "{}", stderr(&out));
     let context = stdout(&out);
@@ -298,15 +275,10 @@ fn llamaindex_format_has_the_response_shape_and_round_trips() {
 
 #[test]
 fn llamaindex_format_needs_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write(
-        dir.path(),
-        "nodes.json",
-        serde_json::to_string(&nodes()).unwrap(),
-    );
+    let (_dir, path) = temp_file("nodes.json", serde_json::to_string(&nodes()).unwrap());
     let out = run(&["ask", QUESTION, "--format", "llamaindex"], &path);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--json"), "{}", stderr(&out));
+    assert_stderr_has(&out, "--json");
     // The default needs nothing.
     let out = run(&["ask", QUESTION, "-q", "--format", "synthkit"], &path);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -322,11 +294,7 @@ fn llamaindex_format_needs_json() {
         &path,
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--format llamaindex"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "--format llamaindex");
     let out = synthkit().args(["ask", "--help"]).output().unwrap();
-    assert!(stdout(&out).contains("llamaindex"), "{}", stdout(&out));
+    assert_stdout_has(&out, "llamaindex");
 }

@@ -9,7 +9,7 @@ use std::process::Output;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{gzip, run_in as run, stderr, write};
+use crate::common::{assert_stderr_has, gzip, run_in as run, stderr, write};
 
 const QUESTION: &str = "How often is the primary mirror cleaned?";
 
@@ -137,11 +137,7 @@ fn walking_flags() {
 
     let out = ask_json(dir.path(), &["--include", "a{b"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("invalid glob `a{b`"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "invalid glob `a{b`");
 
     // A folder with nothing to read says what was not looked at.
     let out = run(dir.path(), &["ask", "q", "docs", "--include", "*.pdf"]);

@@ -3,12 +3,11 @@
 
 use synthkit::text::{BpeTokenizer, Tokenizer};
 
-use crate::common::{on, stderr, stdout, synthkit, write};
+use crate::common::{on, stderr, stdout, synthkit, temp_file};
 
 #[test]
 fn tokens_counts_a_file_and_stdin() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "t.txt", "hello world");
+    let (_dir, f) = temp_file("t.txt", "hello world");
     synthkit()
         .arg("tokens")
         .arg(&f)
@@ -65,12 +64,7 @@ fn split_json_chunks_fit_the_size() {
 
 #[test]
 fn split_text_has_delimiters_and_default_overlap_is_capped() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = write(
-        dir.path(),
-        "t.md",
-        "one two three four five six seven eight nine ten",
-    );
+    let (_dir, f) = temp_file("t.md", "one two three four five six seven eight nine ten");
     // chunk size 5 < default overlap 20: the default is capped, not an error.
     let out = on(&f, &["split", "--chunk-size", "5"]);
     assert!(out.status.success(), "{}", stderr(&out));

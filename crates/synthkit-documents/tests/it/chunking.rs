@@ -239,6 +239,22 @@ fn a_heading_keeps_the_start_of_a_paragraph_too_long_to_sit_beside_it() {
 // ---------------------------------------------------------------------------------------
 // Code blocks and lists
 
+/// Fails the test unless chunking `text` keeps `piece` whole in one chunk where the plain
+/// token splitter (the same sizes) cuts it.
+#[track_caller]
+fn assert_kept_whole(text: &str, format: Format, splitter: &TokenTextSplitter, piece: &str) {
+    let got = texts(text, &chunk_text(text, format, splitter));
+    assert!(
+        got.iter().any(|t| t.contains(piece)),
+        "{piece:?} is in one chunk: {got:#?}"
+    );
+    let cut = splitter.split_text(text);
+    assert!(
+        cut.iter().all(|t| !t.contains(piece)),
+        "the test needs {piece:?} the token splitter would cut"
+    );
+}
+
 #[test]
 fn a_code_block_that_fits_is_never_split() {
     let code = (0..12)
@@ -254,20 +270,7 @@ fn a_code_block_that_fits_is_never_split() {
         block_tokens < 150 && block_tokens + lead_tokens > 150,
         "{block_tokens} {lead_tokens}"
     );
-    let chunks = chunk_text(&text, Format::Markdown, &splitter);
-    let got = texts(&text, &chunks);
-    assert!(
-        got.iter().any(|t| t.contains(&block)),
-        "the block is in one chunk: {got:#?}"
-    );
-    // The plain token splitter cuts it.
-    assert!(
-        splitter
-            .split_text(&text)
-            .iter()
-            .all(|t| !t.contains(&block)),
-        "the test needs a block the token splitter would cut"
-    );
+    assert_kept_whole(&text, Format::Markdown, &splitter, &block);
     // Tildes too.
     let tilde = block.replace("```rust", "~~~").replace("```", "~~~");
     let text = format!("{lead}\n\n{tilde}\n");
@@ -312,20 +315,8 @@ fn a_list_stays_with_its_lead_in() {
         words(100, 140)
     );
     let splitter = splitter(170, 0);
-    let chunks = chunk_text(&text, Format::Plain, &splitter);
-    let got = texts(&text, &chunks);
     let together = format!("{intro}\n\n{list}");
-    assert!(
-        got.iter().any(|t| t.contains(&together)),
-        "lead-in and list in one chunk: {got:#?}"
-    );
-    assert!(
-        splitter
-            .split_text(&text)
-            .iter()
-            .all(|t| !t.contains(&together)),
-        "the test needs a list the token splitter would separate from its lead-in"
-    );
+    assert_kept_whole(&text, Format::Plain, &splitter, &together);
 
     // Markdown, the list right under the lead-in.
     let text = format!(

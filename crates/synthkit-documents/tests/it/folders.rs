@@ -95,26 +95,15 @@ fn assets_and_copies_in_a_folder_are_named_skips() {
             .find(|s| rel(root, &s.path) == name)
             .map(|s| s.reason.clone())
     };
-    assert_eq!(
-        reason("book/book.css"),
-        Some(SkipReason::Asset(Asset::Style))
-    );
-    assert_eq!(
-        reason("book/book.js"),
-        Some(SkipReason::Asset(Asset::Script))
-    );
-    assert_eq!(
-        reason("book/ferris.svg"),
-        Some(SkipReason::Asset(Asset::Svg))
-    );
-    assert_eq!(
-        reason("book/searchindex.json"),
-        Some(SkipReason::Asset(Asset::Data))
-    );
-    assert_eq!(
-        reason("book/old-chapter.html"),
-        Some(SkipReason::Asset(Asset::Redirect))
-    );
+    for (name, asset) in [
+        ("book/book.css", Asset::Style),
+        ("book/book.js", Asset::Script),
+        ("book/ferris.svg", Asset::Svg),
+        ("book/searchindex.json", Asset::Data),
+        ("book/old-chapter.html", Asset::Redirect),
+    ] {
+        assert_eq!(reason(name), Some(SkipReason::Asset(asset)), "{name}");
+    }
     match reason("book/print.html") {
         Some(SkipReason::Copy { of, percent }) => {
             assert!(percent >= 90, "{percent}");

@@ -178,6 +178,13 @@ fn tree() -> TempDir {
     dir
 }
 
+/// The test tree, and its `docs` folder read with the default options.
+fn read_tree() -> (TempDir, ReadReport) {
+    let dir = tree();
+    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    (dir, report)
+}
+
 fn read(root: &Path, options: ReadOptions) -> ReadReport {
     read_within_deadline(root, options)
 }
@@ -206,18 +213,27 @@ fn skip_reason<'a>(report: &'a ReadReport, root: &Path, name: &str) -> Option<&'
         .map(|s| &s.reason)
 }
 
+/// Fails the test unless `name` was skipped, for a reason of `kind`.
+#[track_caller]
+fn assert_skipped_as(report: &ReadReport, root: &Path, name: &str, kind: &str) {
+    let reason = skip_reason(report, root, name);
+    assert_eq!(
+        reason.map(SkipReason::kind),
+        Some(kind),
+        "{name}: {reason:?}"
+    );
+}
+
 #[test]
 fn symlinked_folders_are_followed() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     let d = doc(&report, dir.path(), "docs/link/linked.md");
     assert_eq!(d.text, "Reached through a symbolic link.\n");
 }
 
 #[test]
 fn a_symlink_loop_is_a_named_skip_and_the_walk_ends() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     let reason = skip_reason(&report, dir.path(), "docs/debian/up").unwrap();
     assert_eq!(reason.kind(), "symlink loop");
     assert!(
@@ -244,16 +260,13 @@ fn a_symlink_loop_is_a_named_skip_and_the_walk_ends() {
 
 #[test]
 fn a_dangling_symlink_is_unreadable() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
-    let reason = skip_reason(&report, dir.path(), "docs/dangling.md").unwrap();
-    assert_eq!(reason.kind(), "unreadable", "{reason}");
+    let (dir, report) = read_tree();
+    assert_skipped_as(&report, dir.path(), "docs/dangling.md", "unreadable");
 }
 
 #[test]
 fn text_is_recognised_by_content_not_extension() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     for (name, text) in [
         ("docs/debian/README.Debian", "Debian notes"),
         ("docs/debian/changelog.Debian", "urgency=low"),
@@ -277,8 +290,7 @@ fn text_is_recognised_by_content_not_extension() {
 
 #[test]
 fn gz_files_are_read_transparently() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     let d = doc(&report, dir.path(), "docs/debian/changelog.Debian.gz");
     assert!(
         d.text.contains("Fixed the restricted shell."),
@@ -308,8 +320,7 @@ fn gz_files_are_read_transparently() {
 
 #[test]
 fn html_keeps_headings_lists_and_tables_and_drops_scripts() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     let d = doc(&report, dir.path(), "docs/manual.html");
     assert_eq!(d.format, Format::Markdown);
     assert_eq!(
@@ -331,8 +342,7 @@ fn html_keeps_headings_lists_and_tables_and_drops_scripts() {
 
 #[test]
 fn pdf_text_is_extracted() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     let d = doc(&report, dir.path(), "docs/paper.pdf");
     assert_eq!(d.format, Format::Plain);
     assert!(
@@ -347,14 +357,12 @@ fn pdf_text_is_extracted() {
         b"%PDF-1.7\n1 0 obj << /Type /Catalog",
     );
     let report = read(bad.parent().unwrap(), ReadOptions::new());
-    let reason = skip_reason(&report, dir.path(), "badpdf/bad.pdf").unwrap();
-    assert_eq!(reason.kind(), "unreadable", "{reason}");
+    assert_skipped_as(&report, dir.path(), "badpdf/bad.pdf", "unreadable");
 }
 
 #[test]
 fn utf16_with_a_byte_order_mark_is_decoded() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     assert_eq!(
         doc(&report, dir.path(), "docs/utf16le.txt").text,
         "Grüße aus UTF-16 LE."
@@ -373,8 +381,7 @@ fn utf16_with_a_byte_order_mark_is_decoded() {
 
 #[test]
 fn legacy_8bit_text_is_decoded_as_windows_1252_with_a_note() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     assert_eq!(
         doc(&report, dir.path(), "docs/latin1.txt").text,
         "The café opens at nine.\n"
@@ -394,8 +401,7 @@ fn legacy_8bit_text_is_decoded_as_windows_1252_with_a_note() {
 
 #[test]
 fn binary_and_empty_files_are_named_skips() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     for name in ["docs/image.png", "docs/fake.txt"] {
         assert_eq!(
             skip_reason(&report, dir.path(), name),
@@ -517,8 +523,7 @@ fn order_is_sorted_and_deterministic() {
 
 #[test]
 fn every_visited_file_is_read_or_skipped_with_a_summary() {
-    let dir = tree();
-    let report = read(&dir.path().join("docs"), ReadOptions::new());
+    let (dir, report) = read_tree();
     let skipped: Vec<String> = report
         .skipped
         .iter()

@@ -59,19 +59,24 @@ fn folder() -> Vec<Node> {
     .collect()
 }
 
+/// The latest release is the highest release heading; a title names the version; a
+/// heading answers a question about titles.
 #[test]
-fn the_latest_release_is_the_highest_release_heading() {
-    let a = answer("What is the latest toolbox release?", folder());
-    assert_eq!(
-        a, "Noteworthy changes in release 9.1 (2022-04-15) [stable]",
-        "{a}"
-    );
-}
-
-#[test]
-fn a_title_names_the_version() {
-    let a = answer("Which Snake version is this?", folder());
-    assert_eq!(a, "This is Snake version 3.11.2");
+fn titles_and_headings_answer_with_themselves() {
+    let folder = folder();
+    for (question, expected) in [
+        (
+            "What is the latest toolbox release?",
+            "Noteworthy changes in release 9.1 (2022-04-15) [stable]",
+        ),
+        (
+            "Which Snake version is this?",
+            "This is Snake version 3.11.2",
+        ),
+        ("What is the title of chapter 16?", "Fearless Concurrency"),
+    ] {
+        assert_eq!(answer(question, folder.clone()), expected, "{question}");
+    }
 }
 
 #[test]
@@ -115,12 +120,6 @@ fn a_faq_question_is_answered_by_what_follows_it() {
         folder(),
     );
     assert!(a.contains("set show-all-if-ambiguous on"), "{a}");
-}
-
-#[test]
-fn a_heading_answers_a_question_about_titles() {
-    let a = answer("What is the title of chapter 16?", folder());
-    assert_eq!(a, "Fearless Concurrency");
 }
 
 #[test]

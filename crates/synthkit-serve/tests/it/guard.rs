@@ -254,19 +254,11 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
     // While the request in flight goes on (held at the gate), probes still get through
     // and see the drain, and a new synthesis is refused with a hint to retry elsewhere.
     let client = reqwest::Client::new();
-    let r = client
-        .get(format!("{}/readyz", service.url))
-        .send()
-        .await
-        .unwrap();
+    let r = service.get(&client, "/readyz").await;
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["connection"], "close");
     assert_eq!(r.json::<Value>().await.unwrap()["status"], "draining");
-    let r = client
-        .get(format!("{}/healthz", service.url))
-        .send()
-        .await
-        .unwrap();
+    let r = service.get(&client, "/healthz").await;
     assert_eq!(r.status(), 200);
     let r = client
         .post(service.synthesize_url())

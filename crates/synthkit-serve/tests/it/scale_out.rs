@@ -14,20 +14,31 @@ use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
 use crate::common::{Service, nodes, openai_backend};
 
-/// Two replicas of the service on the fake model at `base`, each given the backend
-/// `with` makes of it and a fresh connection to Redis at `url`.
-async fn replicas(
-    base: &str,
-    url: &str,
+/// A real `redis-server`, a fake model and two replicas of the service on it.
+struct Cluster {
+    redis: RedisServer,
+    fake: FakeOpenAi,
+    replicas: Vec<Service>,
+}
+
+/// Starts a [`Cluster`] whose replicas each get the backend `with` makes of the fake and
+/// a fresh connection to Redis; `None` (the test is skipped) without `redis-server`.
+async fn cluster(
     with: impl Fn(BackendConfig, ConnectionManager) -> BackendConfig,
-) -> Vec<Service> {
-    let mut out = Vec::new();
+) -> Option<Cluster> {
+    let redis = RedisServer::for_test()?;
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let mut replicas = Vec::new();
     for _ in 0..2 {
-        let conn = connect(url).await.unwrap();
-        let backend = with(openai_backend(base), conn);
-        out.push(Service::start(backend, ServiceLimits::default(), None).await);
+        let conn = connect(&redis.url).await.unwrap();
+        let backend = with(openai_backend(&fake.base), conn);
+        replicas.push(Service::start(backend, ServiceLimits::default(), None).await);
     }
-    out
+    Some(Cluster {
+        redis,
+        fake,
+        replicas,
+    })
 }
 
 /// The offline backend with no retries (a failure is seen at once) and `with` applied.
@@ -56,16 +67,19 @@ fn model_error(answer: &(u16, Value)) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_hold_one_combined_request_rate() {
-    let Some(redis) = RedisServer::for_test() else {
-        return;
-    };
-    let fake = FakeOpenAi::start(FakeConfig::default());
     // 240 requests a minute (4 a second), a burst of one second's worth.
-    let replicas = replicas(&fake.base, &redis.url, |backend, conn| {
+    let Some(Cluster {
+        redis: _redis,
+        fake,
+        replicas,
+    }) = cluster(|backend, conn| {
         let budget = RedisBudget::new(conn, "rate-test", 240, 0).with_burst(Duration::from_secs(1));
         backend.with_shared_budget(Arc::new(budget))
     })
-    .await;
+    .await
+    else {
+        return;
+    };
     let started = Instant::now();
     let bodies: Vec<Value> = (0..12)
         .map(|i| json!({"query": format!("question {i}?"), "nodes": ["One short fact."]}))
@@ -100,15 +114,18 @@ async fn two_replicas_hold_one_combined_request_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_cached_by_one_replica_is_served_by_the_other() {
-    let Some(redis) = RedisServer::for_test() else {
-        return;
-    };
-    let fake = FakeOpenAi::start(FakeConfig::default());
-    let replicas = replicas(&fake.base, &redis.url, |backend, conn| {
+    let Some(Cluster {
+        redis,
+        fake,
+        replicas,
+    }) = cluster(|backend, conn| {
         let cache = RedisCache::new(conn, "cache-test", Duration::from_secs(120));
         backend.with_cache(CacheChoice::Store(Arc::new(cache)))
     })
-    .await;
+    .await
+    else {
+        return;
+    };
     let body = json!({"query": "How often is the primary mirror cleaned?", "nodes": nodes()});
     let (status, first) = replicas[0].post(&body).await;
     assert_eq!(status, 200, "{first}");

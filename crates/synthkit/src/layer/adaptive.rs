@@ -37,10 +37,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::future::BoxFuture;
-
-use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
+use super::gate::{Gate, Gated};
+use crate::model::{ModelError, ModelRequest};
 
 /// How long without an overload before the limit may grow back to the number of calls
 /// in flight that overloaded the server, and then by one with every success.
@@ -103,8 +101,9 @@ impl fmt::Debug for AdaptiveLimit {
     }
 }
 
-/// A place among the calls in flight; given back when dropped.
-struct Place {
+/// A place among the calls in flight, held by a call of an [`AdaptiveModel`]; given back
+/// when dropped.
+pub struct Place {
     limit: AdaptiveLimit,
     generation: u64,
 }
@@ -154,7 +153,7 @@ impl AdaptiveLimit {
     }
 
     /// Waits for a place among the calls in flight.
-    async fn enter(&self) -> Place {
+    async fn wait_for_place(&self) -> Place {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
@@ -251,96 +250,65 @@ pub fn is_overload(error: &ModelError) -> bool {
     }
 }
 
-/// A model behind an [`AdaptiveLimit`].
-pub struct AdaptiveModel<M> {
-    inner: M,
-    limit: AdaptiveLimit,
-}
+/// A model behind an [`AdaptiveLimit`]: each call waits for a place among the calls in
+/// flight (a stream holds it until it ends or is dropped); an overload lowers the limit
+/// and is returned.
+pub type AdaptiveModel<M> = Gated<M, AdaptiveLimit>;
 
-impl<M: fmt::Debug> fmt::Debug for AdaptiveModel<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdaptiveModel")
-            .field("inner", &self.inner)
-            .field("limit", &self.limit)
-            .finish()
-    }
-}
-
-impl<M: LanguageModel> AdaptiveModel<M> {
-    /// `inner` with its calls in flight governed by `limit`.
-    pub fn new(inner: M, limit: AdaptiveLimit) -> Self {
-        Self { inner, limit }
-    }
-
+impl<M> AdaptiveModel<M> {
     /// The shared limit.
     pub fn limit(&self) -> &AdaptiveLimit {
-        &self.limit
+        self.gate()
     }
+}
 
-    /// Runs `call` once in a place; an overload lowers the limit and is returned.
-    async fn run<'a, T>(
-        &'a self,
-        call: BoxFuture<'a, Result<T, ModelError>>,
-    ) -> Result<(T, Place), ModelError> {
+impl Gate for AdaptiveLimit {
+    type Pass = Place;
+
+    async fn enter(&self, _request: &ModelRequest) -> Result<Place, ModelError> {
         let asked = tokio::time::Instant::now();
-        let place = self.limit.enter().await;
+        let place = self.wait_for_place().await;
         super::retry::scope::queued_since(asked);
         super::retry::scope::mark_send();
-        match call.await {
-            Ok(v) => {
-                self.limit.succeeded();
-                Ok((v, place))
+        Ok(place)
+    }
+
+    /// A success counts toward growing the limit; an overload lowers it, after its place
+    /// is given back.
+    fn settle(&self, place: Place, error: Option<&ModelError>) -> Option<Place> {
+        match error {
+            None => {
+                self.succeeded();
+                Some(place)
             }
-            Err(e) => {
-                if is_overload(&e) {
+            Some(e) => {
+                if is_overload(e) {
                     let generation = place.generation;
-                    let in_flight = self.limit.lock().in_flight;
+                    let in_flight = self.lock().in_flight;
                     drop(place);
-                    self.limit.overloaded(generation, in_flight, &e);
+                    self.overloaded(generation, in_flight, e);
                 }
-                Err(e)
+                None
             }
         }
     }
-}
 
-impl<M: LanguageModel> crate::model::ModelLayer for AdaptiveModel<M> {
-    type Inner = M;
-
-    fn inner(&self) -> &M {
-        &self.inner
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        Box::pin(async move {
-            let (c, _place) = self.run(self.inner.complete(request)).await?;
-            Ok(c)
-        })
-    }
-
-    /// The place is held until the stream ends or is dropped.
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
-        Box::pin(async move {
-            let (stream, place) = self.run(self.inner.stream(request)).await?;
-            let held = stream.map(move |event| {
-                let _ = &place;
-                event
-            });
-            let s: CompletionStream = Box::pin(held);
-            Ok(s)
-        })
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `times` successes in a row; the limit after them.
+    fn succeed(limit: &AdaptiveLimit, times: usize) -> usize {
+        for _ in 0..times {
+            limit.succeeded();
+        }
+        limit.stats().limit
+    }
 
     fn overload() -> ModelError {
         ModelError::Server {
@@ -379,28 +347,19 @@ mod tests {
         limit.overloaded(1, 4, &overload());
         assert_eq!(limit.stats().limit, 2);
         assert_eq!(limit.stats().lowered, 2);
-        for _ in 0..2 {
-            limit.succeeded();
-        }
         assert_eq!(
-            limit.stats().limit,
+            succeed(&limit, 2),
             3,
             "additive increase below the bad level"
         );
-        for _ in 0..30 {
-            limit.succeeded();
-        }
         assert_eq!(
-            limit.stats().limit,
+            succeed(&limit, 30),
             3,
             "4 in flight overloaded the server: not again before the quiet time"
         );
         tokio::time::advance(RECOVERY_QUIET).await;
-        for _ in 0..40 {
-            limit.succeeded();
-        }
         assert_eq!(
-            limit.stats().limit,
+            succeed(&limit, 40),
             8,
             "after the quiet time, back to the ceiling"
         );
@@ -412,11 +371,8 @@ mod tests {
         limit.overloaded(0, 2, &overload());
         assert_eq!(limit.stats().limit, 1);
         tokio::time::advance(RECOVERY_QUIET).await;
-        for _ in 0..3 {
-            limit.succeeded();
-        }
         assert_eq!(
-            limit.stats().limit,
+            succeed(&limit, 3),
             1,
             "the time alone is not quiet: rounds too"
         );
@@ -425,11 +381,8 @@ mod tests {
         limit.overloaded(1, 2, &overload());
         assert_eq!(limit.stats().limit, 1);
         tokio::time::advance(RECOVERY_QUIET).await;
-        for _ in 0..4 {
-            limit.succeeded();
-        }
         assert_eq!(
-            limit.stats().limit,
+            succeed(&limit, 4),
             1,
             "the probe failed: wait twice as long"
         );

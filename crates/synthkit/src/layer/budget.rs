@@ -21,11 +21,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use tokio::time::Instant;
 
+use super::gate::{Gate, Gated};
 use super::limit::Limiter;
 use super::retry::scope;
-use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
+use crate::model::{ModelError, ModelFuture, ModelRequest};
 
 /// A per-minute budget of requests and tokens.
 pub trait RateBudget: Send + Sync {
@@ -36,11 +37,7 @@ pub trait RateBudget: Send + Sync {
     /// when the charge can never fit, when the wait would end past `deadline`
     /// ([`super::limit::LimitError::Deadline`]), or when the budget's store cannot be
     /// reached.
-    fn acquire(
-        &self,
-        tokens: u64,
-        deadline: Option<tokio::time::Instant>,
-    ) -> BoxFuture<'_, Result<(), ModelError>>;
+    fn acquire(&self, tokens: u64, deadline: Option<Instant>) -> ModelFuture<'_, ()>;
 }
 
 impl RateBudget for Limiter {
@@ -50,11 +47,7 @@ impl RateBudget for Limiter {
 
     /// Spends from the limiter's per-minute budgets; a call slot, if the limiter has
     /// them, is given back at once (calls in flight are the adaptive layer's business).
-    fn acquire(
-        &self,
-        tokens: u64,
-        deadline: Option<tokio::time::Instant>,
-    ) -> BoxFuture<'_, Result<(), ModelError>> {
+    fn acquire(&self, tokens: u64, deadline: Option<Instant>) -> ModelFuture<'_, ()> {
         Box::pin(async move {
             Limiter::acquire_until(self, tokens, deadline)
                 .await
@@ -66,61 +59,21 @@ impl RateBudget for Limiter {
 
 /// A model that spends from a [`RateBudget`] before every call. Put it inside the retry
 /// layer so that every attempt is charged.
-pub struct BudgetModel<M> {
-    inner: M,
-    budget: Arc<dyn RateBudget>,
-}
+pub type BudgetModel<M> = Gated<M, Arc<dyn RateBudget>>;
 
-impl<M: fmt::Debug> fmt::Debug for BudgetModel<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BudgetModel")
-            .field("inner", &self.inner)
-            .field("budget", &self.budget.name())
-            .finish()
-    }
-}
+/// Each call spends the request's charge, within the running call's deadline when a
+/// retry layer set one, and marks the send.
+impl Gate for Arc<dyn RateBudget> {
+    type Pass = ();
 
-impl<M: LanguageModel> BudgetModel<M> {
-    /// Wraps `inner` with `budget`.
-    pub fn new(inner: M, budget: Arc<dyn RateBudget>) -> Self {
-        Self { inner, budget }
-    }
-
-    /// Spends the request's charge, within the running call's deadline when a retry
-    /// layer set one, and marks the send.
-    async fn spend(&self, request: &ModelRequest) -> Result<(), ModelError> {
-        self.budget
-            .acquire(Limiter::charge(request), scope::deadline())
+    async fn enter(&self, request: &ModelRequest) -> Result<(), ModelError> {
+        self.acquire(Limiter::charge(request), scope::deadline())
             .await?;
         scope::mark_send();
         Ok(())
     }
-}
 
-impl<M: LanguageModel> crate::model::ModelLayer for BudgetModel<M> {
-    type Inner = M;
-
-    fn inner(&self) -> &M {
-        &self.inner
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        Box::pin(async move {
-            self.spend(request).await?;
-            self.inner.complete(request).await
-        })
-    }
-
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
-        Box::pin(async move {
-            self.spend(request).await?;
-            self.inner.stream(request).await
-        })
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }

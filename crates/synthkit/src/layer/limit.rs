@@ -56,15 +56,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::future::BoxFuture;
 use governor::clock::Clock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
-use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
+use super::gate::{Gate, Gated};
+use crate::model::{ModelError, ModelRequest};
 
 /// What a [`Limiter`] allows. The default allows everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -408,78 +407,27 @@ impl Drop for LimitPermit {
     }
 }
 
-/// A model whose every call first waits for a [`Limiter`].
-pub struct LimitedModel<M> {
-    inner: M,
-    limiter: Limiter,
-}
+/// A model whose every call first waits for a [`Limiter`]: share clones of one limiter to
+/// share one budget. The slot is held until the call ends (a stream: until it ends or is
+/// dropped).
+pub type LimitedModel<M> = Gated<M, Limiter>;
 
-impl<M: fmt::Debug> fmt::Debug for LimitedModel<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LimitedModel")
-            .field("inner", &self.inner)
-            .field("limiter", &self.limiter)
-            .finish()
-    }
-}
-
-impl<M: LanguageModel> LimitedModel<M> {
-    /// Wraps `inner`; its calls wait for `limiter` (share clones of one limiter to share
-    /// one budget).
-    pub fn new(inner: M, limiter: Limiter) -> Self {
-        Self { inner, limiter }
-    }
-
+impl<M> LimitedModel<M> {
     /// The limiter.
     pub fn limiter(&self) -> &Limiter {
-        &self.limiter
-    }
-
-    /// The wrapped model.
-    pub fn inner(&self) -> &M {
-        &self.inner
-    }
-
-    /// The wrapped model, unwrapped.
-    pub fn into_inner(self) -> M {
-        self.inner
+        self.gate()
     }
 }
 
-impl<M: LanguageModel> crate::model::ModelLayer for LimitedModel<M> {
-    type Inner = M;
+impl Gate for Limiter {
+    type Pass = LimitPermit;
 
-    fn inner(&self) -> &M {
-        &self.inner
+    async fn enter(&self, request: &ModelRequest) -> Result<LimitPermit, ModelError> {
+        Ok(self.acquire_for(request).await?)
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        Box::pin(async move {
-            let _permit = self.limiter.acquire_for(request).await?;
-            self.inner.complete(request).await
-        })
-    }
-
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
-        Box::pin(async move {
-            let permit = self.limiter.acquire_for(request).await?;
-            let stream = self.inner.stream(request).await?;
-            // The slot is held until the stream ends or is dropped.
-            let held: CompletionStream = Box::pin(futures::stream::unfold(
-                (stream, permit),
-                |(mut stream, permit)| async move {
-                    let item = stream.next().await?;
-                    Some((item, (stream, permit)))
-                },
-            ));
-            Ok(held)
-        })
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
     }
 }
 

@@ -1,17 +1,15 @@
 //! Metering: a layer that reports every attempt at the backend (start, end, latency,
 //! failure) to a [`CallMeter`], such as a service's metrics or [`StackCounters`].
 
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::future::BoxFuture;
 use serde::Serialize;
 
+use super::gate::{Gate, Gated};
 use super::retry::RetryEvent;
-use crate::model::{Completion, CompletionStream, LanguageModel, ModelError, ModelRequest};
+use crate::model::{ModelError, ModelRequest, StreamEvent};
 
 /// Told of every attempt at the backend and of every retry. Every method has an empty
 /// default.
@@ -101,29 +99,44 @@ impl CallMeter for Meters {
     }
 }
 
-/// A model whose every call is reported to a [`CallMeter`].
-pub struct MeteredModel<M> {
-    inner: M,
-    meter: Arc<dyn CallMeter>,
-}
+/// A model whose every call is reported to a [`CallMeter`]: an attempt lasts until the
+/// call ends (a stream: until its `Done`, an error, or until it is dropped).
+pub type MeteredModel<M> = Gated<M, Arc<dyn CallMeter>>;
 
-impl<M: fmt::Debug> fmt::Debug for MeteredModel<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MeteredModel")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
+impl Gate for Arc<dyn CallMeter> {
+    type Pass = Attempt;
+
+    fn enter(
+        &self,
+        _request: &ModelRequest,
+    ) -> impl Future<Output = Result<Attempt, ModelError>> + Send {
+        std::future::ready(Ok(Attempt::start(self)))
+    }
+
+    /// A failure ends the attempt; a completion's attempt ends when it is dropped, a
+    /// stream's when the stream ends.
+    fn settle(&self, mut attempt: Attempt, error: Option<&ModelError>) -> Option<Attempt> {
+        match error {
+            Some(e) => {
+                attempt.end(Some(e));
+                None
+            }
+            None => Some(attempt),
+        }
+    }
+
+    fn streamed(attempt: &mut Attempt, event: &Result<StreamEvent, ModelError>) {
+        match event {
+            Err(e) => attempt.end(Some(e)),
+            Ok(StreamEvent::Done { .. }) => attempt.end(None),
+            Ok(_) => {}
+        }
     }
 }
 
-impl<M: LanguageModel> MeteredModel<M> {
-    /// Meters `inner` into `meter`.
-    pub fn new(inner: M, meter: Arc<dyn CallMeter>) -> Self {
-        Self { inner, meter }
-    }
-}
-
-/// One attempt in flight; dropping it ends the attempt (cancelled: not a failure).
-struct Attempt {
+/// One attempt of a [`MeteredModel`] in flight; dropping it ends the attempt (cancelled,
+/// or a completion that succeeded: not a failure).
+pub struct Attempt {
     meter: Arc<dyn CallMeter>,
     started: tokio::time::Instant,
     ended: bool,
@@ -151,52 +164,5 @@ impl Drop for Attempt {
     fn drop(&mut self) {
         // Dropped without an end: cancelled, or a stream dropped before its end.
         self.end(None);
-    }
-}
-
-impl<M: LanguageModel> crate::model::ModelLayer for MeteredModel<M> {
-    type Inner = M;
-
-    fn inner(&self) -> &M {
-        &self.inner
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        Box::pin(async move {
-            let mut attempt = Attempt::start(&self.meter);
-            let result = self.inner.complete(request).await;
-            attempt.end(result.as_ref().err());
-            result
-        })
-    }
-
-    /// The attempt lasts until the stream ends (its `Done` or an error) or is dropped.
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
-        Box::pin(async move {
-            let mut attempt = Attempt::start(&self.meter);
-            match self.inner.stream(request).await {
-                Ok(stream) => {
-                    let stream = stream.map(move |item| {
-                        match &item {
-                            Err(e) => attempt.end(Some(e)),
-                            Ok(crate::model::StreamEvent::Done { .. }) => attempt.end(None),
-                            Ok(_) => {}
-                        }
-                        item
-                    });
-                    Ok(Box::pin(stream) as CompletionStream)
-                }
-                Err(e) => {
-                    attempt.end(Some(&e));
-                    Err(e)
-                }
-            }
-        })
     }
 }

@@ -12,6 +12,8 @@
 //! - [`cache`]: answers repeated requests from a store.
 //! - [`limit`]: the in-process limiter (calls in flight and the per-minute budgets),
 //!   also usable on its own.
+//! - [`gate`]: the one model behind the meter, the adaptive limit, the budget and the
+//!   limiter: each is a [`gate::Gate`] that a call passes first.
 //!
 //! [`ModelExt`] stacks single layers by hand, innermost first; prefer the stack, which
 //! gets the order right (the cache outermost so that a hit waits for no budget and spends
@@ -40,6 +42,7 @@ use crate::model::LanguageModel;
 pub mod adaptive;
 pub mod budget;
 pub mod cache;
+pub mod gate;
 pub mod limit;
 pub mod meter;
 #[cfg(feature = "redis")]
@@ -82,7 +85,7 @@ impl<M: LanguageModel + Sized> ModelExt for M {}
 #[cfg(all(test, feature = "testing"))]
 mod tests {
     use super::*;
-    use crate::model::{ModelError, PromptCounter, SharedCounter};
+    use crate::model::{ModelFuture, PromptCounter};
     use crate::prompt::RenderedPrompt;
 
     #[derive(Debug)]
@@ -95,35 +98,16 @@ mod tests {
         fn count_prompts<'a>(
             &'a self,
             prompts: &'a [RenderedPrompt],
-        ) -> futures::future::BoxFuture<'a, Result<Vec<usize>, ModelError>> {
+        ) -> ModelFuture<'a, Vec<usize>> {
             Box::pin(async move { Ok(vec![1; prompts.len()]) })
-        }
-    }
-
-    /// A model with an exact counter.
-    struct Counted(crate::testing::ScriptedModel);
-
-    impl LanguageModel for Counted {
-        fn info(&self) -> crate::model::ModelInfo {
-            self.0.info()
-        }
-        fn complete<'a>(
-            &'a self,
-            request: &'a crate::model::ModelRequest,
-        ) -> futures::future::BoxFuture<'a, Result<crate::model::Completion, ModelError>> {
-            self.0.complete(request)
-        }
-        fn counter(&self) -> Option<SharedCounter> {
-            Some(Arc::new(Counter))
         }
     }
 
     #[test]
     fn every_layer_keeps_the_models_counter() {
-        let inner = Counted(crate::testing::ScriptedModel::constant(
-            crate::model::ModelInfo::new("m"),
-            "ok",
-        ));
+        let inner =
+            crate::testing::ScriptedModel::constant(crate::model::ModelInfo::new("m"), "ok")
+                .with_counter(Arc::new(Counter));
         let stacked = inner
             .limit(limit::Limiter::new(limit::Limits::default()))
             .adaptive(adaptive::AdaptiveLimit::new(2))

@@ -1,9 +1,8 @@
 //! [`ModelLayer`]: a model that wraps another and changes only part of what it does.
 
-use futures::future::BoxFuture;
-
 use super::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
+    Completion, CompletionStream, LanguageModel, ModelFuture, ModelInfo, ModelRequest,
+    SharedCounter,
 };
 use crate::text::SharedTokenizer;
 
@@ -15,9 +14,8 @@ use crate::text::SharedTokenizer;
 /// is both has the two traits' methods; import only `LanguageModel` where you call it).
 ///
 /// ```
-/// use futures::future::BoxFuture;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelLayer, ModelRequest};
+/// use synthkit::model::{Completion, LanguageModel, ModelFuture, ModelInfo, ModelLayer, ModelRequest};
 /// use synthkit::testing::ScriptedModel;
 ///
 /// /// Counts the calls; everything else is the inner model's.
@@ -26,8 +24,7 @@ use crate::text::SharedTokenizer;
 /// impl<M: LanguageModel> ModelLayer for Counting<M> {
 ///     type Inner = M;
 ///     fn inner(&self) -> &M { &self.inner }
-///     fn complete<'a>(&'a self, request: &'a ModelRequest)
-///         -> BoxFuture<'a, Result<Completion, ModelError>> {
+///     fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
 ///         self.calls.fetch_add(1, Ordering::Relaxed);
 ///         self.inner.complete(request)
 ///     }
@@ -49,18 +46,12 @@ pub trait ModelLayer: Send + Sync {
     }
 
     /// [`LanguageModel::complete`]; the inner model's by default.
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         self.inner().complete(request)
     }
 
     /// [`LanguageModel::stream`]; the inner model's by default.
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         self.inner().stream(request)
     }
 
@@ -80,17 +71,11 @@ impl<L: ModelLayer> LanguageModel for L {
         ModelLayer::info(self)
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         ModelLayer::complete(self, request)
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         ModelLayer::stream(self, request)
     }
 

@@ -290,6 +290,26 @@ pub enum StreamEvent {
 /// without `Done` was cut off and must not be taken as a complete answer.
 pub type CompletionStream = BoxStream<'static, Result<StreamEvent, ModelError>>;
 
+/// What a model's methods return: a boxed future of the result, borrowing the model and
+/// the request for `'a` (`BoxFuture<'a, Result<T, ModelError>>`). Implement
+/// [`LanguageModel`] with it:
+///
+/// ```
+/// use synthkit::model::{Completion, LanguageModel, ModelFuture, ModelInfo, ModelRequest};
+///
+/// struct Echo;
+///
+/// impl LanguageModel for Echo {
+///     fn info(&self) -> ModelInfo {
+///         ModelInfo::new("echo")
+///     }
+///     fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
+///         Box::pin(async move { Ok(Completion::text(request.prompt.to_text())) })
+///     }
+/// }
+/// ```
+pub type ModelFuture<'a, T> = BoxFuture<'a, Result<T, ModelError>>;
+
 /// A language model. Object safe: use `Arc<dyn LanguageModel>` to choose one at run time.
 ///
 /// Implement [`LanguageModel::complete`]; streaming has a default built on it (one delta).
@@ -304,16 +324,10 @@ pub trait LanguageModel: Send + Sync {
     fn info(&self) -> ModelInfo;
 
     /// Completes one request.
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>>;
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion>;
 
     /// Streams one request: deltas, then [`StreamEvent::Done`].
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move { Ok(one_delta_stream(self.complete(request).await?)) })
     }
 
@@ -340,10 +354,7 @@ pub trait PromptCounter: Send + Sync + fmt::Debug {
     fn name(&self) -> &str;
 
     /// The exact token counts of `prompts`, in order.
-    fn count_prompts<'a>(
-        &'a self,
-        prompts: &'a [RenderedPrompt],
-    ) -> BoxFuture<'a, Result<Vec<usize>, ModelError>>;
+    fn count_prompts<'a>(&'a self, prompts: &'a [RenderedPrompt]) -> ModelFuture<'a, Vec<usize>>;
 }
 
 /// A prompt counter shared between tasks.

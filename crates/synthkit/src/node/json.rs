@@ -217,6 +217,30 @@ impl Node {
     pub fn from_json(value: Value, position: usize) -> Result<Node, NodeJsonError> {
         read_node(value, position).map(|(node, _)| node)
     }
+
+    /// The node as a LlamaIndex `NodeWithScore` holding a `TextNode` (`id_`, `text`,
+    /// `metadata`, `excluded_llm_metadata_keys`) and the node's `score`: the
+    /// `source_nodes` of a LlamaIndex `Response`, which [`Node::from_json`] reads back.
+    ///
+    /// ```
+    /// use synthkit::Node;
+    ///
+    /// let node = Node::new("n1", "The sky is blue.");
+    /// assert_eq!(Node::from_json(node.to_node_with_score(), 1)?, node);
+    /// # Ok::<(), synthkit::node::NodeJsonError>(())
+    /// ```
+    pub fn to_node_with_score(&self) -> Value {
+        serde_json::json!({
+            "node": {
+                "id_": self.id,
+                "text": self.text,
+                "metadata": self.metadata,
+                "excluded_llm_metadata_keys": self.excluded_llm_metadata_keys,
+                "class_name": "TextNode",
+            },
+            "score": self.score,
+        })
+    }
 }
 
 /// Reads a list of nodes from JSON values (each in any accepted form, mixed freely; see

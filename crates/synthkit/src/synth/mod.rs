@@ -137,33 +137,7 @@ impl Synthesizer {
     /// Answers with every option of [`SynthesisInput`]. Errors before any call: two nodes
     /// with one id ([`SynthError::DuplicateNodeId`]).
     pub async fn synthesize_input(&self, input: SynthesisInput) -> Result<Response, SynthError> {
-        unique_ids(&input.nodes)?;
-        let (job, texts) = self.prepare(&input);
-        let previous = input.previous_response.as_deref();
-        let mut outcome = modes::run(&job, &input.nodes, previous, &texts).await?;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let resume = modes::Resume::of(&outcome, self.s.mode);
-            let mut response = Response::default();
-            match job.finish(outcome, &mut response).await {
-                Ok(()) => {
-                    drop(texts);
-                    response.usage = job.caller.totals();
-                    attach_sources(&mut response, input);
-                    return Ok(response);
-                }
-                Err(e) => match resume {
-                    Some(r)
-                        if attempts <= 2 * MAX_CORRECTIONS
-                            && job.absorb(&e, &r.request) == engine::Verdict::Repack =>
-                    {
-                        outcome = modes::resume(&job, &input.nodes, previous, &texts, r).await?;
-                    }
-                    _ => return Err(e),
-                },
-            }
-        }
+        self.run_to_end(input).await
     }
 
     /// Streams with every option of [`SynthesisInput`]. Errors before any call: two nodes
@@ -172,6 +146,13 @@ impl Synthesizer {
         &self,
         input: SynthesisInput,
     ) -> Result<StreamingResponse, SynthError> {
+        self.run_to_end(input).await
+    }
+
+    /// Runs the mode over `input` and ends it as `E` (the answer, or the opened stream).
+    /// When the end fails with a rejected prompt that can be packed smaller, the mode
+    /// resumes from the request that failed (at most `2 * MAX_CORRECTIONS` ends).
+    async fn run_to_end<E: Ending>(&self, input: SynthesisInput) -> Result<E, SynthError> {
         unique_ids(&input.nodes)?;
         let (job, texts) = self.prepare(&input);
         let previous = input.previous_response.as_deref();
@@ -180,11 +161,11 @@ impl Synthesizer {
         loop {
             attempts += 1;
             let resume = modes::Resume::of(&outcome, self.s.mode);
-            match job.open_stream(outcome, Response::default()).await {
-                Ok(mut s) => {
+            match E::end(&job, outcome).await {
+                Ok(mut ended) => {
                     drop(texts);
-                    attach_sources(&mut s.response, input);
-                    return Ok(s);
+                    attach_sources(ended.response_mut(), input);
+                    return Ok(ended);
                 }
                 Err(e) => match resume {
                     Some(r)
@@ -218,6 +199,37 @@ impl Synthesizer {
         variables.extend(input.variables.iter().cloned());
         let job = Job::new(Arc::clone(&self.s), input.query.clone(), variables, ledger);
         (job, texts)
+    }
+}
+
+/// How a synthesis ends: with the whole answer, or with its stream opened.
+trait Ending: Sized {
+    /// Ends the job's `outcome`.
+    async fn end(job: &Job, outcome: engine::Outcome) -> Result<Self, SynthError>;
+    /// The response the sources go into.
+    fn response_mut(&mut self) -> &mut Response;
+}
+
+impl Ending for Response {
+    async fn end(job: &Job, outcome: engine::Outcome) -> Result<Self, SynthError> {
+        let mut response = Response::default();
+        job.finish(outcome, &mut response).await?;
+        response.usage = job.caller.totals();
+        Ok(response)
+    }
+
+    fn response_mut(&mut self) -> &mut Response {
+        self
+    }
+}
+
+impl Ending for StreamingResponse {
+    async fn end(job: &Job, outcome: engine::Outcome) -> Result<Self, SynthError> {
+        job.open_stream(outcome, Response::default()).await
+    }
+
+    fn response_mut(&mut self) -> &mut Response {
+        &mut self.response
     }
 }
 

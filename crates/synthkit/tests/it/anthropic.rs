@@ -17,7 +17,6 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
-use futures::StreamExt;
 use serde_json::json;
 use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
 use synthkit::layer::retry::{Jitter, RetryPolicy};
@@ -58,7 +57,7 @@ fn chat(text: &str, max_tokens: usize) -> ModelRequest {
     .with_max_tokens(max_tokens)
 }
 
-use crate::common::fixtures::Counts;
+use crate::common::fixtures::{Counts, collect};
 
 fn nodes(count: usize) -> Vec<Node> {
     (0..count)
@@ -88,12 +87,7 @@ async fn every_response_mode_answers_with_exact_counts() {
     let model = Arc::new(model);
     // Every mode that calls the model (no_text and context_only make no call).
     for mode in ResponseMode::ALL.into_iter().filter(|m| m.calls_model()) {
-        let counts = Arc::new(Counts::default());
-        let synth = Synthesizer::builder(model.clone())
-            .mode(mode)
-            .observer(counts.clone())
-            .build()
-            .unwrap();
+        let (synth, counts) = Counts::synthesizer(model.clone(), mode);
         let r = synth
             .synthesize("When was the dome oiled?", nodes(3))
             .await
@@ -114,12 +108,7 @@ async fn every_response_mode_answers_with_exact_counts() {
 async fn streaming_yields_deltas_then_done_with_usage() {
     let server = server!();
     let model = AnthropicModel::new(config(&server.base)).unwrap();
-    let events: Vec<_> = model
-        .stream(&chat("Tell me a story", 6))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = collect(model.stream(&chat("Tell me a story", 6)).await.unwrap()).await;
     let usage = crate::common::fixtures::deltas_then_done(&events);
     assert!(
         events
@@ -139,12 +128,7 @@ async fn a_small_max_tokens_is_a_truncation() {
     let c = model.complete(&chat("Say hi", 3)).await.unwrap();
     assert_eq!(c.finish_reason, Some(FinishReason::Length), "{c:?}");
     assert_eq!(c.usage.map(|u| u.completion_tokens), Some(3));
-    let events: Vec<_> = model
-        .stream(&chat("Say hi", 3))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = collect(model.stream(&chat("Say hi", 3)).await.unwrap()).await;
     assert!(
         matches!(
             events.last(),

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use serde_json::json;
 use synthkit::layer::cache::{CacheStats, CachedModel, CachedReply, CallKind, MemoryCache};
 use synthkit::model::{
-    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    StepInfo, StreamEvent, Usage,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelFuture, ModelInfo,
+    ModelRequest, StepInfo, StreamEvent, Usage,
 };
 use synthkit::prompt::{RenderedPrompt, TemplateKind};
 use synthkit::testing::ScriptedModel;
@@ -208,17 +207,11 @@ impl LanguageModel for CutStream {
     fn info(&self) -> ModelInfo {
         info()
     }
-    fn complete<'a>(
-        &'a self,
-        _request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, _request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Err(ModelError::Connection("reset".into())) })
     }
-    fn stream<'a>(
-        &'a self,
-        _request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, _request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut events = vec![
             Ok::<_, ModelError>(StreamEvent::Delta("partial".into())),

@@ -268,36 +268,41 @@ async fn replay_json_has_the_documented_shape() {
 /// Our cl100k counts equal tiktoken's on every recorded text: every node's
 /// `content_tokens` and every reference call's `prompt_tokens` (text that looks like a
 /// special token is counted as ordinary text by us, as API servers do, so it is skipped).
+/// Checks that cl100k counts `text` as the reference did (`tokens`), and says whether it
+/// checked: a text with special tokens (`<|...|>`) is skipped.
+#[track_caller]
+fn counts_as(tok: &BpeTokenizer, text: &Value, tokens: &Value, what: &str) -> bool {
+    let text = text.as_str().unwrap();
+    if text.contains("<|") {
+        return false;
+    }
+    assert_eq!(tok.count(text) as u64, tokens.as_u64().unwrap(), "{what}");
+    true
+}
+
 #[test]
 fn token_counts_equal_the_references() {
     let tok = BpeTokenizer::cl100k_base();
     let (mut nodes, mut prompts) = (0, 0);
     for (case, trace) in traces() {
         for node in trace["inputs"]["nodes"].as_array().unwrap() {
-            let text = node["content_llm"].as_str().unwrap();
-            if text.contains("<|") {
-                continue;
-            }
-            assert_eq!(
-                tok.count(text) as u64,
-                node["content_tokens"].as_u64().unwrap(),
-                "{case}: node {}",
-                node["id"]
-            );
-            nodes += 1;
+            let what = format!("{case}: node {}", node["id"]);
+            nodes += usize::from(counts_as(
+                &tok,
+                &node["content_llm"],
+                &node["content_tokens"],
+                &what,
+            ));
         }
         for (mode, run) in trace["runs"].as_object().unwrap() {
             for call in run["calls"].as_array().unwrap() {
-                let prompt = call["prompt"].as_str().unwrap();
-                if prompt.contains("<|") {
-                    continue;
-                }
-                assert_eq!(
-                    tok.count(prompt) as u64,
-                    call["prompt_tokens"].as_u64().unwrap(),
-                    "{case}/{mode}"
-                );
-                prompts += 1;
+                let what = format!("{case}/{mode}");
+                prompts += usize::from(counts_as(
+                    &tok,
+                    &call["prompt"],
+                    &call["prompt_tokens"],
+                    &what,
+                ));
             }
         }
     }

@@ -17,10 +17,9 @@ use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
 use synthkit::layer::ModelExt;
 use synthkit::layer::retry::RetryPolicy;
-use synthkit::model::{LanguageModel, ModelError, ModelInfo};
+use synthkit::model::{ModelError, ModelInfo};
 use synthkit::prompt::PromptBudget;
 use synthkit::testing::ScriptedModel;
-use synthkit::text::SharedTokenizer;
 use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer};
 
 fn nodes(n: usize) -> Vec<Node> {
@@ -336,27 +335,11 @@ async fn a_failing_counter_stops_the_run() {
 
 // ------------------------------------------------------------------------- builder
 
-/// A model that says which tokenizer counts like it.
-struct WordModel(ScriptedModel);
-
-impl LanguageModel for WordModel {
-    fn info(&self) -> ModelInfo {
-        self.0.info()
-    }
-    fn complete<'a>(
-        &'a self,
-        request: &'a synthkit::model::ModelRequest,
-    ) -> futures::future::BoxFuture<'a, Result<synthkit::model::Completion, ModelError>> {
-        self.0.complete(request)
-    }
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        Some(Arc::new(WordTokenizer))
-    }
-}
-
 #[test]
 fn a_budget_keeps_the_models_tokenizer_unless_one_is_given() {
-    let model = Arc::new(WordModel(ScriptedModel::constant(info(), "ok")));
+    // A model that says which tokenizer counts like it.
+    let model =
+        Arc::new(ScriptedModel::constant(info(), "ok").with_tokenizer(Arc::new(WordTokenizer)));
     let synth = Synthesizer::builder(model.clone())
         .budget(PromptBudget::new(1000, 100).unwrap())
         .build()

@@ -10,9 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use synthkit::layer::limit::{LimitError, LimitedModel, Limiter, Limits};
-use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelRequest};
+use synthkit::model::{Completion, LanguageModel, ModelFuture, ModelInfo, ModelRequest};
 use synthkit::prompt::RenderedPrompt;
 use synthkit::testing::ScriptedModel;
 use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer};
@@ -38,10 +37,7 @@ impl LanguageModel for Counting {
         ModelInfo::new("counting")
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let c = &self.counter;
             let now = c.now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -83,6 +79,14 @@ fn request(prompt_tokens: usize, max_tokens: usize) -> ModelRequest {
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
+}
+
+/// A scripted model `name` answering `answer`, behind a limiter with `limits`; and the
+/// limiter.
+fn limited(limits: Limits, name: &str, answer: &str) -> (LimitedModel<ScriptedModel>, Limiter) {
+    let limiter = Limiter::new(limits);
+    let model = ScriptedModel::constant(ModelInfo::new(name), answer);
+    (LimitedModel::new(model, limiter.clone()), limiter)
 }
 
 /// Two synthesizers (accumulate and tree_summarize, each allowed 8 calls at once) over two
@@ -161,10 +165,10 @@ async fn concurrency_cap_holds_in_tree_summarize() {
 /// A stream holds its slot until it is consumed or dropped.
 #[tokio::test(start_paused = true)]
 async fn stream_holds_its_slot_until_it_ends() {
-    let limiter = Limiter::new(Limits::default().with_max_in_flight(1));
-    let model = LimitedModel::new(
-        ScriptedModel::constant(ModelInfo::new("s"), "one two three"),
-        limiter.clone(),
+    let (model, limiter) = limited(
+        Limits::default().with_max_in_flight(1),
+        "s",
+        "one two three",
     );
     let req = request(10, 10);
     let mut stream = model.stream(&req).await.unwrap();
@@ -258,11 +262,7 @@ async fn requests_per_minute_is_shared_by_two_synthesizers() {
 /// by it: tpm 300 (5 per second) with 150-token calls: two at once, then one per 30 s.
 #[tokio::test(start_paused = true)]
 async fn tokens_per_minute_charges_prompt_plus_max_tokens() {
-    let limiter = Limiter::new(Limits::default().with_tokens_per_minute(300));
-    let model = LimitedModel::new(
-        ScriptedModel::constant(ModelInfo::new("t"), "x"),
-        limiter.clone(),
-    );
+    let (model, limiter) = limited(Limits::default().with_tokens_per_minute(300), "t", "x");
     let req = request(100, 50);
     assert_eq!(Limiter::charge(&req), 150);
     let start = Instant::now();
@@ -327,14 +327,12 @@ async fn big_call_is_not_starved() {
 /// directly and through a synthesizer, for complete and stream alike.
 #[tokio::test(start_paused = true)]
 async fn oversized_call_errors_instead_of_hanging() {
-    let limiter = Limiter::new(
+    let (model, limiter) = limited(
         Limits::default()
             .with_tokens_per_minute(100)
             .with_max_in_flight(1),
-    );
-    let model = LimitedModel::new(
-        ScriptedModel::constant(ModelInfo::new("o"), "x"),
-        limiter.clone(),
+        "o",
+        "x",
     );
     let start = Instant::now();
     let big = request(90, 20);

@@ -7,12 +7,12 @@
 //! When llama-server cannot be built here the tests print a skip message, unless `CI` is set:
 //! then they fail.
 
+use crate::common::fixtures::collect;
 use synthkit_testkit::llama;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter, TokenizeDialect};
 use synthkit::model::{LanguageModel, ModelError, ModelRequest, StreamEvent};
@@ -106,23 +106,19 @@ async fn chat_and_text_completions_return_text_and_usage() {
 async fn streaming_yields_deltas_then_done_with_usage() {
     let server = server!();
     let model = OpenAiModel::new(server.config()).unwrap();
-    let events: Vec<_> = model
-        .stream(&chat("Tell me a story"))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = collect(model.stream(&chat("Tell me a story")).await.unwrap()).await;
     let usage = crate::common::fixtures::deltas_then_done(&events);
     assert!(usage.completion_tokens <= MAX_TOKENS as u64, "{usage:?}");
 
     // The text-completion endpoint streams too (usage rides on its finish chunk).
     let model = OpenAiModel::new(server.config().with_chat(false)).unwrap();
-    let events: Vec<_> = model
-        .stream(&request(RenderedPrompt::Text("Once".into()), 4))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = collect(
+        model
+            .stream(&request(RenderedPrompt::Text("Once".into()), 4))
+            .await
+            .unwrap(),
+    )
+    .await;
     assert!(
         matches!(events.last(), Some(Ok(StreamEvent::Done { usage: Some(u), .. })) if u.completion_tokens <= 4),
         "{events:?}"

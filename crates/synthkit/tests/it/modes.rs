@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use serde::Deserialize;
-use synthkit::model::{Completion, LanguageModel, ModelError, ModelInfo, ModelRequest};
+use synthkit::model::{
+    Completion, LanguageModel, ModelError, ModelFuture, ModelInfo, ModelRequest,
+};
 use synthkit::observe::CallReport;
 use synthkit::prompt::{BudgetError, PromptBudget, PromptTemplate, TemplateKind};
 use synthkit::synth::{StepEvaluator, StepVerdict, VerdictFuture};
@@ -254,10 +255,7 @@ impl LanguageModel for Overlapping {
         info()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
             self.peak.fetch_max(now, Ordering::SeqCst);

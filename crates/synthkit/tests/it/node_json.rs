@@ -23,25 +23,10 @@ fn error(values: Value) -> NodeJsonError {
     nodes_from_json(values).unwrap_err()
 }
 
-/// A LlamaIndex `TextNode` as `node.to_dict()` writes it (llama-index-core 0.14).
+/// A LlamaIndex `TextNode` with metadata, one key of it hidden from the model.
 fn text_node(id: &str, text: &str) -> Value {
-    json!({
-        "id_": id,
-        "embedding": null,
-        "metadata": {"file_path": "m.md", "secret": "s"},
-        "excluded_embed_metadata_keys": ["file_path"],
-        "excluded_llm_metadata_keys": ["secret"],
-        "relationships": {"1": {"node_id": "doc-1", "node_type": "4", "metadata": {}, "hash": "abc", "class_name": "RelatedNodeInfo"}},
-        "metadata_template": "{key}: {value}",
-        "metadata_separator": "\n",
-        "text": text,
-        "mimetype": "text/plain",
-        "start_char_idx": 0,
-        "end_char_idx": text.len(),
-        "metadata_seperator": "\n",
-        "text_template": "{metadata_str}\n\n{content}",
-        "class_name": "TextNode",
-    })
+    let metadata = json!({"file_path": "m.md", "secret": "s"});
+    synthkit_testkit::llamaindex::text_node(id, text, metadata, &["secret"])
 }
 
 #[test]
@@ -161,21 +146,7 @@ fn synthkit_and_llamaindex_output_read_back_unchanged() {
     };
     assert_eq!(nodes_from_json(values).unwrap(), nodes);
     // The `source_nodes` of `synthkit ask --json --format llamaindex`.
-    let source_nodes: Vec<Value> = nodes
-        .iter()
-        .map(|n| {
-            json!({
-                "node": {
-                    "id_": n.id,
-                    "text": n.text,
-                    "metadata": n.metadata,
-                    "excluded_llm_metadata_keys": n.excluded_llm_metadata_keys,
-                    "class_name": "TextNode",
-                },
-                "score": n.score,
-            })
-        })
-        .collect();
+    let source_nodes: Vec<Value> = nodes.iter().map(Node::to_node_with_score).collect();
     assert_eq!(nodes_from_json(source_nodes).unwrap(), nodes);
 }
 

@@ -127,12 +127,7 @@ async fn streamed_answers_equal_their_text_and_count_exactly() {
     };
     let model = Arc::new(connect(&server.base, true, WINDOW).await);
     for mode in [ResponseMode::Compact, ResponseMode::Accumulate] {
-        let counts = Arc::new(Counts::default());
-        let synth = Synthesizer::builder(model.clone())
-            .mode(mode)
-            .observer(counts.clone())
-            .build()
-            .unwrap();
+        let (synth, counts) = Counts::synthesizer(model.clone(), mode);
         let nodes = nodes(4);
         let mut stream = synth
             .stream("When does the public telescope open?", nodes)

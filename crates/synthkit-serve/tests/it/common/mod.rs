@@ -71,6 +71,15 @@ impl Service {
         format!("{}/v1/synthesize", self.url)
     }
 
+    /// `GET {path}` (`/readyz`, `/healthz`, ...) with `client`: the response.
+    pub async fn get(&self, client: &reqwest::Client, path: &str) -> reqwest::Response {
+        client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// `POST /v1/synthesize` with `body`: the status and the JSON answer.
     pub async fn post(&self, body: &Value) -> (u16, Value) {
         let r = reqwest::Client::new()

@@ -44,6 +44,13 @@ impl Answer {
         self.headers.get(name).map(String::as_str)
     }
 
+    /// Fails the test unless the answer allows the browser origin `origin` (CORS).
+    #[track_caller]
+    pub fn assert_allows_origin(&self, origin: &str) {
+        let allowed = self.header("access-control-allow-origin");
+        assert_eq!(allowed, Some(origin), "{self:?}");
+    }
+
     /// Checks the documented error body: JSON `{"error": {"kind", "message"}}`.
     pub fn assert_error(&self, status: u16, kind: &str) {
         assert_eq!(self.status, status, "{self:?}");

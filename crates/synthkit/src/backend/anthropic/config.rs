@@ -81,12 +81,6 @@ impl AnthropicConfig {
     /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
     pub const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
 
-    /// A config for `model` at Anthropic's base URL, with no key and the defaults (the
-    /// [`Transport`] and [`Sampling`] defaults every HTTP backend has).
-    pub fn new(model: impl Into<String>) -> Self {
-        Self::with_transport_for(model, Transport::new(Self::DEFAULT_BASE_URL))
-    }
-
     fn with_transport_for(model: impl Into<String>, transport: Transport) -> Self {
         Self {
             transport,
@@ -100,26 +94,6 @@ impl AnthropicConfig {
             discover_model: false,
             extra_body: Map::new(),
         }
-    }
-
-    /// A config from the environment: base URL from `SYNTHKIT_BASE_URL`, else
-    /// `ANTHROPIC_BASE_URL`, else Anthropic's; model from `SYNTHKIT_MODEL`, else
-    /// [`AnthropicConfig::DEFAULT_MODEL`]; key from `ANTHROPIC_API_KEY` (empty means none).
-    pub fn from_env() -> Self {
-        Self::from_env_with_key_var(Self::DEFAULT_KEY_VAR)
-    }
-
-    /// Like [`AnthropicConfig::from_env`], with the key read from the variable `key_var`.
-    pub fn from_env_with_key_var(key_var: &str) -> Self {
-        Self::from_lookup(key_var, |name| std::env::var(name).ok())
-    }
-
-    /// Like [`AnthropicConfig::from_env`], reading variables through `lookup`.
-    pub fn from_lookup(key_var: &str, lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let vars = (Self::BASE_URL_VAR, key_var);
-        let (transport, model) = Transport::from_lookup(Self::DEFAULT_BASE_URL, vars, lookup);
-        let model = model.unwrap_or_else(|| Self::DEFAULT_MODEL.to_string());
-        Self::with_transport_for(model, transport)
     }
 
     /// The Messages endpoint: `{root}/v1/messages`.
@@ -143,11 +117,5 @@ impl AnthropicConfig {
             self.sampling.identity_tail()
         );
         crate::layer::stack::CacheIdentity::new(format!("anthropic {}", self.endpoint()), params)
-    }
-}
-
-impl Default for AnthropicConfig {
-    fn default() -> Self {
-        Self::new(Self::DEFAULT_MODEL)
     }
 }

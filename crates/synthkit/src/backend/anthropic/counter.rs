@@ -11,14 +11,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::{AnthropicConfig, api_headers, wire};
 use crate::backend::http::count_cache::CountCache;
 use crate::backend::http::{Link, Transport};
-use crate::model::{ModelError, PromptCounter};
+use crate::model::{ModelError, ModelFuture, PromptCounter};
 use crate::prompt::{ChatMessage, RenderedPrompt, Role};
 
 /// How long one count may take.
@@ -116,10 +115,7 @@ impl PromptCounter for CountTokens {
         "anthropic:/v1/messages/count_tokens"
     }
 
-    fn count_prompts<'a>(
-        &'a self,
-        prompts: &'a [RenderedPrompt],
-    ) -> BoxFuture<'a, Result<Vec<usize>, ModelError>> {
+    fn count_prompts<'a>(&'a self, prompts: &'a [RenderedPrompt]) -> ModelFuture<'a, Vec<usize>> {
         Box::pin(async move {
             let keys: Vec<String> = prompts
                 .iter()

@@ -53,19 +53,19 @@
 
 use std::fmt;
 
-use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::backend::http::clock::{CallClock, ServedModel};
+use crate::backend::http::clock::CallClock;
 use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
-use crate::backend::http::errors::{clip, from_error_object};
-use crate::backend::http::{self as http, Link, key_headers};
+use crate::backend::http::errors::clip;
+use crate::backend::http::key_headers;
+use crate::backend::http::server::{Server, parse_reply};
 use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    SharedCounter, one_delta_stream,
+    Completion, CompletionStream, LanguageModel, ModelError, ModelFuture, ModelInfo, ModelRequest,
+    SharedCounter,
 };
 use crate::secret::redact_url;
 use crate::text::SharedTokenizer;
@@ -100,23 +100,14 @@ pub(crate) fn api_headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelEr
 /// A model behind Anthropic's Messages API. Implements [`LanguageModel`].
 pub struct AnthropicModel {
     config: AnthropicConfig,
-    link: Link,
-    discovered_context_window: Option<usize>,
-    discovered_slots: Option<usize>,
-    tokenizer: Option<SharedTokenizer>,
+    server: Server,
     counter: Option<CountTokens>,
-    served: ServedModel,
 }
 
 impl fmt::Debug for AnthropicModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicModel")
-            .field("config", &self.config)
-            .field("discovered_context_window", &self.discovered_context_window)
-            .field("tokenizer", &self.tokenizer)
-            .field("counter", &self.counter)
-            .field("served_model", &self.served.get())
-            .finish()
+        self.server
+            .debug_model(f, "AnthropicModel", &self.config, &self.counter)
     }
 }
 
@@ -126,13 +117,9 @@ impl AnthropicModel {
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
         api_headers(&config)?;
         Ok(Self {
-            link: Link::new(&config.transport)?,
+            server: Server::new(&config.transport)?,
             config,
-            discovered_context_window: None,
-            discovered_slots: None,
-            tokenizer: None,
             counter: None,
-            served: ServedModel::default(),
         })
     }
 
@@ -159,9 +146,9 @@ impl AnthropicModel {
             }
         }
         let props = model.get_json("/props").await;
-        model.discovered_slots = props.as_ref().and_then(slots_in);
+        model.server.discovered_slots = props.as_ref().and_then(slots_in);
         if model.config.context_window.is_none() {
-            model.discovered_context_window =
+            model.server.discovered_context_window =
                 props.as_ref().and_then(props_context_window).or_else(|| {
                     let m = &model.config.model;
                     listing.as_ref().and_then(|l| models_context_window(l, m))
@@ -183,23 +170,23 @@ impl AnthropicModel {
 
     /// The context window the server reported, if discovery found one.
     pub fn discovered_context_window(&self) -> Option<usize> {
-        self.discovered_context_window
+        self.server.discovered_context_window
     }
 
     /// How many requests the server runs at once, when discovery found it (llama.cpp's
     /// `/props` `total_slots`).
     pub fn server_slots(&self) -> Option<usize> {
-        self.discovered_slots
+        self.server.discovered_slots
     }
 
     /// The model name the server gave in its latest reply, if it gave one.
     pub fn served_model(&self) -> Option<String> {
-        self.served.get()
+        self.server.served.get()
     }
 
     /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
     pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
-        self.tokenizer = Some(tokenizer);
+        self.server.tokenizer = Some(tokenizer);
         self
     }
 
@@ -207,7 +194,7 @@ impl AnthropicModel {
     /// model's exact prompt counter ([`LanguageModel::counter`]). Returns whether it
     /// does. Skipped (`false`) when a discovery request of this model timed out.
     pub async fn use_server_counter(&mut self) -> bool {
-        if self.link.stalled() {
+        if self.server.link.stalled() {
             return false;
         }
         self.counter = CountTokens::probe(&self.config).await;
@@ -222,47 +209,33 @@ impl AnthropicModel {
     async fn get_json(&self, path: &str) -> Option<Value> {
         let url = format!("{}{path}", self.config.root_url());
         let headers = api_headers(&self.config).unwrap_or_default();
-        self.link
+        self.server
+            .link
             .discover(&self.config.transport, &url, headers)
             .await
     }
 
-    /// Sends one request, once: the response when its status is a success, else the
-    /// mapped error.
+    /// Sends one request, once, on a clock started now: the response when its status is
+    /// a success, else the mapped error.
     async fn send(
         &self,
         request: &ModelRequest,
         stream: bool,
-        clock: &CallClock,
-    ) -> Result<reqwest::Response, ModelError> {
-        let mut headers = api_headers(&self.config)?;
-        if stream {
-            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        }
+    ) -> Result<(reqwest::Response, CallClock), ModelError> {
         let url = self.config.endpoint();
-        let post = self.link.post(&self.config.transport, &url, headers);
+        let to = (url.as_str(), api_headers(&self.config)?);
         let body = wire::request_body(request, &self.config, stream);
-        post.send(&body, clock).await
-    }
-
-    /// Reads a non-streamed reply and records the model the server named.
-    async fn read_completion(
-        &self,
-        response: reqwest::Response,
-        clock: &CallClock,
-    ) -> Result<Completion, ModelError> {
-        let bytes = self.config.transport.read_body(response, clock).await?;
-        let (completion, served) = parse_message(&bytes, self.config.transport.api_key.as_ref())?;
-        if let Some(name) = served {
-            self.served.set(&name);
-        }
-        Ok(completion)
+        self.server
+            .send(&self.config.transport, to, &body, stream)
+            .await
     }
 
     async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
-        let clock = self.config.transport.clock();
-        let response = self.send(request, false, &clock).await?;
-        let completion = self.read_completion(response, &clock).await?;
+        let (response, clock) = self.send(request, false).await?;
+        let completion = self
+            .server
+            .read_completion(&self.config.transport, response, &clock, parse_message)
+            .await?;
         tracing::debug!(
             model = %self.config.model,
             usage = ?completion.usage,
@@ -278,17 +251,7 @@ fn parse_message(
     bytes: &[u8],
     key: Option<&SecretString>,
 ) -> Result<(Completion, Option<String>), ModelError> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| ModelError::Malformed(format!("the reply is not valid UTF-8: {e}")))?;
-    let reply: wire::Message = serde_json::from_str(text).map_err(|e| {
-        ModelError::Malformed(format!(
-            "the reply is not the expected JSON ({e}): {}",
-            clip(text, key)
-        ))
-    })?;
-    if let Some(err) = reply.error.as_ref().filter(|e| !e.is_null()) {
-        return Err(from_error_object(err, key));
-    }
+    let (reply, text) = parse_reply(bytes, key, |r: &wire::Message| r.error.as_ref())?;
     if reply.content.is_none() {
         return Err(ModelError::Malformed(format!(
             "the reply has no content: {}",
@@ -306,14 +269,11 @@ fn parse_message(
 impl LanguageModel for AnthropicModel {
     fn info(&self) -> ModelInfo {
         self.config
-            .model_info(self.discovered_context_window)
+            .model_info(self.server.discovered_context_window)
             .with_chat(true)
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(self.complete_with(request))
     }
 
@@ -323,29 +283,18 @@ impl LanguageModel for AnthropicModel {
     /// [`ModelError::Incomplete`]. The first event must come within the request timeout,
     /// each next one within the idle timeout; the bytes in all are capped by
     /// [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes). A server that answers JSON is handled too.
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
-            let clock = self.config.transport.clock();
-            let response = self.send(request, true, &clock).await?;
-            if http::is_json(&response) {
-                let c = self.read_completion(response, &clock).await?;
-                return Ok(one_delta_stream(c));
-            }
-            let key = self.config.transport.api_key.clone();
-            Ok(http::sse::sse_stream(
-                response,
-                self.config.transport.sse_limits(clock),
-                key.clone(),
-                stream::MessageParser::new(key, self.served.clone()),
-            ))
+            let reply = self.send(request, true).await?;
+            let transport = &self.config.transport;
+            (self.server)
+                .read_stream(transport, reply, parse_message, stream::MessageParser::new)
+                .await
         })
     }
 
     fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.tokenizer.clone()
+        self.server.tokenizer.clone()
     }
 
     fn counter(&self) -> Option<SharedCounter> {

@@ -168,7 +168,7 @@ impl EventParser for MessageParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Usage;
+    use crate::backend::http::sse::assert_hello_cut_at_length;
 
     fn run(events: &[(&str, &str)]) -> Vec<Result<StreamEvent, String>> {
         let mut p = MessageParser::new(None, ServedModel::default());
@@ -227,20 +227,7 @@ mod tests {
             ),
             ("message_stop", r#"{"type":"message_stop"}"#),
         ]);
-        assert_eq!(
-            events,
-            vec![
-                Ok(StreamEvent::Delta("Hel".into())),
-                Ok(StreamEvent::Delta("lo".into())),
-                Ok(StreamEvent::Done {
-                    usage: Some(Usage {
-                        prompt_tokens: 29,
-                        completion_tokens: 2
-                    }),
-                    finish_reason: Some(FinishReason::Length)
-                }),
-            ]
-        );
+        assert_hello_cut_at_length(events);
     }
 
     #[test]

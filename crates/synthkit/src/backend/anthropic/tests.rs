@@ -78,14 +78,13 @@ fn replies_parse() {
         parse_message(overloaded, None),
         Err(ModelError::RateLimited { status: 529, .. })
     ));
-    assert!(matches!(
-        parse_message(b"{}", None),
-        Err(ModelError::Malformed(_))
-    ));
-    assert!(matches!(
-        parse_message(b"<html>", None),
-        Err(ModelError::Malformed(_))
-    ));
+    for bad in [&b"{}"[..], b"<html>"] {
+        let parsed = parse_message(bad, None);
+        assert!(
+            matches!(parsed, Err(ModelError::Malformed(_))),
+            "{parsed:?}"
+        );
+    }
 }
 
 #[test]

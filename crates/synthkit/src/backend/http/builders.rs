@@ -6,12 +6,52 @@
 //! `system_prompt`, `server_tokenizer`, `discover_model`, `extra_body`).
 //! `config_builders!(Config)` gives it the builder methods for all of them, so the
 //! builders keep their short names (`config.with_timeout(..)`) without a trait to
-//! import, and each backend writes only its own options.
+//! import, and each backend writes only its own options. It also gives the
+//! constructors (`new`, `from_env`, `from_env_with_key_var`, `from_lookup`, `Default`),
+//! from the config's `DEFAULT_BASE_URL`, `DEFAULT_MODEL`, `DEFAULT_KEY_VAR` and
+//! `BASE_URL_VAR` and its `with_transport_for(model, transport)`.
 
 /// Implements the shared `with_*` methods on a backend config (see the module doc).
 macro_rules! config_builders {
     ($config:ty) => {
         impl $config {
+            /// A config for `model` at the API's own server ([`Self::DEFAULT_BASE_URL`]),
+            /// with no key and the defaults (the [`Transport`](crate::backend::http::Transport)
+            /// and [`Sampling`](crate::backend::http::Sampling) defaults every HTTP backend
+            /// has).
+            pub fn new(model: impl Into<String>) -> Self {
+                Self::with_transport_for(
+                    model,
+                    $crate::backend::http::Transport::new(Self::DEFAULT_BASE_URL),
+                )
+            }
+
+            /// A config from the environment: the base URL from `SYNTHKIT_BASE_URL`, else
+            /// the variable [`Self::BASE_URL_VAR`], else [`Self::DEFAULT_BASE_URL`]; the
+            /// model from `SYNTHKIT_MODEL`, else [`Self::DEFAULT_MODEL`]; the key from the
+            /// variable [`Self::DEFAULT_KEY_VAR`] (empty means none).
+            pub fn from_env() -> Self {
+                Self::from_env_with_key_var(Self::DEFAULT_KEY_VAR)
+            }
+
+            /// Like [`Self::from_env`], with the key read from the variable `key_var`.
+            pub fn from_env_with_key_var(key_var: &str) -> Self {
+                Self::from_lookup(key_var, |name| std::env::var(name).ok())
+            }
+
+            /// Like [`Self::from_env`], reading variables through `lookup` (for tests and
+            /// for settings that come from elsewhere).
+            pub fn from_lookup(key_var: &str, lookup: impl Fn(&str) -> Option<String>) -> Self {
+                let vars = (Self::BASE_URL_VAR, key_var);
+                let (transport, model) = $crate::backend::http::Transport::from_lookup(
+                    Self::DEFAULT_BASE_URL,
+                    vars,
+                    lookup,
+                );
+                let model = model.unwrap_or_else(|| Self::DEFAULT_MODEL.to_string());
+                Self::with_transport_for(model, transport)
+            }
+
             /// Replaces the whole transport ([`Transport`](crate::backend::http::Transport)).
             pub fn with_transport(mut self, transport: $crate::backend::http::Transport) -> Self {
                 self.transport = transport;
@@ -186,6 +226,12 @@ macro_rules! config_builders {
                     )
                     .with_num_output(self.num_output)
                     .with_system_prompt(self.system_prompt.clone())
+            }
+        }
+
+        impl Default for $config {
+            fn default() -> Self {
+                Self::new(Self::DEFAULT_MODEL)
             }
         }
     };

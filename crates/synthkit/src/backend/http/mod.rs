@@ -21,6 +21,7 @@ pub(crate) mod count_cache;
 pub(crate) mod discovery;
 pub(crate) mod errors;
 mod sampling;
+pub(crate) mod server;
 pub(crate) mod sse;
 mod transport;
 

@@ -159,3 +159,28 @@ fn stream_error(
         }
     }
 }
+
+/// Fails the test unless `events` are what a reply `Hel` `lo` cut at the length limit,
+/// with 29 prompt and 2 completion tokens, streams as (both backends' stream tests).
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_hello_cut_at_length<E: std::fmt::Display>(
+    events: impl IntoIterator<Item = Result<StreamEvent, E>>,
+) {
+    let events: Vec<_> = events
+        .into_iter()
+        .map(|e| e.map_err(|e| e.to_string()))
+        .collect();
+    let expected = vec![
+        Ok(StreamEvent::Delta("Hel".into())),
+        Ok(StreamEvent::Delta("lo".into())),
+        Ok(StreamEvent::Done {
+            usage: Some(crate::model::Usage {
+                prompt_tokens: 29,
+                completion_tokens: 2,
+            }),
+            finish_reason: Some(crate::model::FinishReason::Length),
+        }),
+    ];
+    assert_eq!(events, expected);
+}

@@ -89,11 +89,6 @@ impl OpenAiConfig {
     /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
     pub const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
 
-    /// A config for `model` at OpenAI's base URL, with no key and the defaults.
-    pub fn new(model: impl Into<String>) -> Self {
-        Self::with_transport_for(model, Transport::new(Self::DEFAULT_BASE_URL))
-    }
-
     fn with_transport_for(model: impl Into<String>, transport: Transport) -> Self {
         Self {
             transport,
@@ -109,27 +104,6 @@ impl OpenAiConfig {
             discover_model: false,
             extra_body: Map::new(),
         }
-    }
-
-    /// A config from the environment: base URL from `SYNTHKIT_BASE_URL`, else
-    /// `OPENAI_BASE_URL`, else OpenAI's; model from `SYNTHKIT_MODEL`, else
-    /// [`OpenAiConfig::DEFAULT_MODEL`]; key from `OPENAI_API_KEY` (empty means none).
-    pub fn from_env() -> Self {
-        Self::from_env_with_key_var(Self::DEFAULT_KEY_VAR)
-    }
-
-    /// Like [`OpenAiConfig::from_env`], with the key read from the variable `key_var`.
-    pub fn from_env_with_key_var(key_var: &str) -> Self {
-        Self::from_lookup(key_var, |name| std::env::var(name).ok())
-    }
-
-    /// Like [`OpenAiConfig::from_env`], reading variables through `lookup` (for tests and
-    /// for settings that come from elsewhere).
-    pub fn from_lookup(key_var: &str, lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let vars = (Self::BASE_URL_VAR, key_var);
-        let (transport, model) = Transport::from_lookup(Self::DEFAULT_BASE_URL, vars, lookup);
-        let model = model.unwrap_or_else(|| Self::DEFAULT_MODEL.to_string());
-        Self::with_transport_for(model, transport)
     }
 
     /// Chat model (`true`) or completion model (`false`).
@@ -171,11 +145,5 @@ impl OpenAiConfig {
             self.sampling.identity_tail()
         );
         crate::layer::stack::CacheIdentity::new(format!("openai {}", self.endpoint()), params)
-    }
-}
-
-impl Default for OpenAiConfig {
-    fn default() -> Self {
-        Self::new(Self::DEFAULT_MODEL)
     }
 }

@@ -49,18 +49,19 @@
 
 use std::fmt;
 
-use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::Value;
 
-use crate::backend::http::clock::{CallClock, ServedModel};
+use crate::backend::http::clock::CallClock;
 use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
-use crate::backend::http::{self as http, Link, errors as error, key_headers};
+use crate::backend::http::errors::clip;
+use crate::backend::http::key_headers;
+use crate::backend::http::server::{Server, parse_reply};
 use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    SharedCounter, one_delta_stream,
+    Completion, CompletionStream, LanguageModel, ModelError, ModelFuture, ModelInfo, ModelRequest,
+    SharedCounter,
 };
 use crate::secret::redact_url;
 use crate::text::SharedTokenizer;
@@ -79,23 +80,14 @@ pub use tokenizer::{ServerCounter, TokenizeDialect};
 /// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`].
 pub struct OpenAiModel {
     config: OpenAiConfig,
-    link: Link,
-    discovered_context_window: Option<usize>,
-    discovered_slots: Option<usize>,
-    tokenizer: Option<SharedTokenizer>,
+    server: Server,
     counter: Option<ServerCounter>,
-    served: ServedModel,
 }
 
 impl fmt::Debug for OpenAiModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiModel")
-            .field("config", &self.config)
-            .field("discovered_context_window", &self.discovered_context_window)
-            .field("tokenizer", &self.tokenizer)
-            .field("counter", &self.counter)
-            .field("served_model", &self.served.get())
-            .finish()
+        self.server
+            .debug_model(f, "OpenAiModel", &self.config, &self.counter)
     }
 }
 
@@ -104,13 +96,9 @@ impl OpenAiModel {
     /// built (TLS initialisation).
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         Ok(Self {
-            link: Link::new(&config.transport)?,
+            server: Server::new(&config.transport)?,
             config,
-            discovered_context_window: None,
-            discovered_slots: None,
-            tokenizer: None,
             counter: None,
-            served: ServedModel::default(),
         })
     }
 
@@ -130,13 +118,13 @@ impl OpenAiModel {
         }
         // One `/props` answers both the window and the slots (llama.cpp).
         let props = model.get_json(&model.props_url()).await;
-        model.discovered_slots = props.as_ref().and_then(slots_in);
+        model.server.discovered_slots = props.as_ref().and_then(slots_in);
         if model.config.context_window.is_none() {
             let found = model
                 .context_window_from(props.as_ref(), listing.as_ref())
                 .await;
             if found.is_some() {
-                model.discovered_context_window = found;
+                model.server.discovered_context_window = found;
             }
         }
         if model.config.server_tokenizer && !model.use_server_counter().await {
@@ -155,7 +143,7 @@ impl OpenAiModel {
 
     /// The context window the server reported, if discovery found one.
     pub fn discovered_context_window(&self) -> Option<usize> {
-        self.discovered_context_window
+        self.server.discovered_context_window
     }
 
     /// The model name the server gave in its latest reply (the `model` field of a
@@ -163,7 +151,7 @@ impl OpenAiModel {
     /// [`OpenAiConfig::model`]: servers that serve one model (llama.cpp) answer with
     /// their own name whatever the request said.
     pub fn served_model(&self) -> Option<String> {
-        self.served.get()
+        self.server.served.get()
     }
 
     /// Asks the server which models it serves (`GET {base}/models`, answered by
@@ -188,7 +176,7 @@ impl OpenAiModel {
                 Some(id)
             }
             // A server that did not answer discovery was warned about already.
-            None if self.link.stalled() => None,
+            None if self.server.link.stalled() => None,
             None => {
                 tracing::info!(
                     base = %redact_url(self.config.base()),
@@ -207,10 +195,10 @@ impl OpenAiModel {
     /// window or [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] in force. Never fails.
     pub async fn discover(&mut self) -> Option<usize> {
         let props = self.get_json(&self.props_url()).await;
-        self.discovered_slots = props.as_ref().and_then(slots_in);
+        self.server.discovered_slots = props.as_ref().and_then(slots_in);
         let found = self.context_window_from(props.as_ref(), None).await;
         if found.is_some() {
-            self.discovered_context_window = found;
+            self.server.discovered_context_window = found;
         }
         found
     }
@@ -218,7 +206,7 @@ impl OpenAiModel {
     /// How many requests the server runs at once, when discovery found it (llama.cpp's
     /// `/props` `total_slots`); see [`server_slots`].
     pub fn server_slots(&self) -> Option<usize> {
-        self.discovered_slots
+        self.server.discovered_slots
     }
 
     fn props_url(&self) -> String {
@@ -248,14 +236,15 @@ impl OpenAiModel {
 
     async fn get_json(&self, url: &str) -> Option<Value> {
         let headers = self.auth_headers().unwrap_or_default();
-        self.link
+        self.server
+            .link
             .discover(&self.config.transport, url, headers)
             .await
     }
 
     /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
     pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
-        self.tokenizer = Some(tokenizer);
+        self.server.tokenizer = Some(tokenizer);
         self
     }
 
@@ -263,7 +252,7 @@ impl OpenAiModel {
     /// prompt counter ([`LanguageModel::counter`]). Returns whether it does. Skipped
     /// (`false`) when a discovery request of this model timed out.
     pub async fn use_server_counter(&mut self) -> bool {
-        if self.link.stalled() {
+        if self.server.link.stalled() {
             tracing::debug!("the server did not answer discovery; not probing /tokenize");
             return false;
         }
@@ -316,38 +305,21 @@ impl OpenAiModel {
         &self,
         body: &Value,
         stream: bool,
-        clock: &CallClock,
-    ) -> Result<reqwest::Response, ModelError> {
-        let mut headers = self.auth_headers()?;
-        if stream {
-            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        }
+    ) -> Result<(reqwest::Response, CallClock), ModelError> {
         let url = self.config.endpoint();
-        let post = self.link.post(&self.config.transport, &url, headers);
-        post.send(body, clock).await
-    }
-
-    /// Reads a non-streamed reply within what is left of the request timeout and
-    /// [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes), and records the model the server named.
-    async fn read_completion(
-        &self,
-        response: reqwest::Response,
-        clock: &CallClock,
-    ) -> Result<Completion, ModelError> {
-        let bytes = self.config.transport.read_body(response, clock).await?;
-        let (completion, served) =
-            parse_completion(&bytes, self.config.transport.api_key.as_ref())?;
-        if let Some(name) = served {
-            self.served.set(&name);
-        }
-        Ok(completion)
+        let to = (url.as_str(), self.auth_headers()?);
+        self.server
+            .send(&self.config.transport, to, body, stream)
+            .await
     }
 
     async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
         let body = self.body(request, false);
-        let clock = self.config.transport.clock();
-        let response = self.send(&body, false, &clock).await?;
-        let completion = self.read_completion(response, &clock).await?;
+        let (response, clock) = self.send(&body, false).await?;
+        let completion = self
+            .server
+            .read_completion(&self.config.transport, response, &clock, parse_completion)
+            .await?;
         let usage = completion.usage.unwrap_or_default();
         tracing::debug!(
             model = %self.config.model,
@@ -366,17 +338,7 @@ fn parse_completion(
     bytes: &[u8],
     key: Option<&secrecy::SecretString>,
 ) -> Result<(Completion, Option<String>), ModelError> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| ModelError::Malformed(format!("the reply is not valid UTF-8: {e}")))?;
-    let reply: wire::Response = serde_json::from_str(text).map_err(|e| {
-        ModelError::Malformed(format!(
-            "the reply is not the expected JSON ({e}): {}",
-            error::clip(text, key)
-        ))
-    })?;
-    if let Some(err) = reply.error.as_ref().filter(|e| !e.is_null()) {
-        return Err(error::from_error_object(err, key));
-    }
+    let (reply, text) = parse_reply(bytes, key, |r: &wire::Response| r.error.as_ref())?;
     let choice = reply
         .choices
         .as_deref()
@@ -384,10 +346,7 @@ fn parse_completion(
         .iter()
         .find(|c| c.is_first())
         .ok_or_else(|| {
-            ModelError::Malformed(format!(
-                "the reply has no choices: {}",
-                error::clip(text, key)
-            ))
+            ModelError::Malformed(format!("the reply has no choices: {}", clip(text, key)))
         })?;
     let completion = Completion {
         text: choice.content().unwrap_or_default().to_string(),
@@ -400,14 +359,11 @@ fn parse_completion(
 impl LanguageModel for OpenAiModel {
     fn info(&self) -> ModelInfo {
         self.config
-            .model_info(self.discovered_context_window)
+            .model_info(self.server.discovered_context_window)
             .with_chat(self.config.is_chat)
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(self.complete_with(request))
     }
 
@@ -420,30 +376,18 @@ impl LanguageModel for OpenAiModel {
     /// a stream that keeps producing tokens is never cut for time; its bytes in all are
     /// capped by [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes) ([`ModelError::ReplyTooLarge`]). A server that ignores
     /// `stream: true` and answers JSON is handled too (within the request timeout).
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
-            let body = self.body(request, true);
-            let clock = self.config.transport.clock();
-            let response = self.send(&body, true, &clock).await?;
-            if http::is_json(&response) {
-                let c = self.read_completion(response, &clock).await?;
-                return Ok(one_delta_stream(c));
-            }
-            let key = self.config.transport.api_key.clone();
-            Ok(http::sse::sse_stream(
-                response,
-                self.config.transport.sse_limits(clock),
-                key.clone(),
-                stream::ChunkParser::new(key, self.served.clone()),
-            ))
+            let reply = self.send(&self.body(request, true), true).await?;
+            let transport = &self.config.transport;
+            (self.server)
+                .read_stream(transport, reply, parse_completion, stream::ChunkParser::new)
+                .await
         })
     }
 
     fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.tokenizer.clone()
+        self.server.tokenizer.clone()
     }
 
     fn counter(&self) -> Option<SharedCounter> {

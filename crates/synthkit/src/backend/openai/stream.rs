@@ -10,7 +10,8 @@
 
 use secrecy::SecretString;
 
-use super::{ServedModel, wire};
+use super::wire;
+use crate::backend::http::clock::ServedModel;
 use crate::backend::http::errors::{from_error_object, redact};
 pub(crate) use crate::backend::http::sse::Emitted;
 use crate::backend::http::sse::EventParser;
@@ -115,6 +116,7 @@ impl ChunkParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::http::sse::assert_hello_cut_at_length;
 
     fn run(payloads: &[&str]) -> (Vec<Result<StreamEvent, ModelError>>, bool) {
         let mut p = ChunkParser::new(None, ServedModel::default());
@@ -141,24 +143,7 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"content":"after"}}]}"#,
         ]);
         assert!(finished);
-        let events: Vec<_> = events
-            .into_iter()
-            .map(|e| e.map_err(|e| e.to_string()))
-            .collect();
-        assert_eq!(
-            events,
-            vec![
-                Ok(StreamEvent::Delta("Hel".into())),
-                Ok(StreamEvent::Delta("lo".into())),
-                Ok(StreamEvent::Done {
-                    usage: Some(Usage {
-                        prompt_tokens: 29,
-                        completion_tokens: 2
-                    }),
-                    finish_reason: Some(FinishReason::Length)
-                }),
-            ]
-        );
+        assert_hello_cut_at_length(events);
     }
 
     #[test]

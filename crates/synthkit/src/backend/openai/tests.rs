@@ -69,18 +69,13 @@ fn completions_parse() {
         parse_completion(named, None),
         Ok((_, Some(m))) if m == "qwen2.5-1.5b-instruct-q4_k_m.gguf"
     ));
-    assert!(matches!(
-        parse_completion(br#"{"choices":[]}"#, None),
-        Err(ModelError::Malformed(_))
-    ));
-    assert!(matches!(
-        parse_completion(b"\xff\xfe", None),
-        Err(ModelError::Malformed(_))
-    ));
-    assert!(matches!(
-        parse_completion(b"<html>", None),
-        Err(ModelError::Malformed(_))
-    ));
+    for bad in [&br#"{"choices":[]}"#[..], b"\xff\xfe", b"<html>"] {
+        let parsed = parse_completion(bad, None);
+        assert!(
+            matches!(parsed, Err(ModelError::Malformed(_))),
+            "{parsed:?}"
+        );
+    }
 }
 
 #[test]

@@ -11,8 +11,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-
 use reqwest::header::AUTHORIZATION;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,7 +18,7 @@ use serde_json::{Value, json};
 use super::OpenAiConfig;
 use crate::backend::http::count_cache::CountCache;
 use crate::backend::http::{Link, Transport, key_headers};
-use crate::model::{ModelError, PromptCounter};
+use crate::model::{ModelError, ModelFuture, PromptCounter};
 use crate::prompt::RenderedPrompt;
 
 /// Which `/tokenize` dialect a server speaks.
@@ -318,10 +316,7 @@ impl PromptCounter for ServerCounter {
 
     /// Counts each prompt whole, as the server will charge it (see [`ServerCounter`]);
     /// prompts not in the cache are counted concurrently, a few at a time.
-    fn count_prompts<'a>(
-        &'a self,
-        prompts: &'a [RenderedPrompt],
-    ) -> BoxFuture<'a, Result<Vec<usize>, ModelError>> {
+    fn count_prompts<'a>(&'a self, prompts: &'a [RenderedPrompt]) -> ModelFuture<'a, Vec<usize>> {
         Box::pin(async move {
             let keys: Vec<String> = prompts.iter().map(cache_key).collect();
             let inner = &self.inner;

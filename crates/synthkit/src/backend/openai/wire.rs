@@ -128,11 +128,7 @@ impl From<WireUsage> for Usage {
 impl Response {
     /// The model that answered, when the server names it.
     pub fn model_name(&self) -> Option<&str> {
-        self.model
-            .as_ref()
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
+        crate::backend::http::server::model_name(self.model.as_ref())
     }
 }
 

@@ -61,7 +61,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::model::{
-    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelFuture, ModelRequest,
     StreamEvent, Usage, one_delta_stream, parse_json_reply,
 };
 use crate::prompt::{RenderedPrompt, TemplateKind};
@@ -415,10 +415,7 @@ impl<M: LanguageModel> crate::model::ModelLayer for CachedModel<M> {
         &self.inner
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let key = self.key(request, CallKind::of(request));
             if let Some(hit) = self.lookup(request, &key).await {
@@ -432,10 +429,7 @@ impl<M: LanguageModel> crate::model::ModelLayer for CachedModel<M> {
         })
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
             let key = self.key(request, CallKind::of(request));
             if let Some(hit) = self.lookup(request, &key).await {

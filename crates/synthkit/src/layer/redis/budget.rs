@@ -17,15 +17,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use redis::Script;
 use redis::aio::ConnectionManager;
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use super::log_failure;
 use crate::layer::budget::RateBudget;
 use crate::layer::limit::LimitError;
-use crate::model::ModelError;
+use crate::model::{ModelError, ModelFuture};
 
 /// KEYS: the requests and tokens buckets. ARGV: requests per minute, tokens per minute
 /// (0: none), the call's tokens, the burst window in microseconds. Returns 0 when the
@@ -174,11 +174,7 @@ impl RateBudget for RedisBudget {
         "redis"
     }
 
-    fn acquire(
-        &self,
-        tokens: u64,
-        deadline: Option<tokio::time::Instant>,
-    ) -> BoxFuture<'_, Result<(), ModelError>> {
+    fn acquire(&self, tokens: u64, deadline: Option<Instant>) -> ModelFuture<'_, ()> {
         Box::pin(async move {
             let inner = &self.inner;
             if inner.requests_per_minute == 0 && inner.tokens_per_minute == 0 {

@@ -65,7 +65,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelRequest, StepInfo,
+    Completion, CompletionStream, LanguageModel, ModelError, ModelFuture, ModelRequest, StepInfo,
 };
 
 /// How the waits between attempts are randomised.
@@ -485,20 +485,14 @@ impl<M: LanguageModel> crate::model::ModelLayer for RetryModel<M> {
         &self.inner
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(self.run("complete", request, move || self.inner.complete(request)))
     }
 
     /// Retries opening the stream and failures before its first event; a failure after
     /// that is the stream's error, passed on as it is. The returned future therefore
     /// resolves once the first event (usually the first delta) has arrived.
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(self.run("stream", request, move || {
             Box::pin(open_stream(&self.inner, request))
         }))

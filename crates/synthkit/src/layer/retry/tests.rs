@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicUsize;
 
 use super::*;
 use crate::mode::{ResponseMode, Step as ModeStep};
-use crate::model::{FinishReason, ModelInfo, StreamEvent};
+use crate::model::{FinishReason, ModelFuture, ModelInfo, StreamEvent};
 use crate::prompt::{RenderedPrompt, TemplateKind};
 
 /// What the scripted model does on one call.
@@ -48,10 +48,7 @@ impl LanguageModel for Scripted {
     fn info(&self) -> ModelInfo {
         ModelInfo::new("scripted")
     }
-    fn complete<'a>(
-        &'a self,
-        _request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, _request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         let out = match self.next() {
             Step::Reply(t) => Ok(Completion::text(t)),
             Step::Fail(e) => Err(e),
@@ -59,10 +56,7 @@ impl LanguageModel for Scripted {
         };
         Box::pin(async move { out })
     }
-    fn stream<'a>(
-        &'a self,
-        _request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, _request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         let out = match self.next() {
             Step::Reply(t) => Ok(vec![Ok(StreamEvent::Delta(t.into())), Ok(done())]),
             Step::Fail(e) => Err(e),
@@ -207,50 +201,37 @@ fn full_jitter_stays_under_the_ceiling() {
 fn schedules() {
     let p = RetryPolicy::default();
     let c = Some(Duration::from_secs(1));
-    let zero = Duration::ZERO;
-    assert_eq!(
-        p.schedule(&server("x"), c, zero),
-        Ok(Duration::from_secs(1))
-    );
-    assert_eq!(p.schedule(&server("x"), None, zero), Err(GiveUp::Attempts));
-    // Retry-After: at least that long, the backoff if it is longer.
-    assert_eq!(p.schedule(&limited(7), c, zero), Ok(Duration::from_secs(7)));
-    assert_eq!(
-        p.schedule(&limited(1), Some(Duration::from_secs(3)), zero),
-        Ok(Duration::from_secs(3))
-    );
-    // Longer than the time left: give up now rather than wait for nothing.
-    assert_eq!(
-        p.schedule(&limited(7), c, Duration::from_secs(115)),
-        Err(GiveUp::Time)
-    );
-    assert_eq!(
-        p.schedule(&server("x"), c, Duration::from_secs(119)),
-        Err(GiveUp::Time)
-    );
+    let secs = Duration::from_secs;
+    // (what failed, the jittered backoff, the time since the first attempt, the schedule)
+    let cases = [
+        (server("x"), c, secs(0), Ok(secs(1))),
+        (server("x"), None, secs(0), Err(GiveUp::Attempts)),
+        // Retry-After: at least that long, the backoff if it is longer.
+        (limited(7), c, secs(0), Ok(secs(7))),
+        (limited(1), Some(secs(3)), secs(0), Ok(secs(3))),
+        // Longer than the time left: give up now rather than wait for nothing.
+        (limited(7), c, secs(115), Err(GiveUp::Time)),
+        (server("x"), c, secs(119), Err(GiveUp::Time)),
+        // After a timeout the next attempt must have room to wait as long again: 30 s
+        // in, a 30 s timeout and a 1 s wait end at 61 s; 90 s in they would end past
+        // 120 s.
+        (timeout(30), c, secs(30), Ok(secs(1))),
+        (timeout(30), c, secs(90), Err(GiveUp::Time)),
+        // Other errors at the same point are still retried.
+        (server("x"), c, secs(90), Ok(secs(1))),
+        // A timeout as long as the budget is not retried at all.
+        (timeout(120), c, secs(120), Err(GiveUp::Time)),
+    ];
+    for (error, backoff, spent, expected) in cases {
+        assert_eq!(
+            p.schedule(&error, backoff, spent),
+            expected,
+            "{error} after {spent:?}"
+        );
+    }
     assert_eq!(
         GiveUp::Time.as_str(),
         "the next wait would pass the time budget"
-    );
-    // After a timeout the next attempt must have room to wait as long again: 30 s in,
-    // a 30 s timeout and a 1 s wait end at 61 s; 90 s in they would end past 120 s.
-    assert_eq!(
-        p.schedule(&timeout(30), c, Duration::from_secs(30)),
-        Ok(Duration::from_secs(1))
-    );
-    assert_eq!(
-        p.schedule(&timeout(30), c, Duration::from_secs(90)),
-        Err(GiveUp::Time)
-    );
-    // Other errors at the same point are still retried.
-    assert_eq!(
-        p.schedule(&server("x"), c, Duration::from_secs(90)),
-        Ok(Duration::from_secs(1))
-    );
-    // A timeout as long as the budget is not retried at all.
-    assert_eq!(
-        p.schedule(&timeout(120), c, Duration::from_secs(120)),
-        Err(GiveUp::Time)
     );
 }
 

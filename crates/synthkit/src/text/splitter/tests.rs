@@ -5,23 +5,7 @@ use crate::text::{BpeTokenizer, Tokenizer};
 use std::sync::Arc;
 
 /// Tokens are whitespace-separated words.
-#[derive(Debug)]
-struct Words;
-
-impl Tokenizer for Words {
-    fn name(&self) -> &str {
-        "words"
-    }
-    fn count(&self, text: &str) -> usize {
-        text.split_whitespace().count()
-    }
-    fn encode(&self, text: &str) -> Vec<u32> {
-        text.split_whitespace().map(|_| 0).collect()
-    }
-    fn decode(&self, _tokens: &[u32]) -> Option<String> {
-        None
-    }
-}
+use crate::testing::WordTokenizer as Words;
 
 fn words(size: usize, overlap: usize) -> TokenTextSplitter {
     TokenTextSplitter::new(size, overlap, Arc::new(Words)).unwrap()

@@ -1,14 +1,15 @@
 //! Models' descriptions, nodes and observers that many modules build the same way.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use synthkit::model::{
-    CompletionStream, ModelError, ModelInfo, ModelRequest, StepInfo, StreamEvent, Usage,
+    CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, StepInfo, StreamEvent,
+    Usage,
 };
 use synthkit::observe::CallReport;
 use synthkit::prompt::{PromptSource, RenderedPrompt, TemplateKind};
-use synthkit::{Node, Observer, ResponseMode, Step, SynthEvent};
+use synthkit::{Node, Observer, ResponseMode, Step, SynthEvent, Synthesizer};
 
 /// The description of a scripted test model with this window and output.
 pub fn scripted(window: usize, output: usize) -> ModelInfo {
@@ -73,6 +74,23 @@ impl Observer for Counts {
             r.usage.prompt_tokens,
             r.usage_reported,
         ));
+    }
+}
+
+impl Counts {
+    /// A synthesizer of `mode` over `model` whose every call is counted in the returned
+    /// counts.
+    pub fn synthesizer(
+        model: Arc<dyn LanguageModel>,
+        mode: ResponseMode,
+    ) -> (Synthesizer, Arc<Counts>) {
+        let counts = Arc::new(Counts::default());
+        let synth = Synthesizer::builder(model)
+            .mode(mode)
+            .observer(counts.clone())
+            .build()
+            .unwrap();
+        (synth, counts)
     }
 }
 

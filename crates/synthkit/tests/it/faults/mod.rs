@@ -309,6 +309,15 @@ impl Harness {
         distinct.len() < bodies.len()
     }
 
+    /// Fails the test unless `text` is the answer to the last of the `requests` requests
+    /// sent in all (the fake numbers its answers from 0); then reports the fault.
+    #[track_caller]
+    fn assert_answered(&self, text: &str, requests: usize, fault: &str, outcome: &str) {
+        assert_eq!(text, format!("answer {}", requests - 1));
+        assert_eq!(self.requests(), requests);
+        report(fault, outcome, requests);
+    }
+
     async fn synthesize(&self) -> Result<synthkit::Response, SynthError> {
         synthesizer(self).synthesize(QUERY, nodes()).await
     }

@@ -18,12 +18,11 @@ async fn rate_limited_with_retry_after_then_ok() {
     let start = Instant::now();
     let c = h.model().complete(&request()).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
-    assert_eq!(c.text, "answer 1");
-    assert_eq!(h.requests(), 2);
-    report(
+    h.assert_answered(
+        &c.text,
+        2,
         "429 + Retry-After: 1, then ok (complete)",
         "completed after 1 retry, waited 1 s",
-        h.requests(),
     );
 
     // Through the synthesizer: one leaf is rate limited.
@@ -31,12 +30,11 @@ async fn rate_limited_with_retry_after_then_ok() {
     let start = Instant::now();
     let r = h.synthesize().await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
-    assert_eq!(r.text, format!("answer {}", BASELINE));
-    assert_eq!(h.requests(), BASELINE + 1);
-    report(
+    h.assert_answered(
+        &r.text,
+        BASELINE + 1,
         "429 + Retry-After: 1 on a leaf (synth)",
         "completed after 1 retry",
-        h.requests(),
     );
 
     // The streamed final call is rate limited.
@@ -46,12 +44,11 @@ async fn rate_limited_with_retry_after_then_ok() {
     let start = Instant::now();
     let r = h.stream_finish().await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
-    assert_eq!(r.text, format!("answer {}", BASELINE));
-    assert_eq!(h.requests(), BASELINE + 1);
-    report(
+    h.assert_answered(
+        &r.text,
+        BASELINE + 1,
         "429 + Retry-After: 1 on the streamed final call (synth stream)",
         "completed after 1 retry",
-        h.requests(),
     );
 }
 
@@ -64,12 +61,11 @@ async fn server_errors_then_ok() {
         status(503, "unavailable"),
     ]);
     let c = h.model().complete(&request()).await.unwrap();
-    assert_eq!(c.text, "answer 3");
-    assert_eq!(h.requests(), 4);
-    report(
+    h.assert_answered(
+        &c.text,
+        4,
         "500, 502, 503, then ok (complete)",
         "completed after 3 retries",
-        h.requests(),
     );
 
     // Through the synthesizer: the first three arrivals (the three concurrent leaves) fail.
@@ -79,12 +75,11 @@ async fn server_errors_then_ok() {
         status(503, "unavailable"),
     ]);
     let r = h.synthesize().await.unwrap();
-    assert_eq!(r.text, format!("answer {}", BASELINE + 2));
-    assert_eq!(h.requests(), BASELINE + 3);
-    report(
+    h.assert_answered(
+        &r.text,
+        BASELINE + 3,
         "500/502/503 on the three leaves (synth)",
         "completed after 3 retries",
-        h.requests(),
     );
 
     // Streamed final call: 503 twice.
@@ -92,12 +87,11 @@ async fn server_errors_then_ok() {
     faults.extend([status(503, "x"), status(502, "y")]);
     let h = Harness::new(faults);
     let r = h.stream_finish().await.unwrap();
-    assert_eq!(r.text, format!("answer {}", BASELINE + 1));
-    assert_eq!(h.requests(), BASELINE + 2);
-    report(
+    h.assert_answered(
+        &r.text,
+        BASELINE + 2,
         "503, 502 on the streamed final call (synth stream)",
         "completed after 2 retries",
-        h.requests(),
     );
 }
 
@@ -237,12 +231,11 @@ async fn hang_past_the_timeout_then_ok() {
     let r = timing_out_hangs(&h, &finished, FINAL, stream_finish)
         .await
         .unwrap();
-    assert_eq!(r.text, format!("answer {}", BASELINE));
-    assert_eq!(h.requests(), BASELINE + 1);
-    report(
+    h.assert_answered(
+        &r.text,
+        BASELINE + 1,
         "hang on the streamed final call (synth stream)",
         "completed after 1 retry",
-        h.requests(),
     );
 }
 
@@ -265,12 +258,11 @@ async fn a_stream_dropped_before_its_first_event_is_retried() {
     faults.push(Fault::DropBeforeBody);
     let h = Harness::new(faults);
     let r = h.stream_finish().await.unwrap();
-    assert_eq!(r.text, format!("answer {}", BASELINE));
-    assert_eq!(h.requests(), BASELINE + 1);
-    report(
+    h.assert_answered(
+        &r.text,
+        BASELINE + 1,
         "SSE reset before the first event (synth stream)",
         "completed after 1 retry",
-        h.requests(),
     );
 }
 

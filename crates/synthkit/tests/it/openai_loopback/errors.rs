@@ -309,10 +309,7 @@ async fn a_stream_that_keeps_producing_is_never_cut_by_the_request_timeout() {
                 r#"{"model":"served.gguf","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
                 "[DONE]",
             ])))]);
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from_stream(ticks.chain(end)))
-                .unwrap()
+            sse_stream_response(ticks.chain(end))
         }),
     );
     let server = Server::start(app);

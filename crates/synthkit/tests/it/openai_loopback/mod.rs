@@ -21,8 +21,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel, ServerCounter, TokenizeDialect};
 use synthkit::model::{
-    FinishReason, LanguageModel, ModelError, ModelRequest, PromptCounter, StreamEvent, TimeoutKind,
-    Usage,
+    CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest, PromptCounter,
+    StreamEvent, TimeoutKind, Usage,
 };
 use synthkit::prompt::{ChatMessage, RenderedPrompt, Role};
 
@@ -117,6 +117,19 @@ const CHAT_OK: &str = r#"{"choices":[{"finish_reason":"length","index":0,"messag
 
 const JSON: (&str, &str) = ("content-type", "application/json");
 const SSE: (&str, &str) = ("content-type", "text/event-stream");
+
+/// A `text/event-stream` answer whose body is `body`'s bytes as they come.
+fn sse_stream_response<S>(body: S) -> Response
+where
+    S: futures::TryStream + Send + 'static,
+    S::Ok: Into<Bytes>,
+    S::Error: Into<axum::BoxError>,
+{
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(body))
+        .unwrap()
+}
 
 fn sse(chunks: &[&str]) -> String {
     chunks.iter().map(|c| format!("data: {c}\n\n")).collect()
@@ -376,23 +389,13 @@ async fn a_stream_whose_connection_breaks_is_incomplete() {
                     Err(std::io::Error::other("reset"))
                 });
                 let chunks = futures::stream::iter(vec![first]).chain(reset);
-                Response::builder()
-                    .header(header::CONTENT_TYPE, "text/event-stream")
-                    .body(Body::from_stream(chunks))
-                    .unwrap()
+                sse_stream_response(chunks)
             }
         }),
     );
     let server = Server::start(app);
     let mut stream = server.model().stream(&chat_request()).await.unwrap();
-    let first = stream.next().await;
-    assert_eq!(
-        format!("{first:?}"),
-        format!(
-            "{:?}",
-            Some(Ok::<_, ModelError>(StreamEvent::Delta("Hel".into())))
-        )
-    );
+    assert_next_delta(&mut stream, "Hel").await;
     read.notify_one();
     let events = collect(stream).await;
     let last = events.last().unwrap();
@@ -415,10 +418,7 @@ async fn a_stalled_stream_times_out() {
         post(|| async {
             let first: Result<Bytes, std::io::Error> = Ok(Bytes::from(sse(&[&chat_chunk("Hel")])));
             let body = futures::stream::iter(vec![first]).chain(futures::stream::pending());
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from_stream(body))
-                .unwrap()
+            sse_stream_response(body)
         }),
     );
     let server = Server::start(app);
@@ -433,14 +433,7 @@ async fn a_stalled_stream_times_out() {
     let held = Hold::new();
     let start = Instant::now();
     let mut stream = model.stream(&chat_request()).await.unwrap();
-    let first = stream.next().await;
-    assert_eq!(
-        format!("{first:?}"),
-        format!(
-            "{:?}",
-            Some(Ok::<_, ModelError>(StreamEvent::Delta("Hel".into())))
-        )
-    );
+    assert_next_delta(&mut stream, "Hel").await;
     assert_eq!(start.elapsed(), Duration::ZERO);
     // The server will send nothing more: the next event is the timeout, 300 ms later.
     held.release().await;
@@ -484,4 +477,13 @@ async fn an_error_object_inside_a_stream_is_an_error() {
         events.last(),
         Some(Err(ModelError::Server { status: 500, .. }))
     ));
+}
+
+/// Fails the test unless the stream's next event is the delta `text`.
+async fn assert_next_delta(stream: &mut CompletionStream, text: &str) {
+    let next = stream.next().await;
+    assert!(
+        matches!(&next, Some(Ok(StreamEvent::Delta(d))) if d == text),
+        "{next:?}"
+    );
 }
