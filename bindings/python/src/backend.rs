@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::layer::sharing::Sharing;
 use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::LanguageModel;
 use synthkit_extractive::ExtractiveModel;
@@ -91,8 +92,8 @@ fn timeout(secs: Option<f64>) -> PyResult<Option<Duration>> {
 
 /// Builds the model. For a server this asks it which model it serves (when `model` is not
 /// given), its context window (when not given) and whether it counts tokens (`/tokenize`);
-/// it never makes a model call.
-pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
+/// it never makes a model call. `sharing` is the rate budget and the cache (`crate::sharing`).
+pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
     let Some(url) = opts.base_url.clone() else {
         let mut model = ExtractiveModel::new().with_num_output(opts.num_output);
         if let Some(w) = opts.context_window {
@@ -101,9 +102,9 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
         if let Some(name) = &opts.model {
             model = model.with_name(name.clone());
         }
-        let stack = ModelStack::builder(model)
-            .max_in_flight(opts.concurrency)
-            .build();
+        let identity = model.cache_identity();
+        let stack = ModelStack::builder(model).max_in_flight(opts.concurrency);
+        let stack = sharing.apply(stack, identity).build();
         return Ok(Backend {
             model: stack.model(),
             kind: "extractive",
@@ -141,6 +142,7 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
     if let Some(t) = timeout(opts.timeout)? {
         config = config.with_timeout(t);
     }
+    let identity = config.cache_identity();
     let mut model = OpenAiModel::connect(config)
         .await
         .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
@@ -153,8 +155,8 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
     let slots = model.server_slots();
     let stack = ModelStack::builder(model)
         .max_in_flight(opts.concurrency)
-        .server_slots(slots)
-        .build();
+        .server_slots(slots);
+    let stack = sharing.apply(stack, identity).build();
     Ok(Backend {
         model: stack.model(),
         kind: "openai",

@@ -4,11 +4,13 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+use synthkit::layer::sharing::Sharing;
 use synthkit::model::LanguageModel;
 use synthkit::prompt::{PromptBudget, PromptTemplate, Role, TemplateKind};
 use synthkit::{Concurrency, ResponseMode, SynthesisInput};
 
 use crate::backend::{self, BackendOptions};
+use crate::sharing::{self, SharingArgs};
 use crate::errors::to_py;
 use crate::nodes::nodes_from;
 use crate::pyllm::bridge::Caller;
@@ -33,6 +35,11 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 /// key is read from the environment variable named by `api_key_env`. With neither,
 /// synthkit's offline extractive backend answers (no network, no key, no model: it quotes
 /// the nodes).
+///
+/// `rpm=` / `tpm=` cap requests and tokens per minute; with `redis_url=` (and
+/// `redis_prefix=`) that budget is one for every process sharing the Redis. `cache=`
+/// answers repeated model calls: `"memory"`, `"redis"` or an SQLite file's path
+/// (`crate::sharing`). `synthesize_many` runs many requests at once (`crate::many`).
 #[pyclass(module = "synthkit._synthkit", frozen)]
 pub struct Synthesizer {
     inner: PerCaller,
@@ -43,6 +50,7 @@ pub struct Synthesizer {
     num_output: usize,
     concurrency: usize,
     citations: bool,
+    sharing: Sharing,
 }
 
 /// The constructor's template arguments.
@@ -75,6 +83,13 @@ impl Synthesizer {
         llm = None,
         retry_on = None,
         tokenizer = None,
+        // issue 21 options
+        rpm = None,
+        tpm = None,
+        redis_url = None,
+        redis_prefix = None,
+        cache = None,
+        cache_ttl = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -98,6 +113,12 @@ impl Synthesizer {
         llm: Option<&Bound<'_, PyAny>>,
         retry_on: Option<&Bound<'_, PyAny>>,
         tokenizer: Option<&Bound<'_, PyAny>>,
+        rpm: Option<i64>,
+        tpm: Option<i64>,
+        redis_url: Option<String>,
+        redis_prefix: Option<String>,
+        cache: Option<&Bound<'_, PyAny>>,
+        cache_ttl: Option<f64>,
     ) -> PyResult<Self> {
         let mode: ResponseMode = mode.parse().map_err(|_| {
             InputError::new_err(format!(
@@ -115,6 +136,16 @@ impl Synthesizer {
             summary: summary_template,
         };
         let overrides = templates.read()?;
+        let sharing = SharingArgs {
+            rpm,
+            tpm,
+            redis_url,
+            redis_prefix,
+            cache,
+            cache_ttl,
+        }
+        .options()?;
+        let sharing = block_on(py, sharing::open(sharing))?;
         let backend = match llm {
             Some(llm) => {
                 let given = [
@@ -147,6 +178,7 @@ impl Synthesizer {
                         tokenizer,
                         chat,
                     },
+                    &sharing,
                 )?
             }
             None => {
@@ -168,7 +200,7 @@ impl Synthesizer {
                     chat,
                 };
                 backend::check(&opts)?;
-                block_on(py, backend::connect(opts))?
+                block_on(py, backend::connect(opts, &sharing))?
             }
         };
         let info = backend.model.info();
@@ -219,6 +251,7 @@ impl Synthesizer {
             num_output: info.num_output,
             concurrency: backend.concurrency,
             citations,
+            sharing,
         })
     }
 
@@ -306,7 +339,7 @@ impl Synthesizer {
             None => String::new(),
         };
         format!(
-            "Synthesizer(mode={:?}, backend={:?}{url}, model={:?}, context_window={}, num_output={}, concurrency={}, citations={})",
+            "Synthesizer(mode={:?}, backend={:?}{url}, model={:?}, context_window={}, num_output={}, concurrency={}, citations={}{})",
             self.inner.built().mode().as_str(),
             self.kind,
             self.model_name,
@@ -314,14 +347,29 @@ impl Synthesizer {
             self.num_output,
             self.concurrency,
             if self.citations { "True" } else { "False" },
+            sharing::describe(&self.sharing),
         )
     }
 }
 
 impl Synthesizer {
+    /// Calls in flight the synthesizer allows (0: no limit).
+    pub(crate) fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Whether answers cite their sources (`citations=`).
+    pub(crate) fn citations(&self) -> bool {
+        self.citations
+    }
+
     /// The synthesizer for one synthesis started from this thread: from a coroutine
     /// (`asyncio`) or a blocking call.
-    fn for_caller(&self, py: Python<'_>, asyncio: bool) -> PyResult<synthkit::Synthesizer> {
+    pub(crate) fn for_caller(
+        &self,
+        py: Python<'_>,
+        asyncio: bool,
+    ) -> PyResult<synthkit::Synthesizer> {
         if !self.inner.needs_caller() {
             return Ok(self.inner.built().clone());
         }

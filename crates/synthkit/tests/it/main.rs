@@ -41,6 +41,7 @@ mod overflow_props;
 #[cfg(feature = "openai")]
 mod reply_cap;
 mod scheduling;
+mod sharing;
 #[cfg(feature = "openai")]
 mod smollm2;
 mod splitter_props;
