@@ -220,36 +220,36 @@ impl Many {
         };
         let item = item?;
         let started = if let Ok(d) = item.cast::<PyDict>() {
-            self.from_dict(d, index)
+            self.dict(d, index)
         } else if item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>() {
-            self.from_pair(&item, index)
+            self.pair(&item, index)
         } else {
             let type_name = item
                 .get_type()
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_default();
-            Err(failure(
+            Err(Box::new(failure(
                 index,
                 None,
                 "invalid_request",
                 InputError::new_err(format!(
                     "requests[{index}]: a request is a (query, nodes) pair or a dict, got {type_name}"
                 )),
-            ))
+            )))
         };
-        Ok(Some(started.unwrap_or_else(Started::Failed)))
+        Ok(Some(started.unwrap_or_else(|f| Started::Failed(*f))))
     }
 
     /// A `(query, nodes)` pair, on the synthesizer's own settings.
-    fn from_pair(&self, item: &Bound<'_, PyAny>, index: usize) -> Result<Started, Failure> {
+    fn pair(&self, item: &Bound<'_, PyAny>, index: usize) -> Result<Started, Box<Failure>> {
         let invalid = |message: String| {
-            failure(
+            Box::new(failure(
                 index,
                 None,
                 "invalid_request",
                 InputError::new_err(format!("requests[{index}]: {message}")),
-            )
+            ))
         };
         if item.len().ok() != Some(2) {
             return Err(invalid("a pair is (query, nodes)".into()));
@@ -270,7 +270,7 @@ impl Many {
     }
 
     /// A request dict: its options over the synthesizer's.
-    fn from_dict(&self, d: &Bound<'_, PyDict>, index: usize) -> Result<Started, Failure> {
+    fn dict(&self, d: &Bound<'_, PyDict>, index: usize) -> Result<Started, Box<Failure>> {
         let py = d.py();
         let id = d
             .get_item("id")
@@ -278,12 +278,12 @@ impl Many {
             .flatten()
             .and_then(|v| to_json(&v, 0).ok());
         let invalid = |message: String| {
-            failure(
+            Box::new(failure(
                 index,
                 id.clone(),
                 "invalid_request",
                 InputError::new_err(format!("requests[{index}]: {message}")),
-            )
+            ))
         };
         let mut body = serde_json::Map::new();
         let mut nodes = Vec::new();
@@ -297,16 +297,15 @@ impl Many {
                     nodes = nodes_from(&value).map_err(|e| invalid(message_of(py, &e)))?;
                 }
                 _ => {
-                    let json = to_json(&value, 0)
-                        .map_err(|e| invalid(message_of(py, &e)))?;
+                    let json = to_json(&value, 0).map_err(|e| invalid(message_of(py, &e)))?;
                     body.insert(key, json);
                 }
             }
         }
         body.entry("citations")
             .or_insert(Value::Bool(self.citations));
-        let request: SynthesizeRequest = serde_json::from_value(Value::Object(body))
-            .map_err(|e| invalid(e.to_string()))?;
+        let request: SynthesizeRequest =
+            serde_json::from_value(Value::Object(body)).map_err(|e| invalid(e.to_string()))?;
         let prepared = request
             .prepare_from(&self.base, self.defaults)
             .map_err(|e| {
@@ -315,7 +314,7 @@ impl Many {
                     RequestError::Options(e) => to_py(e),
                     other => InputError::new_err(other.to_string()),
                 };
-                failure(index, id.clone(), kind, prefixed(py, index, error))
+                Box::new(failure(index, id.clone(), kind, prefixed(py, index, error)))
             })?;
         let mut input = prepared.input;
         input.nodes = nodes;
@@ -329,9 +328,9 @@ fn run(index: usize, started: Started) -> Pin<Box<dyn Future<Output = Outcome> +
         Started::Run(synth, input, id) => (synth, input, id),
         Started::Failed(f) => return Box::pin(std::future::ready(Outcome::Failed(f))),
     };
-    let task = AbortOnDrop(tokio::spawn(async move {
-        synth.synthesize_input(input).await
-    }));
+    let task = AbortOnDrop(tokio::spawn(
+        async move { synth.synthesize_input(input).await },
+    ));
     Box::pin(async move {
         match task.await {
             Ok(Ok(response)) => Outcome::Answered(response),

@@ -10,13 +10,13 @@ use synthkit::prompt::{PromptBudget, PromptTemplate, Role, TemplateKind};
 use synthkit::{Concurrency, ResponseMode, SynthesisInput};
 
 use crate::backend::{self, BackendOptions};
-use crate::sharing::{self, SharingArgs};
 use crate::errors::to_py;
 use crate::nodes::nodes_from;
 use crate::pyllm::bridge::Caller;
 use crate::pyllm::scope::{Configure, PerCaller};
 use crate::pyllm::{self, LlmOptions};
 use crate::response::Response;
+use crate::sharing::{self, SharingArgs};
 use crate::stream::ResponseStream;
 use crate::{InputError, block_on, runtime};
 

@@ -337,7 +337,8 @@ fn sharing_options(args: &ServeArgs) -> Result<SharingOptions> {
             opts = opts.with_redis(url.clone(), Some(args.redis_prefix.clone()));
         }
     }
-    opts.check().map_err(|e| usage(format!("{e} (--redis-url)")))?;
+    opts.check()
+        .map_err(|e| usage(format!("{e} (--redis-url)")))?;
     Ok(opts)
 }
 

@@ -465,16 +465,25 @@ mod tests {
             .unwrap();
         let copy = run.synthesizer.to_builder();
         assert_eq!(run.synthesizer.mode(), ResponseMode::Refine);
-        assert_eq!(run.synthesizer.templates().qa.texts(), ["CTX {context_str} Q {query_str}"]);
+        assert_eq!(
+            run.synthesizer.templates().qa.texts(),
+            ["CTX {context_str} Q {query_str}"]
+        );
         let built = copy.build().unwrap();
-        assert_eq!(built.templates().qa.texts(), ["CTX {context_str} Q {query_str}"]);
+        assert_eq!(
+            built.templates().qa.texts(),
+            ["CTX {context_str} Q {query_str}"]
+        );
         // The request's own options win.
         let run = request(json!({"query": "q", "mode": "compact",
             "templates": {"qa": "OTHER {context_str} {query_str}"}}))
         .prepare_from(&base, defaults)
         .unwrap();
         assert_eq!(run.synthesizer.mode(), ResponseMode::Compact);
-        assert_eq!(run.synthesizer.templates().qa.texts(), ["OTHER {context_str} {query_str}"]);
+        assert_eq!(
+            run.synthesizer.templates().qa.texts(),
+            ["OTHER {context_str} {query_str}"]
+        );
     }
 
     #[test]

@@ -178,10 +178,7 @@ impl SharingOptions {
         if matches!(self.cache, CacheLocation::Redis { .. }) && self.redis_url.is_none() {
             return Err(SharingError::RedisCacheWithoutUrl);
         }
-        if self.redis_url.is_some()
-            && !self.has_rates()
-            && !cache_in_redis(&self.cache)
-        {
+        if self.redis_url.is_some() && !self.has_rates() && !cache_in_redis(&self.cache) {
             return Err(SharingError::NothingToShare);
         }
         #[cfg(not(feature = "redis"))]
@@ -255,10 +252,14 @@ fn cache_in_redis(cache: &CacheLocation) -> bool {
 #[non_exhaustive]
 pub enum SharingError {
     /// A Redis cache was asked for without a Redis URL.
-    #[error("a cache in Redis needs a Redis URL: give the URL, or keep the cache in memory or in a file")]
+    #[error(
+        "a cache in Redis needs a Redis URL: give the URL, or keep the cache in memory or in a file"
+    )]
     RedisCacheWithoutUrl,
     /// A Redis URL was given with neither rates nor a Redis cache to share.
-    #[error("a Redis URL shares the rate budget (requests or tokens per minute) and a cache in Redis: give one of them, or leave out the URL")]
+    #[error(
+        "a Redis URL shares the rate budget (requests or tokens per minute) and a cache in Redis: give one of them, or leave out the URL"
+    )]
     NothingToShare,
     /// The Redis key prefix is empty.
     #[error("the Redis key prefix must not be empty")]

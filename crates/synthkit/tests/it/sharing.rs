@@ -53,7 +53,9 @@ fn what_cannot_work_is_refused_before_anything_opens() {
         assert_eq!(opts.check(), Err(expected));
     }
     // No password in Debug.
-    let opts = SharingOptions::default().with_rates(10, 0).with_redis(url, None);
+    let opts = SharingOptions::default()
+        .with_rates(10, 0)
+        .with_redis(url, None);
     assert!(!format!("{opts:?}").contains("hunter2"));
 }
 
@@ -78,7 +80,10 @@ async fn local_rates_and_a_memory_cache_apply_to_the_stack() {
         .open()
         .await
         .unwrap();
-    assert_eq!((sharing.budget_kind(), sharing.cache_kind()), ("local", "memory"));
+    assert_eq!(
+        (sharing.budget_kind(), sharing.cache_kind()),
+        ("local", "memory")
+    );
     assert!(sharing.shared_budget().is_none());
     let calls = Arc::new(AtomicUsize::new(0));
     let stack = sharing
@@ -96,12 +101,14 @@ async fn local_rates_and_a_memory_cache_apply_to_the_stack() {
 #[tokio::test]
 async fn an_sqlite_cache_serves_the_next_stack() {
     let dir = tempfile::tempdir().unwrap();
-    let opts =
-        SharingOptions::default().with_cache(CacheLocation::Sqlite(dir.path().join("c.db")));
+    let opts = SharingOptions::default().with_cache(CacheLocation::Sqlite(dir.path().join("c.db")));
     let calls = Arc::new(AtomicUsize::new(0));
     for _ in 0..2 {
         let sharing = opts.open().await.unwrap();
-        assert_eq!((sharing.budget_kind(), sharing.cache_kind()), ("none", "sqlite"));
+        assert_eq!(
+            (sharing.budget_kind(), sharing.cache_kind()),
+            ("none", "sqlite")
+        );
         let stack = sharing
             .apply(
                 ModelStack::builder(counting(&calls)),
