@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use synthkit::layer::sharing::{CacheLocation, SharingError, SharingOptions};
+use synthkit::layer::sharing::{CacheLocation, Sharing, SharingError, SharingOptions};
 use synthkit::layer::stack::{CacheIdentity, ModelStack};
 use synthkit::testing::ScriptedModel;
 use synthkit::{Node, Synthesizer};
@@ -18,6 +18,16 @@ fn counting(calls: &Arc<AtomicUsize>) -> ScriptedModel {
         calls.fetch_add(1, Ordering::SeqCst);
         Ok("ok".into())
     })
+}
+
+/// A stack around a model counting its calls in `calls`, with `sharing` applied.
+fn stack_on(sharing: &Sharing, calls: &Arc<AtomicUsize>) -> ModelStack {
+    sharing
+        .apply(
+            ModelStack::builder(counting(calls)),
+            CacheIdentity::new("scripted", ""),
+        )
+        .build()
 }
 
 async fn ask(stack: &ModelStack) {
@@ -86,12 +96,7 @@ async fn local_rates_and_a_memory_cache_apply_to_the_stack() {
     );
     assert!(sharing.shared_budget().is_none());
     let calls = Arc::new(AtomicUsize::new(0));
-    let stack = sharing
-        .apply(
-            ModelStack::builder(counting(&calls)),
-            CacheIdentity::new("scripted", ""),
-        )
-        .build();
+    let stack = stack_on(&sharing, &calls);
     ask(&stack).await;
     ask(&stack).await;
     assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -109,12 +114,7 @@ async fn an_sqlite_cache_serves_the_next_stack() {
             (sharing.budget_kind(), sharing.cache_kind()),
             ("none", "sqlite")
         );
-        let stack = sharing
-            .apply(
-                ModelStack::builder(counting(&calls)),
-                CacheIdentity::new("scripted", ""),
-            )
-            .build();
+        let stack = stack_on(&sharing, &calls);
         ask(&stack).await;
     }
     assert_eq!(calls.load(Ordering::SeqCst), 1);
