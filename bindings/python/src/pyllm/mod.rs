@@ -82,7 +82,11 @@ pub(crate) fn backend(
             }
         })?;
     let model = PyLlm::new(&adapter, opts)?;
-    let identity = crate::sharing::llm_identity(opts.llm, &model.info.name, model.info.is_chat);
+    // Read from the LLM object only when a cache needs it (its attributes may be properties).
+    let identity = match sharing.cache() {
+        Some(_) => crate::sharing::llm_identity(opts.llm, &model.info.name, model.info.is_chat),
+        None => Default::default(),
+    };
     let stack = ModelStack::builder(model).max_in_flight(opts.concurrency);
     let stack = sharing.apply(stack, identity).build();
     Ok(Backend {
