@@ -321,22 +321,20 @@ fn sharing_options(args: &ServeArgs) -> Result<SharingOptions> {
     } else {
         redis_cache(args)
     };
-    let mut opts = SharingOptions::default()
+    let opts = SharingOptions::default()
         .with_rates(rpm, tpm)
         .with_cache(cache);
-    if let Some(url) = &args.redis_url {
+    let opts = match &args.redis_url {
+        None => opts,
+        #[cfg(feature = "redis")]
+        Some(url) => opts.with_redis(url.clone(), Some(args.redis_prefix.clone())),
         #[cfg(not(feature = "redis"))]
-        {
-            let _ = url;
+        Some(_) => {
             return Err(usage(
                 "this synthkit was built without Redis support (cargo feature `redis`): leave out --redis-url (and SYNTHKIT_REDIS_URL), or reinstall with `cargo install synthkit-cli` (default features) or `--features redis`",
             ));
         }
-        #[cfg(feature = "redis")]
-        {
-            opts = opts.with_redis(url.clone(), Some(args.redis_prefix.clone()));
-        }
-    }
+    };
     opts.check()
         .map_err(|e| usage(format!("{e} (--redis-url)")))?;
     Ok(opts)
