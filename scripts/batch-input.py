@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the input of the `synthkit batch` figures (README, "Batch jobs"): N requests in
-JSON lines, each the bench query over 8 consecutive chunks of a bench corpus (ids n00000,
-...; the corpus wraps around), mode compact.
+"""Writes the input of the `synthkit batch` figures (README, "Batch jobs and clusters"): N
+requests in JSON lines, each the bench query over 8 consecutive chunks of a bench corpus
+(ids n00000, ...; the corpus wraps around), mode compact.
 
 usage: scripts/batch-input.py CORPUS.json N OUT.jsonl
 e.g.   scripts/batch-input.py ../shared/bench/corpus_n1000_s42.json 10000 /tmp/batch-in.jsonl

@@ -51,6 +51,24 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
   echo "${deps[*]}" > "$stamp"
 fi
 
+# Ray for the Ray example's test (tests/test_ray_batch.py): installed apart, since it is large
+# and not every platform has a wheel. 2.60.0 has CPython 3.11 wheels; `data` brings Ray Data
+# (pyarrow, pandas). Outside CI a failed install only skips that test (it says so); in CI
+# (CI set) it fails the run.
+ray_dep="ray[data]==2.60.0"
+ray_stamp="$venv/.synthkit-ray"
+if [ ! -f "$ray_stamp" ] || [ "$(cat "$ray_stamp")" != "$ray_dep" ]; then
+  echo "python-tests: installing $ray_dep" >&2
+  if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$ray_dep"; then
+    echo "$ray_dep" > "$ray_stamp"
+  elif [ -n "${CI:-}" ]; then
+    echo "python-tests: pip could not install $ray_dep (required in CI)" >&2
+    exit 1
+  else
+    echo "python-tests: pip could not install $ray_dep: the Ray example's test will be skipped" >&2
+  fi
+fi
+
 cd "$repo/bindings/python"
 echo "python-tests: building the extension (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --release --quiet

@@ -9,7 +9,8 @@ use pyo3::prelude::*;
 use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
 use synthkit::backend::http::{Sampling, Transport};
 use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
-use synthkit::layer::stack::{ModelStack, ceiling};
+use synthkit::layer::sharing::Sharing;
+use synthkit::layer::stack::{CacheIdentity, ModelStack, ceiling};
 use synthkit::model::LanguageModel;
 use synthkit_extractive::ExtractiveModel;
 
@@ -133,10 +134,10 @@ fn timeout(secs: Option<f64>) -> PyResult<Option<Duration>> {
 
 /// Builds the model. For a server this asks it which model it serves (when `model` is not
 /// given), its context window (when not given) and whether it counts tokens (`/tokenize`);
-/// it never makes a model call.
-pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
+/// it never makes a model call. `sharing` is the rate budget and the cache (`crate::sharing`).
+pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
     if opts.api == Api::Anthropic {
-        return connect_anthropic(opts).await;
+        return connect_anthropic(opts, sharing).await;
     }
     let Some(url) = opts.base_url.clone() else {
         let mut model = ExtractiveModel::new().with_num_output(opts.num_output);
@@ -146,9 +147,9 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
         if let Some(name) = &opts.model {
             model = model.with_name(name.clone());
         }
-        let stack = ModelStack::builder(model)
-            .max_in_flight(opts.concurrency)
-            .build();
+        let identity = model.cache_identity();
+        let stack = ModelStack::builder(model).max_in_flight(opts.concurrency);
+        let stack = sharing.apply(stack, identity).build();
         return Ok(Backend {
             model: stack.model(),
             kind: "extractive",
@@ -178,6 +179,7 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
         &mut config.sampling,
         &mut config.context_window,
     )?;
+    let identity = config.cache_identity();
     let mut model = OpenAiModel::connect(config)
         .await
         .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
@@ -185,7 +187,7 @@ pub(crate) async fn connect(opts: BackendOptions) -> PyResult<Backend> {
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
     model.use_server_counter().await;
     let slots = model.server_slots();
-    Ok(server_stack(model, slots, opts.concurrency, "openai"))
+    Ok(server_stack(model, slots, opts.concurrency, "openai", sharing, identity))
 }
 
 /// A server's model behind the library's stack: at most `concurrency` calls in flight, and
@@ -196,11 +198,13 @@ fn server_stack(
     slots: Option<usize>,
     concurrency: usize,
     kind: &'static str,
+    sharing: &Sharing,
+    identity: CacheIdentity,
 ) -> Backend {
     let stack = ModelStack::builder(model)
         .max_in_flight(concurrency)
-        .server_slots(slots)
-        .build();
+        .server_slots(slots);
+    let stack = sharing.apply(stack, identity).build();
     Backend {
         model: stack.model(),
         kind,
@@ -243,7 +247,7 @@ fn key_lookup(opts: &BackendOptions) -> impl Fn(&str) -> Option<String> + use<> 
 /// own when not given), with its window and slots from llama.cpp's `/props` where it has
 /// one, its model from `/v1/models` when `model` is not given, and exact prompt counts
 /// from `/v1/messages/count_tokens` where the server counts.
-async fn connect_anthropic(opts: BackendOptions) -> PyResult<Backend> {
+async fn connect_anthropic(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
     let mut config = AnthropicConfig::from_lookup(&opts.api_key_env, key_lookup(&opts))
         .with_num_output(opts.num_output);
     if let Some(url) = &opts.base_url {
@@ -271,9 +275,10 @@ async fn connect_anthropic(opts: BackendOptions) -> PyResult<Backend> {
         &mut config.sampling,
         &mut config.context_window,
     )?;
+    let identity = config.cache_identity();
     let model = AnthropicModel::connect(config)
         .await
         .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
     let slots = model.server_slots();
-    Ok(server_stack(model, slots, opts.concurrency, "anthropic"))
+    Ok(server_stack(model, slots, opts.concurrency, "anthropic", sharing, identity))
 }

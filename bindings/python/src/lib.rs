@@ -15,9 +15,11 @@ use pyo3::prelude::*;
 mod backend;
 mod call_events;
 mod errors;
+mod many;
 mod nodes;
 mod pyllm;
 mod response;
+mod sharing;
 mod stream;
 mod structured;
 mod synthesizer;
@@ -118,6 +120,7 @@ fn _synthkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<response::Response>()?;
     m.add_class::<response::SourceNode>()?;
     m.add_class::<stream::ResponseStream>()?;
+    m.add_class::<many::FailedRequest>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MODES", synthesizer::mode_names())?;
     Ok(())

@@ -18,6 +18,11 @@ impl Response {
     pub(crate) fn new(inner: synthkit::Response) -> Self {
         Self { inner }
     }
+
+    /// The library's response.
+    pub(crate) fn inner(&self) -> &synthkit::Response {
+        &self.inner
+    }
 }
 
 #[pymethods]

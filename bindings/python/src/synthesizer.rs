@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+use synthkit::layer::sharing::Sharing;
 use synthkit::model::LanguageModel;
 use synthkit::prompt::{PromptBudget, PromptTemplate, Role, TemplateKind};
 use synthkit::{Concurrency, ResponseMode, SynthesisInput};
@@ -16,6 +17,7 @@ use crate::pyllm::bridge::Caller;
 use crate::pyllm::scope::{Configure, PerCaller};
 use crate::pyllm::{self, LlmOptions};
 use crate::response::Response;
+use crate::sharing::{self, SharingArgs};
 use crate::stream::ResponseStream;
 use crate::structured::Structured;
 use crate::{InputError, block_on, runtime};
@@ -45,6 +47,14 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 /// unsatisfied steps leave the answer as it was. `on_call` is told about every model call
 /// (`call_started(prompt) -> token`, `call_finished(token, reply, usage)`,
 /// `call_failed(token, message)`), in the caller's context.
+///
+/// `rpm=` / `tpm=` cap requests and tokens per minute; with `redis_url=` (and
+/// `redis_prefix=`) that budget is one for every process sharing the Redis. `cache=`
+/// answers repeated model calls: `"memory"`, `"redis"` or an SQLite file's path
+/// (`crate::sharing`). `synthesize_many` runs many requests at once (`crate::many`).
+///
+/// `max_prompt_tokens` caps every prompt below the window (LangChain's `token_max`): less
+/// context in each call, more calls.
 #[pyclass(module = "synthkit._synthkit", frozen)]
 pub struct Synthesizer {
     inner: PerCaller,
@@ -55,6 +65,7 @@ pub struct Synthesizer {
     num_output: usize,
     concurrency: usize,
     citations: bool,
+    sharing: Sharing,
 }
 
 /// The constructor's template arguments.
@@ -94,6 +105,15 @@ impl Synthesizer {
         structured_answer_filtering = false,
         on_call = None,
         simple_template = None,
+        // issue 21 options
+        rpm = None,
+        tpm = None,
+        redis_url = None,
+        redis_prefix = None,
+        cache = None,
+        cache_ttl = None,
+        // the prompt limit
+        max_prompt_tokens = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -122,6 +142,13 @@ impl Synthesizer {
         structured_answer_filtering: bool,
         on_call: Option<&Bound<'_, PyAny>>,
         simple_template: Option<&Bound<'_, PyAny>>,
+        rpm: Option<i64>,
+        tpm: Option<i64>,
+        redis_url: Option<String>,
+        redis_prefix: Option<String>,
+        cache: Option<&Bound<'_, PyAny>>,
+        cache_ttl: Option<f64>,
+        max_prompt_tokens: Option<usize>,
     ) -> PyResult<Self> {
         let mode: ResponseMode = mode.parse().map_err(|_| {
             InputError::new_err(format!(
@@ -143,6 +170,16 @@ impl Synthesizer {
             simple: simple_template,
         };
         let overrides = templates.read()?;
+        let sharing = SharingArgs {
+            rpm,
+            tpm,
+            redis_url,
+            redis_prefix,
+            cache,
+            cache_ttl,
+        }
+        .options()?;
+        let sharing = block_on(py, sharing::open(sharing))?;
         let backend = match llm {
             Some(llm) => {
                 let given = [
@@ -177,6 +214,7 @@ impl Synthesizer {
                         tokenizer,
                         chat,
                     },
+                    &sharing,
                 )?
             }
             None => {
@@ -199,7 +237,7 @@ impl Synthesizer {
                     chat,
                 };
                 backend::check(&opts)?;
-                block_on(py, backend::connect(opts))?
+                block_on(py, backend::connect(opts, &sharing))?
             }
         };
         let info = backend.model.info();
@@ -234,6 +272,9 @@ impl Synthesizer {
             if let Some(p) = &system_prompt {
                 builder = builder.system_prompt(p.clone());
             }
+            if let Some(limit) = max_prompt_tokens {
+                builder = builder.max_prompt_tokens(limit);
+            }
             structured.apply(builder).build()
         });
         let built = configure(backend.model.clone()).map_err(to_py)?;
@@ -254,6 +295,7 @@ impl Synthesizer {
             num_output: info.num_output,
             concurrency: backend.concurrency,
             citations,
+            sharing,
         })
     }
 
@@ -342,7 +384,7 @@ impl Synthesizer {
             None => String::new(),
         };
         format!(
-            "Synthesizer(mode={:?}, backend={:?}{url}, model={:?}, context_window={}, num_output={}, concurrency={}, citations={})",
+            "Synthesizer(mode={:?}, backend={:?}{url}, model={:?}, context_window={}, num_output={}, concurrency={}, citations={}{})",
             self.inner.built().mode().as_str(),
             self.kind,
             self.model_name,
@@ -350,14 +392,29 @@ impl Synthesizer {
             self.num_output,
             self.concurrency,
             if self.citations { "True" } else { "False" },
+            sharing::describe(&self.sharing),
         )
     }
 }
 
 impl Synthesizer {
+    /// Calls in flight the synthesizer allows (0: no limit).
+    pub(crate) fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Whether answers cite their sources (`citations=`).
+    pub(crate) fn citations(&self) -> bool {
+        self.citations
+    }
+
     /// The synthesizer for one synthesis started from this thread: from a coroutine
     /// (`asyncio`) or a blocking call.
-    fn for_caller(&self, py: Python<'_>, asyncio: bool) -> PyResult<synthkit::Synthesizer> {
+    pub(crate) fn for_caller(
+        &self,
+        py: Python<'_>,
+        asyncio: bool,
+    ) -> PyResult<synthkit::Synthesizer> {
         if !self.inner.needs_caller() {
             return Ok(self.inner.built().clone());
         }

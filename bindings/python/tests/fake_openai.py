@@ -27,6 +27,8 @@ class Recorded:
     body: dict[str, Any]
     prompt: str
     stream: bool
+    #: When it arrived (``time.monotonic()``).
+    at: float = 0.0
 
 
 @dataclass
@@ -177,7 +179,11 @@ def _make_handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             prompt = _prompt_of(body)
             stream = bool(body.get("stream"))
-            server._record(Recorded(path=path, body=body, prompt=prompt, stream=stream))
+            server._record(
+                Recorded(
+                    path=path, body=body, prompt=prompt, stream=stream, at=time.monotonic()
+                )
+            )
             if server.delay:
                 time.sleep(server.delay)
             if server.status is not None:

@@ -382,3 +382,15 @@ def test_llama_index_only_arguments_are_accepted_or_refused_clearly() -> None:
     # output_cls and structured_answer_filtering: tests/test_structured.py.
     with pytest.raises(synthkit.InputError, match="program_factory is not supported"):
         SynthkitSynthesizer(llm=llm, program_factory=print)
+
+
+def test_max_prompt_tokens_packs_smaller_prompts_into_more_calls() -> None:
+    whole = RecordingMock(max_tokens=4)
+    SynthkitSynthesizer(llm=whole, response_mode="compact").synthesize(QUERY, nodes(8, 60))
+    limited = RecordingMock(max_tokens=4)
+    synth = SynthkitSynthesizer(llm=limited, response_mode="compact", max_prompt_tokens=200)
+    synth.synthesize(QUERY, nodes(8, 60))
+    assert len(limited.prompts) > len(whole.prompts) == 1
+    assert max(len(CL100K(p)) for p in limited.prompts) <= 200
+    with pytest.raises(synthkit.InputError, match="max_prompt_tokens"):
+        synthkit.Synthesizer(llm=whole, max_prompt_tokens=0)

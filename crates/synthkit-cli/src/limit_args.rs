@@ -48,12 +48,6 @@ impl LimitArgs {
         (self.rpm.unwrap_or(0), self.tpm.unwrap_or(0))
     }
 
-    /// Whether a rate budget was asked for (it is shared through Redis with `--redis-url`).
-    #[cfg(feature = "redis")]
-    pub fn has_rates(&self) -> bool {
-        self.rpm.is_some() || self.tpm.is_some()
-    }
-
     /// `builder` with the retry policy and, unless a shared budget replaces them, the
     /// per-process rates.
     pub fn apply(&self, builder: StackBuilder, shared_budget: bool) -> Result<StackBuilder> {

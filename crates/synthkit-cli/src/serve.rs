@@ -14,9 +14,8 @@ use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use synthkit::backend::anthropic::AnthropicConfig;
 use synthkit::backend::openai::OpenAiConfig;
-use synthkit::layer::cache::{MemoryCache, SqliteCache};
-#[cfg(feature = "redis")]
-use synthkit_serve::redis::{RedisBudget, RedisCache};
+use synthkit::layer::cache::MemoryCache;
+use synthkit::layer::sharing::{CacheLocation, SharingError, SharingOptions};
 use synthkit_serve::{
     AccessPolicy, ApiKeys, AppState, Backend, BackendConfig, CacheChoice, Metrics, ServiceLimits,
 };
@@ -295,36 +294,62 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
         .with_max_in_flight(args.concurrency)
         .with_rates(rpm, tpm)
         .with_retry(Some(args.limits.retry_policy()?));
-    // Replaced by the Redis cache below when --redis-url is given and no local cache is.
-    #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
-    let mut cache = if let Some(path) = &args.cache {
-        let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
-        CacheChoice::Store(Arc::new(store))
-    } else if args.memory_cache {
-        let store = MemoryCache::with_max_bytes(args.memory_cache_bytes);
-        CacheChoice::Store(Arc::new(store))
-    } else {
-        CacheChoice::None
+    let sharing = sharing_options(args)?.open().await.map_err(|e| match e {
+        SharingError::Cache(e) => usage(format!("{e} (--cache)")),
+        other => anyhow!(other),
+    })?;
+    if let Some(budget) = sharing.shared_budget() {
+        backend = backend.with_shared_budget(Arc::clone(budget));
+    }
+    let cache = match sharing.cache() {
+        Some(store) => CacheChoice::Store(Arc::clone(store)),
+        None => CacheChoice::None,
     };
-    #[cfg(feature = "redis")]
-    if let Some(redis_url) = &args.redis_url {
-        let conn = synthkit_serve::redis::connect(redis_url).await?;
-        if args.limits.has_rates() {
-            let budget = RedisBudget::new(conn.clone(), &args.redis_prefix, rpm, tpm);
-            backend = backend.with_shared_budget(Arc::new(budget));
-        }
-        if matches!(cache, CacheChoice::None) {
-            let ttl = Duration::from_secs(args.cache_ttl);
-            cache = CacheChoice::Store(Arc::new(RedisCache::new(conn, &args.redis_prefix, ttl)));
-        }
-    }
-    #[cfg(not(feature = "redis"))]
-    if args.redis_url.is_some() {
-        return Err(usage(
-            "this synthkit was built without Redis support (cargo feature `redis`): leave out --redis-url (and SYNTHKIT_REDIS_URL), or reinstall with `cargo install synthkit-cli` (default features) or `--features redis`",
-        ));
-    }
     Ok(backend.with_cache(cache))
+}
+
+/// Where the flags put the budget and the cache: `--cache FILE` or `--memory-cache` keep
+/// the cache local; else, with `--redis-url`, it is in Redis, as the `--rpm`/`--tpm` budget.
+fn sharing_options(args: &ServeArgs) -> Result<SharingOptions> {
+    let (rpm, tpm) = args.limits.rates();
+    let cache = if let Some(path) = &args.cache {
+        CacheLocation::Sqlite(path.clone())
+    } else if args.memory_cache {
+        CacheLocation::Memory {
+            max_bytes: args.memory_cache_bytes,
+        }
+    } else {
+        redis_cache(args)
+    };
+    let opts = SharingOptions::default()
+        .with_rates(rpm, tpm)
+        .with_cache(cache);
+    let opts = match &args.redis_url {
+        None => opts,
+        #[cfg(feature = "redis")]
+        Some(url) => opts.with_redis(url.clone(), Some(args.redis_prefix.clone())),
+        #[cfg(not(feature = "redis"))]
+        Some(_) => {
+            return Err(usage(
+                "this synthkit was built without Redis support (cargo feature `redis`): leave out --redis-url (and SYNTHKIT_REDIS_URL), or reinstall with `cargo install synthkit-cli` (default features) or `--features redis`",
+            ));
+        }
+    };
+    opts.check()
+        .map_err(|e| usage(format!("{e} (--redis-url)")))?;
+    Ok(opts)
+}
+
+/// The cache in Redis when `--redis-url` is given (and the build has Redis).
+fn redis_cache(args: &ServeArgs) -> CacheLocation {
+    #[cfg(feature = "redis")]
+    if args.redis_url.is_some() {
+        return CacheLocation::Redis {
+            ttl: Duration::from_secs(args.cache_ttl),
+        };
+    }
+    let _ = args;
+    CacheLocation::None
 }
 
 /// The OpenAI-compatible config from the flags (as `ask` reads them) and the

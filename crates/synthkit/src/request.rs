@@ -232,6 +232,28 @@ impl SynthesizeRequest {
         defaults: RequestDefaults,
         customize: impl FnOnce(SynthesizerBuilder) -> SynthesizerBuilder,
     ) -> Result<PreparedRequest, RequestError> {
+        self.prepare_on(customize(Synthesizer::builder(model)), defaults)
+    }
+
+    /// Like [`SynthesizeRequest::prepare`], on `base`'s settings and model
+    /// ([`Synthesizer::to_builder`]): what the request leaves out stays `base`'s
+    /// (templates, system prompt, budget, output schema), but for `citations`, which is
+    /// the request's (false when left out), and the mode and the concurrency, which come
+    /// from `defaults` as for [`SynthesizeRequest::prepare`].
+    pub fn prepare_from(
+        self,
+        base: &Synthesizer,
+        defaults: RequestDefaults,
+    ) -> Result<PreparedRequest, RequestError> {
+        self.prepare_on(base.to_builder(), defaults)
+    }
+
+    /// The request's options set on `builder`.
+    fn prepare_on(
+        self,
+        builder: SynthesizerBuilder,
+        defaults: RequestDefaults,
+    ) -> Result<PreparedRequest, RequestError> {
         let mode = match self.mode.as_deref() {
             None => defaults.mode,
             Some(m) => ResponseMode::from_str(m)?,
@@ -242,7 +264,7 @@ impl SynthesizeRequest {
             (Some(n), max) => Concurrency::limit(n.min(max.get())),
             (None, max) => max,
         };
-        let mut builder = customize(Synthesizer::builder(model))
+        let mut builder = builder
             .mode(mode)
             .concurrency(concurrency)
             .citations(self.citations);
@@ -431,6 +453,48 @@ mod tests {
         assert_eq!(
             (e.kind(), e.to_string().as_str()),
             ("invalid_request", "`concurrency` must be at least 1")
+        );
+    }
+
+    #[test]
+    fn prepare_from_keeps_the_base_settings_the_request_leaves_out() {
+        let base = Synthesizer::builder(model())
+            .mode(ResponseMode::Refine)
+            .system_prompt("Be terse.")
+            .qa_template(PromptTemplate::completion(
+                TemplateKind::Qa,
+                "CTX {context_str} Q {query_str}",
+            ))
+            .citations(true)
+            .build()
+            .unwrap();
+        let defaults = RequestDefaults {
+            mode: base.mode(),
+            concurrency: Concurrency::limit(2),
+        };
+        let run = request(json!({"query": "q", "nodes": ["a"], "citations": true}))
+            .prepare_from(&base, defaults)
+            .unwrap();
+        let copy = run.synthesizer.to_builder();
+        assert_eq!(run.synthesizer.mode(), ResponseMode::Refine);
+        assert_eq!(
+            run.synthesizer.templates().qa.texts(),
+            ["CTX {context_str} Q {query_str}"]
+        );
+        let built = copy.build().unwrap();
+        assert_eq!(
+            built.templates().qa.texts(),
+            ["CTX {context_str} Q {query_str}"]
+        );
+        // The request's own options win.
+        let run = request(json!({"query": "q", "mode": "compact",
+            "templates": {"qa": "OTHER {context_str} {query_str}"}}))
+        .prepare_from(&base, defaults)
+        .unwrap();
+        assert_eq!(run.synthesizer.mode(), ResponseMode::Compact);
+        assert_eq!(
+            run.synthesizer.templates().qa.texts(),
+            ["OTHER {context_str} {query_str}"]
         );
     }
 

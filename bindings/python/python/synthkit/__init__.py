@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from synthkit._synthkit import (
     MODES,
+    FailedRequest,
     InputError,
     ModelError,
     Response,
@@ -32,6 +33,7 @@ from synthkit._synthkit import (
 
 __all__ = [
     "MODES",
+    "FailedRequest",
     "InputError",
     "ModelError",
     "Response",

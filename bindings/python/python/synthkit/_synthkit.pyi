@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 __version__: str
@@ -55,6 +57,31 @@ class Response:
     @property
     def structured(self) -> Optional[Any]: ...
     def text_without_markers(self) -> str: ...
+    def to_dict(self) -> dict[str, Any]:
+        """The response as the service answers it and ``synthkit batch`` writes it."""
+
+class FailedRequest:
+    """The slot of a request that failed in ``synthesize_many``."""
+
+    #: The request's position in ``requests`` (0-based).
+    index: int
+    #: The request dict's ``id``, else ``None``.
+    id: Any
+    #: ``invalid_request``, ``invalid_option``, ``model_error``, ``model_timeout``,
+    #: ``model_rate_limited``, ``truncated``, ``schema_mismatch`` or ``synthesis_failed``.
+    kind: str
+    #: What went wrong (``str(error)``).
+    message: str
+    #: The exception ``synthesize`` would have raised.
+    error: SynthkitError
+    def to_dict(self) -> dict[str, str]:
+        """``{"kind", "message"}``, as a ``synthkit batch`` error line's ``error``."""
+
+#: A request of ``synthesize_many``: ``(query, nodes)``, or a dict in the shape of the
+#: service's ``POST /v1/synthesize`` body (``query``, ``nodes``, ``mode``, ``templates``,
+#: ``citations``, ``citation_markers``, ``output_schema``, ``concurrency``,
+#: ``system_prompt``) with an optional ``id``.
+RequestLike = Union[Tuple[str, Iterable[NodeLike]], Mapping[str, Any]]
 
 class ResponseStream(Iterator[str], AsyncIterator[str]):
     """Text deltas of a streamed answer, by ``for`` or ``async for``."""
@@ -103,10 +130,25 @@ class Synthesizer:
         structured_answer_filtering: bool = False,
         on_call: Any = None,
         simple_template: Optional[TemplateLike] = None,
+        # issue 21 options
+        rpm: Optional[int] = None,
+        tpm: Optional[int] = None,
+        redis_url: Optional[str] = None,
+        redis_prefix: Optional[str] = None,
+        cache: Union[str, "os.PathLike[str]", None] = None,
+        cache_ttl: Optional[float] = None,
+        # the prompt limit
+        max_prompt_tokens: Optional[int] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...
     def stream(self, query: str, nodes: Iterable[NodeLike]) -> ResponseStream: ...
+    def synthesize_many(
+        self, requests: Iterable[RequestLike], jobs: int = 4
+    ) -> list[Union[Response, FailedRequest]]: ...
+    def asynthesize_many(
+        self, requests: Iterable[RequestLike], jobs: int = 4
+    ) -> Awaitable[list[Union[Response, FailedRequest]]]: ...
     @property
     def mode(self) -> str: ...
     @property

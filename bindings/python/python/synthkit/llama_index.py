@@ -204,6 +204,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
             ``{query_satisfied, answer}`` and unsatisfied steps leave the answer unchanged
             (other modes raise ``synthkit.InputError``).
         api: ``openai`` (default) or ``anthropic``: the API of ``base_url``'s server.
+        max_prompt_tokens: the most tokens one prompt may have, below the window
+            (LangChain's ``token_max``): smaller prompts, more calls.
         program_factory: refused (``synthkit.InputError``): it builds a LlamaIndex program
             that would make the refine steps' calls itself, outside synthkit's budgets,
             retries and concurrency limit; use ``structured_answer_filtering`` or
@@ -252,6 +254,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         chat_content_refine_template: Any = None,
         chat_summary_template: Any = None,
         chat_prompt_helper: Any = None,
+        max_prompt_tokens: Optional[int] = None,
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -344,6 +347,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "system_prompt": system_prompt,
             "output_schema": output_cls,
             "structured_answer_filtering": bool(structured_answer_filtering),
+            "max_prompt_tokens": max_prompt_tokens,
         }
         if self._direct or "llm" not in settings:
             self._options.update(api_key_env=api_key_env, timeout=timeout)

@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 use futures::stream;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use synthkit::layer::sharing::Sharing;
 use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
@@ -60,8 +61,12 @@ pub(crate) struct LlmOptions<'a, 'py> {
     pub chat: bool,
 }
 
-/// The model for `opts.llm`, behind the library's stack.
-pub(crate) fn backend(py: Python<'_>, opts: &LlmOptions<'_, '_>) -> PyResult<Backend> {
+/// The model for `opts.llm`, behind the library's stack, with `sharing`'s budget and cache.
+pub(crate) fn backend(
+    py: Python<'_>,
+    opts: &LlmOptions<'_, '_>,
+    sharing: &Sharing,
+) -> PyResult<Backend> {
     let kwargs = PyDict::new(py);
     kwargs.set_item("chat", opts.chat)?;
     kwargs.set_item("name", opts.name.as_deref())?;
@@ -77,9 +82,13 @@ pub(crate) fn backend(py: Python<'_>, opts: &LlmOptions<'_, '_>) -> PyResult<Bac
             }
         })?;
     let model = PyLlm::new(&adapter, opts)?;
-    let stack = ModelStack::builder(model)
-        .max_in_flight(opts.concurrency)
-        .build();
+    // Read from the LLM object only when a cache needs it (its attributes may be properties).
+    let identity = match sharing.cache() {
+        Some(_) => crate::sharing::llm_identity(opts.llm, &model.info.name, model.info.is_chat),
+        None => Default::default(),
+    };
+    let stack = ModelStack::builder(model).max_in_flight(opts.concurrency);
+    let stack = sharing.apply(stack, identity).build();
     Ok(Backend {
         model: stack.model(),
         kind: "python",

@@ -52,6 +52,11 @@ fn bad_flags_are_refused_before_anything_starts() {
         (&["--readiness-interval", "0"][..], "--readiness-interval"),
         (&["--max-connections", "0"][..], "--max-connections"),
         (&["--max-requests", "0"][..], "--max-requests"),
+        // A local cache and no rates leave Redis nothing to share.
+        (
+            &["--redis-url", "redis://127.0.0.1:1/", "--memory-cache"][..],
+            "--redis-url",
+        ),
     ] {
         let stderr = refused("127.0.0.1:0", flags);
         assert!(stderr.contains(needle), "{flags:?}: {stderr}");

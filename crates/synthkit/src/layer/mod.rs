@@ -10,6 +10,8 @@
 //! - [`retry`]: the one layer that sends a call again on transient failures (backoff
 //!   with jitter, `Retry-After`, a bound on sends and on time).
 //! - [`cache`]: answers repeated requests from a store.
+//! - [`sharing`]: where the rate budget and the response cache live (this process, a
+//!   file, or Redis shared by every process), as every front end chooses them.
 //! - [`limit`]: the in-process limiter (calls in flight and the per-minute budgets),
 //!   also usable on its own.
 //! - [`gate`]: the one model behind the meter, the adaptive limit, the budget and the
@@ -48,6 +50,7 @@ pub mod meter;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod retry;
+pub mod sharing;
 pub mod stack;
 
 /// Stacks layers around a model: `model.limit(..).retry(..).cache(..)`.

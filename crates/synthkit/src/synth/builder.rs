@@ -28,6 +28,37 @@ enum SystemPrompt {
     Without,
 }
 
+impl Synthesizer {
+    /// A builder holding this synthesizer's settings and model (templates, budget,
+    /// system prompt, schema, observer, ...), to build a variant: what the builder is
+    /// then told replaces the setting, the rest stays.
+    pub fn to_builder(&self) -> SynthesizerBuilder {
+        let s = &self.s;
+        SynthesizerBuilder {
+            model: Arc::clone(&s.model),
+            mode: s.mode,
+            templates: Some(s.templates.clone()),
+            overrides: Vec::new(),
+            budget: Some(s.budget.clone()),
+            filtering: s.filtering.clone(),
+            output_schema: s.output_schema.as_deref().cloned(),
+            concurrency: s.concurrency,
+            variables: s.variables.clone(),
+            empty_response: s.empty_response.clone(),
+            separator: s.separator.clone(),
+            observer: s.observer.clone(),
+            system_prompt: match &s.system_prompt {
+                Some(p) => SystemPrompt::Custom(p.clone()),
+                None => SystemPrompt::Without,
+            },
+            on_truncation: s.on_truncation,
+            calibrate_from_usage: s.calibrate_from_usage,
+            citations: s.citations,
+            citation_markers: s.citation_markers,
+        }
+    }
+}
+
 /// Builds a [`Synthesizer`].
 pub struct SynthesizerBuilder {
     model: Arc<dyn LanguageModel>,

@@ -42,6 +42,7 @@ mod prompt_limit;
 #[cfg(feature = "openai")]
 mod reply_cap;
 mod scheduling;
+mod sharing;
 #[cfg(feature = "openai")]
 mod smollm2;
 mod splitter_props;

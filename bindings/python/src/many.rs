@@ -1,0 +1,422 @@
+//! `Synthesizer.synthesize_many` and `asynthesize_many`: many syntheses on one model stack,
+//! at most `jobs` at once, the results in input order.
+//!
+//! A request is a `(query, nodes)` pair, or a dict in the shape of the service's
+//! `POST /v1/synthesize` body and of a `synthkit batch` input line
+//! ([`synthkit::request::SynthesizeRequest`]: `query`, `nodes`, `mode`, `templates`,
+//! `citations`, `citation_markers`, `output_schema`, `concurrency`, `system_prompt`, plus
+//! an optional `id`). What a dict leaves out is the synthesizer's (its mode, templates,
+//! system prompt, budget, citations); its `concurrency` is capped at the synthesizer's.
+//! Nodes take every shape `synthesize` takes.
+//!
+//! The requests are read lazily from any iterable, one as a slot frees up, so a generator
+//! is never held whole; a result waits only for the earlier ones still running, so at
+//! most `jobs` finished results wait in Rust. A request that fails gets a
+//! [`FailedRequest`] in its slot; an exception raised by the iterable itself, or a
+//! `KeyboardInterrupt`, stops the whole call (and cancels the syntheses in flight).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyIterator, PyList, PyString, PyTuple};
+use serde_json::Value;
+use synthkit::request::{RequestDefaults, RequestError, SynthesizeRequest, error_kind};
+use synthkit::{Concurrency, SynthesisInput};
+use tokio::task::JoinHandle;
+
+use crate::errors::to_py;
+use crate::nodes::{from_json, nodes_from, to_json};
+use crate::response::Response;
+use crate::synthesizer::Synthesizer;
+use crate::{InputError, SynthkitError, block_on, runtime};
+
+/// The most syntheses `jobs` may ask for at once.
+const MAX_JOBS: usize = 4096;
+
+/// A request that did not give a response: where it was, and why.
+///
+/// `kind` is the stable name `synthkit batch` and the service use (`invalid_request`,
+/// `invalid_option`, `model_error`, `model_timeout`, `model_rate_limited`, `truncated`,
+/// `schema_mismatch`, `synthesis_failed`); `message` says what to change; `error` is the
+/// exception `synthesize` would have raised (an `InputError` or `ModelError`, with the
+/// LLM's own exception as its `__cause__`).
+#[pyclass(module = "synthkit._synthkit", frozen, get_all)]
+pub struct FailedRequest {
+    /// The request's position in `requests` (0-based).
+    index: usize,
+    /// The dict request's `id`, else `None`.
+    id: Py<PyAny>,
+    /// The stable machine-readable name of the failure.
+    kind: String,
+    /// What went wrong.
+    message: String,
+    /// The exception `synthesize` would have raised.
+    error: Py<PyAny>,
+}
+
+#[pymethods]
+impl FailedRequest {
+    /// `{"kind", "message"}`: the `error` object of a `synthkit batch` output line.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("kind", &self.kind)?;
+        d.set_item("message", &self.message)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "FailedRequest(index={}, kind={:?}, message={:?})",
+            self.index, self.kind, self.message
+        )
+    }
+}
+
+#[pymethods]
+impl Response {
+    /// The response as the service answers it and `synthkit batch` writes it (`text`,
+    /// `structured`, `source_nodes`, `metadata`, `usage`, `truncation`, `citations`), as
+    /// plain dicts and lists (`json.dumps` takes it).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let value = serde_json::to_value(self.inner())
+            .map_err(|e| SynthkitError::new_err(format!("cannot write the response: {e}")))?;
+        from_json(py, &value)
+    }
+}
+
+#[pymethods]
+impl Synthesizer {
+    /// Answers every request of `requests` (an iterable of `(query, nodes)` pairs or
+    /// request dicts), at most `jobs` at once, and returns a list in input order: a
+    /// `Response`, or a `FailedRequest` where that request failed. Blocks with the GIL
+    /// released; Ctrl-C cancels the model calls in flight.
+    #[pyo3(signature = (requests, jobs = 4))]
+    fn synthesize_many(
+        &self,
+        py: Python<'_>,
+        requests: &Bound<'_, PyAny>,
+        jobs: usize,
+    ) -> PyResult<Py<PyList>> {
+        let run = Many::new(self, requests, jobs, false)?;
+        let outcomes = block_on(py, run.drive())?;
+        outcomes_to_list(py, outcomes)
+    }
+
+    /// Like `synthesize_many`, as an awaitable (asyncio). Cancelling the awaiting task
+    /// cancels the syntheses in flight.
+    #[pyo3(signature = (requests, jobs = 4))]
+    fn asynthesize_many<'py>(
+        &self,
+        py: Python<'py>,
+        requests: &Bound<'py, PyAny>,
+        jobs: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let run = Many::new(self, requests, jobs, true)?;
+        runtime()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let outcomes = run.drive().await?;
+            Python::attach(|py| outcomes_to_list(py, outcomes))
+        })
+    }
+}
+
+/// One batch: the requests still to read, and how to run them.
+struct Many {
+    requests: Py<PyIterator>,
+    base: synthkit::Synthesizer,
+    defaults: RequestDefaults,
+    citations: bool,
+    jobs: usize,
+}
+
+/// A request's result, before it becomes a Python object.
+enum Outcome {
+    Answered(synthkit::Response),
+    Failed(Failure),
+}
+
+/// A failed request, before it becomes a [`FailedRequest`].
+struct Failure {
+    index: usize,
+    id: Option<Value>,
+    kind: &'static str,
+    error: PyErr,
+}
+
+/// A read request, ready to run (or already failed).
+enum Started {
+    Run(synthkit::Synthesizer, SynthesisInput, Option<Value>),
+    Failed(Failure),
+}
+
+impl Many {
+    fn new(
+        synth: &Synthesizer,
+        requests: &Bound<'_, PyAny>,
+        jobs: usize,
+        asyncio: bool,
+    ) -> PyResult<Self> {
+        if !(1..=MAX_JOBS).contains(&jobs) {
+            return Err(InputError::new_err(format!(
+                "jobs must be between 1 and {MAX_JOBS}, got {jobs}"
+            )));
+        }
+        if requests.is_instance_of::<PyString>() || requests.is_instance_of::<PyDict>() {
+            return Err(InputError::new_err(
+                "requests must be an iterable of requests ((query, nodes) pairs or dicts), not a single string or dict",
+            ));
+        }
+        let iter = requests.try_iter().map_err(|_| {
+            InputError::new_err("requests must be an iterable of (query, nodes) pairs or dicts")
+        })?;
+        let base = synth.for_caller(requests.py(), asyncio)?;
+        let concurrency = match synth.concurrency() {
+            0 => Concurrency::Unlimited,
+            n => Concurrency::limit(n),
+        };
+        Ok(Self {
+            requests: iter.unbind(),
+            defaults: RequestDefaults {
+                mode: base.mode(),
+                concurrency,
+            },
+            citations: synth.citations(),
+            base,
+            jobs,
+        })
+    }
+
+    /// Runs every request, `jobs` at a time, and gives the outcomes in input order.
+    async fn drive(self) -> PyResult<Vec<Outcome>> {
+        let mut window = FuturesOrdered::new();
+        let mut outcomes = Vec::new();
+        let mut index = 0usize;
+        let mut exhausted = false;
+        loop {
+            while !exhausted && window.len() < self.jobs {
+                match Python::attach(|py| self.read(py, index))? {
+                    None => exhausted = true,
+                    Some(started) => {
+                        window.push_back(run(index, started));
+                        index += 1;
+                    }
+                }
+            }
+            match window.next().await {
+                Some(outcome) => outcomes.push(outcome),
+                None => return Ok(outcomes),
+            }
+        }
+    }
+
+    /// Reads request `index`: `None` at the end; an error only when the iterable raised.
+    fn read(&self, py: Python<'_>, index: usize) -> PyResult<Option<Started>> {
+        let Some(item) = self.requests.bind(py).clone().next() else {
+            return Ok(None);
+        };
+        let item = item?;
+        let started = if let Ok(d) = item.cast::<PyDict>() {
+            self.dict(d, index)
+        } else if item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>() {
+            self.pair(&item, index)
+        } else {
+            let type_name = item
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            Err(Box::new(failure(
+                index,
+                None,
+                "invalid_request",
+                InputError::new_err(format!(
+                    "requests[{index}]: a request is a (query, nodes) pair or a dict, got {type_name}"
+                )),
+            )))
+        };
+        Ok(Some(started.unwrap_or_else(|f| Started::Failed(*f))))
+    }
+
+    /// A `(query, nodes)` pair, on the synthesizer's own settings.
+    fn pair(&self, item: &Bound<'_, PyAny>, index: usize) -> Result<Started, Box<Failure>> {
+        let invalid = |message: String| {
+            Box::new(failure(
+                index,
+                None,
+                "invalid_request",
+                InputError::new_err(format!("requests[{index}]: {message}")),
+            ))
+        };
+        if item.len().ok() != Some(2) {
+            return Err(invalid("a pair is (query, nodes)".into()));
+        }
+        let query: String = item
+            .get_item(0)
+            .and_then(|q| q.extract())
+            .map_err(|_| invalid("the query must be a string".into()))?;
+        let nodes = item
+            .get_item(1)
+            .and_then(|n| nodes_from(&n))
+            .map_err(|e| invalid(message_of(item.py(), &e)))?;
+        Ok(Started::Run(
+            self.base.clone(),
+            SynthesisInput::new(query, nodes),
+            None,
+        ))
+    }
+
+    /// A request dict: its options over the synthesizer's.
+    fn dict(&self, d: &Bound<'_, PyDict>, index: usize) -> Result<Started, Box<Failure>> {
+        let py = d.py();
+        let id = d
+            .get_item("id")
+            .ok()
+            .flatten()
+            .and_then(|v| to_json(&v, 0).ok());
+        let invalid = |message: String| {
+            Box::new(failure(
+                index,
+                id.clone(),
+                "invalid_request",
+                InputError::new_err(format!("requests[{index}]: {message}")),
+            ))
+        };
+        let mut body = serde_json::Map::new();
+        let mut nodes = Vec::new();
+        for (key, value) in d.iter() {
+            let key: String = key
+                .extract()
+                .map_err(|_| invalid("request keys must be strings".into()))?;
+            match key.as_str() {
+                "id" => {}
+                "nodes" => {
+                    nodes = nodes_from(&value).map_err(|e| invalid(message_of(py, &e)))?;
+                }
+                _ => {
+                    let json = to_json(&value, 0).map_err(|e| invalid(message_of(py, &e)))?;
+                    body.insert(key, json);
+                }
+            }
+        }
+        body.entry("citations")
+            .or_insert(Value::Bool(self.citations));
+        let request: SynthesizeRequest =
+            serde_json::from_value(Value::Object(body)).map_err(|e| invalid(e.to_string()))?;
+        let prepared = request
+            .prepare_from(&self.base, self.defaults)
+            .map_err(|e| {
+                let kind = e.kind();
+                let error = match e {
+                    RequestError::Options(e) => to_py(e),
+                    other => InputError::new_err(other.to_string()),
+                };
+                Box::new(failure(index, id.clone(), kind, prefixed(py, index, error)))
+            })?;
+        let mut input = prepared.input;
+        input.nodes = nodes;
+        Ok(Started::Run(prepared.synthesizer, input, id))
+    }
+}
+
+/// Runs one started request on its own task (so that a batch uses every worker thread).
+fn run(index: usize, started: Started) -> Pin<Box<dyn Future<Output = Outcome> + Send>> {
+    let (synth, input, id) = match started {
+        Started::Run(synth, input, id) => (synth, input, id),
+        Started::Failed(f) => return Box::pin(std::future::ready(Outcome::Failed(f))),
+    };
+    let task = AbortOnDrop(tokio::spawn(
+        async move { synth.synthesize_input(input).await },
+    ));
+    Box::pin(async move {
+        match task.await {
+            Ok(Ok(response)) => Outcome::Answered(response),
+            Ok(Err(e)) => Outcome::Failed(failure(index, id, error_kind(&e), to_py(e))),
+            Err(e) => Outcome::Failed(failure(
+                index,
+                id,
+                "synthesis_failed",
+                SynthkitError::new_err(format!("requests[{index}]: the synthesis stopped: {e}")),
+            )),
+        }
+    })
+}
+
+fn failure(index: usize, id: Option<Value>, kind: &'static str, error: PyErr) -> Failure {
+    Failure {
+        index,
+        id,
+        kind,
+        error,
+    }
+}
+
+/// `error` with `requests[index]: ` before its message (same class, same cause).
+fn prefixed(py: Python<'_>, index: usize, error: PyErr) -> PyErr {
+    let message = format!("requests[{index}]: {}", message_of(py, &error));
+    let new = if error.is_instance_of::<crate::ModelError>(py) {
+        crate::ModelError::new_err(message)
+    } else if error.is_instance_of::<InputError>(py) {
+        InputError::new_err(message)
+    } else {
+        SynthkitError::new_err(message)
+    };
+    if let Some(cause) = error.cause(py) {
+        new.set_cause(py, Some(cause));
+    }
+    new
+}
+
+/// An exception's message (its `str()`).
+fn message_of(py: Python<'_>, e: &PyErr) -> String {
+    e.value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_else(|_| "an error without a message".into())
+}
+
+/// The outcomes as a Python list of `Response` and `FailedRequest`.
+fn outcomes_to_list(py: Python<'_>, outcomes: Vec<Outcome>) -> PyResult<Py<PyList>> {
+    let list = PyList::empty(py);
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Answered(r) => list.append(Py::new(py, Response::new(r))?)?,
+            Outcome::Failed(f) => {
+                let id = match &f.id {
+                    Some(v) => from_json(py, v)?.unbind(),
+                    None => py.None(),
+                };
+                let failed = FailedRequest {
+                    index: f.index,
+                    id,
+                    kind: f.kind.to_string(),
+                    message: message_of(py, &f.error),
+                    error: f.error.value(py).clone().into_any().unbind(),
+                };
+                list.append(Py::new(py, failed)?)?;
+            }
+        }
+    }
+    Ok(list.unbind())
+}
+
+/// A spawned task that is aborted when its handle is dropped (a cancelled batch stops
+/// its syntheses, and so their model calls).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
