@@ -195,6 +195,7 @@ pub mod request;
 pub mod response;
 pub mod schema;
 pub mod secret;
+pub mod steps;
 pub mod synth;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -208,4 +209,5 @@ pub use node::{Node, NodeJsonError};
 pub use observe::{CallReport, Observer, OnTruncation, SynthEvent, UsageTotals};
 pub use options::{Concurrency, Templates};
 pub use response::{Response, StreamingResponse, Truncation};
+pub use steps::SynthStep;
 pub use synth::{AnswerFiltering, SynthesisInput, Synthesizer, SynthesizerBuilder};

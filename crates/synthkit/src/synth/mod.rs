@@ -37,6 +37,7 @@ use crate::modes;
 use crate::node::Node;
 use crate::prompt::PromptBudget;
 use crate::response::{Response, StreamingResponse};
+use crate::steps::StepRecorder;
 
 mod builder;
 
@@ -150,6 +151,7 @@ impl Synthesizer {
                 Ok(()) => {
                     drop(texts);
                     response.usage = job.caller.totals();
+                    response.steps = job.steps.as_ref().map(|r| r.take());
                     attach_sources(&mut response, input);
                     return Ok(response);
                 }
@@ -184,6 +186,9 @@ impl Synthesizer {
                 Ok(mut s) => {
                     drop(texts);
                     attach_sources(&mut s.response, input);
+                    if let Some(recorder) = &job.steps {
+                        s = s.with_steps(Arc::clone(recorder));
+                    }
                     return Ok(s);
                 }
                 Err(e) => match resume {
@@ -216,7 +221,18 @@ impl Synthesizer {
         });
         let mut variables = self.s.variables.clone();
         variables.extend(input.variables.iter().cloned());
-        let job = Job::new(Arc::clone(&self.s), input.query.clone(), variables, ledger);
+        let steps = self.s.return_steps.then(|| {
+            let nodes = input.nodes.iter().zip(&texts);
+            let nodes = nodes.map(|(n, t)| (n.id.clone(), t.to_string())).collect();
+            Arc::new(StepRecorder::new(nodes))
+        });
+        let job = Job::new(
+            Arc::clone(&self.s),
+            input.query.clone(),
+            variables,
+            ledger,
+            steps,
+        );
         (job, texts)
     }
 }

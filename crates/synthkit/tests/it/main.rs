@@ -45,6 +45,7 @@ mod scheduling;
 mod smollm2;
 mod splitter_props;
 mod stack;
+mod steps;
 mod truncation;
 #[cfg(feature = "openai")]
 mod url_secrets;
