@@ -6,7 +6,7 @@
 //! | node links listed in a call's box | [`NODE_LINKS_PER_CALL`] |
 //! | a source's excerpt | [`SOURCE_EXCERPT_BYTES`], [`SOURCE_EXCERPT_BYTES_LARGE`] past [`LARGE_RUN_SOURCES`] sources |
 //! | call links listed per source | [`CALL_LINKS_PER_SOURCE`] |
-//! | sources listed | [`MAX_SOURCES`] |
+//! | sources listed | [`MAX_SOURCES`]; past [`LARGE_RUN_SOURCES`], the uncited ones in collapsed groups of [`SOURCE_GROUP`] |
 //! | rows of the budget table | [`BUDGET_ROWS`] |
 //! | a level shown open | at most [`OPEN_LEVEL_CALLS`] calls; larger levels start collapsed |
 //!
@@ -22,6 +22,8 @@ pub const SOURCE_EXCERPT_BYTES: usize = 1024;
 pub const SOURCE_EXCERPT_BYTES_LARGE: usize = 240;
 /// Sources from which a run counts as large.
 pub const LARGE_RUN_SOURCES: usize = 1000;
+/// Uncited sources per collapsed group in a large run.
+pub const SOURCE_GROUP: usize = 500;
 /// Call links listed per source.
 pub const CALL_LINKS_PER_SOURCE: usize = 12;
 /// Sources listed (the rest are counted).

@@ -44,6 +44,7 @@ pub mod html;
 mod page;
 mod picture;
 pub mod record;
+mod sources;
 mod style;
 pub mod trace;
 

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 
-use crate::caps;
 use crate::html::Html;
 use crate::picture;
 use crate::record::RunRecord;
@@ -93,7 +92,7 @@ pub fn render(run: &RunRecord) -> String {
     answer(&mut h, run, &index);
     picture::synthesis(&mut h, run, &index);
     picture::budget(&mut h, run);
-    sources(&mut h, run, &index);
+    crate::sources::section(&mut h, run, &index);
     settings(&mut h, run);
     h.markup("<script>")
         .markup(SCRIPT)
@@ -206,68 +205,6 @@ fn write_with_markers(h: &mut Html, text: &str, target: &HashMap<u32, usize>) {
     h.text(rest);
 }
 
-fn sources(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
-    h.markup("<section id=\"sources\"><h2>Sources</h2>");
-    if run.sources.is_empty() {
-        h.markup("<p class=\"note\">No source is known.</p>");
-    }
-    for (p, s) in run.sources.iter().enumerate() {
-        let cited = !index.markers[p].is_empty();
-        h.markup(if cited {
-            "<article class=\"source cited\" id=\"src-"
-        } else {
-            "<article class=\"source\" id=\"src-"
-        })
-        .value(p)
-        .markup("\"><h3>");
-        for m in &index.markers[p] {
-            h.markup("<span class=\"tag good\">[")
-                .value(m)
-                .markup("]</span> ");
-        }
-        h.text(&s.id).markup("</h3><p class=\"meta\">");
-        if let Some(score) = s.score {
-            h.element("span", "tag", &format!("score {score:.4}"));
-        }
-        if let Some(section) = &s.section {
-            h.element("span", "tag", section);
-        }
-        let readers = &index.readers[p];
-        if readers.is_empty() {
-            h.element("span", "tag", "read by no call");
-        } else {
-            h.markup("<span class=\"tag\">read by ");
-            for c in readers.iter().take(caps::CALL_LINKS_PER_SOURCE) {
-                h.markup("<a href=\"#call-")
-                    .value(c)
-                    .markup("\">#")
-                    .value(c)
-                    .markup("</a> ");
-            }
-            if readers.len() > caps::CALL_LINKS_PER_SOURCE {
-                h.value(format_args!(
-                    "+{} more",
-                    readers.len() - caps::CALL_LINKS_PER_SOURCE
-                ));
-            }
-            h.markup("</span>");
-        }
-        h.markup("</p><pre class=\"excerpt\">").text(&s.excerpt);
-        if !s.is_whole() {
-            h.markup("<span class=\"more\">… ")
-                .value(thousands((s.text_bytes - s.excerpt.len()) as u64))
-                .markup(" more bytes</span>");
-        }
-        h.markup("</pre></article>\n");
-    }
-    if run.sources_omitted > 0 {
-        h.markup("<p class=\"note\">")
-            .value(thousands(run.sources_omitted as u64))
-            .markup(" more sources are not listed.</p>");
-    }
-    h.markup("</section>\n");
-}
-
 fn settings(h: &mut Html, run: &RunRecord) {
     h.markup("<section id=\"settings\"><h2>Settings and usage</h2><table class=\"kv\">");
     let mut row = |k: &str, v: String| {
@@ -315,7 +252,7 @@ pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

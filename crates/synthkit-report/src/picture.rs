@@ -169,11 +169,13 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
     }
     h.markup("<p>nodes (")
         .value(thousands(s.node_ids.len() as u64))
-        .markup("): ");
+        .markup(")");
     if s.node_ids.is_empty() {
-        h.markup("not known");
+        h.markup(": not known");
     }
+    h.markup("</p><ul class=\"nodes\">");
     for id in s.node_ids.iter().take(caps::NODE_LINKS_PER_CALL) {
+        h.markup("<li>");
         index.node_link(h, id);
         if let Some(section) = index
             .position
@@ -182,15 +184,17 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
         {
             h.markup(" <small>").text(section).markup("</small>");
         }
-        h.markup(" ");
+        h.markup("</li>");
     }
     if s.node_ids.len() > caps::NODE_LINKS_PER_CALL {
-        h.value(format_args!(
-            "+{} more",
-            s.node_ids.len() - caps::NODE_LINKS_PER_CALL
-        ));
+        h.markup("<li>")
+            .value(format_args!(
+                "+{} more",
+                s.node_ids.len() - caps::NODE_LINKS_PER_CALL
+            ))
+            .markup("</li>");
     }
-    h.markup("</p><pre class=\"reply\">");
+    h.markup("</ul><pre class=\"reply\">");
     let (shown, _) = synthkit::steps::cap_text(&s.reply, caps::REPLY_EXCERPT_BYTES);
     h.text(shown);
     let hidden = s.reply_bytes.saturating_sub(shown.len());

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{examples_docs, json_of, synthkit, wait_exit};
+use crate::common::{QUESTION, examples_docs, json_of, synthkit, wait_exit};
 
 /// Chromium's path, or `None` (with a message; a failure in CI) when it is missing.
 pub fn chromium() -> Option<PathBuf> {
@@ -81,15 +81,16 @@ pub fn not_blank(path: &Path) -> bool {
 fn report_of(dir: &Path, mode: &str) -> (PathBuf, u64) {
     let page = dir.join(format!("{mode}.html"));
     let out = synthkit()
+        .args(["ask", QUESTION, "--json", "-q", "--cite", "--mode", mode])
         .args([
-            "ask",
-            "How often is the primary mirror cleaned?",
-            "--json",
-            "-q",
-            "--cite",
+            "--top-k",
+            "all",
+            "--chunk-size",
+            "200",
+            "--context-window",
+            "900",
         ])
-        .args(["--mode", mode, "--top-k", "all", "--chunk-size", "200"])
-        .args(["--context-window", "900", "--num-output", "120", "--report"])
+        .args(["--num-output", "120", "--report"])
         .arg(&page)
         .arg(examples_docs())
         .output()
