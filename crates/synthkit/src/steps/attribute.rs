@@ -104,64 +104,76 @@ struct Cursor {
 /// adds to a piece that starts inside a source.
 fn strip_label(context: &str) -> Option<&str> {
     let rest = context.strip_prefix('[')?;
-    let close = rest.find(']')?;
-    if close == 0 || !rest[..close].bytes().all(|b| b.is_ascii_digit()) {
+    let (digits, rest) = rest.split_once(']')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let rest = rest[close + 1..].strip_prefix('\n')?;
-    Some(rest.trim())
+    Some(rest.strip_prefix('\n')?.trim())
+}
+
+/// The level below the one being attributed.
+struct Below {
+    /// Each call's number and node ids, in index order.
+    summaries: Vec<(u64, Vec<String>)>,
+    /// The join of its replies.
+    segments: Segments,
 }
 
 /// Fills the node ids (and, above the first level, the input calls) of `calls`, which
 /// are ordered by level, then index. `nodes` are the ids and texts of the nodes with text.
 pub(super) fn node_ids(calls: &mut [Recorded], nodes: &[(String, String)]) {
-    let Some(top) = calls.iter().map(|c| c.step.level).max() else {
-        return;
-    };
     let first = Segments::new(nodes.iter().map(|(_, t)| t.as_str()));
-    // The previous level's calls (positions in `calls`) and their join.
-    let mut below: Option<(Vec<usize>, Segments)> = None;
-    for level in 0..=top {
-        let here: Vec<usize> = (0..calls.len())
-            .filter(|&i| calls[i].step.level == level)
-            .collect();
+    let mut below: Option<Below> = None;
+    for level in calls.chunk_by_mut(|a, b| a.step.level == b.step.level) {
         let mut cursor = Cursor::default();
-        for &i in &here {
-            let Some(context) = calls[i].context.take() else {
+        for call in level.iter_mut() {
+            let Some(context) = call.context.take() else {
                 continue;
             };
             match &below {
                 None => {
                     if let Some((a, b)) = first.locate(&mut cursor, &context) {
-                        calls[i].step.node_ids = first
+                        call.step.node_ids = first
                             .covering(a, b)
                             .into_iter()
                             .filter_map(|n| nodes.get(n).map(|(id, _)| id.clone()))
                             .collect();
                     }
                 }
-                Some((positions, segments)) => {
+                Some(Below {
+                    summaries,
+                    segments,
+                }) => {
                     let Some((a, b)) = segments.locate(&mut cursor, &context) else {
                         continue;
                     };
                     let mut ids: Vec<String> = Vec::new();
                     let mut inputs = Vec::new();
                     for k in segments.covering(a, b) {
-                        let Some(&p) = positions.get(k) else { continue };
-                        inputs.push(calls[p].step.call);
-                        for id in &calls[p].step.node_ids {
+                        let Some((number, under)) = summaries.get(k) else {
+                            continue;
+                        };
+                        inputs.push(*number);
+                        for id in under {
                             if !ids.contains(id) {
                                 ids.push(id.clone());
                             }
                         }
                     }
-                    calls[i].step.input_calls = inputs;
-                    calls[i].step.node_ids = ids;
+                    call.step.input_calls = inputs;
+                    call.step.node_ids = ids;
                 }
             }
         }
-        let segments = Segments::new(here.iter().map(|&i| calls[i].reply.as_str()));
-        below = Some((here, segments));
+        let segments = Segments::new(level.iter().map(|c| c.reply.as_str()));
+        let summaries = level
+            .iter()
+            .map(|c| (c.step.call, c.step.node_ids.clone()))
+            .collect();
+        below = Some(Below {
+            summaries,
+            segments,
+        });
     }
 }
 

@@ -126,11 +126,11 @@ pub fn cap_text(text: &str, max: usize) -> (&str, bool) {
     if text.len() <= max {
         return (text, false);
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&text[..end], true)
+    let end = (0..=max)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    (text.get(..end).unwrap_or_default(), true)
 }
 
 /// One recorded call with what attribution needs (dropped at the end).
