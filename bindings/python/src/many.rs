@@ -183,6 +183,8 @@ impl Many {
             defaults: RequestDefaults {
                 mode: base.mode(),
                 concurrency,
+                // The base synthesizer's budget already has its prompt limit.
+                max_prompt_tokens: None,
             },
             citations: synth.citations(),
             base,

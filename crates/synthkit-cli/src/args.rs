@@ -76,6 +76,11 @@ pub enum Command {
         synthkit batch in.jsonl -o out.jsonl --base-url http://127.0.0.1:8080/v1 --jobs 4 --cache replies.db"
     )]
     Batch(crate::batch::BatchArgs),
+    /// Write the HTML report of a run from its trace (`ask --trace FILE`).
+    #[command(after_help = "Example:\n  \
+        synthkit ask \"How often is the mirror cleaned?\" docs/ --trace run.jsonl\n  \
+        synthkit report run.jsonl -o run.html")]
+    Report(crate::report::ReportVerbArgs),
     /// Run the HTTP service: POST /v1/synthesize (JSON or server-sent events), /healthz,
     /// /readyz, /metrics, /openapi.json.
     #[cfg(feature = "serve")]
@@ -122,7 +127,9 @@ impl Command {
             Command::Ask(a) => a.synth.quiet,
             Command::Summarize(a) => a.synth.quiet,
             Command::Batch(a) => a.quiet,
-            Command::Tokens(_) | Command::Split(_) | Command::Serve(_) => false,
+            Command::Tokens(_) | Command::Split(_) | Command::Serve(_) | Command::Report(_) => {
+                false
+            }
         }
     }
 }
@@ -382,9 +389,13 @@ pub struct SynthArgs {
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = JsonFormat::Synthkit,
           requires_if("llamaindex", "json"), help_heading = "Output")]
     pub format: JsonFormat,
-    /// Write one JSON line per model call (prompt, response, tokens, time) to FILE.
+    /// Write one JSON line per model call (prompt, response, tokens, time) to FILE, and a
+    /// last `run` line (answer, sources, steps) that `synthkit report` reads.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub trace: Option<PathBuf>,
+    /// `--steps` and `--report FILE`.
+    #[command(flatten)]
+    pub report: crate::report::ReportArgs,
     /// Dry run: make no model call; print the calls and prompt tokens each step needs.
     #[arg(long, help_heading = "Output")]
     pub plan: bool,

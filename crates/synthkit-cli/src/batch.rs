@@ -32,6 +32,7 @@ use crate::batch_io::{self, IdVerdict, LineReader, RawLine};
 use crate::error::usage;
 use crate::output::note;
 use crate::progress::BatchProgress;
+use crate::report::BatchReports;
 
 /// The default `--max-line-bytes`: the service's default body limit, 10 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: &str = "10M";
@@ -102,6 +103,16 @@ pub struct BatchArgs {
     /// No progress bar and no notes on standard error (the summary line still shows).
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
+    /// Write one HTML report per answered line into DIR (created if missing), named
+    /// after the line's id (`q1.html`; an id that is not a plain file name gets its plain
+    /// characters and a hash).
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "plan",
+        help_heading = "Output"
+    )]
+    pub report_dir: Option<PathBuf>,
 }
 
 /// An input line, read.
@@ -295,6 +306,10 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         batch_io::open_output(output).map_err(|e| usage(crate::error::message(&e)))?;
     let backend = backend::connect_with(flags).await?;
     let defaults = defaults(args, &backend);
+    let reports = match &args.report_dir {
+        Some(dir) => Some(Arc::new(BatchReports::create(dir, &backend)?)),
+        None => None,
+    };
     let total = (args.input != Path::new("-"))
         .then(|| batch_io::count_lines(&args.input))
         .flatten();
@@ -349,7 +364,13 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
                 IdVerdict::Run => request,
             };
             window.push(start_line(
-                number, id, request, &backend, defaults, &observer,
+                number,
+                id,
+                request,
+                &backend,
+                defaults,
+                &observer,
+                reports.clone(),
             ));
         }
         let Some(finished) = window.next().await else {
@@ -406,11 +427,12 @@ fn start_line(
     backend: &Backend,
     defaults: RequestDefaults,
     observer: &Arc<dyn Observer>,
+    reports: Option<Arc<BatchReports>>,
 ) -> Pending {
     let observer = Arc::clone(observer);
     let prepared = request.and_then(|r| {
         r.prepare(Arc::clone(&backend.model), defaults, |b| {
-            b.observer(observer)
+            b.observer(observer).return_steps(reports.is_some())
         })
         .map_err(|e| ErrorDetail {
             kind: e.kind().into(),
@@ -423,9 +445,18 @@ fn start_line(
     };
     let id_again = id.clone();
     let task = tokio::spawn(async move {
+        let query = reports.as_ref().map(|_| run.input.query.clone());
         let outcome = run.synthesizer.synthesize_input(run.input).await;
         match outcome {
-            Ok(response) => Finished::of(&id, Ok(&response)),
+            Ok(mut response) => {
+                if let (Some(reports), Some(query)) = (&reports, query) {
+                    reports.write(&id, &query, &run.synthesizer, &response);
+                }
+                if !run.return_steps {
+                    response.steps = None;
+                }
+                Finished::of(&id, Ok(&response))
+            }
             Err(e) => {
                 let detail = ErrorDetail {
                     kind: error_kind(&e).into(),

@@ -20,6 +20,7 @@ mod output;
 mod plan;
 mod progress;
 mod rank;
+mod report;
 #[cfg(feature = "serve")]
 mod serve;
 mod spinner;
@@ -70,6 +71,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &a.synth,
         )),
         Command::Batch(a) => block_on(batch::run(&a)),
+        Command::Report(a) => report::run_verb(&a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(a),
         #[cfg(not(feature = "serve"))]

@@ -110,6 +110,7 @@ pub fn build_synthesizer(
         })
         .citations(args.cite || backend.kind == LlmKind::Extractive)
         .citation_markers(args.cite)
+        .return_steps(wants_steps(args))
         .observer(observer);
     if let Some(sp) = &args.system_prompt {
         builder = builder.system_prompt(sp.clone());
@@ -124,6 +125,12 @@ pub fn build_synthesizer(
         builder = builder.summary_template(t.clone());
     }
     builder.build().map_err(|e| usage(e.to_string()))
+}
+
+/// Whether the run records its steps: for `--steps`, `--report` and the `run` line of
+/// `--trace` (a plan makes no call).
+fn wants_steps(args: &SynthArgs) -> bool {
+    !args.plan && (args.report.steps || args.report.report.is_some() || args.trace.is_some())
 }
 
 /// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`
@@ -285,13 +292,45 @@ pub async fn run(
         progress.clear();
         response.map_err(|e| explain(e, args))
     };
+    let grounded_answer = outcome
+        .as_ref()
+        .ok()
+        .and_then(|r| grounded(r, backend.kind, mode));
+    let run_record = match &outcome {
+        Ok(response) if trace.is_some() || args.report.report.is_some() => {
+            let facts = crate::report::RunFacts {
+                query,
+                mode,
+                backend: backend.name(),
+                model: &backend.model_name(),
+                budget: synth.budget(),
+                grounded: grounded_answer,
+                total_ms: start.elapsed().as_secs_f64() * 1000.0,
+            };
+            Some(crate::report::record(response, &facts))
+        }
+        _ => None,
+    };
     if let Some(t) = &trace {
+        if let Some(run) = &run_record {
+            t.write_run(run);
+        }
         t.finish()?;
     }
     if let Some(n) = backend::cache_note(&backend) {
         note(args.quiet, &n);
     }
     let response = outcome?;
+    if let (Some(path), Some(run)) = (&args.report.report, &run_record) {
+        crate::report::write(path, run)?;
+        note(
+            args.quiet,
+            &format!(
+                "report written to {} (open it in a browser)",
+                path.display()
+            ),
+        );
+    }
     if let Some(t) = &response.truncation {
         warn(&format!(
             "{mode} cut {} tokens of context to fit one prompt (from {}); use tree_summarize or compact to read everything",
@@ -311,9 +350,14 @@ pub async fn run(
             query,
             total_ms: start.elapsed().as_secs_f64() * 1000.0,
             model_ms: model_time.millis(),
-            grounded: grounded(&response, backend.kind, mode),
+            grounded: grounded_answer,
         };
         let mut report = output::report_json(&response, &info);
+        if args.report.steps
+            && let Some(obj) = report.as_object_mut()
+        {
+            obj.insert("steps".into(), serde_json::json!(response.steps));
+        }
         backend::report_cache(&mut report, &backend);
         backend::report_concurrency(&mut report, &backend);
         output::write_json(&mut stdout.lock(), &report)?;

@@ -2,8 +2,12 @@
 //! finishes.
 //!
 //! Each line holds `call` (1, 2, ... in finishing order), `mode`, `step`, `level`, `index`,
-//! `kind` (template kind), `prompt` (the full prompt text), `prompt_tokens`, `response`,
-//! `completion_tokens`, `usage_reported` (whether the server counted the tokens) and `ms`.
+//! `kind` (template kind), `prompt` (the full prompt text), `prompt_tokens`,
+//! `counted_prompt_tokens` (ours), `max_tokens`, `response`, `completion_tokens`,
+//! `usage_reported` (whether the server counted the tokens), `ms`, `retries` and
+//! `truncated` (the reply was cut at the output limit). When the run succeeds, a last line
+//! `{"run": {...}}` holds the report's record (answer, citations, sources, the steps with
+//! their node ids): `synthkit report TRACE -o FILE.html` draws it.
 //! With `--plan` the lines describe the planned calls and carry `"dry_run": true`.
 //! The API key is never part of a request, so it never reaches the trace.
 
@@ -78,9 +82,10 @@ impl Observer for Trace {
         }
         state.calls += 1;
         let request = report.request;
+        let mode = request.step().mode;
         let mut line = json!({
             "call": state.calls,
-            "mode": request.step().mode.as_str(),
+            "mode": mode.as_str(),
             "step": request.step().step.as_str(),
             "level": request.step().level,
             "index": request.step().index,
@@ -92,18 +97,39 @@ impl Observer for Trace {
             "completion_tokens": report.usage.completion_tokens,
             "usage_reported": report.usage_reported,
             "ms": crate::output::round_ms(report.elapsed.as_secs_f64() * 1000.0),
+            "max_tokens": request.max_tokens,
+            "retries": report.retries,
+            "truncated": report.truncated,
         });
         if self.dry_run
             && let Some(obj) = line.as_object_mut()
         {
             obj.insert("dry_run".into(), true.into());
         }
-        let written = serde_json::to_writer(&mut state.out, &line)
+        state.write(&line);
+    }
+}
+
+impl State {
+    /// Writes `line` and a newline, and flushes; keeps the first error.
+    fn write(&mut self, line: &impl serde::Serialize) {
+        let written = serde_json::to_writer(&mut self.out, line)
             .map_err(|e| e.to_string())
-            .and_then(|()| state.out.write_all(b"\n").map_err(|e| e.to_string()))
-            .and_then(|()| state.out.flush().map_err(|e| e.to_string()));
+            .and_then(|()| self.out.write_all(b"\n").map_err(|e| e.to_string()))
+            .and_then(|()| self.out.flush().map_err(|e| e.to_string()));
         if let Err(e) = written {
-            state.error = Some(e);
+            self.error.get_or_insert(e);
+        }
+    }
+}
+
+impl Trace {
+    /// Writes the last line, `{"run": ...}`: what `synthkit report` draws.
+    pub fn write_run(&self, run: &synthkit_report::RunRecord) {
+        if let Ok(mut state) = self.state.lock()
+            && state.error.is_none()
+        {
+            state.write(&json!({ "run": run }));
         }
     }
 }

@@ -59,6 +59,11 @@ pub enum ApiError {
         "no such route: the routes are POST /v1/synthesize, GET /healthz, /readyz, /metrics and /openapi.json"
     )]
     NotFound,
+    /// No report has this id (it expired, was pushed out, or never was).
+    #[error(
+        "no report with this id: a report is served for 15 minutes after its synthesis, and at most 100 are kept"
+    )]
+    ReportNotFound,
     /// The route does not answer this method.
     #[error(
         "this route does not answer this method (see the Allow header): POST /v1/synthesize; GET /healthz, /readyz, /metrics, /openapi.json"
@@ -126,7 +131,7 @@ impl ApiError {
             ApiError::TooManyNodes { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::ShuttingDown | ApiError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::NotFound | ApiError::ReportNotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
@@ -142,6 +147,7 @@ impl ApiError {
 
     /// A stable machine-readable name: `unauthorized`, `invalid_request`,
     /// `body_too_large`, `too_many_nodes`, `timeout`, `shutting_down`, `not_found`,
+    /// `report_not_found`,
     /// `method_not_allowed`, `unsupported_media_type`, `uri_too_long`,
     /// `headers_too_large`, `host_not_allowed`, `origin_not_allowed`, `overloaded`,
     /// `http_error`, `invalid_option`, `model_error`, `model_timeout`,
@@ -155,6 +161,7 @@ impl ApiError {
             ApiError::Timeout { .. } => "timeout",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::NotFound => "not_found",
+            ApiError::ReportNotFound => "report_not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::UriTooLong { .. } => "uri_too_long",

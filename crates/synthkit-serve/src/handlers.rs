@@ -25,6 +25,10 @@ pub(crate) struct Job {
     pub(crate) synth: Synthesizer,
     pub(crate) input: SynthesisInput,
     pub(crate) stream: bool,
+    /// Whether the response carries its steps.
+    pub(crate) return_steps: bool,
+    /// Whether an HTML report was asked for.
+    pub(crate) report: bool,
 }
 
 /// `POST /v1/synthesize`. The key, the content type, the body's size and the time limit
@@ -40,8 +44,15 @@ pub(crate) async fn synthesize(
     if job.stream {
         return crate::sse::respond(state, job);
     }
+    let query = job.report.then(|| job.input.query.clone());
+    let (synth, return_steps) = (job.synth.clone(), job.return_steps);
     match run(&state, job).await {
-        Ok(r) => json_response(StatusCode::OK, &r),
+        Ok(r) => match query {
+            Some(query) => {
+                crate::report_route::answer_with_report(&state, &synth, &query, r, return_steps)
+            }
+            None => json_response(StatusCode::OK, &r),
+        },
         Err(e) => {
             if matches!(e, ApiError::Synthesis(_)) {
                 tracing::warn!(error = %e, "synthesis failed");
@@ -89,10 +100,17 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
     };
     let observer = Arc::new(MetricsObserver(Arc::clone(&s.metrics)));
     let run = request.prepare(Arc::clone(&s.model), defaults, |b| b.observer(observer))?;
+    if run.report && run.stream {
+        return Err(ApiError::InvalidRequest(
+            "`report` keeps the page of a whole answer: leave `stream` out to have both".into(),
+        ));
+    }
     Ok(Job {
         synth: run.synthesizer,
         input: run.input,
         stream: run.stream,
+        return_steps: run.return_steps,
+        report: run.report,
     })
 }
 

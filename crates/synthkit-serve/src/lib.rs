@@ -44,6 +44,8 @@ pub mod meter;
 pub mod metrics;
 pub mod openapi;
 pub mod readiness;
+mod report_route;
+pub mod reports;
 pub mod server;
 pub mod sse;
 pub mod stack;

@@ -73,6 +73,18 @@ pub fn document() -> Value {
                     }
                 }
             },
+            "/v1/report/{id}": {"get": {
+                "operationId": "report",
+                "summary": "The HTML report of a synthesis asked with `\"report\": true` (its `report_url`)",
+                "description": "Served for 15 minutes after the synthesis; at most 100 reports (256 MiB) are kept, the oldest going first. One self-contained page: nothing is fetched.",
+                "security": [{"bearer": []}],
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}},
+                    "401": error_response("Missing or wrong API key."),
+                    "404": error_response("No report with this id (expired, pushed out, or never made).")
+                }
+            }},
             "/healthz": {"get": {
                 "operationId": "healthz",
                 "summary": "The process is up",

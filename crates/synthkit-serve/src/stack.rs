@@ -35,7 +35,8 @@
 //! Checks that always run together share one middleware: each `from_fn` layer costs an
 //! allocation and a boxed future per request.
 //!
-//! `GET /metrics` sits behind the keys; `/healthz`, `/readyz` and `/openapi.json` are open.
+//! `GET /metrics` and `GET /v1/report/{id}` sit behind the keys; `/healthz`, `/readyz` and
+//! `/openapi.json` are open.
 //! Any other path is 404 and any other method 405, both as JSON.
 
 use std::net::SocketAddr;
@@ -87,6 +88,7 @@ pub fn router(state: AppState, bind: SocketAddr) -> Router {
         );
     let metrics = Router::new()
         .route("/metrics", get(handlers::metrics))
+        .route("/v1/report/{id}", get(crate::report_route::report))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

@@ -13,6 +13,7 @@ use crate::backend::Backend;
 pub use crate::limits::ServiceLimits;
 use crate::metrics::Metrics;
 use crate::readiness::{BackendState, ReadinessState};
+use crate::reports::ReportStore;
 
 /// The state shared by every request. Cheap to clone.
 #[derive(Clone)]
@@ -34,6 +35,8 @@ pub(crate) struct Inner {
     pub(crate) cancel: CancellationToken,
     /// Notified when the last synthesis request in flight ends.
     pub(crate) idle: Arc<Notify>,
+    /// The HTML reports kept for `GET /v1/report/{id}`.
+    pub(crate) reports: Arc<ReportStore>,
 }
 
 impl AppState {
@@ -56,6 +59,7 @@ impl AppState {
                 draining: CancellationToken::new(),
                 cancel: CancellationToken::new(),
                 idle: Arc::new(Notify::new()),
+                reports: Arc::new(ReportStore::default()),
             }),
         }
     }

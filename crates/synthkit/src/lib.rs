@@ -25,6 +25,9 @@
 //!   only layer that sends again; every send is charged) and a response cache.
 //! - [`observe`] reports what happened: one [`SynthEvent`] per call, step and truncation,
 //!   and the [`UsageTotals`].
+//! - [`steps`]: on request ([`SynthesizerBuilder::return_steps`]), the response carries one
+//!   [`SynthStep`] per model call: where it stood, the nodes it read, its tokens, time,
+//!   retries and reply (the crate `synthkit-report` draws them as an HTML page).
 //!
 //! The layers of the tree, each depending only on those above it: the plain types
 //! ([`node`], [`text`], [`prompt`], [`observe`], [`options`], [`error`]), the model contract
@@ -195,6 +198,7 @@ pub mod request;
 pub mod response;
 pub mod schema;
 pub mod secret;
+pub mod steps;
 pub mod synth;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -208,4 +212,5 @@ pub use node::{Node, NodeJsonError};
 pub use observe::{CallReport, Observer, OnTruncation, SynthEvent, UsageTotals};
 pub use options::{Concurrency, Templates};
 pub use response::{Response, StreamingResponse, Truncation};
+pub use steps::SynthStep;
 pub use synth::{AnswerFiltering, SynthesisInput, Synthesizer, SynthesizerBuilder};

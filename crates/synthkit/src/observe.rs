@@ -26,6 +26,7 @@ pub struct UsageTotals {
 
 /// What a finished call looked like (for traces and progress).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct CallReport<'a> {
     /// The request as sent.
     pub request: &'a ModelRequest,
@@ -37,6 +38,10 @@ pub struct CallReport<'a> {
     pub usage_reported: bool,
     /// Time from sending to the last byte.
     pub elapsed: Duration,
+    /// Attempts the retry layer ([`crate::layer::retry`]) made beyond the first.
+    pub retries: u32,
+    /// Whether the reply was cut at the output limit (`finish_reason: length`).
+    pub truncated: bool,
 }
 
 /// Something noteworthy that is not an error.
@@ -142,4 +147,25 @@ pub enum OnTruncation {
 pub(crate) trait UsageSource: Send + Sync {
     /// The totals so far.
     fn totals(&self) -> UsageTotals;
+}
+
+tokio::task_local! {
+    /// Retries of the model call running in this task (see [`counting_retries`]).
+    static RETRIES: std::cell::Cell<u32>;
+}
+
+/// Runs the model call `call`, counting the retries the retry layer makes inside it.
+pub(crate) async fn counting_retries<F: std::future::Future>(call: F) -> (F::Output, u32) {
+    RETRIES
+        .scope(std::cell::Cell::new(0), async move {
+            let out = call.await;
+            (out, RETRIES.try_with(std::cell::Cell::get).unwrap_or(0))
+        })
+        .await
+}
+
+/// Counts one retry of the call running in this task (nothing outside
+/// [`counting_retries`]).
+pub(crate) fn note_retry() {
+    let _ = RETRIES.try_with(|n| n.set(n.get().saturating_add(1)));
 }

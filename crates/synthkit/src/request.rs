@@ -92,6 +92,17 @@ pub struct SynthesizeRequest {
     /// `token_max`): smaller prompts, more calls. Unset: a prompt may fill the window.
     #[serde(default)]
     pub max_prompt_tokens: Option<usize>,
+    /// Return the synthesis's steps in the response's `steps`: one per model call (step,
+    /// level, index, node ids, tokens, time, retries, corrections, truncation and the
+    /// reply, capped at 16 KiB); see [`crate::steps`].
+    #[serde(default)]
+    pub return_steps: bool,
+    /// The service only: keep an HTML report of this synthesis (the answer, every call, the
+    /// budget, the sources) and give its address in the response's `report_url`
+    /// (`GET /v1/report/{id}`, kept for a bounded time). Not with `stream`. A batch writes
+    /// its reports with `--report-dir` instead.
+    #[serde(default)]
+    pub report: bool,
 }
 
 /// Custom templates, each optional.
@@ -183,6 +194,7 @@ impl Default for RequestDefaults {
 
 /// A checked request, ready to run: `synthesizer.synthesize_input(input)` (or `stream`).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct PreparedRequest {
     /// The request's synthesizer.
     pub synthesizer: Synthesizer,
@@ -190,6 +202,11 @@ pub struct PreparedRequest {
     pub input: SynthesisInput,
     /// Whether the answer was asked for as a stream.
     pub stream: bool,
+    /// Whether the response carries its steps (asked with `return_steps`).
+    pub return_steps: bool,
+    /// Whether an HTML report was asked for (`report`); the synthesizer then records the
+    /// steps the report draws.
+    pub report: bool,
 }
 
 /// Why a request cannot run.
@@ -268,6 +285,9 @@ impl SynthesizeRequest {
             .mode(mode)
             .concurrency(concurrency)
             .citations(self.citations);
+        if self.return_steps || self.report {
+            builder = builder.return_steps(true);
+        }
         if let Some(show) = self.citation_markers {
             builder = builder.citation_markers(show);
         }
@@ -304,6 +324,8 @@ impl SynthesizeRequest {
             synthesizer,
             input: SynthesisInput::new(self.query, nodes),
             stream: self.stream,
+            return_steps: self.return_steps,
+            report: self.report,
         })
     }
 }
@@ -360,6 +382,17 @@ pub struct SynthesizeResponse {
     pub truncation: Option<TruncationBody>,
     /// The answer's citations, when they were asked for.
     pub citations: Option<CitationsBody>,
+    /// One object per model call, when `return_steps` was given: `call`, `mode`, `step`,
+    /// `level`, `index`, `node_ids`, `input_calls`, `prompt_tokens`,
+    /// `counted_prompt_tokens`, `max_tokens`, `completion_tokens`, `usage_reported`, `ms`,
+    /// `retries`, `corrections`, `truncated`, `reply` (at most 16 KiB), `reply_bytes`,
+    /// `reply_cut` (see `synthkit::steps::SynthStep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<Map<String, Value>>>,
+    /// The service only, when `report` was given: the path of the HTML report
+    /// (`/v1/report/{id}`), behind the same key as the synthesis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_url: Option<String>,
 }
 
 /// The citations of an answer.
@@ -471,6 +504,7 @@ mod tests {
         let defaults = RequestDefaults {
             mode: base.mode(),
             concurrency: Concurrency::limit(2),
+            max_prompt_tokens: None,
         };
         let run = request(json!({"query": "q", "nodes": ["a"], "citations": true}))
             .prepare_from(&base, defaults)

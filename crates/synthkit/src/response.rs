@@ -13,6 +13,7 @@ use crate::citation::{Citations, strip_markers};
 use crate::error::SynthError;
 use crate::node::Node;
 use crate::observe::{UsageSource, UsageTotals};
+use crate::steps::{StepRecorder, SynthStep};
 
 /// What `simple_summarize` cut to fit one prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -43,6 +44,10 @@ pub struct Response {
     /// The answer's citations, when they were asked for
     /// ([`crate::SynthesizerBuilder::citations`]).
     pub citations: Option<Citations>,
+    /// One step per model call, when they were asked for
+    /// ([`crate::SynthesizerBuilder::return_steps`]); see [`crate::steps`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<SynthStep>>,
 }
 
 impl Response {
@@ -91,6 +96,7 @@ pub struct StreamingResponse {
     pub(crate) response: Response,
     pub(crate) caller: Option<Arc<dyn UsageSource>>,
     citations: Option<CitationSlot>,
+    steps: Option<Arc<StepRecorder>>,
 }
 
 impl std::fmt::Debug for StreamingResponse {
@@ -116,7 +122,14 @@ impl StreamingResponse {
             response,
             caller,
             citations: None,
+            steps: None,
         }
+    }
+
+    /// Takes the steps from `recorder` when the stream has ended.
+    pub(crate) fn with_steps(mut self, recorder: Arc<StepRecorder>) -> Self {
+        self.steps = Some(recorder);
+        self
     }
 
     /// Takes the citations from `slot` when the stream has ended.
@@ -154,6 +167,9 @@ impl StreamingResponse {
         response.text = std::mem::take(&mut self.text);
         if let Some(c) = &self.caller {
             response.usage = c.totals();
+        }
+        if let Some(recorder) = &self.steps {
+            response.steps = Some(recorder.take());
         }
         if let Some(slot) = &self.citations {
             response.citations = slot

@@ -277,6 +277,13 @@ fn trace_writes_one_line_per_call() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // One line per call, then the run's record (what `synthkit report` draws).
+    let (run, lines) = lines.split_last().unwrap();
+    assert_eq!(
+        run["run"]["steps"].as_array().unwrap().len() as u64,
+        calls,
+        "{run}"
+    );
     assert_eq!(lines.len() as u64, calls);
     for (i, l) in lines.iter().enumerate() {
         for key in [

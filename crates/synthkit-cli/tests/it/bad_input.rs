@@ -406,10 +406,10 @@ fn braces_in_documents_and_question_are_literal() {
         let prompts: Vec<String> = trace
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap();
-                v["prompt"].as_str().unwrap().to_string()
-            })
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            // The last line is the run's record (`run`), not a call.
+            .filter(|v| v.get("call").is_some())
+            .map(|v| v["prompt"].as_str().unwrap().to_string())
             .collect();
         let calls = prompts.len();
         for p in &prompts {

@@ -19,6 +19,7 @@ mod ask_offline;
 mod bad_input;
 mod bad_nodes;
 mod batch;
+mod browser;
 #[cfg(unix)]
 mod folders;
 mod limits;
@@ -29,6 +30,7 @@ mod openai_loopback;
 mod openai_settings;
 #[cfg(unix)]
 mod reading;
+mod report;
 mod resume;
 mod secrets;
 mod serve;

@@ -137,8 +137,15 @@ fn openai_backend_answers_and_traces() {
     assert_eq!(v["usage"]["calls"], 1);
     assert_eq!(v["usage"]["prompt_tokens"], 100);
     assert_eq!(v["usage"]["completion_tokens"], 4);
-    let line: Value =
-        serde_json::from_str(std::fs::read_to_string(&trace).unwrap().trim()).unwrap();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // One call line, then the run's record.
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[1]["run"]["answer"], SERVER_ANSWER);
+    let line = &lines[0];
     assert_eq!(line["response"], SERVER_ANSWER);
     assert_eq!(line["usage_reported"], true);
     // The model calls (the command also probes the server's /tokenize).

@@ -12,5 +12,6 @@ mod api;
 mod guard;
 mod hostile;
 mod nodes;
+mod report;
 #[cfg(feature = "redis")]
 mod scale_out;

@@ -16,8 +16,20 @@ use crate::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelRequest,
     StreamEvent, StructuredCompletion, Usage, parse_json_reply,
 };
-use crate::observe::{CallReport, Observer, OnTruncation, SynthEvent, UsageSource, UsageTotals};
+use crate::observe::{
+    CallReport, Observer, OnTruncation, SynthEvent, UsageSource, UsageTotals, counting_retries,
+};
 use crate::prompt::BudgetError;
+
+/// A finished call's reply, as [`Caller::finish`] records it.
+struct Reply<'a> {
+    text: &'a str,
+    /// The server's usage, if it reported one.
+    usage: Option<Usage>,
+    finish_reason: Option<FinishReason>,
+    /// Attempts the retry layer made beyond the first.
+    retries: u32,
+}
 
 /// Makes every model call of one synthesis.
 pub(crate) struct Caller {
@@ -117,11 +129,16 @@ impl Caller {
     fn finish(
         &self,
         request: &ModelRequest,
-        text: &str,
-        reported: Option<Usage>,
+        reply: Reply<'_>,
         elapsed: Duration,
         span: &tracing::Span,
     ) -> Usage {
+        let Reply {
+            text,
+            usage: reported,
+            finish_reason,
+            retries,
+        } = reply;
         let usage = reported.unwrap_or_else(|| Usage {
             prompt_tokens: request.prompt_tokens as u64,
             completion_tokens: self.tokenizer.count(text) as u64,
@@ -166,6 +183,8 @@ impl Caller {
                 usage,
                 usage_reported: reported.is_some(),
                 elapsed,
+                retries,
+                truncated: finish_reason == Some(FinishReason::Length),
             });
         }
         self.end_first();
@@ -254,12 +273,19 @@ impl Caller {
         self.check(request)?;
         let span = Self::span(request);
         let start = Instant::now();
-        let out = self.model.complete(request).instrument(span.clone()).await;
+        let call = self.model.complete(request).instrument(span.clone());
+        let (out, retries) = counting_retries(call).await;
         let c = out.map_err(|e| {
             self.end_first();
             Self::model_error(request, e)
         })?;
-        let usage = self.finish(request, &c.text, c.usage, start.elapsed(), &span);
+        let reply = Reply {
+            text: &c.text,
+            usage: c.usage,
+            finish_reason: c.finish_reason,
+            retries,
+        };
+        let usage = self.finish(request, reply, start.elapsed(), &span);
         self.check_reply(request, c.finish_reason, usage)?;
         Ok(c)
     }
@@ -311,20 +337,17 @@ impl Caller {
         self.check(&request)?;
         let span = Self::span(&request);
         let start = Instant::now();
-        let inner: CompletionStream = self
-            .model
-            .stream(&request)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| {
-                self.end_first();
-                Self::model_error(&request, e)
-            })?;
+        let opened = counting_retries(self.model.stream(&request).instrument(span.clone()));
+        let (opened, retries) = opened.await;
+        let inner: CompletionStream = opened.map_err(|e| {
+            self.end_first();
+            Self::model_error(&request, e)
+        })?;
         let caller = Arc::clone(self);
         let state = (inner, String::new(), false, request, span, start, caller);
         let s = futures::stream::unfold(
             state,
-            |(mut inner, mut text, done, request, span, start, caller)| async move {
+            move |(mut inner, mut text, done, request, span, start, caller)| async move {
                 if done {
                     return None;
                 }
@@ -337,7 +360,13 @@ impl Caller {
                         usage,
                         finish_reason,
                     })) => {
-                        let usage = caller.finish(&request, &text, usage, start.elapsed(), &span);
+                        let reply = Reply {
+                            text: &text,
+                            usage,
+                            finish_reason,
+                            retries,
+                        };
+                        let usage = caller.finish(&request, reply, start.elapsed(), &span);
                         // Emit nothing more (an empty delta is filtered out), or the
                         // truncation error as the last item.
                         let last = caller

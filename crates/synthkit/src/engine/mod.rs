@@ -24,6 +24,7 @@ use crate::prompt::{
     BudgetError, ChatMessage, PromptBudget, PromptSource, PromptTemplate, RenderedPrompt,
     TemplateKind, defaults,
 };
+use crate::steps::StepRecorder;
 use crate::text::{Chunk, ChunkCursor};
 
 mod caller;
@@ -58,6 +59,8 @@ pub(crate) struct Job {
     calibration: Arc<Mutex<f64>>,
     /// The sources' numbers and what was removed, when citations are on.
     pub(crate) ledger: Option<Arc<CitationLedger>>,
+    /// The steps' recorder, when the response carries its steps.
+    pub(crate) steps: Option<Arc<StepRecorder>>,
 }
 
 impl Job {
@@ -66,7 +69,15 @@ impl Job {
         query: String,
         variables: Vec<(String, String)>,
         ledger: Option<Arc<CitationLedger>>,
+        steps: Option<Arc<StepRecorder>>,
     ) -> Self {
+        let observer = match &steps {
+            Some(recorder) => Some(crate::steps::with_recorder(
+                s.observer.clone(),
+                Arc::clone(recorder),
+            )),
+            None => s.observer.clone(),
+        };
         let corrections = Arc::new(Corrections::new(
             s.budget.max_prompt_tokens(),
             s.budget.num_output(),
@@ -74,7 +85,7 @@ impl Job {
         let caller = Arc::new(Caller::new(
             Arc::clone(&s.model),
             Arc::clone(&corrections),
-            s.observer.clone(),
+            observer,
             s.budget.tokenizer().clone(),
             s.on_truncation,
             s.counter.is_none() && s.calibrate_from_usage,
@@ -87,6 +98,7 @@ impl Job {
             corrections,
             calibration: Arc::new(Mutex::new(1.0)),
             ledger,
+            steps,
         }
     }
 

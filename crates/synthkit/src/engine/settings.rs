@@ -30,4 +30,6 @@ pub(crate) struct Settings {
     pub(crate) calibrate_from_usage: bool,
     pub(crate) citations: bool,
     pub(crate) citation_markers: bool,
+    /// Whether responses carry their steps ([`crate::steps`]).
+    pub(crate) return_steps: bool,
 }

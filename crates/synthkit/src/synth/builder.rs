@@ -40,6 +40,8 @@ impl Synthesizer {
             templates: Some(s.templates.clone()),
             overrides: Vec::new(),
             budget: Some(s.budget.clone()),
+            // The budget carries the prompt limit.
+            max_prompt_tokens: None,
             filtering: s.filtering.clone(),
             output_schema: s.output_schema.as_deref().cloned(),
             concurrency: s.concurrency,
@@ -55,6 +57,7 @@ impl Synthesizer {
             calibrate_from_usage: s.calibrate_from_usage,
             citations: s.citations,
             citation_markers: s.citation_markers,
+            return_steps: s.return_steps,
         }
     }
 }
@@ -79,6 +82,7 @@ pub struct SynthesizerBuilder {
     calibrate_from_usage: bool,
     citations: bool,
     citation_markers: bool,
+    return_steps: bool,
 }
 
 impl SynthesizerBuilder {
@@ -102,6 +106,7 @@ impl SynthesizerBuilder {
             calibrate_from_usage: true,
             citations: false,
             citation_markers: true,
+            return_steps: false,
         }
     }
 
@@ -247,6 +252,15 @@ impl SynthesizerBuilder {
         self
     }
 
+    /// Whether the response carries the synthesis's steps (default off): one
+    /// [`crate::steps::SynthStep`] per model call in [`crate::Response::steps`], with its
+    /// step, level, index, node ids, tokens, time and reply (each reply capped at
+    /// [`crate::steps::MAX_STEP_REPLY_BYTES`]). See [`crate::steps`].
+    pub fn return_steps(mut self, on: bool) -> Self {
+        self.return_steps = on;
+        self
+    }
+
     /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
     pub fn on_truncation(mut self, policy: OnTruncation) -> Self {
         self.on_truncation = policy;
@@ -332,6 +346,7 @@ impl SynthesizerBuilder {
                 calibrate_from_usage: self.calibrate_from_usage,
                 citations: self.citations,
                 citation_markers: self.citation_markers,
+                return_steps: self.return_steps,
             }),
         })
     }

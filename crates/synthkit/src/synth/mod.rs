@@ -37,6 +37,7 @@ use crate::modes;
 use crate::node::Node;
 use crate::prompt::PromptBudget;
 use crate::response::{Response, StreamingResponse};
+use crate::steps::StepRecorder;
 
 mod builder;
 
@@ -197,7 +198,18 @@ impl Synthesizer {
         });
         let mut variables = self.s.variables.clone();
         variables.extend(input.variables.iter().cloned());
-        let job = Job::new(Arc::clone(&self.s), input.query.clone(), variables, ledger);
+        let steps = self.s.return_steps.then(|| {
+            let nodes = input.nodes.iter().zip(&texts);
+            let nodes = nodes.map(|(n, t)| (n.id.clone(), t.to_string())).collect();
+            Arc::new(StepRecorder::new(nodes))
+        });
+        let job = Job::new(
+            Arc::clone(&self.s),
+            input.query.clone(),
+            variables,
+            ledger,
+            steps,
+        );
         (job, texts)
     }
 }
@@ -215,6 +227,7 @@ impl Ending for Response {
         let mut response = Response::default();
         job.finish(outcome, &mut response).await?;
         response.usage = job.caller.totals();
+        response.steps = job.steps.as_ref().map(|r| r.take());
         Ok(response)
     }
 
@@ -225,7 +238,11 @@ impl Ending for Response {
 
 impl Ending for StreamingResponse {
     async fn end(job: &Job, outcome: engine::Outcome) -> Result<Self, SynthError> {
-        job.open_stream(outcome, Response::default()).await
+        let stream = job.open_stream(outcome, Response::default()).await?;
+        Ok(match &job.steps {
+            Some(recorder) => stream.with_steps(Arc::clone(recorder)),
+            None => stream,
+        })
     }
 
     fn response_mut(&mut self) -> &mut Response {

@@ -47,6 +47,7 @@ mod sharing;
 mod smollm2;
 mod splitter_props;
 mod stack;
+mod steps;
 mod truncation;
 #[cfg(feature = "openai")]
 mod url_secrets;

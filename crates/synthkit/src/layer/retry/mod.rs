@@ -384,6 +384,7 @@ impl<M: LanguageModel> RetryModel<M> {
         })
         .notify(|error: &Arc<ModelError>, wait| {
             log.retrying(error, wait);
+            crate::observe::note_retry();
             *previous
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(error));

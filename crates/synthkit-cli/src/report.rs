@@ -1,0 +1,203 @@
+//! The HTML report and the steps: `--steps` and `--report FILE` on `ask` and
+//! `summarize`, `--report-dir DIR` on `batch`, and `synthkit report TRACE -o FILE`.
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, anyhow};
+use clap::Args;
+use synthkit::prompt::PromptBudget;
+use synthkit::{Response, ResponseMode};
+use synthkit_report::{BudgetRecord, RunRecord};
+
+use crate::error::usage;
+
+/// `--steps` and `--report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// With --json: add `steps`, one object per model call (step, level, index, node ids,
+    /// tokens, time, retries, corrections, truncation, the reply up to 16 KiB).
+    #[arg(long, requires = "json", help_heading = "Output")]
+    pub steps: bool,
+    /// Write an HTML report of the run to FILE: the answer and its citations, every model
+    /// call as a box (click for its nodes and reply), the budget, the sources. One file,
+    /// nothing fetched; open it in a browser.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "plan",
+        help_heading = "Output"
+    )]
+    pub report: Option<PathBuf>,
+}
+
+/// `synthkit report`.
+#[derive(Debug, Args)]
+pub struct ReportVerbArgs {
+    /// The trace written by `ask --trace` or `summarize --trace` (JSON lines).
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// The HTML file to write.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+/// What a run's record needs besides the response.
+pub struct RunFacts<'a> {
+    /// The query.
+    pub query: &'a str,
+    /// The response mode.
+    pub mode: ResponseMode,
+    /// The backend's kind.
+    pub backend: &'a str,
+    /// The model's name.
+    pub model: &'a str,
+    /// The budget.
+    pub budget: &'a PromptBudget,
+    /// Whether the answer is grounded, when known.
+    pub grounded: Option<bool>,
+    /// The run's time so far.
+    pub total_ms: f64,
+}
+
+/// The record of a finished run.
+pub fn record(response: &Response, facts: &RunFacts<'_>) -> RunRecord {
+    RunRecord::from_response(facts.query, facts.mode, response)
+        .with_model(facts.backend, facts.model)
+        .with_budget(BudgetRecord::of(facts.budget))
+        .with_grounded(facts.grounded)
+        .with_total_ms(facts.total_ms)
+        .with_setting(
+            "citations",
+            if response.citations.is_some() {
+                "on"
+            } else {
+                "off"
+            },
+        )
+}
+
+/// Writes the page of `run` to `path`.
+pub fn write(path: &Path, run: &RunRecord) -> Result<()> {
+    let page = synthkit_report::render(run);
+    std::fs::write(path, page)
+        .map_err(|e| anyhow!("cannot write the report {}: {e}", path.display()))
+}
+
+/// `synthkit report TRACE -o FILE`.
+pub fn run_verb(args: &ReportVerbArgs) -> Result<()> {
+    let file = std::fs::File::open(&args.trace).map_err(|e| {
+        usage(format!(
+            "cannot read the trace {}: {e}",
+            args.trace.display()
+        ))
+    })?;
+    let run = synthkit_report::read_trace(BufReader::new(file))
+        .map_err(|e| usage(format!("{}: {e}", args.trace.display())))?;
+    write(&args.output, &run)?;
+    if run.answer.is_none() {
+        eprintln!(
+            "note: {} holds the calls but not the run's end (the run failed or was stopped): the report shows the calls alone",
+            args.trace.display()
+        );
+    }
+    Ok(())
+}
+
+/// The report file for a batch line with `id` in `dir`: the id itself when it is a plain
+/// file name (letters, digits, `.`, `_`, `-`, at most 100, not starting with `.`), else
+/// its plain characters and a hash of the id, so that two ids never share a file.
+pub fn batch_report_path(dir: &Path, id: &serde_json::Value) -> PathBuf {
+    let id = match id {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    let is_plain =
+        !id.is_empty() && id.len() <= 100 && !id.starts_with('.') && id.chars().all(plain);
+    let name = if is_plain {
+        id
+    } else {
+        let kept: String = id
+            .chars()
+            .map(|c| if plain(c) { c } else { '_' })
+            .take(60)
+            .collect();
+        format!(
+            "{}-{:016x}",
+            kept.trim_start_matches('.'),
+            fnv1a(id.as_bytes())
+        )
+    };
+    dir.join(format!("{name}.html"))
+}
+
+/// `batch --report-dir`: where the reports go and what they say of the model.
+pub struct BatchReports {
+    dir: PathBuf,
+    backend: &'static str,
+    model: String,
+}
+
+impl BatchReports {
+    /// Creates `dir` if missing (a usage error when it cannot be).
+    pub fn create(dir: &Path, backend: &crate::backend::Backend) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            usage(format!(
+                "cannot create the report folder {}: {e}",
+                dir.display()
+            ))
+        })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            backend: backend.name(),
+            model: backend.model_name(),
+        })
+    }
+
+    /// Writes the report of line `id`; a failure is a warning (the answer still goes to
+    /// the output).
+    pub fn write(
+        &self,
+        id: &serde_json::Value,
+        query: &str,
+        synth: &synthkit::Synthesizer,
+        response: &Response,
+    ) {
+        let run = RunRecord::from_response(query, synth.mode(), response)
+            .with_model(self.backend, &self.model)
+            .with_budget(BudgetRecord::of(synth.budget()));
+        let path = batch_report_path(&self.dir, id);
+        if let Err(e) = write(&path, &run) {
+            crate::output::warn(&format!("line {id}: {e}"));
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash for file names (not for security).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn batch_report_names_are_plain_and_distinct() {
+        let dir = Path::new("out");
+        assert_eq!(batch_report_path(dir, &json!("q1")), dir.join("q1.html"));
+        assert_eq!(batch_report_path(dir, &json!(7)), dir.join("7.html"));
+        let a = batch_report_path(dir, &json!("../a/b"));
+        let b = batch_report_path(dir, &json!("../a_b"));
+        assert_ne!(a, b);
+        assert!(
+            a.starts_with(dir) && !a.to_string_lossy().contains(".."),
+            "{a:?}"
+        );
+        assert_eq!(a.parent(), Some(dir));
+    }
+}

@@ -1,0 +1,149 @@
+//! `--steps`, `--report`, `synthkit report TRACE` and `batch --report-dir`.
+
+use serde_json::Value;
+
+use crate::common::{QUESTION, docs, json_of, stderr, synthkit, write};
+
+#[test]
+fn steps_come_with_the_json_on_request() {
+    let dir = docs();
+    let out = synthkit()
+        .args([
+            "ask", QUESTION, "--json", "-q", "--mode", "refine", "--steps",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len() as u64, v["usage"]["calls"].as_u64().unwrap());
+    for s in steps {
+        assert!(!s["node_ids"].as_array().unwrap().is_empty(), "{s}");
+        for key in [
+            "step",
+            "level",
+            "index",
+            "prompt_tokens",
+            "completion_tokens",
+            "ms",
+            "reply",
+        ] {
+            assert!(s.get(key).is_some(), "{key}: {s}");
+        }
+    }
+    let out = synthkit()
+        .args(["ask", QUESTION, "--steps"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--steps needs --json: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_report_from_the_run_and_from_its_trace() {
+    let dir = docs();
+    let page = dir.path().join("run.html");
+    let trace = dir.path().join("run.jsonl");
+    let out = synthkit()
+        .args([
+            "ask", QUESTION, "--json", "-q", "--mode", "refine", "--report",
+        ])
+        .arg(&page)
+        .arg("--trace")
+        .arg(&trace)
+        .arg(dir.path().join("maintenance.md"))
+        .arg(dir.path().join("about.md"))
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("id=\"call-1\"") && html.contains("id=\"call-2\""));
+    assert!(v.get("steps").is_none(), "steps only with --steps");
+    let again = dir.path().join("again.html");
+    let out = synthkit()
+        .arg("report")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let from_trace = std::fs::read_to_string(&again).unwrap();
+    assert!(from_trace.contains("id=\"call-2\"") && from_trace.contains("Answer"));
+    assert!(
+        from_trace.contains("class=\"node\" href=\"#src-"),
+        "node ids kept in the trace"
+    );
+    // A trace cut before its run line still gives the calls.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let calls_only: String = text
+        .lines()
+        .filter(|l| !l.starts_with("{\"run\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let cut = write(dir.path(), "cut.jsonl", calls_only);
+    let out = synthkit()
+        .arg("report")
+        .arg(&cut)
+        .arg("-o")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("calls alone"), "{}", stderr(&out));
+    // Bad input is a usage error, not a panic.
+    let bad = write(dir.path(), "bad.jsonl", "{oops\n");
+    let out = synthkit()
+        .arg("report")
+        .arg(&bad)
+        .arg("-o")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
+}
+
+#[test]
+fn batch_writes_one_report_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"id": "q1", "query": "When does the dome open?", "nodes": ["The dome opens at dusk.", "Parking is behind the cafe."], "mode": "refine"}"#,
+        r#"{"id": "../odd id", "query": "Where to park?", "nodes": ["Parking is behind the cafe."], "return_steps": true}"#,
+    ];
+    let input = write(dir.path(), "in.jsonl", lines.join("\n"));
+    let reports = dir.path().join("reports");
+    let out = synthkit()
+        .arg("batch")
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("out.jsonl"))
+        .arg("--report-dir")
+        .arg(&reports)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut names: Vec<String> = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&"q1.html".to_string()));
+    assert!(names.iter().all(|n| !n.contains("..")), "{names:?}");
+    let results: Vec<Value> = std::fs::read_to_string(dir.path().join("out.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        results[0]["response"].get("steps").is_none(),
+        "not asked for"
+    );
+    assert!(results[1]["response"]["steps"].is_array(), "asked for");
+}

@@ -1,0 +1,208 @@
+//! [`RunRecord`]: what a report shows of one synthesis, as plain data (JSON in a trace's
+//! `run` line and in the service's report store).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use synthkit::{Node, Response, ResponseMode, SynthStep};
+
+use crate::caps;
+
+/// One synthesis as the report shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunRecord {
+    /// The question (or instruction).
+    pub query: String,
+    /// The response mode.
+    pub mode: Option<ResponseMode>,
+    /// The model's name.
+    #[serde(default)]
+    pub model: String,
+    /// The backend (`openai`, `extractive`, ...), when known.
+    #[serde(default)]
+    pub backend: String,
+    /// The answer; `None` for a report made from calls alone (a trace without its run).
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// Whether the answer is drawn from the sources, when known.
+    #[serde(default)]
+    pub grounded: Option<bool>,
+    /// The answer's citations (marker to node ids), when citations were on.
+    #[serde(default)]
+    pub citations: Option<Vec<CitationRecord>>,
+    /// The sources, in the order given.
+    #[serde(default)]
+    pub sources: Vec<SourceRecord>,
+    /// Sources not kept in the record (past [`caps::MAX_SOURCES`]).
+    #[serde(default)]
+    pub sources_omitted: usize,
+    /// Every model call.
+    #[serde(default)]
+    pub steps: Vec<SynthStep>,
+    /// The prompt budget.
+    #[serde(default)]
+    pub budget: Option<BudgetRecord>,
+    /// Calls and tokens over the run.
+    #[serde(default)]
+    pub usage: UsageRecord,
+    /// The run's time, in milliseconds, when known.
+    #[serde(default)]
+    pub total_ms: Option<f64>,
+    /// Other settings, as name and value (concurrency, citations, templates, ...).
+    #[serde(default)]
+    pub settings: Vec<(String, String)>,
+}
+
+/// One `[n]` marker of the answer and the nodes it cites.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CitationRecord {
+    /// The number written in the answer.
+    pub marker: u32,
+    /// The cited nodes' ids.
+    pub node_ids: Vec<String>,
+}
+
+/// One source node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SourceRecord {
+    /// The node's id.
+    pub id: String,
+    /// The retriever's score.
+    #[serde(default)]
+    pub score: Option<f64>,
+    /// The section (`section` metadata) or, without one, the file (`file_path`).
+    #[serde(default)]
+    pub section: Option<String>,
+    /// The start of the node's text (at most [`caps::SOURCE_EXCERPT_BYTES`]).
+    pub excerpt: String,
+    /// The text's full length in bytes.
+    pub text_bytes: usize,
+}
+
+impl SourceRecord {
+    /// The record of `node`, its text cut to `excerpt_bytes`.
+    pub fn of(node: &Node, excerpt_bytes: usize) -> Self {
+        let meta = |k: &str| node.metadata.get(k).and_then(Value::as_str);
+        let section = match (meta("section"), meta("file_path")) {
+            (Some(s), Some(f)) => Some(format!("{f} › {s}")),
+            (Some(s), None) => Some(s.to_string()),
+            (None, f) => f.map(str::to_string),
+        };
+        let (excerpt, _) = synthkit::steps::cap_text(&node.text, excerpt_bytes);
+        Self {
+            id: node.id.clone(),
+            score: node.score,
+            section,
+            excerpt: excerpt.to_string(),
+            text_bytes: node.text.len(),
+        }
+    }
+
+    /// Whether the excerpt is the whole text.
+    pub fn is_whole(&self) -> bool {
+        self.excerpt.len() >= self.text_bytes
+    }
+}
+
+/// The prompt budget of the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetRecord {
+    /// The model's context window (prompt plus output).
+    pub context_window: usize,
+    /// Tokens reserved for each reply.
+    pub num_output: usize,
+    /// The most tokens a prompt may have.
+    pub max_prompt_tokens: usize,
+}
+
+impl BudgetRecord {
+    /// The budget of `budget`.
+    pub fn of(budget: &synthkit::prompt::PromptBudget) -> Self {
+        Self {
+            context_window: budget.context_window(),
+            num_output: budget.num_output(),
+            max_prompt_tokens: budget.max_prompt_tokens(),
+        }
+    }
+}
+
+/// Calls and tokens over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    /// Model calls.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Replies cut at the output limit.
+    pub truncated_calls: u64,
+}
+
+impl RunRecord {
+    /// The record of a finished synthesis (made with
+    /// [`synthkit::SynthesizerBuilder::return_steps`] for its calls to show).
+    pub fn from_response(query: &str, mode: ResponseMode, response: &Response) -> Self {
+        let excerpt = caps::source_excerpt_bytes(response.source_nodes.len());
+        let kept = response.source_nodes.len().min(caps::MAX_SOURCES);
+        Self {
+            query: query.to_string(),
+            mode: Some(mode),
+            answer: Some(response.text.clone()),
+            citations: response.citations.as_ref().map(|c| {
+                c.markers
+                    .iter()
+                    .map(|m| CitationRecord {
+                        marker: m.marker,
+                        node_ids: m.node_ids.clone(),
+                    })
+                    .collect()
+            }),
+            sources: response.source_nodes[..kept]
+                .iter()
+                .map(|n| SourceRecord::of(n, excerpt))
+                .collect(),
+            sources_omitted: response.source_nodes.len() - kept,
+            steps: response.steps.clone().unwrap_or_default(),
+            usage: UsageRecord {
+                calls: response.usage.calls,
+                prompt_tokens: response.usage.prompt_tokens,
+                completion_tokens: response.usage.completion_tokens,
+                truncated_calls: response.usage.truncated_calls,
+            },
+            ..Self::default()
+        }
+    }
+
+    /// Sets the model and backend names.
+    pub fn with_model(mut self, backend: impl Into<String>, model: impl Into<String>) -> Self {
+        self.backend = backend.into();
+        self.model = model.into();
+        self
+    }
+
+    /// Sets the budget.
+    pub fn with_budget(mut self, budget: BudgetRecord) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Sets whether the answer is grounded.
+    pub fn with_grounded(mut self, grounded: Option<bool>) -> Self {
+        self.grounded = grounded;
+        self
+    }
+
+    /// Sets the run's time.
+    pub fn with_total_ms(mut self, ms: f64) -> Self {
+        self.total_ms = Some(ms);
+        self
+    }
+
+    /// Adds a setting.
+    pub fn with_setting(mut self, name: impl Into<String>, value: impl ToString) -> Self {
+        self.settings.push((name.into(), value.to_string()));
+        self
+    }
+}

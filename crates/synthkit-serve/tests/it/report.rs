@@ -1,0 +1,94 @@
+//! `"return_steps"` and `"report": true`: the steps in the JSON, the report's address and
+//! `GET /v1/report/{id}` behind the same keys, hostile text escaped.
+
+use serde_json::{Value, json};
+use synthkit_serve::{BackendConfig, ServiceLimits};
+
+use crate::common::{Service, assert_error_body, nodes};
+
+const KEY: &str = "report-key";
+
+async fn post(service: &Service, body: &Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(service.synthesize_url())
+        .bearer_auth(KEY)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+async fn get(service: &Service, path: &str, key: Option<&str>) -> (u16, String, String) {
+    let mut request = reqwest::Client::new().get(format!("{}{path}", service.url));
+    if let Some(k) = key {
+        request = request.bearer_auth(k);
+    }
+    let r = request.send().await.unwrap();
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (r.status().as_u16(), content_type, r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_and_reports_on_request() {
+    let service = Service::start(
+        BackendConfig::extractive(),
+        ServiceLimits::default(),
+        Some(KEY),
+    )
+    .await;
+    let mut hostile = nodes();
+    hostile.as_array_mut().unwrap().push(json!({"id": "evil", "text": "The mirror </script><img src=x onerror=alert(1)> is cleaned."}));
+    let body = json!({"query": "How often is the mirror cleaned?", "nodes": hostile, "mode": "refine", "citations": true});
+
+    let (status, plain) = post(&service, &body).await;
+    assert_eq!(status, 200, "{plain}");
+    assert!(plain.get("steps").is_none() && plain.get("report_url").is_none());
+
+    let mut with_steps = body.clone();
+    with_steps["return_steps"] = json!(true);
+    let (status, r) = post(&service, &with_steps).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        r["steps"].as_array().unwrap().len() as u64,
+        r["usage"]["calls"].as_u64().unwrap()
+    );
+
+    let mut with_report = body.clone();
+    with_report["report"] = json!(true);
+    let (status, r) = post(&service, &with_report).await;
+    assert_eq!(status, 200, "{r}");
+    assert!(r.get("steps").is_none(), "steps only when asked: {r}");
+    let url = r["report_url"].as_str().unwrap();
+    assert!(url.starts_with("/v1/report/"), "{url}");
+    let (status, content_type, page) = get(&service, url, Some(KEY)).await;
+    assert_eq!(status, 200);
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    assert!(page.contains("id=\"call-1\""));
+    assert!(!page.contains("<img") && page.contains("&lt;img src=x"));
+
+    let (status, _, body) = get(&service, url, None).await;
+    assert_eq!(status, 401, "the report sits behind the key: {body}");
+    let (status, _, body) = get(
+        &service,
+        "/v1/report/0123456789abcdef0123456789abcdef",
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_error_body(
+        &serde_json::from_str(&body).unwrap(),
+        "report_not_found",
+        "15 minutes",
+    );
+
+    let mut streamed = with_report.clone();
+    streamed["stream"] = json!(true);
+    let (status, e) = post(&service, &streamed).await;
+    assert_eq!(status, 400);
+    assert_error_body(&e, "invalid_request", "leave `stream` out");
+}
