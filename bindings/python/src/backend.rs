@@ -187,7 +187,14 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
     model.use_server_counter().await;
     let slots = model.server_slots();
-    Ok(server_stack(model, slots, opts.concurrency, "openai", sharing, identity))
+    Ok(server_stack(
+        model,
+        slots,
+        opts.concurrency,
+        "openai",
+        sharing,
+        identity,
+    ))
 }
 
 /// A server's model behind the library's stack: at most `concurrency` calls in flight, and
@@ -280,5 +287,12 @@ async fn connect_anthropic(opts: BackendOptions, sharing: &Sharing) -> PyResult<
         .await
         .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
     let slots = model.server_slots();
-    Ok(server_stack(model, slots, opts.concurrency, "anthropic", sharing, identity))
+    Ok(server_stack(
+        model,
+        slots,
+        opts.concurrency,
+        "anthropic",
+        sharing,
+        identity,
+    ))
 }

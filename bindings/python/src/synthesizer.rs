@@ -237,7 +237,10 @@ impl Synthesizer {
                     chat,
                 };
                 backend::check(&opts)?;
-                block_on(py, backend::connect(opts, &sharing))?
+                {
+                    let shared = sharing.clone();
+                    block_on(py, async move { backend::connect(opts, &shared).await })?
+                }
             }
         };
         let info = backend.model.info();
