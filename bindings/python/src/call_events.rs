@@ -22,12 +22,11 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use synthkit::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelLayer, ModelRequest, StreamEvent,
-    Usage,
+    Completion, CompletionStream, LanguageModel, ModelError, ModelFuture, ModelLayer, ModelRequest,
+    StreamEvent, Usage,
 };
 use synthkit::text::SharedTokenizer;
 use synthkit::text::tokenizer::default_tokenizer;
@@ -236,10 +235,7 @@ impl ModelLayer for Reported {
         self.inner.as_ref()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let mut pending = self.start(request);
             let c = self
@@ -253,10 +249,7 @@ impl ModelLayer for Reported {
         })
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
             let mut pending = self.start(request);
             let events = self

@@ -15,15 +15,14 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use futures::stream;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use synthkit::layer::sharing::Sharing;
 use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::{
-    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelInfo, ModelRequest,
-    StreamEvent, Usage,
+    Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelFuture, ModelInfo,
+    ModelRequest, StreamEvent, Usage,
 };
 use synthkit::prompt::RenderedPrompt;
 use synthkit::text::SharedTokenizer;
@@ -253,20 +252,14 @@ impl LanguageModel for PyLlm {
         self.info.clone()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let (reply, _, _) = self.send(request, false).await?;
             Python::attach(|py| convert::completion(reply.bind(py)))
         })
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
             let (items, runner, failures) = self.send(request, true).await?;
             let state = Items {

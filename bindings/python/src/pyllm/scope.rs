@@ -10,10 +10,10 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use synthkit::SynthError;
 use synthkit::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, SharedCounter,
+    Completion, CompletionStream, LanguageModel, ModelFuture, ModelInfo, ModelRequest,
+    SharedCounter,
 };
 use synthkit::text::SharedTokenizer;
 
@@ -65,10 +65,7 @@ impl LanguageModel for Scoped {
         self.inner.info()
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
             let (scope, last) = self.scope();
             SCOPE
@@ -78,10 +75,7 @@ impl LanguageModel for Scoped {
         })
     }
 
-    fn stream<'a>(
-        &'a self,
-        request: &'a ModelRequest,
-    ) -> BoxFuture<'a, Result<CompletionStream, ModelError>> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
             let (scope, last) = self.scope();
             let stream = SCOPE
