@@ -38,7 +38,7 @@
 //! The charge is therefore an upper bound of what the server counts (with the same
 //! tokenizer), and the budget errs on the side of waiting.
 //!
-//! **The budgets** are GCRA rate limiters ([`governor`]): a budget of N per minute holds up
+//! **The budgets** are GCRA rate limiters (the generic cell rate algorithm, as in the Redis budget): a budget of N per minute holds up
 //! to N at once and refills continuously at N per minute, so a fresh limiter may spend a
 //! whole minute's budget at once, then paces calls to the rate. A call whose charge is more
 //! than the whole tokens-per-minute budget could never be sent: it fails at once with
@@ -56,10 +56,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use governor::clock::Clock;
-use governor::middleware::NoOpMiddleware;
-use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 use super::gate::{Gate, Gated};
@@ -172,57 +168,80 @@ pub struct LimiterStats {
     pub budget_wait: Duration,
 }
 
-/// Tokio's clock for governor, as the time since the limiter was made (pausable in tests).
-#[derive(Debug, Clone, Copy)]
-struct TokioClock {
-    base: tokio::time::Instant,
-}
-
-impl Clock for TokioClock {
-    type Instant = Duration;
-
-    fn now(&self) -> Duration {
-        tokio::time::Instant::now().saturating_duration_since(self.base)
-    }
-}
-
-type Gcra = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Duration>>;
-
-/// One per-minute budget.
+/// One per-minute budget: a GCRA (generic cell rate algorithm) limiter, the same arithmetic
+/// as the Redis budget's script. It keeps one number, the theoretical arrival time `tat`:
+/// the instant at which the budget would be full again. Taking `n` moves it `n` intervals
+/// (a minute / `per_minute`) later, which is allowed while it stays within a minute of now.
+///
+/// Time is kept as nanoseconds times `per_minute` since the limiter was made, so that an
+/// interval is exactly 60e9 of these units and no rounding builds up.
 struct Budget {
     per_minute: NonZeroU32,
-    gcra: Gcra,
+    base: tokio::time::Instant,
+    /// The theoretical arrival time, in nanoseconds × `per_minute` since `base`.
+    tat: std::sync::Mutex<u128>,
 }
 
+/// A minute in nanoseconds.
+const MINUTE_NANOS: u128 = 60_000_000_000;
+
 impl Budget {
-    fn new(per_minute: NonZeroU32, clock: TokioClock) -> Self {
+    fn new(per_minute: NonZeroU32, base: tokio::time::Instant) -> Self {
         Self {
             per_minute,
-            gcra: RateLimiter::direct_with_clock(Quota::per_minute(per_minute), clock),
+            base,
+            tat: std::sync::Mutex::new(0),
         }
+    }
+
+    /// Now, in the budget's units.
+    fn now(&self) -> u128 {
+        let nanos = tokio::time::Instant::now()
+            .saturating_duration_since(self.base)
+            .as_nanos();
+        nanos * u128::from(self.per_minute.get())
+    }
+
+    /// Takes `n` if the budget has room now; otherwise says how long until it has.
+    fn try_take(&self, n: NonZeroU32) -> Result<(), Duration> {
+        let now = self.now();
+        // The state is a plain number: a poisoned lock still holds a valid one.
+        let mut tat = self.tat.lock().unwrap_or_else(|e| e.into_inner());
+        let next = (*tat).max(now) + u128::from(n.get()) * MINUTE_NANOS;
+        // The budget holds a minute's worth: `next` may be at most a minute ahead.
+        let limit = now + u128::from(self.per_minute.get()) * MINUTE_NANOS;
+        if next <= limit {
+            *tat = next;
+            return Ok(());
+        }
+        let wait_units = next - limit;
+        let per_minute = u128::from(self.per_minute.get());
+        let wait_nanos = wait_units.div_ceil(per_minute);
+        Err(Duration::from_nanos(
+            u64::try_from(wait_nanos).unwrap_or(u64::MAX),
+        ))
     }
 
     /// Waits until `n` can be taken, and takes it. `Never` if it never can, `Deadline`
     /// if the wait would end past `deadline`.
-    async fn take(
-        &self,
-        n: NonZeroU32,
-        clock: &TokioClock,
-        deadline: Option<tokio::time::Instant>,
-    ) -> Take {
-        loop {
-            match self.gcra.check_n(n) {
-                Ok(Ok(())) => return Take::Taken,
-                Ok(Err(not_until)) => {
-                    let wait = not_until.wait_time_from(clock.now());
+    async fn take(&self, n: NonZeroU32, deadline: Option<tokio::time::Instant>) -> Take {
+        if n > self.per_minute {
+            return Take::Never;
+        }
+        // Each wait ends when the budget has room (the calls take the budget one at a time,
+        // behind the limiter's gate), so this loops once or twice; the bound is a guard.
+        for _ in 0..1_000 {
+            match self.try_take(n) {
+                Ok(()) => return Take::Taken,
+                Err(wait) => {
                     if deadline.is_some_and(|d| tokio::time::Instant::now() + wait > d) {
                         return Take::Deadline(wait);
                     }
                     tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
                 }
-                Err(_insufficient) => return Take::Never,
             }
         }
+        Take::Deadline(Duration::ZERO)
     }
 }
 
@@ -238,7 +257,6 @@ struct Inner {
     slots: Option<Arc<Semaphore>>,
     /// Calls take the budgets one at a time, in arrival order (tokio's mutex is fair).
     gate: Mutex<()>,
-    clock: TokioClock,
     rpm: Option<Budget>,
     tpm: Option<Budget>,
     requests: AtomicU64,
@@ -267,9 +285,7 @@ impl fmt::Debug for Limiter {
 impl Limiter {
     /// A limiter allowing what `limits` says.
     pub fn new(limits: Limits) -> Self {
-        let clock = TokioClock {
-            base: tokio::time::Instant::now(),
-        };
+        let base = tokio::time::Instant::now();
         let slots = (limits.max_in_flight > 0).then(|| {
             Arc::new(Semaphore::new(
                 limits.max_in_flight.min(Semaphore::MAX_PERMITS),
@@ -280,9 +296,8 @@ impl Limiter {
                 limits,
                 slots,
                 gate: Mutex::new(()),
-                clock,
-                rpm: limits.requests_per_minute.map(|n| Budget::new(n, clock)),
-                tpm: limits.tokens_per_minute.map(|n| Budget::new(n, clock)),
+                rpm: limits.requests_per_minute.map(|n| Budget::new(n, base)),
+                tpm: limits.tokens_per_minute.map(|n| Budget::new(n, base)),
                 requests: AtomicU64::new(0),
                 tokens: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
@@ -358,14 +373,12 @@ impl Limiter {
             let start = tokio::time::Instant::now();
             if let Some(rpm) = &inner.rpm {
                 // A budget of at least 1 always has room for 1: it is taken or too late.
-                if let Take::Deadline(wait) =
-                    rpm.take(NonZeroU32::MIN, &inner.clock, deadline).await
-                {
+                if let Take::Deadline(wait) = rpm.take(NonZeroU32::MIN, deadline).await {
                     return Err(LimitError::Deadline { wait });
                 }
             }
             if let (Some(tpm), Some(n)) = (&inner.tpm, token_cells) {
-                match tpm.take(n, &inner.clock, deadline).await {
+                match tpm.take(n, deadline).await {
                     Take::Taken => {}
                     Take::Never => {
                         return Err(LimitError::OverBudget {
@@ -446,6 +459,41 @@ mod tests {
         assert_eq!(l.tokens_per_minute, NonZeroU32::new(10));
         assert!(!l.is_unlimited());
         assert!(Limits::default().is_unlimited());
+    }
+
+    /// The GCRA budget: a fresh budget spends the whole minute at once, then refills at
+    /// exactly `per_minute` a minute, with no drift over many takes.
+    #[tokio::test(start_paused = true)]
+    async fn budget_bursts_then_paces_exactly() {
+        let per_minute = NonZeroU32::new(7).unwrap();
+        let budget = Budget::new(per_minute, tokio::time::Instant::now());
+        for _ in 0..7 {
+            assert_eq!(budget.try_take(NonZeroU32::MIN), Ok(()));
+        }
+        // One interval is 60/7 s = 8.571428572 s (rounded up to the nanosecond).
+        let wait = budget.try_take(NonZeroU32::MIN).unwrap_err();
+        assert_eq!(wait, Duration::from_nanos(8_571_428_572));
+        let start = tokio::time::Instant::now();
+        for _ in 0..700 {
+            assert!(matches!(
+                budget.take(NonZeroU32::MIN, None).await,
+                Take::Taken
+            ));
+        }
+        // 700 more at 7 a minute: 100 minutes, to the millisecond (sleeps round up to 1 ms).
+        let took = start.elapsed();
+        assert!(took >= Duration::from_secs(6_000), "{took:?}");
+        assert!(took < Duration::from_secs(6_001), "{took:?}");
+        // More than the whole budget can never be taken; a deadline is honoured.
+        assert!(matches!(
+            budget.take(NonZeroU32::new(8).unwrap(), None).await,
+            Take::Never
+        ));
+        let soon = tokio::time::Instant::now() + Duration::from_secs(1);
+        assert!(matches!(
+            budget.take(NonZeroU32::MIN, Some(soon)).await,
+            Take::Deadline(w) if w > Duration::from_secs(1)
+        ));
     }
 
     #[tokio::test(start_paused = true)]

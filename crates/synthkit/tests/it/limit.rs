@@ -454,7 +454,7 @@ async fn real_clock_paces() {
         .await
         .expect("the limiter never let the call through");
     let took = start.elapsed();
-    // 10 ms, less governor's sub-millisecond rounding.
+    // 10 ms, less sub-millisecond rounding.
     assert!(took >= Duration::from_millis(9), "took {took:?}");
     assert_eq!(limiter.stats().requests, 2);
 }
