@@ -3,6 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::SynthkitError;
 use crate::nodes::{from_json, map_to_dict};
 
 /// A finished synthesis: the answer, its sources, usage and citations.
@@ -61,6 +62,21 @@ impl Response {
         d.set_item("completion_tokens", u.completion_tokens)?;
         d.set_item("truncated_calls", u.truncated_calls)?;
         Ok(d)
+    }
+
+    /// `None` without `return_steps=True`; else one dict per model call, in call order:
+    /// `call`, `mode`, `step`, `level`, `index`, `node_ids`, `input_calls`, `prompt_tokens`,
+    /// `counted_prompt_tokens`, `max_tokens`, `completion_tokens`, `usage_reported`, `ms`,
+    /// `retries`, `corrections`, `truncated`, `reply` (at most 16 KiB), `reply_bytes` and
+    /// `reply_cut` (the reply was shortened to that bound).
+    #[getter]
+    fn steps<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(steps) = &self.inner.steps else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(steps)
+            .map_err(|e| SynthkitError::new_err(format!("cannot write the steps: {e}")))?;
+        from_json(py, &value).map(Some)
     }
 
     /// `None` without `citations=True`; else a list of `{"marker": n, "node_ids": [...]}`

@@ -114,6 +114,8 @@ impl Synthesizer {
         cache_ttl = None,
         // the prompt limit
         max_prompt_tokens = None,
+        // issue 22: the intermediate steps
+        return_steps = false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -149,6 +151,7 @@ impl Synthesizer {
         cache: Option<&Bound<'_, PyAny>>,
         cache_ttl: Option<f64>,
         max_prompt_tokens: Option<usize>,
+        return_steps: bool,
     ) -> PyResult<Self> {
         let mode: ResponseMode = mode.parse().map_err(|_| {
             InputError::new_err(format!(
@@ -260,6 +263,7 @@ impl Synthesizer {
             let mut builder = synthkit::Synthesizer::builder(model)
                 .mode(mode)
                 .citations(citations)
+                .return_steps(return_steps)
                 .concurrency(allowed);
             for t in &overrides {
                 builder = match t.kind() {

@@ -77,6 +77,19 @@ pub fn record(response: &Response, facts: &RunFacts<'_>) -> RunRecord {
         )
 }
 
+/// The record of a run that failed with `error` after the calls `steps`.
+pub fn failed_record(
+    facts: &RunFacts<'_>,
+    nodes: &[synthkit::Node],
+    steps: Vec<synthkit::SynthStep>,
+    error: &str,
+) -> RunRecord {
+    RunRecord::failed(facts.query, facts.mode, nodes, steps, error)
+        .with_model(facts.backend, facts.model)
+        .with_budget(BudgetRecord::of(facts.budget))
+        .with_total_ms(facts.total_ms)
+}
+
 /// Writes the page of `run` to `path`.
 pub fn write(path: &Path, run: &RunRecord) -> Result<()> {
     let page = synthkit_report::render(run);
@@ -95,7 +108,12 @@ pub fn run_verb(args: &ReportVerbArgs) -> Result<()> {
     let run = synthkit_report::read_trace(BufReader::new(file))
         .map_err(|e| usage(format!("{}: {e}", args.trace.display())))?;
     write(&args.output, &run)?;
-    if run.answer.is_none() {
+    if let Some(error) = &run.error {
+        eprintln!(
+            "note: the run of {} failed ({error}): the report shows its calls up to the failure",
+            args.trace.display()
+        );
+    } else if run.answer.is_none() {
         eprintln!(
             "note: {} holds the calls but not the run's end (the run failed or was stopped): the report shows the calls alone",
             args.trace.display()

@@ -108,7 +108,7 @@ pub fn build_synthesizer(
             TruncationPolicy::Warn => OnTruncation::Warn,
             TruncationPolicy::Error => OnTruncation::Error,
         })
-        .citations(args.cite || backend.kind == LlmKind::Extractive)
+        .citations(shows_citations(args, backend))
         .citation_markers(args.cite)
         .return_steps(wants_steps(args))
         .observer(observer);
@@ -127,10 +127,17 @@ pub fn build_synthesizer(
     builder.build().map_err(|e| usage(e.to_string()))
 }
 
-/// Whether the run records its steps: for `--steps`, `--report` and the `run` line of
-/// `--trace` (a plan makes no call).
+/// Whether the model sees numbered sources: with `--cite`, and always for the extractive
+/// backend (it cites what it quotes).
+fn shows_citations(args: &SynthArgs, backend: &Backend) -> bool {
+    args.cite || backend.kind == LlmKind::Extractive
+}
+
+/// Whether the response carries its steps: for `--steps` (a plan makes no call). The
+/// report and the trace's `run` line take theirs from the run's own recorder, which keeps
+/// them when the run fails too.
 fn wants_steps(args: &SynthArgs) -> bool {
-    !args.plan && (args.report.steps || args.report.report.is_some() || args.trace.is_some())
+    !args.plan && args.report.steps
 }
 
 /// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`
@@ -273,6 +280,17 @@ pub async fn run(
     if let Some(t) = &trace {
         fanout.push(t.clone());
     }
+    // The report's and the trace's calls, kept when the run fails too (what was called
+    // before the failure).
+    let failure_record = (trace.is_some() || args.report.report.is_some()).then(|| {
+        let recorder = Synthesizer::builder(Arc::clone(&backend.model))
+            .citations(shows_citations(args, &backend))
+            .step_recorder(&nodes);
+        (Arc::new(recorder), nodes.clone())
+    });
+    if let Some((recorder, _)) = &failure_record {
+        fanout.push(recorder.clone());
+    }
     let synth = build_synthesizer(
         Arc::clone(&backend.model),
         &backend,
@@ -296,20 +314,28 @@ pub async fn run(
         .as_ref()
         .ok()
         .and_then(|r| grounded(r, backend.kind, mode));
-    let run_record = match &outcome {
-        Ok(response) if trace.is_some() || args.report.report.is_some() => {
-            let facts = crate::report::RunFacts {
-                query,
-                mode,
-                backend: backend.name(),
-                model: &backend.model_name(),
-                budget: synth.budget(),
-                grounded: grounded_answer,
-                total_ms: start.elapsed().as_secs_f64() * 1000.0,
-            };
-            Some(crate::report::record(response, &facts))
+    let facts = crate::report::RunFacts {
+        query,
+        mode,
+        backend: backend.name(),
+        model: &backend.model_name(),
+        budget: synth.budget(),
+        grounded: grounded_answer,
+        total_ms: start.elapsed().as_secs_f64() * 1000.0,
+    };
+    let run_record = match (&outcome, &failure_record) {
+        (_, None) => None,
+        (Ok(response), Some((recorder, _))) => {
+            let mut run = crate::report::record(response, &facts);
+            run.steps = response.steps.clone().unwrap_or_else(|| recorder.take());
+            Some(run)
         }
-        _ => None,
+        (Err(e), Some((recorder, nodes))) => Some(crate::report::failed_record(
+            &facts,
+            nodes,
+            recorder.take(),
+            &format!("{e:#}"),
+        )),
     };
     if let Some(t) = &trace {
         if let Some(run) = &run_record {
@@ -320,17 +346,22 @@ pub async fn run(
     if let Some(n) = backend::cache_note(&backend) {
         note(args.quiet, &n);
     }
-    let response = outcome?;
     if let (Some(path), Some(run)) = (&args.report.report, &run_record) {
         crate::report::write(path, run)?;
+        let what = if outcome.is_ok() {
+            "report"
+        } else {
+            "report of the failed run (its calls so far)"
+        };
         note(
             args.quiet,
             &format!(
-                "report written to {} (open it in a browser)",
+                "{what} written to {} (open it in a browser)",
                 path.display()
             ),
         );
     }
+    let response = outcome?;
     if let Some(t) = &response.truncation {
         warn(&format!(
             "{mode} cut {} tokens of context to fit one prompt (from {}); use tree_summarize or compact to read everything",

@@ -137,6 +137,12 @@ fn header(h: &mut Html, run: &RunRecord) {
 
 fn answer(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
     h.markup("<section id=\"answer\"><h2>Answer</h2>");
+    if let Some(error) = &run.error {
+        h.markup("<p class=\"failed\" id=\"failure\"><strong>The run failed</strong>: ")
+            .text(error)
+            .markup("</p><p class=\"note\">There is no answer; the calls made before the failure are drawn below.</p></section>\n");
+        return;
+    }
     let Some(text) = &run.answer else {
         h.markup("<p class=\"note\">This report was made from the calls alone (a trace without its run): the answer and the sources are not known.</p></section>\n");
         return;

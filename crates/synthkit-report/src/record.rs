@@ -21,9 +21,13 @@ pub struct RunRecord {
     /// The backend (`openai`, `extractive`, ...), when known.
     #[serde(default)]
     pub backend: String,
-    /// The answer; `None` for a report made from calls alone (a trace without its run).
+    /// The answer; `None` for a report made from calls alone (a trace without its run)
+    /// or of a failed run.
     #[serde(default)]
     pub answer: Option<String>,
+    /// Why the run failed, for the record of a failed run (its calls up to the failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Whether the answer is drawn from the sources, when known.
     #[serde(default)]
     pub grounded: Option<bool>,
@@ -171,6 +175,39 @@ impl RunRecord {
                 completion_tokens: response.usage.completion_tokens,
                 truncated_calls: response.usage.truncated_calls,
             },
+            ..Self::default()
+        }
+    }
+
+    /// The record of a synthesis over `nodes` that failed with `error` after the calls
+    /// `steps` (recorded by a [`synthkit::steps::StepRecorder`]): no answer, the calls that
+    /// were made, the sources given.
+    pub fn failed(
+        query: &str,
+        mode: ResponseMode,
+        nodes: &[Node],
+        steps: Vec<SynthStep>,
+        error: impl Into<String>,
+    ) -> Self {
+        let excerpt = caps::source_excerpt_bytes(nodes.len());
+        let kept = nodes.len().min(caps::MAX_SOURCES);
+        let usage = UsageRecord {
+            calls: steps.len() as u64,
+            prompt_tokens: steps.iter().map(|s| s.prompt_tokens).sum(),
+            completion_tokens: steps.iter().map(|s| s.completion_tokens).sum(),
+            truncated_calls: steps.iter().filter(|s| s.truncated).count() as u64,
+        };
+        Self {
+            query: query.to_string(),
+            mode: Some(mode),
+            error: Some(error.into()),
+            sources: nodes[..kept]
+                .iter()
+                .map(|n| SourceRecord::of(n, excerpt))
+                .collect(),
+            sources_omitted: nodes.len() - kept,
+            steps,
+            usage,
             ..Self::default()
         }
     }

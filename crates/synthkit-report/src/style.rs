@@ -15,6 +15,7 @@ a{color:var(--acc)}
 .tag.good{border-color:var(--good);color:var(--good)}.tag.bad{border-color:var(--bad);color:var(--bad)}
 nav a{margin-right:.8rem}
 .note{color:var(--mute)}
+.failed{border-left:4px solid var(--bad);background:#fbeceb;padding:.6rem 1rem;border-radius:4px;white-space:pre-wrap}
 .answer{white-space:pre-wrap;background:var(--box);border-left:4px solid var(--acc);padding:.7rem 1rem;border-radius:4px}
 a.cite{font-weight:600;text-decoration:none;background:#e3ebfb;border-radius:3px;padding:0 .15rem}
 .level{border:1px solid var(--line);border-radius:6px;padding:.4rem .6rem;margin:.3rem 0;background:#fbfcfd}

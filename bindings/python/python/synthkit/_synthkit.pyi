@@ -53,6 +53,10 @@ class Response:
     @property
     def citations(self) -> Optional[list[dict[str, Any]]]: ...
     @property
+    def steps(self) -> Optional[list[dict[str, Any]]]:
+        """With ``return_steps=True``, one dict per model call (step, level, index,
+        node_ids, tokens, ms, retries, corrections, truncated, reply); else ``None``."""
+    @property
     def truncation(self) -> Optional[dict[str, Any]]: ...
     @property
     def structured(self) -> Optional[Any]: ...
@@ -139,6 +143,8 @@ class Synthesizer:
         cache_ttl: Optional[float] = None,
         # the prompt limit
         max_prompt_tokens: Optional[int] = None,
+        # the intermediate steps
+        return_steps: bool = False,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -206,6 +206,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
         api: ``openai`` (default) or ``anthropic``: the API of ``base_url``'s server.
         max_prompt_tokens: the most tokens one prompt may have, below the window
             (LangChain's ``token_max``): smaller prompts, more calls.
+        return_steps: keep every model call's step (the refine chain's answers, each tree
+            level's summaries, with node ids, tokens and time) in
+            ``last_response.steps``; off by default.
         program_factory: refused (``synthkit.InputError``): it builds a LlamaIndex program
             that would make the refine steps' calls itself, outside synthkit's budgets,
             retries and concurrency limit; use ``structured_answer_filtering`` or
@@ -255,6 +258,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         chat_summary_template: Any = None,
         chat_prompt_helper: Any = None,
         max_prompt_tokens: Optional[int] = None,
+        return_steps: bool = False,
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -348,6 +352,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "output_schema": output_cls,
             "structured_answer_filtering": bool(structured_answer_filtering),
             "max_prompt_tokens": max_prompt_tokens,
+            "return_steps": bool(return_steps),
         }
         if self._direct or "llm" not in settings:
             self._options.update(api_key_env=api_key_env, timeout=timeout)
@@ -371,7 +376,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
                 "backend answers (it quotes the nodes; no model is called)",
                 stacklevel=2,
             )
-        #: The synthkit ``Response`` of the latest non-streamed synthesis (usage, citations).
+        #: The synthkit ``Response`` of the latest non-streamed synthesis (usage, citations,
+        #: and its ``steps`` with ``return_steps=True``).
         self.last_response: Optional[synthkit.Response] = None
 
     def _build(self) -> synthkit.Synthesizer:

@@ -1,6 +1,10 @@
 //! `--steps`, `--report`, `synthkit report TRACE` and `batch --report-dir`.
 
-use serde_json::Value;
+use axum::response::IntoResponse;
+use serde_json::{Value, json};
+use synthkit_testkit::Server;
+use synthkit_testkit::openai::{chat_reply, error_reply};
+use synthkit_testkit::record::numbered;
 
 use crate::common::{QUESTION, docs, json_of, stderr, synthkit, write};
 
@@ -42,6 +46,55 @@ fn steps_come_with_the_json_on_request() {
         "--steps needs --json: {}",
         stderr(&out)
     );
+}
+
+/// A run that fails after its first call still writes its report and its trace's `run`
+/// line: the failure, and the call that was made before it.
+#[test]
+fn a_failed_run_reports_its_calls_so_far() {
+    let dir = docs();
+    let server = Server::start(numbered("/v1/chat/completions", |n| {
+        if n == 0 {
+            let usage = json!({"prompt_tokens": 120, "completion_tokens": 5});
+            return axum::Json(chat_reply("m", "Every six months.", "stop", &usage))
+                .into_response();
+        }
+        error_reply(400, None, "this request is refused")
+    }));
+    let page = dir.path().join("failed.html");
+    let trace = dir.path().join("failed.jsonl");
+    let out = synthkit()
+        .args(["ask", QUESTION, "-q", "--mode", "refine", "--yes"])
+        .args(["--base-url", &server.base, "--model", "m"])
+        .args(["--context-window", "4096", "--retries", "1"])
+        .arg("--report")
+        .arg(&page)
+        .arg("--trace")
+        .arg(&trace)
+        .arg(dir.path().join("maintenance.md"))
+        .arg(dir.path().join("about.md"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the run fails: {}", stderr(&out));
+    assert!(stderr(&out).contains("400"), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).expect("a failed run writes its report");
+    assert!(html.contains("The run failed"), "the failure is shown");
+    assert!(html.contains("this request is refused"), "with its reason");
+    assert!(html.contains("id=\"call-1\""), "the call made is drawn");
+    assert!(!html.contains("id=\"call-2\""), "and only that one");
+    // The trace ends with the failed run, and `synthkit report` says so.
+    let again = dir.path().join("again.html");
+    let out = synthkit()
+        .arg("report")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("failed"), "{}", stderr(&out));
+    let from_trace = std::fs::read_to_string(&again).unwrap();
+    assert!(from_trace.contains("The run failed") && from_trace.contains("id=\"call-1\""));
 }
 
 #[test]

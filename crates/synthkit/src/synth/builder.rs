@@ -10,6 +10,7 @@ use crate::engine::filter::AnswerFiltering;
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::model::LanguageModel;
+use crate::node::Node;
 use crate::observe::{Observer, OnTruncation};
 use crate::options::{
     Concurrency, DEFAULT_ACCUMULATE_SEPARATOR, DEFAULT_EMPTY_RESPONSE, Templates,
@@ -208,6 +209,40 @@ impl SynthesizerBuilder {
         self.separator = sep.into();
         self
     }
+    /// A [`StepRecorder`](crate::steps::StepRecorder) for a synthesis of `nodes` by the
+    /// synthesizer this builder makes (set [`SynthesizerBuilder::citations`] first: it
+    /// changes what the model sees). Install it as (part of) the observer: it keeps the
+    /// steps of the calls that were made even when the synthesis fails, where
+    /// [`crate::Response::steps`] has none to give.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use synthkit::model::{ModelError, ModelInfo};
+    /// use synthkit::{Node, ResponseMode, Synthesizer, testing::ScriptedModel};
+    /// let calls = AtomicUsize::new(0);
+    /// let model = ScriptedModel::new(ModelInfo::new("demo"), move |_| {
+    ///     match calls.fetch_add(1, Ordering::Relaxed) {
+    ///         0 => Ok("A first answer.".to_string()),
+    ///         _ => Err(ModelError::Other("the server went away".into())),
+    ///     }
+    /// });
+    /// let nodes = vec![Node::new("a", "One."), Node::new("b", "Two.")];
+    /// let builder = Synthesizer::builder(Arc::new(model)).mode(ResponseMode::Refine);
+    /// let recorder = Arc::new(builder.step_recorder(&nodes));
+    /// let synth = builder.observer(recorder.clone()).build().unwrap();
+    /// // The second call fails, and so does the synthesis...
+    /// assert!(synth.synthesize("How many?", nodes).await.is_err());
+    /// // ...and the recorder still holds the first call.
+    /// let steps = recorder.take();
+    /// assert_eq!(steps[0].node_ids, ["a"]);
+    /// # }
+    /// ```
+    pub fn step_recorder(&self, nodes: &[Node]) -> crate::steps::StepRecorder {
+        super::recorder_of(nodes, &super::model_texts(nodes, self.citations))
+    }
+
     /// Progress and call reports.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);

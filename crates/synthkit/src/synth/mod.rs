@@ -187,22 +187,17 @@ impl Synthesizer {
     /// With citations on, each node with text is shown after its label line `[n]` (`n`
     /// its position among the nodes, from 1).
     fn prepare<'i>(&self, input: &'i SynthesisInput) -> (Job, Vec<Cow<'i, str>>) {
-        let mut texts: Vec<Cow<'i, str>> = input.nodes.iter().map(Node::llm_text).collect();
-        let ledger = self.s.citations.then(|| {
-            for (i, text) in texts.iter_mut().enumerate() {
-                if !text.trim().is_empty() {
-                    *text = Cow::Owned(format!("{}{text}", citation::label(i as u32 + 1)));
-                }
-            }
-            CitationLedger::new(input.nodes.iter().map(|n| n.id.clone()).collect())
-        });
+        let texts = model_texts(&input.nodes, self.s.citations);
+        let ledger = self
+            .s
+            .citations
+            .then(|| CitationLedger::new(input.nodes.iter().map(|n| n.id.clone()).collect()));
         let mut variables = self.s.variables.clone();
         variables.extend(input.variables.iter().cloned());
-        let steps = self.s.return_steps.then(|| {
-            let nodes = input.nodes.iter().zip(&texts);
-            let nodes = nodes.map(|(n, t)| (n.id.clone(), t.to_string())).collect();
-            Arc::new(StepRecorder::new(nodes))
-        });
+        let steps = self
+            .s
+            .return_steps
+            .then(|| Arc::new(recorder_of(&input.nodes, &texts)));
         let job = Job::new(
             Arc::clone(&self.s),
             input.query.clone(),
@@ -212,6 +207,26 @@ impl Synthesizer {
         );
         (job, texts)
     }
+}
+
+/// The model-visible text of every node: with citations on, each node with text comes
+/// after its label line `[n]` (`n` its position among the nodes, from 1).
+pub(crate) fn model_texts(nodes: &[Node], citations: bool) -> Vec<Cow<'_, str>> {
+    let mut texts: Vec<Cow<'_, str>> = nodes.iter().map(Node::llm_text).collect();
+    if citations {
+        for (i, text) in texts.iter_mut().enumerate() {
+            if !text.trim().is_empty() {
+                *text = Cow::Owned(format!("{}{text}", citation::label(i as u32 + 1)));
+            }
+        }
+    }
+    texts
+}
+
+/// A recorder over `nodes` shown to the model as `texts`.
+pub(crate) fn recorder_of(nodes: &[Node], texts: &[Cow<'_, str>]) -> StepRecorder {
+    let nodes = nodes.iter().zip(texts);
+    StepRecorder::new(nodes.map(|(n, t)| (n.id.clone(), t.to_string())).collect())
 }
 
 /// How a synthesis ends: with the whole answer, or with its stream opened.
