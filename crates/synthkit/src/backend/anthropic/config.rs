@@ -1,7 +1,5 @@
 //! [`AnthropicConfig`]: where the Messages API server is and what to ask of it.
 
-use std::fmt;
-
 use serde_json::{Map, Value};
 
 use crate::backend::http::builders::config_builders;
@@ -50,24 +48,7 @@ pub struct AnthropicConfig {
     pub extra_body: Map<String, Value>,
 }
 
-impl fmt::Debug for AnthropicConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicConfig")
-            .field("transport", &self.transport)
-            .field("sampling", &self.sampling)
-            .field("model", &self.model)
-            .field("version", &self.version)
-            .field("context_window", &self.context_window)
-            .field("num_output", &self.num_output)
-            .field("system_prompt", &self.system_prompt)
-            .field("server_tokenizer", &self.server_tokenizer)
-            .field("discover_model", &self.discover_model)
-            .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-config_builders!(AnthropicConfig);
+config_builders!(AnthropicConfig, own fields: [version]);
 
 impl AnthropicConfig {
     /// Anthropic's API base URL.

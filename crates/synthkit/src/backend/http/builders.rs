@@ -4,7 +4,8 @@
 //! [`Sampling`](super::Sampling) in `sampling`, and the model's facts in fields of the
 //! same names on every backend (`model`, `context_window`, `num_output`,
 //! `system_prompt`, `server_tokenizer`, `discover_model`, `extra_body`).
-//! `config_builders!(Config)` gives it the builder methods for all of them, so the
+//! `config_builders!(Config, own fields: [..])` gives it its `Debug` (the shared fields and the
+//! named own ones, never the key nor `extra_body`'s values) and the builder methods for all of them, so the
 //! builders keep their short names (`config.with_timeout(..)`) without a trait to
 //! import, and each backend writes only its own options. It also gives the
 //! constructors (`new`, `from_env`, `from_env_with_key_var`, `from_lookup`, `Default`),
@@ -13,7 +14,26 @@
 
 /// Implements the shared `with_*` methods on a backend config (see the module doc).
 macro_rules! config_builders {
-    ($config:ty) => {
+    ($config:ty, own fields: [$($own:ident),*]) => {
+        impl std::fmt::Debug for $config {
+            /// Every field, the backend's own after `model`; of `extra_body` only the
+            /// names (the transport hides the key itself).
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($config))
+                    .field("transport", &self.transport)
+                    .field("sampling", &self.sampling)
+                    .field("model", &self.model)
+                    $(.field(stringify!($own), &self.$own))*
+                    .field("context_window", &self.context_window)
+                    .field("num_output", &self.num_output)
+                    .field("system_prompt", &self.system_prompt)
+                    .field("server_tokenizer", &self.server_tokenizer)
+                    .field("discover_model", &self.discover_model)
+                    .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
+                    .finish()
+            }
+        }
+
         impl $config {
             /// A config for `model` at the API's own server ([`Self::DEFAULT_BASE_URL`]),
             /// with no key and the defaults (the [`Transport`](crate::backend::http::Transport)

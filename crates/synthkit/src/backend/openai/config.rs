@@ -1,7 +1,5 @@
 //! [`OpenAiConfig`]: where the server is and what to ask of it.
 
-use std::fmt;
-
 use serde_json::{Map, Value};
 
 use crate::backend::http::builders::config_builders;
@@ -54,26 +52,7 @@ pub struct OpenAiConfig {
     pub extra_body: Map<String, Value>,
 }
 
-impl fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("transport", &self.transport)
-            .field("sampling", &self.sampling)
-            .field("model", &self.model)
-            .field("context_window", &self.context_window)
-            .field("num_output", &self.num_output)
-            .field("is_chat", &self.is_chat)
-            .field("system_prompt", &self.system_prompt)
-            .field("json_schema", &self.json_schema)
-            .field("stream_usage", &self.stream_usage)
-            .field("server_tokenizer", &self.server_tokenizer)
-            .field("discover_model", &self.discover_model)
-            .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-config_builders!(OpenAiConfig);
+config_builders!(OpenAiConfig, own fields: [is_chat, json_schema, stream_usage]);
 
 impl OpenAiConfig {
     /// OpenAI's API base URL.
