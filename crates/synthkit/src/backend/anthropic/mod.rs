@@ -54,7 +54,6 @@
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::backend::http::clock::CallClock;
 use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
@@ -159,41 +158,20 @@ impl AnthropicModel {
 
     async fn get_json(&self, path: &str) -> Option<Value> {
         let url = format!("{}{path}", self.config.root_url());
-        let headers = api_headers(&self.config).unwrap_or_default();
+        let headers = self.request_headers().unwrap_or_default();
         self.server
             .link
             .discover(&self.config.transport, &url, headers)
             .await
     }
 
-    /// Sends one request, once, on a clock started now: the response when its status is
-    /// a success, else the mapped error.
-    async fn send(
-        &self,
-        request: &ModelRequest,
-        stream: bool,
-    ) -> Result<(reqwest::Response, CallClock), ModelError> {
-        let url = self.config.endpoint();
-        let to = (url.as_str(), api_headers(&self.config)?);
-        let body = wire::request_body(request, &self.config, stream);
-        self.server
-            .send(&self.config.transport, to, &body, stream)
-            .await
+    /// The headers of every request ([`api_headers`]).
+    fn request_headers(&self) -> Result<HeaderMap, ModelError> {
+        api_headers(&self.config)
     }
 
-    async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
-        let (response, clock) = self.send(request, false).await?;
-        let completion = self
-            .server
-            .read_completion(&self.config.transport, response, &clock, parse_message)
-            .await?;
-        tracing::debug!(
-            model = %self.config.model,
-            usage = ?completion.usage,
-            finish_reason = ?completion.finish_reason,
-            "anthropic call finished"
-        );
-        Ok(completion)
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
+        wire::request_body(request, &self.config, stream)
     }
 }
 
@@ -221,6 +199,7 @@ http_model! {
     model: AnthropicModel,
     config: AnthropicConfig,
     counter: CountTokens,
+    api: "anthropic",
     is_chat: |_| true,
     parse: parse_message,
     stream_parser: stream::MessageParser::new,

@@ -161,9 +161,10 @@ pub(crate) fn model_name(field: Option<&Value>) -> Option<&str> {
 
 /// Implements what every HTTP backend's model has the same way, on a struct with the
 /// fields `config`, `server` ([`Server`]) and `counter` (`Option` of the backend's exact
-/// prompt counter) and the methods `send(&self, &ModelRequest, stream: bool)` (one
-/// request sent once) and `complete_with(&self, &ModelRequest)`: its `Debug` (through
-/// [`Server::debug_model`]), the accessors `config`, `discovered_context_window`,
+/// prompt counter), a config with `endpoint()`, `transport` and `model`, and the methods
+/// `request_headers(&self)` and `body(&self, &ModelRequest, stream: bool)`: its `Debug`
+/// (through [`Server::debug_model`]), the private `send` (one request sent once) and
+/// `complete_with`, the accessors `config`, `discovered_context_window`,
 /// `server_slots`, `served_model` and `server_counter`, the builder `with_tokenizer`,
 /// and [`LanguageModel`](crate::model::LanguageModel): `info` from the config and what
 /// discovery found (a chat model when `is_chat` says so), `complete` through
@@ -174,6 +175,7 @@ macro_rules! http_model {
         model: $model:ident,
         config: $config:ty,
         counter: $counter:ty,
+        api: $api:literal,
         is_chat: $is_chat:expr,
         parse: $parse:path,
         stream_parser: $parser:path $(,)?
@@ -193,6 +195,47 @@ macro_rules! http_model {
                     config,
                     counter: None,
                 })
+            }
+
+            /// Sends one request (its body made for `stream` or not), once, on a clock
+            /// started now: the seam where a retry layer would sit. Returns the response
+            /// when its status is a success, else the mapped error.
+            async fn send(
+                &self,
+                request: &$crate::model::ModelRequest,
+                stream: bool,
+            ) -> Result<
+                (reqwest::Response, $crate::backend::http::clock::CallClock),
+                $crate::model::ModelError,
+            > {
+                let url = self.config.endpoint();
+                let to = (url.as_str(), self.request_headers()?);
+                let body = self.body(request, stream);
+                self.server
+                    .send(&self.config.transport, to, &body, stream)
+                    .await
+            }
+
+            async fn complete_with(
+                &self,
+                request: &$crate::model::ModelRequest,
+            ) -> Result<$crate::model::Completion, $crate::model::ModelError> {
+                let (response, clock) = self.send(request, false).await?;
+                let completion = self
+                    .server
+                    .read_completion(&self.config.transport, response, &clock, $parse)
+                    .await?;
+                let usage = completion.usage.unwrap_or_default();
+                tracing::debug!(
+                    model = %self.config.model,
+                    step = request.step().step.as_str(),
+                    prompt_tokens = usage.prompt_tokens,
+                    completion_tokens = usage.completion_tokens,
+                    finish_reason = ?completion.finish_reason,
+                    "{} call finished",
+                    $api
+                );
+                Ok(completion)
             }
 
             /// The config.

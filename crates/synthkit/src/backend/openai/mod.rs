@@ -50,7 +50,6 @@
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::Value;
 
-use crate::backend::http::clock::CallClock;
 use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
@@ -194,7 +193,7 @@ impl OpenAiModel {
     }
 
     async fn get_json(&self, url: &str) -> Option<Value> {
-        let headers = self.auth_headers().unwrap_or_default();
+        let headers = self.request_headers().unwrap_or_default();
         self.server
             .link
             .discover(&self.config.transport, url, headers)
@@ -219,7 +218,7 @@ impl OpenAiModel {
     }
 
     /// The `Authorization: Bearer` header when there is a key.
-    fn auth_headers(&self) -> Result<HeaderMap, ModelError> {
+    fn request_headers(&self) -> Result<HeaderMap, ModelError> {
         key_headers(
             AUTHORIZATION,
             "Bearer ",
@@ -245,40 +244,6 @@ impl OpenAiModel {
                 extra: &self.config.extra_body,
             },
         )
-    }
-
-    /// Sends one request (its body made for `stream` or not), once: the seam where a
-    /// retry layer would sit. Returns the response when its status is a success, else
-    /// the mapped error.
-    async fn send(
-        &self,
-        request: &ModelRequest,
-        stream: bool,
-    ) -> Result<(reqwest::Response, CallClock), ModelError> {
-        let url = self.config.endpoint();
-        let to = (url.as_str(), self.auth_headers()?);
-        let body = self.body(request, stream);
-        self.server
-            .send(&self.config.transport, to, &body, stream)
-            .await
-    }
-
-    async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
-        let (response, clock) = self.send(request, false).await?;
-        let completion = self
-            .server
-            .read_completion(&self.config.transport, response, &clock, parse_completion)
-            .await?;
-        let usage = completion.usage.unwrap_or_default();
-        tracing::debug!(
-            model = %self.config.model,
-            step = request.step().step.as_str(),
-            prompt_tokens = usage.prompt_tokens,
-            completion_tokens = usage.completion_tokens,
-            finish_reason = ?completion.finish_reason,
-            "openai call finished"
-        );
-        Ok(completion)
     }
 }
 
@@ -309,6 +274,7 @@ http_model! {
     model: OpenAiModel,
     config: OpenAiConfig,
     counter: ServerCounter,
+    api: "openai",
     is_chat: |config| config.is_chat,
     parse: parse_completion,
     stream_parser: stream::ChunkParser::new,
