@@ -6,7 +6,9 @@ use std::sync::Arc;
 use synthkit::testing::{LumpyTokenizer, WordTokenizer};
 
 use proptest::prelude::*;
-use synthkit::text::splitter::{Chunk, ChunkCursor};
+use synthkit::text::splitter::ChunkCursor;
+
+use crate::common::chunks::check_chunks;
 use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter, Tokenizer};
 
 fn cl100k() -> SharedTokenizer {
@@ -49,73 +51,6 @@ fn any_text() -> impl Strategy<Value = String> {
         1 => "\\PC{0,300}",
         1 => ("[a-z🚀中]", 0..600usize).prop_map(|(c, n)| c.repeat(n)),
     ]
-}
-
-/// Checks every property a chunk list must have; returns a message on failure.
-fn check(
-    text: &str,
-    chunks: &[Chunk],
-    sizes: &[usize],
-    overlap_zero: bool,
-    tok: &dyn Tokenizer,
-) -> Result<(), String> {
-    let mut prev: Option<&Chunk> = None;
-    let mut rebuilt = String::new();
-    for (i, c) in chunks.iter().enumerate() {
-        let size = sizes.get(i).copied().unwrap_or(1).max(1);
-        if !(c.start < c.end && text.is_char_boundary(c.start) && text.is_char_boundary(c.end)) {
-            return Err(format!("chunk {i} bad range {}..{}", c.start, c.end));
-        }
-        let t = &text[c.start..c.end];
-        if t.trim() != t {
-            return Err(format!("chunk {i} not trimmed: {t:?}"));
-        }
-        let n = tok.count(t);
-        if n != c.tokens {
-            return Err(format!("chunk {i} says {} tokens, has {n}", c.tokens));
-        }
-        if c.oversized {
-            if t.chars().count() != 1 || n <= size {
-                return Err(format!("chunk {i} wrongly oversized: {t:?} {n} <= {size}"));
-            }
-        } else if n > size {
-            return Err(format!("chunk {i} has {n} tokens > {size}: {t:?}"));
-        }
-        let new_from = match prev {
-            None => {
-                if !text[..c.start].trim().is_empty() {
-                    return Err("text lost before the first chunk".into());
-                }
-                c.start
-            }
-            Some(p) => {
-                if c.start < p.start || c.end <= p.end {
-                    return Err(format!("chunk {i} out of order"));
-                }
-                if overlap_zero && c.start < p.end {
-                    return Err(format!("chunk {i} overlaps without overlap"));
-                }
-                if c.start > p.end && !text[p.end..c.start].trim().is_empty() {
-                    return Err(format!(
-                        "text lost between chunks: {:?}",
-                        &text[p.end..c.start]
-                    ));
-                }
-                c.start.max(p.end)
-            }
-        };
-        rebuilt.push_str(&text[new_from..c.end]);
-        prev = Some(c);
-    }
-    let end = prev.map_or(0, |p| p.end);
-    if !text[end..].trim().is_empty() {
-        return Err("text lost after the last chunk".into());
-    }
-    let strip = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-    if strip(&rebuilt) != strip(text) {
-        return Err("rebuilt text differs".into());
-    }
-    Ok(())
 }
 
 /// The reference algorithm (llama-index-core 0.14.25), literally: split recursively, merge
@@ -204,6 +139,23 @@ fn splitter(size: usize, overlap: usize, tok: SharedTokenizer) -> TokenTextSplit
     }
 }
 
+/// Splits `text` with `size` and `overlap` and checks the chunks ([`check_chunks`]).
+fn split_and_check(
+    text: &str,
+    size: usize,
+    overlap: usize,
+    tok: &SharedTokenizer,
+) -> Result<(), String> {
+    let chunks = splitter(size, overlap, tok.clone()).split_chunks(text);
+    check_chunks(
+        text,
+        &chunks,
+        &vec![size; chunks.len()],
+        overlap == 0,
+        tok.as_ref(),
+    )
+}
+
 fn size_and_overlap() -> impl Strategy<Value = (usize, usize)> {
     (1usize..300).prop_flat_map(|size| (Just(size), 0..=size))
 }
@@ -219,9 +171,7 @@ proptest! {
     #[test]
     fn cl100k_chunks_fit_and_keep_text(text in any_text(), (size, overlap) in size_and_overlap()) {
         let tok = cl100k();
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok), Ok(()));
     }
 
     /// Small sizes make every level of the split (separator, newline, characters) and the
@@ -229,18 +179,14 @@ proptest! {
     #[test]
     fn cl100k_small_sizes(text in any_text(), (size, overlap) in small_size_and_overlap()) {
         let tok = cl100k();
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok), Ok(()));
     }
 
     /// A non-additive tokenizer: the sum of split counts under-estimates; the limit holds.
     #[test]
     fn lumpy_tokenizer_limit_is_exact(text in any_text(), (size, overlap) in small_size_and_overlap()) {
         let tok: SharedTokenizer = Arc::new(LumpyTokenizer);
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok), Ok(()));
     }
 
     /// Custom separators (multi-character, overlapping patterns) keep the properties.
@@ -257,7 +203,7 @@ proptest! {
             .with_backup_separators(vec![backup.to_string()]);
         let chunks = s.split_chunks(&text);
         let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(check_chunks(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
     }
 
     /// With a tokenizer whose sums never under-count, the output is exactly the reference's.
@@ -329,7 +275,7 @@ proptest! {
             }
             i += 1;
         }
-        prop_assert_eq!(check(&text, &chunks, &sizes, false, tok.as_ref()), Ok(()));
+        prop_assert_eq!(check_chunks(&text, &chunks, &sizes, false, tok.as_ref()), Ok(()));
     }
 }
 
@@ -410,7 +356,7 @@ fn korean_and_chinese_split_into_several_chunks() {
     let chunks = splitter(64, 6, tok.clone()).split_chunks(&korean);
     assert!(chunks.len() > 1);
     assert_eq!(
-        check(
+        check_chunks(
             &korean,
             &chunks,
             &vec![64; chunks.len()],
@@ -423,7 +369,7 @@ fn korean_and_chinese_split_into_several_chunks() {
     let chunks = splitter(512, 51, tok.clone()).split_chunks(&chinese);
     assert!(chunks.len() >= 2);
     assert_eq!(
-        check(
+        check_chunks(
             &chinese,
             &chunks,
             &vec![512; chunks.len()],
@@ -440,7 +386,7 @@ fn huge_single_line_and_huge_word() {
     let text = "x".repeat(200_000);
     let chunks = splitter(256, 25, tok.clone()).split_chunks(&text);
     assert_eq!(
-        check(
+        check_chunks(
             &text,
             &chunks,
             &vec![256; chunks.len()],
@@ -452,7 +398,7 @@ fn huge_single_line_and_huge_word() {
     let text = format!("start {} end", "ab\u{301}".repeat(50_000));
     let chunks = splitter(100, 10, tok.clone()).split_chunks(&text);
     assert_eq!(
-        check(
+        check_chunks(
             &text,
             &chunks,
             &vec![100; chunks.len()],
@@ -473,7 +419,7 @@ fn exact_counts_on_real_text() {
     for (size, overlap) in [(256, 25), (100, 10), (17, 1), (3070, 307)] {
         let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
         assert_eq!(
-            check(
+            check_chunks(
                 &text,
                 &chunks,
                 &vec![size; chunks.len()],
@@ -519,7 +465,7 @@ fn conformance_trace_counts() {
             let chunks = splitter(size, size / 4, tok.clone()).split_chunks(text);
             assert!(chunks.len() > 1);
             assert_eq!(
-                check(
+                check_chunks(
                     text,
                     &chunks,
                     &vec![size; chunks.len()],
