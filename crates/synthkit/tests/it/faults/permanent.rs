@@ -54,6 +54,11 @@ async fn permanent(
     e
 }
 
+/// Whether `e` is a malformed reply.
+fn malformed(e: &ModelError) -> bool {
+    matches!(e, ModelError::Malformed(_))
+}
+
 #[tokio::test(start_paused = true)]
 async fn unauthorized_is_never_retried() {
     let e = permanent(
@@ -68,18 +73,12 @@ async fn unauthorized_is_never_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn malformed_json_is_never_retried() {
-    permanent("malformed JSON", Fault::Malformed, true, |e| {
-        matches!(e, ModelError::Malformed(_))
-    })
-    .await;
+    permanent("malformed JSON", Fault::Malformed, true, malformed).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn empty_choices_is_never_retried() {
-    let e = permanent("empty choices", Fault::EmptyChoices, false, |e| {
-        matches!(e, ModelError::Malformed(_))
-    })
-    .await;
+    let e = permanent("empty choices", Fault::EmptyChoices, false, malformed).await;
     assert!(e.to_string().contains("no choices"), "{e}");
 
     // Streamed: chunks without choices then `[DONE]` are a finished, empty reply (servers
@@ -113,10 +112,7 @@ async fn an_empty_streamed_final_answer_gives_the_empty_response() {
 
 #[tokio::test(start_paused = true)]
 async fn invalid_utf8_is_never_retried() {
-    let e = permanent("invalid UTF-8", Fault::InvalidUtf8, true, |e| {
-        matches!(e, ModelError::Malformed(_))
-    })
-    .await;
+    let e = permanent("invalid UTF-8", Fault::InvalidUtf8, true, malformed).await;
     assert!(e.to_string().contains("UTF-8"), "{e}");
 }
 
