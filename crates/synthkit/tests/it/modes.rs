@@ -27,13 +27,12 @@ fn echo_kind(r: &ModelRequest) -> Result<String, ModelError> {
     Ok(format!("{} answer", r.source().unwrap().kind))
 }
 
-/// The template kind of each request `model` got, in order.
-fn kinds(model: &ScriptedModel) -> Vec<TemplateKind> {
-    model
-        .requests()
-        .iter()
-        .map(|r| r.source().unwrap().kind)
-        .collect()
+/// Asserts the template kinds of the model's requests, in order.
+#[track_caller]
+fn assert_kinds(model: &ScriptedModel, expected: &[TemplateKind]) {
+    let requests = model.requests();
+    let kinds: Vec<_> = requests.iter().map(|r| r.source().unwrap().kind).collect();
+    assert_eq!(kinds, expected);
 }
 
 fn synth(model: &ScriptedModel, mode: ResponseMode) -> Synthesizer {
@@ -114,12 +113,11 @@ async fn refine_uses_qa_then_refine_with_the_previous_answer() {
         .await
         .unwrap();
     assert_eq!(r.text, "third");
-    let reqs = model.requests();
-    let kinds: Vec<_> = reqs.iter().map(|r| r.source().unwrap().kind).collect();
-    assert_eq!(
-        kinds,
-        vec![TemplateKind::Qa, TemplateKind::Refine, TemplateKind::Refine]
+    assert_kinds(
+        &model,
+        &[TemplateKind::Qa, TemplateKind::Refine, TemplateKind::Refine],
     );
+    let reqs = model.requests();
     assert_eq!(
         reqs[1].source().unwrap().variable("existing_answer"),
         Some("first")
@@ -143,11 +141,10 @@ async fn an_empty_answer_keeps_the_previous_one() {
         .await
         .unwrap();
     assert_eq!(r.text, "kept");
-    let kinds = kinds(&model);
     // The first answer was empty, so the second chunk is answered with QA again.
-    assert_eq!(
-        kinds,
-        vec![TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine]
+    assert_kinds(
+        &model,
+        &[TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine],
     );
     let streamed = synth(&model, ResponseMode::Refine)
         .stream("q", nodes(&["a", "b", "c"]))
@@ -531,10 +528,9 @@ async fn structured_filtering_keeps_reference_semantics() {
         .await
         .unwrap();
     assert_eq!(r.text, "input2");
-    let kinds = kinds(&model);
-    assert_eq!(
-        kinds,
-        vec![TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine]
+    assert_kinds(
+        &model,
+        &[TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine],
     );
     assert!(model.requests().iter().all(|r| r.schema.is_some()));
 
