@@ -515,14 +515,19 @@ fn filter_model(satisfied: &'static [&'static str]) -> ScriptedModel {
     })
 }
 
+/// A refine synthesizer over `model` with `filtering`.
+fn filtering_refine(model: &ScriptedModel, filtering: AnswerFiltering) -> Synthesizer {
+    Synthesizer::builder(Arc::new(model.clone()))
+        .mode(ResponseMode::Refine)
+        .answer_filtering(filtering)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn structured_filtering_keeps_reference_semantics() {
     let model = filter_model(&["input2"]);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::on())
-        .build()
-        .unwrap();
+    let s = filtering_refine(&model, AnswerFiltering::on());
     let r = s
         .synthesize("q", nodes(&["input1", "input2", "input3"]))
         .await
@@ -535,11 +540,7 @@ async fn structured_filtering_keeps_reference_semantics() {
     assert!(model.requests().iter().all(|r| r.schema.is_some()));
 
     let none = filter_model(&[]);
-    let s = Synthesizer::builder(Arc::new(none))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::on())
-        .build()
-        .unwrap();
+    let s = filtering_refine(&none, AnswerFiltering::on());
     assert_eq!(
         s.synthesize("q", nodes(&["input1", "garbled", "input3"]))
             .await
@@ -552,11 +553,7 @@ async fn structured_filtering_keeps_reference_semantics() {
 #[tokio::test]
 async fn stop_when_satisfied_saves_calls() {
     let model = filter_model(&["input2"]);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::stop_when_satisfied())
-        .build()
-        .unwrap();
+    let s = filtering_refine(&model, AnswerFiltering::stop_when_satisfied());
     let r = s
         .synthesize("q", nodes(&["input1", "input2", "input3", "input4"]))
         .await
@@ -582,14 +579,10 @@ impl StepEvaluator for AlwaysSatisfied {
 #[tokio::test]
 async fn a_step_evaluator_calls_through_the_call_door() {
     let model = ScriptedModel::new(info(), echo_kind);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::with_evaluator(
-            Arc::new(AlwaysSatisfied),
-            false,
-        ))
-        .build()
-        .unwrap();
+    let s = filtering_refine(
+        &model,
+        AnswerFiltering::with_evaluator(Arc::new(AlwaysSatisfied), false),
+    );
     let r = s.synthesize("q", nodes(&["a", "b"])).await.unwrap();
     assert_eq!(r.text, "judged 1 (refine answer)");
     // The evaluator's calls are the synthesis's calls: counted, and checked by the door.
