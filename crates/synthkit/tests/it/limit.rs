@@ -85,7 +85,7 @@ fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode, concurrency: usize) 
 }
 
 fn request(prompt_tokens: usize, max_tokens: usize) -> ModelRequest {
-    crate::common::fixtures::qa_request(
+    synthkit::testing::qa_request(
         RenderedPrompt::Text("Q".into()),
         prompt_tokens,
         max_tokens,

@@ -206,7 +206,7 @@ fn config(server: &Server) -> OpenAiConfig {
 }
 
 fn request() -> ModelRequest {
-    crate::common::fixtures::qa_request(RenderedPrompt::Text("Say hi".into()), 10, 16, None)
+    synthkit::testing::qa_request(RenderedPrompt::Text("Say hi".into()), 10, 16, None)
 }
 
 /// The error is the cap's, says so, and is not retried.

@@ -405,7 +405,7 @@ fn synthesizer_over(
 }
 
 fn request() -> ModelRequest {
-    crate::common::fixtures::qa_request(
+    synthkit::testing::qa_request(
         RenderedPrompt::Chat(vec![ChatMessage::new(Role::User, "Say hi")]),
         3,
         16,

@@ -82,7 +82,7 @@ impl Client for Server {
 }
 
 fn request(prompt: RenderedPrompt, max_tokens: usize) -> ModelRequest {
-    crate::common::fixtures::qa_request(prompt, 10, max_tokens, Some("q"))
+    synthkit::testing::qa_request(prompt, 10, max_tokens, Some("q"))
 }
 
 fn chat_request() -> ModelRequest {
