@@ -4,7 +4,6 @@ use serde_json::{Map, Value};
 
 use crate::backend::http::builders::config_builders;
 use crate::backend::http::{Sampling, Transport};
-use crate::model::ModelInfo;
 
 /// How to reach a server of Anthropic's Messages API and what to ask of it.
 ///
@@ -30,7 +29,7 @@ pub struct AnthropicConfig {
     pub version: String,
     /// The context window, if known; else [`AnthropicModel::connect`](super::AnthropicModel::connect)
     /// asks the server (llama.cpp's `/props`), and failing that
-    /// [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] is used.
+    /// [`ModelInfo::DEFAULT_CONTEXT_WINDOW`](crate::model::ModelInfo::DEFAULT_CONTEXT_WINDOW) is used.
     pub context_window: Option<usize>,
     /// Tokens reserved for the output (default 256); also the `max_tokens` sent when a
     /// request asks for 0 (the API requires `max_tokens`).
@@ -48,7 +47,7 @@ pub struct AnthropicConfig {
     pub extra_body: Map<String, Value>,
 }
 
-config_builders!(AnthropicConfig, own fields: [version]);
+config_builders!(AnthropicConfig, own fields: [version: Self::API_VERSION.to_string()]);
 
 impl AnthropicConfig {
     /// Anthropic's API base URL.
@@ -61,21 +60,6 @@ impl AnthropicConfig {
     pub const DEFAULT_KEY_VAR: &'static str = "ANTHROPIC_API_KEY";
     /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
     pub const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
-
-    fn with_transport_for(model: impl Into<String>, transport: Transport) -> Self {
-        Self {
-            transport,
-            sampling: Sampling::default(),
-            model: model.into(),
-            version: Self::API_VERSION.to_string(),
-            context_window: None,
-            num_output: ModelInfo::DEFAULT_NUM_OUTPUT,
-            system_prompt: None,
-            server_tokenizer: false,
-            discover_model: false,
-            extra_body: Map::new(),
-        }
-    }
 
     /// The Messages endpoint: `{root}/v1/messages`.
     pub fn endpoint(&self) -> String {

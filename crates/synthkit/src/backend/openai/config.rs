@@ -4,7 +4,6 @@ use serde_json::{Map, Value};
 
 use crate::backend::http::builders::config_builders;
 use crate::backend::http::{Sampling, Transport};
-use crate::model::ModelInfo;
 
 /// How to reach an OpenAI-compatible server and what to ask of it.
 ///
@@ -27,7 +26,7 @@ pub struct OpenAiConfig {
     /// The model name sent with every request.
     pub model: String,
     /// The context window, if known; else [`OpenAiModel::discover`](super::OpenAiModel::discover) asks the server, and
-    /// failing that [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] is used.
+    /// failing that [`ModelInfo::DEFAULT_CONTEXT_WINDOW`](crate::model::ModelInfo::DEFAULT_CONTEXT_WINDOW) is used.
     pub context_window: Option<usize>,
     /// Tokens reserved for the output (default 256).
     pub num_output: usize,
@@ -52,7 +51,7 @@ pub struct OpenAiConfig {
     pub extra_body: Map<String, Value>,
 }
 
-config_builders!(OpenAiConfig, own fields: [is_chat, json_schema, stream_usage]);
+config_builders!(OpenAiConfig, own fields: [is_chat: true, json_schema: true, stream_usage: true]);
 
 impl OpenAiConfig {
     /// OpenAI's API base URL.
@@ -67,23 +66,6 @@ impl OpenAiConfig {
     pub const DEFAULT_KEY_VAR: &'static str = "OPENAI_API_KEY";
     /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
     pub const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
-
-    fn with_transport_for(model: impl Into<String>, transport: Transport) -> Self {
-        Self {
-            transport,
-            sampling: Sampling::default(),
-            model: model.into(),
-            context_window: None,
-            num_output: ModelInfo::DEFAULT_NUM_OUTPUT,
-            is_chat: true,
-            system_prompt: None,
-            json_schema: true,
-            stream_usage: true,
-            server_tokenizer: false,
-            discover_model: false,
-            extra_body: Map::new(),
-        }
-    }
 
     /// Chat model (`true`) or completion model (`false`).
     pub fn with_chat(mut self, is_chat: bool) -> Self {
