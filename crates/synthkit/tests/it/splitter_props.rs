@@ -6,7 +6,7 @@ use std::sync::Arc;
 use synthkit::testing::{LumpyTokenizer, WordTokenizer};
 
 use proptest::prelude::*;
-use synthkit::text::splitter::ChunkCursor;
+use synthkit::text::splitter::{Chunk, ChunkCursor};
 
 use crate::common::chunks::check_chunks;
 use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter, Tokenizer};
@@ -139,21 +139,18 @@ fn splitter(size: usize, overlap: usize, tok: SharedTokenizer) -> TokenTextSplit
     }
 }
 
-/// Splits `text` with `size` and `overlap` and checks the chunks ([`check_chunks`]).
+/// Splits `text` with `size` and `overlap`, checks the chunks ([`check_chunks`]) and
+/// returns them.
 fn split_and_check(
     text: &str,
     size: usize,
     overlap: usize,
     tok: &SharedTokenizer,
-) -> Result<(), String> {
+) -> Result<Vec<Chunk>, String> {
     let chunks = splitter(size, overlap, tok.clone()).split_chunks(text);
-    check_chunks(
-        text,
-        &chunks,
-        &vec![size; chunks.len()],
-        overlap == 0,
-        tok.as_ref(),
-    )
+    let sizes = vec![size; chunks.len()];
+    check_chunks(text, &chunks, &sizes, overlap == 0, tok.as_ref())?;
+    Ok(chunks)
 }
 
 fn size_and_overlap() -> impl Strategy<Value = (usize, usize)> {
@@ -171,7 +168,7 @@ proptest! {
     #[test]
     fn cl100k_chunks_fit_and_keep_text(text in any_text(), (size, overlap) in size_and_overlap()) {
         let tok = cl100k();
-        prop_assert_eq!(split_and_check(&text, size, overlap, &tok), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok).err(), None);
     }
 
     /// Small sizes make every level of the split (separator, newline, characters) and the
@@ -179,14 +176,14 @@ proptest! {
     #[test]
     fn cl100k_small_sizes(text in any_text(), (size, overlap) in small_size_and_overlap()) {
         let tok = cl100k();
-        prop_assert_eq!(split_and_check(&text, size, overlap, &tok), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok).err(), None);
     }
 
     /// A non-additive tokenizer: the sum of split counts under-estimates; the limit holds.
     #[test]
     fn lumpy_tokenizer_limit_is_exact(text in any_text(), (size, overlap) in small_size_and_overlap()) {
         let tok: SharedTokenizer = Arc::new(LumpyTokenizer);
-        prop_assert_eq!(split_and_check(&text, size, overlap, &tok), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok).err(), None);
     }
 
     /// Custom separators (multi-character, overlapping patterns) keep the properties.
@@ -353,60 +350,20 @@ fn reference_examples_with_cl100k() {
 fn korean_and_chinese_split_into_several_chunks() {
     let tok = cl100k();
     let korean = "대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다. ".repeat(20);
-    let chunks = splitter(64, 6, tok.clone()).split_chunks(&korean);
+    let chunks = split_and_check(&korean, 64, 6, &tok).unwrap();
     assert!(chunks.len() > 1);
-    assert_eq!(
-        check_chunks(
-            &korean,
-            &chunks,
-            &vec![64; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
     let chinese = "我们的文章讨论了迭代器和异常处理的各种细节，并给出了很多例子。".repeat(40);
-    let chunks = splitter(512, 51, tok.clone()).split_chunks(&chinese);
+    let chunks = split_and_check(&chinese, 512, 51, &tok).unwrap();
     assert!(chunks.len() >= 2);
-    assert_eq!(
-        check_chunks(
-            &chinese,
-            &chunks,
-            &vec![512; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
 }
 
 #[test]
 fn huge_single_line_and_huge_word() {
     let tok = cl100k();
     let text = "x".repeat(200_000);
-    let chunks = splitter(256, 25, tok.clone()).split_chunks(&text);
-    assert_eq!(
-        check_chunks(
-            &text,
-            &chunks,
-            &vec![256; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
+    split_and_check(&text, 256, 25, &tok).unwrap();
     let text = format!("start {} end", "ab\u{301}".repeat(50_000));
-    let chunks = splitter(100, 10, tok.clone()).split_chunks(&text);
-    assert_eq!(
-        check_chunks(
-            &text,
-            &chunks,
-            &vec![100; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
+    split_and_check(&text, 100, 10, &tok).unwrap();
 }
 
 /// Compact-style packing of a conformance node (`overlap_0`, node 0 has 253 cl100k tokens):
@@ -417,17 +374,7 @@ fn exact_counts_on_real_text() {
     let para = "Char, attempting find initializing tab checked typing. Shortcut comma executed selected sections complexity scope matrix honored bucket nonzero hexdigit floor or this propagated reserved.\n\n";
     let text = para.repeat(50);
     for (size, overlap) in [(256, 25), (100, 10), (17, 1), (3070, 307)] {
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        assert_eq!(
-            check_chunks(
-                &text,
-                &chunks,
-                &vec![size; chunks.len()],
-                false,
-                tok.as_ref()
-            ),
-            Ok(())
-        );
+        split_and_check(&text, size, overlap, &tok).unwrap();
     }
 }
 
@@ -462,18 +409,8 @@ fn conformance_trace_counts() {
         );
         for size in [1, 2, tokens / 2, tokens - 1] {
             let size = size.max(1);
-            let chunks = splitter(size, size / 4, tok.clone()).split_chunks(text);
+            let chunks = split_and_check(&text, size, size / 4, &tok).unwrap();
             assert!(chunks.len() > 1);
-            assert_eq!(
-                check_chunks(
-                    text,
-                    &chunks,
-                    &vec![size; chunks.len()],
-                    false,
-                    tok.as_ref()
-                ),
-                Ok(())
-            );
         }
     }
     // Whitespace-only node text: no chunk.
