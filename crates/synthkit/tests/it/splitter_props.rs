@@ -409,7 +409,7 @@ fn conformance_trace_counts() {
         );
         for size in [1, 2, tokens / 2, tokens - 1] {
             let size = size.max(1);
-            let chunks = split_and_check(&text, size, size / 4, &tok).unwrap();
+            let chunks = split_and_check(text, size, size / 4, &tok).unwrap();
             assert!(chunks.len() > 1);
         }
     }
