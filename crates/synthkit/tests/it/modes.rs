@@ -42,6 +42,19 @@ fn synth(model: &ScriptedModel, mode: ResponseMode) -> Synthesizer {
         .unwrap()
 }
 
+/// The answer of a synthesis in `mode` over `model`, to `query` with one node per text.
+async fn answer(
+    model: &ScriptedModel,
+    mode: ResponseMode,
+    query: &str,
+    texts: &[&str],
+) -> synthkit::Response {
+    synth(model, mode)
+        .synthesize(query, nodes(texts))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn zero_nodes_cost_no_call_except_generation() {
     for mode in ResponseMode::ALL {
@@ -88,17 +101,11 @@ async fn no_text_and_context_only_never_call() {
     let model = ScriptedModel::new(info(), |_| {
         Err(ModelError::Other("must not be called".into()))
     });
-    let r = synth(&model, ResponseMode::NoText)
-        .synthesize("q", nodes(&["a", "b"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::NoText, "q", &["a", "b"]).await;
     assert_eq!(r.text, "");
     assert_eq!(r.source_nodes.len(), 2);
     assert!(r.metadata.contains_key("n0"));
-    let r = synth(&model, ResponseMode::ContextOnly)
-        .synthesize("q", nodes(&["a", "", "b"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::ContextOnly, "q", &["a", "", "b"]).await;
     assert_eq!(r.text, "a\n\n\n\nb");
 }
 
@@ -108,10 +115,7 @@ async fn refine_uses_qa_then_refine_with_the_previous_answer() {
         info(),
         vec!["first".into(), "second".into(), "third".into()],
     );
-    let r = synth(&model, ResponseMode::Refine)
-        .synthesize("q?", nodes(&["one", "two", "three"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::Refine, "q?", &["one", "two", "three"]).await;
     assert_eq!(r.text, "third");
     assert_kinds(
         &model,
@@ -136,10 +140,7 @@ async fn refine_uses_qa_then_refine_with_the_previous_answer() {
 #[tokio::test]
 async fn an_empty_answer_keeps_the_previous_one() {
     let model = ScriptedModel::sequence(info(), vec!["".into(), "kept".into(), "".into()]);
-    let r = synth(&model, ResponseMode::Refine)
-        .synthesize("q", nodes(&["a", "b", "c"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::Refine, "q", &["a", "b", "c"]).await;
     assert_eq!(r.text, "kept");
     // The first answer was empty, so the second chunk is answered with QA again.
     assert_kinds(
@@ -156,10 +157,13 @@ async fn an_empty_answer_keeps_the_previous_one() {
 #[tokio::test]
 async fn compact_packs_everything_into_one_call() {
     let model = ScriptedModel::new(info(), echo_kind);
-    let r = synth(&model, ResponseMode::Compact)
-        .synthesize("q", nodes(&["alpha", "beta", "gamma"]))
-        .await
-        .unwrap();
+    let r = answer(
+        &model,
+        ResponseMode::Compact,
+        "q",
+        &["alpha", "beta", "gamma"],
+    )
+    .await;
     assert_eq!(r.usage.calls, 1);
     assert_eq!(
         model.requests()[0]
@@ -312,10 +316,7 @@ async fn concurrency_is_bounded() {
 #[tokio::test]
 async fn accumulate_format_is_the_reference_one() {
     let model = ScriptedModel::sequence(info(), vec!["A".into(), "".into(), "C".into()]);
-    let r = synth(&model, ResponseMode::Accumulate)
-        .synthesize("q", nodes(&["x", "y", "z"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::Accumulate, "q", &["x", "y", "z"]).await;
     assert_eq!(
         r.text,
         "Response 1: A\n---------------------\nResponse 2: Empty Response\n---------------------\nResponse 3: C"
