@@ -17,6 +17,7 @@ use synthkit::synth::{StepEvaluator, StepVerdict, VerdictFuture};
 use synthkit::testing::ScriptedModel;
 use synthkit::{
     AnswerFiltering, CallDoor, Concurrency, Observer, ResponseMode, SynthError, Synthesizer,
+    SynthesizerBuilder,
 };
 
 fn info() -> ModelInfo {
@@ -36,10 +37,17 @@ fn assert_kinds(model: &ScriptedModel, expected: &[TemplateKind]) {
 }
 
 fn synth(model: &ScriptedModel, mode: ResponseMode) -> Synthesizer {
-    Synthesizer::builder(Arc::new(model.clone()))
-        .mode(mode)
-        .build()
-        .unwrap()
+    synth_with(model, mode, |b| b)
+}
+
+/// A synthesizer in `mode` over `model`, with what `configure` sets.
+fn synth_with(
+    model: &ScriptedModel,
+    mode: ResponseMode,
+    configure: impl FnOnce(SynthesizerBuilder) -> SynthesizerBuilder,
+) -> Synthesizer {
+    let builder = Synthesizer::builder(Arc::new(model.clone())).mode(mode);
+    configure(builder).build().unwrap()
 }
 
 /// The answer of a synthesis in `mode` over `model`, to `query` with one node per text.
@@ -222,11 +230,7 @@ async fn concurrency_keeps_prompts_and_answers_identical() {
                 Ok(format!("sum {} {}", r.step().level, r.step().index))
             })
             .with_delay(Duration::from_millis(1));
-            let s = Synthesizer::builder(Arc::new(model.clone()))
-                .mode(mode)
-                .concurrency(Concurrency::limit(limit))
-                .build()
-                .unwrap();
+            let s = synth_with(&model, mode, |b| b.concurrency(Concurrency::limit(limit)));
             let r = s.synthesize("q", nodes(&many)).await.unwrap();
             let mut prompts: Vec<String> = model
                 .requests()
@@ -339,11 +343,7 @@ async fn tree_summarize_builds_levels_and_terminates() {
     let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step().index)));
     let text = "word ".repeat(200);
     let many: Vec<&str> = vec![text.as_str(); 10];
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::TreeSummarize)
-        .budget(budget)
-        .build()
-        .unwrap();
+    let s = synth_with(&model, ResponseMode::TreeSummarize, |b| b.budget(budget));
     let r = s.synthesize("q", nodes(&many)).await.unwrap();
     let levels: Vec<u32> = model.requests().iter().map(|r| r.step().level).collect();
     assert!(levels.iter().any(|l| *l > 0), "{levels:?}");
@@ -363,11 +363,7 @@ async fn a_tree_that_cannot_converge_is_a_clear_error() {
     let model = ScriptedModel::new(info(), |_| Ok("blah ".repeat(200)));
     let text = "word ".repeat(250);
     let many: Vec<&str> = vec![text.as_str(); 4];
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::TreeSummarize)
-        .budget(budget)
-        .build()
-        .unwrap();
+    let s = synth_with(&model, ResponseMode::TreeSummarize, |b| b.budget(budget));
     let err = s.synthesize("q", nodes(&many)).await.unwrap_err();
     assert!(matches!(err, SynthError::TreeNotConverging { .. }), "{err}");
     assert!(err.to_string().contains("raise the context window"));
@@ -379,11 +375,7 @@ async fn simple_summarize_reports_what_it_drops() {
     let budget = PromptBudget::new(300, 100).unwrap();
     let model = ScriptedModel::new(info(), echo_kind);
     let big = "text ".repeat(400);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::SimpleSummarize)
-        .budget(budget)
-        .build()
-        .unwrap();
+    let s = synth_with(&model, ResponseMode::SimpleSummarize, |b| b.budget(budget));
     let r = s
         .synthesize("q", nodes(&["short first", &big, "last one"]))
         .await
@@ -432,11 +424,7 @@ async fn a_query_larger_than_the_window_fails_before_any_call() {
     let q = "why ".repeat(400);
     for mode in ResponseMode::ALL.into_iter().filter(|m| m.calls_model()) {
         let model = ScriptedModel::new(info(), echo_kind);
-        let s = Synthesizer::builder(Arc::new(model.clone()))
-            .mode(mode)
-            .budget(budget.clone())
-            .build()
-            .unwrap();
+        let s = synth_with(&model, mode, |b| b.budget(budget.clone()));
         let err = s.synthesize(&q, nodes(&["a"])).await.unwrap_err();
         assert!(
             matches!(
@@ -456,11 +444,7 @@ async fn small_windows_work_in_refine_and_compact() {
     let text = "sentence with words ".repeat(100);
     for mode in [ResponseMode::Refine, ResponseMode::Compact] {
         let model = ScriptedModel::new(info(), |_| Ok("a short answer of a few words".into()));
-        let s = Synthesizer::builder(Arc::new(model.clone()))
-            .mode(mode)
-            .budget(budget.clone())
-            .build()
-            .unwrap();
+        let s = synth_with(&model, mode, |b| b.budget(budget.clone()));
         let r = s.synthesize("q", nodes(&[&text, &text])).await.unwrap();
         assert_eq!(r.text, "a short answer of a few words");
         assert!(model.requests().iter().all(|r| r.prompt_tokens <= 256));
@@ -518,11 +502,9 @@ fn filter_model(satisfied: &'static [&'static str]) -> ScriptedModel {
 
 /// A refine synthesizer over `model` with `filtering`.
 fn filtering_refine(model: &ScriptedModel, filtering: AnswerFiltering) -> Synthesizer {
-    Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(filtering)
-        .build()
-        .unwrap()
+    synth_with(&model, ResponseMode::Refine, |b| {
+        b.answer_filtering(filtering)
+    })
 }
 
 #[tokio::test]
@@ -608,11 +590,7 @@ async fn output_types_parse_the_final_answer() {
         ResponseMode::TreeSummarize,
         ResponseMode::Refine,
     ] {
-        let s = Synthesizer::builder(Arc::new(model.clone()))
-            .mode(mode)
-            .output_type::<Colour>()
-            .build()
-            .unwrap();
+        let s = synth_with(&model, mode, |b| b.output_type::<Colour>());
         let r = s
             .synthesize("sky colour?", nodes(&["The sky is blue (#00f).", "more"]))
             .await
