@@ -502,7 +502,7 @@ fn filter_model(satisfied: &'static [&'static str]) -> ScriptedModel {
 
 /// A refine synthesizer over `model` with `filtering`.
 fn filtering_refine(model: &ScriptedModel, filtering: AnswerFiltering) -> Synthesizer {
-    synth_with(&model, ResponseMode::Refine, |b| {
+    synth_with(model, ResponseMode::Refine, |b| {
         b.answer_filtering(filtering)
     })
 }
