@@ -90,6 +90,17 @@ pub(crate) fn synthesis(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
 }
 
 /// One call's box.
+/// A warning tag "`n` things" (the names: singular, plural), when `n` is not 0.
+fn count_tag(h: &mut Html, n: u32, (one, many): (&'static str, &'static str)) {
+    if n > 0 {
+        h.markup(" <span class=\"tag bad\">")
+            .value(n)
+            .markup(" ")
+            .markup(if n == 1 { one } else { many })
+            .markup("</span>");
+    }
+}
+
 fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>) {
     let mut class = String::from("call");
     if s.truncated {
@@ -117,20 +128,8 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
         .markup(" tok</span> <span>")
         .value(format_args!("{:.0} ms", s.ms))
         .markup("</span>");
-    if s.retries > 0 {
-        h.markup(" <span class=\"tag bad\">")
-            .value(s.retries)
-            .markup(" retr")
-            .markup(if s.retries == 1 { "y" } else { "ies" })
-            .markup("</span>");
-    }
-    if s.corrections > 0 {
-        h.markup(" <span class=\"tag bad\">")
-            .value(s.corrections)
-            .markup(" correction")
-            .markup(if s.corrections == 1 { "" } else { "s" })
-            .markup("</span>");
-    }
+    count_tag(h, s.retries, ("retry", "retries"));
+    count_tag(h, s.corrections, ("correction", "corrections"));
     if s.truncated {
         h.markup(" <span class=\"tag bad\">reply cut at ")
             .value(s.max_tokens)

@@ -9,17 +9,39 @@
 //!   `{"query_satisfied": <prompt contains "RELEVANT">, "answer": ...}` or garbled text
 //!   when the prompt contains `GARBLED`.
 //! * [`FixedModel`]: an instant model that always gives the same answer (benchmarks).
+//! * [`qa_request`]: a request as synthesis sends it, for testing models and layers
+//!   directly.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::mode::{ResponseMode, Step};
 use crate::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelFuture, ModelInfo,
-    ModelRequest, SharedCounter, StreamEvent, Usage,
+    ModelRequest, SharedCounter, StepInfo, StreamEvent, Usage,
 };
-use crate::prompt::TemplateKind;
+use crate::prompt::{PromptSource, RenderedPrompt, TemplateKind};
 use crate::text::SharedTokenizer;
+
+/// A compact-mode QA request for `prompt`, as synthesis sends it: counted at
+/// `prompt_tokens`, allowed `max_tokens`, with `query` as its `query_str` when given.
+pub fn qa_request(
+    prompt: RenderedPrompt,
+    prompt_tokens: usize,
+    max_tokens: usize,
+    query: Option<&str>,
+) -> ModelRequest {
+    let variables = query
+        .map(|q| vec![("query_str".to_string(), q.to_string())])
+        .unwrap_or_default();
+    ModelRequest::new(prompt)
+        .with_schema(None)
+        .with_max_tokens(max_tokens)
+        .with_prompt_tokens(prompt_tokens)
+        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
+        .with_extension(PromptSource::new(TemplateKind::Qa, variables))
+}
 
 type AnswerFn = dyn Fn(&ModelRequest) -> Result<String, ModelError> + Send + Sync;
 type FinishFn = dyn Fn(&ModelRequest) -> FinishReason + Send + Sync;

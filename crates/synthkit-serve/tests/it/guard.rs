@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use synthkit_serve::{BackendConfig, ServiceLimits};
+use synthkit_serve::ServiceLimits;
 use synthkit_testkit::gated::GatedOpenAi;
 
 use crate::common::{
@@ -34,12 +34,7 @@ async fn error_of(r: reqwest::Response) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_are_required_when_configured() {
-    let service = Service::start(
-        BackendConfig::extractive(),
-        ServiceLimits::default(),
-        Some(KEYS),
-    )
-    .await;
+    let service = Service::extractive_with_keys(KEYS).await;
     let client = reqwest::Client::new();
     let url = service.synthesize_url();
 

@@ -26,11 +26,12 @@ fn synthesis_body() -> Vec<u8> {
 async fn post_json(addr: &str, headers: &[(&str, &str)]) -> Answer {
     let mut all = vec![("Content-Type", "application/json")];
     all.extend_from_slice(headers);
-    send(
-        addr,
-        &request("POST", "/v1/synthesize", &all, &synthesis_body()),
-    )
-    .await
+    post(addr, &all, &synthesis_body()).await
+}
+
+/// `POST /v1/synthesize` with `headers` and `body`, as raw bytes.
+async fn post(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    send(addr, &request("POST", "/v1/synthesize", headers, body)).await
 }
 
 async fn service_with(limits: ServiceLimits, access: AccessPolicy, keys: Option<&str>) -> Service {
@@ -71,16 +72,7 @@ async fn every_error_route_answers_the_json_error_body() {
         .assert_error(405, "method_not_allowed");
 
     let big = vec![b'x'; 2_000];
-    let a = send(
-        &addr,
-        &request(
-            "POST",
-            "/v1/synthesize",
-            &[("Content-Type", "application/json")],
-            &big,
-        ),
-    )
-    .await;
+    let a = post(&addr, &[("Content-Type", "application/json")], &big).await;
     a.assert_error(413, "body_too_large");
     assert!(
         a.json()["error"]["message"]
@@ -94,16 +86,7 @@ async fn every_error_route_answers_the_json_error_body() {
         .await
         .assert_error(414, "uri_too_long");
 
-    let a = send(
-        &addr,
-        &request(
-            "POST",
-            "/v1/synthesize",
-            &[("Content-Type", "text/plain")],
-            &synthesis_body(),
-        ),
-    )
-    .await;
+    let a = post(&addr, &[("Content-Type", "text/plain")], &synthesis_body()).await;
     a.assert_error(415, "unsupported_media_type");
 
     let many: Vec<(String, String)> = (0..20)
@@ -176,19 +159,10 @@ async fn cross_site_requests_are_refused_on_loopback() {
         "application/x-www-form-urlencoded",
         "multipart/form-data; boundary=x",
     ] {
-        let a = send(
-            &addr,
-            &request(
-                "POST",
-                "/v1/synthesize",
-                &[("Content-Type", content_type)],
-                &body,
-            ),
-        )
-        .await;
+        let a = post(&addr, &[("Content-Type", content_type)], &body).await;
         a.assert_error(415, "unsupported_media_type");
     }
-    let a = send(&addr, &request("POST", "/v1/synthesize", &[], &body)).await;
+    let a = post(&addr, &[], &body).await;
     a.assert_error(415, "unsupported_media_type");
 
     // DNS rebinding: the page's own host name now points at 127.0.0.1.

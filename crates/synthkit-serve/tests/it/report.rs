@@ -2,7 +2,6 @@
 //! `GET /v1/report/{id}` behind the same keys, hostile text escaped.
 
 use serde_json::{Value, json};
-use synthkit_serve::{BackendConfig, ServiceLimits};
 
 use crate::common::{Service, assert_error_body, nodes};
 
@@ -35,12 +34,7 @@ async fn get(service: &Service, path: &str, key: Option<&str>) -> (u16, String, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steps_and_reports_on_request() {
-    let service = Service::start(
-        BackendConfig::extractive(),
-        ServiceLimits::default(),
-        Some(KEY),
-    )
-    .await;
+    let service = Service::extractive_with_keys(KEY).await;
     let mut hostile = nodes();
     hostile.as_array_mut().unwrap().push(json!({"id": "evil", "text": "The mirror </script><img src=x onerror=alert(1)> is cleaned."}));
     let body = json!({"query": "How often is the mirror cleaned?", "nodes": hostile, "mode": "refine", "citations": true});

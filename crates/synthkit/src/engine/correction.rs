@@ -211,19 +211,11 @@ impl Shrunk {
 mod tests {
     use super::*;
     use crate::mode::{ResponseMode, Step};
-    use crate::model::StepInfo;
-    use crate::prompt::{RenderedPrompt, TemplateKind};
+
+    use crate::prompt::RenderedPrompt;
 
     fn request(tokens: usize) -> ModelRequest {
-        ModelRequest::new(RenderedPrompt::Text(String::new()))
-            .with_schema(None)
-            .with_max_tokens(10)
-            .with_prompt_tokens(tokens)
-            .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
-            .with_extension(crate::prompt::PromptSource::new(
-                TemplateKind::Qa,
-                Vec::new(),
-            ))
+        crate::testing::qa_request(RenderedPrompt::Text(String::new()), tokens, 10, None)
     }
 
     fn too_long(p: Option<u64>, w: Option<u64>) -> SynthError {

@@ -1,5 +1,5 @@
 //! Limits: one shared budget of calls in flight, requests per minute and tokens per minute,
-//! as a layer around any [`LanguageModel`].
+//! as a layer around any [`LanguageModel`](crate::model::LanguageModel).
 //!
 //! A [`Limiter`] is cheap to clone (an [`Arc`] inside): give clones of one limiter to every
 //! [`LimitedModel`] of a process, and every step of every synthesis, whichever model or
@@ -27,7 +27,7 @@
 //!
 //! What a call waits for, in order:
 //! 1. **A slot** (a [`tokio::sync::Semaphore`] permit), held for the whole call: for
-//!    [`LanguageModel::stream`], until the stream ends or is dropped.
+//!    [`LanguageModel::stream`](crate::model::LanguageModel::stream), until the stream ends or is dropped.
 //! 2. **The budgets**, one call at a time in arrival order (so a large call is never starved
 //!    by a run of small ones): one request from the requests-per-minute budget, then the
 //!    call's tokens from the tokens-per-minute budget.

@@ -450,10 +450,7 @@ mod tests {
             PromptBudget::new(100, 300),
             Err(BudgetError::OutputExceedsWindow { .. })
         ));
-        let msg = PromptBudget::new(256, 256)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let msg = PromptBudget::new(256, 256).unwrap_err().to_string();
         assert!(msg.contains("lower num_output"), "{msg}");
     }
 

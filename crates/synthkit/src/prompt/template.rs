@@ -427,11 +427,7 @@ mod tests {
     #[test]
     fn missing_variable_is_named() {
         let t = PromptTemplate::completion(TemplateKind::Refine, "{query_str} {context_msg}");
-        let err = t
-            .validate()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err = t.validate().unwrap_err().to_string();
         assert!(err.contains("{existing_answer}"), "{err}");
     }
 

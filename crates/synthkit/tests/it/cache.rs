@@ -64,7 +64,7 @@ fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode) -> Synthesizer {
 }
 
 fn request(prompt: &str) -> ModelRequest {
-    crate::common::fixtures::qa_request(RenderedPrompt::Text(prompt.to_string()), 3, 64, Some("q"))
+    synthkit::testing::qa_request(RenderedPrompt::Text(prompt.to_string()), 3, 64, Some("q"))
 }
 
 #[tokio::test]

@@ -19,7 +19,9 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 use synthkit::Node;
 use synthkit::prompt::template::format_one_pass;
 use synthkit::prompt::{PromptTemplate, Role, TemplateKind};
-use synthkit::text::{BpeTokenizer, Chunk, SharedTokenizer, TokenTextSplitter, Tokenizer};
+use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter};
+
+use crate::common::chunks::check_chunks;
 
 /// Cases per property.
 const CASES: u32 = 10_000;
@@ -264,67 +266,6 @@ fn tokenizers() -> [SharedTokenizer; 2] {
     ]
 }
 
-/// Chunk invariants; `Err` says what broke.
-fn check_chunks(
-    text: &str,
-    chunks: &[Chunk],
-    size: usize,
-    tok: &dyn Tokenizer,
-) -> Result<(), String> {
-    let mut rebuilt = String::new();
-    let mut done = 0usize;
-    let mut prev_start = 0usize;
-    for (i, c) in chunks.iter().enumerate() {
-        if !(c.start < c.end
-            && c.end <= text.len()
-            && text.is_char_boundary(c.start)
-            && text.is_char_boundary(c.end))
-        {
-            return Err(format!("chunk {i}: bad range {}..{}", c.start, c.end));
-        }
-        if c.start < prev_start {
-            return Err(format!("chunk {i} starts before chunk {}", i - 1));
-        }
-        prev_start = c.start;
-        let t = &text[c.start..c.end];
-        if t.trim() != t {
-            return Err(format!("chunk {i} not trimmed"));
-        }
-        let counted = tok.count(t);
-        if counted != c.tokens {
-            return Err(format!("chunk {i}: says {} tokens, is {counted}", c.tokens));
-        }
-        if c.tokens > size && !(c.oversized && t.chars().count() == 1) {
-            return Err(format!(
-                "chunk {i}: {} tokens > size {size} (oversized: {}, {} chars)",
-                c.tokens,
-                c.oversized,
-                t.chars().count()
-            ));
-        }
-        if c.oversized && c.tokens <= size {
-            return Err(format!("chunk {i}: marked oversized but fits"));
-        }
-        // What this chunk adds beyond the previous chunks (overlap is repeated text).
-        let from = c.start.max(done);
-        if from < c.end {
-            if !text[done.min(from)..from].trim().is_empty() {
-                return Err(format!("text lost before chunk {i}"));
-            }
-            rebuilt.push_str(&text[from..c.end]);
-            done = c.end;
-        }
-    }
-    if !text[done..].trim().is_empty() {
-        return Err("text lost after the last chunk".into());
-    }
-    let strip = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-    if strip(&rebuilt) != strip(text) {
-        return Err("the chunks' non-whitespace text differs from the input's".into());
-    }
-    Ok(())
-}
-
 #[test]
 fn splitter_on_arbitrary_bytes() {
     let toks = tokenizers();
@@ -349,7 +290,9 @@ fn splitter_on_arbitrary_bytes() {
             }
         };
         let chunks = splitter.split_chunks(&text);
-        prop_assert_eq!(check_chunks(&text, &chunks, size, tok.as_ref()), Ok(()));
+        let sizes = vec![size; chunks.len()];
+        let checked = check_chunks(&text, &chunks, &sizes, overlap == 0, tok.as_ref());
+        prop_assert_eq!(checked, Ok(()));
         let texts = splitter.split_text(&text);
         if text.is_empty() {
             prop_assert_eq!(texts, vec![String::new()]);

@@ -32,6 +32,22 @@ struct Counting {
     hold: Duration,
 }
 
+/// A [`Counting`] model holding each call for `hold`, behind a limiter with `limits`:
+/// the counter, the limiter and the limited model.
+fn counting_behind(
+    limits: Limits,
+    hold: Duration,
+) -> (Arc<Counter>, Limiter, Arc<dyn LanguageModel>) {
+    let counter = Arc::new(Counter::default());
+    let limiter = Limiter::new(limits);
+    let counting = Counting {
+        counter: Arc::clone(&counter),
+        hold,
+    };
+    let model = Arc::new(LimitedModel::new(counting, limiter.clone()));
+    (counter, limiter, model)
+}
+
 impl LanguageModel for Counting {
     fn info(&self) -> ModelInfo {
         ModelInfo::new("counting")
@@ -69,7 +85,7 @@ fn synth(model: Arc<dyn LanguageModel>, mode: ResponseMode, concurrency: usize) 
 }
 
 fn request(prompt_tokens: usize, max_tokens: usize) -> ModelRequest {
-    crate::common::fixtures::qa_request(
+    synthkit::testing::qa_request(
         RenderedPrompt::Text("Q".into()),
         prompt_tokens,
         max_tokens,
@@ -139,15 +155,10 @@ async fn concurrency_cap_is_shared_by_two_synthesizers() {
 /// tree_summarize levels through the limiter: the cap holds across levels too.
 #[tokio::test(start_paused = true)]
 async fn concurrency_cap_holds_in_tree_summarize() {
-    let counter = Arc::new(Counter::default());
-    let limiter = Limiter::new(Limits::default().with_max_in_flight(2));
-    let model: Arc<dyn LanguageModel> = Arc::new(LimitedModel::new(
-        Counting {
-            counter: Arc::clone(&counter),
-            hold: Duration::from_millis(10),
-        },
-        limiter.clone(),
-    ));
+    let (counter, _, model) = counting_behind(
+        Limits::default().with_max_in_flight(2),
+        Duration::from_millis(10),
+    );
     let s = Synthesizer::builder(model)
         .mode(ResponseMode::TreeSummarize)
         .budget(synthkit::prompt::PromptBudget::new(300, 50).unwrap())
@@ -283,15 +294,10 @@ async fn tokens_per_minute_charges_prompt_plus_max_tokens() {
 /// tokens plus max_tokens, no more, no less.
 #[tokio::test(start_paused = true)]
 async fn tokens_per_minute_charge_matches_requests_of_a_synthesis() {
-    let counter = Arc::new(Counter::default());
-    let limiter = Limiter::new(Limits::default().with_tokens_per_minute(1_000_000));
-    let model: Arc<dyn LanguageModel> = Arc::new(LimitedModel::new(
-        Counting {
-            counter: Arc::clone(&counter),
-            hold: Duration::ZERO,
-        },
-        limiter.clone(),
-    ));
+    let (counter, limiter, model) = counting_behind(
+        Limits::default().with_tokens_per_minute(1_000_000),
+        Duration::ZERO,
+    );
     let s = synth(model, ResponseMode::Refine, 8);
     let r = s.synthesize("What?", nodes("r", 6)).await.unwrap();
     assert_eq!(r.usage.calls, 6);

@@ -53,7 +53,7 @@ macro_rules! server {
 }
 
 fn request(prompt: RenderedPrompt, max_tokens: usize) -> ModelRequest {
-    crate::common::fixtures::qa_request(prompt, 0, max_tokens, None)
+    synthkit::testing::qa_request(prompt, 0, max_tokens, None)
 }
 
 fn chat(text: &str) -> ModelRequest {

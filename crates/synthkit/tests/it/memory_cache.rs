@@ -110,7 +110,7 @@ async fn works_under_paused_time() {
         "scripted",
         "",
     );
-    let request = crate::common::fixtures::qa_request(RenderedPrompt::Text("q".into()), 1, 8, None);
+    let request = synthkit::testing::qa_request(RenderedPrompt::Text("q".into()), 1, 8, None);
     let start = tokio::time::Instant::now();
     assert_eq!(model.complete(&request).await.unwrap().text, "ok");
     let called = tokio::time::Instant::now();

@@ -17,6 +17,7 @@ use synthkit::synth::{StepEvaluator, StepVerdict, VerdictFuture};
 use synthkit::testing::ScriptedModel;
 use synthkit::{
     AnswerFiltering, CallDoor, Concurrency, Observer, ResponseMode, SynthError, Synthesizer,
+    SynthesizerBuilder,
 };
 
 fn info() -> ModelInfo {
@@ -27,19 +28,38 @@ fn echo_kind(r: &ModelRequest) -> Result<String, ModelError> {
     Ok(format!("{} answer", r.source().unwrap().kind))
 }
 
-/// The template kind of each request `model` got, in order.
-fn kinds(model: &ScriptedModel) -> Vec<TemplateKind> {
-    model
-        .requests()
-        .iter()
-        .map(|r| r.source().unwrap().kind)
-        .collect()
+/// Asserts the template kinds of the model's requests, in order.
+#[track_caller]
+fn assert_kinds(model: &ScriptedModel, expected: &[TemplateKind]) {
+    let requests = model.requests();
+    let kinds: Vec<_> = requests.iter().map(|r| r.source().unwrap().kind).collect();
+    assert_eq!(kinds, expected);
 }
 
 fn synth(model: &ScriptedModel, mode: ResponseMode) -> Synthesizer {
-    Synthesizer::builder(Arc::new(model.clone()))
-        .mode(mode)
-        .build()
+    synth_with(model, mode, |b| b)
+}
+
+/// A synthesizer in `mode` over `model`, with what `configure` sets.
+fn synth_with(
+    model: &ScriptedModel,
+    mode: ResponseMode,
+    configure: impl FnOnce(SynthesizerBuilder) -> SynthesizerBuilder,
+) -> Synthesizer {
+    let builder = Synthesizer::builder(Arc::new(model.clone())).mode(mode);
+    configure(builder).build().unwrap()
+}
+
+/// The answer of a synthesis in `mode` over `model`, to `query` with one node per text.
+async fn answer(
+    model: &ScriptedModel,
+    mode: ResponseMode,
+    query: &str,
+    texts: &[&str],
+) -> synthkit::Response {
+    synth(model, mode)
+        .synthesize(query, nodes(texts))
+        .await
         .unwrap()
 }
 
@@ -89,17 +109,11 @@ async fn no_text_and_context_only_never_call() {
     let model = ScriptedModel::new(info(), |_| {
         Err(ModelError::Other("must not be called".into()))
     });
-    let r = synth(&model, ResponseMode::NoText)
-        .synthesize("q", nodes(&["a", "b"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::NoText, "q", &["a", "b"]).await;
     assert_eq!(r.text, "");
     assert_eq!(r.source_nodes.len(), 2);
     assert!(r.metadata.contains_key("n0"));
-    let r = synth(&model, ResponseMode::ContextOnly)
-        .synthesize("q", nodes(&["a", "", "b"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::ContextOnly, "q", &["a", "", "b"]).await;
     assert_eq!(r.text, "a\n\n\n\nb");
 }
 
@@ -109,17 +123,13 @@ async fn refine_uses_qa_then_refine_with_the_previous_answer() {
         info(),
         vec!["first".into(), "second".into(), "third".into()],
     );
-    let r = synth(&model, ResponseMode::Refine)
-        .synthesize("q?", nodes(&["one", "two", "three"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::Refine, "q?", &["one", "two", "three"]).await;
     assert_eq!(r.text, "third");
-    let reqs = model.requests();
-    let kinds: Vec<_> = reqs.iter().map(|r| r.source().unwrap().kind).collect();
-    assert_eq!(
-        kinds,
-        vec![TemplateKind::Qa, TemplateKind::Refine, TemplateKind::Refine]
+    assert_kinds(
+        &model,
+        &[TemplateKind::Qa, TemplateKind::Refine, TemplateKind::Refine],
     );
+    let reqs = model.requests();
     assert_eq!(
         reqs[1].source().unwrap().variable("existing_answer"),
         Some("first")
@@ -138,16 +148,12 @@ async fn refine_uses_qa_then_refine_with_the_previous_answer() {
 #[tokio::test]
 async fn an_empty_answer_keeps_the_previous_one() {
     let model = ScriptedModel::sequence(info(), vec!["".into(), "kept".into(), "".into()]);
-    let r = synth(&model, ResponseMode::Refine)
-        .synthesize("q", nodes(&["a", "b", "c"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::Refine, "q", &["a", "b", "c"]).await;
     assert_eq!(r.text, "kept");
-    let kinds = kinds(&model);
     // The first answer was empty, so the second chunk is answered with QA again.
-    assert_eq!(
-        kinds,
-        vec![TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine]
+    assert_kinds(
+        &model,
+        &[TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine],
     );
     let streamed = synth(&model, ResponseMode::Refine)
         .stream("q", nodes(&["a", "b", "c"]))
@@ -159,10 +165,13 @@ async fn an_empty_answer_keeps_the_previous_one() {
 #[tokio::test]
 async fn compact_packs_everything_into_one_call() {
     let model = ScriptedModel::new(info(), echo_kind);
-    let r = synth(&model, ResponseMode::Compact)
-        .synthesize("q", nodes(&["alpha", "beta", "gamma"]))
-        .await
-        .unwrap();
+    let r = answer(
+        &model,
+        ResponseMode::Compact,
+        "q",
+        &["alpha", "beta", "gamma"],
+    )
+    .await;
     assert_eq!(r.usage.calls, 1);
     assert_eq!(
         model.requests()[0]
@@ -221,11 +230,7 @@ async fn concurrency_keeps_prompts_and_answers_identical() {
                 Ok(format!("sum {} {}", r.step().level, r.step().index))
             })
             .with_delay(Duration::from_millis(1));
-            let s = Synthesizer::builder(Arc::new(model.clone()))
-                .mode(mode)
-                .concurrency(Concurrency::limit(limit))
-                .build()
-                .unwrap();
+            let s = synth_with(&model, mode, |b| b.concurrency(Concurrency::limit(limit)));
             let r = s.synthesize("q", nodes(&many)).await.unwrap();
             let mut prompts: Vec<String> = model
                 .requests()
@@ -315,10 +320,7 @@ async fn concurrency_is_bounded() {
 #[tokio::test]
 async fn accumulate_format_is_the_reference_one() {
     let model = ScriptedModel::sequence(info(), vec!["A".into(), "".into(), "C".into()]);
-    let r = synth(&model, ResponseMode::Accumulate)
-        .synthesize("q", nodes(&["x", "y", "z"]))
-        .await
-        .unwrap();
+    let r = answer(&model, ResponseMode::Accumulate, "q", &["x", "y", "z"]).await;
     assert_eq!(
         r.text,
         "Response 1: A\n---------------------\nResponse 2: Empty Response\n---------------------\nResponse 3: C"
@@ -341,11 +343,7 @@ async fn tree_summarize_builds_levels_and_terminates() {
     let model = ScriptedModel::new(info(), |r| Ok(format!("summary {}", r.step().index)));
     let text = "word ".repeat(200);
     let many: Vec<&str> = vec![text.as_str(); 10];
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::TreeSummarize)
-        .budget(budget)
-        .build()
-        .unwrap();
+    let s = synth_with(&model, ResponseMode::TreeSummarize, |b| b.budget(budget));
     let r = s.synthesize("q", nodes(&many)).await.unwrap();
     let levels: Vec<u32> = model.requests().iter().map(|r| r.step().level).collect();
     assert!(levels.iter().any(|l| *l > 0), "{levels:?}");
@@ -365,11 +363,7 @@ async fn a_tree_that_cannot_converge_is_a_clear_error() {
     let model = ScriptedModel::new(info(), |_| Ok("blah ".repeat(200)));
     let text = "word ".repeat(250);
     let many: Vec<&str> = vec![text.as_str(); 4];
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::TreeSummarize)
-        .budget(budget)
-        .build()
-        .unwrap();
+    let s = synth_with(&model, ResponseMode::TreeSummarize, |b| b.budget(budget));
     let err = s.synthesize("q", nodes(&many)).await.unwrap_err();
     assert!(matches!(err, SynthError::TreeNotConverging { .. }), "{err}");
     assert!(err.to_string().contains("raise the context window"));
@@ -381,11 +375,7 @@ async fn simple_summarize_reports_what_it_drops() {
     let budget = PromptBudget::new(300, 100).unwrap();
     let model = ScriptedModel::new(info(), echo_kind);
     let big = "text ".repeat(400);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::SimpleSummarize)
-        .budget(budget)
-        .build()
-        .unwrap();
+    let s = synth_with(&model, ResponseMode::SimpleSummarize, |b| b.budget(budget));
     let r = s
         .synthesize("q", nodes(&["short first", &big, "last one"]))
         .await
@@ -434,11 +424,7 @@ async fn a_query_larger_than_the_window_fails_before_any_call() {
     let q = "why ".repeat(400);
     for mode in ResponseMode::ALL.into_iter().filter(|m| m.calls_model()) {
         let model = ScriptedModel::new(info(), echo_kind);
-        let s = Synthesizer::builder(Arc::new(model.clone()))
-            .mode(mode)
-            .budget(budget.clone())
-            .build()
-            .unwrap();
+        let s = synth_with(&model, mode, |b| b.budget(budget.clone()));
         let err = s.synthesize(&q, nodes(&["a"])).await.unwrap_err();
         assert!(
             matches!(
@@ -458,11 +444,7 @@ async fn small_windows_work_in_refine_and_compact() {
     let text = "sentence with words ".repeat(100);
     for mode in [ResponseMode::Refine, ResponseMode::Compact] {
         let model = ScriptedModel::new(info(), |_| Ok("a short answer of a few words".into()));
-        let s = Synthesizer::builder(Arc::new(model.clone()))
-            .mode(mode)
-            .budget(budget.clone())
-            .build()
-            .unwrap();
+        let s = synth_with(&model, mode, |b| b.budget(budget.clone()));
         let r = s.synthesize("q", nodes(&[&text, &text])).await.unwrap();
         assert_eq!(r.text, "a short answer of a few words");
         assert!(model.requests().iter().all(|r| r.prompt_tokens <= 256));
@@ -518,32 +500,30 @@ fn filter_model(satisfied: &'static [&'static str]) -> ScriptedModel {
     })
 }
 
+/// A refine synthesizer over `model` with `filtering`.
+fn filtering_refine(model: &ScriptedModel, filtering: AnswerFiltering) -> Synthesizer {
+    synth_with(model, ResponseMode::Refine, |b| {
+        b.answer_filtering(filtering)
+    })
+}
+
 #[tokio::test]
 async fn structured_filtering_keeps_reference_semantics() {
     let model = filter_model(&["input2"]);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::on())
-        .build()
-        .unwrap();
+    let s = filtering_refine(&model, AnswerFiltering::on());
     let r = s
         .synthesize("q", nodes(&["input1", "input2", "input3"]))
         .await
         .unwrap();
     assert_eq!(r.text, "input2");
-    let kinds = kinds(&model);
-    assert_eq!(
-        kinds,
-        vec![TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine]
+    assert_kinds(
+        &model,
+        &[TemplateKind::Qa, TemplateKind::Qa, TemplateKind::Refine],
     );
     assert!(model.requests().iter().all(|r| r.schema.is_some()));
 
     let none = filter_model(&[]);
-    let s = Synthesizer::builder(Arc::new(none))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::on())
-        .build()
-        .unwrap();
+    let s = filtering_refine(&none, AnswerFiltering::on());
     assert_eq!(
         s.synthesize("q", nodes(&["input1", "garbled", "input3"]))
             .await
@@ -556,11 +536,7 @@ async fn structured_filtering_keeps_reference_semantics() {
 #[tokio::test]
 async fn stop_when_satisfied_saves_calls() {
     let model = filter_model(&["input2"]);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::stop_when_satisfied())
-        .build()
-        .unwrap();
+    let s = filtering_refine(&model, AnswerFiltering::stop_when_satisfied());
     let r = s
         .synthesize("q", nodes(&["input1", "input2", "input3", "input4"]))
         .await
@@ -586,14 +562,10 @@ impl StepEvaluator for AlwaysSatisfied {
 #[tokio::test]
 async fn a_step_evaluator_calls_through_the_call_door() {
     let model = ScriptedModel::new(info(), echo_kind);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Refine)
-        .answer_filtering(AnswerFiltering::with_evaluator(
-            Arc::new(AlwaysSatisfied),
-            false,
-        ))
-        .build()
-        .unwrap();
+    let s = filtering_refine(
+        &model,
+        AnswerFiltering::with_evaluator(Arc::new(AlwaysSatisfied), false),
+    );
     let r = s.synthesize("q", nodes(&["a", "b"])).await.unwrap();
     assert_eq!(r.text, "judged 1 (refine answer)");
     // The evaluator's calls are the synthesis's calls: counted, and checked by the door.
@@ -618,11 +590,7 @@ async fn output_types_parse_the_final_answer() {
         ResponseMode::TreeSummarize,
         ResponseMode::Refine,
     ] {
-        let s = Synthesizer::builder(Arc::new(model.clone()))
-            .mode(mode)
-            .output_type::<Colour>()
-            .build()
-            .unwrap();
+        let s = synth_with(&model, mode, |b| b.output_type::<Colour>());
         let r = s
             .synthesize("sky colour?", nodes(&["The sky is blue (#00f).", "more"]))
             .await

@@ -112,9 +112,50 @@ fn pad(head: &str) -> String {
     s
 }
 
+/// A capped server and a model of it.
+struct Served {
+    /// Kept running while the test runs.
+    _server: Server,
+    report: Arc<Report>,
+    /// The bytes sent, each time a body is dropped.
+    dropped: UnboundedReceiver<u64>,
+    /// A model of the server with the reply cap [`CAP`].
+    model: OpenAiModel,
+}
+
+impl Served {
+    /// Once the client has given up, the server's body is dropped: what it had sent by
+    /// then is far below the 100 MB, and it never finished. (Awaited, not blocked on: the
+    /// client's connection task runs on the test's runtime and must close the socket.)
+    async fn assert_not_buffered(&mut self) -> u64 {
+        let sent = tokio::time::timeout(DROP_DEADLINE, self.dropped.recv())
+            .await
+            .expect("the server went on sending after the client gave up")
+            .expect("the server stopped");
+        assert!(!self.report.finished.load(Ordering::SeqCst));
+        assert!(
+            sent < MAX_SENT,
+            "the server sent {sent} bytes before the client stopped reading"
+        );
+        sent
+    }
+}
+
+/// A server answering every completion (and `/props`) with `shape`, and a model of it.
+fn serve(shape: Shape) -> Served {
+    let (server, report, dropped) = serve_parts(shape);
+    let model = OpenAiModel::new(config(&server)).unwrap();
+    Served {
+        _server: server,
+        report,
+        dropped,
+        model,
+    }
+}
+
 /// A server answering every completion (and `/props`) with `shape`; the receiver gets
 /// the bytes sent each time a body is dropped.
-fn serve(shape: Shape) -> (Server, Arc<Report>, UnboundedReceiver<u64>) {
+fn serve_parts(shape: Shape) -> (Server, Arc<Report>, UnboundedReceiver<u64>) {
     let report = Arc::new(Report {
         sent: AtomicU64::new(0),
         finished: AtomicBool::new(false),
@@ -165,7 +206,7 @@ fn config(server: &Server) -> OpenAiConfig {
 }
 
 fn request() -> ModelRequest {
-    crate::common::fixtures::qa_request(RenderedPrompt::Text("Say hi".into()), 10, 16, None)
+    synthkit::testing::qa_request(RenderedPrompt::Text("Say hi".into()), 10, 16, None)
 }
 
 /// The error is the cap's, says so, and is not retried.
@@ -182,22 +223,6 @@ fn assert_refused(e: &ModelError) {
     assert!(!e.is_transient());
 }
 
-/// Once the client has given up, the server's body is dropped: what it had sent by
-/// then is far below the 100 MB, and it never finished. (Awaited, not blocked on: the
-/// client's connection task runs on the test's runtime and must close the socket.)
-async fn assert_not_buffered(report: &Report, dropped: &mut UnboundedReceiver<u64>) -> u64 {
-    let sent = tokio::time::timeout(DROP_DEADLINE, dropped.recv())
-        .await
-        .expect("the server went on sending after the client gave up")
-        .expect("the server stopped");
-    assert!(!report.finished.load(Ordering::SeqCst));
-    assert!(
-        sent < MAX_SENT,
-        "the server sent {sent} bytes before the client stopped reading"
-    );
-    sent
-}
-
 /// A plain reply over the cap, with or without a `Content-Length` that announces it, is
 /// refused without reading it all.
 #[tokio::test]
@@ -206,20 +231,18 @@ async fn a_plain_reply_over_the_cap_is_refused_without_reading_it_all() {
         (Shape::Plain, "plain"),
         (Shape::PlainWithLength, "content-length"),
     ] {
-        let (server, report, mut dropped) = serve(shape);
-        let model = OpenAiModel::new(config(&server)).unwrap();
-        let e = model.complete(&request()).await.unwrap_err();
+        let mut served = serve(shape);
+        let e = served.model.complete(&request()).await.unwrap_err();
         assert_refused(&e);
-        let sent = assert_not_buffered(&report, &mut dropped).await;
+        let sent = served.assert_not_buffered().await;
         eprintln!("{name}: refused after the server had sent {sent} bytes");
     }
 }
 
 #[tokio::test]
 async fn a_stream_of_events_over_the_cap_is_cut_with_the_caps_error() {
-    let (server, report, mut dropped) = serve(Shape::Events);
-    let model = OpenAiModel::new(config(&server)).unwrap();
-    let mut stream = model.stream(&request()).await.unwrap();
+    let mut served = serve(Shape::Events);
+    let mut stream = served.model.stream(&request()).await.unwrap();
     let mut delta_bytes = 0;
     let mut last = None;
     while let Some(item) = stream.next().await {
@@ -239,29 +262,27 @@ async fn a_stream_of_events_over_the_cap_is_cut_with_the_caps_error() {
     }
     assert!(stream.next().await.is_none());
     drop(stream);
-    let sent = assert_not_buffered(&report, &mut dropped).await;
+    let sent = served.assert_not_buffered().await;
     eprintln!("events: refused after {delta_bytes} delta bytes; the server had sent {sent}");
 }
 
 #[tokio::test]
 async fn one_sse_line_without_end_is_cut_with_the_caps_error() {
-    let (server, report, mut dropped) = serve(Shape::OneLine);
-    let model = OpenAiModel::new(config(&server)).unwrap();
-    let mut stream = model.stream(&request()).await.unwrap();
+    let mut served = serve(Shape::OneLine);
+    let mut stream = served.model.stream(&request()).await.unwrap();
     match stream.next().await {
         Some(Err(e)) => assert_refused(&e),
         other => panic!("expected the cap's error, got {other:?}"),
     }
     drop(stream);
-    let sent = assert_not_buffered(&report, &mut dropped).await;
+    let sent = served.assert_not_buffered().await;
     eprintln!("one line: refused after the server had sent {sent} bytes");
 }
 
 #[tokio::test]
 async fn an_error_body_is_read_only_in_part() {
-    let (server, report, mut dropped) = serve(Shape::Error);
-    let model = OpenAiModel::new(config(&server)).unwrap();
-    let e = model.complete(&request()).await.unwrap_err();
+    let mut served = serve(Shape::Error);
+    let e = served.model.complete(&request()).await.unwrap_err();
     // Still the server's error (so retries see it as such), with its start shown.
     match &e {
         ModelError::Server { status: 500, body } => {
@@ -269,16 +290,15 @@ async fn an_error_body_is_read_only_in_part() {
         }
         other => panic!("{other:?}"),
     }
-    let sent = assert_not_buffered(&report, &mut dropped).await;
+    let sent = served.assert_not_buffered().await;
     eprintln!("error body: the server had sent {sent} bytes");
 }
 
 #[tokio::test]
 async fn discovery_ignores_an_answer_over_the_cap() {
-    let (server, report, mut dropped) = serve(Shape::Plain);
-    let mut model = OpenAiModel::new(config(&server)).unwrap();
-    assert_eq!(model.discover().await, None);
-    let sent = assert_not_buffered(&report, &mut dropped).await;
+    let mut served = serve(Shape::Plain);
+    assert_eq!(served.model.discover().await, None);
+    let sent = served.assert_not_buffered().await;
     eprintln!("discovery: the server had sent {sent} bytes");
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use synthkit::model::{ModelInfo, ModelRequest};
 use synthkit::testing::ScriptedModel;
-use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer};
+use synthkit::{Concurrency, Node, ResponseMode, SynthError, Synthesizer, SynthesizerBuilder};
 use tokio::time::Instant;
 
 fn info() -> ModelInfo {
@@ -53,6 +53,16 @@ impl Starts {
                 latency(r.step().index)
             },
         )
+    }
+
+    /// A synthesizer builder in `mode` with `slots` calls at once over a [`Starts::model`]
+    /// with [`uneven`] latencies, its clock started now; and that start.
+    fn uneven_builder(&self, mode: ResponseMode, slots: usize) -> (SynthesizerBuilder, Instant) {
+        let t0 = Instant::now();
+        let builder = Synthesizer::builder(Arc::new(self.model(t0, uneven)))
+            .mode(mode)
+            .concurrency(Concurrency::limit(slots));
+        (builder, t0)
     }
 
     /// The start times of the calls of `level`, by index.
@@ -113,15 +123,9 @@ async fn accumulate_refills_every_slot_as_soon_as_it_frees() {
 }
 
 async fn accumulate_schedule(calibrate: bool) {
-    let t0 = Instant::now();
     let starts = Starts::default();
-    let model = starts.model(t0, uneven);
-    let synth = Synthesizer::builder(Arc::new(model))
-        .mode(ResponseMode::Accumulate)
-        .concurrency(Concurrency::limit(4))
-        .calibrate_from_usage(calibrate)
-        .build()
-        .unwrap();
+    let (builder, t0) = starts.uneven_builder(ResponseMode::Accumulate, 4);
+    let synth = builder.calibrate_from_usage(calibrate).build().unwrap();
     let r = synth.synthesize("q", nodes(17)).await.unwrap();
     let wall = t0.elapsed();
 
@@ -149,13 +153,10 @@ async fn accumulate_schedule(calibrate: bool) {
 
 #[tokio::test(start_paused = true)]
 async fn a_tree_level_refills_slots_too() {
-    let t0 = Instant::now();
     let starts = Starts::default();
-    let model = starts.model(t0, uneven);
+    let (builder, _) = starts.uneven_builder(ResponseMode::TreeSummarize, 3);
     // A small window: the text needs many leaf prompts.
-    let synth = Synthesizer::builder(Arc::new(model))
-        .mode(ResponseMode::TreeSummarize)
-        .concurrency(Concurrency::limit(3))
+    let synth = builder
         .budget(
             synthkit::prompt::PromptBudget::new(160, 20)
                 .unwrap()

@@ -7,6 +7,8 @@ use synthkit::testing::{LumpyTokenizer, WordTokenizer};
 
 use proptest::prelude::*;
 use synthkit::text::splitter::{Chunk, ChunkCursor};
+
+use crate::common::chunks::check_chunks;
 use synthkit::text::{BpeTokenizer, SharedTokenizer, TokenTextSplitter, Tokenizer};
 
 fn cl100k() -> SharedTokenizer {
@@ -49,73 +51,6 @@ fn any_text() -> impl Strategy<Value = String> {
         1 => "\\PC{0,300}",
         1 => ("[a-z🚀中]", 0..600usize).prop_map(|(c, n)| c.repeat(n)),
     ]
-}
-
-/// Checks every property a chunk list must have; returns a message on failure.
-fn check(
-    text: &str,
-    chunks: &[Chunk],
-    sizes: &[usize],
-    overlap_zero: bool,
-    tok: &dyn Tokenizer,
-) -> Result<(), String> {
-    let mut prev: Option<&Chunk> = None;
-    let mut rebuilt = String::new();
-    for (i, c) in chunks.iter().enumerate() {
-        let size = sizes.get(i).copied().unwrap_or(1).max(1);
-        if !(c.start < c.end && text.is_char_boundary(c.start) && text.is_char_boundary(c.end)) {
-            return Err(format!("chunk {i} bad range {}..{}", c.start, c.end));
-        }
-        let t = &text[c.start..c.end];
-        if t.trim() != t {
-            return Err(format!("chunk {i} not trimmed: {t:?}"));
-        }
-        let n = tok.count(t);
-        if n != c.tokens {
-            return Err(format!("chunk {i} says {} tokens, has {n}", c.tokens));
-        }
-        if c.oversized {
-            if t.chars().count() != 1 || n <= size {
-                return Err(format!("chunk {i} wrongly oversized: {t:?} {n} <= {size}"));
-            }
-        } else if n > size {
-            return Err(format!("chunk {i} has {n} tokens > {size}: {t:?}"));
-        }
-        let new_from = match prev {
-            None => {
-                if !text[..c.start].trim().is_empty() {
-                    return Err("text lost before the first chunk".into());
-                }
-                c.start
-            }
-            Some(p) => {
-                if c.start < p.start || c.end <= p.end {
-                    return Err(format!("chunk {i} out of order"));
-                }
-                if overlap_zero && c.start < p.end {
-                    return Err(format!("chunk {i} overlaps without overlap"));
-                }
-                if c.start > p.end && !text[p.end..c.start].trim().is_empty() {
-                    return Err(format!(
-                        "text lost between chunks: {:?}",
-                        &text[p.end..c.start]
-                    ));
-                }
-                c.start.max(p.end)
-            }
-        };
-        rebuilt.push_str(&text[new_from..c.end]);
-        prev = Some(c);
-    }
-    let end = prev.map_or(0, |p| p.end);
-    if !text[end..].trim().is_empty() {
-        return Err("text lost after the last chunk".into());
-    }
-    let strip = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-    if strip(&rebuilt) != strip(text) {
-        return Err("rebuilt text differs".into());
-    }
-    Ok(())
 }
 
 /// The reference algorithm (llama-index-core 0.14.25), literally: split recursively, merge
@@ -204,6 +139,20 @@ fn splitter(size: usize, overlap: usize, tok: SharedTokenizer) -> TokenTextSplit
     }
 }
 
+/// Splits `text` with `size` and `overlap`, checks the chunks ([`check_chunks`]) and
+/// returns them.
+fn split_and_check(
+    text: &str,
+    size: usize,
+    overlap: usize,
+    tok: &SharedTokenizer,
+) -> Result<Vec<Chunk>, String> {
+    let chunks = splitter(size, overlap, tok.clone()).split_chunks(text);
+    let sizes = vec![size; chunks.len()];
+    check_chunks(text, &chunks, &sizes, overlap == 0, tok.as_ref())?;
+    Ok(chunks)
+}
+
 fn size_and_overlap() -> impl Strategy<Value = (usize, usize)> {
     (1usize..300).prop_flat_map(|size| (Just(size), 0..=size))
 }
@@ -219,9 +168,7 @@ proptest! {
     #[test]
     fn cl100k_chunks_fit_and_keep_text(text in any_text(), (size, overlap) in size_and_overlap()) {
         let tok = cl100k();
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok).err(), None);
     }
 
     /// Small sizes make every level of the split (separator, newline, characters) and the
@@ -229,18 +176,14 @@ proptest! {
     #[test]
     fn cl100k_small_sizes(text in any_text(), (size, overlap) in small_size_and_overlap()) {
         let tok = cl100k();
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok).err(), None);
     }
 
     /// A non-additive tokenizer: the sum of split counts under-estimates; the limit holds.
     #[test]
     fn lumpy_tokenizer_limit_is_exact(text in any_text(), (size, overlap) in small_size_and_overlap()) {
         let tok: SharedTokenizer = Arc::new(LumpyTokenizer);
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(split_and_check(&text, size, overlap, &tok).err(), None);
     }
 
     /// Custom separators (multi-character, overlapping patterns) keep the properties.
@@ -257,7 +200,7 @@ proptest! {
             .with_backup_separators(vec![backup.to_string()]);
         let chunks = s.split_chunks(&text);
         let sizes = vec![size; chunks.len()];
-        prop_assert_eq!(check(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
+        prop_assert_eq!(check_chunks(&text, &chunks, &sizes, overlap == 0, tok.as_ref()), Ok(()));
     }
 
     /// With a tokenizer whose sums never under-count, the output is exactly the reference's.
@@ -329,7 +272,7 @@ proptest! {
             }
             i += 1;
         }
-        prop_assert_eq!(check(&text, &chunks, &sizes, false, tok.as_ref()), Ok(()));
+        prop_assert_eq!(check_chunks(&text, &chunks, &sizes, false, tok.as_ref()), Ok(()));
     }
 }
 
@@ -407,60 +350,20 @@ fn reference_examples_with_cl100k() {
 fn korean_and_chinese_split_into_several_chunks() {
     let tok = cl100k();
     let korean = "대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다. ".repeat(20);
-    let chunks = splitter(64, 6, tok.clone()).split_chunks(&korean);
+    let chunks = split_and_check(&korean, 64, 6, &tok).unwrap();
     assert!(chunks.len() > 1);
-    assert_eq!(
-        check(
-            &korean,
-            &chunks,
-            &vec![64; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
     let chinese = "我们的文章讨论了迭代器和异常处理的各种细节，并给出了很多例子。".repeat(40);
-    let chunks = splitter(512, 51, tok.clone()).split_chunks(&chinese);
+    let chunks = split_and_check(&chinese, 512, 51, &tok).unwrap();
     assert!(chunks.len() >= 2);
-    assert_eq!(
-        check(
-            &chinese,
-            &chunks,
-            &vec![512; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
 }
 
 #[test]
 fn huge_single_line_and_huge_word() {
     let tok = cl100k();
     let text = "x".repeat(200_000);
-    let chunks = splitter(256, 25, tok.clone()).split_chunks(&text);
-    assert_eq!(
-        check(
-            &text,
-            &chunks,
-            &vec![256; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
+    split_and_check(&text, 256, 25, &tok).unwrap();
     let text = format!("start {} end", "ab\u{301}".repeat(50_000));
-    let chunks = splitter(100, 10, tok.clone()).split_chunks(&text);
-    assert_eq!(
-        check(
-            &text,
-            &chunks,
-            &vec![100; chunks.len()],
-            false,
-            tok.as_ref()
-        ),
-        Ok(())
-    );
+    split_and_check(&text, 100, 10, &tok).unwrap();
 }
 
 /// Compact-style packing of a conformance node (`overlap_0`, node 0 has 253 cl100k tokens):
@@ -471,17 +374,7 @@ fn exact_counts_on_real_text() {
     let para = "Char, attempting find initializing tab checked typing. Shortcut comma executed selected sections complexity scope matrix honored bucket nonzero hexdigit floor or this propagated reserved.\n\n";
     let text = para.repeat(50);
     for (size, overlap) in [(256, 25), (100, 10), (17, 1), (3070, 307)] {
-        let chunks = splitter(size, overlap, tok.clone()).split_chunks(&text);
-        assert_eq!(
-            check(
-                &text,
-                &chunks,
-                &vec![size; chunks.len()],
-                false,
-                tok.as_ref()
-            ),
-            Ok(())
-        );
+        split_and_check(&text, size, overlap, &tok).unwrap();
     }
 }
 
@@ -516,18 +409,8 @@ fn conformance_trace_counts() {
         );
         for size in [1, 2, tokens / 2, tokens - 1] {
             let size = size.max(1);
-            let chunks = splitter(size, size / 4, tok.clone()).split_chunks(text);
+            let chunks = split_and_check(text, size, size / 4, &tok).unwrap();
             assert!(chunks.len() > 1);
-            assert_eq!(
-                check(
-                    text,
-                    &chunks,
-                    &vec![size; chunks.len()],
-                    false,
-                    tok.as_ref()
-                ),
-                Ok(())
-            );
         }
     }
     // Whitespace-only node text: no chunk.

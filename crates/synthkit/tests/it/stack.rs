@@ -161,7 +161,7 @@ async fn concurrency_grows_back_once_the_server_recovers() {
 }
 
 fn request() -> ModelRequest {
-    crate::common::fixtures::qa_request(
+    synthkit::testing::qa_request(
         synthkit::prompt::RenderedPrompt::Text("hello".into()),
         1,
         16,

@@ -24,6 +24,14 @@ fn always_cut(_: &ModelRequest) -> FinishReason {
     FinishReason::Length
 }
 
+/// What every call of it answers: [`CUT_REPLY`], cut at the output limit.
+fn always_cut_model() -> ScriptedModel {
+    ScriptedModel::constant(info(), CUT_REPLY).with_finish_reason(always_cut)
+}
+
+/// The reply of [`always_cut_model`].
+const CUT_REPLY: &str = "The sky is blue and";
+
 impl Events {
     /// The steps of the `ReplyTruncated` events, with their token counts.
     fn truncated(&self) -> Vec<(StepInfo, u64, usize)> {
@@ -80,15 +88,14 @@ async fn whole_replies_are_not_reported() {
 
 #[tokio::test]
 async fn a_cut_plain_reply_is_counted_and_reported_by_default() {
-    let model =
-        ScriptedModel::constant(info(), "The sky is blue and").with_finish_reason(always_cut);
+    let model = always_cut_model();
     let (s, events) = synth(&model, ResponseMode::Compact, None);
     let r = s
         .synthesize("q", nodes(&["The sky is blue."]))
         .await
         .unwrap();
     // Warn (the default) keeps the cut answer.
-    assert_eq!(r.text, "The sky is blue and");
+    assert_eq!(r.text, CUT_REPLY);
     assert_eq!(r.usage.calls, 1);
     assert_eq!(r.usage.truncated_calls, 1);
     let cut = events.truncated();
@@ -102,15 +109,14 @@ async fn a_cut_plain_reply_is_counted_and_reported_by_default() {
 
 #[tokio::test]
 async fn a_cut_streamed_reply_is_counted_and_reported() {
-    let model =
-        ScriptedModel::constant(info(), "The sky is blue and").with_finish_reason(always_cut);
+    let model = always_cut_model();
     let (s, events) = synth(&model, ResponseMode::Compact, Some(OnTruncation::Warn));
     let mut stream = s.stream("q", nodes(&["The sky is blue."])).await.unwrap();
     let mut text = String::new();
     while let Some(d) = stream.next().await {
         text.push_str(&d.unwrap());
     }
-    assert_eq!(text, "The sky is blue and");
+    assert_eq!(text, CUT_REPLY);
     let r = stream.finish().await.unwrap();
     assert_eq!(r.usage.truncated_calls, 1);
     let cut = events.truncated();
@@ -241,8 +247,7 @@ async fn error_policy_fails_a_plain_run_with_the_step() {
 
 #[tokio::test]
 async fn error_policy_ends_a_stream_with_the_error() {
-    let model =
-        ScriptedModel::constant(info(), "The sky is blue and").with_finish_reason(always_cut);
+    let model = always_cut_model();
     let (s, _) = synth(&model, ResponseMode::Compact, Some(OnTruncation::Error));
     let mut stream = s.stream("q", nodes(&["The sky is blue."])).await.unwrap();
     let mut items = Vec::new();

@@ -42,7 +42,7 @@ fn config(base: &str) -> OpenAiConfig {
 }
 
 fn request() -> ModelRequest {
-    crate::common::fixtures::qa_request(RenderedPrompt::Text("q".into()), 1, 8, None)
+    synthkit::testing::qa_request(RenderedPrompt::Text("q".into()), 1, 8, None)
 }
 
 /// Everything a caller can see of `model` and its failures, with the logs at every level.

@@ -38,6 +38,17 @@ impl Service {
         Self::start(BackendConfig::extractive(), limits, None).await
     }
 
+    /// The offline (extractive) backend with the default limits, asking for one of `keys`
+    /// (an API key file's text).
+    pub async fn extractive_with_keys(keys: &str) -> Self {
+        Self::start(
+            BackendConfig::extractive(),
+            ServiceLimits::default(),
+            Some(keys),
+        )
+        .await
+    }
+
     /// The fake model `fake` behind the service, with `limits`, no keys.
     pub async fn openai(fake: &FakeOpenAi, limits: ServiceLimits) -> Self {
         Self::start(openai_backend(&fake.base), limits, None).await

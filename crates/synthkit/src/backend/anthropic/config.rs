@@ -1,12 +1,9 @@
 //! [`AnthropicConfig`]: where the Messages API server is and what to ask of it.
 
-use std::fmt;
-
 use serde_json::{Map, Value};
 
 use crate::backend::http::builders::config_builders;
 use crate::backend::http::{Sampling, Transport};
-use crate::model::ModelInfo;
 
 /// How to reach a server of Anthropic's Messages API and what to ask of it.
 ///
@@ -32,7 +29,7 @@ pub struct AnthropicConfig {
     pub version: String,
     /// The context window, if known; else [`AnthropicModel::connect`](super::AnthropicModel::connect)
     /// asks the server (llama.cpp's `/props`), and failing that
-    /// [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] is used.
+    /// [`ModelInfo::DEFAULT_CONTEXT_WINDOW`](crate::model::ModelInfo::DEFAULT_CONTEXT_WINDOW) is used.
     pub context_window: Option<usize>,
     /// Tokens reserved for the output (default 256); also the `max_tokens` sent when a
     /// request asks for 0 (the API requires `max_tokens`).
@@ -50,24 +47,7 @@ pub struct AnthropicConfig {
     pub extra_body: Map<String, Value>,
 }
 
-impl fmt::Debug for AnthropicConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicConfig")
-            .field("transport", &self.transport)
-            .field("sampling", &self.sampling)
-            .field("model", &self.model)
-            .field("version", &self.version)
-            .field("context_window", &self.context_window)
-            .field("num_output", &self.num_output)
-            .field("system_prompt", &self.system_prompt)
-            .field("server_tokenizer", &self.server_tokenizer)
-            .field("discover_model", &self.discover_model)
-            .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-config_builders!(AnthropicConfig);
+config_builders!(AnthropicConfig, own fields: [version: Self::API_VERSION.to_string()]);
 
 impl AnthropicConfig {
     /// Anthropic's API base URL.
@@ -80,21 +60,6 @@ impl AnthropicConfig {
     pub const DEFAULT_KEY_VAR: &'static str = "ANTHROPIC_API_KEY";
     /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
     pub const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
-
-    fn with_transport_for(model: impl Into<String>, transport: Transport) -> Self {
-        Self {
-            transport,
-            sampling: Sampling::default(),
-            model: model.into(),
-            version: Self::API_VERSION.to_string(),
-            context_window: None,
-            num_output: ModelInfo::DEFAULT_NUM_OUTPUT,
-            system_prompt: None,
-            server_tokenizer: false,
-            discover_model: false,
-            extra_body: Map::new(),
-        }
-    }
 
     /// The Messages endpoint: `{root}/v1/messages`.
     pub fn endpoint(&self) -> String {

@@ -21,7 +21,7 @@
 //!   its `/v1`) with `x-api-key` (a secret: never in `Debug`, logs or errors) and
 //!   `anthropic-version: 2023-06-01`. A text prompt is one user message; a chat's system
 //!   messages become `system` (the synthesizer has already added the system prompt that
-//!   [`LanguageModel::info`] reports), the rest are the `messages`. `max_tokens` (required
+//!   [`LanguageModel::info`](crate::model::LanguageModel::info) reports), the rest are the `messages`. `max_tokens` (required
 //!   by the API) is the request's; `temperature`, `top_p`, `top_k`, `stop_sequences` and
 //!   the extra body fields come from the config.
 //! - **Replies**: the text of the `text` blocks; `stop_reason: "max_tokens"` is
@@ -30,7 +30,7 @@
 //!   API counts apart) and `output_tokens`.
 //! - **Streaming** reads the API's SSE events (`message_start`, `content_block_delta`
 //!   `text_delta`s, `message_delta` with the stop reason and usage, `message_stop`,
-//!   `ping`, `error`); see [`LanguageModel::stream`] for the guarantees. Timeouts and the
+//!   `ping`, `error`); see [`LanguageModel::stream`](crate::model::LanguageModel::stream) for the guarantees. Timeouts and the
 //!   reply size cap are the OpenAI backend's ([`Transport::timeout`](crate::backend::http::Transport::timeout),
 //!   [`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout), [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes)).
 //! - **Structured** calls (a request with a [`ModelRequest::schema`]) send no schema: the
@@ -51,24 +51,17 @@
 //! - **Discovery**: llama.cpp's `/props` gives the window and slots; with
 //!   [`AnthropicConfig::discover_model`], `GET {root}/v1/models` the model's name.
 
-use std::fmt;
-
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::backend::http::clock::CallClock;
 use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
 use crate::backend::http::errors::clip;
 use crate::backend::http::key_headers;
-use crate::backend::http::server::{Server, parse_reply};
-use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelFuture, ModelInfo, ModelRequest,
-    SharedCounter,
-};
+use crate::backend::http::server::{Server, http_model, parse_reply};
+use crate::model::{Completion, ModelError, ModelRequest};
 use crate::secret::redact_url;
-use crate::text::SharedTokenizer;
 
 mod config;
 mod counter;
@@ -97,18 +90,11 @@ pub(crate) fn api_headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelEr
     Ok(headers)
 }
 
-/// A model behind Anthropic's Messages API. Implements [`LanguageModel`].
+/// A model behind Anthropic's Messages API. Implements [`LanguageModel`](crate::model::LanguageModel).
 pub struct AnthropicModel {
     config: AnthropicConfig,
     server: Server,
     counter: Option<CountTokens>,
-}
-
-impl fmt::Debug for AnthropicModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.server
-            .debug_model(f, "AnthropicModel", &self.config, &self.counter)
-    }
 }
 
 impl AnthropicModel {
@@ -116,11 +102,7 @@ impl AnthropicModel {
     /// built, or the key or version cannot be sent as headers.
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
         api_headers(&config)?;
-        Ok(Self {
-            server: Server::new(&config.transport)?,
-            config,
-            counter: None,
-        })
+        Self::unconnected(config)
     }
 
     /// A model with `config`, then: the model name from `GET {root}/v1/models` when
@@ -163,35 +145,8 @@ impl AnthropicModel {
         Ok(model)
     }
 
-    /// The config.
-    pub fn config(&self) -> &AnthropicConfig {
-        &self.config
-    }
-
-    /// The context window the server reported, if discovery found one.
-    pub fn discovered_context_window(&self) -> Option<usize> {
-        self.server.discovered_context_window
-    }
-
-    /// How many requests the server runs at once, when discovery found it (llama.cpp's
-    /// `/props` `total_slots`).
-    pub fn server_slots(&self) -> Option<usize> {
-        self.server.discovered_slots
-    }
-
-    /// The model name the server gave in its latest reply, if it gave one.
-    pub fn served_model(&self) -> Option<String> {
-        self.server.served.get()
-    }
-
-    /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
-    pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
-        self.server.tokenizer = Some(tokenizer);
-        self
-    }
-
     /// Probes the server's `/v1/messages/count_tokens` and, if it counts, uses it as the
-    /// model's exact prompt counter ([`LanguageModel::counter`]). Returns whether it
+    /// model's exact prompt counter ([`LanguageModel::counter`](crate::model::LanguageModel::counter)). Returns whether it
     /// does. Skipped (`false`) when a discovery request of this model timed out.
     pub async fn use_server_counter(&mut self) -> bool {
         if self.server.link.stalled() {
@@ -201,48 +156,22 @@ impl AnthropicModel {
         self.counter.is_some()
     }
 
-    /// The server's counter, when [`AnthropicModel::use_server_counter`] found one.
-    pub fn server_counter(&self) -> Option<&CountTokens> {
-        self.counter.as_ref()
-    }
-
     async fn get_json(&self, path: &str) -> Option<Value> {
         let url = format!("{}{path}", self.config.root_url());
-        let headers = api_headers(&self.config).unwrap_or_default();
+        let headers = self.request_headers().unwrap_or_default();
         self.server
             .link
             .discover(&self.config.transport, &url, headers)
             .await
     }
 
-    /// Sends one request, once, on a clock started now: the response when its status is
-    /// a success, else the mapped error.
-    async fn send(
-        &self,
-        request: &ModelRequest,
-        stream: bool,
-    ) -> Result<(reqwest::Response, CallClock), ModelError> {
-        let url = self.config.endpoint();
-        let to = (url.as_str(), api_headers(&self.config)?);
-        let body = wire::request_body(request, &self.config, stream);
-        self.server
-            .send(&self.config.transport, to, &body, stream)
-            .await
+    /// The headers of every request ([`api_headers`]).
+    fn request_headers(&self) -> Result<HeaderMap, ModelError> {
+        api_headers(&self.config)
     }
 
-    async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
-        let (response, clock) = self.send(request, false).await?;
-        let completion = self
-            .server
-            .read_completion(&self.config.transport, response, &clock, parse_message)
-            .await?;
-        tracing::debug!(
-            model = %self.config.model,
-            usage = ?completion.usage,
-            finish_reason = ?completion.finish_reason,
-            "anthropic call finished"
-        );
-        Ok(completion)
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
+        wire::request_body(request, &self.config, stream)
     }
 }
 
@@ -266,42 +195,14 @@ fn parse_message(
     Ok((completion, reply.model_name().map(str::to_string)))
 }
 
-impl LanguageModel for AnthropicModel {
-    fn info(&self) -> ModelInfo {
-        self.config
-            .model_info(self.server.discovered_context_window)
-            .with_chat(true)
-    }
-
-    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
-        Box::pin(self.complete_with(request))
-    }
-
-    /// Streams with SSE: text deltas, then exactly one
-    /// [`StreamEvent::Done`](crate::model::StreamEvent::Done) with the usage the server
-    /// reported. A stream that ends before `message_stop` (or a stop reason) yields
-    /// [`ModelError::Incomplete`]. The first event must come within the request timeout,
-    /// each next one within the idle timeout; the bytes in all are capped by
-    /// [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes). A server that answers JSON is handled too.
-    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
-        Box::pin(async move {
-            let reply = self.send(request, true).await?;
-            let transport = &self.config.transport;
-            (self.server)
-                .read_stream(transport, reply, parse_message, stream::MessageParser::new)
-                .await
-        })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.server.tokenizer.clone()
-    }
-
-    fn counter(&self) -> Option<SharedCounter> {
-        self.counter
-            .clone()
-            .map(|c| std::sync::Arc::new(c) as SharedCounter)
-    }
+http_model! {
+    model: AnthropicModel,
+    config: AnthropicConfig,
+    counter: CountTokens,
+    api: "anthropic",
+    is_chat: |_| true,
+    parse: parse_message,
+    stream_parser: stream::MessageParser::new,
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ use serde::Deserialize;
 
 use super::wire::{self, Block, Message, WireUsage};
 use crate::backend::http::clock::ServedModel;
-use crate::backend::http::errors::{from_error_object, redact};
-use crate::backend::http::sse::{Emitted, EventParser};
-use crate::model::{FinishReason, ModelError, StreamEvent, excerpt};
+use crate::backend::http::errors::from_error_object;
+use crate::backend::http::sse::{Emitted, EventParser, event_json, stream_end};
+use crate::model::{FinishReason, ModelError, StreamEvent};
 
 /// One event's data; the fields of every event type, each optional.
 #[derive(Debug, Default, Deserialize)]
@@ -102,13 +102,10 @@ impl EventParser for MessageParser {
         if payload.is_empty() {
             return false;
         }
-        let data: Data = match serde_json::from_str(payload) {
+        let data: Data = match event_json(payload, "event", self.key.as_ref()) {
             Ok(d) => d,
             Err(e) => {
-                out.push_back(Err(ModelError::Malformed(format!(
-                    "a streamed event is not valid JSON ({e}): {}",
-                    redact(&excerpt(payload, 200), self.key.as_ref())
-                ))));
+                out.push_back(Err(e));
                 return true;
             }
         };
@@ -155,13 +152,8 @@ impl EventParser for MessageParser {
     }
 
     fn end(&self) -> Result<StreamEvent, ModelError> {
-        if self.finish_reason.is_some() {
-            return Ok(self.done());
-        }
-        Err(ModelError::Incomplete(format!(
-            "the stream ended before `message_stop` or a stop reason, after {} deltas",
-            self.deltas
-        )))
+        let done = self.finish_reason.is_some().then(|| self.done());
+        stream_end(done, "`message_stop` or a stop reason", self.deltas)
     }
 }
 

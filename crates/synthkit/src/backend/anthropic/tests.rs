@@ -1,7 +1,9 @@
 //! Unit tests of the Messages API backend: config, headers, reply parsing.
 
 use super::*;
+use crate::backend::http::test_support::{assert_malformed, lookup_in};
 use crate::model::FinishReason;
+use crate::model::LanguageModel;
 
 #[test]
 fn urls_with_or_without_v1() {
@@ -32,12 +34,7 @@ fn env_lookup_and_the_key_kept_secret() {
         ("ANTHROPIC_BASE_URL", "http://a/v1"),
         ("ANTHROPIC_API_KEY", "sk-ant-secret-1"),
     ];
-    let lookup = |k: &str| {
-        vars.iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    };
-    let c = AnthropicConfig::from_lookup(AnthropicConfig::DEFAULT_KEY_VAR, lookup);
+    let c = AnthropicConfig::from_lookup(AnthropicConfig::DEFAULT_KEY_VAR, lookup_in(&vars));
     assert_eq!(c.transport.base_url, "http://a/v1");
     assert_eq!(c.model, AnthropicConfig::DEFAULT_MODEL);
     assert!(c.transport.api_key.is_some());
@@ -78,13 +75,7 @@ fn replies_parse() {
         parse_message(overloaded, None),
         Err(ModelError::RateLimited { status: 529, .. })
     ));
-    for bad in [&b"{}"[..], b"<html>"] {
-        let parsed = parse_message(bad, None);
-        assert!(
-            matches!(parsed, Err(ModelError::Malformed(_))),
-            "{parsed:?}"
-        );
-    }
+    assert_malformed(parse_message, &[b"{}", b"<html>"]);
 }
 
 #[test]

@@ -4,16 +4,57 @@
 //! [`Sampling`](super::Sampling) in `sampling`, and the model's facts in fields of the
 //! same names on every backend (`model`, `context_window`, `num_output`,
 //! `system_prompt`, `server_tokenizer`, `discover_model`, `extra_body`).
-//! `config_builders!(Config)` gives it the builder methods for all of them, so the
+//! `config_builders!(Config, own fields: [name: default, ..])` gives it its defaults (`with_transport_for`),
+//! its `Debug` (the shared fields and the named own ones, never the key nor `extra_body`'s values) and the builder methods for all of them, so the
 //! builders keep their short names (`config.with_timeout(..)`) without a trait to
 //! import, and each backend writes only its own options. It also gives the
 //! constructors (`new`, `from_env`, `from_env_with_key_var`, `from_lookup`, `Default`),
 //! from the config's `DEFAULT_BASE_URL`, `DEFAULT_MODEL`, `DEFAULT_KEY_VAR` and
-//! `BASE_URL_VAR` and its `with_transport_for(model, transport)`.
+//! `BASE_URL_VAR`.
 
 /// Implements the shared `with_*` methods on a backend config (see the module doc).
 macro_rules! config_builders {
-    ($config:ty) => {
+    ($config:ty, own fields: [$($own:ident: $default:expr),* $(,)?]) => {
+        impl $config {
+            /// A config for `model` over `transport`: the shared fields' defaults (no
+            /// context window, [`ModelInfo::DEFAULT_NUM_OUTPUT`](crate::model::ModelInfo::DEFAULT_NUM_OUTPUT),
+            /// no system prompt, no server tokenizer or model discovery, no extra body
+            /// fields) and the backend's own defaults.
+            fn with_transport_for(model: impl Into<String>, transport: $crate::backend::http::Transport) -> Self {
+                Self {
+                    transport,
+                    sampling: $crate::backend::http::Sampling::default(),
+                    model: model.into(),
+                    context_window: None,
+                    num_output: $crate::model::ModelInfo::DEFAULT_NUM_OUTPUT,
+                    system_prompt: None,
+                    server_tokenizer: false,
+                    discover_model: false,
+                    extra_body: serde_json::Map::new(),
+                    $($own: $default,)*
+                }
+            }
+        }
+
+        impl std::fmt::Debug for $config {
+            /// Every field, the backend's own after `model`; of `extra_body` only the
+            /// names (the transport hides the key itself).
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($config))
+                    .field("transport", &self.transport)
+                    .field("sampling", &self.sampling)
+                    .field("model", &self.model)
+                    $(.field(stringify!($own), &self.$own))*
+                    .field("context_window", &self.context_window)
+                    .field("num_output", &self.num_output)
+                    .field("system_prompt", &self.system_prompt)
+                    .field("server_tokenizer", &self.server_tokenizer)
+                    .field("discover_model", &self.discover_model)
+                    .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
+                    .finish()
+            }
+        }
+
         impl $config {
             /// A config for `model` at the API's own server ([`Self::DEFAULT_BASE_URL`]),
             /// with no key and the defaults (the [`Transport`](crate::backend::http::Transport)

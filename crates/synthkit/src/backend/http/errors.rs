@@ -323,35 +323,27 @@ mod tests {
         );
     }
 
+    /// The prompt tokens and the window a 400 with `body` reports, which must be a
+    /// context error.
+    fn context_numbers(body: &[u8]) -> (Option<u64>, Option<u64>) {
+        match from_status(400, &HeaderMap::new(), body, None) {
+            ModelError::ContextTooLong {
+                prompt_tokens,
+                context_window,
+                ..
+            } => (prompt_tokens, context_window),
+            e => unreachable!("{e:?}"),
+        }
+    }
+
     #[test]
     fn openai_and_vllm_context_errors() {
         let openai = br#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
-        match from_status(400, &HeaderMap::new(), openai, None) {
-            ModelError::ContextTooLong {
-                prompt_tokens,
-                context_window,
-                ..
-            } => assert_eq!((prompt_tokens, context_window), (Some(9000), Some(8192))),
-            e => unreachable!("{e:?}"),
-        }
+        assert_eq!(context_numbers(openai), (Some(9000), Some(8192)));
         let vllm = br#"{"object":"error","message":"This model's maximum context length is 2048 tokens. However, you requested 3027 tokens (3011 in the messages, 16 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#;
-        match from_status(400, &HeaderMap::new(), vllm, None) {
-            ModelError::ContextTooLong {
-                prompt_tokens,
-                context_window,
-                ..
-            } => assert_eq!((prompt_tokens, context_window), (Some(3011), Some(2048))),
-            e => unreachable!("{e:?}"),
-        }
+        assert_eq!(context_numbers(vllm), (Some(3011), Some(2048)));
         let vllm_new = br#"{"error":{"message":"'max_tokens' or 'max_completion_tokens' is too large: 16. This model's maximum context length is 2048 tokens and your request has 2040 input tokens (16 > 2048 - 2040).","type":"BadRequestError","code":400}}"#;
-        match from_status(400, &HeaderMap::new(), vllm_new, None) {
-            ModelError::ContextTooLong {
-                prompt_tokens,
-                context_window,
-                ..
-            } => assert_eq!((prompt_tokens, context_window), (Some(2040), Some(2048))),
-            e => unreachable!("{e:?}"),
-        }
+        assert_eq!(context_numbers(vllm_new), (Some(2040), Some(2048)));
     }
 
     #[test]
@@ -376,17 +368,7 @@ mod tests {
             }
         ));
         let long = br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 201234 tokens > 200000 maximum"}}"#;
-        match from_status(400, &HeaderMap::new(), long, None) {
-            ModelError::ContextTooLong {
-                prompt_tokens,
-                context_window,
-                ..
-            } => assert_eq!(
-                (prompt_tokens, context_window),
-                (Some(201_234), Some(200_000))
-            ),
-            e => unreachable!("{e:?}"),
-        }
+        assert_eq!(context_numbers(long), (Some(201_234), Some(200_000)));
     }
 
     #[test]

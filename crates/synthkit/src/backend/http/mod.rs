@@ -23,6 +23,8 @@ pub(crate) mod errors;
 mod sampling;
 pub(crate) mod server;
 pub(crate) mod sse;
+#[cfg(test)]
+pub(crate) mod test_support;
 mod transport;
 
 use clock::CallClock;

@@ -158,3 +158,177 @@ pub(crate) fn model_name(field: Option<&Value>) -> Option<&str> {
         .map(str::trim)
         .filter(|m| !m.is_empty())
 }
+
+/// Implements what every HTTP backend's model has the same way, on a struct with the
+/// fields `config`, `server` ([`Server`]) and `counter` (`Option` of the backend's exact
+/// prompt counter), a config with `endpoint()`, `transport` and `model`, and the methods
+/// `request_headers(&self)` and `body(&self, &ModelRequest, stream: bool)`: its `Debug`
+/// (through [`Server::debug_model`]), the private `send` (one request sent once) and
+/// `complete_with`, the accessors `config`, `discovered_context_window`,
+/// `server_slots`, `served_model` and `server_counter`, the builder `with_tokenizer`,
+/// and [`LanguageModel`](crate::model::LanguageModel): `info` from the config and what
+/// discovery found (a chat model when `is_chat` says so), `complete` through
+/// `complete_with`, `stream` through `send` and [`Server::read_stream`] with the
+/// backend's reply parser `parse` and SSE parser `stream_parser`.
+macro_rules! http_model {
+    (
+        model: $model:ident,
+        config: $config:ty,
+        counter: $counter:ty,
+        api: $api:literal,
+        is_chat: $is_chat:expr,
+        parse: $parse:path,
+        stream_parser: $parser:path $(,)?
+    ) => {
+        impl std::fmt::Debug for $model {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.server
+                    .debug_model(f, stringify!($model), &self.config, &self.counter)
+            }
+        }
+
+        impl $model {
+            /// The model of `config` before any discovery: no request made.
+            fn unconnected(config: $config) -> Result<Self, $crate::model::ModelError> {
+                Ok(Self {
+                    server: $crate::backend::http::server::Server::new(&config.transport)?,
+                    config,
+                    counter: None,
+                })
+            }
+
+            /// Sends one request (its body made for `stream` or not), once, on a clock
+            /// started now: the seam where a retry layer would sit. Returns the response
+            /// when its status is a success, else the mapped error.
+            async fn send(
+                &self,
+                request: &$crate::model::ModelRequest,
+                stream: bool,
+            ) -> Result<
+                (reqwest::Response, $crate::backend::http::clock::CallClock),
+                $crate::model::ModelError,
+            > {
+                let url = self.config.endpoint();
+                let to = (url.as_str(), self.request_headers()?);
+                let body = self.body(request, stream);
+                self.server
+                    .send(&self.config.transport, to, &body, stream)
+                    .await
+            }
+
+            async fn complete_with(
+                &self,
+                request: &$crate::model::ModelRequest,
+            ) -> Result<$crate::model::Completion, $crate::model::ModelError> {
+                let (response, clock) = self.send(request, false).await?;
+                let completion = self
+                    .server
+                    .read_completion(&self.config.transport, response, &clock, $parse)
+                    .await?;
+                let usage = completion.usage.unwrap_or_default();
+                tracing::debug!(
+                    model = %self.config.model,
+                    step = request.step().step.as_str(),
+                    prompt_tokens = usage.prompt_tokens,
+                    completion_tokens = usage.completion_tokens,
+                    finish_reason = ?completion.finish_reason,
+                    "{} call finished",
+                    $api
+                );
+                Ok(completion)
+            }
+
+            /// The config.
+            pub fn config(&self) -> &$config {
+                &self.config
+            }
+
+            /// The context window the server reported, if discovery found one.
+            pub fn discovered_context_window(&self) -> Option<usize> {
+                self.server.discovered_context_window
+            }
+
+            /// How many requests the server runs at once, when discovery found it
+            /// (llama.cpp's `/props` `total_slots`).
+            pub fn server_slots(&self) -> Option<usize> {
+                self.server.discovered_slots
+            }
+
+            /// The model name the server gave in its latest reply (the `model` field of a
+            /// reply or of a stream's events), if it gave one. It can differ from the
+            /// config's `model`: servers that serve one model (llama.cpp) answer with
+            /// their own name whatever the request said.
+            pub fn served_model(&self) -> Option<String> {
+                self.server.served.get()
+            }
+
+            /// Uses `tokenizer` as the model's tokenizer
+            /// ([`LanguageModel::tokenizer`](crate::model::LanguageModel::tokenizer)).
+            pub fn with_tokenizer(mut self, tokenizer: $crate::text::SharedTokenizer) -> Self {
+                self.server.tokenizer = Some(tokenizer);
+                self
+            }
+
+            /// The server's exact prompt counter, when `use_server_counter` found one.
+            pub fn server_counter(&self) -> Option<&$counter> {
+                self.counter.as_ref()
+            }
+        }
+
+        impl $crate::model::LanguageModel for $model {
+            fn info(&self) -> $crate::model::ModelInfo {
+                let is_chat: fn(&$config) -> bool = $is_chat;
+                self.config
+                    .model_info(self.server.discovered_context_window)
+                    .with_chat(is_chat(&self.config))
+            }
+
+            fn complete<'a>(
+                &'a self,
+                request: &'a $crate::model::ModelRequest,
+            ) -> $crate::model::ModelFuture<'a, $crate::model::Completion> {
+                Box::pin(self.complete_with(request))
+            }
+
+            /// Streams with SSE: text deltas, then exactly one
+            /// [`StreamEvent::Done`](crate::model::StreamEvent::Done) with the usage the
+            /// server reported. A stream that ends before the API's end event (or a stop
+            /// reason) yields [`ModelError::Incomplete`](crate::model::ModelError::Incomplete).
+            /// The first event must come within the request timeout
+            /// ([`Transport::timeout`](crate::backend::http::Transport::timeout), counted
+            /// from the start of the call), each next one within the idle timeout
+            /// ([`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout))
+            /// of the wait for it; otherwise the stream yields
+            /// [`ModelError::Timeout`](crate::model::ModelError::Timeout). There is no total
+            /// time limit: a stream that keeps producing tokens is never cut for time; its
+            /// bytes in all are capped by
+            /// [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes)
+            /// ([`ModelError::ReplyTooLarge`](crate::model::ModelError::ReplyTooLarge)). A
+            /// server that ignores `stream: true` and answers JSON is handled too (within
+            /// the request timeout).
+            fn stream<'a>(
+                &'a self,
+                request: &'a $crate::model::ModelRequest,
+            ) -> $crate::model::ModelFuture<'a, $crate::model::CompletionStream> {
+                Box::pin(async move {
+                    let reply = self.send(request, true).await?;
+                    let transport = &self.config.transport;
+                    (self.server)
+                        .read_stream(transport, reply, $parse, $parser)
+                        .await
+                })
+            }
+
+            fn tokenizer(&self) -> Option<$crate::text::SharedTokenizer> {
+                self.server.tokenizer.clone()
+            }
+
+            fn counter(&self) -> Option<$crate::model::SharedCounter> {
+                let counter = self.counter.clone()?;
+                Some(std::sync::Arc::new(counter))
+            }
+        }
+    };
+}
+
+pub(crate) use http_model;

@@ -39,6 +39,37 @@ pub(crate) trait EventParser: Send + 'static {
     fn end(&self) -> Result<StreamEvent, ModelError>;
 }
 
+/// Parses one event's `data` as the JSON `T`; what is not (`what` names it in the error,
+/// "event" or "chunk") is [`ModelError::Malformed`] with the start of the data, `key`
+/// redacted.
+pub(crate) fn event_json<T: serde::de::DeserializeOwned>(
+    data: &str,
+    what: &str,
+    key: Option<&SecretString>,
+) -> Result<T, ModelError> {
+    serde_json::from_str(data).map_err(|e| {
+        ModelError::Malformed(format!(
+            "a streamed {what} is not valid JSON ({e}): {}",
+            redact(&crate::model::excerpt(data, 200), key)
+        ))
+    })
+}
+
+/// [`EventParser::end`] for a parser that has its final `Done` (`done`) when the server
+/// said why it stopped; without it, [`ModelError::Incomplete`] saying which end
+/// (`awaited`) never came and how many deltas did.
+pub(crate) fn stream_end(
+    done: Option<StreamEvent>,
+    awaited: &str,
+    deltas: usize,
+) -> Result<StreamEvent, ModelError> {
+    done.ok_or_else(|| {
+        ModelError::Incomplete(format!(
+            "the stream ended before {awaited}, after {deltas} deltas"
+        ))
+    })
+}
+
 type Events = BoxStream<'static, Result<Event, EventStreamError<BodyError>>>;
 
 /// The limits of one stream.

@@ -1,12 +1,9 @@
 //! [`OpenAiConfig`]: where the server is and what to ask of it.
 
-use std::fmt;
-
 use serde_json::{Map, Value};
 
 use crate::backend::http::builders::config_builders;
 use crate::backend::http::{Sampling, Transport};
-use crate::model::ModelInfo;
 
 /// How to reach an OpenAI-compatible server and what to ask of it.
 ///
@@ -29,7 +26,7 @@ pub struct OpenAiConfig {
     /// The model name sent with every request.
     pub model: String,
     /// The context window, if known; else [`OpenAiModel::discover`](super::OpenAiModel::discover) asks the server, and
-    /// failing that [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] is used.
+    /// failing that [`ModelInfo::DEFAULT_CONTEXT_WINDOW`](crate::model::ModelInfo::DEFAULT_CONTEXT_WINDOW) is used.
     pub context_window: Option<usize>,
     /// Tokens reserved for the output (default 256).
     pub num_output: usize,
@@ -54,26 +51,7 @@ pub struct OpenAiConfig {
     pub extra_body: Map<String, Value>,
 }
 
-impl fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("transport", &self.transport)
-            .field("sampling", &self.sampling)
-            .field("model", &self.model)
-            .field("context_window", &self.context_window)
-            .field("num_output", &self.num_output)
-            .field("is_chat", &self.is_chat)
-            .field("system_prompt", &self.system_prompt)
-            .field("json_schema", &self.json_schema)
-            .field("stream_usage", &self.stream_usage)
-            .field("server_tokenizer", &self.server_tokenizer)
-            .field("discover_model", &self.discover_model)
-            .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-config_builders!(OpenAiConfig);
+config_builders!(OpenAiConfig, own fields: [is_chat: true, json_schema: true, stream_usage: true]);
 
 impl OpenAiConfig {
     /// OpenAI's API base URL.
@@ -88,23 +66,6 @@ impl OpenAiConfig {
     pub const DEFAULT_KEY_VAR: &'static str = "OPENAI_API_KEY";
     /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
     pub const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
-
-    fn with_transport_for(model: impl Into<String>, transport: Transport) -> Self {
-        Self {
-            transport,
-            sampling: Sampling::default(),
-            model: model.into(),
-            context_window: None,
-            num_output: ModelInfo::DEFAULT_NUM_OUTPUT,
-            is_chat: true,
-            system_prompt: None,
-            json_schema: true,
-            stream_usage: true,
-            server_tokenizer: false,
-            discover_model: false,
-            extra_body: Map::new(),
-        }
-    }
 
     /// Chat model (`true`) or completion model (`false`).
     pub fn with_chat(mut self, is_chat: bool) -> Self {

@@ -20,7 +20,7 @@
 //! - **Chat** (`is_chat`, the default) sends `RenderedPrompt::Chat` messages as they are and
 //!   a `RenderedPrompt::Text` as one user message; **completion** mode sends
 //!   [`RenderedPrompt::to_text`](crate::prompt::RenderedPrompt::to_text) as `prompt`. The request's prompt is sent as is: the
-//!   synthesizer has already added the system prompt that [`LanguageModel::info`] reports.
+//!   synthesizer has already added the system prompt that [`LanguageModel::info`](crate::model::LanguageModel::info) reports.
 //! - `max_tokens` is the request's `max_tokens`; `temperature`, `top_p`, `seed` and the
 //!   extra body fields come from the config.
 //! - **Timeouts** fit local inference: opening the connection is bounded by
@@ -28,7 +28,7 @@
 //!   [`Transport::timeout`](crate::backend::http::Transport::timeout) (600 s); a stream by the request timeout until its first
 //!   event, then by [`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout) (120 s) between events, never by a total.
 //!   A [`ModelError::Timeout`] says which fired and how long the call had waited.
-//! - **Streaming** uses SSE with `stream_options.include_usage`; see [`LanguageModel::stream`]
+//! - **Streaming** uses SSE with `stream_options.include_usage`; see [`LanguageModel::stream`](crate::model::LanguageModel::stream)
 //!   for the guarantees (deltas, then exactly one `Done`; a cut stream is an error).
 //! - **Structured** calls (a request with a [`ModelRequest::schema`], plain or streamed)
 //!   send `response_format: json_schema` (strict) when [`OpenAiConfig::json_schema`] is
@@ -39,7 +39,7 @@
 //! - **Errors** are split by what the caller must do ([`ModelError`]); bodies are cut to
 //!   2 KB and the API key is redacted from everything, as is the user-info of the base
 //!   URL ([`crate::secret`]). There are no retries here: retries
-//!   are a layer around any [`LanguageModel`] driven by [`ModelError::is_transient`] and
+//!   are a layer around any [`LanguageModel`](crate::model::LanguageModel) driven by [`ModelError::is_transient`] and
 //!   `RateLimited::retry_after`; each method below makes exactly one HTTP attempt.
 //! - **Discovery** ([`OpenAiModel::discover`]) reads the context window from llama.cpp's
 //!   `/props` or a `/models` listing (vLLM's `max_model_len`);
@@ -47,24 +47,17 @@
 //!   [`OpenAiModel::served_model`] is the name the server gave in its latest reply.
 //! - **Server counter** ([`ServerCounter`]) counts prompts with the server's own vocabulary.
 
-use std::fmt;
-
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::Value;
 
-use crate::backend::http::clock::CallClock;
 use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, slots_in,
 };
 use crate::backend::http::errors::clip;
 use crate::backend::http::key_headers;
-use crate::backend::http::server::{Server, parse_reply};
-use crate::model::{
-    Completion, CompletionStream, LanguageModel, ModelError, ModelFuture, ModelInfo, ModelRequest,
-    SharedCounter,
-};
+use crate::backend::http::server::{Server, http_model, parse_reply};
+use crate::model::{Completion, ModelError, ModelRequest};
 use crate::secret::redact_url;
-use crate::text::SharedTokenizer;
 
 mod config;
 mod slots;
@@ -77,29 +70,18 @@ pub use secrecy::SecretString;
 pub use slots::server_slots;
 pub use tokenizer::{ServerCounter, TokenizeDialect};
 
-/// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`].
+/// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`](crate::model::LanguageModel).
 pub struct OpenAiModel {
     config: OpenAiConfig,
     server: Server,
     counter: Option<ServerCounter>,
 }
 
-impl fmt::Debug for OpenAiModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.server
-            .debug_model(f, "OpenAiModel", &self.config, &self.counter)
-    }
-}
-
 impl OpenAiModel {
     /// A model with `config`; makes no request. Fails only if the HTTP client cannot be
     /// built (TLS initialisation).
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
-        Ok(Self {
-            server: Server::new(&config.transport)?,
-            config,
-            counter: None,
-        })
+        Self::unconnected(config)
     }
 
     /// A model with `config`, then, when [`OpenAiConfig::discover_model`] is set,
@@ -136,27 +118,9 @@ impl OpenAiModel {
         Ok(model)
     }
 
-    /// The config.
-    pub fn config(&self) -> &OpenAiConfig {
-        &self.config
-    }
-
-    /// The context window the server reported, if discovery found one.
-    pub fn discovered_context_window(&self) -> Option<usize> {
-        self.server.discovered_context_window
-    }
-
-    /// The model name the server gave in its latest reply (the `model` field of a
-    /// completion or of a stream's chunks), if it gave one. It can differ from
-    /// [`OpenAiConfig::model`]: servers that serve one model (llama.cpp) answer with
-    /// their own name whatever the request said.
-    pub fn served_model(&self) -> Option<String> {
-        self.server.served.get()
-    }
-
     /// Asks the server which models it serves (`GET {base}/models`, answered by
     /// llama.cpp, vLLM, Ollama, LM Studio and OpenAI) and uses the first one's `id` as the
-    /// model name in requests and in [`LanguageModel::info`]. Returns that id; `None`
+    /// model name in requests and in [`LanguageModel::info`](crate::model::LanguageModel::info). Returns that id; `None`
     /// (no usable listing) keeps [`OpenAiConfig::model`]. Never fails.
     pub async fn discover_model(&mut self) -> Option<String> {
         let listing = self.get_json(&self.models_url()).await;
@@ -192,7 +156,7 @@ impl OpenAiModel {
     /// `GET {root}/props` (`default_generation_settings.n_ctx`, the per-slot context, else
     /// a top-level `n_ctx`), else `GET {base}/models` (vLLM's `max_model_len`, llama.cpp's
     /// `meta.n_ctx`, `context_length`). Returns what it found; `None` leaves the config's
-    /// window or [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] in force. Never fails.
+    /// window or [`ModelInfo::DEFAULT_CONTEXT_WINDOW`](crate::model::ModelInfo::DEFAULT_CONTEXT_WINDOW) in force. Never fails.
     pub async fn discover(&mut self) -> Option<usize> {
         let props = self.get_json(&self.props_url()).await;
         self.server.discovered_slots = props.as_ref().and_then(slots_in);
@@ -201,12 +165,6 @@ impl OpenAiModel {
             self.server.discovered_context_window = found;
         }
         found
-    }
-
-    /// How many requests the server runs at once, when discovery found it (llama.cpp's
-    /// `/props` `total_slots`); see [`server_slots`].
-    pub fn server_slots(&self) -> Option<usize> {
-        self.server.discovered_slots
     }
 
     fn props_url(&self) -> String {
@@ -235,21 +193,15 @@ impl OpenAiModel {
     }
 
     async fn get_json(&self, url: &str) -> Option<Value> {
-        let headers = self.auth_headers().unwrap_or_default();
+        let headers = self.request_headers().unwrap_or_default();
         self.server
             .link
             .discover(&self.config.transport, url, headers)
             .await
     }
 
-    /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
-    pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
-        self.server.tokenizer = Some(tokenizer);
-        self
-    }
-
     /// Probes the server's `/tokenize` and, if it works, uses it as the model's exact
-    /// prompt counter ([`LanguageModel::counter`]). Returns whether it does. Skipped
+    /// prompt counter ([`LanguageModel::counter`](crate::model::LanguageModel::counter)). Returns whether it does. Skipped
     /// (`false`) when a discovery request of this model timed out.
     pub async fn use_server_counter(&mut self) -> bool {
         if self.server.link.stalled() {
@@ -265,13 +217,8 @@ impl OpenAiModel {
         }
     }
 
-    /// The server's counter, when [`OpenAiModel::use_server_counter`] found one.
-    pub fn server_counter(&self) -> Option<&ServerCounter> {
-        self.counter.as_ref()
-    }
-
     /// The `Authorization: Bearer` header when there is a key.
-    fn auth_headers(&self) -> Result<HeaderMap, ModelError> {
+    fn request_headers(&self) -> Result<HeaderMap, ModelError> {
         key_headers(
             AUTHORIZATION,
             "Bearer ",
@@ -298,39 +245,6 @@ impl OpenAiModel {
             },
         )
     }
-
-    /// Sends one request, once: the seam where a retry layer would sit. Returns the
-    /// response when its status is a success, else the mapped error.
-    async fn send(
-        &self,
-        body: &Value,
-        stream: bool,
-    ) -> Result<(reqwest::Response, CallClock), ModelError> {
-        let url = self.config.endpoint();
-        let to = (url.as_str(), self.auth_headers()?);
-        self.server
-            .send(&self.config.transport, to, body, stream)
-            .await
-    }
-
-    async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
-        let body = self.body(request, false);
-        let (response, clock) = self.send(&body, false).await?;
-        let completion = self
-            .server
-            .read_completion(&self.config.transport, response, &clock, parse_completion)
-            .await?;
-        let usage = completion.usage.unwrap_or_default();
-        tracing::debug!(
-            model = %self.config.model,
-            step = request.step().step.as_str(),
-            prompt_tokens = usage.prompt_tokens,
-            completion_tokens = usage.completion_tokens,
-            finish_reason = ?completion.finish_reason,
-            "openai call finished"
-        );
-        Ok(completion)
-    }
 }
 
 /// Parses a non-streamed reply body: the completion and the model the server named.
@@ -356,45 +270,14 @@ fn parse_completion(
     Ok((completion, reply.model_name().map(str::to_string)))
 }
 
-impl LanguageModel for OpenAiModel {
-    fn info(&self) -> ModelInfo {
-        self.config
-            .model_info(self.server.discovered_context_window)
-            .with_chat(self.config.is_chat)
-    }
-
-    fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
-        Box::pin(self.complete_with(request))
-    }
-
-    /// Streams with SSE: text deltas, then exactly one [`StreamEvent::Done`](crate::model::StreamEvent::Done) with the usage
-    /// the server reported. A stream that ends before `[DONE]` (or a finish reason) yields
-    /// [`ModelError::Incomplete`]. The first event must come within the request timeout
-    /// ([`Transport::timeout`](crate::backend::http::Transport::timeout), counted from the start of the call), each next one
-    /// within the idle timeout ([`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout)) of the wait for it;
-    /// otherwise the stream yields [`ModelError::Timeout`]. There is no total time limit:
-    /// a stream that keeps producing tokens is never cut for time; its bytes in all are
-    /// capped by [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes) ([`ModelError::ReplyTooLarge`]). A server that ignores
-    /// `stream: true` and answers JSON is handled too (within the request timeout).
-    fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
-        Box::pin(async move {
-            let reply = self.send(&self.body(request, true), true).await?;
-            let transport = &self.config.transport;
-            (self.server)
-                .read_stream(transport, reply, parse_completion, stream::ChunkParser::new)
-                .await
-        })
-    }
-
-    fn tokenizer(&self) -> Option<SharedTokenizer> {
-        self.server.tokenizer.clone()
-    }
-
-    fn counter(&self) -> Option<SharedCounter> {
-        self.counter
-            .clone()
-            .map(|c| std::sync::Arc::new(c) as SharedCounter)
-    }
+http_model! {
+    model: OpenAiModel,
+    config: OpenAiConfig,
+    counter: ServerCounter,
+    api: "openai",
+    is_chat: |config| config.is_chat,
+    parse: parse_completion,
+    stream_parser: stream::ChunkParser::new,
 }
 
 #[cfg(test)]

@@ -12,10 +12,10 @@ use secrecy::SecretString;
 
 use super::wire;
 use crate::backend::http::clock::ServedModel;
-use crate::backend::http::errors::{from_error_object, redact};
+use crate::backend::http::errors::from_error_object;
 pub(crate) use crate::backend::http::sse::Emitted;
-use crate::backend::http::sse::EventParser;
-use crate::model::{FinishReason, ModelError, StreamEvent, Usage, excerpt};
+use crate::backend::http::sse::{EventParser, event_json, stream_end};
+use crate::model::{FinishReason, ModelError, StreamEvent, Usage};
 
 /// The state of one streamed reply, fed one SSE `data` payload at a time.
 #[derive(Debug, Default)]
@@ -34,13 +34,8 @@ impl EventParser for ChunkParser {
     }
 
     fn end(&self) -> Result<StreamEvent, ModelError> {
-        if self.finish_reason.is_some() {
-            return Ok(self.done());
-        }
-        Err(ModelError::Incomplete(format!(
-            "the stream ended before `[DONE]` or a finish reason, after {} deltas",
-            self.deltas
-        )))
+        let done = self.finish_reason.is_some().then(|| self.done());
+        stream_end(done, "`[DONE]` or a finish reason", self.deltas)
     }
 }
 
@@ -65,13 +60,10 @@ impl ChunkParser {
             out.push_back(Ok(self.done()));
             return true;
         }
-        let chunk: wire::Response = match serde_json::from_str(data) {
+        let chunk: wire::Response = match event_json(data, "chunk", self.key.as_ref()) {
             Ok(c) => c,
             Err(e) => {
-                out.push_back(Err(ModelError::Malformed(format!(
-                    "a streamed chunk is not valid JSON ({e}): {}",
-                    redact(&excerpt(data, 200), self.key.as_ref())
-                ))));
+                out.push_back(Err(e));
                 return true;
             }
         };

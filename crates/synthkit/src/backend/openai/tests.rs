@@ -1,6 +1,7 @@
 //! Unit tests of the OpenAI-compatible backend: config, discovery, reply parsing.
 
 use super::*;
+use crate::backend::http::test_support::{assert_malformed, lookup_in};
 use crate::model::TimeoutKind;
 use serde_json::json;
 use std::time::Duration;
@@ -23,12 +24,7 @@ fn env_lookup() {
         ("SYNTHKIT_MODEL", "tiny"),
         ("MY_KEY", "sk-123"),
     ];
-    let lookup = |k: &str| {
-        vars.iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    };
-    let c = OpenAiConfig::from_lookup("MY_KEY", lookup);
+    let c = OpenAiConfig::from_lookup("MY_KEY", lookup_in(&vars));
     assert_eq!(
         (c.transport.base_url.as_str(), c.model.as_str()),
         ("http://o/v1", "tiny")
@@ -69,13 +65,10 @@ fn completions_parse() {
         parse_completion(named, None),
         Ok((_, Some(m))) if m == "qwen2.5-1.5b-instruct-q4_k_m.gguf"
     ));
-    for bad in [&br#"{"choices":[]}"#[..], b"\xff\xfe", b"<html>"] {
-        let parsed = parse_completion(bad, None);
-        assert!(
-            matches!(parsed, Err(ModelError::Malformed(_))),
-            "{parsed:?}"
-        );
-    }
+    assert_malformed(
+        parse_completion,
+        &[br#"{"choices":[]}"#, b"\xff\xfe", b"<html>"],
+    );
 }
 
 #[test]

@@ -161,20 +161,11 @@ pub(crate) fn finish_reason(reason: &str) -> FinishReason {
 mod tests {
     use super::*;
     use crate::backend::http::Sampling;
-    use crate::mode::{ResponseMode, Step};
-    use crate::model::StepInfo;
-    use crate::prompt::{ChatMessage, Role, TemplateKind};
+
+    use crate::prompt::{ChatMessage, Role};
 
     fn request(prompt: RenderedPrompt) -> ModelRequest {
-        ModelRequest::new(prompt)
-            .with_schema(None)
-            .with_max_tokens(16)
-            .with_prompt_tokens(3)
-            .with_extension(StepInfo::new(ResponseMode::Refine, Step::Qa))
-            .with_extension(crate::prompt::PromptSource::new(
-                TemplateKind::Qa,
-                Vec::new(),
-            ))
+        crate::testing::qa_request(prompt, 3, 16, None)
     }
 
     #[test]

@@ -369,7 +369,7 @@ impl<M: LanguageModel> RetryModel<M> {
             let transient = error.is_transient();
             // A permanent error on the first attempt is the caller's to report.
             if !transient && log.attempt() > 1 {
-                log.give_up(error, GiveUp::NotTransient);
+                log.failed(error, Err(GiveUp::NotTransient));
             }
             transient
         })
@@ -377,13 +377,13 @@ impl<M: LanguageModel> RetryModel<M> {
             match policy.schedule(error, backoff, clock.elapsed()) {
                 Ok(wait) => Some(wait),
                 Err(reason) => {
-                    log.give_up(error, reason);
+                    log.failed(error, Err(reason));
                     None
                 }
             }
         })
         .notify(|error: &Arc<ModelError>, wait| {
-            log.retrying(error, wait);
+            log.failed(error, Ok(wait));
             crate::observe::note_retry();
             *previous
                 .lock()
@@ -431,7 +431,13 @@ impl Log<'_> {
         self.attempts.load(Ordering::Relaxed)
     }
 
-    fn give_up(&self, error: &ModelError, reason: GiveUp) {
+    /// Warns that the attempt failed, and what comes next: `Ok(wait)` before a retry,
+    /// `Err(reason)` for giving up.
+    fn failed(&self, error: &ModelError, next: Result<Duration, GiveUp>) {
+        let (wait_ms, verdict) = match next {
+            Ok(wait) => (Some(millis(wait)), "retrying".to_string()),
+            Err(reason) => (None, format!("not retrying: {}", reason.as_str())),
+        };
         tracing::warn!(
             call = self.call,
             mode = self.step.mode.as_str(),
@@ -439,22 +445,9 @@ impl Log<'_> {
             attempt = self.attempt(),
             max_attempts = self.max_attempts,
             elapsed_ms = millis(self.start.elapsed()),
+            wait_ms,
             error = %error,
-            "model call failed; not retrying: {}",
-            reason.as_str()
-        );
-    }
-
-    fn retrying(&self, error: &ModelError, wait: Duration) {
-        tracing::warn!(
-            call = self.call,
-            mode = self.step.mode.as_str(),
-            step = self.step.step.as_str(),
-            attempt = self.attempt(),
-            max_attempts = self.max_attempts,
-            wait_ms = millis(wait),
-            error = %error,
-            "model call failed; retrying"
+            "model call failed; {verdict}"
         );
     }
 }

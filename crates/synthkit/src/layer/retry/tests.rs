@@ -6,9 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicUsize;
 
 use super::*;
-use crate::mode::{ResponseMode, Step as ModeStep};
 use crate::model::{FinishReason, ModelFuture, ModelInfo, StreamEvent};
-use crate::prompt::{RenderedPrompt, TemplateKind};
+use crate::prompt::RenderedPrompt;
 
 /// What the scripted model does on one call.
 enum Step {
@@ -77,15 +76,7 @@ fn done() -> StreamEvent {
 }
 
 fn request() -> ModelRequest {
-    ModelRequest::new(RenderedPrompt::Text("hi".into()))
-        .with_schema(None)
-        .with_max_tokens(8)
-        .with_prompt_tokens(1)
-        .with_extension(StepInfo::new(ResponseMode::Compact, ModeStep::Qa))
-        .with_extension(crate::prompt::PromptSource::new(
-            TemplateKind::Qa,
-            Vec::new(),
-        ))
+    crate::testing::qa_request(RenderedPrompt::Text("hi".into()), 1, 8, None)
 }
 
 fn server(body: &str) -> ModelError {

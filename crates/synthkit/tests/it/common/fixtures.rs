@@ -3,13 +3,9 @@
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use synthkit::model::{
-    CompletionStream, LanguageModel, ModelError, ModelInfo, ModelRequest, StepInfo, StreamEvent,
-    Usage,
-};
+use synthkit::model::{CompletionStream, LanguageModel, ModelError, ModelInfo, StreamEvent, Usage};
 use synthkit::observe::CallReport;
-use synthkit::prompt::{PromptSource, RenderedPrompt, TemplateKind};
-use synthkit::{Node, Observer, ResponseMode, Step, SynthEvent, Synthesizer};
+use synthkit::{Node, Observer, ResponseMode, SynthEvent, Synthesizer};
 
 /// The description of a scripted test model with this window and output.
 pub fn scripted(window: usize, output: usize) -> ModelInfo {
@@ -40,25 +36,6 @@ impl Observer for Events {
     fn event(&self, event: &SynthEvent) {
         self.0.lock().unwrap().push(event.clone());
     }
-}
-
-/// A compact-mode QA request for `prompt`, as synthesis sends it: counted at
-/// `prompt_tokens`, allowed `max_tokens`, with `query` as its `query_str` when given.
-pub fn qa_request(
-    prompt: RenderedPrompt,
-    prompt_tokens: usize,
-    max_tokens: usize,
-    query: Option<&str>,
-) -> ModelRequest {
-    let variables = query
-        .map(|q| vec![("query_str".to_string(), q.to_string())])
-        .unwrap_or_default();
-    ModelRequest::new(prompt)
-        .with_schema(None)
-        .with_max_tokens(max_tokens)
-        .with_prompt_tokens(prompt_tokens)
-        .with_extension(StepInfo::new(ResponseMode::Compact, Step::Qa))
-        .with_extension(PromptSource::new(TemplateKind::Qa, variables))
 }
 
 /// Each call's prompt count by synthkit and by the server: `(mode/step, ours, theirs,

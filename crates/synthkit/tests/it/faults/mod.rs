@@ -265,6 +265,14 @@ impl Harness {
         })
     }
 
+    /// The leaves' requests (the first [`FINAL`]) answer; the next ones (the final
+    /// call's) get `faults`, later ones a good answer.
+    fn at_final(faults: impl IntoIterator<Item = Fault>) -> Self {
+        let mut script = vec![Fault::Ok; FINAL];
+        script.extend(faults);
+        Self::new(script)
+    }
+
     /// Every request gets `fault`.
     fn always(fault: Fault) -> Self {
         Self::with_script(Script {
@@ -307,6 +315,11 @@ impl Harness {
         let bodies = self.script.bodies.lock().unwrap();
         let distinct: HashSet<String> = bodies.iter().map(Value::to_string).collect();
         distinct.len() < bodies.len()
+    }
+
+    /// Reports what `fault` led to, with the requests made so far.
+    fn report(&self, fault: &str, outcome: &str) {
+        report(fault, outcome, self.requests());
     }
 
     /// Fails the test unless `text` is the answer to the last of the `requests` requests
@@ -392,7 +405,7 @@ fn synthesizer_over(
 }
 
 fn request() -> ModelRequest {
-    crate::common::fixtures::qa_request(
+    synthkit::testing::qa_request(
         RenderedPrompt::Chat(vec![ChatMessage::new(Role::User, "Say hi")]),
         3,
         16,
@@ -433,9 +446,5 @@ async fn baseline() {
     let r = h.stream_finish().await.unwrap();
     assert_eq!(r.text, format!("answer {FINAL}"));
     assert_eq!(h.requests(), BASELINE);
-    report(
-        "none (tree_summarize, 3 leaves + final)",
-        "completed",
-        h.requests(),
-    );
+    h.report("none (tree_summarize, 3 leaves + final)", "completed");
 }

@@ -18,10 +18,9 @@ async fn permanent(
     assert!(is(&e), "{name}: {e:?}");
     assert!(!e.is_transient());
     assert_eq!(h.requests(), 1, "{name}: retried");
-    report(
+    h.report(
         &format!("{name} (complete)"),
         &format!("typed error {}, no retry", kind(&e)),
-        h.requests(),
     );
 
     let h = Harness::always(fault.clone());
@@ -29,34 +28,35 @@ async fn permanent(
     assert!(is(model_error(&se)), "{name}: {se:?}");
     assert!(!h.any_resent(), "{name}: the synthesizer's layer retried");
     assert!((1..=3).contains(&h.requests()), "{name}: {}", h.requests());
-    report(
+    h.report(
         &format!("{name} (synth)"),
         &format!(
             "typed error SynthError::Model({}), no retry",
             kind(model_error(&se))
         ),
-        h.requests(),
     );
 
     if !stream {
         return e;
     }
     // Only the streamed final call fails.
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(fault);
-    let h = Harness::new(faults);
+    let h = Harness::at_final([fault]);
     let se = h.stream_finish().await.unwrap_err();
     assert!(is(model_error(&se)), "{name} (stream): {se:?}");
     assert_eq!(h.requests(), BASELINE, "{name} (stream): retried");
-    report(
+    h.report(
         &format!("{name} (synth stream)"),
         &format!(
             "typed error SynthError::Model({}), no retry",
             kind(model_error(&se))
         ),
-        h.requests(),
     );
     e
+}
+
+/// Whether `e` is a malformed reply.
+fn malformed(e: &ModelError) -> bool {
+    matches!(e, ModelError::Malformed(_))
 }
 
 #[tokio::test(start_paused = true)]
@@ -73,18 +73,12 @@ async fn unauthorized_is_never_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn malformed_json_is_never_retried() {
-    permanent("malformed JSON", Fault::Malformed, true, |e| {
-        matches!(e, ModelError::Malformed(_))
-    })
-    .await;
+    permanent("malformed JSON", Fault::Malformed, true, malformed).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn empty_choices_is_never_retried() {
-    let e = permanent("empty choices", Fault::EmptyChoices, false, |e| {
-        matches!(e, ModelError::Malformed(_))
-    })
-    .await;
+    let e = permanent("empty choices", Fault::EmptyChoices, false, malformed).await;
     assert!(e.to_string().contains("no choices"), "{e}");
 
     // Streamed: chunks without choices then `[DONE]` are a finished, empty reply (servers
@@ -96,10 +90,9 @@ async fn empty_choices_is_never_retried() {
         "{events:?}"
     );
     assert_eq!(h.requests(), 1);
-    report(
+    h.report(
         "empty choices + [DONE] (stream)",
         "completed: an empty reply (one Done), no retry",
-        h.requests(),
     );
 }
 
@@ -107,25 +100,19 @@ async fn empty_choices_is_never_retried() {
 /// empty-response text (a regression test: the fallback once polled a finished stream).
 #[tokio::test(start_paused = true)]
 async fn an_empty_streamed_final_answer_gives_the_empty_response() {
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(Fault::EmptyChoices);
-    let h = Harness::new(faults);
+    let h = Harness::at_final([Fault::EmptyChoices]);
     let r = h.stream_finish().await.unwrap();
     assert_eq!(r.text, synthkit::synth::DEFAULT_EMPTY_RESPONSE);
     assert_eq!(h.requests(), BASELINE);
-    report(
+    h.report(
         "empty choices + [DONE] (synth stream)",
         "completed with the empty-response text, no retry",
-        h.requests(),
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn invalid_utf8_is_never_retried() {
-    let e = permanent("invalid UTF-8", Fault::InvalidUtf8, true, |e| {
-        matches!(e, ModelError::Malformed(_))
-    })
-    .await;
+    let e = permanent("invalid UTF-8", Fault::InvalidUtf8, true, malformed).await;
     assert!(e.to_string().contains("UTF-8"), "{e}");
 }
 
@@ -147,10 +134,9 @@ async fn context_too_long_is_never_retried() {
     let e = h.model().complete(&request()).await.unwrap_err();
     assert!(is(&e), "{e:?}");
     assert_eq!(h.requests(), 1, "retried");
-    report(
+    h.report(
         "400 context too long (complete)",
         "typed error ContextTooLong, no retry",
-        h.requests(),
     );
 
     // The synthesizer handles a context error itself (it shrinks its budget and re-packs),
@@ -180,10 +166,9 @@ async fn context_too_long_is_never_retried() {
             h.requests()
         );
         let name = if stream { "synth stream" } else { "synth" };
-        report(
+        h.report(
             &format!("400 context too long, every request ({name})"),
             &format!("{outcome}, no retry"),
-            h.requests(),
         );
     }
 }
@@ -203,10 +188,9 @@ async fn an_enormous_body_does_not_panic() {
         "{e:?}"
     );
     assert_eq!(h.requests(), 1);
-    report(
+    h.report(
         "20 MB content (complete)",
         "typed error ModelError::ReplyTooLarge, no retry",
-        h.requests(),
     );
 
     // Streamed as one 20 MB SSE event: cut at the cap, never taken as complete (the
@@ -218,10 +202,9 @@ async fn an_enormous_body_does_not_panic() {
     };
     assert!(matches!(e, ModelError::ReplyTooLarge { .. }), "{e:?}");
     assert_eq!(h.requests(), 1);
-    report(
+    h.report(
         "20 MB content (stream)",
         "typed error ModelError::ReplyTooLarge, no retry",
-        h.requests(),
     );
 
     // With the cap raised above it, the 20 MB reply is read whole, plain and streamed.
@@ -243,16 +226,13 @@ async fn an_enormous_body_does_not_panic() {
     assert!(len >= HUGE - 12, "{len}");
     assert!(matches!(events.last(), Some(Ok(StreamEvent::Done { .. }))));
     assert_eq!(h.requests(), 2);
-    report(
+    h.report(
         "20 MB content, cap raised to 32 MiB",
         "completed, 20 MB text, plain and streamed",
-        h.requests(),
     );
 
     // The synthesizer's final answer is enormous: the job fails with the cap's error.
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(Fault::Huge(HUGE));
-    let h = Harness::new(faults);
+    let h = Harness::at_final([Fault::Huge(HUGE)]);
     let e = h.synthesize().await.unwrap_err();
     assert!(
         matches!(
@@ -265,10 +245,9 @@ async fn an_enormous_body_does_not_panic() {
         "{e:?}"
     );
     assert_eq!(h.requests(), BASELINE);
-    report(
+    h.report(
         "20 MB final answer (synth)",
         "typed error SynthError::Model(ReplyTooLarge), no retry",
-        h.requests(),
     );
 }
 

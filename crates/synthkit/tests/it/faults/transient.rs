@@ -38,9 +38,7 @@ async fn rate_limited_with_retry_after_then_ok() {
     );
 
     // The streamed final call is rate limited.
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(limited());
-    let h = Harness::new(faults);
+    let h = Harness::at_final([limited()]);
     let start = Instant::now();
     let r = h.stream_finish().await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
@@ -83,9 +81,7 @@ async fn server_errors_then_ok() {
     );
 
     // Streamed final call: 503 twice.
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.extend([status(503, "x"), status(502, "y")]);
-    let h = Harness::new(faults);
+    let h = Harness::at_final([status(503, "x"), status(502, "y")]);
     let r = h.stream_finish().await.unwrap();
     h.assert_answered(
         &r.text,
@@ -101,10 +97,9 @@ async fn persistent_server_errors_give_up_after_max_attempts() {
     let e = h.model().complete(&request()).await.unwrap_err();
     assert!(matches!(e, ModelError::Server { status: 503, .. }), "{e:?}");
     assert_eq!(h.requests(), 4);
-    report(
+    h.report(
         "503 forever (complete)",
         "typed error Server{503} after 4 attempts",
-        h.requests(),
     );
 
     let h = Harness::always(status(503, "still down"));
@@ -119,10 +114,9 @@ async fn persistent_server_errors_give_up_after_max_attempts() {
         "{}",
         h.requests()
     );
-    report(
+    h.report(
         "503 forever (synth)",
         "typed error SynthError::Model(Server{503})",
-        h.requests(),
     );
 }
 
@@ -194,10 +188,9 @@ async fn hang_past_the_timeout_then_ok() {
         took >= TIMEOUT && took <= TIMEOUT + Duration::from_millis(20),
         "{took:?}"
     );
-    report(
+    h.report(
         "hang (never answered) > 300 ms timeout, then ok (complete)",
         "completed after 1 retry (Timeout)",
-        h.requests(),
     );
 
     // One of the three leaves hangs; the other two finish first.
@@ -212,16 +205,10 @@ async fn hang_past_the_timeout_then_ok() {
         .unwrap();
     assert!(r.text.starts_with("answer "));
     assert_eq!(h.requests(), BASELINE + 1);
-    report(
-        "hang on a leaf (synth)",
-        "completed after 1 retry",
-        h.requests(),
-    );
+    h.report("hang on a leaf (synth)", "completed after 1 retry");
 
     // The streamed final call hangs before its headers (after the three leaves).
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(Fault::Hang);
-    let h = Harness::new(faults);
+    let h = Harness::at_final([Fault::Hang]);
     let finished = Arc::new(Finished::default());
     let synth = synthesizer_over(
         retrying(OpenAiModel::new(h.config().with_timeout(TIMEOUT)).unwrap()),
@@ -248,15 +235,12 @@ async fn a_stream_dropped_before_its_first_event_is_retried() {
     assert_eq!(text, "answer 1");
     assert!(matches!(events.last(), Some(Ok(StreamEvent::Done { .. }))));
     assert_eq!(h.requests(), 2);
-    report(
+    h.report(
         "SSE reset before the first event (stream)",
         "completed after 1 retry (Incomplete)",
-        h.requests(),
     );
 
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(Fault::DropBeforeBody);
-    let h = Harness::new(faults);
+    let h = Harness::at_final([Fault::DropBeforeBody]);
     let r = h.stream_finish().await.unwrap();
     h.assert_answered(
         &r.text,
@@ -297,14 +281,14 @@ async fn a_json_reply_dropped_mid_body_does_not_panic() {
                 format!("typed error {}, {} request(s)", kind(&e), h.requests())
             }
         };
-        report(&format!("{name} (complete)"), &outcome, h.requests());
+        h.report(&format!("{name} (complete)"), &outcome);
 
         let h = Harness::new(vec![fault]);
         let outcome = match h.synthesize().await {
             Ok(_) => "completed".to_string(),
             Err(e) => format!("typed error SynthError::Model({})", kind(model_error(&e))),
         };
-        report(&format!("{name} on a leaf (synth)"), &outcome, h.requests());
+        h.report(&format!("{name} on a leaf (synth)"), &outcome);
     }
 }
 
@@ -349,32 +333,26 @@ async fn a_stream_cut_after_its_first_delta_is_an_error_never_an_answer() {
         1,
         "a stream that already gave text is never replayed"
     );
-    report(
+    h.report(
         "SSE reset after the first delta (stream)",
         "typed error Incomplete, no retry, no Done",
-        h.requests(),
     );
 
     // Through the synthesizer: `finish` fails, with the typed error.
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(Fault::DropMidBody);
-    let h = Harness::new(faults);
+    let h = Harness::at_final([Fault::DropMidBody]);
     let e = h.stream_finish().await.unwrap_err();
     assert!(
         matches!(model_error(&e), ModelError::Incomplete(_)),
         "{e:?}"
     );
     assert_eq!(h.requests(), BASELINE);
-    report(
+    h.report(
         "SSE reset after the first delta (synth stream, finish)",
         "typed error SynthError::Model(Incomplete)",
-        h.requests(),
     );
 
     // Polling the deltas: "Hel" arrives, then the error; the stream is not done.
-    let mut faults = vec![Fault::Ok; FINAL];
-    faults.push(Fault::DropMidBody);
-    let h = Harness::new(faults);
+    let h = Harness::at_final([Fault::DropMidBody]);
     let mut s = synthesizer(&h).stream(QUERY, nodes()).await.unwrap();
     let mut items = Vec::new();
     for _ in 0..100 {

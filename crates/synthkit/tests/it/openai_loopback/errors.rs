@@ -313,13 +313,7 @@ async fn a_stream_that_keeps_producing_is_never_cut_by_the_request_timeout() {
         }),
     );
     let server = Server::start(app);
-    let model = OpenAiModel::new(
-        server
-            .config()
-            .with_timeout(Duration::from_millis(500))
-            .with_idle_timeout(Duration::from_millis(300)),
-    )
-    .unwrap();
+    let model = server.model_with_timeouts(Duration::from_millis(500), Duration::from_millis(300));
     let start = Instant::now();
     let events = collect(model.stream(&chat_request()).await.unwrap()).await;
     let elapsed = start.elapsed();

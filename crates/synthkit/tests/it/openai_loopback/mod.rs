@@ -59,6 +59,8 @@ impl Seen {
 trait Client {
     fn config(&self) -> OpenAiConfig;
     fn model(&self) -> OpenAiModel;
+    /// A model whose request timeout is `request` and idle timeout `idle`.
+    fn model_with_timeouts(&self, request: Duration, idle: Duration) -> OpenAiModel;
 }
 
 impl Client for Server {
@@ -72,10 +74,15 @@ impl Client for Server {
     fn model(&self) -> OpenAiModel {
         OpenAiModel::new(self.config()).unwrap()
     }
+
+    fn model_with_timeouts(&self, request: Duration, idle: Duration) -> OpenAiModel {
+        let config = self.config().with_timeout(request).with_idle_timeout(idle);
+        OpenAiModel::new(config).unwrap()
+    }
 }
 
 fn request(prompt: RenderedPrompt, max_tokens: usize) -> ModelRequest {
-    crate::common::fixtures::qa_request(prompt, 10, max_tokens, Some("q"))
+    synthkit::testing::qa_request(prompt, 10, max_tokens, Some("q"))
 }
 
 fn chat_request() -> ModelRequest {
@@ -423,13 +430,7 @@ async fn a_stalled_stream_times_out() {
     );
     let server = Server::start(app);
     // The request timeout is long: after the first event only the idle timeout counts.
-    let model = OpenAiModel::new(
-        server
-            .config()
-            .with_timeout(Duration::from_secs(60))
-            .with_idle_timeout(Duration::from_millis(300)),
-    )
-    .unwrap();
+    let model = server.model_with_timeouts(Duration::from_secs(60), Duration::from_millis(300));
     let held = Hold::new();
     let start = Instant::now();
     let mut stream = model.stream(&chat_request()).await.unwrap();
