@@ -55,9 +55,9 @@ impl CustomTemplates {
             )))
         };
         Ok(Self {
-            qa: read(&args.qa_template, TemplateKind::Qa)?,
-            refine: read(&args.refine_template, TemplateKind::Refine)?,
-            summary: read(&args.summary_template, TemplateKind::Summary)?,
+            qa: read(&args.prompts.qa_template, TemplateKind::Qa)?,
+            refine: read(&args.prompts.refine_template, TemplateKind::Refine)?,
+            summary: read(&args.prompts.summary_template, TemplateKind::Summary)?,
         })
     }
 }
@@ -112,7 +112,7 @@ pub fn build_synthesizer(
         .citation_markers(args.cite)
         .return_steps(wants_steps(args))
         .observer(observer);
-    if let Some(sp) = &args.system_prompt {
+    if let Some(sp) = &args.prompts.system_prompt {
         builder = builder.system_prompt(sp.clone());
     }
     if let Some(t) = &templates.qa {
