@@ -308,3 +308,24 @@ async fn count<M: CountingModel>(mut model: M, counting: Counting) -> M {
     }
     model
 }
+
+#[cfg(all(test, feature = "openai"))]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_api_server_without_a_key_is_refused_before_any_request() {
+        let config = OpenAiConfig::new("gpt-4o-mini");
+        let settings = ServerSettings::from(config.clone());
+        assert!(settings.lacks_key());
+        let err = Connect::new(config).connect().await.unwrap_err();
+        assert!(
+            matches!(err, ConnectError::NoKey { url } if url == OpenAiConfig::DEFAULT_BASE_URL),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("no API key for {}", OpenAiConfig::DEFAULT_BASE_URL)
+        );
+    }
+}
