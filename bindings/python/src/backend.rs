@@ -133,6 +133,32 @@ fn timeout(secs: Option<f64>) -> PyResult<Option<Duration>> {
         })
 }
 
+/// Either API's config (their fields and builders have the same names) with what the
+/// constructor says: the base URL (without trailing slashes), the model (else the
+/// server's, asked at `/models`, unless it is the API's own server `$api_url`), the
+/// output reserve, the window, the temperature and the timeout.
+macro_rules! configured {
+    ($config:expr, $opts:expr, $api_url:expr) => {{
+        let opts: &BackendOptions = $opts;
+        let mut config = $config.with_num_output(opts.num_output);
+        if let Some(url) = &opts.base_url {
+            config = config.with_base_url(url.trim_end_matches('/').to_string());
+        }
+        if let Some(m) = &opts.model {
+            config = config.with_model(m.clone());
+        }
+        let served_elsewhere = !config.transport.is_server($api_url);
+        config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
+        settings(
+            opts,
+            &mut config.transport,
+            &mut config.sampling,
+            &mut config.context_window,
+        )?;
+        config
+    }};
+}
+
 /// Builds the model. For a server this asks it which model it serves (when `model` is not
 /// given), its context window (when not given) and whether it counts tokens (`/tokenize`);
 /// it never makes a model call. `sharing` is the rate budget and the cache (`crate::sharing`).
@@ -140,7 +166,7 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
     if opts.api == Api::Anthropic {
         return connect_anthropic(opts, sharing).await;
     }
-    let Some(url) = opts.base_url.clone() else {
+    if opts.base_url.is_none() {
         let mut model = ExtractiveModel::new().with_num_output(opts.num_output);
         if let Some(w) = opts.context_window {
             model = model.with_context_window(w);
@@ -156,24 +182,9 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
             kind: "extractive",
             concurrency: opts.concurrency,
         });
-    };
-    let key_var = opts.api_key_env.clone();
-    // The base URL and model come from the arguments.
-    let mut config = OpenAiConfig::from_lookup(&key_var, key_lookup(&opts))
-        .with_base_url(url.trim_end_matches('/').to_string())
-        .with_num_output(opts.num_output)
-        .with_chat(opts.chat);
-    if let Some(m) = &opts.model {
-        config = config.with_model(m.clone());
     }
-    let served_elsewhere = !config.transport.is_server(OpenAiConfig::DEFAULT_BASE_URL);
-    config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
-    settings(
-        &opts,
-        &mut config.transport,
-        &mut config.sampling,
-        &mut config.context_window,
-    )?;
+    let config = OpenAiConfig::from_lookup(&opts.api_key_env, key_lookup(&opts));
+    let config = configured!(config, &opts, OpenAiConfig::DEFAULT_BASE_URL).with_chat(opts.chat);
     // Budgets match the model best when the server counts: use its /tokenize where it has
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
     server_stack(
@@ -247,25 +258,8 @@ fn key_lookup(opts: &BackendOptions) -> impl Fn(&str) -> Option<String> + use<> 
 /// one, its model from `/v1/models` when `model` is not given, and exact prompt counts
 /// from `/v1/messages/count_tokens` where the server counts.
 async fn connect_anthropic(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
-    let mut config = AnthropicConfig::from_lookup(&opts.api_key_env, key_lookup(&opts))
-        .with_num_output(opts.num_output);
-    if let Some(url) = &opts.base_url {
-        config = config.with_base_url(url.trim_end_matches('/').to_string());
-    }
-    if let Some(m) = &opts.model {
-        config = config.with_model(m.clone());
-    }
-    let served_elsewhere = !config
-        .transport
-        .is_server(AnthropicConfig::DEFAULT_BASE_URL);
-    config = config
-        .with_model_discovery(opts.model.is_none() && served_elsewhere)
-        .with_server_tokenizer(true);
-    settings(
-        &opts,
-        &mut config.transport,
-        &mut config.sampling,
-        &mut config.context_window,
-    )?;
+    let config = AnthropicConfig::from_lookup(&opts.api_key_env, key_lookup(&opts));
+    let config =
+        configured!(config, &opts, AnthropicConfig::DEFAULT_BASE_URL).with_server_tokenizer(true);
     server_stack(Connect::new(config), &opts, "anthropic", sharing).await
 }
