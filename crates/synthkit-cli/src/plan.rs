@@ -269,18 +269,34 @@ pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate)
     Ok(out.flush()?)
 }
 
+/// The synthesis a plan is made for: the backend, the mode, the flags, the templates and
+/// the query (the nodes are given beside it).
+#[derive(Clone, Copy)]
+pub struct Synthesis<'a> {
+    /// The backend whose model the plan mirrors.
+    pub backend: &'a Backend,
+    /// The response mode.
+    pub mode: ResponseMode,
+    /// The flags of `ask` or `summarize`.
+    pub args: &'a SynthArgs,
+    /// The template files read.
+    pub templates: &'a CustomTemplates,
+    /// The question (or summarize's query).
+    pub query: &'a str,
+}
+
 /// Counts the calls a synthesis of `nodes` will make, with the same packing as the run and
 /// no model call: the synthesis runs against a [`PlanningModel`] that answers at once
 /// with the longest answer allowed. It counts with the local tokenizer only (no
 /// `/tokenize` round trips to a server), so it costs only packing.
-pub async fn estimate(
-    backend: &Backend,
-    mode: ResponseMode,
-    args: &SynthArgs,
-    templates: &CustomTemplates,
-    query: &str,
-    nodes: Vec<Node>,
-) -> Result<Estimate> {
+pub async fn estimate(synthesis: &Synthesis<'_>, nodes: Vec<Node>) -> Result<Estimate> {
+    let Synthesis {
+        backend,
+        mode,
+        args,
+        templates,
+        query,
+    } = *synthesis;
     let planner = Arc::new(PlanningModel::new(
         backend.model.info(),
         backend.budget_tokenizer.clone(),
@@ -307,14 +323,17 @@ pub async fn estimate(
 
 /// Plans the synthesis and prints the plan.
 pub async fn run(
-    backend: &Backend,
-    mode: ResponseMode,
-    args: &SynthArgs,
-    templates: &CustomTemplates,
-    query: &str,
+    synthesis: &Synthesis<'_>,
     nodes: Vec<Node>,
     trace: Option<Arc<Trace>>,
 ) -> Result<()> {
+    let Synthesis {
+        backend,
+        mode,
+        args,
+        templates,
+        query,
+    } = *synthesis;
     let info = backend.model.info();
     let planner = Arc::new(PlanningModel::of(backend));
     let mut fanout = Fanout::default();

@@ -228,17 +228,15 @@ pub async fn run(
         Some(p) => Some(Arc::new(Trace::create(p, args.plan)?)),
         None => None,
     };
+    let planned = plan::Synthesis {
+        backend: &backend,
+        mode,
+        args,
+        templates: &templates,
+        query,
+    };
     if args.plan {
-        let outcome = plan::run(
-            &backend,
-            mode,
-            args,
-            &templates,
-            query,
-            nodes,
-            trace.clone(),
-        )
-        .await;
+        let outcome = plan::run(&planned, nodes, trace.clone()).await;
         if let Some(t) = &trace {
             t.finish()?;
         }
@@ -255,8 +253,7 @@ pub async fn run(
             "planning the calls over {} chunks",
             thousands(nodes.len())
         ));
-        let counted = plan::estimate(&backend, mode, args, &templates, query, nodes.clone());
-        let counted = counted.await;
+        let counted = plan::estimate(&planned, nodes.clone()).await;
         spinner.clear();
         if let Ok(estimate) = counted {
             if guarded && plan::too_large(&estimate, args) {
