@@ -374,13 +374,7 @@ mod tests {
         let nodes = gather_nodes(args, query, &backend, None, &Spinner::new(false)).unwrap();
         let progress = Arc::new(Progress::new(false));
         let t = Instant::now();
-        let planned = plan::Synthesis {
-            backend: &backend,
-            mode,
-            args,
-            templates: &templates,
-            query,
-        };
+        let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
         let estimate = plan::estimate(&planned, nodes.clone()).await.unwrap();
         let took = t.elapsed();
         progress.fix_total(&estimate);

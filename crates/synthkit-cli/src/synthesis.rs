@@ -228,13 +228,7 @@ pub async fn run(
         Some(p) => Some(Arc::new(Trace::create(p, args.plan)?)),
         None => None,
     };
-    let planned = plan::Synthesis {
-        backend: &backend,
-        mode,
-        args,
-        templates: &templates,
-        query,
-    };
+    let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
     if args.plan {
         let outcome = plan::run(&planned, nodes, trace.clone()).await;
         if let Some(t) = &trace {

@@ -105,7 +105,11 @@ fn on_truncation_error_exits_1() {
             .lines()
             .find(|l| l.starts_with("error: "))
             .unwrap_or_else(|| panic!("{extra:?}: no error line: {}", run.stderr));
-        assert_has("the error line", error, "cut at the output limit (--num-output 64)");
+        assert_has(
+            "the error line",
+            error,
+            "cut at the output limit (--num-output 64)",
+        );
         assert!(error.contains("raise --num-output"), "{error}");
         assert!(
             !run.stdout.contains("\"truncated_calls\""),

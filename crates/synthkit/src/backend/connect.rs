@@ -170,23 +170,11 @@ impl Connect {
         match self.server {
             #[cfg(feature = "openai")]
             ServerSettings::OpenAi(config) => {
-                let identity = config.cache_identity();
-                let model = OpenAiModel::connect(*config)
-                    .await
-                    .map_err(ConnectError::Setup)?;
-                let (model, mut server) = connected(model, identity, self.counting).await;
-                server.openai = Some(model);
-                Ok(server)
+                connected::<OpenAiModel>(*config, self.counting).await
             }
             #[cfg(feature = "anthropic")]
             ServerSettings::Anthropic(config) => {
-                let identity = config.cache_identity();
-                let model = AnthropicModel::connect(*config)
-                    .await
-                    .map_err(ConnectError::Setup)?;
-                let (model, mut server) = connected(model, identity, self.counting).await;
-                server.anthropic = Some(model);
-                Ok(server)
+                connected::<AnthropicModel>(*config, self.counting).await
             }
         }
     }
@@ -247,20 +235,37 @@ impl std::fmt::Debug for ConnectedServer {
     }
 }
 
-/// A server model whose counting [`Counting`] chooses.
-trait CountingModel: LanguageModel + Sized + 'static {
+/// A server model that [`Connect`] sets up: its config, connection, counting and place
+/// in [`ConnectedServer`].
+trait ServerModel: LanguageModel + Sized + 'static {
+    /// The backend's config.
+    type Config;
+    /// What the replies depend on beyond the request (for cache keys).
+    fn identity(config: &Self::Config) -> CacheIdentity;
+    /// The model, after the config's discovery.
+    async fn connect(config: Self::Config) -> Result<Self, ModelError>;
     /// The requests the server runs at once, when it said.
     fn server_slots(&self) -> Option<usize>;
     /// The model counting with `tokenizer`.
     fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self;
     /// Counts with the server when it can; returns whether it does.
     async fn use_server_counter(&mut self) -> bool;
+    /// Keeps the model in its own field of `server`.
+    fn keep(model: Arc<Self>, server: &mut ConnectedServer);
 }
 
-/// Implements [`CountingModel`] with the model's own methods of the same names.
-macro_rules! counting_model {
-    ($model:ty) => {
-        impl CountingModel for $model {
+/// Implements [`ServerModel`] with the model's and the config's own methods of the same
+/// names.
+macro_rules! server_model {
+    ($model:ty, $config:ty, $field:ident) => {
+        impl ServerModel for $model {
+            type Config = $config;
+            fn identity(config: &$config) -> CacheIdentity {
+                config.cache_identity()
+            }
+            async fn connect(config: $config) -> Result<Self, ModelError> {
+                <$model>::connect(config).await
+            }
             fn server_slots(&self) -> Option<usize> {
                 <$model>::server_slots(self)
             }
@@ -270,33 +275,35 @@ macro_rules! counting_model {
             async fn use_server_counter(&mut self) -> bool {
                 <$model>::use_server_counter(self).await
             }
+            fn keep(model: Arc<Self>, server: &mut ConnectedServer) {
+                server.$field = Some(model);
+            }
         }
     };
 }
 
 #[cfg(feature = "openai")]
-counting_model!(OpenAiModel);
+server_model!(OpenAiModel, OpenAiConfig, openai);
 #[cfg(feature = "anthropic")]
-counting_model!(AnthropicModel);
+server_model!(AnthropicModel, AnthropicConfig, anthropic);
 
-/// `model`, counting as `counting` says, shared, and the [`ConnectedServer`] over it.
-async fn connected<M: CountingModel>(
-    model: M,
-    identity: CacheIdentity,
+/// Connects to the server of `config`, counting as `counting` says.
+async fn connected<M: ServerModel>(
+    config: M::Config,
     counting: Counting,
-) -> (Arc<M>, ConnectedServer) {
+) -> Result<ConnectedServer, ConnectError> {
+    let identity = M::identity(&config);
+    let model = M::connect(config).await.map_err(ConnectError::Setup)?;
     let model = Arc::new(count(model, counting).await);
     let slots = model.server_slots();
-    let server = ConnectedServer::of(
-        Arc::clone(&model) as Arc<dyn LanguageModel>,
-        identity,
-        slots,
-    );
-    (model, server)
+    let shared: Arc<dyn LanguageModel> = Arc::clone(&model) as Arc<dyn LanguageModel>;
+    let mut server = ConnectedServer::of(shared, identity, slots);
+    M::keep(model, &mut server);
+    Ok(server)
 }
 
 /// `model`, counting as `counting` says.
-async fn count<M: CountingModel>(mut model: M, counting: Counting) -> M {
+async fn count<M: ServerModel>(mut model: M, counting: Counting) -> M {
     match counting {
         Counting::AsConfigured => {}
         Counting::ServerWhereAvailable => {
