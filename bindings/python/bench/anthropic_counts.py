@@ -30,6 +30,7 @@ from llama_index.llms.anthropic import Anthropic  # noqa: E402
 
 import synthkit  # noqa: E402
 from llama_server import start_smollm2  # noqa: E402
+from _markdown import print_table  # noqa: E402
 
 QUERY = "What does the text say about iterables and exceptions?"
 WINDOW = 1024
@@ -88,10 +89,10 @@ def main(argv: Sequence[str]) -> None:
     finally:
         server.stop()
     print(f"SmolLM2-135M-Instruct on llama-server, window {WINDOW}, output {NUM_OUTPUT}, {args.n} nodes\n")
-    print("| path | mode | calls | synthkit = server | synthkit's counts | server's input_tokens |")
-    print("|---|---|---|---|---|---|")
-    for path, mode, calls, exact, ours, theirs in rows:
-        print(f"| {path} | {mode} | {calls} | {exact}/{calls} | {ours} | {theirs} |")
+    print_table(
+        ["path", "mode", "calls", "synthkit = server", "synthkit's counts", "server's input_tokens"],
+        [(path, mode, calls, f"{exact}/{calls}", ours, theirs) for path, mode, calls, exact, ours, theirs in rows],
+    )
 
 
 if __name__ == "__main__":

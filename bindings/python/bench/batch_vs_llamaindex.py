@@ -27,6 +27,8 @@ import sys
 import time
 from typing import Dict, List, Tuple
 
+from _markdown import print_table
+
 WINDOW = 3900
 NUM_OUTPUT = 256
 
@@ -191,10 +193,10 @@ def main() -> None:
         calls = stop_server(server)
         rows.append((label, wall, rss, count_answered(output), calls, status))
     print(f"\n{n} requests (compact, 8 chunks each), jobs {args.jobs}, instant server over HTTP\n")
-    print("| contender | wall s | peak RSS MiB | answered | model calls | exit |")
-    print("|---|---|---|---|---|---|")
-    for label, wall, rss, answered, calls, status in rows:
-        print(f"| {label} | {wall:.1f} | {rss:.0f} | {answered} | {calls} | {status} |")
+    print_table(
+        ["contender", "wall s", "peak RSS MiB", "answered", "model calls", "exit"],
+        [(label, f"{wall:.1f}", f"{rss:.0f}", answered, calls, status) for label, wall, rss, answered, calls, status in rows],
+    )
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from fake_openai import FakeOpenAI  # noqa: E402
 
 import synthkit  # noqa: E402
 from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+from _markdown import print_table  # noqa: E402
 
 QUERY = "What does the text say about iterables and exceptions?"
 WINDOW = 4096
@@ -195,10 +196,10 @@ def main(argv: Sequence[str]) -> None:
 
     print(f"N={args.n} nodes, window {WINDOW}, num_output {NUM_OUTPUT}, overlap {OVERLAP}, best of {args.repeat}")
     print(f"synthkit {synthkit.__version__}, Python {sys.version.split()[0]}\n")
-    print("| mode | synthesizer | model | time | calls | LLM events |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['mode']} | {r['synthesizer']} | {r['model']} | {r['seconds']:.3f} s | {r['calls']} | {r['events']} |")
+    print_table(
+        ["mode", "synthesizer", "model", "time", "calls", "LLM events"],
+        [(r["mode"], r["synthesizer"], r["model"], f"{r['seconds']:.3f} s", r["calls"], r["events"]) for r in rows],
+    )
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
+use synthkit::backend::anthropic::AnthropicConfig;
+use synthkit::backend::connect::{Connect, ConnectError, Counting};
 use synthkit::backend::http::{Sampling, Transport};
-use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::backend::openai::OpenAiConfig;
 use synthkit::layer::sharing::Sharing;
-use synthkit::layer::stack::{CacheIdentity, ModelStack, ceiling};
+use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::LanguageModel;
 use synthkit_extractive::ExtractiveModel;
 
@@ -132,6 +133,32 @@ fn timeout(secs: Option<f64>) -> PyResult<Option<Duration>> {
         })
 }
 
+/// Either API's config (their fields and builders have the same names) with what the
+/// constructor says: the base URL (without trailing slashes), the model (else the
+/// server's, asked at `/models`, unless it is the API's own server `$api_url`), the
+/// output reserve, the window, the temperature and the timeout.
+macro_rules! configured {
+    ($config:expr, $opts:expr, $api_url:expr) => {{
+        let opts: &BackendOptions = $opts;
+        let mut config = $config.with_num_output(opts.num_output);
+        if let Some(url) = &opts.base_url {
+            config = config.with_base_url(url.trim_end_matches('/').to_string());
+        }
+        if let Some(m) = &opts.model {
+            config = config.with_model(m.clone());
+        }
+        let served_elsewhere = !config.transport.is_server($api_url);
+        config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
+        settings(
+            opts,
+            &mut config.transport,
+            &mut config.sampling,
+            &mut config.context_window,
+        )?;
+        config
+    }};
+}
+
 /// Builds the model. For a server this asks it which model it serves (when `model` is not
 /// given), its context window (when not given) and whether it counts tokens (`/tokenize`);
 /// it never makes a model call. `sharing` is the rate budget and the cache (`crate::sharing`).
@@ -139,7 +166,7 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
     if opts.api == Api::Anthropic {
         return connect_anthropic(opts, sharing).await;
     }
-    let Some(url) = opts.base_url.clone() else {
+    if opts.base_url.is_none() {
         let mut model = ExtractiveModel::new().with_num_output(opts.num_output);
         if let Some(w) = opts.context_window {
             model = model.with_context_window(w);
@@ -155,68 +182,44 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
             kind: "extractive",
             concurrency: opts.concurrency,
         });
-    };
-    let key_var = opts.api_key_env.clone();
-    // The base URL and model come from the arguments.
-    let mut config = OpenAiConfig::from_lookup(&key_var, key_lookup(&opts))
-        .with_base_url(url.trim_end_matches('/').to_string())
-        .with_num_output(opts.num_output)
-        .with_chat(opts.chat);
-    if let Some(m) = &opts.model {
-        config = config.with_model(m.clone());
     }
-    let served_elsewhere = !config.transport.is_server(OpenAiConfig::DEFAULT_BASE_URL);
-    if config.lacks_key() {
-        return Err(InputError::new_err(format!(
-            "no API key for {}: set the environment variable {key_var} (or name another one with api_key_env=)",
-            OpenAiConfig::DEFAULT_BASE_URL
-        )));
-    }
-    config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
-    settings(
-        &opts,
-        &mut config.transport,
-        &mut config.sampling,
-        &mut config.context_window,
-    )?;
-    let identity = config.cache_identity();
-    let mut model = OpenAiModel::connect(config)
-        .await
-        .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
+    let config = OpenAiConfig::from_lookup(&opts.api_key_env, key_lookup(&opts));
+    let config = configured!(config, &opts, OpenAiConfig::DEFAULT_BASE_URL).with_chat(opts.chat);
     // Budgets match the model best when the server counts: use its /tokenize where it has
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
-    model.use_server_counter().await;
-    let slots = model.server_slots();
-    Ok(server_stack(
-        model,
-        slots,
-        opts.concurrency,
+    server_stack(
+        Connect::new(config).counting(Counting::ServerWhereAvailable),
+        &opts,
         "openai",
         sharing,
-        identity,
-    ))
+    )
+    .await
 }
 
-/// A server's model behind the library's stack: at most `concurrency` calls in flight, and
-/// no more than the server runs at once when it says (llama.cpp's slots), halved while the
-/// server is overloaded; the default retries (429s and overloads included).
-fn server_stack(
-    model: impl LanguageModel + 'static,
-    slots: Option<usize>,
-    concurrency: usize,
+/// A server's model (`connect`: the key check, discovery, counting) behind the library's
+/// stack: at most `concurrency` calls in flight, and no more than the server runs at once
+/// when it says (llama.cpp's slots), halved while the server is overloaded; the default
+/// retries (429s and overloads included).
+async fn server_stack(
+    connect: Connect,
+    opts: &BackendOptions,
     kind: &'static str,
     sharing: &Sharing,
-    identity: CacheIdentity,
-) -> Backend {
-    let stack = ModelStack::builder(model)
-        .max_in_flight(concurrency)
-        .server_slots(slots);
-    let stack = sharing.apply(stack, identity).build();
-    Backend {
+) -> PyResult<Backend> {
+    let server = connect.connect().await.map_err(|e| match e {
+        ConnectError::NoKey { url } => InputError::new_err(format!(
+            "no API key for {url}: set the environment variable {} (or name another one with api_key_env=)",
+            opts.api_key_env
+        )),
+        other => SynthkitError::new_err(other.to_string()),
+    })?;
+    let stack = server.stack_builder(opts.concurrency);
+    let stack = sharing.apply(stack, server.identity.clone()).build();
+    Ok(Backend {
         model: stack.model(),
         kind,
-        concurrency: ceiling(concurrency, slots),
-    }
+        concurrency: ceiling(opts.concurrency, server.server_slots),
+    })
 }
 
 /// The window, temperature and timeout given to the constructor, set on either API's
@@ -255,44 +258,8 @@ fn key_lookup(opts: &BackendOptions) -> impl Fn(&str) -> Option<String> + use<> 
 /// one, its model from `/v1/models` when `model` is not given, and exact prompt counts
 /// from `/v1/messages/count_tokens` where the server counts.
 async fn connect_anthropic(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
-    let mut config = AnthropicConfig::from_lookup(&opts.api_key_env, key_lookup(&opts))
-        .with_num_output(opts.num_output);
-    if let Some(url) = &opts.base_url {
-        config = config.with_base_url(url.trim_end_matches('/').to_string());
-    }
-    if let Some(m) = &opts.model {
-        config = config.with_model(m.clone());
-    }
-    if config.lacks_key() {
-        return Err(InputError::new_err(format!(
-            "no API key for {}: set the environment variable {} (or name another one with api_key_env=)",
-            AnthropicConfig::DEFAULT_BASE_URL,
-            opts.api_key_env
-        )));
-    }
-    let served_elsewhere = !config
-        .transport
-        .is_server(AnthropicConfig::DEFAULT_BASE_URL);
-    config = config
-        .with_model_discovery(opts.model.is_none() && served_elsewhere)
-        .with_server_tokenizer(true);
-    settings(
-        &opts,
-        &mut config.transport,
-        &mut config.sampling,
-        &mut config.context_window,
-    )?;
-    let identity = config.cache_identity();
-    let model = AnthropicModel::connect(config)
-        .await
-        .map_err(|e| SynthkitError::new_err(format!("cannot set up the model client: {e}")))?;
-    let slots = model.server_slots();
-    Ok(server_stack(
-        model,
-        slots,
-        opts.concurrency,
-        "anthropic",
-        sharing,
-        identity,
-    ))
+    let config = AnthropicConfig::from_lookup(&opts.api_key_env, key_lookup(&opts));
+    let config =
+        configured!(config, &opts, AnthropicConfig::DEFAULT_BASE_URL).with_server_tokenizer(true);
+    server_stack(Connect::new(config), &opts, "anthropic", sharing).await
 }

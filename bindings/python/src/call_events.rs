@@ -96,6 +96,18 @@ impl Reported {
         }
     }
 
+    /// Tells the hook a call starts, then makes it with `call`: the guard and the call's
+    /// value, or the call's error, reported as the call's end.
+    async fn started<'a, T>(
+        &'a self,
+        request: &'a ModelRequest,
+        call: impl FnOnce() -> ModelFuture<'a, T>,
+    ) -> Result<(Pending, T), ModelError> {
+        let mut pending = self.start(request);
+        let value = call().await.map_err(|e| pending.failed_with(e))?;
+        Ok((pending, value))
+    }
+
     fn invoke(
         &self,
         py: Python<'_>,
@@ -237,13 +249,9 @@ impl ModelLayer for Reported {
 
     fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
         Box::pin(async move {
-            let mut pending = self.start(request);
-            let c = self
-                .inner
-                .as_ref()
-                .complete(request)
-                .await
-                .map_err(|e| pending.failed_with(e))?;
+            let (pending, c) = self
+                .started(request, || self.inner.as_ref().complete(request))
+                .await?;
             pending.finished(&c.text, c.usage);
             Ok(c)
         })
@@ -251,13 +259,9 @@ impl ModelLayer for Reported {
 
     fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
-            let mut pending = self.start(request);
-            let events = self
-                .inner
-                .as_ref()
-                .stream(request)
-                .await
-                .map_err(|e| pending.failed_with(e))?;
+            let (pending, events) = self
+                .started(request, || self.inner.as_ref().stream(request))
+                .await?;
             // The reply is reported when its `Done` arrives (a failed or dropped stream
             // reports a failure); the text is kept until then, bounded by the backend's
             // reply size cap.

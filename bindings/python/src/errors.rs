@@ -3,6 +3,8 @@
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::{PyErr, Python};
 use synthkit::SynthError;
+use synthkit::error::message_with_sources;
+use synthkit::request::error_kind;
 
 use crate::{InputError, ModelError, SynthkitError};
 
@@ -12,7 +14,7 @@ use crate::{InputError, ModelError, SynthkitError};
 /// anything else [`SynthkitError`]. When a Python LLM raised the failure, its exception is
 /// the new one's `__cause__`.
 pub(crate) fn to_py(e: SynthError) -> PyErr {
-    let message = full_message(&e);
+    let message = message_with_sources(&e);
     let err = classify(&e, message);
     if let Some(cause) = crate::pyllm::llm_exception(&e) {
         return Python::attach(|py| {
@@ -36,30 +38,10 @@ fn classify(e: &SynthError, message: String) -> PyErr {
         | SynthError::Task { .. }
         | SynthError::StreamFailed
         | SynthError::Parse { .. } => ModelError::new_err(message),
-        SynthError::Budget(_)
-        | SynthError::Template(_)
-        | SynthError::Split(_)
-        | SynthError::Tokenizer(_)
-        | SynthError::Schema(_)
-        | SynthError::UnknownMode(_)
-        | SynthError::TreeNotConverging { .. }
-        | SynthError::InvalidOption(_)
-        | SynthError::DuplicateNodeId { .. } => InputError::new_err(message),
+        // The caller's options, as the library classes them, and a tree that cannot shrink
+        // (the window and the output reserve leave no room).
+        SynthError::TreeNotConverging { .. } => InputError::new_err(message),
+        _ if error_kind(e) == "invalid_option" => InputError::new_err(message),
         _ => SynthkitError::new_err(message),
     }
-}
-
-/// The error's message followed by each source's, where a source adds something.
-fn full_message(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = s.source();
-    }
-    message
 }

@@ -20,15 +20,8 @@ use crate::InputError;
 const MAX_DEPTH: usize = 32;
 
 /// The fields of a node that must have a JSON type of their own (a Python object that is
-/// not a str, number, list or dict there is an error, not its `str()`).
-const TYPED_FIELDS: [&str; 6] = [
-    "id",
-    "id_",
-    "node_id",
-    "text",
-    "metadata",
-    "excluded_llm_metadata_keys",
-];
+/// not a str, number, list or dict there is an error, not its `str()`): the library's.
+const TYPED_FIELDS: [&str; 6] = synthkit::node::json::NODE_FIELDS;
 
 /// The nodes in `items` (any iterable), in order, read by the library's node reader: the
 /// `i`-th node (1-based) without an id gets `"i"`, and ids must be unique.

@@ -129,10 +129,7 @@ impl Response {
     }
 
     fn __repr__(&self) -> String {
-        let mut preview: String = self.inner.text.chars().take(60).collect();
-        if preview.len() < self.inner.text.len() {
-            preview.push('…');
-        }
+        let preview = preview(&self.inner.text, 60);
         format!(
             "Response(response={preview:?}, source_nodes={}, calls={})",
             self.inner.source_nodes.len(),
@@ -184,13 +181,19 @@ impl SourceNode {
     }
 
     fn __repr__(&self) -> String {
-        let mut preview: String = self.inner.text.chars().take(40).collect();
-        if preview.len() < self.inner.text.len() {
-            preview.push('…');
-        }
+        let preview = preview(&self.inner.text, 40);
         format!(
             "SourceNode(id={:?}, text={preview:?}, score={:?})",
             self.inner.id, self.inner.score
         )
     }
+}
+
+/// The first `chars` characters of `text` for a repr, with `…` when there is more.
+fn preview(text: &str, chars: usize) -> String {
+    let mut shown: String = text.chars().take(chars).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    shown
 }

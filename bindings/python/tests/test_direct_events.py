@@ -16,44 +16,23 @@ import pytest
 pytest.importorskip("llama_index.core")
 pytest.importorskip("llama_index.llms.openai_like")
 
-import llama_index.core.instrumentation as instrument  # noqa: E402
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler  # noqa: E402
 from llama_index.core.instrumentation.events import BaseEvent  # noqa: E402
-from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler  # noqa: E402
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
-from pydantic import Field  # noqa: E402
 
 import synthkit  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
+from instrumentation_support import root_recording  # noqa: E402
 from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
 
 QUERY = "How often is the mirror cleaned?"
 
 
-class Collect(BaseEventHandler):
-    """Records every instrumentation event."""
-
-    events: List[BaseEvent] = Field(default_factory=list)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "CollectDirect"
-
-    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        self.events.append(event)
-
-
 @pytest.fixture()
 def seen() -> Any:
     """Every event and every span, from the root dispatcher."""
-    root = instrument.get_dispatcher()
-    events, spans = Collect(), SimpleSpanHandler()
-    root.add_event_handler(events)
-    root.add_span_handler(spans)
-    yield events.events, spans
-    root.event_handlers.remove(events)
-    root.span_handlers.remove(spans)
+    with root_recording() as recorded:
+        yield recorded
 
 
 def nodes(n: int = 6) -> List[NodeWithScore]:

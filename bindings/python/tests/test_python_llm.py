@@ -11,15 +11,11 @@ pytest.importorskip("llama_index.core")
 pytest.importorskip("llama_index.llms.openai_like")
 
 import llama_index.core  # noqa: E402
-import llama_index.core.instrumentation as instrument  # noqa: E402
 from llama_index.core.base.llms.types import (  # noqa: E402
     CompletionResponse,
     CompletionResponseGen,
     LLMMetadata,
 )
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler  # noqa: E402
-from llama_index.core.instrumentation.events import BaseEvent  # noqa: E402
-from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler  # noqa: E402
 from llama_index.core.llms import CustomLLM, MockLLM  # noqa: E402
 from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
@@ -28,6 +24,7 @@ from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 import synthkit  # noqa: E402
+from instrumentation_support import root_recording  # noqa: E402
 from fake_openai import DEFAULT_ANSWER, FakeOpenAI  # noqa: E402
 from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
 
@@ -184,29 +181,11 @@ def test_usage_reported_by_the_llm_is_used(fake_server: FakeOpenAI) -> None:
     assert usage["prompt_tokens"] == len(fake_server.requests[0].prompt.split())
 
 
-class Collect(BaseEventHandler):
-    """Records every instrumentation event."""
-
-    events: List[BaseEvent] = Field(default_factory=list)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "Collect"
-
-    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        self.events.append(event)
-
-
 @pytest.fixture()
 def spans() -> Any:
     """Every event and every finished span, from the root dispatcher."""
-    root = instrument.get_dispatcher()
-    events, span_handler = Collect(), SimpleSpanHandler()
-    root.add_event_handler(events)
-    root.add_span_handler(span_handler)
-    yield events.events, span_handler
-    root.event_handlers.remove(events)
-    root.span_handlers.remove(span_handler)
+    with root_recording() as recorded:
+        yield recorded
 
 
 @pytest.mark.parametrize("use_async", [False, True])

@@ -251,30 +251,9 @@ pub struct SynthArgs {
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     // --- documents (walking folders): begin
-    /// Read hidden files and folders too (names starting with `.`).
-    #[arg(long, help_heading = "Input")]
-    pub hidden: bool,
-    /// Read files that .gitignore, .ignore or git's excludes leave out.
-    #[arg(long, help_heading = "Input")]
-    pub no_ignore: bool,
-    /// In folders, read only files matching GLOB (gitignore syntax, relative to the folder:
-    /// `*.md`, `guide/**/*.html`); repeatable.
-    #[arg(long, value_name = "GLOB", help_heading = "Input")]
-    pub include: Vec<String>,
-    /// In folders, never read files or enter folders matching GLOB (`*.js`, `/vendor`);
-    /// repeatable.
-    #[arg(long, value_name = "GLOB", help_heading = "Input")]
-    pub exclude: Vec<String>,
-    /// In folders, read what is left out by default as not prose for a question:
-    /// stylesheets, scripts, SVG images, JSON data, redirect pages, and copies (files
-    /// whose text is at least 80% in other files read, such as mdBook's print.html or a
-    /// page both as Markdown and HTML). -v names every file left out.
-    #[arg(long, help_heading = "Input")]
-    pub keep_all: bool,
-    /// The largest file read (and `.gz` unpacked): bytes, or with K, M or G (KiB, MiB,
-    /// GiB); `none` for no limit. Larger files are skipped and named.
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size, help_heading = "Input")]
-    pub max_file_size: FileSize,
+    /// Which files of the folders are read, and how large.
+    #[command(flatten)]
+    pub walk: WalkArgs,
     // --- documents: end
     /// Pre-retrieved nodes: a JSON array or JSON lines of {id, text, metadata,
     /// excluded_llm_metadata_keys, score}, LlamaIndex TextNode objects (`id_`, ...) or
@@ -327,18 +306,9 @@ pub struct SynthArgs {
     /// Run even when the plan is over --max-calls or --max-total-prompt-tokens.
     #[arg(long, short = 'y', help_heading = "Model")]
     pub yes: bool,
-    /// A completion template file for question answering ({context_str}, {query_str}).
-    #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
-    pub qa_template: Option<PathBuf>,
-    /// A completion template file for refining ({query_str}, {existing_answer}, {context_msg}).
-    #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
-    pub refine_template: Option<PathBuf>,
-    /// A completion template file for tree summaries ({context_str}, {query_str}).
-    #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
-    pub summary_template: Option<PathBuf>,
-    /// A system prompt added to every call.
-    #[arg(long, value_name = "TEXT", help_heading = "Synthesis")]
-    pub system_prompt: Option<String>,
+    /// The prompt templates and the system prompt.
+    #[command(flatten)]
+    pub prompts: PromptArgs,
     /// The most tokens one prompt may have, below the model's window (system prompt and
     /// template included): less context in each call, more calls. For cost, or for a
     /// model that answers worse with long prompts. Default: a prompt may fill the window
@@ -405,6 +375,54 @@ pub struct SynthArgs {
     /// No progress bar and no notes on standard error (warnings and errors still show).
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
+}
+
+/// How folders are walked: hidden and ignored files, globs, what is left out, file sizes.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Input")]
+pub struct WalkArgs {
+    /// Read hidden files and folders too (names starting with `.`).
+    #[arg(long)]
+    pub hidden: bool,
+    /// Read files that .gitignore, .ignore or git's excludes leave out.
+    #[arg(long)]
+    pub no_ignore: bool,
+    /// In folders, read only files matching GLOB (gitignore syntax, relative to the folder:
+    /// `*.md`, `guide/**/*.html`); repeatable.
+    #[arg(long, value_name = "GLOB")]
+    pub include: Vec<String>,
+    /// In folders, never read files or enter folders matching GLOB (`*.js`, `/vendor`);
+    /// repeatable.
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// In folders, read what is left out by default as not prose for a question:
+    /// stylesheets, scripts, SVG images, JSON data, redirect pages, and copies (files
+    /// whose text is at least 80% in other files read, such as mdBook's print.html or a
+    /// page both as Markdown and HTML). -v names every file left out.
+    #[arg(long)]
+    pub keep_all: bool,
+    /// The largest file read (and `.gz` unpacked): bytes, or with K, M or G (KiB, MiB,
+    /// GiB); `none` for no limit. Larger files are skipped and named.
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size)]
+    pub max_file_size: FileSize,
+}
+
+/// The prompts of a synthesis: the template files and the system prompt.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Synthesis")]
+pub struct PromptArgs {
+    /// A completion template file for question answering ({context_str}, {query_str}).
+    #[arg(long, value_name = "FILE")]
+    pub qa_template: Option<PathBuf>,
+    /// A completion template file for refining ({query_str}, {existing_answer}, {context_msg}).
+    #[arg(long, value_name = "FILE")]
+    pub refine_template: Option<PathBuf>,
+    /// A completion template file for tree summaries ({context_str}, {query_str}).
+    #[arg(long, value_name = "FILE")]
+    pub summary_template: Option<PathBuf>,
+    /// A system prompt added to every call.
+    #[arg(long, value_name = "TEXT")]
+    pub system_prompt: Option<String>,
 }
 
 /// `--top-k`: a number of chunks, or all of them.

@@ -13,11 +13,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
-use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
-use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::backend::anthropic::AnthropicModel;
+use synthkit::backend::connect::{
+    Connect, ConnectError, ConnectedServer, Counting, ServerSettings,
+};
+use synthkit::backend::openai::OpenAiModel;
 use synthkit::layer::cache::SqliteCache;
-use synthkit::layer::stack::{CacheIdentity, ModelStack};
-use synthkit::model::{LanguageModel, ModelError};
+use synthkit::layer::stack::ModelStack;
+use synthkit::model::LanguageModel;
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
 use synthkit_extractive::ExtractiveModel;
 
@@ -127,14 +130,8 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         .tokenizer
         .unwrap_or_else(BpeTokenizer::cl100k_base)
         .shared();
-    let mut anthropic = None;
-    let (model, identity, budget_tokenizer, server_slots, openai): (
-        Arc<dyn LanguageModel>,
-        _,
-        _,
-        _,
-        _,
-    ) = match kind {
+    let (model, identity, budget_tokenizer, server): (Arc<dyn LanguageModel>, _, _, _) = match kind
+    {
         LlmKind::Extractive => {
             let mut model = ExtractiveModel::new().with_tokenizer(split_tokenizer.clone());
             if let Some(w) = args.model_args.context_window {
@@ -147,29 +144,19 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
                 model = model.with_name(name.clone());
             }
             let identity = model.cache_identity();
-            (
-                Arc::new(model),
-                identity,
-                split_tokenizer.clone(),
-                None,
-                None,
-            )
+            (Arc::new(model), identity, split_tokenizer.clone(), None)
         }
-        LlmKind::Openai => {
-            let config = args.model_args.openai_config()?;
-            let (model, identity, budget, slots) =
-                connect_server::<OpenAiModel>(config, &args, &split_tokenizer).await?;
-            let openai = Some(Arc::clone(&model));
-            (model, identity, budget, slots, openai)
-        }
-        LlmKind::Anthropic => {
-            let config = args.model_args.anthropic_config()?;
-            let (model, identity, budget, slots) =
-                connect_server::<AnthropicModel>(config, &args, &split_tokenizer).await?;
-            anthropic = Some(Arc::clone(&model));
-            (model, identity, budget, slots, None)
+        LlmKind::Openai | LlmKind::Anthropic => {
+            let server = connect_server(&args).await?;
+            let budget = server
+                .model
+                .tokenizer()
+                .unwrap_or_else(|| split_tokenizer.clone());
+            let model = Arc::clone(&server.model);
+            (model, server.identity.clone(), budget, Some(server))
         }
     };
+    let server_slots = server.as_ref().and_then(|s| s.server_slots);
     // Calls in flight start at --concurrency (by default at most the server's slots),
     // halve while the server is overloaded and grow back.
     let per_synthesis = concurrency_for(args.concurrency, server_slots);
@@ -190,87 +177,39 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         budget_tokenizer,
         split_tokenizer,
         server_slots,
-        openai,
-        anthropic,
+        openai: server.as_ref().and_then(|s| s.openai.clone()),
+        anthropic: server.and_then(|s| s.anthropic),
     })
 }
 
-/// A server backend's model, as [`connect_with`] sets it up: `openai` or `anthropic`.
-trait ServerModel: LanguageModel + Sized + 'static {
-    /// The backend's config.
-    type Config;
-    /// The API's own server, which needs a key.
-    const DEFAULT_BASE_URL: &'static str;
-    /// What the replies depend on beyond the request (for cache keys).
-    fn identity(config: &Self::Config) -> CacheIdentity;
-    /// Whether the config points at the API's own server without a key.
-    fn lacks_key(config: &Self::Config) -> bool;
-    /// The model, after the backend's discovery.
-    async fn connect(config: Self::Config) -> Result<Self, ModelError>;
-    /// The model counting with `tokenizer`.
-    fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self;
-    /// Counts with the server when it can; returns whether it does.
-    async fn use_server_counter(&mut self) -> bool;
-    /// The requests the server runs at once, when it said.
-    fn server_slots(&self) -> Option<usize>;
-}
-
-macro_rules! server_model {
-    ($model:ty, $config:ty) => {
-        impl ServerModel for $model {
-            type Config = $config;
-            const DEFAULT_BASE_URL: &'static str = <$config>::DEFAULT_BASE_URL;
-            fn identity(config: &$config) -> CacheIdentity {
-                config.cache_identity()
-            }
-            fn lacks_key(config: &$config) -> bool {
-                config.lacks_key()
-            }
-            async fn connect(config: $config) -> Result<Self, ModelError> {
-                <$model>::connect(config).await
-            }
-            fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self {
-                <$model>::with_tokenizer(self, tokenizer)
-            }
-            async fn use_server_counter(&mut self) -> bool {
-                <$model>::use_server_counter(self).await
-            }
-            fn server_slots(&self) -> Option<usize> {
-                <$model>::server_slots(self)
-            }
-        }
-    };
-}
-
-server_model!(OpenAiModel, OpenAiConfig);
-server_model!(AnthropicModel, AnthropicConfig);
-
-/// Sets up a server backend's model: refuses the API's own server without a key (but for
-/// `--plan`), connects (discovery), and counts with `--tokenizer`, else with the server
-/// where it can count (llama.cpp's `/tokenize`, vLLM's, `count_tokens`: budgets match
-/// the model best), quietly keeping ours where it cannot. Returns the model, its cache
-/// identity, the budget's tokenizer and the server's slots.
-async fn connect_server<M: ServerModel>(
-    config: M::Config,
-    args: &StackFlags<'_>,
-    split_tokenizer: &SharedTokenizer,
-) -> Result<(Arc<M>, CacheIdentity, SharedTokenizer, Option<usize>)> {
+/// Connects to the server the flags name (`--api`): refuses the API's own server without
+/// a key (but for `--plan`), connects (discovery), and counts with `--tokenizer`, else
+/// with the server where it can count (llama.cpp's `/tokenize`, vLLM's, `count_tokens`:
+/// budgets match the model best), quietly keeping ours where it cannot; with
+/// `--server-tokenizer` the config's own probe warns, with `--no-server-tokenizer` the
+/// server is not asked.
+async fn connect_server(args: &StackFlags<'_>) -> Result<ConnectedServer> {
     let flags = args.model_args;
-    if M::lacks_key(&config) && !args.plan {
-        return Err(anyhow!(flags.no_key(M::DEFAULT_BASE_URL)));
-    }
-    let identity = M::identity(&config);
-    let mut model = M::connect(config)
+    let settings: ServerSettings = match flags.kind() {
+        LlmKind::Anthropic => flags.anthropic_config()?.into(),
+        _ => flags.openai_config()?.into(),
+    };
+    let counting = match flags.tokenizer {
+        Some(t) => Counting::Tokenizer(t.shared()),
+        None if !flags.server_tokenizer && !flags.no_server_tokenizer => {
+            Counting::ServerWhereAvailable
+        }
+        None => Counting::AsConfigured,
+    };
+    Connect::new(settings)
+        .counting(counting)
+        .require_key(!args.plan)
+        .connect()
         .await
-        .map_err(|e| anyhow!("cannot set up the model client: {e}"))?;
-    if let Some(t) = flags.tokenizer {
-        model = model.with_tokenizer(t.shared());
-    } else if !flags.server_tokenizer && !flags.no_server_tokenizer {
-        model.use_server_counter().await;
-    }
-    let budget_tokenizer = model.tokenizer().unwrap_or_else(|| split_tokenizer.clone());
-    let slots = model.server_slots();
-    Ok((Arc::new(model), identity, budget_tokenizer, slots))
+        .map_err(|e| match e {
+            ConnectError::NoKey { url } => anyhow!(flags.no_key(url)),
+            other => anyhow!(other),
+        })
 }
 
 /// The note on standard error after a cached run: `N cached, M new calls`.

@@ -106,14 +106,14 @@ pub fn read_single(path: Option<&Path>, max_file_size: Option<u64>) -> Result<St
 /// The reading options given on the command line.
 pub fn read_options(args: &SynthArgs) -> ReadOptions {
     let mut options = ReadOptions::new()
-        .hidden(args.hidden)
-        .no_ignore(args.no_ignore)
-        .keep_all(args.keep_all)
-        .max_file_size(args.max_file_size.0);
-    for glob in &args.include {
+        .hidden(args.walk.hidden)
+        .no_ignore(args.walk.no_ignore)
+        .keep_all(args.walk.keep_all)
+        .max_file_size(args.walk.max_file_size.0);
+    for glob in &args.walk.include {
         options = options.include(glob.clone());
     }
-    for glob in &args.exclude {
+    for glob in &args.walk.exclude {
         options = options.exclude(glob.clone());
     }
     options

@@ -16,7 +16,7 @@ use synthkit::model::{
     Completion, LanguageModel, ModelFuture, ModelInfo, ModelRequest, SharedCounter,
 };
 use synthkit::text::SharedTokenizer;
-use synthkit::{Node, Observer, ResponseMode};
+use synthkit::{Node, Observer, ResponseMode, Synthesizer};
 
 use crate::args::SynthArgs;
 use crate::backend::Backend;
@@ -269,33 +269,72 @@ pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate)
     Ok(out.flush()?)
 }
 
+/// The synthesis a plan is made for: the backend, the mode, the flags, the templates and
+/// the query (the nodes are given beside it).
+#[derive(Clone, Copy)]
+pub struct Synthesis<'a> {
+    /// The backend whose model the plan mirrors.
+    pub backend: &'a Backend,
+    /// The response mode.
+    pub mode: ResponseMode,
+    /// The flags of `ask` or `summarize`.
+    pub args: &'a SynthArgs,
+    /// The template files read.
+    pub templates: &'a CustomTemplates,
+    /// The question (or summarize's query).
+    pub query: &'a str,
+}
+
+impl<'a> Synthesis<'a> {
+    /// The synthesis of `query` in `mode` with `backend`'s limits, the flags and the
+    /// templates.
+    pub fn new(
+        backend: &'a Backend,
+        mode: ResponseMode,
+        args: &'a SynthArgs,
+        templates: &'a CustomTemplates,
+        query: &'a str,
+    ) -> Self {
+        Self {
+            backend,
+            mode,
+            args,
+            templates,
+            query,
+        }
+    }
+
+    /// The synthesizer over `planner` (the run's packing), reporting to `observer`.
+    fn synthesizer(
+        &self,
+        planner: Arc<PlanningModel>,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Synthesizer> {
+        build_synthesizer(
+            planner,
+            self.backend,
+            self.mode,
+            self.args,
+            self.templates,
+            observer,
+        )
+    }
+}
+
 /// Counts the calls a synthesis of `nodes` will make, with the same packing as the run and
 /// no model call: the synthesis runs against a [`PlanningModel`] that answers at once
 /// with the longest answer allowed. It counts with the local tokenizer only (no
 /// `/tokenize` round trips to a server), so it costs only packing.
-pub async fn estimate(
-    backend: &Backend,
-    mode: ResponseMode,
-    args: &SynthArgs,
-    templates: &CustomTemplates,
-    query: &str,
-    nodes: Vec<Node>,
-) -> Result<Estimate> {
+pub async fn estimate(synthesis: &Synthesis<'_>, nodes: Vec<Node>) -> Result<Estimate> {
+    let backend = synthesis.backend;
     let planner = Arc::new(PlanningModel::new(
         backend.model.info(),
         backend.budget_tokenizer.clone(),
     ));
-    let synth = build_synthesizer(
-        planner.clone(),
-        backend,
-        mode,
-        args,
-        templates,
-        Arc::new(Fanout::default()),
-    )?;
-    synth.synthesize(query, nodes).await?;
+    let synth = synthesis.synthesizer(planner.clone(), Arc::new(Fanout::default()))?;
+    synth.synthesize(synthesis.query, nodes).await?;
     let calls = planner.calls();
-    let levels = (mode == ResponseMode::TreeSummarize)
+    let levels = (synthesis.mode == ResponseMode::TreeSummarize)
         .then(|| calls.iter().map(|c| c.level + 1).max().unwrap_or(0));
     Ok(Estimate {
         calls: calls.len(),
@@ -307,14 +346,11 @@ pub async fn estimate(
 
 /// Plans the synthesis and prints the plan.
 pub async fn run(
-    backend: &Backend,
-    mode: ResponseMode,
-    args: &SynthArgs,
-    templates: &CustomTemplates,
-    query: &str,
+    synthesis: &Synthesis<'_>,
     nodes: Vec<Node>,
     trace: Option<Arc<Trace>>,
 ) -> Result<()> {
+    let (backend, mode, args) = (synthesis.backend, synthesis.mode, synthesis.args);
     let info = backend.model.info();
     let planner = Arc::new(PlanningModel::of(backend));
     let mut fanout = Fanout::default();
@@ -322,14 +358,17 @@ pub async fn run(
         fanout.push(t);
     }
     let observer: Arc<dyn Observer> = Arc::new(fanout);
-    let synth = build_synthesizer(planner.clone(), backend, mode, args, templates, observer)?;
+    let synth = synthesis.synthesizer(planner.clone(), observer)?;
     let node_count = nodes.len();
-    let response = synth.synthesize(query, nodes).await.map_err(|e| {
-        anyhow::anyhow!(
-            "planning failed, assuming every answer takes all {} output tokens: {e}",
-            info.num_output
-        )
-    })?;
+    let response = synth
+        .synthesize(synthesis.query, nodes)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "planning failed, assuming every answer takes all {} output tokens: {e}",
+                info.num_output
+            )
+        })?;
     let rows = rows(&planner.calls());
     let (calls, prompt_tokens, exact) = row_totals(&rows);
     let max_completion = calls * info.num_output;

@@ -374,9 +374,8 @@ mod tests {
         let nodes = gather_nodes(args, query, &backend, None, &Spinner::new(false)).unwrap();
         let progress = Arc::new(Progress::new(false));
         let t = Instant::now();
-        let estimate = plan::estimate(&backend, mode, args, &templates, query, nodes.clone())
-            .await
-            .unwrap();
+        let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
+        let estimate = plan::estimate(&planned, nodes.clone()).await.unwrap();
         let took = t.elapsed();
         progress.fix_total(&estimate);
         let recorder = Arc::new(Recorder {

@@ -14,20 +14,16 @@ use crate::error::usage;
 
 /// `--steps` and `--report`.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Output")]
 pub struct ReportArgs {
     /// With --json: add `steps`, one object per model call (step, level, index, node ids,
     /// tokens, time, retries, corrections, truncation, the reply up to 16 KiB).
-    #[arg(long, requires = "json", help_heading = "Output")]
+    #[arg(long, requires = "json")]
     pub steps: bool,
     /// Write an HTML report of the run to FILE: the answer and its citations, every model
     /// call as a box (click for its nodes and reply), the budget, the sources. One file,
     /// nothing fetched; open it in a browser.
-    #[arg(
-        long,
-        value_name = "FILE",
-        conflicts_with = "plan",
-        help_heading = "Output"
-    )]
+    #[arg(long, value_name = "FILE", conflicts_with = "plan")]
     pub report: Option<PathBuf>,
 }
 

@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use synthkit::backend::anthropic::AnthropicConfig;
-use synthkit::backend::openai::OpenAiConfig;
+use synthkit::backend::connect::{ConnectError, ServerSettings};
 use synthkit::layer::cache::MemoryCache;
 use synthkit::layer::sharing::{CacheLocation, SharingError, SharingOptions};
 use synthkit_serve::{
@@ -35,97 +34,12 @@ pub struct ServeArgs {
     /// --allow-unauthenticated-public).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
-    /// Require `Authorization: Bearer KEY` with one of the keys in FILE (one per line,
-    /// `#` comments) on /v1/* and /metrics.
-    #[arg(long, value_name = "FILE", help_heading = "Access")]
-    pub api_keys: Option<PathBuf>,
-    /// Serve a non-loopback address without --api-keys (when a proxy in front
-    /// authenticates).
-    #[arg(long, help_heading = "Access")]
-    pub allow_unauthenticated_public: bool,
-    /// Also answer requests whose Host header names HOST (any port; repeatable; `*`: any
-    /// host). On a loopback bind only loopback names are answered otherwise (421), which
-    /// stops DNS rebinding; on another bind, listing hosts turns the check on.
-    #[arg(long, value_name = "HOST", help_heading = "Access")]
-    pub allowed_host: Vec<String>,
-    /// Answer requests from web pages at ORIGIN (`scheme://host[:port]`; repeatable; `*`:
-    /// any), with CORS headers. Requests carrying another Origin are refused (403).
-    #[arg(long, value_name = "ORIGIN", help_heading = "Access")]
-    pub cors_origin: Vec<String>,
-    /// On SIGTERM or Ctrl-C, seconds the requests in flight may still run before they
-    /// are cancelled.
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 30.0,
-        help_heading = "Limits"
-    )]
-    pub shutdown_grace: f64,
-    /// The largest request body in bytes (413 above it).
-    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_BODY_BYTES, help_heading = "Limits")]
-    pub max_body_bytes: usize,
-    /// The most nodes in one request (422 above it).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_NODES, help_heading = "Limits")]
-    pub max_nodes: usize,
-    /// Seconds one synthesis may take (504, or an `error` event, after it).
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 300.0,
-        help_heading = "Limits"
-    )]
-    pub request_timeout: f64,
-    /// The most model calls of one request in flight at once (a request's `concurrency`
-    /// is capped at it).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY, help_heading = "Limits")]
-    pub max_request_concurrency: usize,
-    /// Synthesis requests being read or answered at once across all connections; more
-    /// are refused at once with 503 `overloaded` and Retry-After.
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUESTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
-    pub max_requests: usize,
-    /// Open client connections at once (lowered to fit the open-file limit); more wait in
-    /// the kernel's accept backlog.
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
-    pub max_connections: usize,
-    /// Seconds a client has to send a request's headers, from when its connection opens
-    /// or its previous response ends (slow headers; idle HTTP/1 keep-alive).
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 10.0,
-        help_heading = "Limits"
-    )]
-    pub header_timeout: f64,
-    /// Seconds a connection may stay with no request in flight before it is closed
-    /// (HTTP/2; HTTP/1 connections close after --header-timeout first).
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 60.0,
-        help_heading = "Limits"
-    )]
-    pub keep_alive_timeout: f64,
-    /// The most request headers (431 above it).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_HEADERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Limits")]
-    pub max_headers: usize,
-    /// The largest request line and headers in bytes (431 above it).
-    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_HEADER_BYTES, help_heading = "Limits")]
-    pub max_header_bytes: usize,
-    /// The longest request target (path and query) in bytes (414 above it).
-    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_URI_BYTES, help_heading = "Limits")]
-    pub max_uri_bytes: usize,
-    /// HTTP/2 streams open at once on one connection.
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_HTTP2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Limits")]
-    pub http2_max_streams: u32,
-    /// Seconds between two checks of the backend for /readyz (a probe answers from the
-    /// last check).
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 1.0,
-        help_heading = "Limits"
-    )]
-    pub readiness_interval: f64,
+    /// Who may call: keys, public binds, hosts, origins.
+    #[command(flatten)]
+    pub access: AccessArgs,
+    /// The service's own limits: bodies, nodes, timeouts, connections, headers.
+    #[command(flatten)]
+    pub service: ServiceLimitArgs,
 
     /// The backend and how to reach and sample the model: the flags of `ask`.
     #[command(flatten)]
@@ -139,17 +53,126 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
 
+    /// The response cache: SQLite, memory or Redis.
+    #[command(flatten)]
+    pub cache: CacheArgs,
+}
+
+/// `serve`'s access flags.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Access")]
+pub struct AccessArgs {
+    /// Require `Authorization: Bearer KEY` with one of the keys in FILE (one per line,
+    /// `#` comments) on /v1/* and /metrics.
+    #[arg(long, value_name = "FILE")]
+    pub api_keys: Option<PathBuf>,
+    /// Serve a non-loopback address without --api-keys (when a proxy in front
+    /// authenticates).
+    #[arg(long)]
+    pub allow_unauthenticated_public: bool,
+    /// Also answer requests whose Host header names HOST (any port; repeatable; `*`: any
+    /// host). On a loopback bind only loopback names are answered otherwise (421), which
+    /// stops DNS rebinding; on another bind, listing hosts turns the check on.
+    #[arg(long, value_name = "HOST")]
+    pub allowed_host: Vec<String>,
+    /// Answer requests from web pages at ORIGIN (`scheme://host[:port]`; repeatable; `*`:
+    /// any), with CORS headers. Requests carrying another Origin are refused (403).
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
+}
+
+/// `serve`'s limits of the service itself (the model's rates and retries are [`LimitArgs`]).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Limits")]
+pub struct ServiceLimitArgs {
+    /// On SIGTERM or Ctrl-C, seconds the requests in flight may still run before they
+    /// are cancelled.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub shutdown_grace: f64,
+    /// The largest request body in bytes (413 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// The most nodes in one request (422 above it).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_NODES)]
+    pub max_nodes: usize,
+    /// Seconds one synthesis may take (504, or an `error` event, after it).
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub request_timeout: f64,
+    /// The most model calls of one request in flight at once (a request's `concurrency`
+    /// is capped at it).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY)]
+    pub max_request_concurrency: usize,
+    /// Synthesis requests being read or answered at once across all connections; more
+    /// are refused at once with 503 `overloaded` and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUESTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_requests: usize,
+    /// Open client connections at once (lowered to fit the open-file limit); more wait in
+    /// the kernel's accept backlog.
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers, from when its connection opens
+    /// or its previous response ends (slow headers; idle HTTP/1 keep-alive).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub header_timeout: f64,
+    /// Seconds a connection may stay with no request in flight before it is closed
+    /// (HTTP/2; HTTP/1 connections close after --header-timeout first).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub keep_alive_timeout: f64,
+    /// The most request headers (431 above it).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_HEADERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_headers: usize,
+    /// The largest request line and headers in bytes (431 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_HEADER_BYTES)]
+    pub max_header_bytes: usize,
+    /// The longest request target (path and query) in bytes (414 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_URI_BYTES)]
+    pub max_uri_bytes: usize,
+    /// HTTP/2 streams open at once on one connection.
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_HTTP2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub http2_max_streams: u32,
+    /// Seconds between two checks of the backend for /readyz (a probe answers from the
+    /// last check).
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub readiness_interval: f64,
+}
+
+impl ServiceLimitArgs {
+    /// The service limits the flags ask for.
+    fn limits(&self) -> Result<ServiceLimits> {
+        Ok(ServiceLimits::default()
+            .with_max_body_bytes(self.max_body_bytes)
+            .with_max_nodes(self.max_nodes)
+            .with_request_timeout(positive_seconds("--request-timeout", self.request_timeout)?)
+            .with_max_request_concurrency(self.max_request_concurrency)
+            .with_shutdown_grace(positive_seconds("--shutdown-grace", self.shutdown_grace)?)
+            .with_max_requests(self.max_requests)
+            .with_max_connections(self.max_connections)
+            .with_header_timeout(positive_seconds("--header-timeout", self.header_timeout)?)
+            .with_keep_alive_timeout(positive_seconds(
+                "--keep-alive-timeout",
+                self.keep_alive_timeout,
+            )?)
+            .with_max_headers(self.max_headers)
+            .with_max_header_bytes(self.max_header_bytes)
+            .with_max_uri_bytes(self.max_uri_bytes)
+            .with_http2_max_streams(self.http2_max_streams)
+            .with_readiness_interval(positive_seconds(
+                "--readiness-interval",
+                self.readiness_interval,
+            )?))
+    }
+}
+
+/// `serve`'s cache flags.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Cache")]
+pub struct CacheArgs {
     /// Keep model replies in the SQLite file FILE, shared by every request.
-    #[arg(
-        long,
-        value_name = "FILE",
-        conflicts_with = "memory_cache",
-        help_heading = "Cache"
-    )]
+    #[arg(long, value_name = "FILE", conflicts_with = "memory_cache")]
     pub cache: Option<PathBuf>,
     /// Keep model replies in memory for the life of the process, within
     /// --memory-cache-bytes (the entries not used recently are evicted first).
-    #[arg(long, help_heading = "Cache")]
+    #[arg(long)]
     pub memory_cache: bool,
     /// The most bytes of keys and replies the memory cache holds (64 MiB by default).
     #[arg(
@@ -157,35 +180,19 @@ pub struct ServeArgs {
         value_name = "BYTES",
         default_value_t = MemoryCache::DEFAULT_MAX_BYTES,
         value_parser = clap::value_parser!(u64).range(1..),
-        requires = "memory_cache",
-        help_heading = "Cache"
+        requires = "memory_cache"
     )]
     pub memory_cache_bytes: u64,
     /// Redis for scale-out: the --rpm/--tpm budget and the response cache are shared by
     /// every replica given the same URL and --redis-prefix (unless --cache or
     /// --memory-cache keeps the cache local).
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "SYNTHKIT_REDIS_URL",
-        help_heading = "Cache"
-    )]
+    #[arg(long, value_name = "URL", env = "SYNTHKIT_REDIS_URL")]
     pub redis_url: Option<String>,
     /// The prefix of every Redis key.
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        default_value = "synthkit",
-        help_heading = "Cache"
-    )]
+    #[arg(long, value_name = "PREFIX", default_value = "synthkit")]
     pub redis_prefix: String,
     /// Seconds a reply stays in the Redis cache.
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value_t = 86_400,
-        help_heading = "Cache"
-    )]
+    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
     pub cache_ttl: u64,
 }
 
@@ -199,33 +206,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let keys = match &args.api_keys {
+    let keys = match &args.access.api_keys {
         Some(path) => Some(ApiKeys::from_file(path).map_err(|e| usage(e.to_string()))?),
         None => None,
     };
-    synthkit_serve::check_bind(args.bind, keys.as_ref(), args.allow_unauthenticated_public)
-        .map_err(|e| usage(e.to_string()))?;
-    let limits = ServiceLimits::default()
-        .with_max_body_bytes(args.max_body_bytes)
-        .with_max_nodes(args.max_nodes)
-        .with_request_timeout(positive_seconds("--request-timeout", args.request_timeout)?)
-        .with_max_request_concurrency(args.max_request_concurrency)
-        .with_shutdown_grace(positive_seconds("--shutdown-grace", args.shutdown_grace)?)
-        .with_max_requests(args.max_requests)
-        .with_max_connections(args.max_connections)
-        .with_header_timeout(positive_seconds("--header-timeout", args.header_timeout)?)
-        .with_keep_alive_timeout(positive_seconds(
-            "--keep-alive-timeout",
-            args.keep_alive_timeout,
-        )?)
-        .with_max_headers(args.max_headers)
-        .with_max_header_bytes(args.max_header_bytes)
-        .with_max_uri_bytes(args.max_uri_bytes)
-        .with_http2_max_streams(args.http2_max_streams)
-        .with_readiness_interval(positive_seconds(
-            "--readiness-interval",
-            args.readiness_interval,
-        )?);
+    synthkit_serve::check_bind(
+        args.bind,
+        keys.as_ref(),
+        args.access.allow_unauthenticated_public,
+    )
+    .map_err(|e| usage(e.to_string()))?;
+    let limits = args.service.limits()?;
     let access = access_policy(&args)?;
     let backend = backend_config(&args).await?;
     let metrics = Metrics::new();
@@ -240,7 +231,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         listener.local_addr().unwrap_or(args.bind),
         model.name,
         model.context_window,
-        if args.api_keys.is_some() {
+        if args.access.api_keys.is_some() {
             ", API keys required"
         } else {
             ""
@@ -254,12 +245,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
 /// The extra hosts and the web origins the flags accept.
 fn access_policy(args: &ServeArgs) -> Result<AccessPolicy> {
     let mut access = AccessPolicy::new();
-    for host in &args.allowed_host {
+    for host in &args.access.allowed_host {
         access = access
             .allow_host(host)
             .map_err(|e| usage(format!("{e} (--allowed-host)")))?;
     }
-    for origin in &args.cors_origin {
+    for origin in &args.access.cors_origin {
         access = access
             .allow_origin(origin)
             .map_err(|e| usage(format!("{e} (--cors-origin)")))?;
@@ -279,14 +270,8 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
         LlmKind::Extractive => {
             BackendConfig::extractive().with_window(m.context_window, m.num_output)
         }
-        LlmKind::Openai => BackendConfig::openai(openai_config(m)?),
-        LlmKind::Anthropic => {
-            let config = m.anthropic_config()?;
-            if config.lacks_key() {
-                return Err(usage(m.no_key(AnthropicConfig::DEFAULT_BASE_URL)));
-            }
-            BackendConfig::anthropic(config)
-        }
+        LlmKind::Openai => BackendConfig::openai(with_key(m, m.openai_config()?)?),
+        LlmKind::Anthropic => BackendConfig::anthropic(with_key(m, m.anthropic_config()?)?),
     };
     backend.server_tokenizer = !m.no_server_tokenizer;
     let (rpm, tpm) = args.limits.rates();
@@ -312,11 +297,11 @@ async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
 /// the cache local; else, with `--redis-url`, it is in Redis, as the `--rpm`/`--tpm` budget.
 fn sharing_options(args: &ServeArgs) -> Result<SharingOptions> {
     let (rpm, tpm) = args.limits.rates();
-    let cache = if let Some(path) = &args.cache {
+    let cache = if let Some(path) = &args.cache.cache {
         CacheLocation::Sqlite(path.clone())
-    } else if args.memory_cache {
+    } else if args.cache.memory_cache {
         CacheLocation::Memory {
-            max_bytes: args.memory_cache_bytes,
+            max_bytes: args.cache.memory_cache_bytes,
         }
     } else {
         redis_cache(args)
@@ -324,10 +309,10 @@ fn sharing_options(args: &ServeArgs) -> Result<SharingOptions> {
     let opts = SharingOptions::default()
         .with_rates(rpm, tpm)
         .with_cache(cache);
-    let opts = match &args.redis_url {
+    let opts = match &args.cache.redis_url {
         None => opts,
         #[cfg(feature = "redis")]
-        Some(url) => opts.with_redis(url.clone(), Some(args.redis_prefix.clone())),
+        Some(url) => opts.with_redis(url.clone(), Some(args.cache.redis_prefix.clone())),
         #[cfg(not(feature = "redis"))]
         Some(_) => {
             return Err(usage(
@@ -343,21 +328,22 @@ fn sharing_options(args: &ServeArgs) -> Result<SharingOptions> {
 /// The cache in Redis when `--redis-url` is given (and the build has Redis).
 fn redis_cache(args: &ServeArgs) -> CacheLocation {
     #[cfg(feature = "redis")]
-    if args.redis_url.is_some() {
+    if args.cache.redis_url.is_some() {
         return CacheLocation::Redis {
-            ttl: Duration::from_secs(args.cache_ttl),
+            ttl: Duration::from_secs(args.cache.cache_ttl),
         };
     }
     let _ = args;
     CacheLocation::None
 }
 
-/// The OpenAI-compatible config from the flags (as `ask` reads them) and the
-/// environment; without a key, OpenAI's own URL is refused at once.
-fn openai_config(m: &ModelArgs) -> Result<OpenAiConfig> {
-    let config = m.openai_config()?;
-    if config.lacks_key() {
-        return Err(usage(m.no_key(OpenAiConfig::DEFAULT_BASE_URL)));
-    }
+/// A server's config from the flags (as `ask` reads them) and the environment; without a
+/// key, the API's own URL is refused at once.
+fn with_key<C: Clone + Into<ServerSettings>>(m: &ModelArgs, config: C) -> Result<C> {
+    let settings: ServerSettings = config.clone().into();
+    settings.check_key().map_err(|e| match e {
+        ConnectError::NoKey { url } => usage(m.no_key(url)),
+        other => anyhow!(other),
+    })?;
     Ok(config)
 }

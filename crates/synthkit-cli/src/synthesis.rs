@@ -55,9 +55,9 @@ impl CustomTemplates {
             )))
         };
         Ok(Self {
-            qa: read(&args.qa_template, TemplateKind::Qa)?,
-            refine: read(&args.refine_template, TemplateKind::Refine)?,
-            summary: read(&args.summary_template, TemplateKind::Summary)?,
+            qa: read(&args.prompts.qa_template, TemplateKind::Qa)?,
+            refine: read(&args.prompts.refine_template, TemplateKind::Refine)?,
+            summary: read(&args.prompts.summary_template, TemplateKind::Summary)?,
         })
     }
 }
@@ -112,7 +112,7 @@ pub fn build_synthesizer(
         .citation_markers(args.cite)
         .return_steps(wants_steps(args))
         .observer(observer);
-    if let Some(sp) = &args.system_prompt {
+    if let Some(sp) = &args.prompts.system_prompt {
         builder = builder.system_prompt(sp.clone());
     }
     if let Some(t) = &templates.qa {
@@ -235,17 +235,9 @@ pub async fn run(
         Some(p) => Some(Arc::new(Trace::create(p, args.plan)?)),
         None => None,
     };
+    let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
     if args.plan {
-        let outcome = plan::run(
-            &backend,
-            mode,
-            args,
-            &templates,
-            query,
-            nodes,
-            trace.clone(),
-        )
-        .await;
+        let outcome = plan::run(&planned, nodes, trace.clone()).await;
         if let Some(t) = &trace {
             t.finish()?;
         }
@@ -262,8 +254,7 @@ pub async fn run(
             "planning the calls over {} chunks",
             thousands(nodes.len())
         ));
-        let counted = plan::estimate(&backend, mode, args, &templates, query, nodes.clone());
-        let counted = counted.await;
+        let counted = plan::estimate(&planned, nodes.clone()).await;
         spinner.clear();
         if let Ok(estimate) = counted {
             if guarded && plan::too_large(&estimate, args) {

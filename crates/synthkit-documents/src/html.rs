@@ -269,18 +269,22 @@ fn inline_text(el: ElementRef<'_>) -> String {
 }
 
 /// Markdown blocks, in order.
+#[derive(Default)]
 struct Blocks {
     blocks: Vec<String>,
     inline: Inline,
 }
 
 impl Blocks {
+    /// The blocks of an element's children.
     fn of(el: ElementRef<'_>) -> Vec<String> {
-        let mut b = Blocks {
-            blocks: Vec::new(),
-            inline: Inline::default(),
-        };
-        b.walk(el);
+        Self::gathered(|b| b.walk(el))
+    }
+
+    /// The blocks `fill` gathers, the last inline text flushed.
+    fn gathered(fill: impl FnOnce(&mut Blocks)) -> Vec<String> {
+        let mut b = Blocks::default();
+        fill(&mut b);
         b.flush();
         b.blocks
     }
@@ -423,13 +427,7 @@ fn list(el: ElementRef<'_>) -> String {
 impl Blocks {
     /// The blocks of one element (itself, not only its children).
     fn of_one(el: ElementRef<'_>) -> Vec<String> {
-        let mut b = Blocks {
-            blocks: Vec::new(),
-            inline: Inline::default(),
-        };
-        b.element(el);
-        b.flush();
-        b.blocks
+        Self::gathered(|b| b.element(el))
     }
 }
 

@@ -9,8 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
-use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
-use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+use synthkit::backend::anthropic::AnthropicConfig;
+use synthkit::backend::connect::{
+    Connect, ConnectError, ConnectedServer, Counting, ServerSettings,
+};
+use synthkit::backend::openai::OpenAiConfig;
 use synthkit::layer::budget::RateBudget;
 use synthkit::layer::cache::{CacheCounters, MemoryCache, ResponseCache};
 use synthkit::layer::retry::RetryPolicy;
@@ -243,35 +246,31 @@ impl Backend {
                 (model, None, identity, Readiness::Always)
             }
             BackendKind::OpenAi(openai) => {
-                let mut model = OpenAiModel::connect((**openai).clone())
-                    .await
-                    .map_err(|e| ServeError::Backend(e.to_string()))?;
-                if config.server_tokenizer && model.tokenizer().is_none() {
-                    model.use_server_counter().await;
-                }
                 let readiness = Readiness::Http {
                     url: format!("{}/models", openai.base()),
                     key: openai.transport.api_key.clone(),
                 };
-                let slots = model.server_slots();
-                let model: Arc<dyn LanguageModel> = Arc::new(model);
-                (model, slots, openai.cache_identity(), readiness)
+                let server = connect(&config, (**openai).clone()).await?;
+                (
+                    server.model,
+                    server.server_slots,
+                    server.identity,
+                    readiness,
+                )
             }
             BackendKind::Anthropic(anthropic) => {
-                let mut model = AnthropicModel::connect((**anthropic).clone())
-                    .await
-                    .map_err(|e| ServeError::Backend(e.to_string()))?;
-                if config.server_tokenizer && model.server_counter().is_none() {
-                    model.use_server_counter().await;
-                }
                 let readiness = Readiness::Anthropic {
                     url: format!("{}/v1/models", anthropic.root_url()),
                     key: anthropic.transport.api_key.clone(),
                     version: anthropic.version.clone(),
                 };
-                let slots = model.server_slots();
-                let model: Arc<dyn LanguageModel> = Arc::new(model);
-                (model, slots, anthropic.cache_identity(), readiness)
+                let server = connect(&config, (**anthropic).clone()).await?;
+                (
+                    server.model,
+                    server.server_slots,
+                    server.identity,
+                    readiness,
+                )
             }
         };
         let mut builder = ModelStack::builder_arc(backend)
@@ -302,4 +301,27 @@ impl Backend {
     pub fn model(&self) -> Arc<dyn LanguageModel> {
         self.stack.model()
     }
+}
+
+/// Connects to the server `settings` names as the library's front ends do, asking it for
+/// exact counts where it can when `config.server_tokenizer` says so. The key is not
+/// checked here: the caller decides whether the API's own server may go without one.
+async fn connect(
+    config: &BackendConfig,
+    settings: impl Into<ServerSettings>,
+) -> Result<ConnectedServer, ServeError> {
+    let counting = if config.server_tokenizer {
+        Counting::ServerWhereAvailable
+    } else {
+        Counting::AsConfigured
+    };
+    Connect::new(settings)
+        .counting(counting)
+        .require_key(false)
+        .connect()
+        .await
+        .map_err(|e| match e {
+            ConnectError::Setup(e) => ServeError::Backend(e.to_string()),
+            other => ServeError::Backend(other.to_string()),
+        })
 }

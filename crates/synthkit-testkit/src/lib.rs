@@ -17,6 +17,7 @@
 //! In-process model doubles (no HTTP) live in `synthkit::testing`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod anthropic;
 pub mod gated;
 pub mod here;
 pub mod llama;

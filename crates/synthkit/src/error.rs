@@ -126,3 +126,21 @@ impl SynthError {
         }
     }
 }
+
+/// An error's message followed by each of its sources' (`a: b: c`), leaving out a source
+/// whose message the text already holds. It hides nothing: run it through
+/// [`secret::redact_urls`](crate::secret::redact_urls) where a source may name a URL with
+/// user-info.
+pub fn message_with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}

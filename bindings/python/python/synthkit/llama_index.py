@@ -33,8 +33,9 @@ Requires ``llama-index-core`` (0.14).
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from typing import Any, AsyncGenerator, Dict, Generator, List, Optional, Sequence, Type, Union
+from typing import Any, AsyncGenerator, Dict, Generator, Iterator, List, Optional, Sequence, Type, Union
 
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
@@ -512,28 +513,14 @@ class SynthkitSynthesizer(BaseSynthesizer):
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
         """Answers ``query`` from ``nodes``; the response's sources are the given objects."""
-        dispatcher.event(SynthesizeStartEvent(query=query))
-        if len(nodes) == 0:
-            response = self._empty(query, is_async=False)
-            dispatcher.event(SynthesizeEndEvent(query=query, response=response))
-            return response
-        if isinstance(query, str):
-            query = QueryBundle(query_str=query)
-        with self._callback_manager.event(
-            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: query.query_str}
-        ) as event:
-            items = self._synthkit_nodes(nodes)
-            response_str: RESPONSE_TEXT_TYPE
-            source_nodes = list(nodes) + list(additional_source_nodes or [])
-            if self._streaming:
-                response_str = _deltas(self._synth.stream(query.query_str, items))
-                response = self._prepare_response_output(response_str, source_nodes)
-            else:
-                result = self._synth.synthesize(query.query_str, items)
-                response = self._finished(result, source_nodes)
-            event.on_end(payload={EventPayload.RESPONSE: response})
-        dispatcher.event(SynthesizeEndEvent(query=query, response=response))
-        return response
+        run = _Synthesis(self, query, nodes, additional_source_nodes, is_async=False)
+        if run.response is None:
+            with run.events():
+                if self._streaming:
+                    run.stream(_deltas)
+                else:
+                    run.finish(self._synth.synthesize(run.query_str, run.items))
+        return run.response
 
     @dispatcher.span
     async def asynthesize(
@@ -544,28 +531,71 @@ class SynthkitSynthesizer(BaseSynthesizer):
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
         """Like ``synthesize``, awaited; model calls run while the event loop goes on."""
+        run = _Synthesis(self, query, nodes, additional_source_nodes, is_async=True)
+        if run.response is None:
+            with run.events():
+                if self._streaming:
+                    run.stream(_adeltas)
+                else:
+                    run.finish(await self._synth.asynthesize(run.query_str, run.items))
+        return run.response
+
+
+class _Synthesis:
+    """One ``synthesize`` or ``asynthesize`` call of a :class:`SynthkitSynthesizer`: the
+    events LlamaIndex's synthesizers send around it (the start and end events, the
+    callback manager's ``SYNTHESIZE`` event) and its response, written once for both.
+
+    Made, it has sent the start event; with no nodes, ``response`` is already the empty
+    response (and the end event sent). Otherwise the caller runs the synthesis inside
+    ``events()`` and sets the response with ``stream`` or ``finish``."""
+
+    def __init__(
+        self,
+        synthesizer: "SynthkitSynthesizer",
+        query: QueryTextType,
+        nodes: List[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]],
+        is_async: bool,
+    ) -> None:
+        self._synthesizer = synthesizer
+        self.response: Optional[RESPONSE_TYPE] = None
         dispatcher.event(SynthesizeStartEvent(query=query))
         if len(nodes) == 0:
-            response = self._empty(query, is_async=True)
-            dispatcher.event(SynthesizeEndEvent(query=query, response=response))
-            return response
-        if isinstance(query, str):
-            query = QueryBundle(query_str=query)
-        with self._callback_manager.event(
-            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: query.query_str}
+            self.response = synthesizer._empty(query, is_async=is_async)
+            dispatcher.event(SynthesizeEndEvent(query=query, response=self.response))
+            return
+        self.query = QueryBundle(query_str=query) if isinstance(query, str) else query
+        self.query_str = self.query.query_str
+        self._nodes = nodes
+        self.items: Any = None
+        self.source_nodes = list(nodes) + list(additional_source_nodes or [])
+
+    @contextlib.contextmanager
+    def events(self) -> Iterator[None]:
+        """The callback manager's ``SYNTHESIZE`` event around the block (the nodes are
+        converted inside it, into ``items``), then the end event; an exception sends
+        neither end."""
+        with self._synthesizer._callback_manager.event(
+            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: self.query_str}
         ) as event:
-            items = self._synthkit_nodes(nodes)
-            response_str: RESPONSE_TEXT_TYPE
-            source_nodes = list(nodes) + list(additional_source_nodes or [])
-            if self._streaming:
-                response_str = _adeltas(self._synth.stream(query.query_str, items))
-                response = self._prepare_response_output(response_str, source_nodes)
-            else:
-                result = await self._synth.asynthesize(query.query_str, items)
-                response = self._finished(result, source_nodes)
-            event.on_end(payload={EventPayload.RESPONSE: response})
-        dispatcher.event(SynthesizeEndEvent(query=query, response=response))
-        return response
+            self.items = self._synthesizer._synthkit_nodes(self._nodes)
+            yield
+            event.on_end(payload={EventPayload.RESPONSE: self.response})
+        dispatcher.event(SynthesizeEndEvent(query=self.query, response=self.response))
+
+    def stream(self, deltas: Any) -> None:
+        """The streamed response: ``deltas`` (``_deltas`` or ``_adeltas``) over the stream."""
+        response_str: RESPONSE_TEXT_TYPE = deltas(
+            self._synthesizer._synth.stream(self.query_str, self.items)
+        )
+        self.response = self._synthesizer._prepare_response_output(
+            response_str, self.source_nodes
+        )
+
+    def finish(self, result: synthkit.Response) -> None:
+        """The response of a finished synthesis."""
+        self.response = self._synthesizer._finished(result, self.source_nodes)
 
 
 def _deltas(stream: synthkit.ResponseStream) -> Generator[str, None, None]:

@@ -5,7 +5,8 @@
 
 use assert_cmd::Command;
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
+use serde_json::Value;
+use synthkit_testkit::anthropic::message_reply;
 use synthkit_testkit::openai::error_reply;
 use synthkit_testkit::record::Recorder;
 use synthkit_testkit::record::numbered;
@@ -56,13 +57,7 @@ fn ask_and_stream_through_the_messages_api() {
 fn fake(statuses: Vec<u16>) -> (Server, Recorder) {
     let app = numbered("/v1/messages", move |n| match statuses.get(n) {
         Some(&code) => error_reply(code, Some(0), "Overloaded"),
-        None => axum::Json(json!({
-            "type": "message", "role": "assistant", "model": "fake",
-            "content": [{"type": "text", "text": "Wear goggles."}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 50, "output_tokens": 3}
-        }))
-        .into_response(),
+        None => axum::Json(message_reply("Wear goggles.", 50, 3)).into_response(),
     });
     let recorder = Recorder::default();
     (Server::start(recorder.wrap(app)), recorder)

@@ -7,8 +7,8 @@ use serde_json::Value;
 use synthkit::text::{BpeTokenizer, Tokenizer};
 
 use crate::common::{
-    MIRROR, QUESTION, all_modes, assert_stderr_has, docs, json_of, on, source_ids, stderr, stdout,
-    synthkit, temp_file, write,
+    MIRROR, QUESTION, all_modes, assert_stderr_has, docs, json_lines, json_of, on, source_ids,
+    stderr, stdout, synthkit, temp_file, write,
 };
 
 #[test]
@@ -357,12 +357,7 @@ fn nodes_from_json_and_jsonl() {
         "nodes.json",
         serde_json::to_string_pretty(&nodes).unwrap(),
     );
-    let jsonl: String = nodes
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| format!("{n}\n"))
-        .collect();
+    let jsonl = json_lines(&nodes);
     let jsonl_path = write(dir.path(), "nodes.jsonl", jsonl);
     for path in [&json_path, &jsonl_path] {
         let out = synthkit()

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::bad_nodes::Rng;
-use crate::common::{assert_stdout_has, run_in as run, stderr, stdout, synthkit, write};
+use crate::common::{
+    assert_has, assert_stdout_has, run_in as run, stderr, stdout, synthkit, write,
+};
 
 const DOC: &str = "The primary mirror is cleaned every three months with carbon dioxide snow. \
 The dome motors are greased every year.\n";
@@ -117,13 +119,15 @@ fn binary_files_are_skipped_with_a_message() {
     );
     assert_ok(&out, "folder with binaries");
     let err = stderr(&out);
-    assert!(
-        err.contains("note: skipping binary file docs/image.txt"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "note: skipping binary file docs/image.txt",
     );
-    assert!(
-        err.contains("note: skipping binary file docs/blob"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "note: skipping binary file docs/blob",
     );
     assert!(stdout(&out).contains("three months"));
 

@@ -130,24 +130,34 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Fails the test unless `text` (the stream named `what`) contains `needle` (showing it).
+#[track_caller]
+pub fn assert_has(what: &str, text: &str, needle: &str) {
+    assert!(text.contains(needle), "no {needle:?} in {what}: {text}");
+}
+
+/// Fails the test if `text` (the stream named `what`) contains `needle` (showing it).
+#[track_caller]
+pub fn assert_lacks(what: &str, text: &str, needle: &str) {
+    assert!(!text.contains(needle), "{needle:?} in {what}: {text}");
+}
+
 /// Fails the test unless the command's standard error contains `needle` (showing it).
 #[track_caller]
 pub fn assert_stderr_has(out: &Output, needle: &str) {
-    let err = stderr(out);
-    assert!(
-        err.contains(needle),
-        "no {needle:?} in standard error: {err}"
-    );
+    assert_has("standard error", &stderr(out), needle);
 }
 
 /// Fails the test unless the command's standard output contains `needle` (showing it).
 #[track_caller]
 pub fn assert_stdout_has(out: &Output, needle: &str) {
-    let text = stdout(out);
-    assert!(
-        text.contains(needle),
-        "no {needle:?} in standard output: {text}"
-    );
+    assert_has("standard output", &stdout(out), needle);
+}
+
+/// A JSON array as JSON lines: each element on its own line.
+pub fn json_lines(array: &Value) -> String {
+    let items = array.as_array().expect("a JSON array");
+    items.iter().map(|n| format!("{n}\n")).collect()
 }
 
 /// The JSON report of a successful run.

@@ -11,7 +11,8 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::common::{
-    assert_stderr_has, closed_port, gzip, on, source_ids, stderr, stdout, synthkit, write,
+    assert_has, assert_stderr_has, closed_port, gzip, on, source_ids, stderr, stdout, synthkit,
+    write,
 };
 
 /// A page of `n` sentences about `topic`, each its own.
@@ -132,9 +133,10 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(
-        err.contains("read 2 files (4 skipped: 1 stylesheet, 1 script, 1 svg image, 1 copy; not visited: 2 hidden, 1 ignored; -v names them all)"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "read 2 files (4 skipped: 1 stylesheet, 1 script, 1 svg image, 1 copy; not visited: 2 hidden, 1 ignored; -v names them all)",
     );
     // Expected skips are not named without -v.
     assert!(!err.contains("print.html"), "{err}");
@@ -204,9 +206,10 @@ fn ask_keeps_the_best_chunks_of_a_folder_by_default() {
         v["answer"],
         "The primary mirror is cleaned every three months."
     );
-    assert!(
-        err.contains("kept the 20 chunks most relevant to the question of 31"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "kept the 20 chunks most relevant to the question of 31",
     );
     let (v, err) = run(&["--top-k", "all"]);
     assert_eq!(v["sources"].as_array().unwrap().len(), 31);

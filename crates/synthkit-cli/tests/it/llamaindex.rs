@@ -8,8 +8,8 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use crate::common::{
-    MIRROR, QUESTION, assert_stderr_has, assert_stdout_has, json_of, source_ids, stderr, stdout,
-    synthkit, temp_file, write,
+    MIRROR, QUESTION, assert_stderr_has, assert_stdout_has, json_lines, json_of, source_ids,
+    stderr, stdout, synthkit, temp_file, write,
 };
 
 fn run(args: &[&str], nodes: &Path) -> Output {
@@ -160,12 +160,7 @@ fn ids_follow_the_one_rule_and_must_be_unique() {
         {"text": MIRROR},
         {"id": "x", "text": "Visitors park behind the cafe."},
     ]);
-    let jsonl: String = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| format!("{n}\n"))
-        .collect();
+    let jsonl = json_lines(&list);
     for path in [
         write(
             dir.path(),

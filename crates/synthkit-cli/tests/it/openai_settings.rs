@@ -142,6 +142,17 @@ fn json_reports_the_model_the_server_answered_with() {
     assert_eq!(server.bodies()[0]["model"], "mine");
 }
 
+/// Fails the test unless the request body's number `field` is `expected` (to 1e-6: the
+/// flags are `f32`).
+#[track_caller]
+fn assert_near(body: &Value, field: &str, expected: f64) {
+    let got = body[field].as_f64();
+    assert!(
+        got.is_some_and(|v| (v - expected).abs() < 1e-6),
+        "{field}: {body}"
+    );
+}
+
 #[test]
 fn sampling_flags_and_extra_body_reach_the_request() {
     let server = Fake::start(None);
@@ -161,18 +172,12 @@ fn sampling_flags_and_extra_body_reach_the_request() {
     .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let body = &server.bodies()[0];
-    assert!(
-        (body["top_p"].as_f64().unwrap() - 0.9).abs() < 1e-6,
-        "{body}"
-    );
+    assert_near(body, "top_p", 0.9);
     assert_eq!(body["seed"], -7, "{body}");
     assert_eq!(body["top_k"], 40, "{body}");
     assert_eq!(body["cache_prompt"], true, "{body}");
     // The extra body wins over the flags.
-    assert!(
-        (body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6,
-        "{body}"
-    );
+    assert_near(body, "temperature", 0.2);
 
     let server = Fake::start(None);
     let out = ask(&["--base-url", server.base(), "--temperature", "0.7"])
@@ -180,10 +185,7 @@ fn sampling_flags_and_extra_body_reach_the_request() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let body = &server.bodies()[0];
-    assert!(
-        (body["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6,
-        "{body}"
-    );
+    assert_near(body, "temperature", 0.7);
     assert!(
         body.get("top_p").is_none() && body.get("seed").is_none(),
         "{body}"

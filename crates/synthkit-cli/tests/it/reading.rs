@@ -9,7 +9,7 @@ use std::process::Output;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{assert_stderr_has, gzip, run_in as run, stderr, write};
+use crate::common::{assert_has, assert_stderr_has, gzip, run_in as run, stderr, write};
 
 const QUESTION: &str = "How often is the primary mirror cleaned?";
 
@@ -72,20 +72,21 @@ fn text_is_read_by_content_and_skips_are_named_and_counted() {
         ["docs/README.Debian", "docs/changelog.1", "docs/guide.html"]
     );
     let err = stderr(&out);
-    assert!(
-        err.contains("note: skipping binary file docs/image.png\n"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "note: skipping binary file docs/image.png\n",
     );
-    assert!(
-        err.contains("note: skipping docs/loop: symlink loop (back to "),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "note: skipping docs/loop: symlink loop (back to ",
     );
     // Issue 23: the hidden and ignored files are counted too (named with -v).
-    assert!(
-        err.contains(
-            "note: read 3 files (2 skipped: 1 binary, 1 symlink loop; not visited: 2 hidden, 1 ignored; -v names them all)\n"
-        ),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "note: read 3 files (2 skipped: 1 binary, 1 symlink loop; not visited: 2 hidden, 1 ignored; -v names them all)\n",
     );
     // The HTML became Markdown-style text without its script.
     let out = run(
@@ -143,9 +144,10 @@ fn walking_flags() {
     let out = run(dir.path(), &["ask", "q", "docs", "--include", "*.pdf"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(
-        err.contains("error: no text files found under docs"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "error: no text files found under docs",
     );
     assert!(err.contains("files not matching --include"), "{err}");
 }
@@ -169,9 +171,10 @@ fn the_first_ten_skips_are_named_and_verbose_names_them_all() {
         10,
         "{err}"
     );
-    assert!(
-        err.contains("note: read 1 file (12 skipped: 12 binary; -v names them all)"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "note: read 1 file (12 skipped: 12 binary; -v names them all)",
     );
 
     let out = run(dir.path(), &["ask", QUESTION, "docs", "-v"]);
@@ -182,9 +185,10 @@ fn the_first_ten_skips_are_named_and_verbose_names_them_all() {
         "{err}"
     );
     assert!(err.contains("docs/blob11.bin"), "{err}");
-    assert!(
-        err.contains("note: read 1 file (12 skipped: 12 binary)\n"),
-        "{err}"
+    assert_has(
+        "standard error",
+        &err,
+        "note: read 1 file (12 skipped: 12 binary)\n",
     );
 
     // -q: none of it.
@@ -218,9 +222,10 @@ fn gz_and_utf16_files_are_read() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("Fixed the mirror cleaning schedule."),
-        "{text}"
+    assert_has(
+        "standard output",
+        &text,
+        "Fixed the mirror cleaning schedule.",
     );
     assert!(text.contains("The dome opens at dusk."), "{text}");
 }

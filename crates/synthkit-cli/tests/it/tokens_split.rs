@@ -8,35 +8,26 @@ use crate::common::{on, stderr, stdout, synthkit, temp_file};
 #[test]
 fn tokens_counts_a_file_and_stdin() {
     let (_dir, f) = temp_file("t.txt", "hello world");
-    synthkit()
-        .arg("tokens")
-        .arg(&f)
-        .assert()
-        .success()
-        .stdout("2\n");
-    synthkit()
-        .arg("tokens")
-        .write_stdin("hello world")
-        .assert()
-        .success()
-        .stdout("2\n");
-    synthkit()
-        .args(["tokens", "-"])
-        .write_stdin("hello world")
-        .assert()
-        .success()
-        .stdout("2\n");
-    synthkit()
-        .args(["tokens", "--tokenizer", "o200k_base"])
-        .write_stdin("")
-        .assert()
-        .success()
-        .stdout("0\n");
-    synthkit()
-        .args(["tokens", "--tokenizer", "gpt2"])
-        .write_stdin("x")
-        .assert()
-        .code(2);
+    let file = f.to_str().unwrap();
+    // (arguments after `tokens`, standard input, the count printed; None: usage error)
+    let cases: [(&[&str], &str, Option<&str>); 5] = [
+        (&[file], "", Some("2\n")),
+        (&[], "hello world", Some("2\n")),
+        (&["-"], "hello world", Some("2\n")),
+        (&["--tokenizer", "o200k_base"], "", Some("0\n")),
+        (&["--tokenizer", "gpt2"], "x", None),
+    ];
+    for (args, input, count) in cases {
+        let run = synthkit()
+            .arg("tokens")
+            .args(args)
+            .write_stdin(input)
+            .assert();
+        match count {
+            Some(count) => run.success().stdout(count),
+            None => run.code(2),
+        };
+    }
 }
 
 #[test]

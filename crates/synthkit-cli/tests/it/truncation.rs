@@ -5,7 +5,7 @@
 use serde_json::Value;
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
-use crate::common::{examples_docs, synthkit};
+use crate::common::{assert_has, assert_lacks, examples_docs, synthkit};
 
 const CUT: &str = "The primary mirror is cleaned every";
 
@@ -39,14 +39,20 @@ fn ask(server: &FakeOpenAi, extra: &[&str]) -> Run {
     }
 }
 
+/// A successful `ask --json` run and its report.
+fn ask_json(server: &FakeOpenAi) -> (Run, Value) {
+    let run = ask(server, &["--json"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let report = serde_json::from_str(&run.stdout).unwrap();
+    (run, report)
+}
+
 const WARNING: &str = "cut at the output limit (--num-output 64); raise --num-output";
 
 #[test]
 fn json_counts_cut_replies_and_stderr_warns() {
     let server = server("length");
-    let run = ask(&server, &["--json"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let (run, v) = ask_json(&server);
     let calls = v["usage"]["calls"].as_u64().unwrap();
     assert!(calls >= 1, "{v}");
     assert_eq!(v["usage"]["truncated_calls"].as_u64(), Some(calls), "{v}");
@@ -75,25 +81,15 @@ fn the_warning_follows_a_text_or_streamed_answer_unless_quiet() {
     }
     let run = ask(&server, &["-q"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert!(
-        !run.stderr.contains("cut at the output limit"),
-        "{}",
-        run.stderr
-    );
+    assert_lacks("standard error", &run.stderr, "cut at the output limit");
 }
 
 #[test]
 fn whole_replies_give_no_warning() {
     let server = server("stop");
-    let run = ask(&server, &["--json"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let (run, v) = ask_json(&server);
     assert_eq!(v["usage"]["truncated_calls"].as_u64(), Some(0), "{v}");
-    assert!(
-        !run.stderr.contains("cut at the output limit"),
-        "{}",
-        run.stderr
-    );
+    assert_lacks("standard error", &run.stderr, "cut at the output limit");
 }
 
 #[test]
@@ -109,9 +105,10 @@ fn on_truncation_error_exits_1() {
             .lines()
             .find(|l| l.starts_with("error: "))
             .unwrap_or_else(|| panic!("{extra:?}: no error line: {}", run.stderr));
-        assert!(
-            error.contains("cut at the output limit (--num-output 64)"),
-            "{error}"
+        assert_has(
+            "the error line",
+            error,
+            "cut at the output limit (--num-output 64)",
         );
         assert!(error.contains("raise --num-output"), "{error}");
         assert!(

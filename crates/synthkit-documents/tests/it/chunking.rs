@@ -188,19 +188,11 @@ fn plain_text_release_headers_are_sections() {
     // Nothing is lost, and a list item naming a version is no heading.
     let item = "Changes:\n\n* When using Python 2, version 2.7 is now required. Python 2.6\n  support ended.\n";
     let chunks = chunk_text(item, Format::Plain, &splitter(64, 0));
-    assert!(
-        sections(&chunks).iter().all(String::is_empty),
-        "{:?}",
-        sections(&chunks)
-    );
+    assert_no_sections(&chunks);
     // A paragraph after a rule naming a version but no release is no heading.
     let readme = "Intro.\n\n----------------------------------------\n\"make check\" failure on IRIX 6.5\n\nSome text.\n";
     let chunks = chunk_text(readme, Format::Plain, &splitter(64, 0));
-    assert!(
-        sections(&chunks).iter().all(String::is_empty),
-        "{:?}",
-        sections(&chunks)
-    );
+    assert_no_sections(&chunks);
 }
 
 #[test]
@@ -255,12 +247,24 @@ fn assert_kept_whole(text: &str, format: Format, splitter: &TokenTextSplitter, p
     );
 }
 
+/// Fails the test if any chunk has a section path (a line was taken for a heading).
+#[track_caller]
+fn assert_no_sections(chunks: &[TextChunk]) {
+    let found = sections(chunks);
+    assert!(found.iter().all(String::is_empty), "{found:?}");
+}
+
+/// `n` lines of Rust, one statement each (`let v0 = compute(0);` ...).
+fn code_lines(n: usize) -> String {
+    let lines: Vec<String> = (0..n)
+        .map(|i| format!("let v{i} = compute({i});"))
+        .collect();
+    lines.join("\n")
+}
+
 #[test]
 fn a_code_block_that_fits_is_never_split() {
-    let code = (0..12)
-        .map(|i| format!("let v{i} = compute({i});"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = code_lines(12);
     let block = format!("```rust\n{code}\n\n// still inside the fence\n```");
     let lead = words(0, 40);
     let text = format!("{lead}\n\n{block}\n\n{}\n", words(40, 50));
@@ -280,10 +284,7 @@ fn a_code_block_that_fits_is_never_split() {
 
 #[test]
 fn a_code_block_too_long_for_a_chunk_is_cut_at_lines() {
-    let code = (0..60)
-        .map(|i| format!("let v{i} = compute({i});"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = code_lines(60);
     let text = format!("# Code\n\n```rust\n{code}\n```\n");
     let chunks = md(&text, 100);
     assert!(chunks.len() > 2);

@@ -41,6 +41,13 @@ fn ask(context: &str, question: &str, budget: usize) -> Extraction {
     ExtractiveModel::new().extract(question, None, context, budget)
 }
 
+/// Fails the test unless the answer to `question` from `context` (a 256-token budget) is
+/// `expected`.
+#[track_caller]
+fn assert_answer(context: &str, question: &str, expected: &str) {
+    assert_eq!(ask(context, question, 256).text, expected, "{question}");
+}
+
 fn tokens(text: &str) -> usize {
     BpeTokenizer::cl100k_base().count(text)
 }
@@ -155,16 +162,16 @@ fn badges_links_and_html_lines_are_skipped() {
 #[test]
 fn rst_headings_directives_and_literal_blocks() {
     let doc = fixture("guide.rst");
-    let a = ask(&doc, "What does Lantern need to run?", 256);
     // The underlined title is not glued to the sentence after it.
-    assert_eq!(
-        a.text,
-        "Lantern runs on any machine with Python 3.9 or later."
+    assert_answer(
+        &doc,
+        "What does Lantern need to run?",
+        "Lantern runs on any machine with Python 3.9 or later.",
     );
-    let a = ask(&doc, "Where is the configuration file read from?", 256);
-    assert_eq!(
-        a.text,
-        "The configuration file is read from `~/.config/lantern/lantern.toml`."
+    assert_answer(
+        &doc,
+        "Where is the configuration file read from?",
+        "The configuration file is read from `~/.config/lantern/lantern.toml`.",
     );
     // Roles and references show their text; `::` shows as `:`; images and targets never
     // show; a literal block shows only under the sentence announcing it, for a question
@@ -425,10 +432,10 @@ fn a_sentence_announcing_code_answers_with_its_code_when_asked_how() {
     // Issue 23: the code a sentence announces is the answer to "How do I ...?"; asked
     // about something else, such a sentence never dangles with its colon.
     let doc = fixture("guide.rst");
-    let a = ask(&doc, "How do I install it from the package index?", 256);
-    assert_eq!(
-        a.text,
-        "Install it from the package index with the usual tool:\n    pip install lantern"
+    assert_answer(
+        &doc,
+        "How do I install it from the package index?",
+        "Install it from the package index with the usual tool:\n    pip install lantern",
     );
     let a = ask(&doc, "Which package index tool is usual?", 256);
     assert!(!a.text.ends_with(':'), "{}", a.text);

@@ -28,8 +28,10 @@ use super::Node;
 /// The fields that may hold a node's id, in the order the id rule reads them.
 const ID_FIELDS: [&str; 3] = ["id", "id_", "node_id"];
 
-/// The fields of a node that a `NodeWithScore` holds under `node`, not beside it.
-const NODE_FIELDS: [&str; 6] = [
+/// The fields of a node object (all but `score`): the ones a `NodeWithScore` holds under
+/// `node`, not beside it. Front ends that convert their own objects to node JSON (the
+/// Python bindings) check these fields' types.
+pub const NODE_FIELDS: [&str; 6] = [
     "id",
     "id_",
     "node_id",

@@ -274,17 +274,7 @@ pub(crate) fn from_reqwest(
 /// An error with its chain of causes, `a: b: c`, with the user-info of any URL in it
 /// hidden (reqwest's errors name the URL they were for).
 pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !out.contains(&s_text) {
-            out.push_str(": ");
-            out.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    crate::secret::redact_urls(&out)
+    crate::secret::redact_urls(&crate::error::message_with_sources(e))
 }
 
 #[cfg(test)]
