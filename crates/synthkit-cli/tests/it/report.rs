@@ -1,5 +1,8 @@
 //! `--steps`, `--report`, `synthkit report TRACE` and `batch --report-dir`.
 
+use std::path::Path;
+use std::process::Output;
+
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use synthkit_testkit::Server;
@@ -7,6 +10,33 @@ use synthkit_testkit::openai::{chat_reply, error_reply};
 use synthkit_testkit::record::numbered;
 
 use crate::common::{QUESTION, docs, json_of, stderr, synthkit, write};
+
+/// `synthkit ask -q --mode refine EXTRA --report PAGE --trace TRACE` over two of the sample
+/// documents in `docs`.
+fn ask_refine_with_report(docs: &Path, extra: &[&str], page: &Path, trace: &Path) -> Output {
+    synthkit()
+        .args(["ask", QUESTION, "-q", "--mode", "refine"])
+        .args(extra)
+        .arg("--report")
+        .arg(page)
+        .arg("--trace")
+        .arg(trace)
+        .arg(docs.join("maintenance.md"))
+        .arg(docs.join("about.md"))
+        .output()
+        .unwrap()
+}
+
+/// `synthkit report TRACE -o PAGE`.
+fn report_verb(trace: &Path, page: &Path) -> Output {
+    synthkit()
+        .arg("report")
+        .arg(trace)
+        .arg("-o")
+        .arg(page)
+        .output()
+        .unwrap()
+}
 
 #[test]
 fn steps_come_with_the_json_on_request() {
@@ -63,18 +93,22 @@ fn a_failed_run_reports_its_calls_so_far() {
     }));
     let page = dir.path().join("failed.html");
     let trace = dir.path().join("failed.jsonl");
-    let out = synthkit()
-        .args(["ask", QUESTION, "-q", "--mode", "refine", "--yes"])
-        .args(["--base-url", &server.base, "--model", "m"])
-        .args(["--context-window", "4096", "--retries", "1"])
-        .arg("--report")
-        .arg(&page)
-        .arg("--trace")
-        .arg(&trace)
-        .arg(dir.path().join("maintenance.md"))
-        .arg(dir.path().join("about.md"))
-        .output()
-        .unwrap();
+    let out = ask_refine_with_report(
+        dir.path(),
+        &[
+            "--yes",
+            "--base-url",
+            &server.base,
+            "--model",
+            "m",
+            "--context-window",
+            "4096",
+            "--retries",
+            "1",
+        ],
+        &page,
+        &trace,
+    );
     assert!(!out.status.success(), "the run fails: {}", stderr(&out));
     assert!(stderr(&out).contains("400"), "{}", stderr(&out));
     let html = std::fs::read_to_string(&page).expect("a failed run writes its report");
@@ -84,13 +118,7 @@ fn a_failed_run_reports_its_calls_so_far() {
     assert!(!html.contains("id=\"call-2\""), "and only that one");
     // The trace ends with the failed run, and `synthkit report` says so.
     let again = dir.path().join("again.html");
-    let out = synthkit()
-        .arg("report")
-        .arg(&trace)
-        .arg("-o")
-        .arg(&again)
-        .output()
-        .unwrap();
+    let out = report_verb(&trace, &again);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("failed"), "{}", stderr(&out));
     let from_trace = std::fs::read_to_string(&again).unwrap();
@@ -102,29 +130,13 @@ fn a_report_from_the_run_and_from_its_trace() {
     let dir = docs();
     let page = dir.path().join("run.html");
     let trace = dir.path().join("run.jsonl");
-    let out = synthkit()
-        .args([
-            "ask", QUESTION, "--json", "-q", "--mode", "refine", "--report",
-        ])
-        .arg(&page)
-        .arg("--trace")
-        .arg(&trace)
-        .arg(dir.path().join("maintenance.md"))
-        .arg(dir.path().join("about.md"))
-        .output()
-        .unwrap();
+    let out = ask_refine_with_report(dir.path(), &["--json"], &page, &trace);
     let v = json_of(&out);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("id=\"call-1\"") && html.contains("id=\"call-2\""));
     assert!(v.get("steps").is_none(), "steps only with --steps");
     let again = dir.path().join("again.html");
-    let out = synthkit()
-        .arg("report")
-        .arg(&trace)
-        .arg("-o")
-        .arg(&again)
-        .output()
-        .unwrap();
+    let out = report_verb(&trace, &again);
     assert!(out.status.success(), "{}", stderr(&out));
     let from_trace = std::fs::read_to_string(&again).unwrap();
     assert!(from_trace.contains("id=\"call-2\"") && from_trace.contains("Answer"));
@@ -140,24 +152,12 @@ fn a_report_from_the_run_and_from_its_trace() {
         .map(|l| format!("{l}\n"))
         .collect();
     let cut = write(dir.path(), "cut.jsonl", calls_only);
-    let out = synthkit()
-        .arg("report")
-        .arg(&cut)
-        .arg("-o")
-        .arg(&again)
-        .output()
-        .unwrap();
+    let out = report_verb(&cut, &again);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("calls alone"), "{}", stderr(&out));
     // Bad input is a usage error, not a panic.
     let bad = write(dir.path(), "bad.jsonl", "{oops\n");
-    let out = synthkit()
-        .arg("report")
-        .arg(&bad)
-        .arg("-o")
-        .arg(&again)
-        .output()
-        .unwrap();
+    let out = report_verb(&bad, &again);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
 }
