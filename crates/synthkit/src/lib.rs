@@ -200,6 +200,7 @@ pub mod schema;
 pub mod secret;
 pub mod steps;
 pub mod synth;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text;

@@ -271,6 +271,7 @@ impl LanguageModel for AnthropicModel {
         self.config
             .model_info(self.server.discovered_context_window)
             .with_chat(true)
+            .with_provider("anthropic")
     }
 
     fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {

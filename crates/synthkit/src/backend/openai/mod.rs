@@ -361,6 +361,7 @@ impl LanguageModel for OpenAiModel {
         self.config
             .model_info(self.server.discovered_context_window)
             .with_chat(self.config.is_chat)
+            .with_provider("openai")
     }
 
     fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {
