@@ -5,7 +5,9 @@
 #   scripts/phoenix.sh install        create the venv once (pinned version) and exit
 #   scripts/phoenix.sh serve PORT     run Phoenix on 127.0.0.1:PORT (UI, GraphQL and
 #                                     OTLP/HTTP at http://127.0.0.1:PORT/v1/traces) in the
-#                                     foreground, its data in a fresh temporary folder
+#                                     foreground (the script becomes Phoenix: a signal to
+#                                     it stops Phoenix), its data in $PHOENIX_WORKING_DIR
+#                                     (default ~/.cache/synthkit-phoenix-data)
 #
 # The venv lives outside the repository and is reused ($SYNTHKIT_PHOENIX_VENV, default
 # ~/.cache/synthkit-phoenix-venv). Exit status 77 when python3, venv or pip cannot give
@@ -48,15 +50,14 @@ case "${1:-}" in
   serve)
     port="${2:?usage: scripts/phoenix.sh serve PORT}"
     install
-    work="$(mktemp -d "${TMPDIR:-/tmp}/synthkit-phoenix.XXXXXX")"
-    trap 'rm -rf "$work"' EXIT
-    export PHOENIX_WORKING_DIR="$work"
+    export PHOENIX_WORKING_DIR="${PHOENIX_WORKING_DIR:-$HOME/.cache/synthkit-phoenix-data}"
+    mkdir -p "$PHOENIX_WORKING_DIR"
     export PHOENIX_HOST=127.0.0.1
     export PHOENIX_PORT="$port"
     # No gRPC listener (nothing of ours speaks it) and no telemetry of Phoenix's own.
     export PHOENIX_GRPC_PORT=0
     export PHOENIX_TELEMETRY_ENABLED=false
-    "$venv/bin/phoenix" serve
+    exec "$venv/bin/phoenix" serve
     ;;
   *)
     echo "usage: scripts/phoenix.sh install | serve PORT" >&2

@@ -84,7 +84,7 @@ pub(crate) fn synthesis_span(mode: ResponseMode, query: &str, nodes: &[Node]) ->
         { OTEL_NAME } = format!("synthesize {}", mode.as_str()),
         { genai::OPENINFERENCE_SPAN_KIND } = "CHAIN",
         { genai::SYNTHKIT_MODE } = mode.as_str(),
-        { genai::SYNTHKIT_NODES } = nodes.len(),
+        { genai::SYNTHKIT_NODES } = int(nodes.len()),
         { genai::SYNTHKIT_NODE_IDS } = tracing::field::Empty,
         { genai::SYNTHKIT_NODE_IDS_CUT } = tracing::field::Empty,
         { genai::SYNTHKIT_CONTENT_CUT } = tracing::field::Empty,
@@ -120,10 +120,10 @@ pub(crate) fn synthesis_span(mode: ResponseMode, query: &str, nodes: &[Node]) ->
 
 /// Records a finished synthesis's totals on its span.
 pub(crate) fn record_totals(span: &tracing::Span, totals: &UsageTotals) {
-    span.record(genai::SYNTHKIT_CALLS, totals.calls);
-    span.record(genai::SYNTHKIT_INPUT_TOKENS, totals.prompt_tokens);
-    span.record(genai::SYNTHKIT_OUTPUT_TOKENS, totals.completion_tokens);
-    span.record(genai::SYNTHKIT_TRUNCATED_CALLS, totals.truncated_calls);
+    span.record(genai::SYNTHKIT_CALLS, int(totals.calls));
+    span.record(genai::SYNTHKIT_INPUT_TOKENS, int(totals.prompt_tokens));
+    span.record(genai::SYNTHKIT_OUTPUT_TOKENS, int(totals.completion_tokens));
+    span.record(genai::SYNTHKIT_TRUNCATED_CALLS, int(totals.truncated_calls));
 }
 
 /// Marks `span` as failed with `error`.
@@ -189,7 +189,7 @@ impl StepSpans {
         match open.as_mut() {
             Some(o) if o.step == info.step && o.level == info.level => {
                 o.calls += 1;
-                o.span.record(genai::SYNTHKIT_CALLS, o.calls);
+                o.span.record(genai::SYNTHKIT_CALLS, int(o.calls));
                 o.span.clone()
             }
             _ => {
@@ -201,8 +201,8 @@ impl StepSpans {
                     { genai::OPENINFERENCE_SPAN_KIND } = "CHAIN",
                     { genai::SYNTHKIT_MODE } = info.mode.as_str(),
                     { genai::SYNTHKIT_STEP } = info.step.as_str(),
-                    { genai::SYNTHKIT_LEVEL } = info.level,
-                    { genai::SYNTHKIT_CALLS } = 1,
+                    { genai::SYNTHKIT_LEVEL } = i64::from(info.level),
+                    { genai::SYNTHKIT_CALLS } = 1_i64,
                 );
                 *open = Some(OpenStep {
                     step: info.step,
@@ -271,16 +271,16 @@ pub(crate) fn call_span(
         { genai::OPERATION_NAME } = operation,
         { genai::PROVIDER_NAME } = tracing::field::Empty,
         { genai::REQUEST_MODEL } = model.name.as_str(),
-        { genai::REQUEST_MAX_TOKENS } = request.max_tokens,
+        { genai::REQUEST_MAX_TOKENS } = int(request.max_tokens),
         { genai::OUTPUT_TYPE } = if request.schema.is_some() { "json" } else { "text" },
         { genai::USAGE_INPUT_TOKENS } = tracing::field::Empty,
         { genai::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
         { genai::RESPONSE_FINISH_REASONS } = tracing::field::Empty,
         { genai::SYNTHKIT_MODE } = step.mode.as_str(),
         { genai::SYNTHKIT_STEP } = step.step.as_str(),
-        { genai::SYNTHKIT_LEVEL } = step.level,
-        { genai::SYNTHKIT_INDEX } = step.index,
-        { genai::SYNTHKIT_COUNTED_PROMPT_TOKENS } = request.prompt_tokens,
+        { genai::SYNTHKIT_LEVEL } = i64::from(step.level),
+        { genai::SYNTHKIT_INDEX } = int(step.index),
+        { genai::SYNTHKIT_COUNTED_PROMPT_TOKENS } = int(request.prompt_tokens),
         { genai::SYNTHKIT_USAGE_REPORTED } = tracing::field::Empty,
         { genai::SYNTHKIT_RETRIES } = tracing::field::Empty,
         { genai::SYNTHKIT_TRUNCATED } = tracing::field::Empty,
@@ -320,10 +320,10 @@ pub(crate) fn record_call_end(span: &tracing::Span, end: &CallEnd<'_>) {
     if span.is_disabled() {
         return;
     }
-    span.record(genai::USAGE_INPUT_TOKENS, end.usage.prompt_tokens);
-    span.record(genai::USAGE_OUTPUT_TOKENS, end.usage.completion_tokens);
+    span.record(genai::USAGE_INPUT_TOKENS, int(end.usage.prompt_tokens));
+    span.record(genai::USAGE_OUTPUT_TOKENS, int(end.usage.completion_tokens));
     span.record(genai::SYNTHKIT_USAGE_REPORTED, end.usage_reported);
-    span.record(genai::SYNTHKIT_RETRIES, end.retries);
+    span.record(genai::SYNTHKIT_RETRIES, i64::from(end.retries));
     let truncated = end.finish_reason == Some(FinishReason::Length);
     span.record(genai::SYNTHKIT_TRUNCATED, truncated);
     let reason = end.finish_reason.map(finish_reason_name);
@@ -350,6 +350,12 @@ fn record_content(span: &tracing::Span, key: &'static str, value: &str) {
 /// Without the `otel` feature there is no exported span to carry content.
 #[cfg(not(feature = "otel"))]
 fn record_content(_span: &tracing::Span, _key: &'static str, _value: &str) {}
+
+/// A count as a signed integer: OpenTelemetry's integers are `i64` (an unsigned field
+/// would be exported as a string).
+fn int<N: TryInto<i64>>(n: N) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
 
 fn finish_reason_name(reason: FinishReason) -> &'static str {
     match reason {

@@ -260,8 +260,13 @@ where
     };
     let (provider, endpoint, failures) = provider(&config)?;
     let tracer = provider.tracer("synthkit");
+    // Only the spans' own attributes: no source locations, thread names or busy/idle
+    // times on every span.
     let spans = tracing_opentelemetry::layer()
         .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
         .with_filter(exported_targets());
     tracing_subscriber::registry()
         .with(logs)
