@@ -11,11 +11,12 @@
 //! the trace UI).
 
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 
 use synthkit::telemetry::otel::{self, OtelGuard};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::filter::{LevelFilter, filter_fn};
 
 use crate::otel_args::OtelArgs;
 
@@ -34,15 +35,24 @@ pub fn init(
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    // The log lines' own level: with the export on, the subscriber as a whole takes info
+    // spans too, so `LevelFilter::current()` no longer tells what the user asked for.
+    let hint = filter.max_level_hint().unwrap_or(LevelFilter::TRACE);
+    let _ = LOG_LEVEL.set(hint);
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(colours())
         .with_target(false)
         .without_time()
         .with_filter(filter)
-        .with_filter(filter_fn(|meta| {
-            !(meta.is_span() && matches!(meta.name(), "synthkit.synthesize" | "synthkit.step"))
-        }));
+        .with_filter(
+            filter_fn(move |meta| {
+                hint >= *meta.level()
+                    && !(meta.is_span()
+                        && matches!(meta.name(), "synthkit.synthesize" | "synthkit.step"))
+            })
+            .with_max_level_hint(hint),
+        );
     match otel::install(otel.and_then(OtelArgs::config), logs) {
         Ok(guard) => Ok(guard),
         Err(e @ otel::OtelError::BadEndpoint { .. }) => Err(crate::error::usage(e.to_string())),
@@ -52,6 +62,14 @@ pub fn init(
             Ok(None)
         }
     }
+}
+
+/// The most detailed level the log lines show (set once by [`init`]).
+static LOG_LEVEL: OnceLock<LevelFilter> = OnceLock::new();
+
+/// Whether `-v` (or a `RUST_LOG` at info or more) asked for every step's notes.
+pub fn verbose() -> bool {
+    LOG_LEVEL.get().is_some_and(|l| *l >= LevelFilter::INFO)
 }
 
 /// Whether log lines may carry colours: standard error is a terminal and `NO_COLOR`

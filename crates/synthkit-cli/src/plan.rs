@@ -292,6 +292,7 @@ pub async fn estimate(
         args,
         templates,
         Arc::new(Fanout::default()),
+        true,
     )?;
     synth.synthesize(query, nodes).await?;
     let calls = planner.calls();
@@ -322,7 +323,15 @@ pub async fn run(
         fanout.push(t);
     }
     let observer: Arc<dyn Observer> = Arc::new(fanout);
-    let synth = build_synthesizer(planner.clone(), backend, mode, args, templates, observer)?;
+    let synth = build_synthesizer(
+        planner.clone(),
+        backend,
+        mode,
+        args,
+        templates,
+        observer,
+        true,
+    )?;
     let node_count = nodes.len();
     let response = synth.synthesize(query, nodes).await.map_err(|e| {
         anyhow::anyhow!(

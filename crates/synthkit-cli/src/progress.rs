@@ -392,6 +392,7 @@ mod tests {
             args,
             &templates,
             Arc::new(fanout),
+            false,
         )
         .unwrap();
         synth.synthesize(query, nodes).await.unwrap();

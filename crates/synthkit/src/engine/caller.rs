@@ -58,6 +58,8 @@ pub(crate) struct Caller {
     step_spans: StepSpans,
     /// The model as call spans name it.
     call_model: CallModel,
+    /// Whether calls make spans (off for dry runs).
+    spans: bool,
 }
 
 impl Caller {
@@ -69,12 +71,14 @@ impl Caller {
         on_truncation: OnTruncation,
         calibrate: bool,
         synthesis_span: tracing::Span,
+        spans: bool,
     ) -> Self {
         let call_model = CallModel::new(&model.info());
         Self {
             step_spans: StepSpans::new(synthesis_span.clone()),
             synthesis_span,
             call_model,
+            spans,
             model,
             limit,
             observer,
@@ -134,6 +138,9 @@ impl Caller {
 
     /// The span of one call, under its step's span.
     fn span(&self, request: &ModelRequest) -> tracing::Span {
+        if !self.spans {
+            return tracing::Span::none();
+        }
         let step = self.step_spans.for_call(request.step());
         telemetry::call_span(
             &step,

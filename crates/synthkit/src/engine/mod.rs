@@ -91,6 +91,7 @@ impl Job {
             s.on_truncation,
             s.counter.is_none() && s.calibrate_from_usage,
             span,
+            s.spans,
         ));
         Self {
             s,

@@ -156,7 +156,10 @@ impl Synthesizer {
     /// When the end fails with a rejected prompt that can be packed smaller, the mode
     /// resumes from the request that failed (at most `2 * MAX_CORRECTIONS` ends).
     async fn run_to_end<E: Ending>(&self, input: SynthesisInput) -> Result<E, SynthError> {
-        let span = telemetry::synthesis_span(self.s.mode, &input.query, &input.nodes);
+        let span = match self.s.spans {
+            true => telemetry::synthesis_span(self.s.mode, &input.query, &input.nodes),
+            false => tracing::Span::none(),
+        };
         let ended = self
             .run_in_span(input, span.clone())
             .instrument(span.clone());

@@ -27,7 +27,7 @@ impl Failures {
             while !error.is_char_boundary(end) {
                 end -= 1;
             }
-            f.1 = super::redact(error.get(..end).unwrap_or_default());
+            f.1 = crate::secret::redact_urls(error.get(..end).unwrap_or_default());
         }
     }
 

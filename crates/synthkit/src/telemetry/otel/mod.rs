@@ -33,6 +33,8 @@ use std::time::Duration;
 
 use export::{ExportClient, Failures, WatchedExporter};
 
+use crate::secret::{redact_url as redact, redact_urls};
+
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
@@ -65,7 +67,7 @@ pub enum OtelError {
     /// The endpoint is not an `http://` or `https://` URL.
     #[error("the OTLP endpoint `{endpoint}` is not an http:// or https:// URL: {reason}")]
     BadEndpoint {
-        /// The endpoint, without user-info.
+        /// The endpoint, its user-info hidden.
         endpoint: String,
         /// What is wrong with it.
         reason: String,
@@ -73,7 +75,7 @@ pub enum OtelError {
     /// The exporter or its HTTP client could not be built.
     #[error("cannot build the OTLP exporter for {endpoint}: {reason}")]
     Exporter {
-        /// The endpoint, without user-info.
+        /// The endpoint, its user-info hidden.
         endpoint: String,
         /// Why.
         reason: String,
@@ -88,6 +90,8 @@ pub enum OtelError {
 #[non_exhaustive]
 pub struct OtelConfig {
     endpoint: String,
+    /// Whether `endpoint` is the full traces URL (nothing appended).
+    as_written: bool,
     service_name: String,
     capture_content: bool,
     export_timeout: Duration,
@@ -120,6 +124,7 @@ impl OtelConfig {
             .unwrap_or_else(|| Self::DEFAULT_SERVICE_NAME.to_string());
         Self {
             endpoint: endpoint.into(),
+            as_written: false,
             service_name,
             capture_content: false,
             export_timeout: Self::DEFAULT_EXPORT_TIMEOUT,
@@ -137,9 +142,7 @@ impl OtelConfig {
 
     /// Marks the endpoint as the full traces URL (nothing appended).
     fn traces_url_as_written(mut self) -> Self {
-        if !self.endpoint.trim_end_matches('/').ends_with(TRACES_PATH) {
-            self.endpoint = format!("{}#traces", self.endpoint);
-        }
+        self.as_written = true;
         self
     }
 
@@ -162,9 +165,9 @@ impl OtelConfig {
         self
     }
 
-    /// The endpoint as configured, without user-info (for messages).
+    /// The endpoint as configured, its user-info hidden (for messages).
     pub fn endpoint_for_display(&self) -> String {
-        redact(self.endpoint.trim_end_matches("#traces"))
+        redact(&self.endpoint)
     }
 
     /// The URL spans are posted to.
@@ -173,10 +176,7 @@ impl OtelConfig {
             endpoint: self.endpoint_for_display(),
             reason: reason.to_string(),
         };
-        let (raw, as_written) = match self.endpoint.strip_suffix("#traces") {
-            Some(e) => (e.trim(), true),
-            None => (self.endpoint.trim(), false),
-        };
+        let raw = self.endpoint.trim();
         let rest = raw
             .strip_prefix("http://")
             .or_else(|| raw.strip_prefix("https://"))
@@ -188,24 +188,11 @@ impl OtelConfig {
             return Err(bad("it contains white space"));
         }
         let base = raw.trim_end_matches('/');
-        if as_written || base.ends_with(TRACES_PATH) {
+        if self.as_written || base.ends_with(TRACES_PATH) {
             Ok(base.to_string())
         } else {
             Ok(format!("{base}{TRACES_PATH}"))
         }
-    }
-}
-
-/// `url` without its user-info (`scheme://user:pass@host` becomes `scheme://host`).
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    match authority.rfind('@') {
-        Some(at) => format!("{scheme}://{}{path}", &authority[at + 1..]),
-        None => url.to_string(),
     }
 }
 
@@ -309,7 +296,7 @@ fn provider(config: &OtelConfig) -> Result<(SdkTracerProvider, String, Failures)
         .build()
         .map_err(|e| OtelError::Exporter {
             endpoint: shown.clone(),
-            reason: redact(&e.to_string()),
+            reason: redact_urls(&e.to_string()),
         })?;
     let batch = BatchConfigBuilder::default()
         .with_max_queue_size(MAX_QUEUED_SPANS)
@@ -358,14 +345,11 @@ mod tests {
 
     #[test]
     fn user_info_is_never_shown() {
-        assert_eq!(
-            redact("http://user:secret@127.0.0.1:6006/v1/traces"),
-            "http://127.0.0.1:6006/v1/traces"
-        );
-        assert_eq!(redact("http://127.0.0.1:6006"), "http://127.0.0.1:6006");
-        let c = OtelConfig::new("https://a:b@host:1/x");
-        assert!(!format!("{c:?}").contains("b@"));
-        assert!(!c.endpoint_for_display().contains('@'));
+        let c = OtelConfig::new("https://a:secret@host:1/x");
+        assert!(!format!("{c:?}").contains("secret"));
+        assert!(!c.endpoint_for_display().contains("secret"));
+        let bad = OtelConfig::new("ftp://a:secret@host").traces_url();
+        assert!(bad.is_err_and(|e| !e.to_string().contains("secret")));
     }
 
     #[test]
