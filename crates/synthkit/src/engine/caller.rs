@@ -70,9 +70,11 @@ impl Caller {
         tokenizer: crate::text::SharedTokenizer,
         on_truncation: OnTruncation,
         calibrate: bool,
-        synthesis_span: tracing::Span,
-        spans: bool,
+        synthesis_span: Option<tracing::Span>,
     ) -> Self {
+        // No synthesis span: a dry run, whose calls make no spans either.
+        let spans = synthesis_span.is_some();
+        let synthesis_span = synthesis_span.unwrap_or_else(tracing::Span::none);
         let call_model = CallModel::new(&model.info());
         Self {
             step_spans: StepSpans::new(synthesis_span.clone()),

@@ -90,8 +90,7 @@ impl Job {
             s.budget.tokenizer().clone(),
             s.on_truncation,
             s.counter.is_none() && s.calibrate_from_usage,
-            span,
-            s.spans,
+            s.spans.then_some(span),
         ));
         Self {
             s,
