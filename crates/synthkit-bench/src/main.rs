@@ -279,6 +279,22 @@ pub fn parse_modes(s: &str) -> Result<Vec<ResponseMode>> {
 }
 
 fn main() -> ExitCode {
+    // Feature `otel`: spans exported to `$OTEL_EXPORTER_OTLP_ENDPOINT` when it is set,
+    // flushed when the guard drops at the end.
+    #[cfg(feature = "otel")]
+    let _otel = match synthkit::telemetry::otel::OtelConfig::from_env() {
+        Some(config) => match synthkit::telemetry::otel::install(
+            Some(config),
+            tracing_subscriber::layer::Identity::new(),
+        ) {
+            Ok(guard) => guard,
+            Err(e) => {
+                eprintln!("synthkit-bench: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
     let result = match parse_args() {
         Invocation::Split(args) => split_bench::run(&args),
         Invocation::Synth(args) => synth_bench::run(&args),

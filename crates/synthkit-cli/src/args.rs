@@ -121,6 +121,18 @@ pub fn concurrency_for(flag: Option<usize>, server_slots: Option<usize>) -> usiz
 }
 
 impl Command {
+    /// The OpenTelemetry flags (the synthesis verbs and serve have them).
+    pub fn otel(&self) -> Option<&crate::otel_args::OtelArgs> {
+        match self {
+            Command::Ask(a) => Some(&a.synth.otel),
+            Command::Summarize(a) => Some(&a.synth.otel),
+            Command::Batch(a) => Some(&a.otel),
+            #[cfg(feature = "serve")]
+            Command::Serve(a) => Some(&a.otel),
+            _ => None,
+        }
+    }
+
     /// Whether `-q` was given (only the synthesis verbs have it).
     pub fn quiet(&self) -> bool {
         match self {
@@ -366,6 +378,9 @@ pub struct SynthArgs {
     /// `--steps` and `--report FILE`.
     #[command(flatten)]
     pub report: crate::report::ReportArgs,
+    /// OpenTelemetry export.
+    #[command(flatten)]
+    pub otel: crate::otel_args::OtelArgs,
     /// Dry run: make no model call; print the calls and prompt tokens each step needs.
     #[arg(long, help_heading = "Output")]
     pub plan: bool,

@@ -89,6 +89,9 @@ pub struct BatchArgs {
     /// The backend and how to reach and sample the model.
     #[command(flatten)]
     pub model_args: ModelArgs,
+    /// OpenTelemetry export.
+    #[command(flatten)]
+    pub otel: crate::otel_args::OtelArgs,
     /// Keep every model reply in the SQLite file FILE and answer repeated calls from it:
     /// a resumed batch repeats no model call that had finished. Ignored with --plan.
     #[arg(long, value_name = "FILE", help_heading = "Model")]

@@ -22,7 +22,6 @@ use synthkit_documents::decode::decode_always;
 use synthkit_documents::{
     Format, LeftOut, LeftOutReason, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
 };
-use tracing_subscriber::filter::LevelFilter;
 
 use crate::args::SynthArgs;
 use crate::error::usage;
@@ -121,7 +120,7 @@ pub fn read_options(args: &SynthArgs) -> ReadOptions {
 
 /// Whether `-v` (or a `RUST_LOG` at info or more) asked for every step's notes.
 fn verbose() -> bool {
-    LevelFilter::current() >= LevelFilter::INFO
+    crate::logging::verbose()
 }
 
 /// The documents read, and whether a folder was among the paths.

@@ -16,6 +16,7 @@ mod logging;
 mod model_args;
 mod node_json;
 mod observe;
+mod otel_args;
 mod output;
 mod plan;
 mod progress;
@@ -43,15 +44,24 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(error::EXIT_USAGE));
         }
     };
-    logging::init(cli.verbose, cli.command.quiet());
-    match run(cli) {
+    let otel = match logging::init(cli.verbose, cli.command.quiet(), cli.command.otel()) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("error: {}", error::message(&e));
+            return ExitCode::from(error::exit_code(&e));
+        }
+    };
+    let code = match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error::message(&e));
             ExitCode::from(error::exit_code(&e))
         }
-    }
+    };
+    // The answer is out: flush the spans (bounded; a failure is a warning).
+    drop(otel);
+    code
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

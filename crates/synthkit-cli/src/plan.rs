@@ -317,6 +317,7 @@ impl<'a> Synthesis<'a> {
             self.args,
             self.templates,
             observer,
+            true,
         )
     }
 }

@@ -391,6 +391,7 @@ mod tests {
             args,
             &templates,
             Arc::new(fanout),
+            false,
         )
         .unwrap();
         synth.synthesize(query, nodes).await.unwrap();

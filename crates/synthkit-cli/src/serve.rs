@@ -44,6 +44,9 @@ pub struct ServeArgs {
     /// The backend and how to reach and sample the model: the flags of `ask`.
     #[command(flatten)]
     pub model_args: ModelArgs,
+    /// OpenTelemetry export; each request continues its caller's `traceparent`.
+    #[command(flatten)]
+    pub otel: crate::otel_args::OtelArgs,
     /// Model calls in flight at the backend across all requests (0: no cap; never more
     /// than the server's slots when it says).
     #[arg(long, value_name = "N", default_value_t = 32, help_heading = "Model")]

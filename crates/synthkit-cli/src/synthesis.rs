@@ -80,6 +80,7 @@ pub fn build_synthesizer(
     args: &SynthArgs,
     templates: &CustomTemplates,
     observer: Arc<dyn Observer>,
+    dry_run: bool,
 ) -> Result<Synthesizer> {
     let tokenizer: SharedTokenizer = backend.budget_tokenizer.clone();
     let info = model.info();
@@ -124,6 +125,8 @@ pub fn build_synthesizer(
     if let Some(t) = &templates.summary {
         builder = builder.summary_template(t.clone());
     }
+    // A dry run makes no spans: no trace shows calls that were never made.
+    builder = builder.spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
 }
 
@@ -289,6 +292,7 @@ pub async fn run(
         args,
         &templates,
         Arc::new(fanout),
+        false,
     )?;
     if backend.kind == LlmKind::Extractive && mode.calls_model() {
         note(args.quiet, EXTRACTIVE_NOTE);

@@ -538,6 +538,7 @@ impl LanguageModel for ExtractiveModel {
             .with_context_window(self.context_window)
             .with_num_output(self.num_output)
             .with_chat(false)
+            .with_provider("synthkit.extractive")
     }
 
     /// Extracts the answer (JSON text when the request has a schema). Never fails.

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use synthkit::request::RequestDefaults;
 use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
+use tracing::Instrument;
 
 use crate::api::{HealthBody, SynthesizeRequest};
 use crate::error::{ApiError, json_response};
@@ -35,8 +36,15 @@ pub(crate) struct Job {
 /// were checked by the route's layers ([`crate::stack`]).
 pub(crate) async fn synthesize(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let span = crate::trace_context::request_span(&headers);
+    synthesize_in_span(state, body).instrument(span).await
+}
+
+/// [`synthesize`] inside the request's span.
+async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>) -> Response {
     let job = match prepare(&state, body) {
         Ok(job) => job,
         Err(e) => return e.into_response(),

@@ -50,6 +50,7 @@ pub mod server;
 pub mod sse;
 pub mod stack;
 pub mod state;
+mod trace_context;
 
 pub use access::AccessPolicy;
 pub use auth::{ApiKeys, check_bind};

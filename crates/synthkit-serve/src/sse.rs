@@ -10,6 +10,7 @@
 
 use std::convert::Infallible;
 use std::time::Duration;
+use tracing::Instrument;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -47,8 +48,9 @@ struct Flow {
 pub(crate) fn respond(state: AppState, job: Job) -> Response {
     let limit = state.inner.limits.request_timeout;
     let crate::handlers::Job { synth, input, .. } = job;
-    let opening: BoxFuture<'static, Result<StreamingResponse, SynthError>> =
-        Box::pin(async move { synth.stream_input(input).await });
+    let opening: BoxFuture<'static, Result<StreamingResponse, SynthError>> = Box::pin(
+        async move { synth.stream_input(input).await }.instrument(tracing::Span::current()),
+    );
     let flow = Flow {
         phase: Phase::Opening(opening),
         state,

@@ -28,6 +28,8 @@
 //! - [`steps`]: on request ([`SynthesizerBuilder::return_steps`]), the response carries one
 //!   [`SynthStep`] per model call: where it stood, the nodes it read, its tokens, time,
 //!   retries and reply (the crate `synthkit-report` draws them as an HTML page).
+//! - [`telemetry`]: one `tracing` span per synthesis, step and model call, named with
+//!   OpenTelemetry's GenAI conventions; feature `otel` exports them over OTLP/HTTP.
 //!
 //! The layers of the tree, each depending only on those above it: the plain types
 //! ([`node`], [`text`], [`prompt`], [`observe`], [`options`], [`error`]), the model contract
@@ -179,6 +181,7 @@
 //! | `schema-validation` | no | structured replies checked against their JSON schema |
 //! | `sqlite-cache` | no | a persistent response cache in one SQLite file |
 //! | `redis` | no | a rate budget and response cache shared through Redis |
+//! | `otel` | no | `telemetry::otel`: OTLP/HTTP export of the spans, `traceparent` continuation |
 //! | `testing` | no | `synthkit::testing`: scripted, replayed and fixed models for your own tests |
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
@@ -200,6 +203,7 @@ pub mod schema;
 pub mod secret;
 pub mod steps;
 pub mod synth;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text;

@@ -24,7 +24,7 @@ pub fn all_modes() -> impl Iterator<Item = &'static str> {
 
 /// Variables the command reads from its environment: removed from every run, so that
 /// the caller's shell (a key, a base URL, a log level) cannot change a test's outcome.
-const ENVIRONMENT: [&str; 10] = [
+const ENVIRONMENT: [&str; 13] = [
     "SYNTHKIT_API",
     "SYNTHKIT_BASE_URL",
     "SYNTHKIT_MODEL",
@@ -35,6 +35,9 @@ const ENVIRONMENT: [&str; 10] = [
     "ANTHROPIC_BASE_URL",
     "RUST_LOG",
     "NO_COLOR",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SERVICE_NAME",
 ];
 
 /// `synthkit` in a clean environment, killed after 180 s.

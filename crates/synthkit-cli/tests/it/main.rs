@@ -28,6 +28,7 @@ mod llamaindex;
 mod logging;
 mod openai_loopback;
 mod openai_settings;
+mod otel;
 #[cfg(unix)]
 mod reading;
 mod report;

@@ -20,6 +20,7 @@ use crate::observe::{
     CallReport, Observer, OnTruncation, SynthEvent, UsageSource, UsageTotals, counting_retries,
 };
 use crate::prompt::BudgetError;
+use crate::telemetry::{self, CallEnd, CallModel, StepSpans};
 
 /// A finished call's reply, as [`Caller::finish`] records it.
 struct Reply<'a> {
@@ -52,6 +53,13 @@ pub(crate) struct Caller {
     first_done_notify: tokio::sync::Notify,
     /// Compiled schemas of structured calls.
     schemas: crate::schema::SchemaCache,
+    /// The synthesis's span and the step spans under it (see [`crate::telemetry`]).
+    synthesis_span: tracing::Span,
+    step_spans: StepSpans,
+    /// The model as call spans name it.
+    call_model: CallModel,
+    /// Whether calls make spans (off for dry runs).
+    spans: bool,
 }
 
 impl Caller {
@@ -62,8 +70,17 @@ impl Caller {
         tokenizer: crate::text::SharedTokenizer,
         on_truncation: OnTruncation,
         calibrate: bool,
+        synthesis_span: Option<tracing::Span>,
     ) -> Self {
+        // No synthesis span: a dry run, whose calls make no spans either.
+        let spans = synthesis_span.is_some();
+        let synthesis_span = synthesis_span.unwrap_or_else(tracing::Span::none);
+        let call_model = CallModel::new(&model.info());
         Self {
+            step_spans: StepSpans::new(synthesis_span.clone()),
+            synthesis_span,
+            call_model,
+            spans,
             model,
             limit,
             observer,
@@ -111,17 +128,27 @@ impl Caller {
         Ok(())
     }
 
-    fn span(request: &ModelRequest) -> tracing::Span {
-        tracing::info_span!(
-            "synthkit.call",
-            mode = request.step().mode.as_str(),
-            step = request.step().step.as_str(),
-            level = request.step().level,
-            index = request.step().index,
-            kind = request_kind(request).as_str(),
-            prompt_tokens = request.prompt_tokens,
-            completion_tokens = tracing::field::Empty,
-            duration_ms = tracing::field::Empty,
+    /// The synthesis's span.
+    pub(crate) fn synthesis_span(&self) -> &tracing::Span {
+        &self.synthesis_span
+    }
+
+    /// Ends the synthesis's last step span (it closes once its calls have ended).
+    pub(crate) fn close_steps(&self) {
+        self.step_spans.close();
+    }
+
+    /// The span of one call, under its step's span.
+    fn span(&self, request: &ModelRequest) -> tracing::Span {
+        if !self.spans {
+            return tracing::Span::none();
+        }
+        let step = self.step_spans.for_call(request.step());
+        telemetry::call_span(
+            &step,
+            request,
+            request_kind(request).as_str(),
+            &self.call_model,
         )
     }
 
@@ -145,6 +172,16 @@ impl Caller {
         });
         span.record("completion_tokens", usage.completion_tokens);
         span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
+        telemetry::record_call_end(
+            span,
+            &CallEnd {
+                text,
+                usage,
+                usage_reported: reported.is_some(),
+                finish_reason,
+                retries,
+            },
+        );
         if let Ok(mut u) = self.usage.lock() {
             u.calls += 1;
             u.prompt_tokens += usage.prompt_tokens;
@@ -271,13 +308,15 @@ impl Caller {
     /// A plain call.
     pub(crate) async fn complete(&self, request: &ModelRequest) -> Result<Completion, SynthError> {
         self.check(request)?;
-        let span = Self::span(request);
+        let span = self.span(request);
         let start = Instant::now();
         let call = self.model.complete(request).instrument(span.clone());
         let (out, retries) = counting_retries(call).await;
         let c = out.map_err(|e| {
             self.end_first();
-            Self::model_error(request, e)
+            let e = Self::model_error(request, e);
+            telemetry::record_error(&span, &e);
+            e
         })?;
         let reply = Reply {
             text: &c.text,
@@ -286,7 +325,8 @@ impl Caller {
             retries,
         };
         let usage = self.finish(request, reply, start.elapsed(), &span);
-        self.check_reply(request, c.finish_reason, usage)?;
+        self.check_reply(request, c.finish_reason, usage)
+            .inspect_err(|e| telemetry::record_error(&span, e))?;
         Ok(c)
     }
 
@@ -335,13 +375,15 @@ impl Caller {
         request: ModelRequest,
     ) -> Result<futures::stream::BoxStream<'static, Result<String, SynthError>>, SynthError> {
         self.check(&request)?;
-        let span = Self::span(&request);
+        let span = self.span(&request);
         let start = Instant::now();
         let opened = counting_retries(self.model.stream(&request).instrument(span.clone()));
         let (opened, retries) = opened.await;
         let inner: CompletionStream = opened.map_err(|e| {
             self.end_first();
-            Self::model_error(&request, e)
+            let e = Self::model_error(&request, e);
+            telemetry::record_error(&span, &e);
+            e
         })?;
         let caller = Arc::clone(self);
         let state = (inner, String::new(), false, request, span, start, caller);
@@ -371,12 +413,14 @@ impl Caller {
                         // truncation error as the last item.
                         let last = caller
                             .check_reply(&request, finish_reason, usage)
+                            .inspect_err(|e| telemetry::record_error(&span, e))
                             .map(|()| String::new());
                         Some((last, (inner, text, true, request, span, start, caller)))
                     }
                     Some(Err(e)) => {
                         caller.end_first();
                         let err = Caller::model_error(&request, e);
+                        telemetry::record_error(&span, &err);
                         Some((Err(err), (inner, text, true, request, span, start, caller)))
                     }
                     None => {
@@ -387,6 +431,7 @@ impl Caller {
                                 "the stream ended before the model finished".into(),
                             ),
                         );
+                        telemetry::record_error(&span, &err);
                         Some((Err(err), (inner, text, true, request, span, start, caller)))
                     }
                 }

@@ -70,6 +70,7 @@ impl Job {
         variables: Vec<(String, String)>,
         ledger: Option<Arc<CitationLedger>>,
         steps: Option<Arc<StepRecorder>>,
+        span: tracing::Span,
     ) -> Self {
         let observer = match &steps {
             Some(recorder) => Some(crate::steps::with_recorder(
@@ -89,6 +90,7 @@ impl Job {
             s.budget.tokenizer().clone(),
             s.on_truncation,
             s.counter.is_none() && s.calibrate_from_usage,
+            s.spans.then_some(span),
         ));
         Self {
             s,

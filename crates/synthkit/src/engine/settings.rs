@@ -32,4 +32,6 @@ pub(crate) struct Settings {
     pub(crate) citation_markers: bool,
     /// Whether responses carry their steps ([`crate::steps`]).
     pub(crate) return_steps: bool,
+    /// Whether the synthesis makes its spans ([`crate::telemetry`]).
+    pub(crate) spans: bool,
 }

@@ -42,6 +42,10 @@ pub struct ModelInfo {
     pub is_chat: bool,
     /// A system prompt added to every request.
     pub system_prompt: Option<String>,
+    /// Who serves the model (`openai`, `anthropic`, ...), as spans name it
+    /// (`gen_ai.provider.name`); `None` when the model does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 impl ModelInfo {
@@ -58,6 +62,7 @@ impl ModelInfo {
             num_output: Self::DEFAULT_NUM_OUTPUT,
             is_chat: false,
             system_prompt: None,
+            provider: None,
         }
     }
 
@@ -82,6 +87,12 @@ impl ModelInfo {
     /// Sets the system prompt.
     pub fn with_system_prompt(mut self, prompt: Option<String>) -> Self {
         self.system_prompt = prompt;
+        self
+    }
+
+    /// Sets who serves the model (`gen_ai.provider.name` on spans).
+    pub fn with_provider(mut self, provider: impl Into<String>) -> Self {
+        self.provider = Some(provider.into());
         self
     }
 }

@@ -59,6 +59,7 @@ impl Synthesizer {
             citations: s.citations,
             citation_markers: s.citation_markers,
             return_steps: s.return_steps,
+            spans: s.spans,
         }
     }
 }
@@ -84,6 +85,7 @@ pub struct SynthesizerBuilder {
     citations: bool,
     citation_markers: bool,
     return_steps: bool,
+    spans: bool,
 }
 
 impl SynthesizerBuilder {
@@ -108,6 +110,7 @@ impl SynthesizerBuilder {
             citations: false,
             citation_markers: true,
             return_steps: false,
+            spans: true,
         }
     }
 
@@ -296,6 +299,14 @@ impl SynthesizerBuilder {
         self
     }
 
+    /// Whether the synthesis makes its `tracing` spans ([`crate::telemetry`]; default on).
+    /// A dry run against a model that answers at once (the CLI's `--plan` and its
+    /// progress estimate) turns them off, so no trace shows calls that were never made.
+    pub fn spans(mut self, on: bool) -> Self {
+        self.spans = on;
+        self
+    }
+
     /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
     pub fn on_truncation(mut self, policy: OnTruncation) -> Self {
         self.on_truncation = policy;
@@ -382,6 +393,7 @@ impl SynthesizerBuilder {
                 citations: self.citations,
                 citation_markers: self.citation_markers,
                 return_steps: self.return_steps,
+                spans: self.spans,
             }),
         })
     }

@@ -26,6 +26,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use crate::citation::{self, CitationLedger};
 use crate::engine::correction::MAX_CORRECTIONS;
@@ -38,6 +39,7 @@ use crate::node::Node;
 use crate::prompt::PromptBudget;
 use crate::response::{Response, StreamingResponse};
 use crate::steps::StepRecorder;
+use crate::telemetry;
 
 mod builder;
 
@@ -154,26 +156,65 @@ impl Synthesizer {
     /// When the end fails with a rejected prompt that can be packed smaller, the mode
     /// resumes from the request that failed (at most `2 * MAX_CORRECTIONS` ends).
     async fn run_to_end<E: Ending>(&self, input: SynthesisInput) -> Result<E, SynthError> {
+        let span = match self.s.spans {
+            true => telemetry::synthesis_span(self.s.mode, &input.query, &input.nodes),
+            false => tracing::Span::none(),
+        };
+        let ended = self
+            .run_in_span(input, span.clone())
+            .instrument(span.clone());
+        let ended = ended.await;
+        if let Err(e) = &ended {
+            telemetry::record_error(&span, e);
+        }
+        ended
+    }
+
+    /// [`Synthesizer::run_to_end`] under the synthesis's `span`.
+    async fn run_in_span<E: Ending>(
+        &self,
+        input: SynthesisInput,
+        span: tracing::Span,
+    ) -> Result<E, SynthError> {
         unique_ids(&input.nodes)?;
-        let (job, texts) = self.prepare(&input);
-        let previous = input.previous_response.as_deref();
-        let mut outcome = modes::run(&job, &input.nodes, previous, &texts).await?;
+        let (job, texts) = self.prepare(&input, span);
+        let ended = self
+            .end_job::<E>(
+                &job,
+                &input.nodes,
+                input.previous_response.as_deref(),
+                &texts,
+            )
+            .await;
+        telemetry::record_totals(job.caller.synthesis_span(), &job.caller.totals());
+        job.caller.close_steps();
+        drop(texts);
+        let mut ended = ended?;
+        attach_sources(ended.response_mut(), input);
+        Ok(ended)
+    }
+
+    /// Runs `job` over `nodes` (model-visible `texts`) to its end.
+    async fn end_job<E: Ending>(
+        &self,
+        job: &Job,
+        nodes: &[Node],
+        previous: Option<&str>,
+        texts: &[Cow<'_, str>],
+    ) -> Result<E, SynthError> {
+        let mut outcome = modes::run(job, nodes, previous, texts).await?;
         let mut attempts = 0;
         loop {
             attempts += 1;
             let resume = modes::Resume::of(&outcome, self.s.mode);
-            match E::end(&job, outcome).await {
-                Ok(mut ended) => {
-                    drop(texts);
-                    attach_sources(ended.response_mut(), input);
-                    return Ok(ended);
-                }
+            match E::end(job, outcome).await {
+                Ok(ended) => return Ok(ended),
                 Err(e) => match resume {
                     Some(r)
                         if attempts <= 2 * MAX_CORRECTIONS
                             && job.absorb(&e, &r.request) == engine::Verdict::Repack =>
                     {
-                        outcome = modes::resume(&job, &input.nodes, previous, &texts, r).await?;
+                        outcome = modes::resume(job, nodes, previous, texts, r).await?;
                     }
                     _ => return Err(e),
                 },
@@ -186,7 +227,11 @@ impl Synthesizer {
     ///
     /// With citations on, each node with text is shown after its label line `[n]` (`n`
     /// its position among the nodes, from 1).
-    fn prepare<'i>(&self, input: &'i SynthesisInput) -> (Job, Vec<Cow<'i, str>>) {
+    fn prepare<'i>(
+        &self,
+        input: &'i SynthesisInput,
+        span: tracing::Span,
+    ) -> (Job, Vec<Cow<'i, str>>) {
         let texts = model_texts(&input.nodes, self.s.citations);
         let ledger = self
             .s
@@ -204,6 +249,7 @@ impl Synthesizer {
             variables,
             ledger,
             steps,
+            span,
         );
         (job, texts)
     }

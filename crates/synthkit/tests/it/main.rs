@@ -45,6 +45,7 @@ mod scheduling;
 mod sharing;
 #[cfg(feature = "openai")]
 mod smollm2;
+mod spans;
 mod splitter_props;
 mod stack;
 mod steps;

@@ -281,6 +281,7 @@ macro_rules! http_model {
                 self.config
                     .model_info(self.server.discovered_context_window)
                     .with_chat(is_chat(&self.config))
+                    .with_provider($api)
             }
 
             fn complete<'a>(
