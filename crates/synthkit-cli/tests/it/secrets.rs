@@ -114,8 +114,17 @@ fn readyz(model_port: u16) -> (u16, String, String) {
         "m",
     ]);
     let service = Service::start(cmd, Stdio::from(std::fs::File::create(&log).unwrap()));
-    let (status, body) =
-        get(&service.addr, "/readyz", Duration::from_secs(30)).expect("/readyz answered");
+    // The service checks its backend in the background: until the first check is done,
+    // /readyz says so. Ask again (bounded) until it answers with a check's outcome.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (status, body) = loop {
+        let (status, body) =
+            get(&service.addr, "/readyz", Duration::from_secs(30)).expect("/readyz answered");
+        if !body.contains("not been checked yet") || std::time::Instant::now() > deadline {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     drop(service);
     (status, body, std::fs::read_to_string(&log).unwrap())
 }
