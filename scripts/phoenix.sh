@@ -19,28 +19,11 @@ python="${PYTHON:-python3}"
 # Pinned: the tests read spans back through this version's GraphQL API.
 deps=("arize-phoenix==20.26.1")
 
+# shellcheck source=scripts/venv-lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/venv-lib.sh"
+
 install() {
-  if ! command -v "$python" >/dev/null 2>&1; then
-    echo "phoenix: $python not found" >&2
-    exit 77
-  fi
-  if [ ! -x "$venv/bin/python" ]; then
-    echo "phoenix: creating $venv" >&2
-    if ! "$python" -m venv "$venv"; then
-      echo "phoenix: cannot create a virtual environment (python3-venv missing?)" >&2
-      rm -rf "$venv"
-      exit 77
-    fi
-  fi
-  local stamp="$venv/.synthkit-deps"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
-    echo "phoenix: installing ${deps[*]} (once; a few minutes)" >&2
-    if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${deps[@]}"; then
-      echo "phoenix: pip could not install ${deps[*]}" >&2
-      exit 77
-    fi
-    echo "${deps[*]}" >"$stamp"
-  fi
+  ensure_venv phoenix "$venv" "$python" "${deps[@]}"
 }
 
 case "${1:-}" in

@@ -29,27 +29,9 @@ deps=(
   "anthropic==0.125.0"
 )
 
-if ! command -v "$python" >/dev/null 2>&1; then
-  echo "python-tests: $python not found" >&2
-  exit 77
-fi
-if [ ! -x "$venv/bin/python" ]; then
-  echo "python-tests: creating $venv" >&2
-  if ! "$python" -m venv "$venv"; then
-    echo "python-tests: cannot create a virtual environment (python3-venv missing?)" >&2
-    rm -rf "$venv"
-    exit 77
-  fi
-fi
-stamp="$venv/.synthkit-deps"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
-  echo "python-tests: installing ${deps[*]}" >&2
-  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${deps[@]}"; then
-    echo "python-tests: pip could not install the test dependencies" >&2
-    exit 77
-  fi
-  echo "${deps[*]}" > "$stamp"
-fi
+# shellcheck source=scripts/venv-lib.sh
+source "$repo/scripts/venv-lib.sh"
+ensure_venv python-tests "$venv" "$python" "${deps[@]}"
 
 # Ray for the Ray example's test (tests/test_ray_batch.py): installed apart, since it is large
 # and not every platform has a wheel. 2.60.0 has CPython 3.11 wheels; `data` brings Ray Data
