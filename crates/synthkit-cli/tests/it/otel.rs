@@ -248,7 +248,17 @@ fn check_tree(spans: &[Span], mode: &str) -> Vec<Span> {
     assert_eq!(total_calls as usize, calls.len());
     assert_eq!(root.int("synthkit.calls"), Some(calls.len() as i64));
     let mut input = 0;
+    let all_ids: Vec<&str> = root.str("synthkit.node_ids").split(',').collect();
+    let mut read: Vec<&str> = Vec::new();
     for call in &calls {
+        // Each call names the nodes its prompt held, all among the synthesis's.
+        let ids: Vec<&str> = call.str("synthkit.node_ids").split(',').collect();
+        assert_eq!(call.int("synthkit.nodes"), Some(ids.len() as i64));
+        assert!(
+            ids.iter().all(|id| all_ids.contains(id)),
+            "{ids:?} in {all_ids:?}"
+        );
+        read.extend(ids);
         assert_eq!(call.name, "text_completion extractive");
         assert_eq!(call.str("gen_ai.operation.name"), "text_completion");
         assert_eq!(call.str("gen_ai.request.model"), "extractive");
@@ -263,6 +273,10 @@ fn check_tree(spans: &[Span], mode: &str) -> Vec<Span> {
         input += call.int("gen_ai.usage.input_tokens").unwrap();
     }
     assert_eq!(root.int("synthkit.usage.input_tokens"), Some(input));
+    assert!(
+        all_ids.iter().all(|id| read.contains(id)),
+        "every node was read"
+    );
     calls
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tracing::Instrument;
 
+use super::origins::PromptNodes;
 use super::{Corrections, request_kind};
 use crate::error::SynthError;
 use crate::model::{
@@ -60,6 +61,16 @@ pub(crate) struct Caller {
     call_model: CallModel,
     /// Whether calls make spans (off for dry runs).
     spans: bool,
+    /// The ids of the synthesis's nodes, by position (call spans name the nodes their
+    /// prompt held; empty without spans).
+    node_ids: Arc<[String]>,
+}
+
+/// Where a job's call spans go: under the synthesis's span, naming the synthesis's nodes.
+pub(crate) struct SpanParent {
+    pub(crate) synthesis: tracing::Span,
+    /// The ids of the synthesis's nodes, by position.
+    pub(crate) node_ids: Arc<[String]>,
 }
 
 impl Caller {
@@ -70,17 +81,20 @@ impl Caller {
         tokenizer: crate::text::SharedTokenizer,
         on_truncation: OnTruncation,
         calibrate: bool,
-        synthesis_span: Option<tracing::Span>,
+        spans: Option<SpanParent>,
     ) -> Self {
         // No synthesis span: a dry run, whose calls make no spans either.
-        let spans = synthesis_span.is_some();
-        let synthesis_span = synthesis_span.unwrap_or_else(tracing::Span::none);
+        let (spans, synthesis_span, node_ids) = match spans {
+            Some(p) => (true, p.synthesis, p.node_ids),
+            None => (false, tracing::Span::none(), Arc::from([])),
+        };
         let call_model = CallModel::new(&model.info());
         Self {
             step_spans: StepSpans::new(synthesis_span.clone()),
             synthesis_span,
             call_model,
             spans,
+            node_ids,
             model,
             limit,
             observer,
@@ -128,11 +142,6 @@ impl Caller {
         Ok(())
     }
 
-    /// The synthesis's span.
-    pub(crate) fn synthesis_span(&self) -> &tracing::Span {
-        &self.synthesis_span
-    }
-
     /// Ends the synthesis's last step span (it closes once its calls have ended).
     pub(crate) fn close_steps(&self) {
         self.step_spans.close();
@@ -144,11 +153,20 @@ impl Caller {
             return tracing::Span::none();
         }
         let step = self.step_spans.for_call(request.step());
+        let nodes = PromptNodes::of(request);
+        let positions = match self.node_ids.is_empty() {
+            true => &[][..],
+            false => nodes.positions(),
+        };
+        let ids = positions
+            .iter()
+            .map(|&i| self.node_ids.get(i as usize).map_or("", String::as_str));
         telemetry::call_span(
             &step,
             request,
             request_kind(request).as_str(),
             &self.call_model,
+            ids,
         )
     }
 
@@ -471,6 +489,16 @@ impl CallDoor {
         request: &ModelRequest,
     ) -> Result<StructuredCompletion, SynthError> {
         self.caller.structured(request).await
+    }
+}
+
+impl Drop for Caller {
+    /// The synthesis's totals go on its span when the last call is done: after the answer,
+    /// or after a streamed answer's stream (which owns the caller) is dropped.
+    fn drop(&mut self) {
+        if self.spans {
+            telemetry::record_totals(&self.synthesis_span, &self.totals());
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{Stream, StreamExt};
 
+use super::origins::PromptNodes;
 use super::{Job, Verdict};
 use crate::error::SynthError;
 use crate::model::ModelRequest;
@@ -75,15 +76,16 @@ impl Job {
     /// order. A finished call frees its place at once, whatever the calls started before
     /// it are doing (no head-of-line blocking): the next request starts as soon as any
     /// call ends. A request the server rejects as too long is re-split under the lowered
-    /// limit at once, and its parts' answers take its place.
+    /// limit at once, and its parts' answers take its place. Each answer comes with the
+    /// nodes its prompt held.
     pub(crate) async fn call_all(
         &self,
         mut source: impl RequestSource,
-    ) -> Result<Vec<String>, SynthError> {
+    ) -> Result<Vec<(String, PromptNodes)>, SynthError> {
         let limit = self.concurrency().max(1);
         let mut running: FuturesUnordered<AbortOnDrop<(Slot, ModelRequest, CallResult)>> =
             FuturesUnordered::new();
-        let mut answers: BTreeMap<Slot, String> = BTreeMap::new();
+        let mut answers: BTreeMap<Slot, (String, PromptNodes)> = BTreeMap::new();
         // Parts of re-split requests, started before new requests.
         let mut parts: VecDeque<(Slot, ModelRequest)> = VecDeque::new();
         let mut next_index = 0;
@@ -121,7 +123,7 @@ impl Job {
             let (slot, request, result) = finished?;
             match result {
                 Ok(answer) => {
-                    answers.insert(slot, answer);
+                    answers.insert(slot, (answer, PromptNodes::of(&request)));
                 }
                 Err(e) => match self.absorb(&e, &request) {
                     Verdict::Repack => {

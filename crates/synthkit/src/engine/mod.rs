@@ -9,6 +9,7 @@
 //!   dropping a synthesis or its stream cancels its calls at once.
 //! - `filter`: structured answer filtering (a step's `{query_satisfied, answer}`).
 //! - `finish`: the final call, streamed or not, and the response.
+//! - `origins`: which nodes each prompt's context came from (for the call spans).
 //! - `settings`: a synthesizer's settings as its jobs read them.
 
 use std::collections::BTreeSet;
@@ -32,10 +33,11 @@ pub(crate) mod correction;
 pub(crate) mod fanout;
 pub(crate) mod filter;
 pub(crate) mod finish;
+pub(crate) mod origins;
 mod settings;
 
 pub use caller::CallDoor;
-pub(crate) use caller::Caller;
+pub(crate) use caller::{Caller, SpanParent};
 pub(crate) use correction::{Corrections, Verdict};
 pub(crate) use finish::{Composite, FinalHow, Outcome};
 pub(crate) use settings::Settings;
@@ -70,7 +72,7 @@ impl Job {
         variables: Vec<(String, String)>,
         ledger: Option<Arc<CitationLedger>>,
         steps: Option<Arc<StepRecorder>>,
-        span: tracing::Span,
+        spans: SpanParent,
     ) -> Self {
         let observer = match &steps {
             Some(recorder) => Some(crate::steps::with_recorder(
@@ -90,7 +92,7 @@ impl Job {
             s.budget.tokenizer().clone(),
             s.on_truncation,
             s.counter.is_none() && s.calibrate_from_usage,
-            s.spans.then_some(span),
+            s.spans.then_some(spans),
         ));
         Self {
             s,
@@ -501,7 +503,8 @@ impl Job {
             )
             .await?
         {
-            parts.push(part);
+            // A part holds some of the nodes the rejected prompt held.
+            parts.push(part.with_extension(origins::PromptNodes::of(request)));
         }
         Ok(parts)
     }

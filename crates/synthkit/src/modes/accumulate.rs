@@ -14,35 +14,37 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use super::with_content;
 use crate::engine::fanout::{AbortOnDrop, RequestSource};
 use crate::engine::finish::driven;
+use crate::engine::origins::Sourced;
 use crate::engine::{Composite, Job, Outcome, Verdict};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, StepInfo};
-use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use crate::prompt::{PromptTemplate, TemplateKind};
 use crate::text::ChunkCursor;
 
 pub(crate) fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
-    requests_for(job, ResponseMode::Accumulate, &with_content(texts))
+    requests_for(
+        job,
+        ResponseMode::Accumulate,
+        Sourced::of_nodes(texts, true),
+    )
 }
 
 pub(crate) fn run_compact(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
-    let joined = PromptBudget::join_for_packing(&with_content(texts));
-    let chunks: Vec<&str> = if joined.is_empty() {
-        Vec::new()
-    } else {
-        vec![joined.as_str()]
-    };
-    requests_for(job, ResponseMode::CompactAccumulate, &chunks)
+    requests_for(
+        job,
+        ResponseMode::CompactAccumulate,
+        Sourced::of_nodes(texts, false),
+    )
 }
 
-fn requests_for(job: &Job, mode: ResponseMode, chunks: &[&str]) -> Result<Outcome, SynthError> {
+fn requests_for(job: &Job, mode: ResponseMode, chunks: Sourced) -> Result<Outcome, SynthError> {
     if chunks.is_empty() {
         return Ok(Outcome::Text(job.s.empty_response.clone()));
     }
-    let chunks: Vec<String> = chunks.iter().map(|c| (*c).to_string()).collect();
+    let chunks = Arc::new(chunks);
     // Fail now, before any call, if the template leaves no room.
     NumberedRequests::new(job, mode, &chunks)?;
     Ok(Outcome::Composite(Box::new(Numbered { mode, chunks })))
@@ -52,15 +54,20 @@ fn requests_for(job: &Job, mode: ResponseMode, chunks: &[&str]) -> Result<Outcom
 struct Numbered {
     /// `accumulate` or `compact_accumulate`.
     mode: ResponseMode,
-    /// The texts, each split on its own.
-    chunks: Vec<String>,
+    /// The texts, each split on its own ([`Sourced::parts`]).
+    chunks: Arc<Sourced>,
 }
 
 impl Composite for Numbered {
     fn answer<'a>(self: Box<Self>, job: &'a Job) -> BoxFuture<'a, Result<String, SynthError>> {
         Box::pin(async move {
             let requests = NumberedRequests::new(job, self.mode, &self.chunks)?;
-            let answers = job.call_all(requests).await?;
+            let answers: Vec<String> = job
+                .call_all(requests)
+                .await?
+                .into_iter()
+                .map(|(answer, _)| answer)
+                .collect();
             Ok(numbered(job, &answers))
         })
     }
@@ -96,13 +103,15 @@ struct NumberedRequests<'a> {
     template: PromptTemplate,
     schema: Option<Arc<Value>>,
     size: usize,
-    chunks: std::slice::Iter<'a, String>,
+    /// Where the chunks come from (the nodes of each piece).
+    source: &'a Sourced,
+    chunks: std::vec::IntoIter<&'a str>,
     cursor: Option<ChunkCursor<'a>>,
     index: usize,
 }
 
 impl<'a> NumberedRequests<'a> {
-    fn new(job: &'a Job, mode: ResponseMode, chunks: &'a [String]) -> Result<Self, SynthError> {
+    fn new(job: &'a Job, mode: ResponseMode, source: &'a Sourced) -> Result<Self, SynthError> {
         let template = job.template(TemplateKind::Qa);
         let schema = job.s.output_schema.clone();
         let size = job.room(&template, schema.as_deref())?;
@@ -112,7 +121,8 @@ impl<'a> NumberedRequests<'a> {
             template,
             schema,
             size,
-            chunks: chunks.iter(),
+            source,
+            chunks: source.parts().into_iter(),
             cursor: None,
             index: 0,
         })
@@ -135,8 +145,9 @@ impl RequestSource for NumberedRequests<'_> {
                         self.schema.clone(),
                     )
                     .await?;
-                if let Some((request, _)) = next {
+                if let Some((request, piece)) = next {
                     self.index += 1;
+                    let request = self.source.tag(request, piece.text(cursor.text()));
                     return Ok(Some(request));
                 }
             }
@@ -184,7 +195,7 @@ struct Answer {
 fn stream_numbered(
     job: Job,
     mode: ResponseMode,
-    chunks: Vec<String>,
+    chunks: Arc<Sourced>,
 ) -> BoxStream<'static, Result<String, SynthError>> {
     // The answers, in request order; the driver sends them as it builds requests.
     let (answers_tx, answers) = tokio::sync::mpsc::unbounded_channel::<Answer>();

@@ -8,17 +8,16 @@
 use std::borrow::Cow;
 
 use super::refine;
-use super::with_content;
+use crate::engine::origins::Sourced;
 use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
-use crate::prompt::PromptBudget;
 
 pub(crate) async fn run(
     job: &Job,
     texts: &[Cow<'_, str>],
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {
-    let joined = PromptBudget::join_for_packing(&with_content(texts));
-    refine::refine_texts(job, ResponseMode::Compact, &[joined.as_str()], previous).await
+    let joined = Sourced::of_nodes(texts, false);
+    refine::refine_texts(job, ResponseMode::Compact, &joined, previous).await
 }

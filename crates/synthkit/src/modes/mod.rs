@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use crate::engine::origins::{PromptNodes, Sourced};
 use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
@@ -46,16 +47,6 @@ pub(crate) async fn run(
     }
 }
 
-/// The texts that carry content: empty and whitespace-only chunks cost no call
-/// (decision 9).
-pub(crate) fn with_content<'a>(texts: &'a [Cow<'_, str>]) -> Vec<&'a str> {
-    texts
-        .iter()
-        .map(|t| t.as_ref())
-        .filter(|t| !t.trim().is_empty())
-        .collect()
-}
-
 /// What is needed to redo a final call that the server rejected as too long.
 pub(crate) struct Resume {
     pub(crate) request: ModelRequest,
@@ -95,11 +86,14 @@ pub(crate) async fn resume(
         })
         .unwrap_or_default()
         .to_string();
+    // The context came from the nodes the rejected prompt held.
+    let held = PromptNodes::of(&r.request);
     match job.s.mode {
         mode @ (ResponseMode::Refine | ResponseMode::Compact) => {
-            refine::refine_texts(job, mode, &[context.as_str()], r.fallback).await
+            let source = Sourced::side_by_side([(context.as_str(), held)]);
+            refine::refine_texts(job, mode, &source, r.fallback).await
         }
-        ResponseMode::TreeSummarize => tree_summarize::run(job, &[Cow::Owned(context)]).await,
+        ResponseMode::TreeSummarize => tree_summarize::summarize(job, vec![(context, held)]).await,
         _ => run(job, nodes, previous, texts).await,
     }
 }

@@ -9,8 +9,8 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use super::with_content;
 use crate::engine::filter::filter_step;
+use crate::engine::origins::Sourced;
 use crate::engine::{FinalHow, Job, Outcome, Verdict};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
@@ -22,21 +22,19 @@ pub(crate) async fn run(
     texts: &[Cow<'_, str>],
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {
-    refine_texts(job, ResponseMode::Refine, &with_content(texts), previous).await
+    let source = Sourced::of_nodes(texts, true);
+    refine_texts(job, ResponseMode::Refine, &source, previous).await
 }
 
-/// The refine loop over `chunks` (each split on its own, never merged with another).
+/// The refine loop over the parts of `source` (each split on its own, never merged with
+/// another).
 pub(crate) async fn refine_texts(
     job: &Job,
     mode: ResponseMode,
-    chunks: &[&str],
+    source: &Sourced,
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {
-    let chunks: Vec<&str> = chunks
-        .iter()
-        .copied()
-        .filter(|c| !c.trim().is_empty())
-        .collect();
+    let chunks = source.parts();
     let filtering = job.s.filtering.is_on();
     let schema = if filtering {
         Some(Job::filter_schema())
@@ -94,6 +92,7 @@ pub(crate) async fn refine_texts(
                 break;
             };
             let text = piece.text(chunk);
+            let request = source.tag(request, text);
             index += 1;
             if last_text && cursor.is_done() {
                 return Ok(Outcome::Final {

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use crate::engine::origins::{PromptNodes, Sourced};
 use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
@@ -18,26 +19,22 @@ pub(crate) async fn run(
     texts: &[Cow<'_, str>],
     nodes: &[Node],
 ) -> Result<Outcome, SynthError> {
-    // The joined text and where each node's text ends in it.
-    let mut joined = String::new();
-    let mut ends: Vec<(usize, &str)> = Vec::new();
-    for (text, node) in texts.iter().zip(nodes) {
-        if text.trim().is_empty() {
-            continue;
-        }
-        if !joined.is_empty() {
-            joined.push('\n');
-        }
-        joined.push_str(text);
-        ends.push((joined.len(), node.id.as_str()));
-    }
+    // The nodes' texts joined by newlines, each knowing its node.
+    let joined = Sourced::join(
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.as_ref(), PromptNodes::one(i))),
+        "\n",
+        false,
+    );
     if joined.is_empty() {
         return Ok(Outcome::Text(job.s.empty_response.clone()));
     }
     let template = job.template(TemplateKind::Qa);
     let schema = job.s.output_schema.clone();
     let size = job.room(&template, schema.as_deref())?;
-    let mut cursor = job.budget().cursor(&joined);
+    let mut cursor = job.budget().cursor(joined.text());
     let step = StepInfo::new(ResponseMode::SimpleSummarize, Step::Qa);
     let first = job
         .next_request(
@@ -50,29 +47,24 @@ pub(crate) async fn run(
         )
         .await?;
     let (request, kept_end) = match first {
-        Some((request, c)) => (request, c.end),
+        Some((request, c)) => (joined.tag(request, c.text(joined.text())), c.end),
         None => (
             job.request(&template, &[("context_str", "")], step, schema.clone())
                 .await?,
             0,
         ),
     };
-    let rest = joined.get(kept_end..).unwrap_or_default().trim();
+    let rest = joined.text().get(kept_end..).unwrap_or_default().trim();
     let truncation = if rest.is_empty() {
         None
     } else {
         let dropped_tokens = job.budget().tokenizer().count(rest);
-        let mut start = 0;
-        let mut dropped_node_ids = Vec::new();
-        for (end, id) in &ends {
-            // A node is cut when any of its non-space text lies past the kept part.
-            let node_text = joined.get(start..*end).unwrap_or_default();
-            let node_end_trimmed = start + node_text.trim_end().len();
-            if node_end_trimmed > kept_end {
-                dropped_node_ids.push((*id).to_string());
-            }
-            start = end + 1;
-        }
+        let dropped_node_ids = joined
+            .cut_after(kept_end)
+            .positions()
+            .iter()
+            .filter_map(|&i| nodes.get(i as usize).map(|n| n.id.clone()))
+            .collect();
         let t = Truncation {
             dropped_tokens,
             dropped_node_ids,

@@ -11,14 +11,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::with_content;
 use crate::engine::fanout::{Prebuilt, RequestSource};
+use crate::engine::origins::{PromptNodes, Sourced};
 use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, StepInfo};
 use crate::observe::SynthEvent;
-use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use crate::prompt::{PromptTemplate, TemplateKind};
 use crate::text::ChunkCursor;
 
 /// More levels than any real tree needs (each level at least halves the chunks).
@@ -30,6 +30,8 @@ struct LevelRequests<'a> {
     template: &'a PromptTemplate,
     schema: Option<Arc<Value>>,
     size: usize,
+    /// The level's texts and their nodes.
+    source: &'a Sourced,
     cursor: ChunkCursor<'a>,
     level: u32,
     index: usize,
@@ -51,7 +53,8 @@ impl LevelRequests<'_> {
                 self.schema.clone(),
             )
             .await?;
-        Ok(next.map(|(request, _)| request))
+        let text = self.cursor.text();
+        Ok(next.map(|(request, piece)| self.source.tag(request, piece.text(text))))
     }
 }
 
@@ -71,10 +74,21 @@ impl RequestSource for Rest<'_, '_> {
 }
 
 pub(crate) async fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, SynthError> {
-    let mut current: Vec<String> = with_content(texts)
-        .into_iter()
-        .map(str::to_string)
+    let first = texts
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.trim().is_empty())
+        .map(|(i, t)| (t.to_string(), PromptNodes::one(i)))
         .collect();
+    summarize(job, first).await
+}
+
+/// The tree over `current`: texts with content, each with the nodes it came from.
+pub(crate) async fn summarize(
+    job: &Job,
+    mut current: Vec<(String, PromptNodes)>,
+) -> Result<Outcome, SynthError> {
+    current.retain(|(t, _)| !t.trim().is_empty());
     if current.is_empty() {
         return Ok(Outcome::Text(job.s.empty_response.clone()));
     }
@@ -86,13 +100,15 @@ pub(crate) async fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, Sy
         // Pack this level's texts into as few prompts as fit (re-measured each level, as
         // a context correction may have lowered the limit).
         let size = job.room(&template, schema.as_deref())?;
-        let joined = PromptBudget::join_for_packing(&current);
+        let joined =
+            Sourced::packing_join(current.iter().map(|(t, nodes)| (t.as_str(), nodes.clone())));
         let mut requests = LevelRequests {
             job,
             template: &template,
             schema: schema.clone(),
             size,
-            cursor: job.budget().cursor(&joined),
+            source: &joined,
+            cursor: job.budget().cursor(joined.text()),
             level,
             index: 0,
         };

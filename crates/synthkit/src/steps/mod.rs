@@ -15,12 +15,16 @@
 //! tell which nodes a call read; they are dropped when the steps are handed out.
 //!
 //! The steps are built from the same reports as any [`Observer`]'s (the CLI's `--trace`
-//! writes them): [`StepRecorder`] is such an observer.
+//! writes them): [`StepRecorder`] is such an observer. A step's node ids are the ones
+//! packing attached to its request (the same its span lists); the calls whose summaries
+//! a tree level read, and the node ids of a request made without packing, are found by
+//! locating the prompt's context.
 
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::origins::PromptNodes;
 use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::observe::{CallReport, Observer, SynthEvent};
@@ -136,6 +140,8 @@ pub fn cap_text(text: &str, max: usize) -> (&str, bool) {
 /// One recorded call with what attribution needs (dropped at the end).
 struct Recorded {
     step: SynthStep,
+    /// The nodes the prompt held, as packing knew them (positions among all nodes).
+    held: PromptNodes,
     /// The context the prompt held (`context_str` or `context_msg`), in full.
     context: Option<String>,
     /// The reply, in full (a tree level's summaries are the next level's texts).
@@ -154,6 +160,8 @@ struct Log {
 pub struct StepRecorder {
     /// The ids of the nodes with text, in order, and their model-visible text.
     nodes: Vec<(String, String)>,
+    /// The ids of all the nodes, by position.
+    ids: Vec<String>,
     log: Mutex<Log>,
 }
 
@@ -166,15 +174,19 @@ impl std::fmt::Debug for StepRecorder {
 }
 
 impl StepRecorder {
-    /// A recorder for a synthesis over `nodes`: each node's id and its text as the model
-    /// sees it (node ids are found by locating each prompt's context in these texts).
+    /// A recorder for a synthesis over `nodes`: each of the synthesis's nodes, all of
+    /// them and in their order, with its id and its text as the model sees it (a
+    /// request's nodes are named by position; a prompt made without packing is located
+    /// in these texts).
     pub fn new(nodes: Vec<(String, String)>) -> Self {
+        let ids = nodes.iter().map(|(id, _)| id.clone()).collect();
         let nodes = nodes
             .into_iter()
             .filter(|(_, t)| !t.trim().is_empty())
             .collect();
         Self {
             nodes,
+            ids,
             log: Mutex::new(Log::default()),
         }
     }
@@ -191,7 +203,18 @@ impl StepRecorder {
         let mut calls = log.calls;
         calls.sort_by_key(|c| (c.step.level, c.step.index, c.step.call));
         attribute::node_ids(&mut calls, &self.nodes);
-        let mut steps: Vec<SynthStep> = calls.into_iter().map(|c| c.step).collect();
+        let mut steps: Vec<SynthStep> = calls
+            .into_iter()
+            .map(|mut c| {
+                // Packing's own account, where the request carries it, is exact.
+                let held = c.held.positions();
+                if !held.is_empty() {
+                    let id = |&i: &u32| self.ids.get(i as usize).cloned();
+                    c.step.node_ids = held.iter().filter_map(id).collect();
+                }
+                c.step
+            })
+            .collect();
         for info in &log.corrected {
             // The re-packed call carries the rejected step's place.
             if let Some(s) = steps.iter_mut().find(|s| s.is(info)) {
@@ -216,6 +239,7 @@ impl Observer for StepRecorder {
         });
         log.calls.push(Recorded {
             step: SynthStep::from_report(call, report),
+            held: PromptNodes::of(report.request),
             context,
             reply: report.response.to_string(),
         });

@@ -186,7 +186,8 @@ impl Synthesizer {
                 &texts,
             )
             .await;
-        telemetry::record_totals(job.caller.synthesis_span(), &job.caller.totals());
+        // The totals go on the synthesis's span when the job's caller is dropped (a
+        // stream's final call is still to come).
         job.caller.close_steps();
         drop(texts);
         let mut ended = ended?;
@@ -249,7 +250,15 @@ impl Synthesizer {
             variables,
             ledger,
             steps,
-            span,
+            engine::SpanParent {
+                // Only a span that is recorded names nodes.
+                node_ids: if span.is_disabled() {
+                    Arc::from([])
+                } else {
+                    input.nodes.iter().map(|n| n.id.clone()).collect()
+                },
+                synthesis: span,
+            },
         );
         (job, texts)
     }

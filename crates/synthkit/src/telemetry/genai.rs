@@ -50,9 +50,10 @@ pub const SYNTHKIT_STEP: &str = "synthkit.step";
 pub const SYNTHKIT_LEVEL: &str = "synthkit.level";
 /// The call's position within its level or sequence.
 pub const SYNTHKIT_INDEX: &str = "synthkit.index";
-/// The nodes of the synthesis (on its span): their number.
+/// How many nodes: the synthesis's (on its span), or those whose text a call's prompt
+/// held (on the call's span).
 pub const SYNTHKIT_NODES: &str = "synthkit.nodes";
-/// The ids of the synthesis's nodes, comma-separated, at most
+/// The ids of those nodes, in order, comma-separated, at most
 /// [`super::MAX_NODE_IDS`] of them ([`SYNTHKIT_NODE_IDS_CUT`] says when there were more).
 pub const SYNTHKIT_NODE_IDS: &str = "synthkit.node_ids";
 /// Whether [`SYNTHKIT_NODE_IDS`] lists only the first nodes.

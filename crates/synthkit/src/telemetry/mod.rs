@@ -18,7 +18,10 @@
 //!   `gen_ai.request.model`, `gen_ai.request.max_tokens`, `gen_ai.usage.input_tokens`,
 //!   `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`,
 //!   `gen_ai.output.type`, and synthkit's `synthkit.index`, `synthkit.retries`,
-//!   `synthkit.truncated`, `synthkit.usage_reported`, `synthkit.counted_prompt_tokens`.
+//!   `synthkit.truncated`, `synthkit.usage_reported`, `synthkit.counted_prompt_tokens`,
+//!   and `synthkit.nodes` / `synthkit.node_ids` (at most [`MAX_NODE_IDS`]): the nodes
+//!   whose text the prompt held (above a tree's first level, the nodes under the
+//!   summaries it read; absent for a prompt with no nodes, such as generation's).
 //!
 //! A failed call or synthesis marks its span as an error (`otel.status_code = ERROR`,
 //! `error.type`, the message as the status description). Retries, context corrections
@@ -55,7 +58,7 @@ pub mod otel;
 /// on (64 KiB each; a longer text is cut at a character boundary and
 /// `synthkit.content_cut` is set).
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
-/// The most node ids the synthesis span lists.
+/// The most node ids a span lists.
 pub const MAX_NODE_IDS: usize = 100;
 
 /// `tracing-opentelemetry`'s special fields: the exported name and status.
@@ -99,15 +102,7 @@ pub(crate) fn synthesis_span(mode: ResponseMode, query: &str, nodes: &[Node]) ->
     if span.is_disabled() {
         return span;
     }
-    let ids: Vec<&str> = nodes
-        .iter()
-        .take(MAX_NODE_IDS)
-        .map(|n| n.id.as_str())
-        .collect();
-    span.record(genai::SYNTHKIT_NODE_IDS, ids.join(","));
-    if nodes.len() > MAX_NODE_IDS {
-        span.record(genai::SYNTHKIT_NODE_IDS_CUT, true);
-    }
+    record_node_ids(&span, nodes.iter().map(|n| n.id.as_str()));
     if capture_content() {
         let (query, cut) = cap(query);
         record_content(&span, genai::SYNTHKIT_QUERY, query);
@@ -116,6 +111,21 @@ pub(crate) fn synthesis_span(mode: ResponseMode, query: &str, nodes: &[Node]) ->
         }
     }
     span
+}
+
+/// Records on `span` how many nodes there are and the first [`MAX_NODE_IDS`] ids
+/// (comma-separated; `synthkit.node_ids_cut` when there are more). None: no attribute.
+fn record_node_ids<'a>(span: &tracing::Span, ids: impl ExactSizeIterator<Item = &'a str>) {
+    let n = ids.len();
+    if n == 0 {
+        return;
+    }
+    span.record(genai::SYNTHKIT_NODES, int(n));
+    let listed: Vec<&str> = ids.take(MAX_NODE_IDS).collect();
+    span.record(genai::SYNTHKIT_NODE_IDS, listed.join(","));
+    if n > MAX_NODE_IDS {
+        span.record(genai::SYNTHKIT_NODE_IDS_CUT, true);
+    }
 }
 
 /// Records a finished synthesis's totals on its span.
@@ -243,11 +253,12 @@ impl CallModel {
 /// The span of one model call under `parent` (its step span). Keeps the fields the
 /// `synthkit.call` span always had (`mode`, `step`, `level`, `index`, `kind`,
 /// `prompt_tokens`, `completion_tokens`, `duration_ms`) for log readers.
-pub(crate) fn call_span(
+pub(crate) fn call_span<'a>(
     parent: &tracing::Span,
     request: &ModelRequest,
     kind: &'static str,
     model: &CallModel,
+    node_ids: impl ExactSizeIterator<Item = &'a str>,
 ) -> tracing::Span {
     let step = request.step();
     let operation = match request.prompt {
@@ -281,6 +292,9 @@ pub(crate) fn call_span(
         { genai::SYNTHKIT_LEVEL } = i64::from(step.level),
         { genai::SYNTHKIT_INDEX } = int(step.index),
         { genai::SYNTHKIT_COUNTED_PROMPT_TOKENS } = int(request.prompt_tokens),
+        { genai::SYNTHKIT_NODES } = tracing::field::Empty,
+        { genai::SYNTHKIT_NODE_IDS } = tracing::field::Empty,
+        { genai::SYNTHKIT_NODE_IDS_CUT } = tracing::field::Empty,
         { genai::SYNTHKIT_USAGE_REPORTED } = tracing::field::Empty,
         { genai::SYNTHKIT_RETRIES } = tracing::field::Empty,
         { genai::SYNTHKIT_TRUNCATED } = tracing::field::Empty,
@@ -293,6 +307,7 @@ pub(crate) fn call_span(
         return span;
     }
     span.record(OTEL_NAME, format!("{operation} {}", model.name));
+    record_node_ids(&span, node_ids);
     if let Some(p) = &model.provider {
         span.record(genai::PROVIDER_NAME, p.as_str());
     }

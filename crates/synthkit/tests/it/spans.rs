@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use synthkit::model::{FinishReason, ModelInfo};
 use synthkit::testing::ScriptedModel;
-use synthkit::{Node, OnTruncation, ResponseMode, Synthesizer};
+use synthkit::{Node, OnTruncation, Response, ResponseMode, SynthError, Synthesizer};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -61,18 +61,26 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
 
 /// Runs `synth` over `nodes` under a recording subscriber: the result and the spans.
 fn record(synth: &Synthesizer, nodes: Vec<Node>) -> (bool, BTreeMap<u64, Seen>) {
+    let (response, spans) = record_response(synth, nodes);
+    (response.is_ok(), spans)
+}
+
+/// [`record`], with the response.
+fn record_response(
+    synth: &Synthesizer,
+    nodes: Vec<Node>,
+) -> (Result<Response, SynthError>, BTreeMap<u64, Seen>) {
     let recorder = Recorder::default();
     let subscriber = tracing_subscriber::registry().with(recorder.clone());
-    let ok = tracing::subscriber::with_default(subscriber, || {
+    let response = tracing::subscriber::with_default(subscriber, || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(synth.synthesize("How often is the mirror cleaned?", nodes))
-            .is_ok()
     });
     let spans = recorder.0.lock().unwrap().clone();
-    (ok, spans)
+    (response, spans)
 }
 
 fn nodes() -> Vec<Node> {
@@ -168,4 +176,131 @@ fn a_failed_call_marks_its_span_and_the_synthesis_as_errors() {
     assert_eq!(call.fields["otel.status_code"], "ERROR");
     assert_eq!(call.fields["synthkit.truncated"], "true");
     assert_eq!(call.fields["gen_ai.response.finish_reasons"], "length");
+}
+
+/// Each call's span names the nodes its prompt held: the same ones the response's steps
+/// find by locating each prompt's context in the nodes' texts (two independent ways), in
+/// every mode that packs nodes; a tree's upper levels name the nodes under the summaries
+/// they read, and the top call names them all.
+#[test]
+fn every_call_span_names_the_nodes_its_prompt_held() {
+    let nodes: Vec<Node> = (0..12)
+        .map(|i| {
+            let words: Vec<String> = (0..40).map(|w| format!("w{i}x{w}")).collect();
+            Node::new(format!("n{i}"), words.join(" "))
+        })
+        .collect();
+    let all: Vec<String> = nodes.iter().map(|n| n.id.clone()).collect();
+    for mode in [
+        ResponseMode::Refine,
+        ResponseMode::Compact,
+        ResponseMode::TreeSummarize,
+        ResponseMode::Accumulate,
+        ResponseMode::CompactAccumulate,
+        ResponseMode::SimpleSummarize,
+    ] {
+        let info = ModelInfo::new("m")
+            .with_context_window(700)
+            .with_num_output(40);
+        let synth = Synthesizer::builder(ScriptedModel::constant(info, "Short."))
+            .mode(mode)
+            .return_steps(true)
+            .build()
+            .unwrap();
+        let (response, spans) = record_response(&synth, nodes.clone());
+        let response = response.unwrap();
+        let steps = response.steps.clone().unwrap();
+        let calls: Vec<&Seen> = spans
+            .values()
+            .filter(|s| s.name == "synthkit.call")
+            .collect();
+        assert_eq!(calls.len(), steps.len(), "{mode:?}");
+        if mode == ResponseMode::SimpleSummarize {
+            // One call with what fits; the rest is reported as dropped.
+            let dropped = &response.truncation.as_ref().unwrap().dropped_node_ids;
+            assert!(!dropped.is_empty() && steps[0].node_ids.len() < all.len());
+            assert!(
+                steps[0]
+                    .node_ids
+                    .iter()
+                    .chain(dropped)
+                    .any(|id| id == "n11")
+            );
+        } else {
+            assert!(calls.len() > 1, "{mode:?}: the window makes several calls");
+        }
+        for step in &steps {
+            let call = calls
+                .iter()
+                .find(|c| {
+                    c.fields["synthkit.level"] == step.level.to_string()
+                        && c.fields["synthkit.index"] == step.index.to_string()
+                })
+                .unwrap_or_else(|| panic!("{mode:?}: no span for {step:?}"));
+            assert!(!step.node_ids.is_empty(), "{mode:?}: {step:?}");
+            assert_eq!(
+                call.fields["synthkit.node_ids"],
+                step.node_ids.join(","),
+                "{mode:?} level {} index {}",
+                step.level,
+                step.index
+            );
+            assert_eq!(
+                call.fields["synthkit.nodes"],
+                step.node_ids.len().to_string()
+            );
+        }
+        if mode == ResponseMode::TreeSummarize {
+            let top = steps.iter().map(|s| s.level).max().unwrap();
+            assert!(top > 0);
+            let last = steps.iter().find(|s| s.level == top).unwrap();
+            assert_eq!(last.node_ids, all, "the top call is over every node");
+        }
+    }
+}
+
+/// A streamed answer's synthesis span counts the streamed final call too: its totals are
+/// recorded when the stream is done, not when it opens.
+#[test]
+fn a_streamed_synthesis_counts_its_final_call() {
+    let synth = Synthesizer::builder(ScriptedModel::constant(ModelInfo::new("m"), "Monthly."))
+        .mode(ResponseMode::Refine)
+        .build()
+        .unwrap();
+    let recorder = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(recorder.clone());
+    let text = tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let stream = synth.stream("How often?", nodes()).await.unwrap();
+            stream.finish().await.unwrap().text
+        })
+    });
+    assert_eq!(text, "Monthly.");
+    let spans = recorder.0.lock().unwrap().clone();
+    let root = spans
+        .values()
+        .find(|s| s.name == "synthkit.synthesize")
+        .unwrap();
+    let calls: Vec<&Seen> = spans
+        .values()
+        .filter(|s| s.name == "synthkit.call")
+        .collect();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(root.fields["synthkit.calls"], "3");
+    let input: u64 = calls
+        .iter()
+        .map(|c| {
+            c.fields["gen_ai.usage.input_tokens"]
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(
+        root.fields["synthkit.usage.input_tokens"],
+        input.to_string()
+    );
 }
