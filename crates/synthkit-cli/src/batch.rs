@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_kind};
 use synthkit::{Concurrency, Observer, Response, ResponseMode};
+use synthkit_report::RunRecord;
 
 use crate::args::{FileSize, LimitArgs, ModelArgs, concurrency_for, parse_mode, parse_size};
 use crate::backend::{self, Backend, StackFlags};
@@ -433,9 +434,11 @@ fn start_line(
     reports: Option<Arc<BatchReports>>,
 ) -> Pending {
     let observer = Arc::clone(observer);
-    let prepared = request.and_then(|r| {
+    let prepared = request.and_then(|mut r| {
+        // With reports, the request keeps a recorder of its calls (for failed lines too).
+        r.report = reports.is_some();
         r.prepare(Arc::clone(&backend.model), defaults, |b| {
-            b.observer(observer).return_steps(reports.is_some())
+            b.observer(observer)
         })
         .map_err(|e| ErrorDetail {
             kind: e.kind().into(),
@@ -448,12 +451,19 @@ fn start_line(
     };
     let id_again = id.clone();
     let task = tokio::spawn(async move {
-        let query = reports.as_ref().map(|_| run.input.query.clone());
+        // What the line's report needs once the input has gone to the synthesis.
+        let report = reports
+            .zip(run.steps.clone())
+            .map(|(r, steps)| (r, steps, run.input.query.clone(), run.input.nodes.clone()));
         let outcome = run.synthesizer.synthesize_input(run.input).await;
+        let mode = run.synthesizer.mode();
         match outcome {
             Ok(mut response) => {
-                if let (Some(reports), Some(query)) = (&reports, query) {
-                    reports.write(&id, &query, &run.synthesizer, &response);
+                if let Some((reports, steps, query, _)) = report {
+                    let own = response.steps.take();
+                    response.steps = Some(own.unwrap_or_else(|| steps.take()));
+                    let record = RunRecord::from_response(&query, mode, &response);
+                    reports.write(&id, &run.synthesizer, record);
                 }
                 if !run.return_steps {
                     response.steps = None;
@@ -465,6 +475,11 @@ fn start_line(
                     kind: error_kind(&e).into(),
                     message: format!("line {number}: {e}"),
                 };
+                if let Some((reports, steps, query, nodes)) = report {
+                    let record =
+                        RunRecord::failed(&query, mode, &nodes, steps.take(), &detail.message);
+                    reports.write(&id, &run.synthesizer, record);
+                }
                 Finished::of(&id, Err(&detail))
             }
         }

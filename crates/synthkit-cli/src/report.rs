@@ -169,16 +169,10 @@ impl BatchReports {
         })
     }
 
-    /// Writes the report of line `id`; a failure is a warning (the answer still goes to
-    /// the output).
-    pub fn write(
-        &self,
-        id: &serde_json::Value,
-        query: &str,
-        synth: &synthkit::Synthesizer,
-        response: &Response,
-    ) {
-        let run = RunRecord::from_response(query, synth.mode(), response)
+    /// Writes the report of line `id`, its synthesis's `run` (answered or failed); a
+    /// failure to write is a warning (the line's result still goes to the output).
+    pub fn write(&self, id: &serde_json::Value, synth: &synthkit::Synthesizer, run: RunRecord) {
+        let run = run
             .with_model(self.backend, &self.model)
             .with_budget(BudgetRecord::of(synth.budget()));
         let path = batch_report_path(&self.dir, id);

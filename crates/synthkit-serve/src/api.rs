@@ -36,6 +36,10 @@ pub struct DeltaEvent {
 pub struct ErrorBody {
     /// What went wrong.
     pub error: ErrorDetail,
+    /// A failed synthesis asked with `"report": true`: the path of its HTML page (the
+    /// calls made before the failure), behind the same key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_url: Option<String>,
 }
 
 /// `GET /healthz` and `GET /readyz`.

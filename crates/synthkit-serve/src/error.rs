@@ -200,7 +200,32 @@ impl ApiError {
                 kind: self.kind().to_string(),
                 message: self.to_string(),
             },
+            report_url: None,
         }
+    }
+
+    /// The error's response, naming the page of the failed synthesis (`report_url`).
+    pub(crate) fn with_report(self, report_url: Option<String>) -> Response {
+        let mut body = self.body();
+        body.report_url = report_url;
+        self.respond(&body)
+    }
+
+    /// The response with `body`, and the headers the error calls for.
+    fn respond(self, body: &ErrorBody) -> Response {
+        let status = self.status();
+        let mut response = json_response(status, body);
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Unauthorized(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::Overloaded | ApiError::ShuttingDown => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            _ => {}
+        }
+        response
     }
 }
 
@@ -242,19 +267,8 @@ impl From<RequestError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let mut response = json_response(status, &self.body());
-        let headers = response.headers_mut();
-        match self {
-            ApiError::Unauthorized(_) => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            ApiError::Overloaded | ApiError::ShuttingDown => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-            }
-            _ => {}
-        }
-        response
+        let body = self.body();
+        self.respond(&body)
     }
 }
 

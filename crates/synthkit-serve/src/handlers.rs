@@ -9,6 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use synthkit::request::RequestDefaults;
+use synthkit::steps::StepRecorder;
 use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
 use tracing::Instrument;
 
@@ -28,8 +29,9 @@ pub(crate) struct Job {
     pub(crate) stream: bool,
     /// Whether the response carries its steps.
     pub(crate) return_steps: bool,
-    /// Whether an HTML report was asked for.
-    pub(crate) report: bool,
+    /// With `report`: the recorder of the calls, which the page draws (also when the
+    /// synthesis fails).
+    pub(crate) report: Option<Arc<StepRecorder>>,
 }
 
 /// `POST /v1/synthesize`. The key, the content type, the body's size and the time limit
@@ -52,20 +54,33 @@ async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>
     if job.stream {
         return crate::sse::respond(state, job);
     }
-    let query = job.report.then(|| job.input.query.clone());
-    let (synth, return_steps) = (job.synth.clone(), job.return_steps);
+    // With a report, what the page needs after the input has gone to the synthesis.
+    let report = job
+        .report
+        .clone()
+        .map(|recorder| crate::report_route::ReportOf {
+            query: job.input.query.clone(),
+            nodes: job.input.nodes.clone(),
+            synth: job.synth.clone(),
+            recorder,
+        });
+    let return_steps = job.return_steps;
     match run(&state, job).await {
-        Ok(r) => match query {
-            Some(query) => {
-                crate::report_route::answer_with_report(&state, &synth, &query, r, return_steps)
-            }
+        Ok(r) => match report {
+            Some(report) => report.answer(&state, r, return_steps),
             None => json_response(StatusCode::OK, &r),
         },
         Err(e) => {
             if matches!(e, ApiError::Synthesis(_)) {
                 tracing::warn!(error = %e, "synthesis failed");
             }
-            e.into_response()
+            match report {
+                Some(report) if matches!(e, ApiError::Synthesis(_)) => {
+                    let url = report.keep_failed(&state, &e.to_string());
+                    e.with_report(url)
+                }
+                _ => e.into_response(),
+            }
         }
     }
 }
@@ -118,7 +133,7 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
         input: run.input,
         stream: run.stream,
         return_steps: run.return_steps,
-        report: run.report,
+        report: run.steps,
     })
 }
 

@@ -1,54 +1,89 @@
 //! `"report": true` and `GET /v1/report/{id}`: the synthesis's HTML page, kept in the
 //! [`crate::reports`] store (bounded in time, count and bytes) behind the same API keys.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use synthkit::Synthesizer;
+use synthkit::steps::StepRecorder;
+use synthkit::{Node, Synthesizer};
 use synthkit_report::{BudgetRecord, RunRecord};
 
 use crate::error::{ApiError, json_response};
 use crate::reports::REPORT_PATH_PREFIX;
 use crate::state::AppState;
 
-/// The JSON answer of a synthesis asked with `"report": true`: the response with
-/// `report_url`, and `steps` only when they were asked for too.
-pub(crate) fn answer_with_report(
-    state: &AppState,
-    synth: &Synthesizer,
-    query: &str,
-    mut response: synthkit::Response,
-    return_steps: bool,
-) -> Response {
-    let model = state.inner.model.info().name;
-    let run = RunRecord::from_response(query, synth.mode(), &response)
-        .with_model("service", model)
-        .with_budget(BudgetRecord::of(synth.budget()))
-        .with_grounded(response.citations.as_ref().map(|c| !c.markers.is_empty()));
-    let page = synthkit_report::render(&run);
-    if !return_steps {
-        response.steps = None;
-    }
-    let mut body = match serde_json::to_value(&response) {
-        Ok(v) => v,
-        Err(e) => {
-            return ApiError::InvalidRequest(format!("the response could not be written: {e}"))
-                .into_response();
+/// What a synthesis asked with `"report": true` needs for its page, kept beside the
+/// synthesis (whose input it consumes).
+pub(crate) struct ReportOf {
+    pub(crate) query: String,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) synth: Synthesizer,
+    /// The calls, recorded as they finished (kept when the synthesis fails).
+    pub(crate) recorder: Arc<StepRecorder>,
+}
+
+impl ReportOf {
+    /// The JSON answer: the response with `report_url`, and `steps` only when they were
+    /// asked for too.
+    pub(crate) fn answer(
+        self,
+        state: &AppState,
+        mut response: synthkit::Response,
+        return_steps: bool,
+    ) -> Response {
+        let steps = match response.steps.take() {
+            Some(steps) => steps,
+            None => self.recorder.take(),
+        };
+        response.steps = Some(steps);
+        let run = RunRecord::from_response(&self.query, self.synth.mode(), &response)
+            .with_grounded(response.citations.as_ref().map(|c| !c.markers.is_empty()));
+        let url = self.keep(state, run);
+        if !return_steps {
+            response.steps = None;
         }
-    };
-    let url = state
-        .inner
-        .reports
-        .insert(page)
-        .map(|id| format!("{REPORT_PATH_PREFIX}{id}"));
-    if url.is_none() {
-        tracing::warn!("the report of a synthesis could not be kept (no random id, or too large)");
+        let mut body = match serde_json::to_value(&response) {
+            Ok(v) => v,
+            Err(e) => {
+                return ApiError::InvalidRequest(format!("the response could not be written: {e}"))
+                    .into_response();
+            }
+        };
+        if let Value::Object(obj) = &mut body {
+            obj.insert("report_url".into(), url.map_or(Value::Null, Value::from));
+        }
+        json_response(StatusCode::OK, &body)
     }
-    if let Value::Object(obj) = &mut body {
-        obj.insert("report_url".into(), url.map_or(Value::Null, Value::from));
+
+    /// Keeps the page of the synthesis that failed with `error`: the calls made before
+    /// it, the sources given. Its path, if it could be kept.
+    pub(crate) fn keep_failed(self, state: &AppState, error: &str) -> Option<String> {
+        let steps = self.recorder.take();
+        let run = RunRecord::failed(&self.query, self.synth.mode(), &self.nodes, steps, error);
+        self.keep(state, run)
     }
-    json_response(StatusCode::OK, &body)
+
+    /// Renders `run` with the service's model and the budget, and keeps the page.
+    fn keep(&self, state: &AppState, run: RunRecord) -> Option<String> {
+        let run = run
+            .with_model("service", state.inner.model.info().name)
+            .with_budget(BudgetRecord::of(self.synth.budget()));
+        let page = synthkit_report::render(&run);
+        let url = state
+            .inner
+            .reports
+            .insert(page)
+            .map(|id| format!("{REPORT_PATH_PREFIX}{id}"));
+        if url.is_none() {
+            tracing::warn!(
+                "the report of a synthesis could not be kept (no random id, or too large)"
+            );
+        }
+        url
+    }
 }
 
 /// `GET /v1/report/{id}`: the page, while it is kept.

@@ -40,6 +40,7 @@ use crate::model::{LanguageModel, ModelError};
 use crate::node::NodeJsonError;
 use crate::options::Concurrency;
 use crate::prompt::{PromptTemplate, TemplateKind};
+use crate::steps::StepRecorder;
 use crate::synth::{SynthesisInput, Synthesizer, SynthesizerBuilder};
 
 /// A synthesis request: the query, the retrieved nodes and how to answer.
@@ -99,8 +100,10 @@ pub struct SynthesizeRequest {
     pub return_steps: bool,
     /// The service only: keep an HTML report of this synthesis (the answer, every call, the
     /// budget, the sources) and give its address in the response's `report_url`
-    /// (`GET /v1/report/{id}`, kept for a bounded time). Not with `stream`. A batch writes
-    /// its reports with `--report-dir` instead.
+    /// (`GET /v1/report/{id}`, kept for a bounded time); a synthesis that fails gets its
+    /// page too (the calls made before the failure), named in the error's `report_url`.
+    /// Not with `stream`. A batch writes its reports with `--report-dir` instead (which
+    /// sets this for every line).
     #[serde(default)]
     pub report: bool,
 }
@@ -204,9 +207,13 @@ pub struct PreparedRequest {
     pub stream: bool,
     /// Whether the response carries its steps (asked with `return_steps`).
     pub return_steps: bool,
-    /// Whether an HTML report was asked for (`report`); the synthesizer then records the
-    /// steps the report draws.
+    /// Whether an HTML report was asked for (`report`).
     pub report: bool,
+    /// With `report`: the recorder of the synthesis's calls (an observer beside the
+    /// builder's own), which the report draws. It holds the calls made before a failure
+    /// too, so a failed synthesis still gets its page
+    /// ([`StepRecorder::take`](crate::steps::StepRecorder::take)).
+    pub steps: Option<Arc<StepRecorder>>,
 }
 
 /// Why a request cannot run.
@@ -285,7 +292,7 @@ impl SynthesizeRequest {
             .mode(mode)
             .concurrency(concurrency)
             .citations(self.citations);
-        if self.return_steps || self.report {
+        if self.return_steps {
             builder = builder.return_steps(true);
         }
         if let Some(show) = self.citation_markers {
@@ -318,14 +325,19 @@ impl SynthesizeRequest {
                 };
             }
         }
-        let synthesizer = builder.build()?;
         let nodes = crate::node::nodes_from_json(self.nodes)?;
+        let steps = self.report.then(|| Arc::new(builder.step_recorder(&nodes)));
+        if let Some(recorder) = &steps {
+            builder = builder.also_recording(Arc::clone(recorder));
+        }
+        let synthesizer = builder.build()?;
         Ok(PreparedRequest {
             synthesizer,
             input: SynthesisInput::new(self.query, nodes),
             stream: self.stream,
             return_steps: self.return_steps,
             report: self.report,
+            steps,
         })
     }
 }

@@ -200,3 +200,40 @@ fn batch_writes_one_report_per_line() {
     );
     assert!(results[1]["response"]["steps"].is_array(), "asked for");
 }
+
+/// `batch --report-dir` writes the page of a line that failed too: the failure, and the
+/// call made before it.
+#[test]
+fn batch_reports_a_failed_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(numbered("/v1/chat/completions", |n| {
+        if n == 0 {
+            let usage = json!({"prompt_tokens": 120, "completion_tokens": 5});
+            return axum::Json(chat_reply("m", "At dusk.", "stop", &usage)).into_response();
+        }
+        error_reply(400, None, "this request is refused")
+    }));
+    let line = r#"{"id": "q1", "query": "When does the dome open?", "nodes": ["The dome opens at dusk.", "Parking is behind the cafe."], "mode": "refine"}"#;
+    let input = write(dir.path(), "in.jsonl", line);
+    let reports = dir.path().join("reports");
+    let out = synthkit()
+        .arg("batch")
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("out.jsonl"))
+        .arg("--report-dir")
+        .arg(&reports)
+        .args(["--base-url", &server.base, "--model", "m"])
+        .args(["--context-window", "4096", "--retries", "1"])
+        .output()
+        .unwrap();
+    let result = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+    assert!(
+        result.contains("this request is refused"),
+        "{result} {}",
+        stderr(&out)
+    );
+    let page = std::fs::read_to_string(reports.join("q1.html")).expect("the failed line's page");
+    assert!(page.contains("The run failed") && page.contains("this request is refused"));
+    assert!(page.contains("id=\"call-1\"") && !page.contains("id=\"call-2\""));
+}

@@ -1,9 +1,15 @@
 //! `"return_steps"` and `"report": true`: the steps in the JSON, the report's address and
-//! `GET /v1/report/{id}` behind the same keys, hostile text escaped.
+//! `GET /v1/report/{id}` behind the same keys, hostile text escaped, a failed synthesis's
+//! page.
 
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
+use synthkit_serve::ServiceLimits;
+use synthkit_testkit::Server;
+use synthkit_testkit::openai::{chat_reply, error_reply};
+use synthkit_testkit::record::numbered;
 
-use crate::common::{Service, assert_error_body, nodes};
+use crate::common::{Service, assert_error_body, nodes, openai_backend};
 
 const KEY: &str = "report-key";
 
@@ -85,4 +91,49 @@ async fn steps_and_reports_on_request() {
     let (status, e) = post(&service, &streamed).await;
     assert_eq!(status, 400);
     assert_error_body(&e, "invalid_request", "leave `stream` out");
+}
+
+/// A synthesis asked with `"report": true` that fails still leaves its page: the error
+/// names it in `report_url`, and the page shows the failure and the call made before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_synthesis_keeps_its_report() {
+    let model = Server::start(numbered("/v1/chat/completions", |n| {
+        if n == 0 {
+            let usage = json!({"prompt_tokens": 120, "completion_tokens": 5});
+            return axum::Json(chat_reply(
+                "fake-model",
+                "Every six months.",
+                "stop",
+                &usage,
+            ))
+            .into_response();
+        }
+        error_reply(400, None, "this request is refused")
+    }));
+    let service = Service::start(
+        openai_backend(&model.base),
+        ServiceLimits::default(),
+        Some(KEY),
+    )
+    .await;
+    let body = json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "mode": "refine", "report": true});
+    let (status, e) = post(&service, &body).await;
+    assert!(status >= 400, "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("refused"),
+        "{e}"
+    );
+    let url = e["report_url"]
+        .as_str()
+        .expect("the failure names its page");
+    let (status, _, page) = get(&service, url, Some(KEY)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("The run failed") && page.contains("this request is refused"));
+    assert!(page.contains("id=\"call-1\"") && !page.contains("id=\"call-2\""));
+
+    // Without `report`, a failure names no page.
+    let mut plain = body.clone();
+    plain["report"] = json!(false);
+    let (_, e) = post(&service, &plain).await;
+    assert!(e.get("report_url").is_none(), "{e}");
 }

@@ -246,6 +246,12 @@ impl SynthesizerBuilder {
         super::recorder_of(nodes, &super::model_texts(nodes, self.citations))
     }
 
+    /// Tells `recorder` of everything too, beside the observer set so far.
+    pub(crate) fn also_recording(mut self, recorder: Arc<crate::steps::StepRecorder>) -> Self {
+        self.observer = Some(crate::steps::with_recorder(self.observer.take(), recorder));
+        self
+    }
+
     /// Progress and call reports.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
