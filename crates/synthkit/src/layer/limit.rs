@@ -73,10 +73,9 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// At most `n` calls in flight at once (0: no cap).
-    pub fn with_max_in_flight(mut self, n: usize) -> Self {
-        self.max_in_flight = n;
-        self
+    setters! {
+        /// At most `n` calls in flight at once (0: no cap).
+        pub fn with_max_in_flight(n: usize) => max_in_flight;
     }
 
     /// At most `rpm` requests per minute (0: no budget).

@@ -153,10 +153,9 @@ impl SharingOptions {
         self
     }
 
-    /// Sets where the response cache lives.
-    pub fn with_cache(mut self, cache: CacheLocation) -> Self {
-        self.cache = cache;
-        self
+    setters! {
+        /// Sets where the response cache lives.
+        pub fn with_cache(cache: CacheLocation) => cache;
     }
 
     /// Whether a rate budget was asked for.
