@@ -8,26 +8,27 @@
 //! debug_fields!(BpeTokenizer { name: name });   // ... .finish()
 //! ```
 //!
-//! Each field is `label: path`, the path read from `self` (`keys: inner.keys`); a
-//! trailing `..` ends with `finish_non_exhaustive`. `Debug` impls that compute what they
-//! show stay hand-written.
+//! Each field is `label: path`, the path read from `self` (`keys: inner.keys`), or
+//! `label: method()` for what a method of `self` returns; a trailing `..` ends with
+//! `finish_non_exhaustive`. `Debug` impls that compute what they show in other ways stay
+//! hand-written.
 
 /// Writes a `Debug` impl of the form described in the module's docs.
 macro_rules! debug_fields {
-    ($ty:ident { $($label:ident: $($path:ident).+),+ , .. $(,)? }) => {
+    ($ty:ident { $($label:ident: $($path:ident).+ $(($($call:tt)?))?),+ , .. $(,)? }) => {
         impl ::std::fmt::Debug for $ty {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.debug_struct(stringify!($ty))
-                    $(.field(stringify!($label), &self.$($path).+))+
+                    $(.field(stringify!($label), &self.$($path).+ $(($($call)?))?))+
                     .finish_non_exhaustive()
             }
         }
     };
-    ($ty:ident { $($label:ident: $($path:ident).+),+ $(,)? }) => {
+    ($ty:ident { $($label:ident: $($path:ident).+ $(($($call:tt)?))?),+ $(,)? }) => {
         impl ::std::fmt::Debug for $ty {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.debug_struct(stringify!($ty))
-                    $(.field(stringify!($label), &self.$($path).+))+
+                    $(.field(stringify!($label), &self.$($path).+ $(($($call)?))?))+
                     .finish()
             }
         }

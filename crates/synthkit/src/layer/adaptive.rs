@@ -93,13 +93,7 @@ pub struct AdaptiveLimit {
     freed: Arc<tokio::sync::Notify>,
 }
 
-impl fmt::Debug for AdaptiveLimit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdaptiveLimit")
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
+debug_fields!(AdaptiveLimit { stats: stats() });
 
 /// A place among the calls in flight, held by a call of an [`AdaptiveModel`]; given back
 /// when dropped.

@@ -272,14 +272,10 @@ pub struct Limiter {
     inner: Arc<Inner>,
 }
 
-impl fmt::Debug for Limiter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Limiter")
-            .field("limits", &self.inner.limits)
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
+debug_fields!(Limiter {
+    limits: inner.limits,
+    stats: stats(),
+});
 
 impl Limiter {
     /// A limiter allowing what `limits` says.
