@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -45,11 +44,7 @@ impl GatedOpenAi {
             arrived: watch::channel(0).0,
             answered: watch::channel(0).0,
         };
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/v1/models", get(models))
-            .with_state(gate.clone());
-        let server = Server::start(app);
+        let server = Server::start_openai(post(chat), get(models), gate.clone());
         Self {
             base: server.base.clone(),
             gate,

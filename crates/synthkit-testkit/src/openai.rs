@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -117,11 +116,7 @@ impl FakeOpenAi {
             config: Arc::new(Mutex::new(config)),
             record: Arc::new(Record::default()),
         };
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/v1/models", get(models))
-            .with_state(fake.clone());
-        let server = Server::start(app);
+        let server = Server::start_openai(post(chat), get(models), fake.clone());
         Self {
             base: server.base.clone(),
             fake,

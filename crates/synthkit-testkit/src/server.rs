@@ -17,6 +17,21 @@ pub struct Server {
 }
 
 impl Server {
+    /// Serves an OpenAI-like API of `chat` (`/v1/chat/completions`) and `models`
+    /// (`/v1/models`) sharing `state`, on a free loopback port.
+    pub(crate) fn start_openai<S: Clone + Send + Sync + 'static>(
+        chat: axum::routing::MethodRouter<S>,
+        models: axum::routing::MethodRouter<S>,
+        state: S,
+    ) -> Self {
+        Self::start(
+            Router::new()
+                .route("/v1/chat/completions", chat)
+                .route("/v1/models", models)
+                .with_state(state),
+        )
+    }
+
     /// Serves `app` on a free loopback port.
     pub fn start(app: Router) -> Self {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();

@@ -185,6 +185,10 @@
 //! | `testing` | no | `synthkit::testing`: scripted, replayed and fixed models for your own tests |
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
+#[macro_use]
+mod debug_fields;
+#[macro_use]
+mod setters;
 pub mod backend;
 pub mod citation;
 pub(crate) mod engine;

@@ -99,14 +99,11 @@ pub struct StreamingResponse {
     steps: Option<Arc<StepRecorder>>,
 }
 
-impl std::fmt::Debug for StreamingResponse {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamingResponse")
-            .field("text", &self.text)
-            .field("done", &self.done)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(StreamingResponse {
+    text: text,
+    done: done,
+    ..
+});
 
 impl StreamingResponse {
     pub(crate) fn new(
@@ -126,16 +123,12 @@ impl StreamingResponse {
         }
     }
 
-    /// Takes the steps from `recorder` when the stream has ended.
-    pub(crate) fn with_steps(mut self, recorder: Arc<StepRecorder>) -> Self {
-        self.steps = Some(recorder);
-        self
-    }
+    setters! {
+        /// Takes the steps from `recorder` when the stream has ended.
+        pub(crate) fn with_steps(recorder: Arc<StepRecorder>) => Some(steps);
 
-    /// Takes the citations from `slot` when the stream has ended.
-    pub(crate) fn with_citations(mut self, slot: CitationSlot) -> Self {
-        self.citations = Some(slot);
-        self
+        /// Takes the citations from `slot` when the stream has ended.
+        pub(crate) fn with_citations(slot: CitationSlot) => Some(citations);
     }
 
     /// The text received so far (all of it once the stream is drained).

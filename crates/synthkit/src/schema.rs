@@ -32,7 +32,6 @@
 //! # Ok::<(), synthkit::schema::SchemaError>(())
 //! ```
 
-use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -63,13 +62,7 @@ pub struct CompiledSchema {
     validator: Arc<jsonschema::Validator>,
 }
 
-impl fmt::Debug for CompiledSchema {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CompiledSchema")
-            .field("schema", &self.value)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(CompiledSchema { schema: value, .. });
 
 impl CompiledSchema {
     /// Whether replies are validated against the schema: true with the cargo feature

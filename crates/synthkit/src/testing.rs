@@ -61,13 +61,7 @@ pub struct ScriptedModel {
     counter: Option<SharedCounter>,
 }
 
-impl std::fmt::Debug for ScriptedModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScriptedModel")
-            .field("info", &self.info)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(ScriptedModel { info: info, .. });
 
 impl ScriptedModel {
     /// A model answering with `answer(request)`.
@@ -165,23 +159,16 @@ impl ScriptedModel {
         }
     }
 
-    /// Reports `tokens` more prompt tokens than the request's count in every usage, as a
-    /// server whose chat template adds tokens does.
-    pub fn with_prompt_overhead(mut self, tokens: u64) -> Self {
-        self.prompt_overhead = tokens;
-        self
-    }
+    setters! {
+        /// Reports `tokens` more prompt tokens than the request's count in every usage, as a
+        /// server whose chat template adds tokens does.
+        pub fn with_prompt_overhead(tokens: u64) => prompt_overhead;
 
-    /// Says that `tokenizer` counts as the model does ([`LanguageModel::tokenizer`]).
-    pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
-        self.tokenizer = Some(tokenizer);
-        self
-    }
+        /// Says that `tokenizer` counts as the model does ([`LanguageModel::tokenizer`]).
+        pub fn with_tokenizer(tokenizer: SharedTokenizer) => Some(tokenizer);
 
-    /// Gives the model an exact prompt counter ([`LanguageModel::counter`]).
-    pub fn with_counter(mut self, counter: SharedCounter) -> Self {
-        self.counter = Some(counter);
-        self
+        /// Gives the model an exact prompt counter ([`LanguageModel::counter`]).
+        pub fn with_counter(counter: SharedCounter) => Some(counter);
     }
 }
 
@@ -299,10 +286,9 @@ impl FixedModel {
         }
     }
 
-    /// Sleeps (async) this long in every call, like a remote model's latency.
-    pub fn with_latency(mut self, delay: Duration) -> Self {
-        self.delay = Some(delay);
-        self
+    setters! {
+        /// Sleeps (async) this long in every call, like a remote model's latency.
+        pub fn with_latency(delay: Duration) => Some(delay);
     }
 }
 

@@ -148,17 +148,13 @@ impl Connect {
         }
     }
 
-    /// Sets how prompts are counted.
-    pub fn counting(mut self, counting: Counting) -> Self {
-        self.counting = counting;
-        self
-    }
+    setters! {
+        /// Sets how prompts are counted.
+        pub fn counting(counting: Counting) => counting;
 
-    /// Whether to refuse the API's own server without a key (`true` by default; `false`
-    /// for a plan that makes no model call, or a caller that checked already).
-    pub fn require_key(mut self, require: bool) -> Self {
-        self.require_key = require;
-        self
+        /// Whether to refuse the API's own server without a key (`true` by default; `false`
+        /// for a plan that makes no model call, or a caller that checked already).
+        pub fn require_key(require: bool) => require_key;
     }
 
     /// Connects: the key check, the config's discovery (model, window, slots, and the

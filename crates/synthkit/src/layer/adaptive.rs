@@ -93,13 +93,7 @@ pub struct AdaptiveLimit {
     freed: Arc<tokio::sync::Notify>,
 }
 
-impl fmt::Debug for AdaptiveLimit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdaptiveLimit")
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
+debug_fields!(AdaptiveLimit { stats: stats() });
 
 /// A place among the calls in flight, held by a call of an [`AdaptiveModel`]; given back
 /// when dropped.
@@ -367,25 +361,24 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_probe_that_overloads_again_doubles_the_quiet_time() {
+        // Overloaded at 2 calls in flight of `generation`: down to 1, then a quiet time on
+        // the clock; `rounds` successes later the limit is still 1 (`why`).
+        async fn overloaded_then_quiet(
+            limit: &AdaptiveLimit,
+            generation: u64,
+            rounds: usize,
+            why: &str,
+        ) {
+            limit.overloaded(generation, 2, &overload());
+            assert_eq!(limit.stats().limit, 1);
+            tokio::time::advance(RECOVERY_QUIET).await;
+            assert_eq!(succeed(limit, rounds), 1, "{why}");
+        }
         let limit = AdaptiveLimit::new(4);
-        limit.overloaded(0, 2, &overload());
-        assert_eq!(limit.stats().limit, 1);
-        tokio::time::advance(RECOVERY_QUIET).await;
-        assert_eq!(
-            succeed(&limit, 3),
-            1,
-            "the time alone is not quiet: rounds too"
-        );
+        overloaded_then_quiet(&limit, 0, 3, "the time alone is not quiet: rounds too").await;
         limit.succeeded();
         assert_eq!(limit.stats().limit, 2, "probing 2 again");
-        limit.overloaded(1, 2, &overload());
-        assert_eq!(limit.stats().limit, 1);
-        tokio::time::advance(RECOVERY_QUIET).await;
-        assert_eq!(
-            succeed(&limit, 4),
-            1,
-            "the probe failed: wait twice as long"
-        );
+        overloaded_then_quiet(&limit, 1, 4, "the probe failed: wait twice as long").await;
         tokio::time::advance(RECOVERY_QUIET).await;
         limit.succeeded();
         assert_eq!(limit.stats().limit, 2);

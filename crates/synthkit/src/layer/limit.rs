@@ -73,10 +73,9 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// At most `n` calls in flight at once (0: no cap).
-    pub fn with_max_in_flight(mut self, n: usize) -> Self {
-        self.max_in_flight = n;
-        self
+    setters! {
+        /// At most `n` calls in flight at once (0: no cap).
+        pub fn with_max_in_flight(n: usize) => max_in_flight;
     }
 
     /// At most `rpm` requests per minute (0: no budget).
@@ -273,14 +272,10 @@ pub struct Limiter {
     inner: Arc<Inner>,
 }
 
-impl fmt::Debug for Limiter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Limiter")
-            .field("limits", &self.inner.limits)
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
+debug_fields!(Limiter {
+    limits: inner.limits,
+    stats: stats(),
+});
 
 impl Limiter {
     /// A limiter allowing what `limits` says.

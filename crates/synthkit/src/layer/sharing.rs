@@ -153,10 +153,9 @@ impl SharingOptions {
         self
     }
 
-    /// Sets where the response cache lives.
-    pub fn with_cache(mut self, cache: CacheLocation) -> Self {
-        self.cache = cache;
-        self
+    setters! {
+        /// Sets where the response cache lives.
+        pub fn with_cache(cache: CacheLocation) => cache;
     }
 
     /// Whether a rate budget was asked for.
@@ -287,15 +286,11 @@ pub struct Sharing {
     cache_kind: &'static str,
 }
 
-impl fmt::Debug for Sharing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sharing")
-            .field("rates", &self.rates)
-            .field("budget", &self.budget_kind())
-            .field("cache", &self.cache_kind)
-            .finish()
-    }
-}
+debug_fields!(Sharing {
+    rates: rates,
+    budget: budget_kind(),
+    cache: cache_kind
+});
 
 impl Sharing {
     /// `builder` with the budget (shared, or the in-process rates) and the cache, whose

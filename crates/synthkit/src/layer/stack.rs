@@ -113,18 +113,14 @@ impl fmt::Debug for StackBuilder {
 }
 
 impl StackBuilder {
-    /// Caps the calls in flight at the backend (0: no cap; default
-    /// [`ModelStack::DEFAULT_MAX_IN_FLIGHT`]).
-    pub fn max_in_flight(mut self, n: usize) -> Self {
-        self.max_in_flight = n;
-        self
-    }
+    setters! {
+        /// Caps the calls in flight at the backend (0: no cap; default
+        /// [`ModelStack::DEFAULT_MAX_IN_FLIGHT`]).
+        pub fn max_in_flight(n: usize) => max_in_flight;
 
-    /// The number of requests the server runs at once, when it says (llama.cpp's
-    /// `/props`): the calls in flight never exceed it.
-    pub fn server_slots(mut self, slots: Option<usize>) -> Self {
-        self.server_slots = slots;
-        self
+        /// The number of requests the server runs at once, when it says (llama.cpp's
+        /// `/props`): the calls in flight never exceed it.
+        pub fn server_slots(slots: Option<usize>) => server_slots;
     }
 
     /// A requests-per-minute and a tokens-per-minute budget for this process (0: none).
@@ -148,11 +144,10 @@ impl StackBuilder {
         self
     }
 
-    /// The retry policy (default [`RetryPolicy::default`]; [`RetryPolicy::none`] sends
-    /// each call once).
-    pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
+    setters! {
+        /// The retry policy (default [`RetryPolicy::default`]; [`RetryPolicy::none`] sends
+        /// each call once).
+        pub fn retry(policy: RetryPolicy) => retry;
     }
 
     /// A response cache, with what the backend's replies depend on.

@@ -1,7 +1,6 @@
 //! [`Extensions`]: typed values a caller attaches to a request.
 
 use std::any::{Any, TypeId};
-use std::fmt;
 use std::sync::Arc;
 
 /// Typed values attached to a [`super::ModelRequest`], at most one of each type (a small
@@ -39,10 +38,7 @@ impl Extensions {
     }
 }
 
-impl fmt::Debug for Extensions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Extensions")
-            .field("len", &self.items.len())
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(Extensions {
+    len: items.len(),
+    ..
+});

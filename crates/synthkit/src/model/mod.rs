@@ -66,34 +66,21 @@ impl ModelInfo {
         }
     }
 
-    /// Sets the context window.
-    pub fn with_context_window(mut self, tokens: usize) -> Self {
-        self.context_window = tokens;
-        self
-    }
+    setters! {
+        /// Sets the context window.
+        pub fn with_context_window(tokens: usize) => context_window;
 
-    /// Sets the output reserve.
-    pub fn with_num_output(mut self, tokens: usize) -> Self {
-        self.num_output = tokens;
-        self
-    }
+        /// Sets the output reserve.
+        pub fn with_num_output(tokens: usize) => num_output;
 
-    /// Marks the model as a chat model.
-    pub fn with_chat(mut self, is_chat: bool) -> Self {
-        self.is_chat = is_chat;
-        self
-    }
+        /// Marks the model as a chat model.
+        pub fn with_chat(is_chat: bool) => is_chat;
 
-    /// Sets the system prompt.
-    pub fn with_system_prompt(mut self, prompt: Option<String>) -> Self {
-        self.system_prompt = prompt;
-        self
-    }
+        /// Sets the system prompt.
+        pub fn with_system_prompt(prompt: Option<String>) => system_prompt;
 
-    /// Sets who serves the model (`gen_ai.provider.name` on spans).
-    pub fn with_provider(mut self, provider: impl Into<String>) -> Self {
-        self.provider = Some(provider.into());
-        self
+        /// Sets who serves the model (`gen_ai.provider.name` on spans).
+        pub fn with_provider(provider: impl Into<String>) => Some(provider);
     }
 }
 
@@ -177,22 +164,15 @@ impl ModelRequest {
         }
     }
 
-    /// Sets the JSON schema the reply must follow.
-    pub fn with_schema(mut self, schema: Option<Arc<Value>>) -> Self {
-        self.schema = schema;
-        self
-    }
+    setters! {
+        /// Sets the JSON schema the reply must follow.
+        pub fn with_schema(schema: Option<Arc<Value>>) => schema;
 
-    /// Sets the most tokens the reply may have.
-    pub fn with_max_tokens(mut self, tokens: usize) -> Self {
-        self.max_tokens = tokens;
-        self
-    }
+        /// Sets the most tokens the reply may have.
+        pub fn with_max_tokens(tokens: usize) => max_tokens;
 
-    /// Sets the prompt's token count.
-    pub fn with_prompt_tokens(mut self, tokens: usize) -> Self {
-        self.prompt_tokens = tokens;
-        self
+        /// Sets the prompt's token count.
+        pub fn with_prompt_tokens(tokens: usize) => prompt_tokens;
     }
 
     /// Attaches a typed value (replacing one of the same type).
@@ -249,25 +229,21 @@ impl Completion {
         }
     }
 
-    /// The same reply with the usage the model reports (the struct is `non_exhaustive`, so
-    /// backends outside this crate build it with these methods).
-    ///
-    /// ```
-    /// use synthkit::model::{Completion, FinishReason, Usage};
-    /// let c = Completion::text("Every six months.")
-    ///     .with_usage(Usage { prompt_tokens: 120, completion_tokens: 4 })
-    ///     .with_finish_reason(FinishReason::Stop);
-    /// assert_eq!(c.usage.map(|u| u.total()), Some(124));
-    /// ```
-    pub fn with_usage(mut self, usage: Usage) -> Self {
-        self.usage = Some(usage);
-        self
-    }
+    setters! {
+        /// The same reply with the usage the model reports (the struct is `non_exhaustive`, so
+        /// backends outside this crate build it with these methods).
+        ///
+        /// ```
+        /// use synthkit::model::{Completion, FinishReason, Usage};
+        /// let c = Completion::text("Every six months.")
+        ///     .with_usage(Usage { prompt_tokens: 120, completion_tokens: 4 })
+        ///     .with_finish_reason(FinishReason::Stop);
+        /// assert_eq!(c.usage.map(|u| u.total()), Some(124));
+        /// ```
+        pub fn with_usage(usage: Usage) => Some(usage);
 
-    /// The same reply with the reason the model stopped.
-    pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
-        self.finish_reason = Some(reason);
-        self
+        /// The same reply with the reason the model stopped.
+        pub fn with_finish_reason(reason: FinishReason) => Some(finish_reason);
     }
 }
 

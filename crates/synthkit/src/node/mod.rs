@@ -70,10 +70,9 @@ impl Node {
         self
     }
 
-    /// Sets the relevance score.
-    pub fn with_score(mut self, score: f64) -> Self {
-        self.score = Some(score);
-        self
+    setters! {
+        /// Sets the relevance score.
+        pub fn with_score(score: f64) => Some(score);
     }
 
     /// The metadata lines the model sees (`key: value`, joined by newlines).

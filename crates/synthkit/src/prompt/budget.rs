@@ -194,16 +194,12 @@ impl PromptBudget {
         Ok(self)
     }
 
-    /// Caps every chunk at this many tokens.
-    pub fn with_chunk_size_limit(mut self, limit: Option<usize>) -> Self {
-        self.chunk_size_limit = limit;
-        self
-    }
+    setters! {
+        /// Caps every chunk at this many tokens.
+        pub fn with_chunk_size_limit(limit: Option<usize>) => chunk_size_limit;
 
-    /// Sets the word separator used when splitting.
-    pub fn with_separator(mut self, separator: impl Into<String>) -> Self {
-        self.separator = separator.into();
-        self
+        /// Sets the word separator used when splitting.
+        pub fn with_separator(separator: impl Into<String>) => separator;
     }
 
     /// Sets the tokenizer that counts prompts and chunks. A synthesizer built with this
@@ -219,10 +215,9 @@ impl PromptBudget {
         self.explicit_tokenizer
     }
 
-    /// The model's tokenizer, where none was set explicitly.
-    pub(crate) fn with_model_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
-        self.tokenizer = tokenizer;
-        self
+    setters! {
+        /// The model's tokenizer, where none was set explicitly.
+        pub(crate) fn with_model_tokenizer(tokenizer: SharedTokenizer) => tokenizer;
     }
 
     /// The context window.

@@ -216,10 +216,9 @@ impl PromptTemplate {
         self.kind
     }
 
-    /// The same template with another kind.
-    pub fn with_kind(mut self, kind: TemplateKind) -> Self {
-        self.kind = kind;
-        self
+    setters! {
+        /// The same template with another kind.
+        pub fn with_kind(kind: TemplateKind) => kind;
     }
 
     /// Whether this is a chat template.

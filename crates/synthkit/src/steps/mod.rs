@@ -165,13 +165,10 @@ pub struct StepRecorder {
     log: Mutex<Log>,
 }
 
-impl std::fmt::Debug for StepRecorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepRecorder")
-            .field("nodes", &self.nodes.len())
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(StepRecorder {
+    nodes: nodes.len(),
+    ..
+});
 
 impl StepRecorder {
     /// A recorder for a synthesis over `nodes`: each of the synthesis's nodes, all of

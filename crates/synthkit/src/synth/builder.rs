@@ -114,15 +114,12 @@ impl SynthesizerBuilder {
         }
     }
 
-    /// The response mode (default `compact`).
-    pub fn mode(mut self, mode: ResponseMode) -> Self {
-        self.mode = mode;
-        self
-    }
-    /// All four templates at once.
-    pub fn templates(mut self, templates: Templates) -> Self {
-        self.templates = Some(templates);
-        self
+    setters! {
+        /// The response mode (default `compact`).
+        pub fn mode(mode: ResponseMode) => mode;
+
+        /// All four templates at once.
+        pub fn templates(templates: Templates) => Some(templates);
     }
     /// The question-answering template.
     pub fn qa_template(self, t: PromptTemplate) -> Self {
@@ -144,73 +141,62 @@ impl SynthesizerBuilder {
         self.overrides.push(t);
         self
     }
-    /// The prompt budget (default: from the model's window and output reserve). A budget
-    /// whose tokenizer was not set explicitly counts with the model's tokenizer.
-    pub fn budget(mut self, budget: PromptBudget) -> Self {
-        self.budget = Some(budget);
-        self
-    }
-    /// Caps every prompt at `limit` tokens, below the window (LangChain's `token_max`): the
-    /// modes pack less into each call and make more calls. Applies to the budget given to
-    /// [`SynthesizerBuilder::budget`] too; see [`PromptBudget::with_max_prompt_tokens`].
-    /// `build` fails on 0.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), synthkit::SynthError> {
-    /// use std::sync::Arc;
-    /// use synthkit::{Node, Synthesizer, model::ModelInfo, testing::ScriptedModel};
-    /// let info = ModelInfo::new("m").with_context_window(8192).with_num_output(256);
-    /// let nodes: Vec<Node> = (0..4).map(|i| Node::new(format!("n{i}"), "word ".repeat(300))).collect();
-    /// // The whole window: the four chunks fit one prompt.
-    /// let model = Arc::new(ScriptedModel::constant(info.clone(), "ok"));
-    /// Synthesizer::builder(model.clone()).build()?.synthesize("q", nodes.clone()).await?;
-    /// assert_eq!(model.requests().len(), 1);
-    /// // At most 800 tokens a prompt: several smaller calls.
-    /// let model = Arc::new(ScriptedModel::constant(info, "ok"));
-    /// let synth = Synthesizer::builder(model.clone()).max_prompt_tokens(800).build()?;
-    /// assert_eq!(synth.budget().max_prompt_tokens(), 800);
-    /// synth.synthesize("q", nodes).await?;
-    /// assert!(model.requests().len() > 1);
-    /// # Ok(()) }
-    /// ```
-    pub fn max_prompt_tokens(mut self, limit: usize) -> Self {
-        self.max_prompt_tokens = Some(limit);
-        self
-    }
-    /// Structured answer filtering (refine and compact; default off).
-    pub fn answer_filtering(mut self, filtering: AnswerFiltering) -> Self {
-        self.filtering = filtering;
-        self
-    }
-    /// A JSON schema the final answer must follow; see [`SynthesizerBuilder::output_type`].
-    pub fn output_schema(mut self, schema: Value) -> Self {
-        self.output_schema = Some(schema);
-        self
+    setters! {
+        /// The prompt budget (default: from the model's window and output reserve). A budget
+        /// whose tokenizer was not set explicitly counts with the model's tokenizer.
+        pub fn budget(budget: PromptBudget) => Some(budget);
+
+        /// Caps every prompt at `limit` tokens, below the window (LangChain's `token_max`): the
+        /// modes pack less into each call and make more calls. Applies to the budget given to
+        /// [`SynthesizerBuilder::budget`] too; see [`PromptBudget::with_max_prompt_tokens`].
+        /// `build` fails on 0.
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), synthkit::SynthError> {
+        /// use std::sync::Arc;
+        /// use synthkit::{Node, Synthesizer, model::ModelInfo, testing::ScriptedModel};
+        /// let info = ModelInfo::new("m").with_context_window(8192).with_num_output(256);
+        /// let nodes: Vec<Node> = (0..4).map(|i| Node::new(format!("n{i}"), "word ".repeat(300))).collect();
+        /// // The whole window: the four chunks fit one prompt.
+        /// let model = Arc::new(ScriptedModel::constant(info.clone(), "ok"));
+        /// Synthesizer::builder(model.clone()).build()?.synthesize("q", nodes.clone()).await?;
+        /// assert_eq!(model.requests().len(), 1);
+        /// // At most 800 tokens a prompt: several smaller calls.
+        /// let model = Arc::new(ScriptedModel::constant(info, "ok"));
+        /// let synth = Synthesizer::builder(model.clone()).max_prompt_tokens(800).build()?;
+        /// assert_eq!(synth.budget().max_prompt_tokens(), 800);
+        /// synth.synthesize("q", nodes).await?;
+        /// assert!(model.requests().len() > 1);
+        /// # Ok(()) }
+        /// ```
+        pub fn max_prompt_tokens(limit: usize) => Some(max_prompt_tokens);
+
+        /// Structured answer filtering (refine and compact; default off).
+        pub fn answer_filtering(filtering: AnswerFiltering) => filtering;
+
+        /// A JSON schema the final answer must follow; see [`SynthesizerBuilder::output_type`].
+        pub fn output_schema(schema: Value) => Some(output_schema);
     }
     /// The final answer is a `T`, described to the model by `T`'s JSON schema.
     pub fn output_type<T: schemars::JsonSchema>(self) -> Self {
         let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
         self.output_schema(schema)
     }
-    /// Calls in flight at once for tree levels and accumulate (default 8).
-    pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
-        self.concurrency = concurrency;
-        self
+    setters! {
+        /// Calls in flight at once for tree levels and accumulate (default 8).
+        pub fn concurrency(concurrency: Concurrency) => concurrency;
     }
     /// An extra template variable passed to every call.
     pub fn variable(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.variables.push((name.into(), value.into()));
         self
     }
-    /// The text of an empty response (default `Empty Response`).
-    pub fn empty_response(mut self, text: impl Into<String>) -> Self {
-        self.empty_response = text.into();
-        self
-    }
-    /// The separator between accumulated answers.
-    pub fn accumulate_separator(mut self, sep: impl Into<String>) -> Self {
-        self.separator = sep.into();
-        self
+    setters! {
+        /// The text of an empty response (default `Empty Response`).
+        pub fn empty_response(text: impl Into<String>) => empty_response;
+
+        /// The separator between accumulated answers.
+        pub fn accumulate_separator(sep: impl Into<String>) => separator;
     }
     /// A [`StepRecorder`](crate::steps::StepRecorder) for a synthesis of `nodes` by the
     /// synthesizer this builder makes (set [`SynthesizerBuilder::citations`] first: it
@@ -252,10 +238,9 @@ impl SynthesizerBuilder {
         self
     }
 
-    /// Progress and call reports.
-    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = Some(observer);
-        self
+    setters! {
+        /// Progress and call reports.
+        pub fn observer(observer: Arc<dyn Observer>) => Some(observer);
     }
     /// A system prompt in place of the model's.
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
@@ -267,56 +252,41 @@ impl SynthesizerBuilder {
         self.system_prompt = SystemPrompt::Without;
         self
     }
-    /// Whether to learn the server's prompt counting from the first reply's usage when the
-    /// model has no exact counter (default on). The first call of a synthesis then goes
-    /// alone: the prompt limit is lowered by what the server counted beyond ours (a chat
-    /// template's tokens) plus a margin, before anything else is packed, so every run of
-    /// the same job packs the same prompts. Turn it off when your local counts are known
-    /// to be exact and the first call's latency matters.
-    pub fn calibrate_from_usage(mut self, on: bool) -> Self {
-        self.calibrate_from_usage = on;
-        self
-    }
-    /// Numbered sources and `[n]` citations (default off): each node's text reaches the
-    /// model after a label line `[n]`, the model is asked to cite what it uses, and the
-    /// answer's markers are checked, renumbered and mapped to node ids in
-    /// [`crate::Response::citations`]. See [`crate::citation`]. Text answers only: it
-    /// cannot be combined with an output schema.
-    pub fn citations(mut self, on: bool) -> Self {
-        self.citations = on;
-        self
-    }
+    setters! {
+        /// Whether to learn the server's prompt counting from the first reply's usage when the
+        /// model has no exact counter (default on). The first call of a synthesis then goes
+        /// alone: the prompt limit is lowered by what the server counted beyond ours (a chat
+        /// template's tokens) plus a margin, before anything else is packed, so every run of
+        /// the same job packs the same prompts. Turn it off when your local counts are known
+        /// to be exact and the first call's latency matters.
+        pub fn calibrate_from_usage(on: bool) => calibrate_from_usage;
 
-    /// Whether the final answer keeps its `[n]` markers (default true). With `false` and
-    /// citations on, markers are checked and then removed from the answer, and
-    /// [`crate::Response::citations`] still says which nodes the answer used: for
-    /// listing the sources an answer drew on without showing markers.
-    pub fn citation_markers(mut self, show: bool) -> Self {
-        self.citation_markers = show;
-        self
-    }
+        /// Numbered sources and `[n]` citations (default off): each node's text reaches the
+        /// model after a label line `[n]`, the model is asked to cite what it uses, and the
+        /// answer's markers are checked, renumbered and mapped to node ids in
+        /// [`crate::Response::citations`]. See [`crate::citation`]. Text answers only: it
+        /// cannot be combined with an output schema.
+        pub fn citations(on: bool) => citations;
 
-    /// Whether the response carries the synthesis's steps (default off): one
-    /// [`crate::steps::SynthStep`] per model call in [`crate::Response::steps`], with its
-    /// step, level, index, node ids, tokens, time and reply (each reply capped at
-    /// [`crate::steps::MAX_STEP_REPLY_BYTES`]). See [`crate::steps`].
-    pub fn return_steps(mut self, on: bool) -> Self {
-        self.return_steps = on;
-        self
-    }
+        /// Whether the final answer keeps its `[n]` markers (default true). With `false` and
+        /// citations on, markers are checked and then removed from the answer, and
+        /// [`crate::Response::citations`] still says which nodes the answer used: for
+        /// listing the sources an answer drew on without showing markers.
+        pub fn citation_markers(show: bool) => citation_markers;
 
-    /// Whether the synthesis makes its `tracing` spans ([`crate::telemetry`]; default on).
-    /// A dry run against a model that answers at once (the CLI's `--plan` and its
-    /// progress estimate) turns them off, so no trace shows calls that were never made.
-    pub fn spans(mut self, on: bool) -> Self {
-        self.spans = on;
-        self
-    }
+        /// Whether the response carries the synthesis's steps (default off): one
+        /// [`crate::steps::SynthStep`] per model call in [`crate::Response::steps`], with its
+        /// step, level, index, node ids, tokens, time and reply (each reply capped at
+        /// [`crate::steps::MAX_STEP_REPLY_BYTES`]). See [`crate::steps`].
+        pub fn return_steps(on: bool) => return_steps;
 
-    /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
-    pub fn on_truncation(mut self, policy: OnTruncation) -> Self {
-        self.on_truncation = policy;
-        self
+        /// Whether the synthesis makes its `tracing` spans ([`crate::telemetry`]; default on).
+        /// A dry run against a model that answers at once (the CLI's `--plan` and its
+        /// progress estimate) turns them off, so no trace shows calls that were never made.
+        pub fn spans(on: bool) => spans;
+
+        /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
+        pub fn on_truncation(policy: OnTruncation) => on_truncation;
     }
 
     /// Checks the options and builds the synthesizer.

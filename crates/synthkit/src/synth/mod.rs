@@ -22,7 +22,6 @@
 //! file per mode; the private `engine` packs, counts, runs and corrects.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -89,16 +88,13 @@ pub struct Synthesizer {
     s: Arc<engine::Settings>,
 }
 
-impl fmt::Debug for Synthesizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Synthesizer")
-            .field("mode", &self.s.mode)
-            .field("budget", &self.s.budget)
-            .field("filtering", &self.s.filtering)
-            .field("concurrency", &self.s.concurrency)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(Synthesizer {
+    mode: s.mode,
+    budget: s.budget,
+    filtering: s.filtering,
+    concurrency: s.concurrency,
+    ..,
+});
 
 impl Synthesizer {
     /// Starts building a synthesizer for `model`: any [`LanguageModel`], owned or shared

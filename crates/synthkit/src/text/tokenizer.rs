@@ -88,13 +88,7 @@ fn piece_key(id: u8, piece: &[u8]) -> Option<u128> {
     Some(u128::from_le_bytes(bytes))
 }
 
-impl fmt::Debug for BpeTokenizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BpeTokenizer")
-            .field("name", &self.name)
-            .finish()
-    }
-}
+debug_fields!(BpeTokenizer { name: name });
 
 impl BpeTokenizer {
     /// `cl100k_base` (GPT-3.5/GPT-4), the default, as in the reference.

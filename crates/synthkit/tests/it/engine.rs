@@ -4,13 +4,11 @@
 //! model knows.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 use synthkit::testing::WordTokenizer;
 
 use axum::Router;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -192,17 +190,7 @@ fn word_server(
     Router::new()
         .route(
             "/tokenize",
-            post(move |body: axum::Json<Value>| {
-                let calls = tokenize_calls.clone();
-                async move {
-                    if calls.fetch_add(1, Ordering::SeqCst) >= fail_after {
-                        return (StatusCode::INTERNAL_SERVER_ERROR, "tokenizer down").into_response();
-                    }
-                    let text = body["content"].as_str().unwrap_or_default();
-                    let tokens: Vec<u32> = (0..words(text) as u32).collect();
-                    axum::Json(json!({"tokens": tokens})).into_response()
-                }
-            }),
+            crate::common::tokenize::llama_tokenize(tokenize_calls, fail_after),
         )
         .route(
             "/v1/completions",

@@ -127,7 +127,9 @@ impl Served {
     /// Once the client has given up, the server's body is dropped: what it had sent by
     /// then is far below the 100 MB, and it never finished. (Awaited, not blocked on: the
     /// client's connection task runs on the test's runtime and must close the socket.)
-    async fn assert_not_buffered(&mut self) -> u64 {
+    /// Waits until the server saw the client stop reading, checks it had not sent it all,
+    /// and prints `what` with the bytes it had sent.
+    async fn assert_not_buffered(&mut self, what: &str) {
         let sent = tokio::time::timeout(DROP_DEADLINE, self.dropped.recv())
             .await
             .expect("the server went on sending after the client gave up")
@@ -137,7 +139,7 @@ impl Served {
             sent < MAX_SENT,
             "the server sent {sent} bytes before the client stopped reading"
         );
-        sent
+        eprintln!("{what}: the server had sent {sent} bytes");
     }
 }
 
@@ -209,6 +211,14 @@ fn request() -> ModelRequest {
     synthkit::testing::qa_request(RenderedPrompt::Text("Say hi".into()), 10, 16, None)
 }
 
+/// A stream's last item is the cap's error ([`assert_refused`]).
+fn assert_ends_refused(last: Option<Result<StreamEvent, ModelError>>) {
+    match last {
+        Some(Err(e)) => assert_refused(&e),
+        other => panic!("expected the cap's error, got {other:?}"),
+    }
+}
+
 /// The error is the cap's, says so, and is not retried.
 fn assert_refused(e: &ModelError) {
     assert!(
@@ -228,14 +238,13 @@ fn assert_refused(e: &ModelError) {
 #[tokio::test]
 async fn a_plain_reply_over_the_cap_is_refused_without_reading_it_all() {
     for (shape, name) in [
-        (Shape::Plain, "plain"),
-        (Shape::PlainWithLength, "content-length"),
+        (Shape::Plain, "plain: refused"),
+        (Shape::PlainWithLength, "content-length: refused"),
     ] {
         let mut served = serve(shape);
         let e = served.model.complete(&request()).await.unwrap_err();
         assert_refused(&e);
-        let sent = served.assert_not_buffered().await;
-        eprintln!("{name}: refused after the server had sent {sent} bytes");
+        served.assert_not_buffered(name).await;
     }
 }
 
@@ -256,27 +265,20 @@ async fn a_stream_of_events_over_the_cap_is_cut_with_the_caps_error() {
     }
     // The deltas before the cap came through; the stream then ends with the error.
     assert!(delta_bytes > 0 && delta_bytes <= CAP, "{delta_bytes}");
-    match last {
-        Some(Err(e)) => assert_refused(&e),
-        other => panic!("expected the cap's error, got {other:?}"),
-    }
+    assert_ends_refused(last);
     assert!(stream.next().await.is_none());
     drop(stream);
-    let sent = served.assert_not_buffered().await;
-    eprintln!("events: refused after {delta_bytes} delta bytes; the server had sent {sent}");
+    let what = format!("events: refused after {delta_bytes} delta bytes");
+    served.assert_not_buffered(&what).await;
 }
 
 #[tokio::test]
 async fn one_sse_line_without_end_is_cut_with_the_caps_error() {
     let mut served = serve(Shape::OneLine);
     let mut stream = served.model.stream(&request()).await.unwrap();
-    match stream.next().await {
-        Some(Err(e)) => assert_refused(&e),
-        other => panic!("expected the cap's error, got {other:?}"),
-    }
+    assert_ends_refused(stream.next().await);
     drop(stream);
-    let sent = served.assert_not_buffered().await;
-    eprintln!("one line: refused after the server had sent {sent} bytes");
+    served.assert_not_buffered("one line: refused").await;
 }
 
 #[tokio::test]
@@ -290,16 +292,14 @@ async fn an_error_body_is_read_only_in_part() {
         }
         other => panic!("{other:?}"),
     }
-    let sent = served.assert_not_buffered().await;
-    eprintln!("error body: the server had sent {sent} bytes");
+    served.assert_not_buffered("error body").await;
 }
 
 #[tokio::test]
 async fn discovery_ignores_an_answer_over_the_cap() {
     let mut served = serve(Shape::Plain);
     assert_eq!(served.model.discover().await, None);
-    let sent = served.assert_not_buffered().await;
-    eprintln!("discovery: the server had sent {sent} bytes");
+    served.assert_not_buffered("discovery").await;
 }
 
 /// The cap is exact: a reply of exactly the cap is read, one byte more is refused.

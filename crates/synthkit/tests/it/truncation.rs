@@ -49,6 +49,14 @@ impl Events {
             })
             .collect()
     }
+
+    /// The one `ReplyTruncated` event's step and token counts; fails the test unless there
+    /// was exactly one.
+    fn only_cut(&self) -> (StepInfo, u64, usize) {
+        let cut = self.truncated();
+        assert_eq!(cut.len(), 1, "{cut:?}");
+        cut[0]
+    }
 }
 
 fn synth(
@@ -98,31 +106,38 @@ async fn a_cut_plain_reply_is_counted_and_reported_by_default() {
     assert_eq!(r.text, CUT_REPLY);
     assert_eq!(r.usage.calls, 1);
     assert_eq!(r.usage.truncated_calls, 1);
-    let cut = events.truncated();
-    assert_eq!(cut.len(), 1, "{cut:?}");
-    let (step, completion_tokens, max_tokens) = cut[0];
+    let (step, completion_tokens, max_tokens) = events.only_cut();
     assert_eq!(step.mode, ResponseMode::Compact);
     assert_eq!(step.step, Step::Qa);
     assert_eq!(completion_tokens, 5);
     assert_eq!(max_tokens, NUM_OUTPUT);
 }
 
+/// Streams a synthesis of one node to its end: every item (delta or error), in order, and
+/// the stream, for `finish`.
+async fn stream_to_end(
+    s: &Synthesizer,
+) -> (Vec<Result<String, SynthError>>, synthkit::StreamingResponse) {
+    let mut stream = s.stream("q", nodes(&["The sky is blue."])).await.unwrap();
+    let mut items = Vec::new();
+    while let Some(item) = stream.next().await {
+        items.push(item);
+    }
+    (items, stream)
+}
+
 #[tokio::test]
 async fn a_cut_streamed_reply_is_counted_and_reported() {
     let model = always_cut_model();
     let (s, events) = synth(&model, ResponseMode::Compact, Some(OnTruncation::Warn));
-    let mut stream = s.stream("q", nodes(&["The sky is blue."])).await.unwrap();
-    let mut text = String::new();
-    while let Some(d) = stream.next().await {
-        text.push_str(&d.unwrap());
-    }
+    let (items, stream) = stream_to_end(&s).await;
+    let text: String = items.into_iter().map(Result::unwrap).collect();
     assert_eq!(text, CUT_REPLY);
     let r = stream.finish().await.unwrap();
     assert_eq!(r.usage.truncated_calls, 1);
-    let cut = events.truncated();
-    assert_eq!(cut.len(), 1, "{cut:?}");
-    assert_eq!(cut[0].0.step, Step::Qa);
-    assert_eq!(cut[0].2, NUM_OUTPUT);
+    let cut = events.only_cut();
+    assert_eq!(cut.0.step, Step::Qa);
+    assert_eq!(cut.2, NUM_OUTPUT);
 }
 
 #[tokio::test]
@@ -137,10 +152,9 @@ async fn a_cut_intermediate_refine_step_is_reported_with_its_step() {
     assert_eq!(model.requests().len(), 3);
     assert_eq!(r.text, "answer 2");
     assert_eq!(r.usage.truncated_calls, 1);
-    let cut = events.truncated();
-    assert_eq!(cut.len(), 1, "{cut:?}");
+    let cut = events.only_cut();
     assert_eq!(
-        cut[0].0,
+        cut.0,
         StepInfo::new(ResponseMode::Refine, Step::Refine).at(0, 1)
     );
 }
@@ -191,13 +205,12 @@ async fn a_cut_tree_summarize_level_is_reported_with_its_level_and_index() {
     let levels: Vec<u32> = model.requests().iter().map(|r| r.step().level).collect();
     assert!(levels.iter().any(|l| *l > 0), "{levels:?}");
     assert_eq!(r.usage.truncated_calls, 1);
-    let cut = events.truncated();
-    assert_eq!(cut.len(), 1, "{cut:?}");
+    let cut = events.only_cut();
     assert_eq!(
-        cut[0].0,
+        cut.0,
         StepInfo::new(ResponseMode::TreeSummarize, Step::Summary).at(0, 1)
     );
-    assert_eq!(cut[0].2, 100);
+    assert_eq!(cut.2, 100);
 }
 
 #[tokio::test]
@@ -249,11 +262,7 @@ async fn error_policy_fails_a_plain_run_with_the_step() {
 async fn error_policy_ends_a_stream_with_the_error() {
     let model = always_cut_model();
     let (s, _) = synth(&model, ResponseMode::Compact, Some(OnTruncation::Error));
-    let mut stream = s.stream("q", nodes(&["The sky is blue."])).await.unwrap();
-    let mut items = Vec::new();
-    while let Some(item) = stream.next().await {
-        items.push(item);
-    }
+    let (items, _) = stream_to_end(&s).await;
     let (last, deltas) = items.split_last().expect("at least the error");
     assert!(deltas.iter().all(Result::is_ok), "{items:?}");
     assert!(!deltas.is_empty(), "the deltas come before the error");

@@ -70,10 +70,7 @@ pub(crate) fn request_body(
     if stream {
         body.insert("stream".into(), Value::Bool(true));
     }
-    for (k, v) in &config.extra_body {
-        body.insert(k.clone(), v.clone());
-    }
-    Value::Object(body)
+    crate::backend::http::body_with_extra(body, &config.extra_body)
 }
 
 /// A reply (`"type": "message"`), or the `message` of a stream's `message_start`.

@@ -93,129 +93,71 @@ macro_rules! config_builders {
                 Self::with_transport_for(model, transport)
             }
 
-            /// Replaces the whole transport ([`Transport`](crate::backend::http::Transport)).
-            pub fn with_transport(mut self, transport: $crate::backend::http::Transport) -> Self {
-                self.transport = transport;
-                self
-            }
+            setters! {
+                /// Replaces the whole transport ([`Transport`](crate::backend::http::Transport)).
+                pub fn with_transport(transport: $crate::backend::http::Transport) => transport;
 
-            /// Replaces the whole sampling ([`Sampling`](crate::backend::http::Sampling)).
-            pub fn with_sampling(mut self, sampling: $crate::backend::http::Sampling) -> Self {
-                self.sampling = sampling;
-                self
-            }
+                /// Replaces the whole sampling ([`Sampling`](crate::backend::http::Sampling)).
+                pub fn with_sampling(sampling: $crate::backend::http::Sampling) => sampling;
 
-            /// Sets the base URL ([`Transport::base_url`](crate::backend::http::Transport::base_url)).
-            pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-                self.transport = self.transport.with_base_url(url);
-                self
-            }
+                /// Sets the base URL ([`Transport::base_url`](crate::backend::http::Transport::base_url)).
+                pub fn with_base_url(url: impl Into<String>) => via transport.with_base_url;
 
-            /// Sets the API key.
-            pub fn with_api_key(mut self, key: impl Into<secrecy::SecretString>) -> Self {
-                self.transport = self.transport.with_api_key(key);
-                self
-            }
+                /// Sets the API key.
+                pub fn with_api_key(key: impl Into<secrecy::SecretString>) => via transport.with_api_key;
 
-            /// Sets the request timeout ([`Transport::timeout`](crate::backend::http::Transport::timeout)).
-            pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
-                self.transport = self.transport.with_timeout(timeout);
-                self
-            }
+                /// Sets the request timeout ([`Transport::timeout`](crate::backend::http::Transport::timeout)).
+                pub fn with_timeout(timeout: std::time::Duration) => via transport.with_timeout;
 
-            /// Sets the connect timeout ([`Transport::connect_timeout`](crate::backend::http::Transport::connect_timeout)).
-            pub fn with_connect_timeout(mut self, timeout: std::time::Duration) -> Self {
-                self.transport = self.transport.with_connect_timeout(timeout);
-                self
-            }
+                /// Sets the connect timeout ([`Transport::connect_timeout`](crate::backend::http::Transport::connect_timeout)).
+                pub fn with_connect_timeout(timeout: std::time::Duration) => via transport.with_connect_timeout;
 
-            /// Sets the idle timeout between stream events
-            /// ([`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout)).
-            pub fn with_idle_timeout(mut self, timeout: std::time::Duration) -> Self {
-                self.transport = self.transport.with_idle_timeout(timeout);
-                self
-            }
+                /// Sets the idle timeout between stream events
+                /// ([`Transport::idle_timeout`](crate::backend::http::Transport::idle_timeout)).
+                pub fn with_idle_timeout(timeout: std::time::Duration) => via transport.with_idle_timeout;
 
-            /// Sends with `client` instead of a client of synthkit's own
-            /// ([`Transport::http_client`](crate::backend::http::Transport::http_client)).
-            pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
-                self.transport = self.transport.with_http_client(client);
-                self
-            }
+                /// Sends with `client` instead of a client of synthkit's own
+                /// ([`Transport::http_client`](crate::backend::http::Transport::http_client)).
+                pub fn with_http_client(client: reqwest::Client) => via transport.with_http_client;
 
-            /// Sets the most bytes read of one reply
-            /// ([`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes)).
-            pub fn with_max_reply_bytes(mut self, bytes: usize) -> Self {
-                self.transport = self.transport.with_max_reply_bytes(bytes);
-                self
-            }
+                /// Sets the most bytes read of one reply
+                /// ([`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes)).
+                pub fn with_max_reply_bytes(bytes: usize) => via transport.with_max_reply_bytes;
 
-            /// Sets the temperature; `None` leaves it to the server.
-            pub fn with_temperature(mut self, temperature: impl Into<Option<f32>>) -> Self {
-                self.sampling = self.sampling.with_temperature(temperature);
-                self
-            }
+                /// Sets the temperature; `None` leaves it to the server.
+                pub fn with_temperature(temperature: impl Into<Option<f32>>) => via sampling.with_temperature;
 
-            /// Sets `top_p`; `None` leaves it to the server.
-            pub fn with_top_p(mut self, top_p: impl Into<Option<f32>>) -> Self {
-                self.sampling = self.sampling.with_top_p(top_p);
-                self
-            }
+                /// Sets `top_p`; `None` leaves it to the server.
+                pub fn with_top_p(top_p: impl Into<Option<f32>>) => via sampling.with_top_p;
 
-            /// Sets `top_k`; `None` leaves it to the server.
-            pub fn with_top_k(mut self, top_k: impl Into<Option<u32>>) -> Self {
-                self.sampling = self.sampling.with_top_k(top_k);
-                self
-            }
+                /// Sets `top_k`; `None` leaves it to the server.
+                pub fn with_top_k(top_k: impl Into<Option<u32>>) => via sampling.with_top_k;
 
-            /// Sets the sampling `seed`; `None` leaves it to the server.
-            pub fn with_seed(mut self, seed: impl Into<Option<i64>>) -> Self {
-                self.sampling = self.sampling.with_seed(seed);
-                self
-            }
+                /// Sets the sampling `seed`; `None` leaves it to the server.
+                pub fn with_seed(seed: impl Into<Option<i64>>) => via sampling.with_seed;
 
-            /// Sets the stop texts ([`Sampling::stop`](crate::backend::http::Sampling::stop)).
-            pub fn with_stop_sequences(mut self, stops: impl IntoIterator<Item = String>) -> Self {
-                self.sampling = self.sampling.with_stop(stops);
-                self
-            }
+                /// Sets the stop texts ([`Sampling::stop`](crate::backend::http::Sampling::stop)).
+                pub fn with_stop_sequences(stops: impl IntoIterator<Item = String>) => via sampling.with_stop;
 
-            /// Sets the model name.
-            pub fn with_model(mut self, model: impl Into<String>) -> Self {
-                self.model = model.into();
-                self
-            }
+                /// Sets the model name.
+                pub fn with_model(model: impl Into<String>) => model;
 
-            /// Sets the context window, overriding discovery.
-            pub fn with_context_window(mut self, tokens: usize) -> Self {
-                self.context_window = Some(tokens);
-                self
-            }
+                /// Sets the context window, overriding discovery.
+                pub fn with_context_window(tokens: usize) => Some(context_window);
 
-            /// Sets the output reserve.
-            pub fn with_num_output(mut self, tokens: usize) -> Self {
-                self.num_output = tokens;
-                self
-            }
+                /// Sets the output reserve.
+                pub fn with_num_output(tokens: usize) => num_output;
 
-            /// Sets the system prompt.
-            pub fn with_system_prompt(mut self, prompt: impl Into<Option<String>>) -> Self {
-                self.system_prompt = prompt.into();
-                self
-            }
+                /// Sets the system prompt.
+                pub fn with_system_prompt(prompt: impl Into<Option<String>>) => system_prompt;
 
-            /// Whether `connect` asks the server to count prompts exactly (its
-            /// `server_tokenizer` field).
-            pub fn with_server_tokenizer(mut self, enabled: bool) -> Self {
-                self.server_tokenizer = enabled;
-                self
-            }
+                /// Whether `connect` asks the server to count prompts exactly (its
+                /// `server_tokenizer` field).
+                pub fn with_server_tokenizer(enabled: bool) => server_tokenizer;
 
-            /// Whether `connect` uses the first model the server lists (its
-            /// `discover_model` field).
-            pub fn with_model_discovery(mut self, enabled: bool) -> Self {
-                self.discover_model = enabled;
-                self
+                /// Whether `connect` uses the first model the server lists (its
+                /// `discover_model` field).
+                pub fn with_model_discovery(enabled: bool) => discover_model;
             }
 
             /// Adds a field to every request body.

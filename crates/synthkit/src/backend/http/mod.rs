@@ -235,6 +235,18 @@ impl Link {
     }
 }
 
+/// A request body from its `fields` with the configured `extra` fields added last (an
+/// extra field replaces one of the same name).
+pub(crate) fn body_with_extra(
+    mut fields: serde_json::Map<String, Value>,
+    extra: &serde_json::Map<String, Value>,
+) -> Value {
+    for (k, v) in extra {
+        fields.insert(k.clone(), v.clone());
+    }
+    Value::Object(fields)
+}
+
 /// Whether a reply is JSON (a server that ignored `stream: true` answers whole).
 pub(crate) fn is_json(response: &reqwest::Response) -> bool {
     response

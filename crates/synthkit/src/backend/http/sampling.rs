@@ -48,28 +48,18 @@ impl Sampling {
     /// The default sampling temperature.
     pub const DEFAULT_TEMPERATURE: f32 = 0.1;
 
-    /// Sets the temperature; `None` leaves it to the server.
-    pub fn with_temperature(mut self, temperature: impl Into<Option<f32>>) -> Self {
-        self.temperature = temperature.into();
-        self
-    }
+    setters! {
+        /// Sets the temperature; `None` leaves it to the server.
+        pub fn with_temperature(temperature: impl Into<Option<f32>>) => temperature;
 
-    /// Sets `top_p`; `None` leaves it to the server.
-    pub fn with_top_p(mut self, top_p: impl Into<Option<f32>>) -> Self {
-        self.top_p = top_p.into();
-        self
-    }
+        /// Sets `top_p`; `None` leaves it to the server.
+        pub fn with_top_p(top_p: impl Into<Option<f32>>) => top_p;
 
-    /// Sets `top_k`; `None` leaves it to the server.
-    pub fn with_top_k(mut self, top_k: impl Into<Option<u32>>) -> Self {
-        self.top_k = top_k.into();
-        self
-    }
+        /// Sets `top_k`; `None` leaves it to the server.
+        pub fn with_top_k(top_k: impl Into<Option<u32>>) => top_k;
 
-    /// Sets the sampling `seed`; `None` leaves it to the server.
-    pub fn with_seed(mut self, seed: impl Into<Option<i64>>) -> Self {
-        self.seed = seed.into();
-        self
+        /// Sets the sampling `seed`; `None` leaves it to the server.
+        pub fn with_seed(seed: impl Into<Option<i64>>) => seed;
     }
 
     /// Sets the stop texts.

@@ -262,11 +262,10 @@ macro_rules! http_model {
                 self.server.served.get()
             }
 
-            /// Uses `tokenizer` as the model's tokenizer
-            /// ([`LanguageModel::tokenizer`](crate::model::LanguageModel::tokenizer)).
-            pub fn with_tokenizer(mut self, tokenizer: $crate::text::SharedTokenizer) -> Self {
-                self.server.tokenizer = Some(tokenizer);
-                self
+            setters! {
+                /// Uses `tokenizer` as the model's tokenizer
+                /// ([`LanguageModel::tokenizer`](crate::model::LanguageModel::tokenizer)).
+                pub fn with_tokenizer(tokenizer: $crate::text::SharedTokenizer) => Some(server.tokenizer);
             }
 
             /// The server's exact prompt counter, when `use_server_counter` found one.

@@ -104,47 +104,28 @@ impl Transport {
         }
     }
 
-    /// Sets the base URL.
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
-        self
-    }
+    setters! {
+        /// Sets the base URL.
+        pub fn with_base_url(url: impl Into<String>) => base_url;
 
-    /// Sets the API key.
-    pub fn with_api_key(mut self, key: impl Into<SecretString>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
+        /// Sets the API key.
+        pub fn with_api_key(key: impl Into<SecretString>) => Some(api_key);
 
-    /// Sets the request timeout ([`Transport::timeout`]).
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
+        /// Sets the request timeout ([`Transport::timeout`]).
+        pub fn with_timeout(timeout: Duration) => timeout;
 
-    /// Sets the connect timeout ([`Transport::connect_timeout`]).
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
+        /// Sets the connect timeout ([`Transport::connect_timeout`]).
+        pub fn with_connect_timeout(timeout: Duration) => connect_timeout;
 
-    /// Sets the idle timeout between stream events ([`Transport::idle_timeout`]).
-    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.idle_timeout = timeout;
-        self
-    }
+        /// Sets the idle timeout between stream events ([`Transport::idle_timeout`]).
+        pub fn with_idle_timeout(timeout: Duration) => idle_timeout;
 
-    /// Sends with `client` ([`Transport::http_client`]) instead of a client of
-    /// synthkit's own.
-    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
-        self.http_client = Some(client);
-        self
-    }
+        /// Sends with `client` ([`Transport::http_client`]) instead of a client of
+        /// synthkit's own.
+        pub fn with_http_client(client: reqwest::Client) => Some(http_client);
 
-    /// Sets the most bytes read of one reply ([`Transport::max_reply_bytes`]).
-    pub fn with_max_reply_bytes(mut self, bytes: usize) -> Self {
-        self.max_reply_bytes = bytes;
-        self
+        /// Sets the most bytes read of one reply ([`Transport::max_reply_bytes`]).
+        pub fn with_max_reply_bytes(bytes: usize) => max_reply_bytes;
     }
 
     /// The base URL without trailing slashes.

@@ -67,22 +67,15 @@ impl OpenAiConfig {
     /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
     pub const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
 
-    /// Chat model (`true`) or completion model (`false`).
-    pub fn with_chat(mut self, is_chat: bool) -> Self {
-        self.is_chat = is_chat;
-        self
-    }
+    setters! {
+        /// Chat model (`true`) or completion model (`false`).
+        pub fn with_chat(is_chat: bool) => is_chat;
 
-    /// Whether the server enforces JSON schemas (`response_format`).
-    pub fn with_json_schema(mut self, supported: bool) -> Self {
-        self.json_schema = supported;
-        self
-    }
+        /// Whether the server enforces JSON schemas (`response_format`).
+        pub fn with_json_schema(supported: bool) => json_schema;
 
-    /// Whether to ask for usage in streams.
-    pub fn with_stream_usage(mut self, include: bool) -> Self {
-        self.stream_usage = include;
-        self
+        /// Whether to ask for usage in streams.
+        pub fn with_stream_usage(include: bool) => stream_usage;
     }
 
     /// The completion endpoint: `{base}/chat/completions` or `{base}/completions`.

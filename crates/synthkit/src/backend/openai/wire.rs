@@ -68,10 +68,7 @@ pub(crate) fn request_body(request: &ModelRequest, o: &BodyOptions<'_>) -> Value
             body.insert("json_schema".into(), schema.clone());
         }
     }
-    for (k, v) in o.extra {
-        body.insert(k.clone(), v.clone());
-    }
-    Value::Object(body)
+    crate::backend::http::body_with_extra(body, o.extra)
 }
 
 /// A completion response or one streamed chunk of it.

@@ -1,6 +1,5 @@
 //! [`MemoryCache`]: replies kept in memory, within a byte cap.
 
-use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -59,15 +58,11 @@ pub struct MemoryCache {
     max_bytes: u64,
 }
 
-impl fmt::Debug for MemoryCache {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemoryCache")
-            .field("len", &self.len())
-            .field("bytes", &self.bytes())
-            .field("max_bytes", &self.max_bytes)
-            .finish()
-    }
-}
+debug_fields!(MemoryCache {
+    len: len(),
+    bytes: bytes(),
+    max_bytes: max_bytes
+});
 
 impl Default for MemoryCache {
     fn default() -> Self {

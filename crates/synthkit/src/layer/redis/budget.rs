@@ -91,16 +91,13 @@ struct Inner {
     first_failure: AtomicBool,
 }
 
-impl std::fmt::Debug for RedisBudget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisBudget")
-            .field("keys", &self.inner.keys)
-            .field("requests_per_minute", &self.inner.requests_per_minute)
-            .field("tokens_per_minute", &self.inner.tokens_per_minute)
-            .field("burst_micros", &self.inner.burst_micros)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(RedisBudget {
+    keys: inner.keys,
+    requests_per_minute: inner.requests_per_minute,
+    tokens_per_minute: inner.tokens_per_minute,
+    burst_micros: inner.burst_micros,
+    ..,
+});
 
 impl RedisBudget {
     /// A budget of `requests_per_minute` and `tokens_per_minute` (0: none) kept under

@@ -20,14 +20,11 @@ pub struct RedisCache {
     first_failure: AtomicBool,
 }
 
-impl std::fmt::Debug for RedisCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisCache")
-            .field("prefix", &self.prefix)
-            .field("ttl_secs", &self.ttl_secs)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(RedisCache {
+    prefix: prefix,
+    ttl_secs: ttl_secs,
+    ..
+});
 
 impl RedisCache {
     /// A cache on `conn` whose keys start with `prefix` and live `ttl` (at least 1 s).

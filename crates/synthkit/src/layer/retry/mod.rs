@@ -142,34 +142,21 @@ impl RetryPolicy {
         Self::default().with_max_attempts(1)
     }
 
-    /// Sets the most calls made for one request, the first one included.
-    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
-        self.max_attempts = attempts;
-        self
-    }
+    setters! {
+        /// Sets the most calls made for one request, the first one included.
+        pub fn with_max_attempts(attempts: u32) => max_attempts;
 
-    /// Sets the backoff ceiling before the first retry.
-    pub fn with_initial_backoff(mut self, backoff: Duration) -> Self {
-        self.initial_backoff = backoff;
-        self
-    }
+        /// Sets the backoff ceiling before the first retry.
+        pub fn with_initial_backoff(backoff: Duration) => initial_backoff;
 
-    /// Sets the largest backoff ceiling.
-    pub fn with_max_backoff(mut self, backoff: Duration) -> Self {
-        self.max_backoff = backoff;
-        self
-    }
+        /// Sets the largest backoff ceiling.
+        pub fn with_max_backoff(backoff: Duration) => max_backoff;
 
-    /// Sets the total time budget.
-    pub fn with_max_elapsed(mut self, budget: Duration) -> Self {
-        self.max_elapsed = budget;
-        self
-    }
+        /// Sets the total time budget.
+        pub fn with_max_elapsed(budget: Duration) => max_elapsed;
 
-    /// Sets the jitter.
-    pub fn with_jitter(mut self, jitter: Jitter) -> Self {
-        self.jitter = jitter;
-        self
+        /// Sets the jitter.
+        pub fn with_jitter(jitter: Jitter) => jitter;
     }
 
     /// The most attempts, at least one.

@@ -146,23 +146,16 @@ impl OtelConfig {
         self
     }
 
-    /// Sets `service.name`.
-    pub fn with_service_name(mut self, name: impl Into<String>) -> Self {
-        self.service_name = name.into();
-        self
-    }
+    setters! {
+        /// Sets `service.name`.
+        pub fn with_service_name(name: impl Into<String>) => service_name;
 
-    /// Records prompts, replies and queries on spans (off by default; see
-    /// [`super::set_capture_content`]).
-    pub fn with_content(mut self, on: bool) -> Self {
-        self.capture_content = on;
-        self
-    }
+        /// Records prompts, replies and queries on spans (off by default; see
+        /// [`super::set_capture_content`]).
+        pub fn with_content(on: bool) => capture_content;
 
-    /// Sets the timeout of one export.
-    pub fn with_export_timeout(mut self, timeout: Duration) -> Self {
-        self.export_timeout = timeout;
-        self
+        /// Sets the timeout of one export.
+        pub fn with_export_timeout(timeout: Duration) => export_timeout;
     }
 
     /// The endpoint as configured, its user-info hidden (for messages).
@@ -205,13 +198,10 @@ pub struct OtelGuard {
     failures: Failures,
 }
 
-impl fmt::Debug for OtelGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OtelGuard")
-            .field("endpoint", &self.endpoint)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(OtelGuard {
+    endpoint: endpoint,
+    ..
+});
 
 impl Drop for OtelGuard {
     fn drop(&mut self) {

@@ -117,18 +117,14 @@ impl TokenTextSplitter {
         })
     }
 
-    /// Uses `separator` (default `" "`) as the first place to cut. An empty separator is
-    /// skipped.
-    pub fn with_separator(mut self, separator: impl Into<String>) -> Self {
-        self.separator = separator.into();
-        self
-    }
+    setters! {
+        /// Uses `separator` (default `" "`) as the first place to cut. An empty separator is
+        /// skipped.
+        pub fn with_separator(separator: impl Into<String>) => separator;
 
-    /// Uses `seps` (default `["\n"]`), in order, where the separator gives a single piece.
-    /// Empty separators are skipped.
-    pub fn with_backup_separators(mut self, seps: Vec<String>) -> Self {
-        self.backup_separators = seps;
-        self
+        /// Uses `seps` (default `["\n"]`), in order, where the separator gives a single piece.
+        /// Empty separators are skipped.
+        pub fn with_backup_separators(seps: Vec<String>) => backup_separators;
     }
 
     /// The most tokens in a chunk.

@@ -5,3 +5,4 @@ pub mod clock;
 pub mod fixtures;
 pub mod logs;
 pub mod replay;
+pub mod tokenize;

@@ -249,6 +249,17 @@ async fn handle(State(script): State<Arc<Script>>, body: Bytes) -> Response {
     }
 }
 
+/// How a test reaches the fault server.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    /// One call of the retrying model.
+    Complete,
+    /// A synthesis: its leaves meet the faults.
+    Synthesize,
+    /// A streamed synthesis read to its end: its final call meets the faults.
+    StreamFinish,
+}
+
 /// A fault server with its script. While it lives the paused clock is held.
 struct Harness {
     server: Server,
@@ -329,6 +340,24 @@ impl Harness {
         assert_eq!(text, format!("answer {}", requests - 1));
         assert_eq!(self.requests(), requests);
         report(fault, outcome, requests);
+    }
+
+    /// A harness whose `faults` meet the first requests `via` makes where it meets faults
+    /// (the final call's for [`Via::StreamFinish`]).
+    fn meeting(via: Via, faults: Vec<Fault>) -> Self {
+        match via {
+            Via::StreamFinish => Self::at_final(faults),
+            Via::Complete | Via::Synthesize => Self::new(faults),
+        }
+    }
+
+    /// The answer's text through `via`; fails the test on an error.
+    async fn answer(&self, via: Via) -> String {
+        match via {
+            Via::Complete => self.model().complete(&request()).await.unwrap().text,
+            Via::Synthesize => self.synthesize().await.unwrap().text,
+            Via::StreamFinish => self.stream_finish().await.unwrap().text,
+        }
     }
 
     async fn synthesize(&self) -> Result<synthkit::Response, SynthError> {

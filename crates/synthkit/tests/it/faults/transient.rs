@@ -13,82 +13,73 @@ async fn rate_limited_with_retry_after_then_ok() {
     };
     // The layer waits exactly the Retry-After (longer than any backoff of `policy`), on
     // tokio's clock: paused, so the second it stands for costs no wall time.
-    // Direct.
-    let h = Harness::new(vec![limited()]);
-    let start = Instant::now();
-    let c = h.model().complete(&request()).await.unwrap();
-    assert_eq!(start.elapsed(), Duration::from_secs(1));
-    h.assert_answered(
-        &c.text,
-        2,
-        "429 + Retry-After: 1, then ok (complete)",
-        "completed after 1 retry, waited 1 s",
-    );
-
-    // Through the synthesizer: one leaf is rate limited.
-    let h = Harness::new(vec![limited()]);
-    let start = Instant::now();
-    let r = h.synthesize().await.unwrap();
-    assert_eq!(start.elapsed(), Duration::from_secs(1));
-    h.assert_answered(
-        &r.text,
-        BASELINE + 1,
-        "429 + Retry-After: 1 on a leaf (synth)",
-        "completed after 1 retry",
-    );
-
-    // The streamed final call is rate limited.
-    let h = Harness::at_final([limited()]);
-    let start = Instant::now();
-    let r = h.stream_finish().await.unwrap();
-    assert_eq!(start.elapsed(), Duration::from_secs(1));
-    h.assert_answered(
-        &r.text,
-        BASELINE + 1,
-        "429 + Retry-After: 1 on the streamed final call (synth stream)",
-        "completed after 1 retry",
-    );
+    for (via, requests, fault, outcome) in [
+        (
+            Via::Complete,
+            2,
+            "429 + Retry-After: 1, then ok (complete)",
+            "completed after 1 retry, waited 1 s",
+        ),
+        // One leaf is rate limited.
+        (
+            Via::Synthesize,
+            BASELINE + 1,
+            "429 + Retry-After: 1 on a leaf (synth)",
+            "completed after 1 retry",
+        ),
+        // The streamed final call is rate limited.
+        (
+            Via::StreamFinish,
+            BASELINE + 1,
+            "429 + Retry-After: 1 on the streamed final call (synth stream)",
+            "completed after 1 retry",
+        ),
+    ] {
+        let h = Harness::meeting(via, vec![limited()]);
+        let start = Instant::now();
+        let text = h.answer(via).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1), "{fault}");
+        h.assert_answered(&text, requests, fault, outcome);
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn server_errors_then_ok() {
-    // Direct: 500, 502, 503, then ok.
-    let h = Harness::new(vec![
-        status(500, "boom"),
-        status(502, "bad gateway"),
-        status(503, "unavailable"),
-    ]);
-    let c = h.model().complete(&request()).await.unwrap();
-    h.assert_answered(
-        &c.text,
-        4,
-        "500, 502, 503, then ok (complete)",
-        "completed after 3 retries",
-    );
-
-    // Through the synthesizer: the first three arrivals (the three concurrent leaves) fail.
-    let h = Harness::new(vec![
-        status(500, "boom"),
-        status(502, "bad gateway"),
-        status(503, "unavailable"),
-    ]);
-    let r = h.synthesize().await.unwrap();
-    h.assert_answered(
-        &r.text,
-        BASELINE + 3,
-        "500/502/503 on the three leaves (synth)",
-        "completed after 3 retries",
-    );
-
-    // Streamed final call: 503 twice.
-    let h = Harness::at_final([status(503, "x"), status(502, "y")]);
-    let r = h.stream_finish().await.unwrap();
-    h.assert_answered(
-        &r.text,
-        BASELINE + 2,
-        "503, 502 on the streamed final call (synth stream)",
-        "completed after 2 retries",
-    );
+    let three = || {
+        vec![
+            status(500, "boom"),
+            status(502, "bad gateway"),
+            status(503, "unavailable"),
+        ]
+    };
+    for (via, faults, requests, fault, outcome) in [
+        (
+            Via::Complete,
+            three(),
+            4,
+            "500, 502, 503, then ok (complete)",
+            "completed after 3 retries",
+        ),
+        // The first three arrivals (the three concurrent leaves) fail.
+        (
+            Via::Synthesize,
+            three(),
+            BASELINE + 3,
+            "500/502/503 on the three leaves (synth)",
+            "completed after 3 retries",
+        ),
+        (
+            Via::StreamFinish,
+            vec![status(503, "x"), status(502, "y")],
+            BASELINE + 2,
+            "503, 502 on the streamed final call (synth stream)",
+            "completed after 2 retries",
+        ),
+    ] {
+        let h = Harness::meeting(via, faults);
+        let text = h.answer(via).await;
+        h.assert_answered(&text, requests, fault, outcome);
+    }
 }
 
 #[tokio::test(start_paused = true)]

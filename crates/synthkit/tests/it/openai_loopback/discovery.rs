@@ -32,19 +32,13 @@ async fn discovery_reads_llama_cpp_props() {
 #[tokio::test]
 async fn discovery_reads_vllm_models_when_there_are_no_props() {
     let seen = Seen::default();
-    let s2 = seen.clone();
-    let app = Router::new().route(
-        "/v1/models",
-        get(move |h: HeaderMap| {
-            let seen = s2.clone();
-            async move {
-                seen.push("/v1/models", &h, &Bytes::new());
-                axum::Json(json!({"object":"list","data":[
-                    {"id":"adapter","object":"model","max_model_len":1000},
-                    {"id":"test-model","object":"model","owned_by":"vllm","root":"test-model","max_model_len":8192}]}))
-            }
-        }),
-    );
+    let models = seen.answering(axum::routing::MethodFilter::GET, "/v1/models", |_| {
+        axum::Json(json!({"object":"list","data":[
+            {"id":"adapter","object":"model","max_model_len":1000},
+            {"id":"test-model","object":"model","owned_by":"vllm","root":"test-model","max_model_len":8192}]}))
+        .into_response()
+    });
+    let app = Router::new().route("/v1/models", models);
     let server = Server::start(app);
     let mut model = server.model();
     assert_eq!(model.discover().await, Some(8192));
@@ -183,20 +177,7 @@ fn llama_tokenize_app(calls: Arc<AtomicUsize>) -> Router {
     Router::new()
         .route(
             "/tokenize",
-            post(move |body: axum::Json<Value>| {
-                let calls = calls.clone();
-                async move {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    match body.get("content").and_then(Value::as_str) {
-                        Some(text) => {
-                            let tokens: Vec<u32> =
-                                text.split_whitespace().map(|w| w.len() as u32).collect();
-                            axum::Json(json!({"tokens": tokens})).into_response()
-                        }
-                        None => axum::Json(json!({"tokens": []})).into_response(),
-                    }
-                }
-            }),
+            crate::common::tokenize::llama_tokenize(calls, usize::MAX),
         )
         .route(
             // A ChatML template: `<|im_start|>ROLE CONTENT<|im_end|>` per message, then the
@@ -287,24 +268,17 @@ async fn llama_cpp_counter_counts_batches_caches_and_fails_loudly() {
 #[tokio::test]
 async fn vllm_tokenize_dialect() {
     let seen = Seen::default();
-    let s2 = seen.clone();
-    let app = Router::new().route(
-        "/tokenize",
-        post(move |h: HeaderMap, b: Bytes| {
-            let seen = s2.clone();
-            async move {
-                seen.push("/tokenize", &h, &b);
-                let v: Value = serde_json::from_slice(&b).unwrap();
-                match v.get("prompt").and_then(Value::as_str) {
-                    Some(p) => {
-                        let tokens: Vec<u32> = p.split_whitespace().map(|_| 7).collect();
-                        axum::Json(json!({"count": tokens.len(), "max_model_len": 8192, "tokens": tokens, "token_strs": null})).into_response()
-                    }
-                    None => (StatusCode::BAD_REQUEST, axum::Json(json!({"object":"error","message":"Field required: prompt","type":"BadRequestError","code":400}))).into_response(),
-                }
+    let tokenize = seen.answering(axum::routing::MethodFilter::POST, "/tokenize", |b| {
+        let v: Value = serde_json::from_slice(b).unwrap();
+        match v.get("prompt").and_then(Value::as_str) {
+            Some(p) => {
+                let tokens: Vec<u32> = p.split_whitespace().map(|_| 7).collect();
+                axum::Json(json!({"count": tokens.len(), "max_model_len": 8192, "tokens": tokens, "token_strs": null})).into_response()
             }
-        }),
-    );
+            None => (StatusCode::BAD_REQUEST, axum::Json(json!({"object":"error","message":"Field required: prompt","type":"BadRequestError","code":400}))).into_response(),
+        }
+    });
+    let app = Router::new().route("/tokenize", tokenize);
     let server = Server::start(app);
     let counter = ServerCounter::probe(&server.config()).await.expect("probe");
     assert_eq!(counter.dialect(), TokenizeDialect::Vllm);

@@ -177,21 +177,7 @@ async fn unparsable_replies_are_malformed() {
 /// server never answers), and the call fails exactly 300 ms after it started.
 #[tokio::test(start_paused = true)]
 async fn a_slow_server_times_out_within_the_configured_timeout() {
-    let arrived = Arc::new(tokio::sync::Notify::new());
-    let signal = Arc::clone(&arrived);
-    let app = Router::new().route(
-        "/v1/chat/completions",
-        post(move || {
-            let arrived = Arc::clone(&signal);
-            async move {
-                arrived.notify_one();
-                // Never answers (the server stops when dropped).
-                std::future::pending::<()>().await;
-                CHAT_OK
-            }
-        }),
-    );
-    let server = Server::start(app);
+    let (server, arrived) = black_hole();
     let model = OpenAiModel::new(server.config().with_timeout(Duration::from_millis(300))).unwrap();
 
     let held = Hold::new();

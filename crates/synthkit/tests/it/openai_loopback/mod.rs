@@ -53,6 +53,24 @@ impl Seen {
     fn len(&self) -> usize {
         self.0.lock().unwrap().len()
     }
+    /// A handler for `method` that records each request as `path`, then answers
+    /// `answer(body)`.
+    fn answering(
+        &self,
+        method: axum::routing::MethodFilter,
+        path: &'static str,
+        answer: impl Fn(&Bytes) -> Response + Clone + Send + Sync + 'static,
+    ) -> axum::routing::MethodRouter {
+        let seen = self.clone();
+        axum::routing::on(method, move |h: HeaderMap, b: Bytes| {
+            let seen = seen.clone();
+            let answer = answer.clone();
+            async move {
+                seen.push(path, &h, &b);
+                answer(&b)
+            }
+        })
+    }
 }
 
 /// What these tests ask of a loopback server: a client configured for it.
