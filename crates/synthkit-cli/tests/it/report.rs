@@ -27,6 +27,20 @@ fn ask_refine_with_report(docs: &Path, extra: &[&str], page: &Path, trace: &Path
         .unwrap()
 }
 
+/// `synthkit batch INPUT -o DIR/out.jsonl --report-dir REPORTS EXTRA`.
+fn batch_with_reports(dir: &Path, input: &Path, reports: &Path, extra: &[&str]) -> Output {
+    synthkit()
+        .arg("batch")
+        .arg(input)
+        .arg("-o")
+        .arg(dir.join("out.jsonl"))
+        .arg("--report-dir")
+        .arg(reports)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 /// `synthkit report TRACE -o PAGE`.
 fn report_verb(trace: &Path, page: &Path) -> Output {
     synthkit()
@@ -171,15 +185,7 @@ fn batch_writes_one_report_per_line() {
     ];
     let input = write(dir.path(), "in.jsonl", lines.join("\n"));
     let reports = dir.path().join("reports");
-    let out = synthkit()
-        .arg("batch")
-        .arg(&input)
-        .arg("-o")
-        .arg(dir.path().join("out.jsonl"))
-        .arg("--report-dir")
-        .arg(&reports)
-        .output()
-        .unwrap();
+    let out = batch_with_reports(dir.path(), &input, &reports, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let mut names: Vec<String> = std::fs::read_dir(&reports)
         .unwrap()
@@ -216,17 +222,15 @@ fn batch_reports_a_failed_line() {
     let line = r#"{"id": "q1", "query": "When does the dome open?", "nodes": ["The dome opens at dusk.", "Parking is behind the cafe."], "mode": "refine"}"#;
     let input = write(dir.path(), "in.jsonl", line);
     let reports = dir.path().join("reports");
-    let out = synthkit()
-        .arg("batch")
-        .arg(&input)
-        .arg("-o")
-        .arg(dir.path().join("out.jsonl"))
-        .arg("--report-dir")
-        .arg(&reports)
-        .args(["--base-url", &server.base, "--model", "m"])
-        .args(["--context-window", "4096", "--retries", "1"])
-        .output()
-        .unwrap();
+    let model = [
+        "--base-url",
+        &server.base,
+        "--model",
+        "m",
+        "--context-window",
+        "4096",
+    ];
+    let out = batch_with_reports(dir.path(), &input, &reports, &model);
     let result = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     assert!(
         result.contains("this request is refused"),

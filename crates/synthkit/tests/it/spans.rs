@@ -5,6 +5,7 @@
 //! (The export to a real receiver is tested in the CLI's suite, against Arize Phoenix.)
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use synthkit::model::{FinishReason, ModelInfo};
@@ -14,6 +15,8 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
+
+use crate::common::fixtures::{PACKING_MODES, many_nodes, scripted};
 
 /// One span as recorded: its name, its parent's name and its fields.
 #[derive(Debug, Clone, Default)]
@@ -70,17 +73,22 @@ fn record_response(
     synth: &Synthesizer,
     nodes: Vec<Node>,
 ) -> (Result<Response, SynthError>, BTreeMap<u64, Seen>) {
+    recorded(synth.synthesize("How often is the mirror cleaned?", nodes))
+}
+
+/// Runs `work` to its end under a recording subscriber: its output and the spans.
+fn recorded<F: Future>(work: F) -> (F::Output, BTreeMap<u64, Seen>) {
     let recorder = Recorder::default();
     let subscriber = tracing_subscriber::registry().with(recorder.clone());
-    let response = tracing::subscriber::with_default(subscriber, || {
+    let output = tracing::subscriber::with_default(subscriber, || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(synth.synthesize("How often is the mirror cleaned?", nodes))
+        rt.block_on(work)
     });
     let spans = recorder.0.lock().unwrap().clone();
-    (response, spans)
+    (output, spans)
 }
 
 fn nodes() -> Vec<Node> {
@@ -184,25 +192,10 @@ fn a_failed_call_marks_its_span_and_the_synthesis_as_errors() {
 /// they read, and the top call names them all.
 #[test]
 fn every_call_span_names_the_nodes_its_prompt_held() {
-    let nodes: Vec<Node> = (0..12)
-        .map(|i| {
-            let words: Vec<String> = (0..40).map(|w| format!("w{i}x{w}")).collect();
-            Node::new(format!("n{i}"), words.join(" "))
-        })
-        .collect();
+    let nodes = many_nodes();
     let all: Vec<String> = nodes.iter().map(|n| n.id.clone()).collect();
-    for mode in [
-        ResponseMode::Refine,
-        ResponseMode::Compact,
-        ResponseMode::TreeSummarize,
-        ResponseMode::Accumulate,
-        ResponseMode::CompactAccumulate,
-        ResponseMode::SimpleSummarize,
-    ] {
-        let info = ModelInfo::new("m")
-            .with_context_window(700)
-            .with_num_output(40);
-        let synth = Synthesizer::builder(ScriptedModel::constant(info, "Short."))
+    for mode in PACKING_MODES {
+        let synth = Synthesizer::builder(ScriptedModel::constant(scripted(700, 40), "Short."))
             .mode(mode)
             .return_steps(true)
             .build()
@@ -267,20 +260,11 @@ fn a_streamed_synthesis_counts_its_final_call() {
         .mode(ResponseMode::Refine)
         .build()
         .unwrap();
-    let recorder = Recorder::default();
-    let subscriber = tracing_subscriber::registry().with(recorder.clone());
-    let text = tracing::subscriber::with_default(subscriber, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let stream = synth.stream("How often?", nodes()).await.unwrap();
-            stream.finish().await.unwrap().text
-        })
+    let (text, spans) = recorded(async {
+        let stream = synth.stream("How often?", nodes()).await.unwrap();
+        stream.finish().await.unwrap().text
     });
     assert_eq!(text, "Monthly.");
-    let spans = recorder.0.lock().unwrap().clone();
     let root = spans
         .values()
         .find(|s| s.name == "synthkit.synthesize")

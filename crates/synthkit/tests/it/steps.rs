@@ -9,21 +9,9 @@ use synthkit::layer::retry::{RetryModel, RetryPolicy};
 use synthkit::model::{FinishReason, ModelError, ModelRequest};
 use synthkit::steps::MAX_STEP_REPLY_BYTES;
 use synthkit::testing::ScriptedModel;
-use synthkit::{Node, Response, ResponseMode, Synthesizer};
+use synthkit::{Response, ResponseMode, Synthesizer};
 
-use crate::common::fixtures::{nodes, scripted};
-
-/// Twelve nodes of about 60 words each: several calls in every mode at a small window.
-fn many_nodes() -> Vec<Node> {
-    let texts: Vec<String> = (0..12)
-        .map(|i| {
-            let words: Vec<String> = (0..60).map(|w| format!("w{i}x{w}")).collect();
-            format!("Node {i} says {}.", words.join(" "))
-        })
-        .collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    nodes(&refs)
-}
+use crate::common::fixtures::{PACKING_MODES, many_nodes, nodes, scripted};
 
 async fn run(mode: ResponseMode, model: ScriptedModel, citations: bool) -> Response {
     Synthesizer::builder(Arc::new(model))
@@ -53,13 +41,9 @@ fn level0_ids(r: &Response) -> Vec<String> {
 #[tokio::test]
 async fn every_call_is_a_step_and_every_node_is_read() {
     let all: Vec<String> = many_nodes().into_iter().map(|n| n.id).collect();
-    for mode in [
-        ResponseMode::Refine,
-        ResponseMode::Compact,
-        ResponseMode::TreeSummarize,
-        ResponseMode::Accumulate,
-        ResponseMode::CompactAccumulate,
-    ] {
+    // simple_summarize makes one call and drops what does not fit.
+    let modes = PACKING_MODES.into_iter();
+    for mode in modes.filter(|m| *m != ResponseMode::SimpleSummarize) {
         for citations in [false, true] {
             let model = ScriptedModel::constant(scripted(700, 60), "A short reply.");
             let r = run(mode, model, citations).await;

@@ -14,6 +14,19 @@ pub fn scripted(window: usize, output: usize) -> ModelInfo {
         .with_num_output(output)
 }
 
+/// Twelve nodes of about 60 words each (`n0`..`n11`): several calls in every mode at a
+/// small window.
+pub fn many_nodes() -> Vec<Node> {
+    let texts: Vec<String> = (0..12)
+        .map(|i| {
+            let words: Vec<String> = (0..60).map(|w| format!("w{i}x{w}")).collect();
+            format!("Node {i} says {}.", words.join(" "))
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    nodes(&refs)
+}
+
 /// One node per text, with ids `n{first}`, `n{first + 1}`, and so on.
 pub fn nodes_from(first: usize, texts: &[&str]) -> Vec<Node> {
     texts
