@@ -97,39 +97,16 @@ fn steps_come_with_the_json_on_request() {
 #[test]
 fn a_failed_run_reports_its_calls_so_far() {
     let dir = docs();
-    let server = Server::start(numbered("/v1/chat/completions", |n| {
-        if n == 0 {
-            let usage = json!({"prompt_tokens": 120, "completion_tokens": 5});
-            return axum::Json(chat_reply("m", "Every six months.", "stop", &usage))
-                .into_response();
-        }
-        error_reply(400, None, "this request is refused")
-    }));
+    let server = answers_once_then_refuses();
     let page = dir.path().join("failed.html");
     let trace = dir.path().join("failed.jsonl");
-    let out = ask_refine_with_report(
-        dir.path(),
-        &[
-            "--yes",
-            "--base-url",
-            &server.base,
-            "--model",
-            "m",
-            "--context-window",
-            "4096",
-            "--retries",
-            "1",
-        ],
-        &page,
-        &trace,
-    );
+    let mut flags = vec!["--yes", "--retries", "1"];
+    flags.extend(model_flags(&server));
+    let out = ask_refine_with_report(dir.path(), &flags, &page, &trace);
     assert!(!out.status.success(), "the run fails: {}", stderr(&out));
     assert!(stderr(&out).contains("400"), "{}", stderr(&out));
     let html = std::fs::read_to_string(&page).expect("a failed run writes its report");
-    assert!(html.contains("The run failed"), "the failure is shown");
-    assert!(html.contains("this request is refused"), "with its reason");
-    assert!(html.contains("id=\"call-1\""), "the call made is drawn");
-    assert!(!html.contains("id=\"call-2\""), "and only that one");
+    assert_failed_page(&html);
     // The trace ends with the failed run, and `synthkit report` says so.
     let again = dir.path().join("again.html");
     let out = report_verb(&trace, &again);
@@ -212,25 +189,11 @@ fn batch_writes_one_report_per_line() {
 #[test]
 fn batch_reports_a_failed_line() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(numbered("/v1/chat/completions", |n| {
-        if n == 0 {
-            let usage = json!({"prompt_tokens": 120, "completion_tokens": 5});
-            return axum::Json(chat_reply("m", "At dusk.", "stop", &usage)).into_response();
-        }
-        error_reply(400, None, "this request is refused")
-    }));
+    let server = answers_once_then_refuses();
     let line = r#"{"id": "q1", "query": "When does the dome open?", "nodes": ["The dome opens at dusk.", "Parking is behind the cafe."], "mode": "refine"}"#;
     let input = write(dir.path(), "in.jsonl", line);
     let reports = dir.path().join("reports");
-    let model = [
-        "--base-url",
-        &server.base,
-        "--model",
-        "m",
-        "--context-window",
-        "4096",
-    ];
-    let out = batch_with_reports(dir.path(), &input, &reports, &model);
+    let out = batch_with_reports(dir.path(), &input, &reports, &model_flags(&server));
     let result = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     assert!(
         result.contains("this request is refused"),
@@ -238,6 +201,38 @@ fn batch_reports_a_failed_line() {
         stderr(&out)
     );
     let page = std::fs::read_to_string(reports.join("q1.html")).expect("the failed line's page");
-    assert!(page.contains("The run failed") && page.contains("this request is refused"));
-    assert!(page.contains("id=\"call-1\"") && !page.contains("id=\"call-2\""));
+    assert_failed_page(&page);
+}
+
+/// A model server that answers the first chat call and refuses every later one (400).
+fn answers_once_then_refuses() -> Server {
+    Server::start(numbered("/v1/chat/completions", |n| {
+        if n == 0 {
+            let usage = json!({"prompt_tokens": 120, "completion_tokens": 5});
+            return axum::Json(chat_reply("m", "Every six months.", "stop", &usage))
+                .into_response();
+        }
+        error_reply(400, None, "this request is refused")
+    }))
+}
+
+/// The flags for model `m` at `server`, with a known window (no discovery).
+fn model_flags(server: &Server) -> Vec<&str> {
+    let base = server.base.as_str();
+    vec![
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--context-window",
+        "4096",
+    ]
+}
+
+/// The page of a run refused after its first call: the failure, its reason, that call.
+fn assert_failed_page(html: &str) {
+    assert!(html.contains("The run failed"), "the failure is shown");
+    assert!(html.contains("this request is refused"), "with its reason");
+    assert!(html.contains("id=\"call-1\""), "the call made is drawn");
+    assert!(!html.contains("id=\"call-2\""), "and only that one");
 }
