@@ -304,20 +304,22 @@ impl<'a> Synthesis<'a> {
         }
     }
 
-    /// The synthesizer over `planner` (the run's packing), reporting to `observer`.
-    fn synthesizer(
+    /// The synthesizer over `model` with these flags and templates, reporting to
+    /// `observer`; a `dry_run` (a plan over a [`PlanningModel`]) makes no spans.
+    pub fn synthesizer(
         &self,
-        planner: Arc<PlanningModel>,
+        model: Arc<dyn LanguageModel>,
         observer: Arc<dyn Observer>,
+        dry_run: bool,
     ) -> Result<Synthesizer> {
         build_synthesizer(
-            planner,
+            model,
             self.backend,
             self.mode,
             self.args,
             self.templates,
             observer,
-            true,
+            dry_run,
         )
     }
 }
@@ -332,7 +334,7 @@ pub async fn estimate(synthesis: &Synthesis<'_>, nodes: Vec<Node>) -> Result<Est
         backend.model.info(),
         backend.budget_tokenizer.clone(),
     ));
-    let synth = synthesis.synthesizer(planner.clone(), Arc::new(Fanout::default()))?;
+    let synth = synthesis.synthesizer(planner.clone(), Arc::new(Fanout::default()), true)?;
     synth.synthesize(synthesis.query, nodes).await?;
     let calls = planner.calls();
     let levels = (synthesis.mode == ResponseMode::TreeSummarize)
@@ -359,7 +361,7 @@ pub async fn run(
         fanout.push(t);
     }
     let observer: Arc<dyn Observer> = Arc::new(fanout);
-    let synth = synthesis.synthesizer(planner.clone(), observer)?;
+    let synth = synthesis.synthesizer(planner.clone(), observer, true)?;
     let node_count = nodes.len();
     let response = synth
         .synthesize(synthesis.query, nodes)

@@ -285,15 +285,7 @@ pub async fn run(
     if let Some((recorder, _)) = &failure_record {
         fanout.push(recorder.clone());
     }
-    let synth = build_synthesizer(
-        Arc::clone(&backend.model),
-        &backend,
-        mode,
-        args,
-        &templates,
-        Arc::new(fanout),
-        false,
-    )?;
+    let synth = planned.synthesizer(Arc::clone(&backend.model), Arc::new(fanout), false)?;
     if backend.kind == LlmKind::Extractive && mode.calls_model() {
         note(args.quiet, EXTRACTIVE_NOTE);
     }
@@ -310,10 +302,7 @@ pub async fn run(
         .ok()
         .and_then(|r| grounded(r, backend.kind, mode));
     let facts = crate::report::RunFacts {
-        query,
-        mode,
-        backend: backend.name(),
-        model: &backend.model_name(),
+        synthesis: &planned,
         budget: synth.budget(),
         grounded: grounded_answer,
         total_ms: start.elapsed().as_secs_f64() * 1000.0,
