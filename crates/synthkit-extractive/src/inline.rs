@@ -77,6 +77,20 @@ pub(super) struct Cleaned {
     pub text_outside: bool,
 }
 
+impl Cleaned {
+    /// Markup (a link, an image, a tag) replaced by `shown`.
+    fn markup(&mut self, shown: &str) {
+        self.had_markup = true;
+        self.text.push_str(shown);
+    }
+
+    /// An rst reference or role whose text `inner` (`Title <target>`) shows as its title.
+    fn reference(&mut self, inner: &str) {
+        self.text.push_str(strip_target(inner).trim());
+        self.text_outside |= inner.chars().any(char::is_alphanumeric);
+    }
+}
+
 /// Cleans inline markup out of `s`. See the [module documentation](self).
 pub(super) fn clean(s: &str) -> Cleaned {
     clean_with(s, true)
@@ -104,8 +118,7 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
                 let after = end + run;
                 // rst references: `text <url>`_ and `text`_ show their text.
                 if run == 1 && at(after) == Some('_') {
-                    out.text.push_str(strip_target(&inner).trim());
-                    out.text_outside |= inner.chars().any(char::is_alphanumeric);
+                    out.reference(&inner);
                     i = after + count_run(&chars, after, '_');
                     continue;
                 }
@@ -128,8 +141,7 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
         if c == ':'
             && let Some((inner, next)) = rst_role(&chars, i)
         {
-            out.text.push_str(strip_target(&inner).trim());
-            out.text_outside |= inner.chars().any(char::is_alphanumeric);
+            out.reference(&inner);
             i = next;
             continue;
         }
@@ -138,7 +150,7 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
             && at(i + 1) == Some('[')
             && let Some((_, next)) = link(&chars, i + 1)
         {
-            out.had_markup = true;
+            out.markup("");
             i = next;
             continue;
         }
@@ -155,8 +167,7 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
             && shortcuts
             && let Some((text, next)) = shortcut(&chars, i)
         {
-            out.had_markup = true;
-            out.text.push_str(&clean(&text).text);
+            out.markup(&clean(&text).text);
             i = next;
             continue;
         }
@@ -164,10 +175,11 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
         if c == '['
             && let Some((text, next)) = link(&chars, i)
         {
-            out.had_markup = true;
             // A linked image (`[![alt](img)](url)`) is dropped with its link.
-            if !text.trim_start().starts_with("![") {
-                out.text.push_str(&clean(&text).text);
+            if text.trim_start().starts_with("![") {
+                out.markup("");
+            } else {
+                out.markup(&clean(&text).text);
             }
             i = next;
             continue;
@@ -175,8 +187,7 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
         if c == '<'
             && let Some((replacement, next)) = angle(&chars, i)
         {
-            out.had_markup = true;
-            out.text.push_str(&replacement);
+            out.markup(&replacement);
             i = next;
             continue;
         }
