@@ -145,12 +145,9 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
             i = next;
             continue;
         }
-        // Images: dropped.
-        if c == '!'
-            && at(i + 1) == Some('[')
-            && let Some((_, next)) = link(&chars, i + 1)
-        {
-            out.markup("");
+        // Images, links and tags: their text (or nothing).
+        if let Some((shown, next)) = markup(&chars, i, shortcuts) {
+            out.markup(&shown);
             i = next;
             continue;
         }
@@ -159,35 +156,6 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
             && let Some((decoded, next)) = entity(&chars, i)
         {
             out.text.push(decoded);
-            i = next;
-            continue;
-        }
-        // Shortcut reference links (`[Guides]`): their text.
-        if c == '['
-            && shortcuts
-            && let Some((text, next)) = shortcut(&chars, i)
-        {
-            out.markup(&clean(&text).text);
-            i = next;
-            continue;
-        }
-        // Links: their text.
-        if c == '['
-            && let Some((text, next)) = link(&chars, i)
-        {
-            // A linked image (`[![alt](img)](url)`) is dropped with its link.
-            if text.trim_start().starts_with("![") {
-                out.markup("");
-            } else {
-                out.markup(&clean(&text).text);
-            }
-            i = next;
-            continue;
-        }
-        if c == '<'
-            && let Some((replacement, next)) = angle(&chars, i)
-        {
-            out.markup(&replacement);
             i = next;
             continue;
         }
@@ -286,6 +254,30 @@ fn rst_role(chars: &[char], i: usize) -> Option<(String, usize)> {
     let end = find_run(chars, start, '`', 1)?;
     let inner: String = chars.get(start..end)?.iter().collect();
     Some((inner, end + 1))
+}
+
+/// Markup at `i`: what it shows as text and the index after it. Images (`![alt](img)`)
+/// show nothing; shortcut reference links (`[Guides]`, with `shortcuts`) and links their
+/// text, cleaned, unless the link wraps an image (`[![alt](img)](url)`: dropped with it);
+/// an HTML tag or autolink what [`angle`] makes of it.
+fn markup(chars: &[char], i: usize, shortcuts: bool) -> Option<(String, usize)> {
+    match chars.get(i)? {
+        '!' if chars.get(i + 1) == Some(&'[') => {
+            link(chars, i + 1).map(|(_, next)| (String::new(), next))
+        }
+        '[' => {
+            let shortcut = shortcuts.then(|| shortcut(chars, i)).flatten();
+            let (text, next) = shortcut.or_else(|| {
+                link(chars, i).map(|(text, next)| {
+                    let image = text.trim_start().starts_with("![");
+                    (if image { String::new() } else { text }, next)
+                })
+            })?;
+            Some((clean(&text).text, next))
+        }
+        '<' => angle(chars, i),
+        _ => None,
+    }
 }
 
 /// A Markdown link at `i` (`[text](url)` or `[text][ref]`): its text and the index after
