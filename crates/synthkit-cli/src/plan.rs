@@ -269,6 +269,18 @@ pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate)
     Ok(out.flush()?)
 }
 
+/// `--plan` and `--price-per-1k`, shared by `ask`, `summarize` and `batch` (whose
+/// `--plan` help names the whole batch).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct PlanArgs {
+    /// Dry run: make no model call; print the calls and prompt tokens each step needs.
+    #[arg(long, help_heading = "Output")]
+    pub plan: bool,
+    /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
+    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
+    pub price_per_1k: Option<f64>,
+}
+
 /// The synthesis a plan is made for: the backend, the mode, the flags, the templates and
 /// the query (the nodes are given beside it).
 #[derive(Clone, Copy)]
@@ -375,7 +387,10 @@ pub async fn run(
     let rows = rows(&planner.calls());
     let (calls, prompt_tokens, exact) = row_totals(&rows);
     let max_completion = calls * info.num_output;
-    let cost = args.price_per_1k.map(|p| prompt_tokens as f64 / 1000.0 * p);
+    let cost = args
+        .dry_run
+        .price_per_1k
+        .map(|p| prompt_tokens as f64 / 1000.0 * p);
     let stdout = io::stdout();
     let mut out = stdout.lock();
     if args.json {
@@ -406,7 +421,7 @@ pub async fn run(
             },
         });
         if let Some(obj) = report.as_object_mut() {
-            if let (Some(p), Some(c)) = (args.price_per_1k, cost) {
+            if let (Some(p), Some(c)) = (args.dry_run.price_per_1k, cost) {
                 obj.insert("price_per_1k".into(), json!(p));
                 obj.insert("estimated_cost_usd".into(), json!(c));
             }
@@ -425,7 +440,7 @@ pub async fn run(
     let plan = TextPlan {
         subject: &subject,
         rows: &rows,
-        price_per_1k: args.price_per_1k,
+        price_per_1k: args.dry_run.price_per_1k,
         without_calls: &without_calls,
     };
     plan.write(&mut out, backend, &info)?;
