@@ -107,13 +107,17 @@ def make_llm(latency_s: float):
                 model_name="fixed",
             )
 
+        def _call(self, prompt: str) -> None:
+            """Counts the call's prompt and waits the call's latency (the sync calls)."""
+            STATS.record(prompt)
+            if self.latency_s:
+                time.sleep(self.latency_s)
+
         @llm_completion_callback()
         def complete(
             self, prompt: str, formatted: bool = False, **kwargs: Any
         ) -> CompletionResponse:
-            STATS.record(prompt)
-            if self.latency_s:
-                time.sleep(self.latency_s)
+            self._call(prompt)
             return CompletionResponse(text=FIXED_ANSWER)
 
         @llm_completion_callback()
@@ -129,9 +133,7 @@ def make_llm(latency_s: float):
         def stream_complete(
             self, prompt: str, formatted: bool = False, **kwargs: Any
         ) -> CompletionResponseGen:
-            STATS.record(prompt)
-            if self.latency_s:
-                time.sleep(self.latency_s)
+            self._call(prompt)
             yield CompletionResponse(text=FIXED_ANSWER, delta=FIXED_ANSWER)
 
     return FixedLLM(latency_s=latency_s)

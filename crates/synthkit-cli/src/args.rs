@@ -381,12 +381,9 @@ pub struct SynthArgs {
     /// OpenTelemetry export.
     #[command(flatten)]
     pub otel: crate::otel_args::OtelArgs,
-    /// Dry run: make no model call; print the calls and prompt tokens each step needs.
-    #[arg(long, help_heading = "Output")]
-    pub plan: bool,
-    /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
-    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
-    pub price_per_1k: Option<f64>,
+    /// `--plan` and `--price-per-1k`.
+    #[command(flatten)]
+    pub dry_run: crate::plan::PlanArgs,
     /// No progress bar and no notes on standard error (warnings and errors still show).
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,

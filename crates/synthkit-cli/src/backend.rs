@@ -117,7 +117,7 @@ impl<'a> StackFlags<'a> {
             concurrency: args.concurrency,
             syntheses: 1,
             cache: args.cache.as_deref(),
-            plan: args.plan,
+            plan: args.dry_run.plan,
         }
     }
 }

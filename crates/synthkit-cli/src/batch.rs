@@ -42,6 +42,10 @@ pub const DEFAULT_JOBS: u32 = 4;
 
 /// `synthkit batch`.
 #[derive(Debug, Args)]
+#[command(mut_arg("plan", |plan| plan.help(
+    "Dry run: make no model call; print the calls and prompt tokens of the whole batch \
+     (every line of IN), and name the lines that cannot run"
+)))]
 pub struct BatchArgs {
     /// The requests, one JSON object per line (`-`: standard input): the body of the
     /// service's POST /v1/synthesize (query, nodes, mode, templates, citations,
@@ -97,13 +101,9 @@ pub struct BatchArgs {
     /// a resumed batch repeats no model call that had finished. Ignored with --plan.
     #[arg(long, value_name = "FILE", help_heading = "Model")]
     pub cache: Option<PathBuf>,
-    /// Dry run: make no model call; print the calls and prompt tokens of the whole
-    /// batch (every line of IN), and name the lines that cannot run.
-    #[arg(long, help_heading = "Output")]
-    pub plan: bool,
-    /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
-    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
-    pub price_per_1k: Option<f64>,
+    /// `--plan` (over the whole batch) and `--price-per-1k`.
+    #[command(flatten)]
+    pub dry_run: crate::plan::PlanArgs,
     /// No progress bar and no notes on standard error (the summary line still shows).
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
@@ -296,9 +296,9 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         concurrency: args.concurrency,
         syntheses: args.jobs as usize,
         cache: args.cache.as_deref(),
-        plan: args.plan,
+        plan: args.dry_run.plan,
     };
-    if args.plan {
+    if args.dry_run.plan {
         let backend = backend::connect_with(flags).await?;
         return crate::batch_plan::run(args, &backend, defaults(args, &backend), reader).await;
     }

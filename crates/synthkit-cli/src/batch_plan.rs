@@ -60,7 +60,7 @@ pub async fn run<R: BufRead>(
     let plan = TextPlan {
         subject: &subject,
         rows: &rows,
-        price_per_1k: args.price_per_1k,
+        price_per_1k: args.dry_run.price_per_1k,
         without_calls: "no model call is needed",
     };
     let stdout = io::stdout();

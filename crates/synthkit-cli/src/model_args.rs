@@ -17,6 +17,29 @@ use crate::args::{
 use crate::backend::OPENAI_BASE_URL_VAR;
 use crate::error::usage;
 
+/// Sets the flags both APIs share on `$config`, an [`OpenAiConfig`] or an
+/// [`AnthropicConfig`] (whose fields have the same names), for `$args`: the base URL,
+/// timeouts and reply cap, the sampling, whether to ask the server which model it serves
+/// (never the API's own server `$api_url`: OpenAI's list is no answer), the server
+/// tokenizer, the model's name, window and output reserve, and the extra body fields.
+/// Returns early with the error of a bad base URL or timeout.
+macro_rules! set_server_flags {
+    ($args:expr, $config:expr, $api_url:expr) => {{
+        let url = $args.transport(&mut $config.transport)?;
+        $args.sampling(&mut $config.sampling);
+        $config.discover_model = $args.discover_model(url.as_ref(), &$config.transport, $api_url);
+        $config.server_tokenizer = $args.server_tokenizer;
+        $args.model_facts(
+            &mut $config.model,
+            &mut $config.context_window,
+            &mut $config.num_output,
+        );
+        $config
+            .extra_body
+            .extend($args.extra_body.clone().unwrap_or_default());
+    }};
+}
+
 /// The model flags.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Model")]
@@ -223,51 +246,15 @@ impl ModelArgs {
             ));
         }
         let mut config = AnthropicConfig::from_env_with_key_var(self.api_key_env());
-        let url = self.transport(&mut config.transport)?;
-        self.sampling(&mut config.sampling);
-        let discover = self.discover_model(
-            url.as_ref(),
-            &config.transport,
-            AnthropicConfig::DEFAULT_BASE_URL,
-        );
-        let mut config = config
-            .with_model_discovery(discover)
-            .with_server_tokenizer(self.server_tokenizer);
-        self.model_facts(
-            &mut config.model,
-            &mut config.context_window,
-            &mut config.num_output,
-        );
-        config
-            .extra_body
-            .extend(self.extra_body.clone().unwrap_or_default());
+        set_server_flags!(self, config, AnthropicConfig::DEFAULT_BASE_URL);
         Ok(config)
     }
 
     /// The OpenAI-compatible config from the environment and the flags.
     pub fn openai_config(&self) -> Result<OpenAiConfig> {
         let mut config = OpenAiConfig::from_env_with_key_var(self.api_key_env());
-        let url = self.transport(&mut config.transport)?;
-        self.sampling(&mut config.sampling);
-        // No model named and a server given: use the one it serves (llama.cpp, vLLM and
-        // Ollama list it at /models). OpenAI's own list is no answer.
-        let discover = self.discover_model(
-            url.as_ref(),
-            &config.transport,
-            OpenAiConfig::DEFAULT_BASE_URL,
-        );
-        let mut config = config
-            .with_model_discovery(discover)
-            .with_server_tokenizer(self.server_tokenizer)
-            .with_chat(!self.completion_api);
-        self.model_facts(
-            &mut config.model,
-            &mut config.context_window,
-            &mut config.num_output,
-        );
-        config
-            .extra_body
-            .extend(self.extra_body.clone().unwrap_or_default());
+        set_server_flags!(self, config, OpenAiConfig::DEFAULT_BASE_URL);
+        config.is_chat = !self.completion_api;
         Ok(config)
     }
 

@@ -84,17 +84,11 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
     }
 }
 
-/// A JSON array of nodes, each handed to the reader as it is read.
+/// A JSON array of nodes, each handed to the reader as it is read (the visitor of
+/// `deserialize_seq`).
 struct ArraySeed<'a> {
     reader: &'a mut NodeListReader,
     failed: &'a mut Option<NodeJsonError>,
-}
-
-impl<'de> DeserializeSeed<'de> for ArraySeed<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
 }
 
 impl<'de> Visitor<'de> for ArraySeed<'_> {
@@ -135,12 +129,11 @@ pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
     let mut failed = None;
     if trimmed.starts_with('[') {
         let mut de = serde_json::Deserializer::from_str(text);
-        let parsed = ArraySeed {
+        let array = ArraySeed {
             reader: &mut reader,
             failed: &mut failed,
-        }
-        .deserialize(&mut de)
-        .and_then(|()| de.end());
+        };
+        let parsed = de::Deserializer::deserialize_seq(&mut de, array).and_then(|()| de.end());
         if let Err(e) = parsed {
             let (line, column) = (e.line(), e.column());
             return Err(match failed {
@@ -224,6 +217,11 @@ fn line_error(
 mod tests {
     use super::*;
 
+    /// The error `parse_nodes` gives for `text` read as the file `name`.
+    fn error_of(text: &str, name: &str) -> String {
+        parse_nodes(text, name).unwrap_err().to_string()
+    }
+
     /// The `--nodes` parser on 10,000 arbitrary byte strings (decoded lossily, as the CLI
     /// reads them) and 10,000 JSON-shaped ones: nodes or an error, never a panic.
     #[test]
@@ -275,25 +273,19 @@ mod tests {
     #[test]
     fn errors_name_the_line() {
         let bad = "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\"}\n";
-        let e = parse_nodes(bad, "n.jsonl").unwrap_err().to_string();
+        let e = error_of(bad, "n.jsonl");
         assert!(
             e.starts_with("n.jsonl: line 2, column 10: node 2 has no `text`"),
             "{e}"
         );
         assert!(!e.contains("at line 1 column"), "{e}");
         // A pretty-printed object: the line where it breaks, not line 1.
-        let e = parse_nodes("{\n  \"id\": \"a\",\n  \"txt\": \"x\"\n}\n", "n.json")
-            .unwrap_err()
-            .to_string();
+        let e = error_of("{\n  \"id\": \"a\",\n  \"txt\": \"x\"\n}\n", "n.json");
         assert!(e.contains("line 4"), "{e}");
         assert!(e.contains("node 1 has no `text`"), "{e}");
-        let e = parse_nodes("{\n  \"id\": \"a\",\n  \"text\": oops\n}\n", "n.json")
-            .unwrap_err()
-            .to_string();
+        let e = error_of("{\n  \"id\": \"a\",\n  \"text\": oops\n}\n", "n.json");
         assert!(e.contains("line 3"), "{e}");
-        let e = parse_nodes("[{\"id\":\"a\",\n\"text\": 3}]", "n.json")
-            .unwrap_err()
-            .to_string();
+        let e = error_of("[{\"id\":\"a\",\n\"text\": 3}]", "n.json");
         assert!(e.contains("line 2"), "{e}");
         assert!(
             e.contains("(index 0): node 1: `text` must be a string"),
@@ -329,7 +321,7 @@ mod tests {
     fn duplicate_and_conflicting_ids_name_their_line() {
         let array =
             "[\n {\"id\": \"x\", \"text\": \"a\"},\n \"b\",\n {\"id_\": \"x\", \"text\": \"c\"}\n]";
-        let e = parse_nodes(array, "n.json").unwrap_err().to_string();
+        let e = error_of(array, "n.json");
         assert!(
             e.starts_with(
                 "n.json: line 4, column 26 (index 2): node 3 has the id \"x\", as node 1 does"
@@ -337,17 +329,15 @@ mod tests {
             "{e}"
         );
         let jsonl = "{\"id\": \"x\", \"text\": \"a\"}\n\n{\"id\": \"x\", \"text\": \"b\"}\n";
-        let e = parse_nodes(jsonl, "n.jsonl").unwrap_err().to_string();
+        let e = error_of(jsonl, "n.jsonl");
         assert!(
             e.starts_with("n.jsonl: line 3, column 24: node 2 has the id \"x\""),
             "{e}"
         );
-        let e = parse_nodes(
+        let e = error_of(
             "{\"id\": \"x\", \"id_\": \"y\", \"text\": \"a\"}",
             "n.jsonl",
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(e.contains("line 1"), "{e}");
         assert!(
             e.contains("node 1: `id` (\"x\") and `id_` (\"y\") differ"),

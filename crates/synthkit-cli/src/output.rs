@@ -331,10 +331,14 @@ mod tests {
 
     #[test]
     fn excerpts_are_short_and_flat() {
-        assert_eq!(excerpt("a\n\n b  c"), "a b c");
-        assert_eq!(excerpt("## Title\n\nBody text."), "Body text.");
-        assert_eq!(excerpt("# Only a title"), "# Only a title");
-        assert_eq!(excerpt("<!-- note -->\nTokio 1.70. <!-- x"), "Tokio 1.70.");
+        for (text, short) in [
+            ("a\n\n b  c", "a b c"),
+            ("## Title\n\nBody text.", "Body text."),
+            ("# Only a title", "# Only a title"),
+            ("<!-- note -->\nTokio 1.70. <!-- x", "Tokio 1.70."),
+        ] {
+            assert_eq!(excerpt(text), short, "{text:?}");
+        }
         let long = "word ".repeat(100);
         let e = excerpt(&long);
         assert!(e.chars().count() <= EXCERPT_CHARS);

@@ -269,6 +269,18 @@ pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate)
     Ok(out.flush()?)
 }
 
+/// `--plan` and `--price-per-1k`, shared by `ask`, `summarize` and `batch` (whose
+/// `--plan` help names the whole batch).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct PlanArgs {
+    /// Dry run: make no model call; print the calls and prompt tokens each step needs.
+    #[arg(long, help_heading = "Output")]
+    pub plan: bool,
+    /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
+    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
+    pub price_per_1k: Option<f64>,
+}
+
 /// The synthesis a plan is made for: the backend, the mode, the flags, the templates and
 /// the query (the nodes are given beside it).
 #[derive(Clone, Copy)]
@@ -304,20 +316,22 @@ impl<'a> Synthesis<'a> {
         }
     }
 
-    /// The synthesizer over `planner` (the run's packing), reporting to `observer`.
-    fn synthesizer(
+    /// The synthesizer over `model` with these flags and templates, reporting to
+    /// `observer`; a `dry_run` (a plan over a [`PlanningModel`]) makes no spans.
+    pub fn synthesizer(
         &self,
-        planner: Arc<PlanningModel>,
+        model: Arc<dyn LanguageModel>,
         observer: Arc<dyn Observer>,
+        dry_run: bool,
     ) -> Result<Synthesizer> {
         build_synthesizer(
-            planner,
+            model,
             self.backend,
             self.mode,
             self.args,
             self.templates,
             observer,
-            true,
+            dry_run,
         )
     }
 }
@@ -332,7 +346,7 @@ pub async fn estimate(synthesis: &Synthesis<'_>, nodes: Vec<Node>) -> Result<Est
         backend.model.info(),
         backend.budget_tokenizer.clone(),
     ));
-    let synth = synthesis.synthesizer(planner.clone(), Arc::new(Fanout::default()))?;
+    let synth = synthesis.synthesizer(planner.clone(), Arc::new(Fanout::default()), true)?;
     synth.synthesize(synthesis.query, nodes).await?;
     let calls = planner.calls();
     let levels = (synthesis.mode == ResponseMode::TreeSummarize)
@@ -359,7 +373,7 @@ pub async fn run(
         fanout.push(t);
     }
     let observer: Arc<dyn Observer> = Arc::new(fanout);
-    let synth = synthesis.synthesizer(planner.clone(), observer)?;
+    let synth = synthesis.synthesizer(planner.clone(), observer, true)?;
     let node_count = nodes.len();
     let response = synth
         .synthesize(synthesis.query, nodes)
@@ -373,7 +387,10 @@ pub async fn run(
     let rows = rows(&planner.calls());
     let (calls, prompt_tokens, exact) = row_totals(&rows);
     let max_completion = calls * info.num_output;
-    let cost = args.price_per_1k.map(|p| prompt_tokens as f64 / 1000.0 * p);
+    let cost = args
+        .dry_run
+        .price_per_1k
+        .map(|p| prompt_tokens as f64 / 1000.0 * p);
     let stdout = io::stdout();
     let mut out = stdout.lock();
     if args.json {
@@ -404,7 +421,7 @@ pub async fn run(
             },
         });
         if let Some(obj) = report.as_object_mut() {
-            if let (Some(p), Some(c)) = (args.price_per_1k, cost) {
+            if let (Some(p), Some(c)) = (args.dry_run.price_per_1k, cost) {
                 obj.insert("price_per_1k".into(), json!(p));
                 obj.insert("estimated_cost_usd".into(), json!(c));
             }
@@ -423,7 +440,7 @@ pub async fn run(
     let plan = TextPlan {
         subject: &subject,
         rows: &rows,
-        price_per_1k: args.price_per_1k,
+        price_per_1k: args.dry_run.price_per_1k,
         without_calls: &without_calls,
     };
     plan.write(&mut out, backend, &info)?;

@@ -243,7 +243,7 @@ mod tests {
     use crate::args::{Cli, Command, SynthArgs};
     use crate::observe::Fanout;
     use crate::spinner::Spinner;
-    use crate::synthesis::{CustomTemplates, build_synthesizer, gather_nodes};
+    use crate::synthesis::{CustomTemplates, gather_nodes};
     use crate::{backend, plan};
 
     fn len(p: &Progress) -> u64 {
@@ -384,16 +384,9 @@ mod tests {
         });
         let mut fanout = Fanout::default();
         fanout.push(recorder.clone());
-        let synth = build_synthesizer(
-            backend.model.clone(),
-            &backend,
-            mode,
-            args,
-            &templates,
-            Arc::new(fanout),
-            false,
-        )
-        .unwrap();
+        let synth = planned
+            .synthesizer(backend.model.clone(), Arc::new(fanout), false)
+            .unwrap();
         synth.synthesize(query, nodes).await.unwrap();
         progress.clear();
         (estimate, recorder, took)

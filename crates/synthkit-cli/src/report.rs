@@ -11,6 +11,7 @@ use synthkit::{Response, ResponseMode};
 use synthkit_report::{BudgetRecord, RunRecord};
 
 use crate::error::usage;
+use crate::plan::Synthesis;
 
 /// `--steps` and `--report`.
 #[derive(Debug, Clone, Args)]
@@ -40,14 +41,9 @@ pub struct ReportVerbArgs {
 
 /// What a run's record needs besides the response.
 pub struct RunFacts<'a> {
-    /// The query.
-    pub query: &'a str,
-    /// The response mode.
-    pub mode: ResponseMode,
-    /// The backend's kind.
-    pub backend: &'a str,
-    /// The model's name.
-    pub model: &'a str,
+    /// The synthesis that ran: its query, mode and backend (whose kind and model name
+    /// the record names).
+    pub synthesis: &'a Synthesis<'a>,
     /// The budget.
     pub budget: &'a PromptBudget,
     /// Whether the answer is grounded, when known.
@@ -56,13 +52,23 @@ pub struct RunFacts<'a> {
     pub total_ms: f64,
 }
 
+impl RunFacts<'_> {
+    /// The record's common part: query and mode (given to `start`), the model, the
+    /// budget and the time.
+    fn record(&self, start: impl FnOnce(&str, ResponseMode) -> RunRecord) -> RunRecord {
+        let backend = self.synthesis.backend;
+        start(self.synthesis.query, self.synthesis.mode)
+            .with_model(backend.name(), backend.model_name())
+            .with_budget(BudgetRecord::of(self.budget))
+            .with_total_ms(self.total_ms)
+    }
+}
+
 /// The record of a finished run.
 pub fn record(response: &Response, facts: &RunFacts<'_>) -> RunRecord {
-    RunRecord::from_response(facts.query, facts.mode, response)
-        .with_model(facts.backend, facts.model)
-        .with_budget(BudgetRecord::of(facts.budget))
+    facts
+        .record(|query, mode| RunRecord::from_response(query, mode, response))
         .with_grounded(facts.grounded)
-        .with_total_ms(facts.total_ms)
         .with_setting(
             "citations",
             if response.citations.is_some() {
@@ -80,10 +86,7 @@ pub fn failed_record(
     steps: Vec<synthkit::SynthStep>,
     error: &str,
 ) -> RunRecord {
-    RunRecord::failed(facts.query, facts.mode, nodes, steps, error)
-        .with_model(facts.backend, facts.model)
-        .with_budget(BudgetRecord::of(facts.budget))
-        .with_total_ms(facts.total_ms)
+    facts.record(|query, mode| RunRecord::failed(query, mode, nodes, steps, error))
 }
 
 /// Writes the page of `run` to `path`.

@@ -140,7 +140,7 @@ fn shows_citations(args: &SynthArgs, backend: &Backend) -> bool {
 /// report and the trace's `run` line take theirs from the run's own recorder, which keeps
 /// them when the run fails too.
 fn wants_steps(args: &SynthArgs) -> bool {
-    !args.plan && args.report.steps
+    !args.dry_run.plan && args.report.steps
 }
 
 /// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`
@@ -224,7 +224,7 @@ pub async fn run(
 ) -> Result<()> {
     let start = Instant::now();
     let mode = args.mode.unwrap_or(default_mode);
-    if args.plan && args.format == JsonFormat::Llamaindex {
+    if args.dry_run.plan && args.format == JsonFormat::Llamaindex {
         return Err(usage(
             "--format llamaindex shapes an answer; --plan makes no answer (leave one out)",
         ));
@@ -235,11 +235,11 @@ pub async fn run(
     let nodes = gather_nodes(args, query, &backend, folder_top_k, &spinner)?;
 
     let trace = match &args.trace {
-        Some(p) => Some(Arc::new(Trace::create(p, args.plan)?)),
+        Some(p) => Some(Arc::new(Trace::create(p, args.dry_run.plan)?)),
         None => None,
     };
     let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
-    if args.plan {
+    if args.dry_run.plan {
         let outcome = plan::run(&planned, nodes, trace.clone()).await;
         if let Some(t) = &trace {
             t.finish()?;
@@ -285,15 +285,7 @@ pub async fn run(
     if let Some((recorder, _)) = &failure_record {
         fanout.push(recorder.clone());
     }
-    let synth = build_synthesizer(
-        Arc::clone(&backend.model),
-        &backend,
-        mode,
-        args,
-        &templates,
-        Arc::new(fanout),
-        false,
-    )?;
+    let synth = planned.synthesizer(Arc::clone(&backend.model), Arc::new(fanout), false)?;
     if backend.kind == LlmKind::Extractive && mode.calls_model() {
         note(args.quiet, EXTRACTIVE_NOTE);
     }
@@ -310,10 +302,7 @@ pub async fn run(
         .ok()
         .and_then(|r| grounded(r, backend.kind, mode));
     let facts = crate::report::RunFacts {
-        query,
-        mode,
-        backend: backend.name(),
-        model: &backend.model_name(),
+        synthesis: &planned,
         budget: synth.budget(),
         grounded: grounded_answer,
         total_ms: start.elapsed().as_secs_f64() * 1000.0,

@@ -528,11 +528,15 @@ mod tests {
 
     #[test]
     fn sniffing() {
-        assert!(looks_like_html("<!DOCTYPE html>\n<html>"));
-        assert!(looks_like_html("\u{feff}  <!-- hi -->\n<HTML lang=en>"));
-        assert!(looks_like_html("<?xml version=\"1.0\"?>\n<!DOCTYPE html>"));
-        assert!(!looks_like_html("<?xml version=\"1.0\"?><svg/>"));
-        assert!(!looks_like_html("Plain text about <html> tags"));
+        for (text, html) in [
+            ("<!DOCTYPE html>\n<html>", true),
+            ("\u{feff}  <!-- hi -->\n<HTML lang=en>", true),
+            ("<?xml version=\"1.0\"?>\n<!DOCTYPE html>", true),
+            ("<?xml version=\"1.0\"?><svg/>", false),
+            ("Plain text about <html> tags", false),
+        ] {
+            assert_eq!(looks_like_html(text), html, "{text:?}");
+        }
     }
 
     #[test]

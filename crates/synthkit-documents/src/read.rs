@@ -87,39 +87,45 @@ impl ReadOptions {
     }
 
     /// Visit hidden files and folders too (names starting with `.`).
-    pub fn hidden(mut self, yes: bool) -> Self {
-        self.walk = self.walk.hidden(yes);
-        self
+    pub fn hidden(self, yes: bool) -> Self {
+        self.walking(|walk| walk.hidden(yes))
     }
 
     /// Do not honour `.gitignore`, `.ignore`, `.git/info/exclude` or git's global excludes.
-    pub fn no_ignore(mut self, yes: bool) -> Self {
-        self.walk = self.walk.no_ignore(yes);
-        self
+    pub fn no_ignore(self, yes: bool) -> Self {
+        self.walking(|walk| walk.no_ignore(yes))
     }
 
     /// Read only files matching this glob (or another include glob). Repeatable.
-    pub fn include(mut self, glob: impl Into<String>) -> Self {
-        self.walk = self.walk.include(glob);
-        self
+    pub fn include(self, glob: impl Into<String>) -> Self {
+        self.walking(|walk| walk.include(glob))
     }
 
     /// Never read files (or enter folders) matching this glob. Repeatable.
-    pub fn exclude(mut self, glob: impl Into<String>) -> Self {
-        self.walk = self.walk.exclude(glob);
-        self
+    pub fn exclude(self, glob: impl Into<String>) -> Self {
+        self.walking(|walk| walk.exclude(glob))
     }
 
     /// Skip files larger than this many bytes (`None`: no limit).
-    pub fn max_file_size(mut self, bytes: Option<u64>) -> Self {
-        self.max_file_size = bytes;
-        self
+    pub fn max_file_size(self, bytes: Option<u64>) -> Self {
+        self.with(|options| options.max_file_size = bytes)
     }
 
     /// Read what is not prose (stylesheets, scripts, SVG, JSON, redirect pages) and
     /// copies of other documents too, when found in folders.
-    pub fn keep_all(mut self, yes: bool) -> Self {
-        self.keep_all = yes;
+    pub fn keep_all(self, yes: bool) -> Self {
+        self.with(|options| options.keep_all = yes)
+    }
+
+    /// The options with `change` applied to the walking options.
+    fn walking(mut self, change: impl FnOnce(WalkOptions) -> WalkOptions) -> Self {
+        self.walk = change(self.walk);
+        self
+    }
+
+    /// The options with `set` applied: the one body of the setters above.
+    fn with(mut self, set: impl FnOnce(&mut Self)) -> Self {
+        set(&mut self);
         self
     }
 

@@ -77,6 +77,20 @@ pub(super) struct Cleaned {
     pub text_outside: bool,
 }
 
+impl Cleaned {
+    /// Markup (a link, an image, a tag) replaced by `shown`.
+    fn markup(&mut self, shown: &str) {
+        self.had_markup = true;
+        self.text.push_str(shown);
+    }
+
+    /// An rst reference or role whose text `inner` (`Title <target>`) shows as its title.
+    fn reference(&mut self, inner: &str) {
+        self.text.push_str(strip_target(inner).trim());
+        self.text_outside |= inner.chars().any(char::is_alphanumeric);
+    }
+}
+
 /// Cleans inline markup out of `s`. See the [module documentation](self).
 pub(super) fn clean(s: &str) -> Cleaned {
     clean_with(s, true)
@@ -104,8 +118,7 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
                 let after = end + run;
                 // rst references: `text <url>`_ and `text`_ show their text.
                 if run == 1 && at(after) == Some('_') {
-                    out.text.push_str(strip_target(&inner).trim());
-                    out.text_outside |= inner.chars().any(char::is_alphanumeric);
+                    out.reference(&inner);
                     i = after + count_run(&chars, after, '_');
                     continue;
                 }
@@ -128,17 +141,13 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
         if c == ':'
             && let Some((inner, next)) = rst_role(&chars, i)
         {
-            out.text.push_str(strip_target(&inner).trim());
-            out.text_outside |= inner.chars().any(char::is_alphanumeric);
+            out.reference(&inner);
             i = next;
             continue;
         }
-        // Images: dropped.
-        if c == '!'
-            && at(i + 1) == Some('[')
-            && let Some((_, next)) = link(&chars, i + 1)
-        {
-            out.had_markup = true;
+        // Images, links and tags: their text (or nothing).
+        if let Some((shown, next)) = markup(&chars, i, shortcuts) {
+            out.markup(&shown);
             i = next;
             continue;
         }
@@ -147,36 +156,6 @@ pub(super) fn clean_with(s: &str, shortcuts: bool) -> Cleaned {
             && let Some((decoded, next)) = entity(&chars, i)
         {
             out.text.push(decoded);
-            i = next;
-            continue;
-        }
-        // Shortcut reference links (`[Guides]`): their text.
-        if c == '['
-            && shortcuts
-            && let Some((text, next)) = shortcut(&chars, i)
-        {
-            out.had_markup = true;
-            out.text.push_str(&clean(&text).text);
-            i = next;
-            continue;
-        }
-        // Links: their text.
-        if c == '['
-            && let Some((text, next)) = link(&chars, i)
-        {
-            out.had_markup = true;
-            // A linked image (`[![alt](img)](url)`) is dropped with its link.
-            if !text.trim_start().starts_with("![") {
-                out.text.push_str(&clean(&text).text);
-            }
-            i = next;
-            continue;
-        }
-        if c == '<'
-            && let Some((replacement, next)) = angle(&chars, i)
-        {
-            out.had_markup = true;
-            out.text.push_str(&replacement);
             i = next;
             continue;
         }
@@ -275,6 +254,30 @@ fn rst_role(chars: &[char], i: usize) -> Option<(String, usize)> {
     let end = find_run(chars, start, '`', 1)?;
     let inner: String = chars.get(start..end)?.iter().collect();
     Some((inner, end + 1))
+}
+
+/// Markup at `i`: what it shows as text and the index after it. Images (`![alt](img)`)
+/// show nothing; shortcut reference links (`[Guides]`, with `shortcuts`) and links their
+/// text, cleaned, unless the link wraps an image (`[![alt](img)](url)`: dropped with it);
+/// an HTML tag or autolink what [`angle`] makes of it.
+fn markup(chars: &[char], i: usize, shortcuts: bool) -> Option<(String, usize)> {
+    match chars.get(i)? {
+        '!' if chars.get(i + 1) == Some(&'[') => {
+            link(chars, i + 1).map(|(_, next)| (String::new(), next))
+        }
+        '[' => {
+            let shortcut = shortcuts.then(|| shortcut(chars, i)).flatten();
+            let (text, next) = shortcut.or_else(|| {
+                link(chars, i).map(|(text, next)| {
+                    let image = text.trim_start().starts_with("![");
+                    (if image { String::new() } else { text }, next)
+                })
+            })?;
+            Some((clean(&text).text, next))
+        }
+        '<' => angle(chars, i),
+        _ => None,
+    }
 }
 
 /// A Markdown link at `i` (`[text](url)` or `[text][ref]`): its text and the index after

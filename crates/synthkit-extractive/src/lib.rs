@@ -150,9 +150,8 @@ use units::{answering_items, candidates, doc, lead_biased};
 /// The offline extractive backend. See the [module documentation](self).
 #[derive(Debug, Clone)]
 pub struct ExtractiveModel {
-    name: String,
-    context_window: usize,
-    num_output: usize,
+    /// What [`LanguageModel::info`] reports (name, window, output reserve, provider).
+    info: ModelInfo,
     tokenizer: SharedTokenizer,
     min_relative_score: f64,
     min_coverage: f64,
@@ -240,31 +239,30 @@ impl ExtractiveModel {
     /// `cl100k_base` tokenizer, relevance floor 0.6, minimum coverage 0.5.
     pub fn new() -> Self {
         Self {
-            name: Self::NAME.to_string(),
-            context_window: Self::DEFAULT_CONTEXT_WINDOW,
-            num_output: Self::DEFAULT_NUM_OUTPUT,
+            info: ModelInfo::new(Self::NAME)
+                .with_context_window(Self::DEFAULT_CONTEXT_WINDOW)
+                .with_num_output(Self::DEFAULT_NUM_OUTPUT)
+                .with_chat(false)
+                .with_provider("synthkit.extractive"),
             tokenizer: default_tokenizer(),
             min_relative_score: Self::DEFAULT_MIN_RELATIVE_SCORE,
             min_coverage: Self::DEFAULT_MIN_COVERAGE,
         }
     }
     /// Sets the name reported by [`LanguageModel::info`].
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
-        self
+    pub fn with_name(self, name: impl Into<String>) -> Self {
+        self.with(|model| model.info.name = name.into())
     }
 
     /// Sets the context window reported by [`LanguageModel::info`].
-    pub fn with_context_window(mut self, tokens: usize) -> Self {
-        self.context_window = tokens;
-        self
+    pub fn with_context_window(self, tokens: usize) -> Self {
+        self.with(|model| model.info.context_window = tokens)
     }
 
     /// Sets the output reserve reported by [`LanguageModel::info`]; it is also the answer's
     /// budget when a request's `max_tokens` is 0.
-    pub fn with_num_output(mut self, tokens: usize) -> Self {
-        self.num_output = tokens;
-        self
+    pub fn with_num_output(self, tokens: usize) -> Self {
+        self.with(|model| model.info.num_output = tokens)
     }
 
     /// What its replies depend on beyond the request, for response-cache keys: its
@@ -278,18 +276,16 @@ impl ExtractiveModel {
 
     /// Sets the tokenizer that measures the answer against `max_tokens` and counts the
     /// completion tokens.
-    pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
-        self.tokenizer = tokenizer;
-        self
+    pub fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self {
+        self.with(|model| model.tokenizer = tokenizer)
     }
 
     /// Sets the relevance floor: with a question, sentences scoring below `ratio` times the
     /// best sentence's score are not picked. `0.0` picks every sentence sharing a word with
     /// the question while room is left (from anywhere: the answer's focus on the best
     /// sentence's neighbourhood is off); `1.0` only the best ones. Clamped to `[0, 1]`.
-    pub fn with_min_relative_score(mut self, ratio: f64) -> Self {
-        self.min_relative_score = unit_ratio(ratio);
-        self
+    pub fn with_min_relative_score(self, ratio: f64) -> Self {
+        self.with(|model| model.min_relative_score = unit_ratio(ratio))
     }
 
     /// Sets the minimum coverage: with a question, when the best match contains less than
@@ -297,8 +293,13 @@ impl ExtractiveModel {
     /// over the IDF of all of them, IDF over this request's sentences, a term in none of
     /// them weighing most), the answer is [`Self::NOT_ANSWERED`]. `0.0` answers whenever a
     /// word matches. Clamped to `[0, 1]`.
-    pub fn with_min_coverage(mut self, ratio: f64) -> Self {
-        self.min_coverage = unit_ratio(ratio);
+    pub fn with_min_coverage(self, ratio: f64) -> Self {
+        self.with(|model| model.min_coverage = unit_ratio(ratio))
+    }
+
+    /// The model with `set` applied: the one body of the `with_*` setters above.
+    fn with(mut self, set: impl FnOnce(&mut Self)) -> Self {
+        set(&mut self);
         self
     }
 
@@ -512,7 +513,7 @@ impl ExtractiveModel {
             }
         };
         let budget = if request.max_tokens == 0 {
-            self.num_output
+            self.info.num_output
         } else {
             request.max_tokens
         };
@@ -534,11 +535,7 @@ impl ExtractiveModel {
 
 impl LanguageModel for ExtractiveModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo::new(self.name.clone())
-            .with_context_window(self.context_window)
-            .with_num_output(self.num_output)
-            .with_chat(false)
-            .with_provider("synthkit.extractive")
+        self.info.clone()
     }
 
     /// Extracts the answer (JSON text when the request has a schema). Never fails.

@@ -42,6 +42,12 @@ fn run(model: &ExtractiveModel, req: &ModelRequest) -> Completion {
     futures::executor::block_on(model.complete(req)).unwrap_or_default()
 }
 
+/// Asserts that `model` replies `expected` to `req`.
+#[track_caller]
+fn assert_reply(model: &ExtractiveModel, req: &ModelRequest, expected: &str) {
+    assert_eq!(run(model, req).text, expected);
+}
+
 const OBSERVATORY: &str = "file_path: docs/maintenance.md\n\n\
     # Mirror care\n\n\
     The observatory opened in 1987. The primary mirror is cleaned with CO2 snow every \
@@ -145,10 +151,7 @@ fn refine_keeps_a_good_existing_answer() {
         ],
         256,
     );
-    assert_eq!(
-        run(&m, &req).text,
-        "The mirror is cleaned every three months."
-    );
+    assert_reply(&m, &req, "The mirror is cleaned every three months.");
 
     // A better new sentence replaces it; with no relevance floor both are kept, the
     // existing answer first.
@@ -161,10 +164,7 @@ fn refine_keeps_a_good_existing_answer() {
         ),
     ];
     let req = request(TemplateKind::Refine, &vars, 256);
-    assert_eq!(
-        run(&m, &req).text,
-        "The mirror is cleaned often, every three months."
-    );
+    assert_reply(&m, &req, "The mirror is cleaned often, every three months.");
     // Nothing matches the question: the existing answer stays as it is.
     let unmatched = request(
         TemplateKind::Refine,
@@ -177,9 +177,10 @@ fn refine_keeps_a_good_existing_answer() {
     );
     assert_eq!(run(&m, &unmatched).text, "The mirror is cleaned by hand.");
     let all = ExtractiveModel::new().with_min_relative_score(0.0);
-    assert_eq!(
-        run(&all, &req).text,
-        "The mirror is cleaned by hand. The mirror is cleaned often, every three months."
+    assert_reply(
+        &all,
+        &req,
+        "The mirror is cleaned by hand. The mirror is cleaned often, every three months.",
     );
 }
 
@@ -246,9 +247,10 @@ fn braces_and_unicode() {
         &[("context_str", context), ("query_str", "télescope")],
         64,
     );
-    assert_eq!(
-        run(&m, &req).text,
-        "Le télescope {context_str} est nettoyé chaque année."
+    assert_reply(
+        &m,
+        &req,
+        "Le télescope {context_str} est nettoyé chaque année.",
     );
     let req = request(
         TemplateKind::Qa,
@@ -427,9 +429,10 @@ fn not_answered_through_requests() {
         ],
         256,
     );
-    assert_eq!(
-        run(&m, &req).text,
-        "The primary mirror is cleaned with CO2 snow every three months."
+    assert_reply(
+        &m,
+        &req,
+        "The primary mirror is cleaned with CO2 snow every three months.",
     );
 }
 

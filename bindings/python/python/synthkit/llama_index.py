@@ -514,12 +514,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         """Answers ``query`` from ``nodes``; the response's sources are the given objects."""
         run = _Synthesis(self, query, nodes, additional_source_nodes, is_async=False)
-        if run.response is None:
-            with run.events():
-                if self._streaming:
-                    run.stream(_deltas)
-                else:
-                    run.finish(self._synth.synthesize(run.query_str, run.items))
+        with run.events() as pending:
+            if pending:
+                run.finish(self._synth.synthesize(run.query_str, run.items))
         return run.response
 
     @dispatcher.span
@@ -532,12 +529,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         """Like ``synthesize``, awaited; model calls run while the event loop goes on."""
         run = _Synthesis(self, query, nodes, additional_source_nodes, is_async=True)
-        if run.response is None:
-            with run.events():
-                if self._streaming:
-                    run.stream(_adeltas)
-                else:
-                    run.finish(await self._synth.asynthesize(run.query_str, run.items))
+        with run.events() as pending:
+            if pending:
+                run.finish(await self._synth.asynthesize(run.query_str, run.items))
         return run.response
 
 
@@ -547,8 +541,9 @@ class _Synthesis:
     callback manager's ``SYNTHESIZE`` event) and its response, written once for both.
 
     Made, it has sent the start event; with no nodes, ``response`` is already the empty
-    response (and the end event sent). Otherwise the caller runs the synthesis inside
-    ``events()`` and sets the response with ``stream`` or ``finish``."""
+    response (and the end event sent). The caller runs the synthesis inside ``events()``
+    when it yields True (a streamed response is set before the block) and sets the
+    response with ``finish``."""
 
     def __init__(
         self,
@@ -560,6 +555,7 @@ class _Synthesis:
     ) -> None:
         self._synthesizer = synthesizer
         self.response: Optional[RESPONSE_TYPE] = None
+        self._deltas = _adeltas if is_async else _deltas
         dispatcher.event(SynthesizeStartEvent(query=query))
         if len(nodes) == 0:
             self.response = synthesizer._empty(query, is_async=is_async)
@@ -572,21 +568,28 @@ class _Synthesis:
         self.source_nodes = list(nodes) + list(additional_source_nodes or [])
 
     @contextlib.contextmanager
-    def events(self) -> Iterator[None]:
+    def events(self) -> Iterator[bool]:
         """The callback manager's ``SYNTHESIZE`` event around the block (the nodes are
-        converted inside it, into ``items``), then the end event; an exception sends
-        neither end."""
+        converted inside it, into ``items``; a streaming synthesizer's response is set
+        there too), then the end event; an exception sends neither end. Yields whether
+        the block has a synthesis to run: False for the empty response (sent already)
+        and for a stream."""
+        if self.response is not None:
+            yield False
+            return
         with self._synthesizer._callback_manager.event(
             CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: self.query_str}
         ) as event:
             self.items = self._synthesizer._synthkit_nodes(self._nodes)
-            yield
+            if self._synthesizer._streaming:
+                self._stream()
+            yield self.response is None
             event.on_end(payload={EventPayload.RESPONSE: self.response})
         dispatcher.event(SynthesizeEndEvent(query=self.query, response=self.response))
 
-    def stream(self, deltas: Any) -> None:
-        """The streamed response: ``deltas`` (``_deltas`` or ``_adeltas``) over the stream."""
-        response_str: RESPONSE_TEXT_TYPE = deltas(
+    def _stream(self) -> None:
+        """The streamed response: ``_deltas`` or ``_adeltas`` over the stream."""
+        response_str: RESPONSE_TEXT_TYPE = self._deltas(
             self._synthesizer._synth.stream(self.query_str, self.items)
         )
         self.response = self._synthesizer._prepare_response_output(

@@ -204,19 +204,13 @@ pub(crate) fn tokenizer(value: &Bound<'_, PyAny>) -> PyResult<Option<SharedToken
 }
 
 /// A Python tokenizer callable. It cannot fail here (counts are not fallible): if it
-/// raises, the count is cl100k_base's.
+/// raises, the count is cl100k_base's. Its Debug output shows the callable as `Py(..)`
+/// (an address, nothing of the callable's state).
+#[derive(Debug)]
 struct PyTokenizer {
     encode: Py<PyAny>,
     name: String,
     fallback: SharedTokenizer,
-}
-
-impl fmt::Debug for PyTokenizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PyTokenizer")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
 }
 
 impl PyTokenizer {

@@ -7,14 +7,14 @@ use serde_json::Value;
 use synthkit::text::{BpeTokenizer, Tokenizer};
 
 use crate::common::{
-    MIRROR, QUESTION, all_modes, assert_stderr_has, docs, json_lines, json_of, on, source_ids,
-    stderr, stdout, synthkit, temp_file, write,
+    MIRROR, QUESTION, all_modes, ask_on, assert_stderr_has, docs, json_lines, json_of, on,
+    source_ids, stderr, stdout, synthkit, temp_file, write,
 };
 
 #[test]
 fn ask_over_a_folder_finds_the_sentence() {
     let dir = docs();
-    let out = on(dir.path(), &["ask", QUESTION]);
+    let out = ask_on(dir.path(), QUESTION, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.starts_with(MIRROR), "{text}");
@@ -38,7 +38,7 @@ fn ask_over_a_folder_finds_the_sentence() {
 #[test]
 fn quiet_hides_notes() {
     let dir = docs();
-    let out = on(dir.path(), &["ask", QUESTION, "--quiet"]);
+    let out = ask_on(dir.path(), QUESTION, &["--quiet"]);
     assert!(out.status.success());
     assert_eq!(stderr(&out), "");
 }
@@ -46,7 +46,7 @@ fn quiet_hides_notes() {
 #[test]
 fn json_report_shape_and_usage() {
     let dir = docs();
-    let out = on(dir.path(), &["ask", QUESTION, "--json", "-q"]);
+    let out = ask_on(dir.path(), QUESTION, &["--json", "-q"]);
     let v = json_of(&out);
     assert_eq!(v["answer"], MIRROR);
     assert_eq!(v["mode"], "compact");
@@ -89,10 +89,7 @@ fn json_report_shape_and_usage() {
 fn every_mode_runs() {
     let dir = docs();
     for mode in all_modes() {
-        let out = on(
-            dir.path(),
-            &["ask", QUESTION, "--json", "-q", "--mode", mode],
-        );
+        let out = ask_on(dir.path(), QUESTION, &["--json", "-q", "--mode", mode]);
         assert!(out.status.success(), "{mode}: {}", stderr(&out));
         let v = json_of(&out);
         assert_eq!(v["mode"], mode);
@@ -121,7 +118,7 @@ fn every_mode_runs() {
 #[test]
 fn unknown_mode_is_a_usage_error() {
     let dir = docs();
-    let out = on(dir.path(), &["ask", QUESTION, "--mode", "fastest"]);
+    let out = ask_on(dir.path(), QUESTION, &["--mode", "fastest"]);
     assert_eq!(out.status.code(), Some(2));
     assert_stderr_has(&out, "unknown response mode `fastest`");
 }
@@ -152,7 +149,7 @@ fn stdin_is_a_document() {
 #[test]
 fn empty_input_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = on(dir.path(), &["ask", QUESTION]);
+    let out = ask_on(dir.path(), QUESTION, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -187,7 +184,7 @@ fn binary_and_hidden_files_are_skipped() {
         "The primary mirror is never cleaned.",
     );
     write(dir.path(), "picture.png", "not read");
-    let out = on(dir.path(), &["ask", QUESTION, "--json"]);
+    let out = ask_on(dir.path(), QUESTION, &["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -242,11 +239,8 @@ fn stream_prints_the_same_as_the_plain_answer() {
         "context_only",
         "no_text",
     ] {
-        let plain = on(dir.path(), &["ask", QUESTION, "-q", "--mode", mode]);
-        let streamed = on(
-            dir.path(),
-            &["ask", QUESTION, "-q", "--stream", "--mode", mode],
-        );
+        let plain = ask_on(dir.path(), QUESTION, &["-q", "--mode", mode]);
+        let streamed = ask_on(dir.path(), QUESTION, &["-q", "--stream", "--mode", mode]);
         assert!(
             plain.status.success() && streamed.status.success(),
             "{mode}"
@@ -384,7 +378,7 @@ fn malformed_jsonl_names_the_line() {
         "nodes.jsonl",
         "{\"id\":\"a\",\"text\":\"x\"}\n\n{\"id\":\"b\",\"text\":\"y\"}\n{\"id\":\"c\",\"txt\":\"z\"}\n",
     );
-    let out = on(&path, &["ask", QUESTION, "--nodes"]);
+    let out = ask_on(&path, QUESTION, &["--nodes"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -398,7 +392,7 @@ fn malformed_jsonl_names_the_line() {
         "broken.jsonl",
         "{\"id\":\"a\",\"text\":\"x\"}\n{not json\n",
     );
-    let out = on(&path, &["ask", QUESTION, "--nodes"]);
+    let out = ask_on(&path, QUESTION, &["--nodes"]);
     assert_eq!(out.status.code(), Some(1));
     assert_stderr_has(&out, "line 2");
 }
@@ -406,11 +400,10 @@ fn malformed_jsonl_names_the_line() {
 #[test]
 fn top_k_keeps_the_most_relevant_chunks() {
     let dir = docs();
-    let out = on(
+    let out = ask_on(
         dir.path(),
+        QUESTION,
         &[
-            "ask",
-            QUESTION,
             "--json",
             "-q",
             "--top-k",
@@ -529,7 +522,7 @@ fn sample_documents() {
 #[test]
 fn cite_marks_the_answer_and_lists_cited_sources_first() {
     let dir = docs();
-    let out = on(dir.path(), &["ask", QUESTION, "--cite", "-q"]);
+    let out = ask_on(dir.path(), QUESTION, &["--cite", "-q"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let cited_answer = MIRROR.replace("snow.", "snow [1].");
@@ -542,10 +535,10 @@ fn cite_marks_the_answer_and_lists_cited_sources_first() {
     );
 
     // Streamed, the same bytes.
-    let streamed = on(dir.path(), &["ask", QUESTION, "--cite", "-q", "--stream"]);
+    let streamed = ask_on(dir.path(), QUESTION, &["--cite", "-q", "--stream"]);
     assert_eq!(stdout(&streamed), text);
 
-    let out = on(dir.path(), &["ask", QUESTION, "--cite", "-q", "--json"]);
+    let out = ask_on(dir.path(), QUESTION, &["--cite", "-q", "--json"]);
     let v = json_of(&out);
     assert_eq!(v["answer"], cited_answer);
     assert_eq!(v["citations"][0]["marker"], 1);

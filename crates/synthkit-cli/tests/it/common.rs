@@ -69,6 +69,11 @@ pub fn on(path: &Path, args: &[&str]) -> Output {
     synthkit().args(args).arg(path).output().unwrap()
 }
 
+/// `synthkit ask QUESTION FLAGS... PATH`.
+pub fn ask_on(path: &Path, question: &str, flags: &[&str]) -> Output {
+    on(path, &[&["ask", question], flags].concat())
+}
+
 /// `synthkit ARGS` run in `dir`.
 pub fn run_in(dir: &Path, args: &[&str]) -> Output {
     synthkit().current_dir(dir).args(args).output().unwrap()

@@ -11,8 +11,8 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::common::{
-    assert_has, assert_stderr_has, closed_port, gzip, on, source_ids, stderr, stdout, synthkit,
-    write,
+    ask_on, assert_has, assert_stderr_has, closed_port, gzip, on, source_ids, stderr, stdout,
+    synthkit, write,
 };
 
 /// A page of `n` sentences about `topic`, each its own.
@@ -57,15 +57,10 @@ fn the_file_size_limit_is_a_flag() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "docs/small.md", "The dome opens at dusk.\n");
     write(dir.path(), "docs/big.md", prose("the archive", 200));
-    let out = on(
+    let out = ask_on(
         &dir.path().join("docs"),
-        &[
-            "ask",
-            "When does the dome open?",
-            "--max-file-size",
-            "4K",
-            "-v",
-        ],
+        "When does the dome open?",
+        &["--max-file-size", "4K", "-v"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
@@ -91,7 +86,7 @@ fn an_empty_question_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.md", "The dome opens at dusk.\n");
     for q in ["", "   "] {
-        let out = on(dir.path(), &["ask", q]);
+        let out = ask_on(dir.path(), q, &[]);
         assert_eq!(out.status.code(), Some(2), "{q:?}");
         assert_stderr_has(&out, "the question is empty");
     }
@@ -127,10 +122,8 @@ fn book() -> TempDir {
 #[test]
 fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
     let dir = book();
-    let out = on(
-        &dir.path().join("book"),
-        &["ask", "What does fact 3 about ownership say?", "--json"],
-    );
+    let question = "What does fact 3 about ownership say?";
+    let out = ask_on(&dir.path().join("book"), question, &["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert_has(
@@ -144,10 +137,7 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
     let ids = source_ids(&v);
     assert!(ids.iter().all(|id| !id.contains("print.html")), "{ids:?}");
 
-    let out = on(
-        &dir.path().join("book"),
-        &["ask", "What does fact 3 about ownership say?", "-v"],
-    );
+    let out = ask_on(&dir.path().join("book"), question, &["-v"]);
     let err = stderr(&out);
     for named in [
         "print.html: copy (",
@@ -162,15 +152,7 @@ fn assets_copies_hidden_and_ignored_files_are_counted_and_named_with_v() {
         assert!(err.contains(named), "{named}: {err}");
     }
     // --keep-all reads them all.
-    let out = on(
-        &dir.path().join("book"),
-        &[
-            "ask",
-            "What does fact 3 about ownership say?",
-            "--keep-all",
-            "-v",
-        ],
-    );
+    let out = ask_on(&dir.path().join("book"), question, &["--keep-all", "-v"]);
     assert_stderr_has(&out, "read 6 files");
 }
 
@@ -321,7 +303,7 @@ fn duplicate_node_ids_are_refused() {
         "nodes.json",
         r#"[{"id": "a", "text": "The dome opens at dusk."}, {"id": "a", "text": "The mirror is cleaned monthly."}]"#,
     );
-    let out = on(&nodes, &["ask", "When does the dome open?", "--nodes"]);
+    let out = ask_on(&nodes, "When does the dome open?", &["--nodes"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(

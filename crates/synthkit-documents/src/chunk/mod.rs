@@ -397,13 +397,17 @@ mod tests {
 
     #[test]
     fn list_items_and_headings_are_recognised() {
-        assert!(is_list_item("- a"));
-        assert!(is_list_item("   * Changing"));
-        assert!(is_list_item("12. twelve"));
-        assert!(is_list_item("3) three"));
-        assert!(is_list_item("#. auto"));
-        assert!(!is_list_item("**bold**"));
-        assert!(!is_list_item("---"));
+        for (line, item) in [
+            ("- a", true),
+            ("   * Changing", true),
+            ("12. twelve", true),
+            ("3) three", true),
+            ("#. auto", true),
+            ("**bold**", false),
+            ("---", false),
+        ] {
+            assert_eq!(is_list_item(line), item, "{line:?}");
+        }
         assert_eq!(atx_heading("## Install ##"), Some((2, "Install".into())));
         assert_eq!(atx_heading("#hashtag"), None);
         assert_eq!(atx_heading("    # code"), None);

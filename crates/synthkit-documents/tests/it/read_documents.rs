@@ -197,6 +197,18 @@ fn doc<'a>(report: &'a ReadReport, root: &Path, name: &str) -> &'a Document {
         .unwrap_or_else(|| panic!("{name} not read: {:#?}", names(report, root)))
 }
 
+/// The document read from `name`, which was read as `format`.
+fn doc_as<'a>(report: &'a ReadReport, root: &Path, name: &str, format: Format) -> &'a Document {
+    let d = doc(report, root, name);
+    assert_eq!(d.format, format, "{name}");
+    d
+}
+
+/// Asserts that the document read from `name` is `text`.
+fn assert_text(report: &ReadReport, root: &Path, name: &str, text: &str) {
+    assert_eq!(doc(report, root, name).text, text, "{name}");
+}
+
 fn names(report: &ReadReport, root: &Path) -> Vec<String> {
     report
         .documents
@@ -227,8 +239,12 @@ fn assert_skipped_as(report: &ReadReport, root: &Path, name: &str, kind: &str) {
 #[test]
 fn symlinked_folders_are_followed() {
     let (dir, report) = read_tree();
-    let d = doc(&report, dir.path(), "docs/link/linked.md");
-    assert_eq!(d.text, "Reached through a symbolic link.\n");
+    assert_text(
+        &report,
+        dir.path(),
+        "docs/link/linked.md",
+        "Reached through a symbolic link.\n",
+    );
 }
 
 #[test]
@@ -274,9 +290,8 @@ fn text_is_recognised_by_content_not_extension() {
         ("docs/debian/changelog.1", "first release"),
         ("docs/debian/copyright", "MIT"),
     ] {
-        let d = doc(&report, dir.path(), name);
+        let d = doc_as(&report, dir.path(), name, Format::Plain);
         assert!(d.text.contains(text), "{name}: {:?}", d.text);
-        assert_eq!(d.format, Format::Plain, "{name}");
     }
     assert_eq!(
         doc(&report, dir.path(), "docs/guide.md").format,
@@ -321,8 +336,7 @@ fn gz_files_are_read_transparently() {
 #[test]
 fn html_keeps_headings_lists_and_tables_and_drops_scripts() {
     let (dir, report) = read_tree();
-    let d = doc(&report, dir.path(), "docs/manual.html");
-    assert_eq!(d.format, Format::Markdown);
+    let d = doc_as(&report, dir.path(), "docs/manual.html", Format::Markdown);
     assert_eq!(
         d.text,
         "# Observatory manual\n\n\
@@ -343,8 +357,7 @@ fn html_keeps_headings_lists_and_tables_and_drops_scripts() {
 #[test]
 fn pdf_text_is_extracted() {
     let (dir, report) = read_tree();
-    let d = doc(&report, dir.path(), "docs/paper.pdf");
-    assert_eq!(d.format, Format::Plain);
+    let d = doc_as(&report, dir.path(), "docs/paper.pdf", Format::Plain);
     assert!(
         d.text.contains("The telescope dome opens at dusk."),
         "{:?}",
@@ -363,13 +376,17 @@ fn pdf_text_is_extracted() {
 #[test]
 fn utf16_with_a_byte_order_mark_is_decoded() {
     let (dir, report) = read_tree();
-    assert_eq!(
-        doc(&report, dir.path(), "docs/utf16le.txt").text,
-        "Grüße aus UTF-16 LE."
+    assert_text(
+        &report,
+        dir.path(),
+        "docs/utf16le.txt",
+        "Grüße aus UTF-16 LE.",
     );
-    assert_eq!(
-        doc(&report, dir.path(), "docs/utf16be.txt").text,
-        "Grüße aus UTF-16 BE."
+    assert_text(
+        &report,
+        dir.path(),
+        "docs/utf16be.txt",
+        "Grüße aus UTF-16 BE.",
     );
     assert!(
         report
@@ -382,9 +399,11 @@ fn utf16_with_a_byte_order_mark_is_decoded() {
 #[test]
 fn legacy_8bit_text_is_decoded_as_windows_1252_with_a_note() {
     let (dir, report) = read_tree();
-    assert_eq!(
-        doc(&report, dir.path(), "docs/latin1.txt").text,
-        "The café opens at nine.\n"
+    assert_text(
+        &report,
+        dir.path(),
+        "docs/latin1.txt",
+        "The café opens at nine.\n",
     );
     let note = report
         .notes

@@ -41,6 +41,12 @@ fn ask(context: &str, question: &str, budget: usize) -> Extraction {
     ExtractiveModel::new().extract(question, None, context, budget)
 }
 
+/// Fails the test unless the answer `a` contains `part` (and shows the answer when not).
+#[track_caller]
+fn assert_has(a: &Extraction, part: &str) {
+    assert!(a.text.contains(part), "{}", a.text);
+}
+
 /// Fails the test unless the answer to `question` from `context` (a 256-token budget) is
 /// `expected`.
 #[track_caller]
@@ -79,7 +85,7 @@ fn a_list_is_kept_with_its_lead_in() {
     // A small budget: as many items as fit, then `- …`.
     let a = ask(&doc, "What does the sandboxed editor disallow?", 60);
     assert!(tokens(&a.text) <= 60, "{}", a.text);
-    assert!(a.text.contains(":\n- Opening files"), "{}", a.text);
+    assert_has(&a, ":\n- Opening files");
     assert!(a.text.ends_with("\n- …"), "{}", a.text);
 }
 
@@ -88,15 +94,12 @@ fn a_list_announced_by_the_sentence_before_its_lead_in() {
     // HTML converted as the CLI reads it: "Keep these rules in mind" refers back.
     let doc = html_to_markdown(&fixture("options.html"));
     let a = ask(&doc, "What are the queue ownership rules?", 256);
-    assert!(
-        a.text.contains(
-            "First, let’s take a look at the queue ownership rules. Keep these rules in mind \
+    assert_has(
+        &a,
+        "First, let’s take a look at the queue ownership rules. Keep these rules in mind \
              as we work through the examples:\n- Each job in a queue has exactly one owner.\n\
              - A job can be handed to another owner only while it is paused.\n\
-             - When the owner stops, its jobs are cancelled."
-        ),
-        "{}",
-        a.text
+             - When the owner stops, its jobs are cancelled.",
     );
     // The code block's comment mentions the owner too, but code is no prose answer.
     assert!(!a.text.contains("//"), "{}", a.text);
@@ -114,17 +117,13 @@ fn code_is_never_picked_for_a_prose_question() {
     // Indented and fenced code (blank lines inside the fence included) never answers…
     let a = ask(&doc, "How are the harbour constants shipped?", 256);
     assert!(!a.text.contains("cargo run"), "{}", a.text);
-    assert!(
-        a.text.contains("The harbour constants ship separately."),
-        "{}",
-        a.text
-    );
+    assert_has(&a, "The harbour constants ship separately.");
     // A question only code answers is not answered from prose.
     let a = ask(&doc, "Which region do I fetch the constants for?", 256);
     assert_eq!(a.text, ExtractiveModel::NOT_ANSWERED);
     // …unless the question names code.
     let a = ask(&doc, "What does --region do?", 256);
-    assert!(a.text.contains("--region north-sea"), "{}", a.text);
+    assert_has(&a, "--region north-sea");
 }
 
 #[test]
@@ -184,12 +183,9 @@ fn rst_headings_directives_and_literal_blocks() {
     for noise in ["badge", ":target:", "_installation", "::", "port = 8080"] {
         assert!(!a.text.contains(noise), "{noise} in {}", a.text);
     }
-    assert!(
-        a.text.contains(
-            "Install it from the package index with the usual tool:\n    pip install lantern"
-        ),
-        "{}",
-        a.text
+    assert_has(
+        &a,
+        "Install it from the package index with the usual tool:\n    pip install lantern",
     );
     let a = ask(&doc, "What does Lantern read its configuration from?", 256);
     assert!(!a.text.contains("pip install"), "{}", a.text);
@@ -200,11 +196,7 @@ fn rst_headings_directives_and_literal_blocks() {
          another port on its own."
     );
     let a = ask(&doc, "How do I see every request in the log?", 256);
-    assert!(
-        a.text.contains("as described in the logging chapter."),
-        "{}",
-        a.text
-    );
+    assert_has(&a, "as described in the logging chapter.");
 }
 
 #[test]
@@ -256,11 +248,7 @@ fn a_run_on_sentence_is_shown_as_a_window() {
     // A budget smaller than the window: still the fact, cut to fit.
     let a = ask(&doc, "Who will recoat the secondary mirror?", 12);
     assert!(tokens(&a.text) <= 12, "{}", a.text);
-    assert!(
-        a.text.contains("secondary mirror will be recoated"),
-        "{}",
-        a.text
-    );
+    assert_has(&a, "secondary mirror will be recoated");
     assert!(a.truncated);
 }
 
@@ -296,13 +284,10 @@ fn a_weak_best_match_is_not_an_answer() {
 fn which_release_shows_the_release_heading() {
     let doc = fixture("news.txt");
     let a = ask(&doc, "Which ferrule release added the --trace option?", 256);
-    assert!(
-        a.text.contains(
-            "Noteworthy changes in release 2.4 (2019-02-11) [stable]: ferrule now accepts the \
-             --trace option"
-        ),
-        "{}",
-        a.text
+    assert_has(
+        &a,
+        "Noteworthy changes in release 2.4 (2019-02-11) [stable]: ferrule now accepts the \
+             --trace option",
     );
     // The outline headings are no sentences.
     assert!(!a.text.contains("** "), "{}", a.text);
