@@ -7,17 +7,10 @@
 
 use std::borrow::Cow;
 
-use super::refine;
 use crate::engine::origins::Sourced;
-use crate::engine::{Job, Outcome};
-use crate::error::SynthError;
-use crate::mode::ResponseMode;
 
-pub(crate) async fn run(
-    job: &Job,
-    texts: &[Cow<'_, str>],
-    previous: Option<String>,
-) -> Result<Outcome, SynthError> {
-    let joined = Sourced::of_nodes(texts, false);
-    refine::refine_texts(job, ResponseMode::Compact, &joined, previous).await
+/// What compact packs: the nodes' texts joined (`texts[i]` is node `i`'s), then refined
+/// over as [`super::refine::refine_texts`] does.
+pub(crate) fn source(texts: &[Cow<'_, str>]) -> Sourced {
+    Sourced::of_nodes(texts, false)
 }

@@ -35,8 +35,13 @@ pub(crate) async fn run(
         return Ok(Outcome::Text(job.s.empty_response.clone()));
     }
     match mode {
-        ResponseMode::Refine => refine::run(job, texts, previous.map(str::to_string)).await,
-        ResponseMode::Compact => compact::run(job, texts, previous.map(str::to_string)).await,
+        ResponseMode::Refine | ResponseMode::Compact => {
+            let source = match mode {
+                ResponseMode::Refine => refine::source(texts),
+                _ => compact::source(texts),
+            };
+            refine::refine_texts(job, mode, &source, previous.map(str::to_string)).await
+        }
         ResponseMode::TreeSummarize => tree_summarize::run(job, texts).await,
         ResponseMode::SimpleSummarize => simple_summarize::run(job, texts, nodes).await,
         ResponseMode::Accumulate => accumulate::run(job, texts),

@@ -17,13 +17,9 @@ use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::prompt::TemplateKind;
 
-pub(crate) async fn run(
-    job: &Job,
-    texts: &[Cow<'_, str>],
-    previous: Option<String>,
-) -> Result<Outcome, SynthError> {
-    let source = Sourced::of_nodes(texts, true);
-    refine_texts(job, ResponseMode::Refine, &source, previous).await
+/// What refine packs: each node's text on its own (`texts[i]` is node `i`'s).
+pub(crate) fn source(texts: &[Cow<'_, str>]) -> Sourced {
+    Sourced::of_nodes(texts, true)
 }
 
 /// The refine loop over the parts of `source` (each split on its own, never merged with
