@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{Stream, StreamExt};
+use tracing::instrument::WithSubscriber;
 
 use super::origins::PromptNodes;
 use super::{Job, Verdict};
@@ -40,13 +41,16 @@ impl RequestSource for Prebuilt {
 pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
 
 impl<T> AbortOnDrop<T> {
-    /// Spawns `future` on the current runtime, owned by the returned handle.
+    /// Spawns `future` on the current runtime, owned by the returned handle. The task
+    /// runs (and is dropped) with the spawner's default `tracing` subscriber, whichever
+    /// worker thread runs it: its spans are the synthesis's subscriber's, beside the
+    /// synthesis's own spans.
     pub(crate) fn spawn<F>(future: F) -> Self
     where
         F: Future<Output = T> + Send + 'static,
         T: Send + 'static,
     {
-        AbortOnDrop(tokio::spawn(future))
+        AbortOnDrop(tokio::spawn(future.with_current_subscriber()))
     }
 }
 

@@ -203,17 +203,19 @@ impl StepSpans {
                 o.span.clone()
             }
             _ => {
-                let span = tracing::info_span!(
-                    target: "synthkit",
-                    parent: &self.parent,
-                    "synthkit.step",
-                    { OTEL_NAME } = format!("{} level {}", info.step.as_str(), info.level),
-                    { genai::OPENINFERENCE_SPAN_KIND } = "CHAIN",
-                    { genai::SYNTHKIT_MODE } = info.mode.as_str(),
-                    { genai::SYNTHKIT_STEP } = info.step.as_str(),
-                    { genai::SYNTHKIT_LEVEL } = i64::from(info.level),
-                    { genai::SYNTHKIT_CALLS } = 1_i64,
-                );
+                let span = under(&self.parent, || {
+                    tracing::info_span!(
+                        target: "synthkit",
+                        parent: &self.parent,
+                        "synthkit.step",
+                        { OTEL_NAME } = format!("{} level {}", info.step.as_str(), info.level),
+                        { genai::OPENINFERENCE_SPAN_KIND } = "CHAIN",
+                        { genai::SYNTHKIT_MODE } = info.mode.as_str(),
+                        { genai::SYNTHKIT_STEP } = info.step.as_str(),
+                        { genai::SYNTHKIT_LEVEL } = i64::from(info.level),
+                        { genai::SYNTHKIT_CALLS } = 1_i64,
+                    )
+                });
                 *open = Some(OpenStep {
                     step: info.step,
                     level: info.level,
@@ -230,6 +232,18 @@ impl StepSpans {
         if let Ok(mut open) = self.open.lock() {
             open.take();
         }
+    }
+}
+
+/// Runs `make` (which makes a child of `parent`) with `parent`'s own subscriber as the
+/// default. A synthesis's calls run on whatever thread the runtime picks, whose default
+/// subscriber may not be the one that made the synthesis's span (a thread-local default
+/// beside a global one): a child made there would name a parent its subscriber has never
+/// seen (`tracing-subscriber`'s registry panics on that).
+fn under<T>(parent: &tracing::Span, make: impl FnOnce() -> T) -> T {
+    match parent.with_subscriber(|(_, dispatch)| dispatch.clone()) {
+        Some(dispatch) => tracing::dispatcher::with_default(&dispatch, make),
+        None => make(),
     }
 }
 
@@ -265,44 +279,46 @@ pub(crate) fn call_span<'a>(
         RenderedPrompt::Chat(_) => genai::OPERATION_CHAT,
         RenderedPrompt::Text(_) => genai::OPERATION_TEXT_COMPLETION,
     };
-    let span = tracing::info_span!(
-        target: "synthkit",
-        parent: parent,
-        "synthkit.call",
-        mode = step.mode.as_str(),
-        step = step.step.as_str(),
-        level = step.level,
-        index = step.index,
-        kind,
-        prompt_tokens = request.prompt_tokens,
-        completion_tokens = tracing::field::Empty,
-        duration_ms = tracing::field::Empty,
-        { OTEL_NAME } = tracing::field::Empty,
-        { genai::OPENINFERENCE_SPAN_KIND } = "LLM",
-        { genai::OPERATION_NAME } = operation,
-        { genai::PROVIDER_NAME } = tracing::field::Empty,
-        { genai::REQUEST_MODEL } = model.name.as_str(),
-        { genai::REQUEST_MAX_TOKENS } = int(request.max_tokens),
-        { genai::OUTPUT_TYPE } = if request.schema.is_some() { "json" } else { "text" },
-        { genai::USAGE_INPUT_TOKENS } = tracing::field::Empty,
-        { genai::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
-        { genai::RESPONSE_FINISH_REASONS } = tracing::field::Empty,
-        { genai::SYNTHKIT_MODE } = step.mode.as_str(),
-        { genai::SYNTHKIT_STEP } = step.step.as_str(),
-        { genai::SYNTHKIT_LEVEL } = i64::from(step.level),
-        { genai::SYNTHKIT_INDEX } = int(step.index),
-        { genai::SYNTHKIT_COUNTED_PROMPT_TOKENS } = int(request.prompt_tokens),
-        { genai::SYNTHKIT_NODES } = tracing::field::Empty,
-        { genai::SYNTHKIT_NODE_IDS } = tracing::field::Empty,
-        { genai::SYNTHKIT_NODE_IDS_CUT } = tracing::field::Empty,
-        { genai::SYNTHKIT_USAGE_REPORTED } = tracing::field::Empty,
-        { genai::SYNTHKIT_RETRIES } = tracing::field::Empty,
-        { genai::SYNTHKIT_TRUNCATED } = tracing::field::Empty,
-        { genai::SYNTHKIT_CONTENT_CUT } = tracing::field::Empty,
-        { genai::ERROR_TYPE } = tracing::field::Empty,
-        { OTEL_STATUS_CODE } = tracing::field::Empty,
-        { OTEL_STATUS_DESCRIPTION } = tracing::field::Empty,
-    );
+    let span = under(parent, || {
+        tracing::info_span!(
+            target: "synthkit",
+            parent: parent,
+            "synthkit.call",
+            mode = step.mode.as_str(),
+            step = step.step.as_str(),
+            level = step.level,
+            index = step.index,
+            kind,
+            prompt_tokens = request.prompt_tokens,
+            completion_tokens = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+            { OTEL_NAME } = tracing::field::Empty,
+            { genai::OPENINFERENCE_SPAN_KIND } = "LLM",
+            { genai::OPERATION_NAME } = operation,
+            { genai::PROVIDER_NAME } = tracing::field::Empty,
+            { genai::REQUEST_MODEL } = model.name.as_str(),
+            { genai::REQUEST_MAX_TOKENS } = int(request.max_tokens),
+            { genai::OUTPUT_TYPE } = if request.schema.is_some() { "json" } else { "text" },
+            { genai::USAGE_INPUT_TOKENS } = tracing::field::Empty,
+            { genai::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
+            { genai::RESPONSE_FINISH_REASONS } = tracing::field::Empty,
+            { genai::SYNTHKIT_MODE } = step.mode.as_str(),
+            { genai::SYNTHKIT_STEP } = step.step.as_str(),
+            { genai::SYNTHKIT_LEVEL } = i64::from(step.level),
+            { genai::SYNTHKIT_INDEX } = int(step.index),
+            { genai::SYNTHKIT_COUNTED_PROMPT_TOKENS } = int(request.prompt_tokens),
+            { genai::SYNTHKIT_NODES } = tracing::field::Empty,
+            { genai::SYNTHKIT_NODE_IDS } = tracing::field::Empty,
+            { genai::SYNTHKIT_NODE_IDS_CUT } = tracing::field::Empty,
+            { genai::SYNTHKIT_USAGE_REPORTED } = tracing::field::Empty,
+            { genai::SYNTHKIT_RETRIES } = tracing::field::Empty,
+            { genai::SYNTHKIT_TRUNCATED } = tracing::field::Empty,
+            { genai::SYNTHKIT_CONTENT_CUT } = tracing::field::Empty,
+            { genai::ERROR_TYPE } = tracing::field::Empty,
+            { OTEL_STATUS_CODE } = tracing::field::Empty,
+            { OTEL_STATUS_DESCRIPTION } = tracing::field::Empty,
+        )
+    });
     if span.is_disabled() {
         return span;
     }

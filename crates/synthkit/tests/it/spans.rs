@@ -6,11 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use synthkit::model::{FinishReason, ModelInfo};
 use synthkit::testing::ScriptedModel;
 use synthkit::{Node, OnTruncation, Response, ResponseMode, SynthError, Synthesizer};
+use tracing::Instrument;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -26,8 +27,13 @@ struct Seen {
     fields: BTreeMap<String, String>,
 }
 
+/// The name of the span [`recorded`] runs its work in: the recorder keeps the spans under
+/// it, by the id of the run.
+const RUN: &str = "test.recorded";
+
+/// Every span under a [`RUN`] span, by run, then by span id.
 #[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<BTreeMap<u64, Seen>>>);
+struct Recorder(Arc<Mutex<BTreeMap<u64, BTreeMap<u64, Seen>>>>);
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
@@ -42,24 +48,48 @@ impl Visit for Fields<'_> {
 
 impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let parent = ctx
-            .span(id)
-            .and_then(|s| s.parent())
-            .map(|p| p.id().into_u64());
+        let Some(span) = ctx.span(id) else { return };
+        let Some(run) = span.scope().skip(1).find(|s| s.name() == RUN) else {
+            return;
+        };
+        let parent = span.parent().map(|p| p.id().into_u64());
         let mut seen = Seen {
             name: attrs.metadata().name().to_string(),
             parent,
             fields: BTreeMap::new(),
         };
         attrs.record(&mut Fields(&mut seen.fields));
-        self.0.lock().unwrap().insert(id.into_u64(), seen);
+        let mut runs = self.0.lock().unwrap();
+        runs.entry(run.id().into_u64())
+            .or_default()
+            .insert(id.into_u64(), seen);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        if let Some(seen) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
+        let mut runs = self.0.lock().unwrap();
+        if let Some(seen) = runs.values_mut().find_map(|r| r.get_mut(&id.into_u64())) {
             values.record(&mut Fields(&mut seen.fields));
         }
     }
+}
+
+/// The process's recorder, installed as the global subscriber on first use. Global, not
+/// a thread's default: `tracing` caches per callsite whether anyone listens, for the
+/// whole process, and a span callsite first met by another test's thread while a
+/// thread-default subscriber is being installed can stay cached as unheard (the span is
+/// then never made). With a global subscriber that listens to everything, no callsite is
+/// ever cached as unheard. Other tests' spans are not kept (they are under no [`RUN`]).
+fn recorder() -> &'static Recorder {
+    static RECORDER: OnceLock<Recorder> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorder = Recorder::default();
+        let subscriber = tracing_subscriber::registry().with(recorder.clone());
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other test of this binary installs a global subscriber");
+        // A callsite another thread was registering while it was installed: ask again.
+        tracing::callsite::rebuild_interest_cache();
+        recorder
+    })
 }
 
 /// Runs `synth` over `nodes` under a recording subscriber: the result and the spans.
@@ -76,18 +106,18 @@ fn record_response(
     recorded(synth.synthesize("How often is the mirror cleaned?", nodes))
 }
 
-/// Runs `work` to its end under a recording subscriber: its output and the spans.
+/// Runs `work` to its end in a [`RUN`] span: its output and the spans under it.
 fn recorded<F: Future>(work: F) -> (F::Output, BTreeMap<u64, Seen>) {
-    let recorder = Recorder::default();
-    let subscriber = tracing_subscriber::registry().with(recorder.clone());
-    let output = tracing::subscriber::with_default(subscriber, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(work)
-    });
-    let spans = recorder.0.lock().unwrap().clone();
+    let recorder = recorder();
+    let run = tracing::info_span!("test.recorded");
+    let id = run.id().expect("the global recorder listens").into_u64();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let output = rt.block_on(work.instrument(run));
+    drop(rt);
+    let spans = recorder.0.lock().unwrap().remove(&id).unwrap_or_default();
     (output, spans)
 }
 
@@ -287,4 +317,35 @@ fn a_streamed_synthesis_counts_its_final_call() {
         root.fields["synthkit.usage.input_tokens"],
         input.to_string()
     );
+}
+
+/// A synthesis started under a thread's own subscriber while another one is the global
+/// default: its calls run on a multi-thread runtime's workers, whose default is the
+/// global one, and still make their spans with the synthesis's subscriber, under its
+/// spans (a child made with the workers' default would name a parent that subscriber has
+/// never seen, and `tracing-subscriber`'s registry panics on that).
+#[test]
+fn calls_on_worker_threads_make_their_spans_with_the_synthesis_subscriber() {
+    recorder(); // the global default, listening
+    let local = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(local.clone());
+    let synth = Synthesizer::builder(ScriptedModel::constant(scripted(700, 40), "Short."))
+        .mode(ResponseMode::Accumulate)
+        .build()
+        .unwrap();
+    let answer = tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let run = tracing::info_span!("test.recorded");
+        rt.block_on(synth.synthesize("What do they say?", many_nodes()).instrument(run))
+    });
+    assert!(answer.is_ok());
+    let runs = local.0.lock().unwrap();
+    let spans = runs.values().next().expect("the run's spans, in its own subscriber");
+    let calls = spans.values().filter(|s| s.name == "synthkit.call").count();
+    assert!(calls > 1, "{calls} call spans");
+    assert!(spans.values().all(|s| s.parent.is_some()));
 }

@@ -36,5 +36,9 @@ pub fn capture() -> (tracing::subscriber::DefaultGuard, Captured) {
         .with_max_level(tracing::Level::TRACE)
         .with_ansi(false)
         .finish();
-    (tracing::subscriber::set_default(subscriber), logs)
+    let guard = tracing::subscriber::set_default(subscriber);
+    // A callsite another thread was registering while this subscriber was installed may
+    // have cached "no one listens"; ask every callsite again, now that it is.
+    tracing::callsite::rebuild_interest_cache();
+    (guard, logs)
 }
