@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Iterator
 
@@ -18,6 +19,18 @@ def fake_server() -> Iterator[FakeOpenAI]:
     """A fresh loopback server answering with the default fixed text."""
     with FakeOpenAI() as server:
         yield server
+
+
+@pytest.fixture()
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt while the test runs, as in a terminal, whatever the
+    suite inherited: a shell starting it in the background (`cmd &`, nohup, some CI
+    runners) ignores SIGINT, and then `_thread.interrupt_main` does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(autouse=True)

@@ -168,7 +168,7 @@ def test_cancelling_the_task_cancels_the_calls_in_flight() -> None:
     asyncio.run(main())
 
 
-def test_ctrl_c_cancels_a_coroutine_llm_in_flight() -> None:
+def test_ctrl_c_cancels_a_coroutine_llm_in_flight(ctrl_c_raises: None) -> None:
     started, cancelled = threading.Event(), threading.Event()
 
     async def slow(messages: Any) -> str:

@@ -145,7 +145,7 @@ def test_asyncio_cancel_stops_the_call() -> None:
 
 
 @pytest.mark.skipif(os.name != "posix", reason="interrupt_main delivers SIGINT handling on POSIX")
-def test_ctrl_c_interrupts_a_blocking_call() -> None:
+def test_ctrl_c_interrupts_a_blocking_call(ctrl_c_raises: None) -> None:
     with FakeOpenAI(delay=5.0) as server:
         synth = synthkit.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
         timer = threading.Timer(0.3, _thread.interrupt_main)
