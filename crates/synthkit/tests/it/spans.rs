@@ -340,11 +340,18 @@ fn calls_on_worker_threads_make_their_spans_with_the_synthesis_subscriber() {
             .build()
             .unwrap();
         let run = tracing::info_span!("test.recorded");
-        rt.block_on(synth.synthesize("What do they say?", many_nodes()).instrument(run))
+        rt.block_on(
+            synth
+                .synthesize("What do they say?", many_nodes())
+                .instrument(run),
+        )
     });
     assert!(answer.is_ok());
     let runs = local.0.lock().unwrap();
-    let spans = runs.values().next().expect("the run's spans, in its own subscriber");
+    let spans = runs
+        .values()
+        .next()
+        .expect("the run's spans, in its own subscriber");
     let calls = spans.values().filter(|s| s.name == "synthkit.call").count();
     assert!(calls > 1, "{calls} call spans");
     assert!(spans.values().all(|s| s.parent.is_some()));
