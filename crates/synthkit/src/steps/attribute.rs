@@ -121,6 +121,8 @@ struct Below {
 
 /// Fills the node ids (and, above the first level, the input calls) of `calls`, which
 /// are ordered by level, then index. `nodes` are the ids and texts of the nodes with text.
+/// A call whose node ids are known already (packing named them) keeps them; at the first
+/// level its context is not searched for.
 pub(super) fn node_ids(calls: &mut [Recorded], nodes: &[(String, String)]) {
     let first = Segments::new(nodes.iter().map(|(_, t)| t.as_str()));
     let mut below: Option<Below> = None;
@@ -131,6 +133,7 @@ pub(super) fn node_ids(calls: &mut [Recorded], nodes: &[(String, String)]) {
                 continue;
             };
             match &below {
+                None if !call.step.node_ids.is_empty() => {}
                 None => {
                     if let Some((a, b)) = first.locate(&mut cursor, &context) {
                         call.step.node_ids = first
@@ -161,7 +164,9 @@ pub(super) fn node_ids(calls: &mut [Recorded], nodes: &[(String, String)]) {
                         }
                     }
                     call.step.input_calls = inputs;
-                    call.step.node_ids = ids;
+                    if call.step.node_ids.is_empty() {
+                        call.step.node_ids = ids;
+                    }
                 }
             }
         }

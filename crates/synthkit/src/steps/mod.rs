@@ -199,19 +199,14 @@ impl StepRecorder {
         );
         let mut calls = log.calls;
         calls.sort_by_key(|c| (c.step.level, c.step.index, c.step.call));
+        // Packing's own account, where the request carries it, is exact; the rest is
+        // found by locating each prompt's context.
+        for c in &mut calls {
+            let id = |&i: &u32| self.ids.get(i as usize).cloned();
+            c.step.node_ids = c.held.positions().iter().filter_map(id).collect();
+        }
         attribute::node_ids(&mut calls, &self.nodes);
-        let mut steps: Vec<SynthStep> = calls
-            .into_iter()
-            .map(|mut c| {
-                // Packing's own account, where the request carries it, is exact.
-                let held = c.held.positions();
-                if !held.is_empty() {
-                    let id = |&i: &u32| self.ids.get(i as usize).cloned();
-                    c.step.node_ids = held.iter().filter_map(id).collect();
-                }
-                c.step
-            })
-            .collect();
+        let mut steps: Vec<SynthStep> = calls.into_iter().map(|c| c.step).collect();
         for info in &log.corrected {
             // The re-packed call carries the rejected step's place.
             if let Some(s) = steps.iter_mut().find(|s| s.is(info)) {
