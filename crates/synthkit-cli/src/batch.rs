@@ -459,10 +459,8 @@ fn start_line(
         let mode = run.synthesizer.mode();
         match outcome {
             Ok(mut response) => {
-                if let Some((reports, steps, query, _)) = report {
-                    let own = response.steps.take();
-                    response.steps = Some(own.unwrap_or_else(|| steps.take()));
-                    let record = RunRecord::from_response(&query, mode, &response);
+                if let Some((reports, steps, query, nodes)) = report {
+                    let record = RunRecord::of_outcome(&query, mode, &nodes, Ok(&response), &steps);
                     reports.write(&id, &run.synthesizer, record);
                 }
                 if !run.return_steps {
@@ -476,8 +474,8 @@ fn start_line(
                     message: format!("line {number}: {e}"),
                 };
                 if let Some((reports, steps, query, nodes)) = report {
-                    let record =
-                        RunRecord::failed(&query, mode, &nodes, steps.take(), &detail.message);
+                    let outcome = Err(detail.message.as_str());
+                    let record = RunRecord::of_outcome(&query, mode, &nodes, outcome, &steps);
                     reports.write(&id, &run.synthesizer, record);
                 }
                 Finished::of(&id, Err(&detail))

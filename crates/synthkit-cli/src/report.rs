@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, anyhow};
 use clap::Args;
 use synthkit::prompt::PromptBudget;
+use synthkit::steps::StepRecorder;
 use synthkit::{Response, ResponseMode};
 use synthkit_report::{BudgetRecord, RunRecord};
 
@@ -64,29 +65,27 @@ impl RunFacts<'_> {
     }
 }
 
-/// The record of a finished run.
-pub fn record(response: &Response, facts: &RunFacts<'_>) -> RunRecord {
-    facts
-        .record(|query, mode| RunRecord::from_response(query, mode, response))
-        .with_grounded(facts.grounded)
-        .with_setting(
+/// The record of a run over `nodes` that ended with `outcome`, its calls kept by
+/// `recorder` ([`RunRecord::of_outcome`]).
+pub fn record(
+    outcome: Result<&Response, &str>,
+    nodes: &[synthkit::Node],
+    recorder: &StepRecorder,
+    facts: &RunFacts<'_>,
+) -> RunRecord {
+    let run =
+        facts.record(|query, mode| RunRecord::of_outcome(query, mode, nodes, outcome, recorder));
+    match outcome {
+        Ok(response) => run.with_grounded(facts.grounded).with_setting(
             "citations",
             if response.citations.is_some() {
                 "on"
             } else {
                 "off"
             },
-        )
-}
-
-/// The record of a run that failed with `error` after the calls `steps`.
-pub fn failed_record(
-    facts: &RunFacts<'_>,
-    nodes: &[synthkit::Node],
-    steps: Vec<synthkit::SynthStep>,
-    error: &str,
-) -> RunRecord {
-    facts.record(|query, mode| RunRecord::failed(query, mode, nodes, steps, error))
+        ),
+        Err(_) => run,
+    }
 }
 
 /// Writes the page of `run` to `path`.

@@ -307,20 +307,17 @@ pub async fn run(
         grounded: grounded_answer,
         total_ms: start.elapsed().as_secs_f64() * 1000.0,
     };
-    let run_record = match (&outcome, &failure_record) {
-        (_, None) => None,
-        (Ok(response), Some((recorder, _))) => {
-            let mut run = crate::report::record(response, &facts);
-            run.steps = response.steps.clone().unwrap_or_else(|| recorder.take());
-            Some(run)
-        }
-        (Err(e), Some((recorder, nodes))) => Some(crate::report::failed_record(
-            &facts,
-            nodes,
-            recorder.take(),
-            &format!("{e:#}"),
-        )),
-    };
+    let run_record = failure_record.map(|(recorder, nodes)| {
+        let error;
+        let ended = match &outcome {
+            Ok(response) => Ok(response),
+            Err(e) => {
+                error = format!("{e:#}");
+                Err(error.as_str())
+            }
+        };
+        crate::report::record(ended, &nodes, &recorder, &facts)
+    });
     if let Some(t) = &trace {
         if let Some(run) = &run_record {
             t.write_run(run);

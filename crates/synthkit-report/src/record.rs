@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use synthkit::steps::StepRecorder;
 use synthkit::{Node, Response, ResponseMode, SynthStep};
 
 use crate::caps;
@@ -176,6 +177,31 @@ impl RunRecord {
                 truncated_calls: response.usage.truncated_calls,
             },
             ..Self::default()
+        }
+    }
+
+    /// The record of a synthesis over `nodes` that ended with `outcome`, its calls kept by
+    /// `recorder` (an observer of the synthesis, see
+    /// [`synthkit::SynthesizerBuilder::step_recorder`]): for an answer,
+    /// [`RunRecord::from_response`] with the response's own steps, else the recorder's;
+    /// for a failure, [`RunRecord::failed`] with the calls made before it. The recorder is
+    /// emptied.
+    pub fn of_outcome(
+        query: &str,
+        mode: ResponseMode,
+        nodes: &[Node],
+        outcome: Result<&Response, &str>,
+        recorder: &StepRecorder,
+    ) -> Self {
+        match outcome {
+            Ok(response) => {
+                let mut run = Self::from_response(query, mode, response);
+                if response.steps.is_none() {
+                    run.steps = recorder.take();
+                }
+                run
+            }
+            Err(error) => Self::failed(query, mode, nodes, recorder.take(), error),
         }
     }
 

@@ -34,12 +34,8 @@ impl ReportOf {
         mut response: synthkit::Response,
         return_steps: bool,
     ) -> Response {
-        let steps = match response.steps.take() {
-            Some(steps) => steps,
-            None => self.recorder.take(),
-        };
-        response.steps = Some(steps);
-        let run = RunRecord::from_response(&self.query, self.synth.mode(), &response)
+        let run = self
+            .record(Ok(&response))
             .with_grounded(response.citations.as_ref().map(|c| !c.markers.is_empty()));
         let url = self.keep(state, run);
         if !return_steps {
@@ -61,9 +57,14 @@ impl ReportOf {
     /// Keeps the page of the synthesis that failed with `error`: the calls made before
     /// it, the sources given. Its path, if it could be kept.
     pub(crate) fn keep_failed(self, state: &AppState, error: &str) -> Option<String> {
-        let steps = self.recorder.take();
-        let run = RunRecord::failed(&self.query, self.synth.mode(), &self.nodes, steps, error);
+        let run = self.record(Err(error));
         self.keep(state, run)
+    }
+
+    /// The record of the synthesis that ended with `outcome`.
+    fn record(&self, outcome: Result<&synthkit::Response, &str>) -> RunRecord {
+        let mode = self.synth.mode();
+        RunRecord::of_outcome(&self.query, mode, &self.nodes, outcome, &self.recorder)
     }
 
     /// Renders `run` with the service's model and the budget, and keeps the page.
