@@ -226,6 +226,9 @@ pub enum RequestError {
     /// `concurrency` is 0.
     #[error("`concurrency` must be at least 1")]
     ZeroConcurrency,
+    /// `query` is empty or only whitespace.
+    #[error("`query` is empty: ask something, such as \"How often is the mirror cleaned?\"")]
+    EmptyQuery,
     /// A node is not a node (the message names its index in `nodes`).
     #[error("nodes[{index}]: {0}", index = .0.position().saturating_sub(1))]
     Nodes(#[from] NodeJsonError),
@@ -278,6 +281,9 @@ impl SynthesizeRequest {
         builder: SynthesizerBuilder,
         defaults: RequestDefaults,
     ) -> Result<PreparedRequest, RequestError> {
+        if self.query.trim().is_empty() {
+            return Err(RequestError::EmptyQuery);
+        }
         let mode = match self.mode.as_deref() {
             None => defaults.mode,
             Some(m) => ResponseMode::from_str(m)?,
@@ -552,6 +558,14 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), "invalid_request");
         assert!(e.to_string().contains("nope"), "{e}");
+        for blank in ["", "  \n\t"] {
+            let e = request(json!({"query": blank, "nodes": ["a"]}))
+                .prepare(model(), RequestDefaults::default(), |b| b)
+                .unwrap_err();
+            assert!(matches!(e, RequestError::EmptyQuery), "{e}");
+            assert_eq!(e.kind(), "invalid_request");
+            assert!(e.to_string().contains("`query` is empty"), "{e}");
+        }
         let e = request(json!({"query": "q", "nodes": ["ok", 3]}))
             .prepare(model(), d, |b| b)
             .unwrap_err();

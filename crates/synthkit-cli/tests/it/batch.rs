@@ -470,3 +470,23 @@ fn ten_thousand_lines_in_bounded_memory() {
     assert!(peak > 0, "no RSS figure was read");
     assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
 }
+
+#[test]
+fn an_empty_query_is_an_error_line_and_no_call() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let lines = vec![
+        json!({"query": "", "nodes": ["n"]}).to_string(),
+        json!({"query": " \t", "nodes": ["n"], "mode": "tree_summarize"}).to_string(),
+    ];
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let out = run(&mut batch(&fake, &input, &output));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for r in results(&output) {
+        assert_eq!(r["error"]["kind"], "invalid_request", "{r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains("`query` is empty"), "{message}");
+    }
+    assert_eq!(fake.requests(), 0);
+}

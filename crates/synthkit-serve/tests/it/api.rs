@@ -126,6 +126,11 @@ async fn bad_requests_are_400_with_a_message() {
             "citations",
         ),
         (json!({"query": "q", "concurrency": 0}), "concurrency"),
+        (json!({"query": " \n", "nodes": ["a"]}), "`query` is empty"),
+        (
+            json!({"query": "", "mode": "tree_summarize"}),
+            "`query` is empty",
+        ),
         (json!({"query": "q", "colour": "red"}), "unknown field"),
         (
             json!({"query": "q", "templates": {"qa": "no variables"}}),
