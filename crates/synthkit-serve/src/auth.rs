@@ -1,7 +1,8 @@
 //! Bearer-token authentication: [`ApiKeys`] read from a file, compared in constant time.
 //!
 //! The file has one key per line; blank lines and lines starting with `#` are ignored,
-//! and surrounding whitespace is trimmed. Keys are kept only as SHA-256 digests, and a
+//! and surrounding whitespace is trimmed (a UTF-8 byte order mark, as some Windows editors
+//! write at the start of a file, and the CR of CRLF line ends included). Keys are kept only as SHA-256 digests, and a
 //! presented key is hashed and compared with every stored digest without stopping early,
 //! so the time taken says nothing about how much of a key matched, or which key. Keys
 //! are never logged.
@@ -35,12 +36,13 @@ impl fmt::Debug for ApiKeys {
 }
 
 impl ApiKeys {
-    /// Keys from text: one per line, `#` comments and blank lines ignored. `None` when
+    /// Keys from text: one per line, `#` comments and blank lines ignored, each line
+    /// trimmed of whitespace and byte order marks (U+FEFF, which `trim` keeps). `None` when
     /// there is no key.
     pub fn parse(text: &str) -> Option<Self> {
         let digests: Vec<[u8; 32]> = text
             .lines()
-            .map(str::trim)
+            .map(|l| l.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}'))
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
             .map(digest)
             .collect();
@@ -156,6 +158,15 @@ mod tests {
         assert!(!keys.accepts("key-on"));
         assert!(ApiKeys::parse("# nothing\n\n").is_none());
         assert!(!format!("{keys:?}").contains("key-one"));
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_crlf_line_ends_are_not_part_of_a_key() {
+        let keys = ApiKeys::parse("\u{feff}key-one\r\n\r\n# c\r\nkey-two\r\n").unwrap();
+        assert_eq!(keys.len(), 2);
+        assert!(keys.accepts("key-one"), "the first key, after the BOM");
+        assert!(keys.accepts("key-two"));
+        assert!(ApiKeys::parse("\u{feff}\r\n  \r\n").is_none());
     }
 
     #[test]
