@@ -232,7 +232,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     eprintln!(
         "synthkit serve: listening on http://{} (model {}, window {} tokens){}",
         listener.local_addr().unwrap_or(args.bind),
-        model.name,
+        // The server's model id: no escape of its may reach the terminal or the log.
+        synthkit::text::printable::printable(&model.name),
         model.context_window,
         if args.access.api_keys.is_some() {
             ", API keys required"

@@ -390,8 +390,10 @@ pub fn parse_json_reply(text: &str) -> Result<Value, ModelError> {
         })
 }
 
-/// At most `max` characters of `text`, with `...` when cut.
+/// At most `max` characters of `text`, with `...` when cut, control characters escaped
+/// ([`crate::text::printable`]; the text is a server's).
 pub fn excerpt(text: &str, max: usize) -> String {
+    let text = &*crate::text::printable::printable(text);
     if text.chars().count() <= max {
         return text.to_string();
     }

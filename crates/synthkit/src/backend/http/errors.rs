@@ -23,10 +23,12 @@ pub(crate) fn redact(text: &str, key: Option<&SecretString>) -> String {
     }
 }
 
-/// At most [`MAX_BODY_BYTES`] of `text` (cut at a character boundary), redacted.
+/// At most [`MAX_BODY_BYTES`] of `text` (cut at a character boundary), redacted, its
+/// control characters escaped ([`crate::text::printable`]: a server's body must not forge
+/// log lines or restyle a terminal).
 pub(crate) fn clip(text: &str, key: Option<&SecretString>) -> String {
     // Redact first so a key cut at the boundary cannot leak in part.
-    let text = redact(text, key);
+    let text = crate::text::printable::printable(&redact(text, key)).into_owned();
     if text.len() <= MAX_BODY_BYTES {
         return text;
     }
@@ -294,6 +296,10 @@ mod tests {
         assert_eq!(redact("abc", Some(&SecretString::from(""))), "abc");
         let multibyte = "é".repeat(2000);
         assert!(clip(&multibyte, None).starts_with('é'));
+        assert_eq!(
+            clip("bad\n2026 INFO forged \u{1b}[31m", None),
+            "bad\\n2026 INFO forged \\u{1b}[31m"
+        );
     }
 
     #[test]
