@@ -14,6 +14,21 @@
 //! breaks the schema reaches you as the model wrote it and `Response::parse` is the first
 //! to notice. [`CompiledSchema::VALIDATES`] says which build you have.
 //!
+//! **What a schema may cost.** Validating a reply walks the schema with every `$ref`
+//! followed and every branch of `anyOf`/`oneOf`/`allOf` tried, so a small schema whose
+//! `$defs` chain pairs of references (`l0: anyOf[$ref l1, $ref l1]`, `l1: ...`) costs
+//! 2<sup>depth</sup> checks of each reply. [`CompiledSchema::new`] therefore measures the
+//! schema before compiling it: its *cost* is the number of subschemas of the tree it
+//! expands to (each `$ref` replaced by its target, counted with memoisation, so measuring
+//! is linear in the schema's size), and it refuses a schema whose cost is over
+//! [`MAX_SCHEMA_COST`] (10,000) with [`SchemaError::TooCostly`], one nested deeper than
+//! [`MAX_SCHEMA_DEPTH`] (64 subschemas, `$ref`s followed) with [`SchemaError::TooDeep`], and a
+//! `$ref` that leads back to itself without going into the value (`{"$ref": "#"}`, which
+//! would never end) with [`SchemaError::RefCycle`]. A reference back to an enclosing
+//! schema through `properties`, `items` and the like (a tree of nodes) is allowed: it
+//! goes one level into the value each time, and a value's depth is bounded (JSON is parsed
+//! to at most 128 levels); it is counted once.
+//!
 //! ```
 //! use serde_json::json;
 //! use synthkit::schema::CompiledSchema;
@@ -38,6 +53,14 @@ use serde_json::Value;
 
 use crate::model::ModelError;
 
+/// The most a schema may cost: the subschemas of the tree it expands to, `$ref`s
+/// followed and every `anyOf`/`oneOf`/`allOf` branch counted (see the
+/// [module documentation](self)).
+pub const MAX_SCHEMA_COST: u64 = 10_000;
+
+/// The deepest a schema may nest, in subschemas, `$ref`s followed.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+
 /// A JSON schema that is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -51,6 +74,32 @@ pub enum SchemaError {
         path: String,
         /// What is wrong.
         message: String,
+    },
+    /// The schema expands to more than [`MAX_SCHEMA_COST`] subschemas.
+    #[error(
+        "the output schema is too costly to check: with its `$ref`s followed and every `anyOf`/`oneOf`/`allOf` branch counted it expands to more than {limit} subschemas (the limit): use fewer alternatives or fewer references to schemas that branch"
+    )]
+    TooCostly {
+        /// The limit, [`MAX_SCHEMA_COST`].
+        limit: u64,
+    },
+    /// The schema nests deeper than [`MAX_SCHEMA_DEPTH`].
+    #[error(
+        "the output schema nests deeper than {limit} subschemas (the limit, `$ref`s followed) at {path}: flatten it"
+    )]
+    TooDeep {
+        /// Where the limit was passed (a JSON pointer).
+        path: String,
+        /// The limit, [`MAX_SCHEMA_DEPTH`].
+        limit: usize,
+    },
+    /// A `$ref` leads back to a schema it is part of without going into the value.
+    #[error(
+        "the output schema's `$ref` at {path} leads back to itself without going into the value (through `properties`, `items`, ...), so checking a reply would never end: remove the loop"
+    )]
+    RefCycle {
+        /// Where the `$ref` is (a JSON pointer).
+        path: String,
     },
 }
 
@@ -74,6 +123,7 @@ impl CompiledSchema {
     /// JSON type).
     pub fn new(schema: impl Into<Arc<Value>>) -> Result<Self, SchemaError> {
         let value: Arc<Value> = schema.into();
+        measure(&value)?;
         #[cfg(feature = "schema-validation")]
         {
             let validator =
@@ -119,6 +169,38 @@ impl CompiledSchema {
     }
 }
 
+/// How long checking one reply against its schema may take before the call fails with
+/// [`ModelError::Other`] (the check itself, bounded by [`MAX_SCHEMA_COST`] and the reply's
+/// size, goes on to its end on tokio's blocking pool).
+pub const MAX_CHECK_TIME: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// [`CompiledSchema::check`] on tokio's blocking pool (never on the thread that polls the
+/// call, so a costly check holds no runtime thread and a request that ends or times out
+/// stops waiting for it), within [`MAX_CHECK_TIME`]; `value` back when it passes.
+pub(crate) async fn check_off_thread(
+    schema: CompiledSchema,
+    value: Value,
+) -> Result<Value, ModelError> {
+    if !CompiledSchema::VALIDATES {
+        return Ok(value);
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        // Not on tokio: nowhere else to run it.
+        return schema.check(&value).map(|()| value);
+    };
+    let task = runtime.spawn_blocking(move || schema.check(&value).map(|()| value));
+    match tokio::time::timeout(MAX_CHECK_TIME, task).await {
+        Ok(Ok(checked)) => checked,
+        Ok(Err(e)) => Err(ModelError::Other(format!(
+            "checking the reply against the output schema failed: {e}"
+        ))),
+        Err(_) => Err(ModelError::Other(format!(
+            "checking the reply against the output schema took over {} s: simplify the schema",
+            MAX_CHECK_TIME.as_secs()
+        ))),
+    }
+}
+
 /// The checks made without `jsonschema`: an object or a boolean, whose `type` (if any) is
 /// a JSON type name or a list of them.
 #[cfg(not(feature = "schema-validation"))]
@@ -157,6 +239,281 @@ fn pointer(p: &str) -> String {
     }
 }
 
+/// Measures `schema` ([module documentation](self)): its cost and depth within the limits,
+/// and no `$ref` loop that stays on the same value.
+fn measure(schema: &Value) -> Result<(), SchemaError> {
+    let mut m = Measure {
+        root: schema,
+        ids: Vec::new(),
+        memo: std::collections::HashMap::new(),
+        open: std::collections::HashMap::new(),
+        descents: 0,
+    };
+    m.collect_ids(schema, String::new(), 0);
+    m.open.insert(String::new(), 0);
+    m.schema(schema, "", 0).map(drop)
+}
+
+/// Keywords whose subschemas apply to the value's parts (properties, items): a `$ref`
+/// loop through one of them goes one level into the value each time.
+const DESCENDING: &[&str] = &[
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "additionalProperties",
+    "contains",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "propertyNames",
+];
+
+/// Keywords whose value is one subschema or a list of them, on the same value.
+const SAME_VALUE: &[&str] = &[
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contentSchema",
+];
+
+/// The state of one [`measure`].
+struct Measure<'a> {
+    root: &'a Value,
+    /// `$id`, `$anchor` and `$dynamicAnchor` values with the pointer of their schema
+    /// (anchors as `#name`).
+    ids: Vec<(String, String)>,
+    /// The cost of each `$ref` target measured so far, by pointer.
+    memo: std::collections::HashMap<String, u64>,
+    /// The targets being measured (a `$ref` to one of them is a loop), with the count of
+    /// descents into the value when it was entered.
+    open: std::collections::HashMap<String, u64>,
+    /// Keywords that go into the value (`DESCENDING`, `properties`) on the current path.
+    descents: u64,
+}
+
+impl Measure<'_> {
+    /// Collects the ids and anchors of `v` (at `path`), to `MAX_SCHEMA_DEPTH` levels
+    /// (deeper schemas are refused by the walk).
+    fn collect_ids(&mut self, v: &Value, path: String, depth: usize) {
+        if depth > MAX_SCHEMA_DEPTH * 2 {
+            return;
+        }
+        match v {
+            Value::Object(o) => {
+                for key in ["$id", "id"] {
+                    if let Some(Value::String(id)) = o.get(key) {
+                        self.ids
+                            .push((id.trim_end_matches('#').to_string(), path.clone()));
+                    }
+                }
+                for key in ["$anchor", "$dynamicAnchor"] {
+                    if let Some(Value::String(a)) = o.get(key) {
+                        self.ids.push((format!("#{a}"), path.clone()));
+                    }
+                }
+                for (k, child) in o {
+                    let token = k.replace('~', "~0").replace('/', "~1");
+                    self.collect_ids(child, format!("{path}/{token}"), depth + 1);
+                }
+            }
+            Value::Array(a) => {
+                for (i, child) in a.iter().enumerate() {
+                    self.collect_ids(child, format!("{path}/{i}"), depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The cost of the subschema `v` at `path`, `depth` subschemas deep.
+    fn schema(&mut self, v: &Value, path: &str, depth: usize) -> Result<u64, SchemaError> {
+        let object = match v {
+            Value::Object(o) => o,
+            Value::Bool(_) => return Ok(1),
+            // Not a schema: compiling it fails.
+            _ => return Ok(0),
+        };
+        if depth > MAX_SCHEMA_DEPTH {
+            return Err(SchemaError::TooDeep {
+                path: pointer_or_root(path),
+                limit: MAX_SCHEMA_DEPTH,
+            });
+        }
+        let mut cost: u64 = 1;
+        for (key, child) in object {
+            let token = key.replace('~', "~0").replace('/', "~1");
+            let at = format!("{path}/{token}");
+            let add = match key.as_str() {
+                "$ref" | "$dynamicRef" | "$recursiveRef" => match child {
+                    Value::String(r) => self.reference(r, &at, depth)?,
+                    _ => 0,
+                },
+                "properties" | "patternProperties" | "dependentSchemas" | "dependencies" => {
+                    let descends = key != "dependentSchemas" && key != "dependencies";
+                    self.descents += u64::from(descends);
+                    let mut sum = 0u64;
+                    if let Value::Object(map) = child {
+                        for (name, sub) in map {
+                            let token = name.replace('~', "~0").replace('/', "~1");
+                            sum = sum.saturating_add(self.schema(
+                                sub,
+                                &format!("{at}/{token}"),
+                                depth + 1,
+                            )?);
+                            if sum > MAX_SCHEMA_COST {
+                                break;
+                            }
+                        }
+                    }
+                    self.descents -= u64::from(descends);
+                    sum
+                }
+                k if DESCENDING.contains(&k) => {
+                    self.descents += 1;
+                    let sum = self.one_or_many(child, &at, depth);
+                    self.descents -= 1;
+                    sum?
+                }
+                k if SAME_VALUE.contains(&k) => self.one_or_many(child, &at, depth)?,
+                // Data (`enum`, `const`, `default`, ...), annotations, and `$defs`, whose
+                // schemas count where they are referred to.
+                _ => 0,
+            };
+            cost = cost.saturating_add(add);
+            if cost > MAX_SCHEMA_COST {
+                return Err(SchemaError::TooCostly {
+                    limit: MAX_SCHEMA_COST,
+                });
+            }
+        }
+        Ok(cost)
+    }
+
+    /// The cost of `v`, one subschema or a list of them.
+    fn one_or_many(&mut self, v: &Value, path: &str, depth: usize) -> Result<u64, SchemaError> {
+        match v {
+            Value::Array(items) => {
+                let mut sum = 0u64;
+                for (i, item) in items.iter().enumerate() {
+                    sum =
+                        sum.saturating_add(self.schema(item, &format!("{path}/{i}"), depth + 1)?);
+                    if sum > MAX_SCHEMA_COST {
+                        return Err(SchemaError::TooCostly {
+                            limit: MAX_SCHEMA_COST,
+                        });
+                    }
+                }
+                Ok(sum)
+            }
+            other => self.schema(other, path, depth + 1),
+        }
+    }
+
+    /// The cost of the target of the reference `r` (at `path`).
+    fn reference(&mut self, r: &str, path: &str, depth: usize) -> Result<u64, SchemaError> {
+        let Some(target) = self.resolve(r) else {
+            return Err(SchemaError::Invalid {
+                path: path.to_string(),
+                message: format!(
+                    "`$ref` {r:?} is not in the schema; an output schema must be self-contained (`#/$defs/...`)"
+                ),
+            });
+        };
+        if let Some(&cost) = self.memo.get(&target) {
+            return Ok(cost);
+        }
+        if let Some(&entered) = self.open.get(&target) {
+            if entered == self.descents {
+                return Err(SchemaError::RefCycle {
+                    path: path.to_string(),
+                });
+            }
+            // A loop through the value's parts: bounded by the value's depth.
+            return Ok(1);
+        }
+        let root = self.root;
+        let Some(v) = root.pointer(&target) else {
+            return Err(SchemaError::Invalid {
+                path: path.to_string(),
+                message: format!("`$ref` {r:?} points to nothing in the schema"),
+            });
+        };
+        self.open.insert(target.clone(), self.descents);
+        let cost = self.schema(v, &target, depth + 1);
+        self.open.remove(&target);
+        let cost = cost?;
+        self.memo.insert(target, cost);
+        Ok(cost)
+    }
+
+    /// The JSON pointer (from the root) of the reference `r`: `#`, `#/json/pointer`,
+    /// `#anchor`, or an `$id` (with a pointer after it); `None` when it names nothing here.
+    fn resolve(&self, r: &str) -> Option<String> {
+        let r = percent_decode(r);
+        let (base, fragment) = match r.split_once('#') {
+            Some((base, fragment)) => (base, fragment),
+            None => (r.as_str(), ""),
+        };
+        let start = if base.is_empty() {
+            String::new()
+        } else {
+            let found = self.ids.iter().find(|(id, _)| {
+                id == base || id.ends_with(&format!("/{base}")) || base.ends_with(&format!("/{id}"))
+            })?;
+            found.1.clone()
+        };
+        if fragment.is_empty() {
+            Some(start)
+        } else if fragment.starts_with('/') {
+            Some(format!("{start}{fragment}"))
+        } else {
+            let anchor = format!("#{fragment}");
+            self.ids
+                .iter()
+                .find(|(id, p)| *id == anchor && p.starts_with(&start))
+                .map(|(_, p)| p.clone())
+        }
+    }
+}
+
+/// `r` with its `%XX` escapes decoded (as JSON pointers in URI fragments are written).
+fn percent_decode(r: &str) -> String {
+    if !r.contains('%') {
+        return r.to_string();
+    }
+    let bytes = r.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes.get(i), bytes.get(i + 1), bytes.get(i + 2)) {
+            (Some(b'%'), Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
+                out.push(u8::try_from(v).unwrap_or(b'?'));
+                i += 3;
+            }
+            (Some(&b), _, _) => {
+                out.push(b);
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `/` for the root's empty pointer.
+fn pointer_or_root(p: &str) -> String {
+    if p.is_empty() {
+        "/".to_string()
+    } else {
+        p.to_string()
+    }
+}
+
 /// The schemas of one synthesis, compiled on first use (by identity, then by value).
 #[derive(Debug, Default)]
 pub(crate) struct SchemaCache {
@@ -183,5 +540,102 @@ impl SchemaCache {
             compiled.push(c.clone());
         }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    /// `l0 -> anyOf[$ref l1, $ref l1] -> ... -> l{depth} -> integer`: 2^depth checks.
+    pub(crate) fn doubling(depth: usize) -> Value {
+        let mut defs = serde_json::Map::new();
+        for i in 0..depth {
+            let next = format!("#/$defs/l{}", i + 1);
+            defs.insert(
+                format!("l{i}"),
+                json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        defs.insert(format!("l{depth}"), json!({"type": "integer"}));
+        json!({"$defs": defs, "$ref": "#/$defs/l0"})
+    }
+
+    #[test]
+    fn a_schema_that_doubles_at_each_reference_is_refused_quickly() {
+        let start = std::time::Instant::now();
+        let e = CompiledSchema::new(doubling(22)).unwrap_err();
+        assert_eq!(
+            e,
+            SchemaError::TooCostly {
+                limit: MAX_SCHEMA_COST
+            }
+        );
+        assert!(e.to_string().contains("10000"), "{e}");
+        // Escaped pointers and anchors are followed too.
+        let mut escaped = doubling(30);
+        escaped["$ref"] = json!("#/%24defs/l0");
+        assert!(matches!(
+            CompiledSchema::new(escaped),
+            Err(SchemaError::TooCostly { .. })
+        ));
+        let anchored = json!({"$defs": {
+            "a": {"$anchor": "a", "anyOf": [{"$ref": "#b"}, {"$ref": "#b"}, {"$ref": "#b"}]},
+            "b": {"$anchor": "b", "anyOf": [{"$ref": "#c"}, {"$ref": "#c"}, {"$ref": "#c"}]},
+            "c": {"$anchor": "c", "anyOf": [{"$ref": "#d"}, {"$ref": "#d"}, {"$ref": "#d"}]},
+            "d": {"$anchor": "d", "anyOf": [{"$ref": "#e"}, {"$ref": "#e"}, {"$ref": "#e"}]},
+            "e": {"$anchor": "e", "anyOf": [{"$ref": "#f"}, {"$ref": "#f"}, {"$ref": "#f"}]},
+            "f": {"$anchor": "f", "anyOf": [{"$ref": "#g"}, {"$ref": "#g"}, {"$ref": "#g"}]},
+            "g": {"$anchor": "g", "anyOf": [{"$ref": "#h"}, {"$ref": "#h"}, {"$ref": "#h"}]},
+            "h": {"$anchor": "h", "anyOf": [{"$ref": "#i"}, {"$ref": "#i"}, {"$ref": "#i"}]},
+            "i": {"$anchor": "i", "anyOf": [{"$ref": "#j"}, {"$ref": "#j"}, {"$ref": "#j"}]},
+            "j": {"$anchor": "j", "type": "integer"}},
+            "$ref": "#a"});
+        assert!(matches!(
+            CompiledSchema::new(anchored),
+            Err(SchemaError::TooCostly { .. })
+        ));
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        // A chain within the limit compiles, and checks.
+        let ok = CompiledSchema::new(doubling(10)).unwrap();
+        assert!(ok.check(&json!(3)).is_ok());
+    }
+
+    #[test]
+    fn loops_that_stay_on_the_value_are_refused_and_trees_of_nodes_are_not() {
+        for looping in [
+            json!({"$ref": "#"}),
+            json!({"anyOf": [{"$ref": "#"}, {"type": "string"}]}),
+            json!({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#/$defs/a"}}},
+                   "$ref": "#/$defs/a"}),
+        ] {
+            let e = CompiledSchema::new(looping.clone()).unwrap_err();
+            assert!(matches!(e, SchemaError::RefCycle { .. }), "{looping}: {e}");
+        }
+        let tree = json!({"type": "object", "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#"}}}});
+        let tree = CompiledSchema::new(tree).unwrap();
+        assert!(
+            tree.check(&json!({"name": "a", "children": [{"name": "b", "children": []}]}))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn deep_and_wide_schemas_are_refused_without_overflowing() {
+        let mut deep = json!({"type": "integer"});
+        for _ in 0..100 {
+            deep = json!({"not": deep});
+        }
+        let e = CompiledSchema::new(deep).unwrap_err();
+        assert!(matches!(e, SchemaError::TooDeep { limit: 64, .. }), "{e}");
+        let wide: Vec<Value> = (0..20_000).map(|i| json!({"const": i})).collect();
+        let e = CompiledSchema::new(json!({"anyOf": wide})).unwrap_err();
+        assert!(matches!(e, SchemaError::TooCostly { .. }), "{e}");
+        let e = CompiledSchema::new(json!({"$ref": "https://example.com/s.json"})).unwrap_err();
+        assert!(e.to_string().contains("self-contained"), "{e}");
     }
 }

@@ -15,3 +15,4 @@ mod nodes;
 mod report;
 #[cfg(feature = "redis")]
 mod scale_out;
+mod schema_cost;

@@ -372,12 +372,18 @@ impl Caller {
             }
             Err(e) => return Err(Self::model_error(request, e)),
         };
-        if let Some(schema) = &request.schema {
-            self.schemas
-                .get(schema)
-                .and_then(|s| s.check(&value))
-                .map_err(|e| Self::model_error(request, e))?;
-        }
+        let value = match &request.schema {
+            Some(schema) => {
+                let compiled = self
+                    .schemas
+                    .get(schema)
+                    .map_err(|e| Self::model_error(request, e))?;
+                crate::schema::check_off_thread(compiled, value)
+                    .await
+                    .map_err(|e| Self::model_error(request, e))?
+            }
+            None => value,
+        };
         Ok(StructuredCompletion {
             value,
             text: c.text,
