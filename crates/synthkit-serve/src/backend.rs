@@ -224,6 +224,9 @@ pub struct Backend {
     pub stack: ModelStack,
     /// How to check the backend.
     pub readiness: Readiness,
+    /// The budget shared with other replicas, if any: `/readyz` reports its
+    /// [`RateBudget::health`] (not ready while Redis is failing).
+    pub shared_budget: Option<Arc<dyn RateBudget>>,
 }
 
 impl Backend {
@@ -294,7 +297,11 @@ impl Backend {
         if let Some(counters) = stack.cache_counters() {
             metrics.watch_cache(CacheCounters::clone(counters));
         }
-        Ok(Self { stack, readiness })
+        Ok(Self {
+            stack,
+            readiness,
+            shared_budget: config.shared_budget.clone(),
+        })
     }
 
     /// The model with all its layers.

@@ -146,8 +146,8 @@ pub(crate) async fn healthz() -> Response {
     json_response(StatusCode::OK, &body)
 }
 
-/// `GET /readyz`: the backend answered its last check and the service is not shutting
-/// down. The backend is checked on a timer ([`crate::readiness`]), never by the probe.
+/// `GET /readyz`: the backend answered its last check, the shared budget's store (Redis)
+/// is not failing, and the service is not shutting down. The backend is checked on a timer ([`crate::readiness`]), never by the probe.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let (status, body) = if state.is_draining() {
         (

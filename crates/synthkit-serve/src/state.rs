@@ -25,6 +25,8 @@ pub struct AppState {
 pub(crate) struct Inner {
     pub(crate) model: Arc<dyn LanguageModel>,
     pub(crate) readiness: Arc<ReadinessState>,
+    /// The budget shared with other replicas: `/readyz` asks its health.
+    pub(crate) shared_budget: Option<Arc<dyn synthkit::layer::budget::RateBudget>>,
     pub(crate) limits: ServiceLimits,
     pub(crate) keys: Option<ApiKeys>,
     pub(crate) access: Arc<AccessPolicy>,
@@ -52,6 +54,7 @@ impl AppState {
             inner: Arc::new(Inner {
                 model: backend.model(),
                 readiness: ReadinessState::new(backend.readiness),
+                shared_budget: backend.shared_budget,
                 limits,
                 keys,
                 access: Arc::new(AccessPolicy::default()),
@@ -74,8 +77,15 @@ impl AppState {
         }
     }
 
-    /// The backend's last known state, as `/readyz` answers it.
+    /// The backend's last known state, as `/readyz` answers it: unavailable while the
+    /// shared budget's store is failing (its [`health`](synthkit::layer::budget::RateBudget::health)),
+    /// else the backend's last check.
     pub fn readiness(&self) -> BackendState {
+        if let Some(budget) = &self.inner.shared_budget
+            && let Err(reason) = budget.health()
+        {
+            return BackendState::Unavailable(format!("the shared budget: {reason}"));
+        }
         self.inner.readiness.current()
     }
 

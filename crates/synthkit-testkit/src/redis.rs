@@ -97,3 +97,107 @@ impl Drop for RedisServer {
         let _ = self.child.wait();
     }
 }
+
+/// A fake Redis on loopback that answers `PING` with `PONG` and every other command with
+/// `OK` (enough for a client to connect) until [`HungRedis::hang`]; from then on it reads
+/// every command and answers none, as a Redis that is stopped or stuck does, with the
+/// connection left open.
+pub struct HungRedis {
+    /// `redis://127.0.0.1:PORT/`.
+    pub url: String,
+    hung: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    port: u16,
+}
+
+impl HungRedis {
+    /// Starts it, answering.
+    pub fn start() -> Self {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hung = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (h, s) = (Arc::clone(&hung), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(Ordering::Acquire) {
+                    return;
+                }
+                let Ok(conn) = conn else { continue };
+                let h = Arc::clone(&h);
+                std::thread::spawn(move || serve_resp(conn, &h));
+            }
+        });
+        Self {
+            url: format!("redis://127.0.0.1:{port}/"),
+            hung,
+            stop,
+            port,
+        }
+    }
+
+    /// From now on no command is answered.
+    pub fn hang(&self) {
+        self.hung.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Drop for HungRedis {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        // Wakes the accept loop so that it sees the stop.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Reads RESP commands from `conn` until it closes; answers them while `hung` is unset.
+fn serve_resp(conn: std::net::TcpStream, hung: &std::sync::atomic::AtomicBool) {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    let Ok(mut out) = conn.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(conn);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        // `*N` then N bulk strings `$LEN` + bytes; an inline command is one line.
+        let mut words: Vec<String> = Vec::new();
+        if let Some(n) = line.trim_end().strip_prefix('*') {
+            let n: usize = n.parse().unwrap_or(0);
+            for _ in 0..n {
+                line.clear();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                let len: usize = line.trim_end().trim_start_matches('$').parse().unwrap_or(0);
+                let mut bytes = vec![0u8; len + 2];
+                if reader.read_exact(&mut bytes).is_err() {
+                    return;
+                }
+                bytes.truncate(len);
+                words.push(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        } else {
+            words.extend(line.split_whitespace().map(str::to_string));
+        }
+        if hung.load(std::sync::atomic::Ordering::Acquire) {
+            continue;
+        }
+        let answer: &[u8] = if words
+            .first()
+            .is_some_and(|w| w.eq_ignore_ascii_case("PING"))
+        {
+            b"+PONG\r\n"
+        } else {
+            b"+OK\r\n"
+        };
+        if out.write_all(answer).is_err() {
+            return;
+        }
+    }
+}

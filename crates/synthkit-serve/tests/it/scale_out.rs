@@ -188,3 +188,60 @@ async fn without_redis_the_budget_fails_calls_and_the_cache_misses() {
     let answer = ask(&service).await;
     assert!(model_error(&answer).contains("redis budget"), "{answer:?}");
 }
+
+/// Redis that accepts and never answers: 30 requests at once all fail within a few
+/// seconds (before, each waited its turn behind the one before it, 2 s each: the last
+/// after a minute), the error names Redis, `/readyz` says not ready while the breaker is
+/// open, and a cache in the hung Redis costs a call no wait once its breaker is open.
+/// Needs no `redis-server` (the testkit's fake).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_redis_fails_calls_fast_and_readyz_says_not_ready() {
+    use synthkit_testkit::redis::HungRedis;
+    let redis = HungRedis::start();
+    let conn = connect(&redis.url).await.unwrap();
+    let budget = RedisBudget::new(conn.clone(), "hung-test", 6000, 0);
+    let service = offline(|b| b.with_shared_budget(Arc::new(budget))).await;
+    let client = reqwest::Client::new();
+    assert_eq!(service.get(&client, "/readyz").await.status(), 200);
+    redis.hang();
+
+    let started = Instant::now();
+    let answers = futures::future::join_all((0..30).map(|_| ask(&service))).await;
+    let took = started.elapsed();
+    for answer in &answers {
+        let message = model_error(answer);
+        assert!(message.to_lowercase().contains("redis"), "{message}");
+    }
+    assert!(took < Duration::from_secs(10), "30 calls took {took:?}");
+    let ready = service.get(&client, "/readyz").await;
+    assert_eq!(ready.status(), 503);
+    let body: Value = ready.json().await.unwrap();
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Redis is not answering"),
+        "{body}"
+    );
+    // With the breaker open a call fails at once, naming when Redis is tried again.
+    let started = Instant::now();
+    let message = model_error(&ask(&service).await).to_string();
+    assert!(started.elapsed() < Duration::from_secs(1), "{message}");
+    assert!(message.contains("until the next try"), "{message}");
+
+    // The cache: a few misses that wait for the timeout, then none.
+    let cache = RedisCache::new(conn, "hung-test", Duration::from_secs(60));
+    let service = offline(|b| b.with_cache(CacheChoice::Store(Arc::new(cache)))).await;
+    for _ in 0..3 {
+        assert_eq!(ask(&service).await.0, 200);
+    }
+    let started = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(ask(&service).await.0, 200);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "5 cached calls took {took:?}"
+    );
+}

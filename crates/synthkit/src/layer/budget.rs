@@ -38,6 +38,13 @@ pub trait RateBudget: Send + Sync {
     /// ([`super::limit::LimitError::Deadline`]), or when the budget's store cannot be
     /// reached.
     fn acquire(&self, tokens: u64, deadline: Option<Instant>) -> ModelFuture<'_, ()>;
+
+    /// `Err` (why) while the budget cannot be spent from because its store is failing
+    /// (a shared budget's circuit breaker is open); a readiness probe reports it. Always
+    /// `Ok` by default.
+    fn health(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl RateBudget for Limiter {

@@ -10,8 +10,14 @@
 //! (`TIME`), so the replicas' clocks do not matter, checks both buckets and updates
 //! them only when both allow the call: the requests and tokens budgets are spent
 //! together or not at all. When the call must wait, the script says how long; the
-//! caller sleeps that long and asks again. Within one process, calls ask in arrival
-//! order, one at a time, so a large call is not starved by a run of small ones.
+//! caller sleeps that long and asks again. A call asks at once; within one process, calls
+//! that were told to wait queue in arrival order, and new calls queue behind them, so a
+//! large call is not starved by a run of small ones. No call waits for a turn behind a
+//! failing Redis: after [`FAILURES_TO_OPEN`](super::FAILURES_TO_OPEN) round trips in a
+//! row fail, the circuit breaker opens and every call fails at once with
+//! [`RedisUnavailable`](super::RedisUnavailable) (queued ones included) until one call
+//! tries Redis again [`RETRY_INTERVAL`](super::RETRY_INTERVAL) later;
+//! [`RedisBudget::health`] says so meanwhile.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +28,7 @@ use redis::aio::ConnectionManager;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use super::breaker::{Breaker, RedisUnavailable};
 use super::log_failure;
 use crate::layer::budget::RateBudget;
 use crate::layer::limit::LimitError;
@@ -84,7 +91,11 @@ struct Inner {
     requests_per_minute: u32,
     tokens_per_minute: u32,
     burst_micros: AtomicU64,
+    /// The turn of the calls told to wait, in arrival order.
     gate: Mutex<()>,
+    /// Calls waiting for or holding the turn: while there are any, new calls queue too.
+    queued: AtomicU64,
+    breaker: Breaker,
     requests: AtomicU64,
     tokens: AtomicU64,
     waits: AtomicU64,
@@ -121,6 +132,8 @@ impl RedisBudget {
                 tokens_per_minute,
                 burst_micros: AtomicU64::new(60_000_000),
                 gate: Mutex::new(()),
+                queued: AtomicU64::new(0),
+                breaker: Breaker::default(),
                 requests: AtomicU64::new(0),
                 tokens: AtomicU64::new(0),
                 waits: AtomicU64::new(0),
@@ -148,6 +161,11 @@ impl RedisBudget {
         }
     }
 
+    /// `Err` while Redis is failing (the circuit breaker is open): calls fail at once.
+    pub fn health(&self) -> Result<(), RedisUnavailable> {
+        self.inner.breaker.state()
+    }
+
     /// One try: 0 (spent), -1 (never fits) or microseconds to wait.
     async fn try_take(&self, tokens: u64) -> Result<i64, redis::RedisError> {
         let inner = &self.inner;
@@ -166,9 +184,78 @@ impl RedisBudget {
     }
 }
 
+/// What one ask of the budget said: spent, or wait this long.
+enum Step {
+    Spent,
+    Wait(Duration),
+}
+
+/// Takes one off [`Inner::queued`] when dropped.
+struct Queued<'a>(&'a AtomicU64);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn unavailable(e: RedisUnavailable) -> ModelError {
+    ModelError::Layer {
+        layer: "redis budget",
+        source: Box::new(e),
+    }
+}
+
+impl RedisBudget {
+    /// Asks once, through the breaker.
+    async fn ask(&self, tokens: u64, deadline: Option<Instant>) -> Result<Step, ModelError> {
+        let inner = &self.inner;
+        let permit = inner.breaker.allow().map_err(unavailable)?;
+        let answer = self.try_take(tokens).await;
+        match answer {
+            Ok(0) => {
+                permit.success();
+                inner.requests.fetch_add(1, Ordering::Relaxed);
+                inner.tokens.fetch_add(tokens, Ordering::Relaxed);
+                Ok(Step::Spent)
+            }
+            Ok(wait) if wait < 0 => {
+                permit.success();
+                Err(LimitError::OverBudget {
+                    tokens,
+                    tokens_per_minute: inner.tokens_per_minute,
+                }
+                .into())
+            }
+            Ok(wait) => {
+                permit.success();
+                inner.waits.fetch_add(1, Ordering::Relaxed);
+                let micros = u64::try_from(wait).unwrap_or(0).max(500);
+                let wait = Duration::from_micros(micros);
+                if deadline.is_some_and(|d| tokio::time::Instant::now() + wait > d) {
+                    return Err(LimitError::Deadline { wait }.into());
+                }
+                Ok(Step::Wait(wait))
+            }
+            Err(e) => {
+                permit.failure();
+                log_failure(&inner.first_failure, "Redis budget unavailable", &e);
+                Err(ModelError::Layer {
+                    layer: "redis budget",
+                    source: Box::new(e),
+                })
+            }
+        }
+    }
+}
+
 impl RateBudget for RedisBudget {
     fn name(&self) -> &str {
         "redis"
+    }
+
+    fn health(&self) -> Result<(), String> {
+        RedisBudget::health(self).map_err(|e| e.to_string())
     }
 
     fn acquire(&self, tokens: u64, deadline: Option<Instant>) -> ModelFuture<'_, ()> {
@@ -177,37 +264,32 @@ impl RateBudget for RedisBudget {
             if inner.requests_per_minute == 0 && inner.tokens_per_minute == 0 {
                 return Ok(());
             }
-            let _turn = inner.gate.lock().await;
+            // No one waiting: ask at once, side by side with other calls.
+            let mut wait = None;
+            if inner.queued.load(Ordering::Acquire) == 0 {
+                match self.ask(tokens, deadline).await? {
+                    Step::Spent => return Ok(()),
+                    Step::Wait(w) => wait = Some(w),
+                }
+            }
+            inner.queued.fetch_add(1, Ordering::AcqRel);
+            let _queued = Queued(&inner.queued);
+            // The turn, unless Redis fails meanwhile: then no turn is worth waiting for.
+            let turn = std::pin::pin!(inner.gate.lock());
+            let opened = std::pin::pin!(inner.breaker.opened());
+            let _turn = match futures::future::select(turn, opened).await {
+                futures::future::Either::Left((turn, _)) => turn,
+                futures::future::Either::Right(((), _)) => {
+                    return Err(unavailable(inner.breaker.unavailable(Instant::now())));
+                }
+            };
             loop {
-                match self.try_take(tokens).await {
-                    Ok(0) => {
-                        inner.requests.fetch_add(1, Ordering::Relaxed);
-                        inner.tokens.fetch_add(tokens, Ordering::Relaxed);
-                        return Ok(());
-                    }
-                    Ok(wait) if wait < 0 => {
-                        return Err(LimitError::OverBudget {
-                            tokens,
-                            tokens_per_minute: inner.tokens_per_minute,
-                        }
-                        .into());
-                    }
-                    Ok(wait) => {
-                        inner.waits.fetch_add(1, Ordering::Relaxed);
-                        let micros = u64::try_from(wait).unwrap_or(0).max(500);
-                        let wait = Duration::from_micros(micros);
-                        if deadline.is_some_and(|d| tokio::time::Instant::now() + wait > d) {
-                            return Err(LimitError::Deadline { wait }.into());
-                        }
-                        tokio::time::sleep(wait).await;
-                    }
-                    Err(e) => {
-                        log_failure(&inner.first_failure, "Redis budget unavailable", &e);
-                        return Err(ModelError::Layer {
-                            layer: "redis budget",
-                            source: Box::new(e),
-                        });
-                    }
+                if let Some(w) = wait.take() {
+                    tokio::time::sleep(w).await;
+                }
+                match self.ask(tokens, deadline).await? {
+                    Step::Spent => return Ok(()),
+                    Step::Wait(w) => wait = Some(w),
                 }
             }
         })

@@ -8,13 +8,16 @@ use futures::future::BoxFuture;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 
+use super::breaker::Breaker;
 use super::log_failure;
 
 /// A [`ResponseCache`] in Redis: replies stored as JSON under `{prefix}:cache:{key}`,
 /// expiring after the TTL. Like every store it never fails a call: a Redis error is
-/// logged and taken as a miss (or a write that did not happen).
+/// logged and taken as a miss (or a write that did not happen), and while Redis is failing
+/// (its circuit breaker open, see [the module](super)) calls do not even ask it.
 pub struct RedisCache {
     conn: ConnectionManager,
+    breaker: Breaker,
     prefix: String,
     ttl_secs: u64,
     first_failure: AtomicBool,
@@ -31,6 +34,7 @@ impl RedisCache {
     pub fn new(conn: ConnectionManager, prefix: impl Into<String>, ttl: Duration) -> Self {
         Self {
             conn,
+            breaker: Breaker::default(),
             prefix: prefix.into(),
             ttl_secs: ttl.as_secs().max(1),
             first_failure: AtomicBool::new(true),
@@ -45,10 +49,15 @@ impl RedisCache {
 impl ResponseCache for RedisCache {
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<CachedReply>> {
         Box::pin(async move {
+            let permit = self.breaker.allow().ok()?;
             let mut conn = self.conn.clone();
             let found: Option<String> = match conn.get(self.key(key)).await {
-                Ok(v) => v,
+                Ok(v) => {
+                    permit.success();
+                    v
+                }
                 Err(e) => {
+                    permit.failure();
                     log_failure(&self.first_failure, "Redis cache read failed", &e);
                     return None;
                 }
@@ -69,11 +78,18 @@ impl ResponseCache for RedisCache {
             let Ok(text) = serde_json::to_string(value) else {
                 return;
             };
+            let Ok(permit) = self.breaker.allow() else {
+                return;
+            };
             let mut conn = self.conn.clone();
             let stored: Result<(), redis::RedisError> =
                 conn.set_ex(self.key(key), text, self.ttl_secs).await;
-            if let Err(e) = stored {
-                log_failure(&self.first_failure, "Redis cache write failed", &e);
+            match stored {
+                Ok(()) => permit.success(),
+                Err(e) => {
+                    permit.failure();
+                    log_failure(&self.first_failure, "Redis cache write failed", &e);
+                }
             }
         })
     }

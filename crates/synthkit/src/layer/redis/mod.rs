@@ -2,6 +2,14 @@
 //! minute budget ([`RedisBudget`], a GCRA token bucket kept in Redis and updated by one
 //! atomic Lua script) and one response cache ([`RedisCache`], entries with a TTL).
 //!
+//! **When Redis fails.** Both share one multiplexed connection and hold no lock across a
+//! round trip, and each has a circuit breaker: after [`FAILURES_TO_OPEN`] (3) round trips
+//! in a row fail (each within the 2 s response timeout), calls stop asking Redis for
+//! [`RETRY_INTERVAL`] (5 s): the budget fails them at once with [`RedisUnavailable`], the
+//! cache takes them as misses (and skips its writes); then one call tries again, and its
+//! success closes the breaker. [`RedisBudget::health`] is `Err` while the budget's breaker
+//! is open (the service's `/readyz` reports it).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), synthkit::layer::redis::RedisError> {
 //! use std::sync::Arc;
@@ -20,11 +28,13 @@
 //! # let _ = stack; Ok(()) }
 //! ```
 
+mod breaker;
 mod budget;
 mod cache;
 
 use std::time::Duration;
 
+pub use breaker::{FAILURES_TO_OPEN, RETRY_INTERVAL, RedisUnavailable};
 pub use budget::{BudgetStats, RedisBudget};
 pub use cache::RedisCache;
 pub use redis::aio::ConnectionManager;
