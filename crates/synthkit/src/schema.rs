@@ -488,7 +488,7 @@ fn percent_decode(r: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
+        let hex = |b: u8| char::from(b).to_digit(16);
         match (bytes.get(i), bytes.get(i + 1), bytes.get(i + 2)) {
             (Some(b'%'), Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
                 let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
@@ -550,7 +550,7 @@ mod tests {
     use serde_json::json;
 
     /// `l0 -> anyOf[$ref l1, $ref l1] -> ... -> l{depth} -> integer`: 2^depth checks.
-    pub(crate) fn doubling(depth: usize) -> Value {
+    fn doubling(depth: usize) -> Value {
         let mut defs = serde_json::Map::new();
         for i in 0..depth {
             let next = format!("#/$defs/l{}", i + 1);
