@@ -94,7 +94,8 @@ impl Job {
             s.budget.tokenizer().clone(),
             s.on_truncation,
             s.counter.is_none() && s.calibrate_from_usage,
-            s.spans.then_some(spans),
+            s.spans.then_some(spans.synthesis),
+            spans.node_ids,
         ));
         Self {
             s,

@@ -54,6 +54,10 @@ pub struct SynthStep {
     /// made outside the synthesis's packing, or a mode without nodes).
     #[serde(default)]
     pub node_ids: Vec<String>,
+    /// How many nodes the prompt held, when [`SynthStep::node_ids`] lists only the first
+    /// of them (a step read back from a `--trace` line, which lists at most 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_count: Option<usize>,
     /// For a tree level above the first: the calls (by [`SynthStep::call`]) whose
     /// summaries the prompt held.
     #[serde(default)]
@@ -101,6 +105,7 @@ impl SynthStep {
             level: info.level,
             index: info.index,
             node_ids: Vec::new(),
+            node_count: None,
             input_calls: Vec::new(),
             prompt_tokens: report.usage.prompt_tokens,
             counted_prompt_tokens: report.request.prompt_tokens,

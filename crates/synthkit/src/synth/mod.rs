@@ -247,8 +247,9 @@ impl Synthesizer {
             ledger,
             steps,
             engine::SpanParent {
-                // Only a span that is recorded names nodes.
-                node_ids: if span.is_disabled() {
+                // Only a span that is recorded, or an observer's call reports, name
+                // nodes.
+                node_ids: if span.is_disabled() && self.s.observer.is_none() {
                     Arc::from([])
                 } else {
                     input.nodes.iter().map(|n| n.id.clone()).collect()
