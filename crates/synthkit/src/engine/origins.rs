@@ -257,7 +257,8 @@ impl Sourced {
 
     /// The nodes of the texts that `piece`, a slice of [`Sourced::text`], overlaps (none
     /// when `piece` is not such a slice).
-    pub(crate) fn nodes_in(&self, piece: &str) -> PromptNodes {
+    #[cfg(test)]
+    fn nodes_in(&self, piece: &str) -> PromptNodes {
         PromptNodes::union(self.owners_of(piece).iter().map(|o| &o.nodes))
     }
 
