@@ -5,7 +5,10 @@
 //! `kind` (template kind), `prompt` (the full prompt text), `prompt_tokens`,
 //! `counted_prompt_tokens` (ours), `max_tokens`, `response`, `completion_tokens`,
 //! `usage_reported` (whether the server counted the tokens), `ms`, `retries` and
-//! `truncated` (the reply was cut at the output limit). When the run succeeds, a last line
+//! `truncated` (the reply was cut at the output limit), `nodes` (how many nodes the prompt
+//! held; above a tree's first level, the nodes under the summaries it read) and
+//! `node_ids` (the first 100 of their ids, as a call's span lists them; a report rebuilt
+//! from a killed run's trace still says what each call read). When the run succeeds, a last line
 //! `{"run": {...}}` holds the report's record (answer, citations, sources, the steps with
 //! their node ids): `synthkit report TRACE -o FILE.html` draws it.
 //! With `--plan` the lines describe the planned calls and carry `"dry_run": true`.
@@ -20,6 +23,7 @@ use anyhow::{Result, anyhow};
 use serde_json::json;
 use synthkit::Observer;
 use synthkit::observe::CallReport;
+use synthkit::telemetry::MAX_NODE_IDS;
 
 use crate::error::usage;
 
@@ -101,6 +105,15 @@ impl Observer for Trace {
             "retries": report.retries,
             "truncated": report.truncated,
         });
+        let ids = report.node_ids();
+        let nodes = ids.len();
+        if nodes > 0
+            && let Some(obj) = line.as_object_mut()
+        {
+            let listed: Vec<&str> = ids.take(MAX_NODE_IDS).collect();
+            obj.insert("nodes".into(), nodes.into());
+            obj.insert("node_ids".into(), listed.into());
+        }
         if self.dry_run
             && let Some(obj) = line.as_object_mut()
         {

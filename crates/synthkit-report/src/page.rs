@@ -18,6 +18,8 @@ pub(crate) struct Index<'a> {
     pub(crate) markers: Vec<Vec<u32>>,
     /// Source position to its section.
     pub(crate) sections: Vec<Option<&'a str>>,
+    /// Call number to its box's place: level and index in the level.
+    pub(crate) places: HashMap<u64, (u32, usize)>,
 }
 
 impl<'a> Index<'a> {
@@ -36,8 +38,13 @@ impl<'a> Index<'a> {
                 }
             }
         }
+        let places: HashMap<u64, (u32, usize)> = run
+            .steps
+            .iter()
+            .map(|s| (s.call, (s.level, s.index)))
+            .collect();
         for r in &mut readers {
-            r.sort_unstable();
+            r.sort_unstable_by_key(|c| (places.get(c).copied(), *c));
             r.dedup();
         }
         let mut markers = vec![Vec::new(); run.sources.len()];
@@ -53,7 +60,19 @@ impl<'a> Index<'a> {
             readers,
             markers,
             sections: run.sources.iter().map(|s| s.section.as_deref()).collect(),
+            places,
         }
+    }
+
+    /// Writes a link to call `call`'s box, named as its box is (`L0 #3`: level 0, the
+    /// level's call at index 3).
+    pub(crate) fn call_link(&self, h: &mut Html, call: u64) {
+        h.markup("<a href=\"#call-").value(call).markup("\">");
+        match self.places.get(&call) {
+            Some((level, index)) => h.value(format_args!("L{level} #{index}")),
+            None => h.value(format_args!("call {call}")),
+        };
+        h.markup("</a>");
     }
 
     /// Writes a link to node `id` (plain text when it is not listed).
@@ -144,7 +163,7 @@ fn answer(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
         return;
     }
     let Some(text) = &run.answer else {
-        h.markup("<p class=\"note\">This report was made from the calls alone (a trace without its run): the answer and the sources are not known.</p></section>\n");
+        h.markup("<p class=\"note\" id=\"unfinished\">This report was made from the calls alone: the trace has no run line, so the run was killed or is incomplete. The answer and the sources are not known, and the last level drawn is not known to be the final one.</p></section>\n");
         return;
     };
     // Marker number to the position of its first listed source.

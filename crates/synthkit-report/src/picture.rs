@@ -43,15 +43,26 @@ pub(crate) fn synthesis(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
     for s in &run.steps {
         levels.entry(s.level).or_default().push(s);
     }
+    // A level's boxes go by their index in the level (the request's place), not by when
+    // their calls finished.
+    for calls in levels.values_mut() {
+        calls.sort_by_key(|s| (s.index, s.call));
+    }
+    // Only a run that answered has a last level known to be final.
+    let finished = run.answer.is_some();
     let limit = run.budget.map(|b| b.max_prompt_tokens);
     let top = levels.keys().next_back().copied().unwrap_or(0);
     if matches!(
         run.mode,
         Some(ResponseMode::Accumulate | ResponseMode::CompactAccumulate)
     ) {
-        h.markup("<div class=\"join\">the answer: the ")
-            .value(thousands(run.steps.len() as u64))
-            .markup(" replies below, numbered and joined</div><div class=\"up\">▲</div>");
+        if finished {
+            h.markup("<div class=\"join\">the answer: the ")
+                .value(thousands(run.steps.len() as u64))
+                .markup(" replies below, numbered and joined</div><div class=\"up\">▲</div>");
+        } else {
+            h.markup("<div class=\"join\">the run did not finish (killed, incomplete or failed): the replies below were not joined into an answer</div>");
+        }
     }
     for (&level, calls) in levels.iter().rev() {
         let open = calls.len() <= caps::OPEN_LEVEL_CALLS;
@@ -61,7 +72,10 @@ pub(crate) fn synthesis(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
             "<details class=\"level\"><summary>"
         });
         let what = match (run.mode, level == top) {
-            (Some(ResponseMode::TreeSummarize), true) => "the final summary",
+            (Some(ResponseMode::TreeSummarize), true) if finished => "the final summary",
+            (Some(ResponseMode::TreeSummarize), true) => {
+                "summaries · the run did not finish (killed, incomplete or failed): not the final summary"
+            }
             (Some(ResponseMode::TreeSummarize), false) => "summaries",
             (_, _) if shape == Shape::Chain => "the refine chain, left to right",
             _ => "answers",
@@ -114,13 +128,13 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
         .markup("\" id=\"call-")
         .value(s.call)
         .markup("\"><summary><b>#")
-        .value(s.call)
+        .value(s.index)
         .markup(" ")
         .text(s.step.as_str())
         .markup("</b> <span>L")
         .value(s.level)
-        .markup(" · i")
-        .value(s.index)
+        .markup(" · call ")
+        .value(s.call)
         .markup("</span> <span>")
         .value(thousands(s.prompt_tokens))
         .markup(" + ")
@@ -158,16 +172,15 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
     if !s.input_calls.is_empty() {
         h.markup("<p>reads the summaries of ");
         for c in &s.input_calls {
-            h.markup("<a href=\"#call-")
-                .value(c)
-                .markup("\">#")
-                .value(c)
-                .markup("</a> ");
+            index.call_link(h, *c);
+            h.markup(" ");
         }
         h.markup("</p>");
     }
+    // A step read back from a trace lists the first of its nodes and counts them all.
+    let nodes = s.node_count.unwrap_or(0).max(s.node_ids.len());
     h.markup("<p>nodes (")
-        .value(thousands(s.node_ids.len() as u64))
+        .value(thousands(nodes as u64))
         .markup(")");
     if s.node_ids.is_empty() {
         h.markup(": not known");
@@ -185,12 +198,10 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
         }
         h.markup("</li>");
     }
-    if s.node_ids.len() > caps::NODE_LINKS_PER_CALL {
+    let linked = s.node_ids.len().min(caps::NODE_LINKS_PER_CALL);
+    if nodes > linked {
         h.markup("<li>")
-            .value(format_args!(
-                "+{} more",
-                s.node_ids.len() - caps::NODE_LINKS_PER_CALL
-            ))
+            .value(format_args!("+{} more", nodes - linked))
             .markup("</li>");
     }
     h.markup("</ul><pre class=\"reply\">");
@@ -232,11 +243,11 @@ pub(crate) fn budget(h: &mut Html, run: &RunRecord) {
         };
         h.markup("<tr><td><a href=\"#call-")
             .value(s.call)
-            .markup("\">#")
+            .markup("\">")
             .value(s.call)
             .markup("</a></td><td>")
             .text(s.step.as_str())
-            .value(format_args!(" L{} i{}", s.level, s.index))
+            .value(format_args!(" L{} #{}", s.level, s.index))
             .markup("</td><td>")
             .value(thousands(s.counted_prompt_tokens as u64))
             .markup("</td><td><span class=\"bar\"><span style=\"width:")

@@ -88,11 +88,8 @@ fn source(h: &mut Html, run: &RunRecord, index: &Index<'_>, p: usize) {
     } else {
         h.markup("<span class=\"tag\">read by ");
         for c in readers.iter().take(caps::CALL_LINKS_PER_SOURCE) {
-            h.markup("<a href=\"#call-")
-                .value(c)
-                .markup("\">#")
-                .value(c)
-                .markup("</a> ");
+            index.call_link(h, *c);
+            h.markup(" ");
         }
         if readers.len() > caps::CALL_LINKS_PER_SOURCE {
             h.value(format_args!(

@@ -1,9 +1,11 @@
 //! Reading a `--trace` file (JSON lines) back into a [`RunRecord`].
 //!
 //! A trace holds one line per model call (`call`, `mode`, `step`, `level`, `index`,
-//! `prompt`, `prompt_tokens`, `response`, ...) and, when the run finished, a last line
-//! `{"run": {...}}` with the whole [`RunRecord`] (the answer, the sources, the steps
-//! with their node ids). Without the run line the report shows the calls alone.
+//! `prompt`, `prompt_tokens`, `response`, `nodes`, `node_ids` (the first 100), ...)
+//! and, when the run finished, a last line `{"run": {...}}` with the whole [`RunRecord`]
+//! (the answer, the sources, the steps with their node ids). Without the run line (a run
+//! killed, or one that failed) the report shows the calls alone, with the nodes each read,
+//! and says the run did not finish: its last level is not taken for the final one.
 //!
 //! Bounds: the file is read a line at a time; a line over [`MAX_TRACE_LINE_BYTES`] is an
 //! error, each call's reply is kept up to `synthkit::steps::MAX_STEP_REPLY_BYTES` and
@@ -121,6 +123,16 @@ fn step_of(mut obj: Map<String, Value>) -> Result<SynthStep, String> {
     obj.insert("reply_cut".into(), cut.into());
     obj.insert("reply".into(), kept.into());
     obj.entry("max_tokens").or_insert(0.into());
+    // `nodes` counts what `node_ids` lists at most 100 of.
+    if let Some(n) = obj.remove("nodes").and_then(|n| n.as_u64()) {
+        let listed = obj
+            .get("node_ids")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if n > listed as u64 {
+            obj.insert("node_count".into(), n.into());
+        }
+    }
     if !obj.contains_key("counted_prompt_tokens") {
         let p = obj.get("prompt_tokens").cloned().unwrap_or(0.into());
         obj.insert("counted_prompt_tokens".into(), p);

@@ -24,7 +24,8 @@ use crate::state::AppState;
 /// The status counted for a request whose client left before its answer was sent.
 pub const CLIENT_CLOSED: u16 = 499;
 
-/// The routes, as metric labels; any other path is `other`.
+/// The routes, as metric labels (and [`REPORT_ROUTE`] for any report's path); any other
+/// path is `other`.
 const ROUTES: [&str; 5] = [
     SYNTHESIZE_PATH,
     "/healthz",
@@ -33,7 +34,16 @@ const ROUTES: [&str; 5] = [
     "/openapi.json",
 ];
 
+/// The report route's label: one for every report id.
+const REPORT_ROUTE: &str = "/v1/report/{id}";
+
 fn route_label(path: &str) -> &'static str {
+    if let Some(id) = path.strip_prefix("/v1/report/")
+        && !id.is_empty()
+        && !id.contains('/')
+    {
+        return REPORT_ROUTE;
+    }
     ROUTES
         .iter()
         .find(|r| **r == path)
@@ -160,5 +170,8 @@ mod tests {
         assert_eq!(route_label("/healthz"), "/healthz");
         assert_eq!(route_label("/v1/synthesize"), "/v1/synthesize");
         assert_eq!(route_label("/wp-login.php"), "other");
+        assert_eq!(route_label("/v1/report/0123abcd"), "/v1/report/{id}");
+        assert_eq!(route_label("/v1/report/"), "other");
+        assert_eq!(route_label("/v1/report/a/b"), "other");
     }
 }

@@ -56,7 +56,7 @@ pub enum ApiError {
     ShuttingDown,
     /// No route has this path.
     #[error(
-        "no such route: the routes are POST /v1/synthesize, GET /healthz, /readyz, /metrics and /openapi.json"
+        "no such route: the routes are POST /v1/synthesize, GET /healthz, /readyz, /metrics, /openapi.json and /v1/report/{{id}}"
     )]
     NotFound,
     /// No report has this id (it expired, was pushed out, or never was).

@@ -42,6 +42,25 @@ pub struct CallReport<'a> {
     pub retries: u32,
     /// Whether the reply was cut at the output limit (`finish_reason: length`).
     pub truncated: bool,
+    /// The ids of the synthesis's nodes, by position (see [`CallReport::node_ids`]).
+    pub(crate) all_node_ids: &'a [String],
+}
+
+impl<'a> CallReport<'a> {
+    /// The ids of the nodes whose text the prompt held, in order (above a tree's first
+    /// level, the nodes under the summaries it read): the ones the call's span lists.
+    /// None for a prompt made outside the synthesis's packing, or with no nodes (such as
+    /// generation's).
+    pub fn node_ids(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
+        let all = self.all_node_ids;
+        let positions = match all.is_empty() {
+            true => &[][..],
+            false => crate::engine::origins::PromptNodes::positions_in(self.request),
+        };
+        positions
+            .iter()
+            .map(move |&i| all.get(i as usize).map_or("", String::as_str))
+    }
 }
 
 /// Something noteworthy that is not an error.

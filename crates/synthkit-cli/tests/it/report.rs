@@ -153,6 +153,53 @@ fn a_report_from_the_run_and_from_its_trace() {
     assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
 }
 
+/// A killed run leaves a trace without its run line: each call line still names the
+/// nodes its prompt held, so the report rebuilt from it says what every call read, and
+/// it does not take the last level drawn for the final summary.
+#[test]
+fn a_killed_runs_trace_names_each_calls_nodes() {
+    let dir = docs();
+    let trace = dir.path().join("tree.jsonl");
+    let out = synthkit()
+        .args(["ask", QUESTION, "-q", "--mode", "tree_summarize", "--trace"])
+        .arg(&trace)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let calls: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.starts_with("{\"run\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!calls.is_empty(), "{text}");
+    for c in &calls {
+        let ids = c["node_ids"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no node_ids: {c}"));
+        assert!(!ids.is_empty() && ids.len() <= 100, "{c}");
+        assert_eq!(c["nodes"].as_u64(), Some(ids.len() as u64), "{c}");
+    }
+    // The run killed before its end: the calls alone.
+    let cut = write(
+        dir.path(),
+        "killed.jsonl",
+        calls.iter().map(|c| format!("{c}\n")).collect::<String>(),
+    );
+    let page = dir.path().join("killed.html");
+    let out = report_verb(&cut, &page);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("nodes (0): not known"), "{html}");
+    assert!(
+        html.contains("<span class=\"node\">"),
+        "node ids drawn: {html}"
+    );
+    assert!(!html.contains("the final summary"), "{html}");
+    assert!(html.contains("did not finish"), "{html}");
+}
+
 #[test]
 fn batch_writes_one_report_per_line() {
     let dir = tempfile::tempdir().unwrap();

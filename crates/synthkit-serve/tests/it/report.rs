@@ -137,3 +137,42 @@ async fn a_failed_synthesis_keeps_its_report() {
     let (_, e) = post(&service, &plain).await;
     assert!(e.get("report_url").is_none(), "{e}");
 }
+
+/// `GET /v1/report/{id}` is counted under its own route, found or not (not as `other`),
+/// and an unknown path's 404 names that route among the routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_requests_are_counted_under_their_route() {
+    let service = Service::extractive_with_keys(KEY).await;
+    let body =
+        json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "report": true});
+    let (status, r) = post(&service, &body).await;
+    assert_eq!(status, 200, "{r}");
+    let url = r["report_url"].as_str().unwrap();
+    let (status, _, _) = get(&service, url, Some(KEY)).await;
+    assert_eq!(status, 200);
+    let (status, _, _) = get(
+        &service,
+        "/v1/report/0123456789abcdef0123456789abcdef",
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let m = service.state.metrics();
+    assert_eq!(m.requests("/v1/report/{id}", 200), 1, "{}", m.render());
+    assert_eq!(m.requests("/v1/report/{id}", 404), 1, "{}", m.render());
+    assert_eq!(m.requests("other", 200), 0, "{}", m.render());
+    assert!(
+        m.render()
+            .contains("synthkit_http_requests_total{path=\"/v1/report/{id}\",status=\"200\"} 1"),
+        "{}",
+        m.render()
+    );
+
+    let (status, _, body) = get(&service, "/no/such/route", Some(KEY)).await;
+    assert_eq!(status, 404);
+    assert_error_body(
+        &serde_json::from_str(&body).unwrap(),
+        "not_found",
+        "/v1/report/{id}",
+    );
+}

@@ -61,15 +61,17 @@ pub(crate) struct Caller {
     call_model: CallModel,
     /// Whether calls make spans (off for dry runs).
     spans: bool,
-    /// The ids of the synthesis's nodes, by position (call spans name the nodes their
-    /// prompt held; empty without spans).
+    /// The ids of the synthesis's nodes, by position (call spans and call reports name
+    /// the nodes their prompt held; empty without spans or an observer).
     node_ids: Arc<[String]>,
 }
 
-/// Where a job's call spans go: under the synthesis's span, naming the synthesis's nodes.
+/// Where a job's call spans go: under the synthesis's span, naming the synthesis's nodes
+/// (as its call reports do).
 pub(crate) struct SpanParent {
     pub(crate) synthesis: tracing::Span,
-    /// The ids of the synthesis's nodes, by position.
+    /// The ids of the synthesis's nodes, by position (empty when neither a span nor an
+    /// observer would name them).
     pub(crate) node_ids: Arc<[String]>,
 }
 
@@ -81,12 +83,13 @@ impl Caller {
         tokenizer: crate::text::SharedTokenizer,
         on_truncation: OnTruncation,
         calibrate: bool,
-        spans: Option<SpanParent>,
+        synthesis_span: Option<tracing::Span>,
+        node_ids: Arc<[String]>,
     ) -> Self {
         // No synthesis span: a dry run, whose calls make no spans either.
-        let (spans, synthesis_span, node_ids) = match spans {
-            Some(p) => (true, p.synthesis, p.node_ids),
-            None => (false, tracing::Span::none(), Arc::from([])),
+        let (spans, synthesis_span) = match synthesis_span {
+            Some(span) => (true, span),
+            None => (false, tracing::Span::none()),
         };
         let call_model = CallModel::new(&model.info());
         Self {
@@ -240,6 +243,7 @@ impl Caller {
                 elapsed,
                 retries,
                 truncated: finish_reason == Some(FinishReason::Length),
+                all_node_ids: &self.node_ids,
             });
         }
         self.end_first();

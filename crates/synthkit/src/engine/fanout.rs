@@ -14,7 +14,7 @@ use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{Stream, StreamExt};
 use tracing::instrument::WithSubscriber;
 
-use super::origins::PromptNodes;
+use super::origins::{CallTag, Origin};
 use super::{Job, Verdict};
 use crate::error::SynthError;
 use crate::model::ModelRequest;
@@ -80,16 +80,17 @@ impl Job {
     /// order. A finished call frees its place at once, whatever the calls started before
     /// it are doing (no head-of-line blocking): the next request starts as soon as any
     /// call ends. A request the server rejects as too long is re-split under the lowered
-    /// limit at once, and its parts' answers take its place. Each answer comes with the
-    /// nodes its prompt held.
+    /// limit at once, and its parts' answers take its place. Each answer comes with its
+    /// origin: the nodes its prompt held and its call's [`CallTag`], which each request
+    /// carries from its start.
     pub(crate) async fn call_all(
         &self,
         mut source: impl RequestSource,
-    ) -> Result<Vec<(String, PromptNodes)>, SynthError> {
+    ) -> Result<Vec<(String, Origin)>, SynthError> {
         let limit = self.concurrency().max(1);
         let mut running: FuturesUnordered<AbortOnDrop<(Slot, ModelRequest, CallResult)>> =
             FuturesUnordered::new();
-        let mut answers: BTreeMap<Slot, (String, PromptNodes)> = BTreeMap::new();
+        let mut answers: BTreeMap<Slot, (String, Origin)> = BTreeMap::new();
         // Parts of re-split requests, started before new requests.
         let mut parts: VecDeque<(Slot, ModelRequest)> = VecDeque::new();
         let mut next_index = 0;
@@ -115,6 +116,7 @@ impl Job {
                     },
                 };
                 self.caller.plan(1);
+                let request = request.with_extension(CallTag(self.next_call_tag()));
                 let job = self.clone();
                 running.push(AbortOnDrop::spawn(async move {
                     let answer = job.call_text(&request).await;
@@ -127,7 +129,7 @@ impl Job {
             let (slot, request, result) = finished?;
             match result {
                 Ok(answer) => {
-                    answers.insert(slot, (answer, PromptNodes::of(&request)));
+                    answers.insert(slot, (answer, Origin::of_reply(&request)));
                 }
                 Err(e) => match self.absorb(&e, &request) {
                     Verdict::Repack => {

@@ -63,6 +63,8 @@ pub(crate) struct Job {
     pub(crate) ledger: Option<Arc<CitationLedger>>,
     /// The steps' recorder, when the response carries its steps.
     pub(crate) steps: Option<Arc<StepRecorder>>,
+    /// The last [`origins::CallTag`] given out.
+    call_tags: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Job {
@@ -92,7 +94,8 @@ impl Job {
             s.budget.tokenizer().clone(),
             s.on_truncation,
             s.counter.is_none() && s.calibrate_from_usage,
-            s.spans.then_some(spans),
+            s.spans.then_some(spans.synthesis),
+            spans.node_ids,
         ));
         Self {
             s,
@@ -103,6 +106,7 @@ impl Job {
             calibration: Arc::new(Mutex::new(1.0)),
             ledger,
             steps,
+            call_tags: Arc::default(),
         }
     }
 
@@ -503,10 +507,22 @@ impl Job {
             )
             .await?
         {
-            // A part holds some of the nodes the rejected prompt held.
-            parts.push(part.with_extension(origins::PromptNodes::of(request)));
+            // A part holds some of the nodes (and replies) the rejected prompt held.
+            let mut part = part.with_extension(origins::PromptNodes::of(request));
+            let inputs = origins::PromptInputs::of(request);
+            if !inputs.tags().is_empty() {
+                part = part.with_extension(inputs);
+            }
+            parts.push(part);
         }
         Ok(parts)
+    }
+
+    /// A new [`origins::CallTag`] number: 1, 2, ... in the order asked for.
+    pub(crate) fn next_call_tag(&self) -> u64 {
+        self.call_tags
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .saturating_add(1)
     }
 
     pub(crate) fn empty(&self) -> String {

@@ -6,6 +6,12 @@
 //! tells which texts it overlaps, and so which nodes the prompt held: the mode attaches
 //! them to the request as [`PromptNodes`], and the call's span lists their ids. A prompt
 //! whose context is not cut from a [`Sourced`] (a custom request) carries none.
+//!
+//! Above a tree's first level the texts are the level below's replies, each with the
+//! [`CallTag`] of the call that wrote it: a request cut from them also carries the tags
+//! of the replies it held ([`PromptInputs`]), so the steps name the summaries a call was
+//! given without looking for them in its prompt (citations may have changed a reply's
+//! text on its way up).
 
 use std::sync::Arc;
 
@@ -31,6 +37,15 @@ impl PromptNodes {
             .unwrap_or_default()
     }
 
+    /// The positions `request` carries, ascending (none when it carries no
+    /// [`PromptNodes`]).
+    pub(crate) fn positions_in(request: &ModelRequest) -> &[u32] {
+        request
+            .extensions
+            .get::<Self>()
+            .map_or(&[][..], |n| n.positions())
+    }
+
     /// The union of `sets`.
     fn union<'a>(sets: impl Iterator<Item = &'a Self>) -> Self {
         let mut all: Vec<u32> = sets.flat_map(|s| s.0.iter().copied()).collect();
@@ -45,14 +60,92 @@ impl PromptNodes {
     }
 }
 
+/// A call's number within its synthesis, in the order the calls were started (a request
+/// extension, set by [`crate::engine::Job::call_all`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallTag(pub(crate) u64);
+
+impl CallTag {
+    /// The tag `request` carries, if any.
+    pub(crate) fn of(request: &ModelRequest) -> Option<u64> {
+        request.extensions.get::<Self>().map(|t| t.0)
+    }
+}
+
+/// The calls (by [`CallTag`]) whose replies a request's context held, ascending and
+/// without repeats (a request extension; empty at a first level).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PromptInputs(pub(crate) Arc<[u64]>);
+
+impl PromptInputs {
+    /// The calls `request` carries (none when it carries no [`PromptInputs`]).
+    pub(crate) fn of(request: &ModelRequest) -> Self {
+        request
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The union of `sets`.
+    fn union<'a>(sets: impl Iterator<Item = &'a Self>) -> Self {
+        let mut all: Vec<u64> = sets.flat_map(|s| s.0.iter().copied()).collect();
+        all.sort_unstable();
+        all.dedup();
+        Self(all.into())
+    }
+
+    /// The calls' tags, ascending.
+    pub(crate) fn tags(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+/// Where a text came from: the nodes under it and, for a reply, the call that wrote it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Origin {
+    /// The nodes under the text.
+    pub(crate) nodes: PromptNodes,
+    /// The calls whose replies the text is (one for a summary; none for a node's text).
+    pub(crate) calls: PromptInputs,
+}
+
+impl Origin {
+    /// The origin of a reply to `request`: the nodes its prompt held, and the call.
+    pub(crate) fn of_reply(request: &ModelRequest) -> Self {
+        Self {
+            nodes: PromptNodes::of(request),
+            calls: PromptInputs(CallTag::of(request).into_iter().collect()),
+        }
+    }
+
+    /// The origin of a context taken back from `request` (a rejected prompt's): the
+    /// nodes and the replies it held.
+    pub(crate) fn of_context(request: &ModelRequest) -> Self {
+        Self {
+            nodes: PromptNodes::of(request),
+            calls: PromptInputs::of(request),
+        }
+    }
+}
+
+impl From<PromptNodes> for Origin {
+    fn from(nodes: PromptNodes) -> Self {
+        Self {
+            nodes,
+            calls: PromptInputs::default(),
+        }
+    }
+}
+
 /// Texts laid end to end in one string, each with the nodes it came from.
 #[derive(Debug, Default)]
 pub(crate) struct Sourced {
     text: String,
     /// Byte offset of each text kept, and where it ends.
     spans: Vec<(usize, usize)>,
-    /// The nodes of each text kept.
-    owners: Vec<PromptNodes>,
+    /// Where each text kept came from.
+    owners: Vec<Origin>,
     /// Whether each text is cut on its own ([`Sourced::parts`]).
     separately: bool,
 }
@@ -61,16 +154,16 @@ impl Sourced {
     /// The join packing makes ([`crate::prompt::PromptBudget::join_for_packing`]): each
     /// text trimmed, empty ones dropped, blank lines between.
     /// The join is cut as one text.
-    pub(crate) fn packing_join<'a>(
-        items: impl IntoIterator<Item = (&'a str, PromptNodes)>,
+    pub(crate) fn packing_join<'a, O: Into<Origin>>(
+        items: impl IntoIterator<Item = (&'a str, O)>,
     ) -> Self {
         Self::join(items, "\n\n", true)
     }
 
     /// The texts one after the other, whitespace-only ones dropped, each as it is (for
     /// modes that cut each text on its own: take them back with [`Sourced::parts`]).
-    pub(crate) fn side_by_side<'a>(
-        items: impl IntoIterator<Item = (&'a str, PromptNodes)>,
+    pub(crate) fn side_by_side<'a, O: Into<Origin>>(
+        items: impl IntoIterator<Item = (&'a str, O)>,
     ) -> Self {
         Self {
             separately: true,
@@ -93,8 +186,8 @@ impl Sourced {
 
     /// The texts (each trimmed when `trim`), whitespace-only ones dropped, `separator`
     /// between; cut as one text.
-    pub(crate) fn join<'a>(
-        items: impl IntoIterator<Item = (&'a str, PromptNodes)>,
+    pub(crate) fn join<'a, O: Into<Origin>>(
+        items: impl IntoIterator<Item = (&'a str, O)>,
         separator: &str,
         trim: bool,
     ) -> Self {
@@ -110,7 +203,7 @@ impl Sourced {
             let start = s.text.len();
             s.text.push_str(text);
             s.spans.push((start, s.text.len()));
-            s.owners.push(nodes);
+            s.owners.push(nodes.into());
         }
         s
     }
@@ -147,32 +240,44 @@ impl Sourced {
             let text = self.text.get(*a..*b).unwrap_or_default();
             a + text.trim_end().len() > end
         });
-        PromptNodes::union(cut.map(|(_, nodes)| nodes))
+        PromptNodes::union(cut.map(|(_, o)| &o.nodes))
     }
 
-    /// `request` with the nodes of `piece`, the slice of [`Sourced::text`] its context
-    /// was cut from.
+    /// `request` with the nodes and the replies of `piece`, the slice of
+    /// [`Sourced::text`] its context was cut from.
     pub(crate) fn tag(&self, request: ModelRequest, piece: &str) -> ModelRequest {
-        request.with_extension(self.nodes_in(piece))
+        let owners = self.owners_of(piece);
+        let request = request.with_extension(PromptNodes::union(owners.iter().map(|o| &o.nodes)));
+        let calls = PromptInputs::union(owners.iter().map(|o| &o.calls));
+        match calls.tags().is_empty() {
+            true => request,
+            false => request.with_extension(calls),
+        }
     }
 
     /// The nodes of the texts that `piece`, a slice of [`Sourced::text`], overlaps (none
     /// when `piece` is not such a slice).
-    pub(crate) fn nodes_in(&self, piece: &str) -> PromptNodes {
+    #[cfg(test)]
+    fn nodes_in(&self, piece: &str) -> PromptNodes {
+        PromptNodes::union(self.owners_of(piece).iter().map(|o| &o.nodes))
+    }
+
+    /// The origins of the texts that `piece`, a slice of [`Sourced::text`], overlaps.
+    fn owners_of(&self, piece: &str) -> &[Origin] {
         if piece.is_empty() {
-            return PromptNodes::default();
+            return &[];
         }
         let base = self.text.as_ptr() as usize;
         let Some(a) = (piece.as_ptr() as usize).checked_sub(base) else {
-            return PromptNodes::default();
+            return &[];
         };
         let b = a + piece.len();
         if b > self.text.len() {
-            return PromptNodes::default();
+            return &[];
         }
         let first = self.spans.partition_point(|&(_, end)| end <= a);
         let last = self.spans.partition_point(|&(start, _)| start < b);
-        PromptNodes::union(self.owners.get(first..last).unwrap_or_default().iter())
+        self.owners.get(first..last).unwrap_or_default()
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use crate::engine::origins::{PromptNodes, Sourced};
+use crate::engine::origins::{Origin, PromptNodes, Sourced};
 use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
@@ -98,7 +98,10 @@ pub(crate) async fn resume(
             let source = Sourced::side_by_side([(context.as_str(), held)]);
             refine::refine_texts(job, mode, &source, r.fallback).await
         }
-        ResponseMode::TreeSummarize => tree_summarize::summarize(job, vec![(context, held)]).await,
+        ResponseMode::TreeSummarize => {
+            let origin = Origin::of_context(&r.request);
+            tree_summarize::summarize(job, vec![(context, origin)]).await
+        }
         _ => run(job, nodes, previous, texts).await,
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::engine::fanout::{Prebuilt, RequestSource};
-use crate::engine::origins::{PromptNodes, Sourced};
+use crate::engine::origins::{Origin, PromptNodes, Sourced};
 use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
@@ -78,15 +78,15 @@ pub(crate) async fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, Sy
         .iter()
         .enumerate()
         .filter(|(_, t)| !t.trim().is_empty())
-        .map(|(i, t)| (t.to_string(), PromptNodes::one(i)))
+        .map(|(i, t)| (t.to_string(), Origin::from(PromptNodes::one(i))))
         .collect();
     summarize(job, first).await
 }
 
-/// The tree over `current`: texts with content, each with the nodes it came from.
+/// The tree over `current`: texts with content, each with where it came from.
 pub(crate) async fn summarize(
     job: &Job,
-    mut current: Vec<(String, PromptNodes)>,
+    mut current: Vec<(String, Origin)>,
 ) -> Result<Outcome, SynthError> {
     current.retain(|(t, _)| !t.trim().is_empty());
     if current.is_empty() {
@@ -100,8 +100,11 @@ pub(crate) async fn summarize(
         // Pack this level's texts into as few prompts as fit (re-measured each level, as
         // a context correction may have lowered the limit).
         let size = job.room(&template, schema.as_deref())?;
-        let joined =
-            Sourced::packing_join(current.iter().map(|(t, nodes)| (t.as_str(), nodes.clone())));
+        let joined = Sourced::packing_join(
+            current
+                .iter()
+                .map(|(t, origin)| (t.as_str(), origin.clone())),
+        );
         let mut requests = LevelRequests {
             job,
             template: &template,

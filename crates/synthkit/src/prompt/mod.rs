@@ -8,5 +8,6 @@ pub mod template;
 pub use budget::{BudgetError, PromptBudget};
 pub use source::PromptSource;
 pub use template::{
-    ChatMessage, PromptTemplate, RenderedPrompt, Role, TemplateError, TemplateKind,
+    ChatMessage, MAX_NAMED_VARIABLES, PromptTemplate, RenderedPrompt, Role, TemplateError,
+    TemplateKind,
 };

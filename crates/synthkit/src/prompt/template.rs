@@ -46,6 +46,18 @@ impl TemplateKind {
         }
     }
 
+    /// The variables a synthesis fills in a template of this kind: the ones
+    /// [`TemplateKind::required_variables`] names, and the query (all four for a custom
+    /// template).
+    pub fn filled_variables(self) -> &'static [&'static str] {
+        match self {
+            TemplateKind::Qa | TemplateKind::Summary => &["context_str", "query_str"],
+            TemplateKind::Refine => &["query_str", "existing_answer", "context_msg"],
+            TemplateKind::Simple => &["query_str"],
+            TemplateKind::Custom => &["context_str", "query_str", "existing_answer", "context_msg"],
+        }
+    }
+
     /// The variables a mode must be able to fill in a template of this kind.
     pub fn required_variables(self) -> &'static [&'static str] {
         match self {
@@ -157,8 +169,13 @@ impl RenderedPrompt {
     }
 }
 
+/// The most variables a [`TemplateError::UnknownVariables`] names, of the unknown ones
+/// and of the known ones each.
+pub const MAX_NAMED_VARIABLES: usize = 10;
+
 /// Errors in templates.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TemplateError {
     /// A mode needs a variable the template does not contain.
     #[error(
@@ -173,6 +190,46 @@ pub enum TemplateError {
     /// A chat template with no message.
     #[error("a chat template needs at least one message")]
     EmptyChat,
+    /// The template has `{name}` variables that nothing fills: they would be sent as
+    /// written, and the prompt budget (which counts them as empty) would be wrong.
+    #[error(
+        "the {kind} template has {count} variable{plural} that nothing fills: {named}{past}; the variables it may use are {usable}: take the others out of the template, or give each a value (a variable of the synthesizer, or a partial value of the template)",
+        count = .unknown.len() + .more,
+        plural = plural_s(.unknown.len() + .more),
+        named = braced(.unknown),
+        past = and_more(.more),
+        usable = braced(.known)
+    )]
+    UnknownVariables {
+        /// The template's kind.
+        kind: TemplateKind,
+        /// The first unknown variables (at most [`MAX_NAMED_VARIABLES`]), in order.
+        unknown: Vec<String>,
+        /// Unknown variables past those named.
+        more: usize,
+        /// The variables the template may use (at most [`MAX_NAMED_VARIABLES`] of the
+        /// extra ones, after synthkit's own).
+        known: Vec<String>,
+    },
+}
+
+/// `s` unless `n` is 1.
+fn plural_s(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// ` and N more` for an error message (nothing for 0).
+fn and_more(n: &usize) -> String {
+    match *n {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    }
+}
+
+/// `` `{a}`, `{b}` `` for an error message.
+fn braced(names: &[String]) -> String {
+    let named: Vec<String> = names.iter().map(|n| format!("`{{{n}}}`")).collect();
+    named.join(", ")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,6 +328,53 @@ impl PromptTemplate {
     /// Checks the variables a mode fills for this template's kind.
     pub fn validate(&self) -> Result<(), TemplateError> {
         self.require(self.kind.required_variables())
+    }
+
+    /// Checks that every variable in the template has a value: one synthkit fills
+    /// ([`TemplateKind::filled_variables`]), one of `extra` (the synthesizer's variables), or a partial
+    /// value. An unknown variable would be sent as written, uncounted by the budget:
+    /// [`TemplateError::UnknownVariables`] names the first [`MAX_NAMED_VARIABLES`] of them
+    /// and the known ones.
+    pub fn check_known(&self, extra: &[&str]) -> Result<(), TemplateError> {
+        let filled = self.kind.filled_variables();
+        let mut seen = std::collections::HashSet::new();
+        let mut unknown = Vec::new();
+        let mut more = 0;
+        for text in self.texts() {
+            for (_, _, name) in placeholders(text) {
+                let known = filled.contains(&name)
+                    || extra.contains(&name)
+                    || self.partial_value(name).is_some();
+                if known || !seen.insert(name) {
+                    continue;
+                }
+                if unknown.len() < MAX_NAMED_VARIABLES {
+                    unknown.push(name.to_string());
+                } else {
+                    more += 1;
+                }
+            }
+        }
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let mut known: Vec<String> = filled.iter().map(|n| n.to_string()).collect();
+        let others = extra
+            .iter()
+            .copied()
+            .chain(self.partials.iter().map(|(n, _)| n.as_str()));
+        for name in others {
+            if !known.iter().any(|k| k == name) && known.len() < filled.len() + MAX_NAMED_VARIABLES
+            {
+                known.push(name.to_string());
+            }
+        }
+        Err(TemplateError::UnknownVariables {
+            kind: self.kind,
+            unknown,
+            more,
+            known,
+        })
     }
 
     /// A copy with `name` set to `value`; values given at render time take precedence.
@@ -428,6 +532,42 @@ mod tests {
         let t = PromptTemplate::completion(TemplateKind::Refine, "{query_str} {context_msg}");
         let err = t.validate().unwrap_err().to_string();
         assert!(err.contains("{existing_answer}"), "{err}");
+    }
+
+    #[test]
+    fn unknown_variables_are_named_and_bounded() {
+        let many: String = (0..5000).map(|i| format!("{{x{i}}} ")).collect();
+        let t = PromptTemplate::completion(
+            TemplateKind::Qa,
+            format!("{{context_str}} {{tone}} {many}"),
+        )
+        .partial("style", "plain");
+        let err = t.check_known(&["tone"]).unwrap_err();
+        let TemplateError::UnknownVariables { unknown, more, .. } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!((unknown.len(), *more), (MAX_NAMED_VARIABLES, 4990));
+        let text = err.to_string();
+        assert!(
+            text.contains("5000 variables") && text.contains("`{x0}`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`{x9}`") && !text.contains("`{x10}`"),
+            "{text}"
+        );
+        assert!(text.contains("and 4990 more"), "{text}");
+        assert!(
+            text.contains("`{query_str}`")
+                && text.contains("`{tone}`")
+                && text.contains("`{style}`"),
+            "{text}"
+        );
+        assert!(text.len() < 1000, "{text}");
+        assert!(!text.contains("bug"), "{text}");
+        let ok = PromptTemplate::completion(TemplateKind::Qa, "{context_str} {tone} {style}")
+            .partial("style", "plain");
+        assert_eq!(ok.check_known(&["tone"]), Ok(()));
     }
 
     #[test]

@@ -122,7 +122,8 @@ struct Below {
 /// Fills the node ids (and, above the first level, the input calls) of `calls`, which
 /// are ordered by level, then index. `nodes` are the ids and texts of the nodes with text.
 /// A call whose node ids are known already (packing named them) keeps them; at the first
-/// level its context is not searched for.
+/// level its context is not searched for, nor above it when packing also named the
+/// summaries it held.
 pub(super) fn node_ids(calls: &mut [Recorded], nodes: &[(String, String)]) {
     let first = Segments::new(nodes.iter().map(|(_, t)| t.as_str()));
     let mut below: Option<Below> = None;
@@ -143,6 +144,8 @@ pub(super) fn node_ids(calls: &mut [Recorded], nodes: &[(String, String)]) {
                             .collect();
                     }
                 }
+                // Packing named the summaries it gave the call (and their nodes).
+                Some(_) if !call.step.input_calls.is_empty() && !call.step.node_ids.is_empty() => {}
                 Some(Below {
                     summaries,
                     segments,

@@ -16,15 +16,16 @@
 //!
 //! The steps are built from the same reports as any [`Observer`]'s (the CLI's `--trace`
 //! writes them): [`StepRecorder`] is such an observer. A step's node ids are the ones
-//! packing attached to its request (the same its span lists); the calls whose summaries
-//! a tree level read, and the node ids of a request made without packing, are found by
-//! locating the prompt's context.
+//! packing attached to its request (the same its span lists), and so are the calls whose
+//! summaries a tree level was given (whatever citations made of their text on its way
+//! up); only a request made without packing has them found by locating the prompt's
+//! context.
 
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::origins::PromptNodes;
+use crate::engine::origins::{CallTag, PromptInputs, PromptNodes};
 use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::observe::{CallReport, Observer, SynthEvent};
@@ -53,6 +54,10 @@ pub struct SynthStep {
     /// made outside the synthesis's packing, or a mode without nodes).
     #[serde(default)]
     pub node_ids: Vec<String>,
+    /// How many nodes the prompt held, when [`SynthStep::node_ids`] lists only the first
+    /// of them (a step read back from a `--trace` line, which lists at most 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_count: Option<usize>,
     /// For a tree level above the first: the calls (by [`SynthStep::call`]) whose
     /// summaries the prompt held.
     #[serde(default)]
@@ -100,6 +105,7 @@ impl SynthStep {
             level: info.level,
             index: info.index,
             node_ids: Vec::new(),
+            node_count: None,
             input_calls: Vec::new(),
             prompt_tokens: report.usage.prompt_tokens,
             counted_prompt_tokens: report.request.prompt_tokens,
@@ -142,6 +148,9 @@ struct Recorded {
     step: SynthStep,
     /// The nodes the prompt held, as packing knew them (positions among all nodes).
     held: PromptNodes,
+    /// The call's tag, and the tags of the calls whose replies its prompt held.
+    tag: Option<u64>,
+    inputs: PromptInputs,
     /// The context the prompt held (`context_str` or `context_msg`), in full.
     context: Option<String>,
     /// The reply, in full (a tree level's summaries are the next level's texts).
@@ -201,9 +210,23 @@ impl StepRecorder {
         calls.sort_by_key(|c| (c.step.level, c.step.index, c.step.call));
         // Packing's own account, where the request carries it, is exact; the rest is
         // found by locating each prompt's context.
+        // A tag's call and its place in step order.
+        let by_tag: std::collections::HashMap<u64, (usize, u64)> = calls
+            .iter()
+            .enumerate()
+            .filter_map(|(rank, c)| Some((c.tag?, (rank, c.step.call))))
+            .collect();
         for c in &mut calls {
             let id = |&i: &u32| self.ids.get(i as usize).cloned();
             c.step.node_ids = c.held.positions().iter().filter_map(id).collect();
+            let mut inputs: Vec<(usize, u64)> = c
+                .inputs
+                .tags()
+                .iter()
+                .filter_map(|t| by_tag.get(t).copied())
+                .collect();
+            inputs.sort_unstable();
+            c.step.input_calls = inputs.into_iter().map(|(_, call)| call).collect();
         }
         attribute::node_ids(&mut calls, &self.nodes);
         let mut steps: Vec<SynthStep> = calls.into_iter().map(|c| c.step).collect();
@@ -232,6 +255,8 @@ impl Observer for StepRecorder {
         log.calls.push(Recorded {
             step: SynthStep::from_report(call, report),
             held: PromptNodes::of(report.request),
+            tag: CallTag::of(report.request),
+            inputs: PromptInputs::of(report.request),
             context,
             reply: report.response.to_string(),
         });

@@ -330,18 +330,21 @@ impl SynthesizerBuilder {
                 TemplateKind::Simple | TemplateKind::Custom => templates.simple = t,
             }
         }
-        // The templates this mode uses must have the variables it fills.
-        match self.mode {
-            ResponseMode::Refine | ResponseMode::Compact => {
-                templates.qa.validate()?;
-                templates.refine.validate()?;
-            }
-            ResponseMode::TreeSummarize => templates.summary.validate()?,
+        // The templates this mode uses must have the variables it fills, and no
+        // variable without a value.
+        let used: &[&PromptTemplate] = match self.mode {
+            ResponseMode::Refine | ResponseMode::Compact => &[&templates.qa, &templates.refine],
+            ResponseMode::TreeSummarize => &[&templates.summary],
             ResponseMode::SimpleSummarize
             | ResponseMode::Accumulate
-            | ResponseMode::CompactAccumulate => templates.qa.validate()?,
-            ResponseMode::Generation => templates.simple.validate()?,
-            ResponseMode::NoText | ResponseMode::ContextOnly => {}
+            | ResponseMode::CompactAccumulate => &[&templates.qa],
+            ResponseMode::Generation => &[&templates.simple],
+            ResponseMode::NoText | ResponseMode::ContextOnly => &[],
+        };
+        let extra: Vec<&str> = self.variables.iter().map(|(n, _)| n.as_str()).collect();
+        for t in used {
+            t.validate()?;
+            t.check_known(&extra)?;
         }
         let system_prompt = match self.system_prompt {
             SystemPrompt::FromModel => info.system_prompt.clone(),

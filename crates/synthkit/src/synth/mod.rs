@@ -63,7 +63,10 @@ pub struct SynthesisInput {
     pub additional_sources: Vec<Node>,
     /// An answer to refine further (refine and compact).
     pub previous_response: Option<String>,
-    /// Extra template variables for this synthesis (added to the synthesizer's).
+    /// Extra template variables for this synthesis (added to the synthesizer's, whose
+    /// values they override). A template's variables must be known when the synthesizer
+    /// is built ([`crate::prompt::PromptTemplate::check_known`]): give a variable set here a
+    /// default with [`crate::SynthesizerBuilder::variable`].
     pub variables: Vec<(String, String)>,
 }
 
@@ -234,8 +237,10 @@ impl Synthesizer {
             .s
             .citations
             .then(|| CitationLedger::new(input.nodes.iter().map(|n| n.id.clone()).collect()));
-        let mut variables = self.s.variables.clone();
-        variables.extend(input.variables.iter().cloned());
+        // This synthesis's variables first: a name's first value is the one rendered, so
+        // they override the synthesizer's (which give their defaults).
+        let mut variables = input.variables.clone();
+        variables.extend(self.s.variables.iter().cloned());
         let steps = self
             .s
             .return_steps
@@ -247,8 +252,9 @@ impl Synthesizer {
             ledger,
             steps,
             engine::SpanParent {
-                // Only a span that is recorded names nodes.
-                node_ids: if span.is_disabled() {
+                // Only a span that is recorded, or an observer's call reports, name
+                // nodes.
+                node_ids: if span.is_disabled() && self.s.observer.is_none() {
                     Arc::from([])
                 } else {
                     input.nodes.iter().map(|n| n.id.clone()).collect()

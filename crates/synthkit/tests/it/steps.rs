@@ -164,3 +164,32 @@ async fn retries_are_counted_per_call() {
     assert!(steps.len() > 1);
     assert!(steps.iter().all(|s| s.retries == 1), "{steps:#?}");
 }
+
+/// With citations on, a summary's markers naming sources its prompt did not show are
+/// removed before the next level reads it: the next level still names the summaries it
+/// was given (packing's account, not a search for the raw replies).
+#[tokio::test]
+async fn tree_levels_name_their_summaries_when_markers_are_removed() {
+    let model = ScriptedModel::constant(scripted(700, 60), "A summary [99] of some nodes [1].");
+    let r = run(ResponseMode::TreeSummarize, model, true).await;
+    let steps = r.steps.unwrap();
+    let top = steps.iter().map(|s| s.level).max().unwrap();
+    assert!(top >= 1, "one level only: {steps:#?}");
+    for level in 1..=top {
+        let mut below: Vec<u64> = steps
+            .iter()
+            .filter(|s| s.level == level - 1)
+            .map(|s| s.call)
+            .collect();
+        below.sort_unstable();
+        let mut read: Vec<u64> = steps
+            .iter()
+            .filter(|s| s.level == level)
+            .flat_map(|s| s.input_calls.iter().copied())
+            .collect();
+        read.sort_unstable();
+        assert_eq!(read, below, "level {level}: {steps:#?}");
+    }
+    let last = steps.iter().find(|s| s.level == top).unwrap();
+    assert_eq!(last.node_ids.len(), 12, "{steps:#?}");
+}
