@@ -241,13 +241,13 @@ pub async fn run(
         if node_count == 1 { "" } else { "s" }
     );
     let without_calls = format!("no model call is needed ({mode} answers without a model)");
-    let plan = TextPlan {
+    let text = TextPlan {
         subject: &subject,
         rows,
         price_per_1k: args.dry_run.price_per_1k,
         without_calls: &without_calls,
     };
-    plan.write(&mut out, backend, &info)?;
+    text.write(&mut out, backend, &info)?;
     if rows.is_empty() {
         return Ok(out.flush()?);
     }
