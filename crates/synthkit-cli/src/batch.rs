@@ -435,6 +435,15 @@ fn start_line(
 ) -> Pending {
     let observer = Arc::clone(observer);
     let prepared = request.and_then(|mut r| {
+        if r.plan {
+            // A line that asks for its plan is never run for real.
+            return Err(ErrorDetail {
+                kind: "invalid_request".into(),
+                message: format!(
+                    "line {number}: `plan` asks the service for a plan; plan a batch with --plan"
+                ),
+            });
+        }
         // With reports, the request keeps a recorder of its calls (for failed lines too).
         r.report = reports.is_some();
         r.prepare(Arc::clone(&backend.model), defaults, |b| {

@@ -1,16 +1,17 @@
-//! `batch --plan`: every line planned as `ask --plan` plans one synthesis (against
-//! [`PlanningModel`], no model call), the plans summed by step and level.
+//! `batch --plan`: every line planned as `ask --plan` plans one synthesis
+//! ([`synthkit::Synthesizer::plan`], no model call), the plans summed by step and level.
 
 use std::io::{self, BufRead, Write};
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
+use synthkit::Plan;
 use synthkit::request::RequestDefaults;
 
 use crate::backend::Backend;
 use crate::batch::{BatchArgs, Parsed, parse_line};
 use crate::batch_io::LineReader;
-use crate::plan::{PlanningModel, TextPlan, merge_rows};
+use crate::plan::TextPlan;
 
 /// Plans every line of the input and prints the batch's plan; lines that cannot run are
 /// named on standard error (and make the exit code 1).
@@ -21,8 +22,7 @@ pub async fn run<R: BufRead>(
     mut reader: LineReader<R>,
 ) -> Result<()> {
     let info = backend.model.info();
-    let planner = Arc::new(PlanningModel::of(backend));
-    let mut rows = Vec::new();
+    let mut total = Plan::default();
     let (mut planned, mut bad) = (0usize, 0usize);
     let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);
     let max_line = usize::try_from(max_line).unwrap_or(usize::MAX);
@@ -33,22 +33,21 @@ pub async fn run<R: BufRead>(
             Parsed::Request(_, r) => Ok(*r),
         };
         let outcome = match request {
-            Ok(r) => match r.prepare(planner.clone(), defaults, |b| b) {
+            Ok(r) => match r.prepare(Arc::clone(&backend.model), defaults, |b| b) {
                 Ok(run) => run
                     .synthesizer
-                    .synthesize_input(run.input)
+                    .plan_input(&run.input)
                     .await
                     .map_err(|e| format!("line {number}: {e}")),
                 Err(e) => Err(format!("line {number}: {e}")),
             },
             Err(message) => Err(message),
         };
-        // A failed plan may have recorded calls: they are not part of the batch.
-        let lines_rows = planner.take_rows();
+        // A failed plan's calls are not part of the batch.
         match outcome {
-            Ok(_) => {
+            Ok(plan) => {
                 planned += 1;
-                merge_rows(&mut rows, lines_rows);
+                total.merge(plan);
             }
             Err(message) => {
                 bad += 1;
@@ -59,7 +58,7 @@ pub async fn run<R: BufRead>(
     let subject = format!("{planned} request{}", if planned == 1 { "" } else { "s" });
     let plan = TextPlan {
         subject: &subject,
-        rows: &rows,
+        rows: &total.rows,
         price_per_1k: args.dry_run.price_per_1k,
         without_calls: "no model call is needed",
     };

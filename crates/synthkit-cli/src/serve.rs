@@ -105,6 +105,14 @@ pub struct ServiceLimitArgs {
     /// is capped at it).
     #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY)]
     pub max_request_concurrency: usize,
+    /// The most model calls one request may plan: a request over it is refused with 422
+    /// `too_costly` and its plan, before any model call.
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CALLS_PER_REQUEST)]
+    pub max_calls_per_request: usize,
+    /// The most prompt tokens one request may plan, all its calls together (422
+    /// `too_costly` above it, before any model call).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST)]
+    pub max_prompt_tokens_per_request: usize,
     /// Synthesis requests being read or answered at once across all connections; more
     /// are refused at once with 503 `overloaded` and Retry-After.
     #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUESTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -147,6 +155,8 @@ impl ServiceLimitArgs {
             .with_max_nodes(self.max_nodes)
             .with_request_timeout(positive_seconds("--request-timeout", self.request_timeout)?)
             .with_max_request_concurrency(self.max_request_concurrency)
+            .with_max_calls_per_request(self.max_calls_per_request)
+            .with_max_prompt_tokens_per_request(self.max_prompt_tokens_per_request)
             .with_shutdown_grace(positive_seconds("--shutdown-grace", self.shutdown_grace)?)
             .with_max_requests(self.max_requests)
             .with_max_connections(self.max_connections)

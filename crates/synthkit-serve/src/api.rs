@@ -40,6 +40,116 @@ pub struct ErrorBody {
     /// calls made before the failure), behind the same key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_url: Option<String>,
+    /// A request refused as `too_costly`: its plan, whose totals are over a cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanBody>,
+}
+
+/// A request's plan: the calls and prompt tokens it would spend, counted before any model
+/// call ([`synthkit::plan`]). The answer of a request with `"plan": true`, and part of a
+/// `too_costly` error.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PlanBody {
+    /// The response mode planned.
+    pub mode: String,
+    /// The calls by step and level, in the order they are made.
+    pub steps: Vec<PlanStepBody>,
+    /// The totals of the steps.
+    pub total: PlanTotalBody,
+    /// The service's per-request caps the totals are checked against.
+    pub caps: PlanCapsBody,
+    /// Whether the totals are within the caps (a synthesis request would run).
+    pub within_caps: bool,
+}
+
+/// One row of a plan: the calls of one step at one tree level.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PlanStepBody {
+    /// `qa`, `refine`, `summary` or `generate`.
+    pub step: String,
+    /// The tree level (0 but for `tree_summarize`).
+    pub level: u32,
+    /// Model calls (exact, or at most this many).
+    pub calls: usize,
+    /// Prompt tokens of these calls (exact, or at most this many).
+    pub prompt_tokens: usize,
+    /// The largest single prompt.
+    pub max_prompt_tokens: usize,
+    /// True for a step that depends on no reply (the first); false: the numbers are
+    /// upper bounds (they assume the longest replies).
+    pub exact: bool,
+}
+
+/// A plan's totals.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PlanTotalBody {
+    /// Model calls (exact, or at most this many).
+    pub calls: usize,
+    /// Prompt tokens of all the calls (exact, or at most this many).
+    pub prompt_tokens: usize,
+    /// Completion tokens at most: every call answering with the whole output reserve.
+    pub max_completion_tokens: usize,
+    /// Whether every step is exact; false: the totals are upper bounds.
+    pub exact: bool,
+}
+
+/// The service's per-request caps.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct PlanCapsBody {
+    /// `--max-calls-per-request`.
+    pub max_calls_per_request: usize,
+    /// `--max-prompt-tokens-per-request`.
+    pub max_prompt_tokens_per_request: usize,
+}
+
+impl PlanBody {
+    /// The body of `plan`, a synthesis in `mode`, checked against `caps`.
+    pub fn new(plan: &synthkit::Plan, mode: synthkit::ResponseMode, caps: PlanCapsBody) -> Self {
+        Self {
+            mode: mode.as_str().to_string(),
+            steps: plan
+                .rows
+                .iter()
+                .map(|r| PlanStepBody {
+                    step: r.step.to_string(),
+                    level: r.level,
+                    calls: r.calls,
+                    prompt_tokens: r.prompt_tokens,
+                    max_prompt_tokens: r.max_prompt_tokens,
+                    exact: r.exact,
+                })
+                .collect(),
+            total: PlanTotalBody {
+                calls: plan.calls,
+                prompt_tokens: plan.prompt_tokens,
+                max_completion_tokens: plan.max_completion_tokens,
+                exact: plan.exact,
+            },
+            caps,
+            within_caps: plan.calls <= caps.max_calls_per_request
+                && plan.prompt_tokens <= caps.max_prompt_tokens_per_request,
+        }
+    }
+
+    /// What is over the caps, in words (`at most 466 model calls (--max-calls-per-request
+    /// 40)`); empty when within them.
+    pub fn over(&self) -> Vec<String> {
+        let at_most = if self.total.exact { "" } else { "at most " };
+        let mut over = Vec::new();
+        if self.total.calls > self.caps.max_calls_per_request {
+            over.push(format!(
+                "{at_most}{} model calls (--max-calls-per-request {})",
+                self.total.calls, self.caps.max_calls_per_request
+            ));
+        }
+        if self.total.prompt_tokens > self.caps.max_prompt_tokens_per_request {
+            over.push(format!(
+                "{at_most}{} prompt tokens (--max-prompt-tokens-per-request {})",
+                self.total.prompt_tokens, self.caps.max_prompt_tokens_per_request
+            ));
+        }
+        over
+    }
 }
 
 /// `GET /healthz` and `GET /readyz`.

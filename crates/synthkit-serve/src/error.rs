@@ -7,7 +7,7 @@ use serde::Serialize;
 use synthkit::SynthError;
 use synthkit::request::{RequestError, error_kind};
 
-use crate::api::{ErrorBody, ErrorDetail};
+use crate::api::{ErrorBody, ErrorDetail, PlanBody};
 
 /// `Retry-After` of a shed request or one refused while shutting down, in seconds.
 pub const RETRY_AFTER_SECS: u64 = 1;
@@ -41,6 +41,14 @@ pub enum ApiError {
         /// The limit.
         limit: usize,
     },
+    /// The request's plan is over a per-request cap (`--max-calls-per-request`,
+    /// `--max-prompt-tokens-per-request`); no model call was made. The body carries the
+    /// plan.
+    #[error(
+        "not started: this request needs {}, over this service's cap: send fewer nodes, use a mode with fewer calls (compact), ask for the plan with \"plan\": true, or start the service with a larger cap",
+        .0.over().join(" and ")
+    )]
+    TooCostly(Box<PlanBody>),
     /// The synthesis did not finish within the per-request time limit.
     #[error(
         "the synthesis did not finish within {secs} s: send fewer nodes, use a mode with fewer calls (compact), or start the service with a larger --request-timeout"
@@ -128,7 +136,9 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::TooManyNodes { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::TooManyNodes { .. } | ApiError::TooCostly(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::ShuttingDown | ApiError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound | ApiError::ReportNotFound => StatusCode::NOT_FOUND,
@@ -146,7 +156,7 @@ impl ApiError {
     }
 
     /// A stable machine-readable name: `unauthorized`, `invalid_request`,
-    /// `body_too_large`, `too_many_nodes`, `timeout`, `shutting_down`, `not_found`,
+    /// `body_too_large`, `too_many_nodes`, `too_costly`, `timeout`, `shutting_down`, `not_found`,
     /// `report_not_found`,
     /// `method_not_allowed`, `unsupported_media_type`, `uri_too_long`,
     /// `headers_too_large`, `host_not_allowed`, `origin_not_allowed`, `overloaded`,
@@ -158,6 +168,7 @@ impl ApiError {
             ApiError::InvalidRequest(_) => "invalid_request",
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::TooManyNodes { .. } => "too_many_nodes",
+            ApiError::TooCostly(_) => "too_costly",
             ApiError::Timeout { .. } => "timeout",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::NotFound => "not_found",
@@ -201,6 +212,10 @@ impl ApiError {
                 message: self.to_string(),
             },
             report_url: None,
+            plan: match self {
+                ApiError::TooCostly(plan) => Some((**plan).clone()),
+                _ => None,
+            },
         }
     }
 

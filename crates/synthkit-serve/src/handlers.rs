@@ -13,7 +13,7 @@ use synthkit::steps::StepRecorder;
 use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
 use tracing::Instrument;
 
-use crate::api::{HealthBody, SynthesizeRequest};
+use crate::api::{HealthBody, PlanBody, PlanCapsBody, SynthesizeRequest};
 use crate::error::{ApiError, json_response};
 use crate::metrics::MetricsObserver;
 use crate::readiness::BackendState;
@@ -32,6 +32,8 @@ pub(crate) struct Job {
     /// With `report`: the recorder of the calls, which the page draws (also when the
     /// synthesis fails).
     pub(crate) report: Option<Arc<StepRecorder>>,
+    /// Only the plan was asked for (`"plan": true`).
+    pub(crate) plan: bool,
 }
 
 /// `POST /v1/synthesize`. The key, the content type, the body's size and the time limit
@@ -51,6 +53,12 @@ async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>
         Ok(job) => job,
         Err(e) => return e.into_response(),
     };
+    // The plan first: asked for, or checked against the per-request caps before any call.
+    match check_plan(&state, &job).await {
+        Ok(Some(plan)) => return json_response(StatusCode::OK, &plan),
+        Ok(None) => {}
+        Err(e) => return e.into_response(),
+    }
     if job.stream {
         return crate::sse::respond(state, job);
     }
@@ -83,6 +91,33 @@ async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>
             }
         }
     }
+}
+
+/// Plans `job` (no model call) when it calls the model: its plan when the request asked
+/// for it (`"plan": true`), [`ApiError::TooCostly`] when the plan is over a per-request
+/// cap, else nothing (the job runs).
+async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, ApiError> {
+    let mode = job.synth.mode();
+    let limits = &state.inner.limits;
+    let caps = PlanCapsBody {
+        max_calls_per_request: limits.max_calls_per_request,
+        max_prompt_tokens_per_request: limits.max_prompt_tokens_per_request,
+    };
+    if !job.plan && !mode.calls_model() {
+        return Ok(None);
+    }
+    let plan = tokio::select! {
+        p = job.synth.plan_input(&job.input) => p?,
+        () = state.inner.cancel.cancelled() => return Err(ApiError::ShuttingDown),
+    };
+    let body = PlanBody::new(&plan, mode, caps);
+    if job.plan {
+        return Ok(Some(body));
+    }
+    if !body.within_caps {
+        return Err(ApiError::TooCostly(Box::new(body)));
+    }
+    Ok(None)
 }
 
 /// Runs a plain (non-streamed) job until the shutdown deadline.
@@ -134,6 +169,7 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
         stream: run.stream,
         return_steps: run.return_steps,
         report: run.steps,
+        plan: run.plan,
     })
 }
 

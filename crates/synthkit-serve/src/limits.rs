@@ -1,4 +1,5 @@
-//! [`ServiceLimits`]: every bound the service keeps, on one request (body, nodes, time), on
+//! [`ServiceLimits`]: every bound the service keeps, on one request (body, nodes, time,
+//! planned calls and prompt tokens), on
 //! all requests together (requests in flight), on connections (how many, how long they may
 //! take to send headers or stay idle, header sizes, HTTP/2 streams) and on probes and
 //! shutdown. Each has a documented default and a `synthkit serve` flag of the same name.
@@ -20,6 +21,12 @@ pub struct ServiceLimits {
     /// The most model calls of one request in flight at once (a request's `concurrency`
     /// is capped at it; also its default).
     pub max_request_concurrency: usize,
+    /// The most model calls one request may plan (422 `too_costly` above it, before any
+    /// call; the request's plan is counted first, [`synthkit::plan`]).
+    pub max_calls_per_request: usize,
+    /// The most prompt tokens one request may plan, all its calls together (422
+    /// `too_costly` above it, before any call).
+    pub max_prompt_tokens_per_request: usize,
     /// On shutdown, how long requests in flight may still run before they are
     /// cancelled.
     pub shutdown_grace: Duration,
@@ -60,6 +67,11 @@ impl ServiceLimits {
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
     /// The default calls in flight per request: 8.
     pub const DEFAULT_MAX_REQUEST_CONCURRENCY: usize = 8;
+    /// The default most model calls per request: 40 (as `synthkit ask --max-calls`).
+    pub const DEFAULT_MAX_CALLS_PER_REQUEST: usize = 40;
+    /// The default most prompt tokens per request: 200,000 (as `synthkit ask
+    /// --max-total-prompt-tokens`).
+    pub const DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST: usize = 200_000;
     /// The default shutdown grace: 30 s.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
     /// The default synthesis requests in flight: 256.
@@ -102,6 +114,18 @@ impl ServiceLimits {
     /// Sets the most calls in flight per request (at least 1).
     pub fn with_max_request_concurrency(mut self, n: usize) -> Self {
         self.max_request_concurrency = n.max(1);
+        self
+    }
+
+    /// Sets the most model calls one request may plan.
+    pub fn with_max_calls_per_request(mut self, n: usize) -> Self {
+        self.max_calls_per_request = n;
+        self
+    }
+
+    /// Sets the most prompt tokens one request may plan.
+    pub fn with_max_prompt_tokens_per_request(mut self, n: usize) -> Self {
+        self.max_prompt_tokens_per_request = n;
         self
     }
 
@@ -173,6 +197,8 @@ impl Default for ServiceLimits {
             max_nodes: Self::DEFAULT_MAX_NODES,
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             max_request_concurrency: Self::DEFAULT_MAX_REQUEST_CONCURRENCY,
+            max_calls_per_request: Self::DEFAULT_MAX_CALLS_PER_REQUEST,
+            max_prompt_tokens_per_request: Self::DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST,
             shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
             max_requests: Self::DEFAULT_MAX_REQUESTS,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,

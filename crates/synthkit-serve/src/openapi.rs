@@ -4,7 +4,9 @@
 use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
-use crate::api::{DeltaEvent, ErrorBody, HealthBody, SynthesizeRequest, SynthesizeResponse};
+use crate::api::{
+    DeltaEvent, ErrorBody, HealthBody, PlanBody, SynthesizeRequest, SynthesizeResponse,
+};
 
 /// The OpenAPI 3.1 document of the service.
 pub fn document() -> Value {
@@ -16,6 +18,7 @@ pub fn document() -> Value {
     let delta = generator.subschema_for::<DeltaEvent>();
     let error = generator.subschema_for::<ErrorBody>();
     let health = generator.subschema_for::<HealthBody>();
+    let plan = generator.subschema_for::<PlanBody>();
     let schemas = generator.take_definitions(true);
     let error_response = |description: &str| {
         json!({
@@ -49,9 +52,9 @@ pub fn document() -> Value {
                     },
                     "responses": {
                         "200": {
-                            "description": "The response (JSON), or the event stream when `stream` is true.",
+                            "description": "The response (JSON), the event stream when `stream` is true, or the request's plan (PlanBody, no model call) when `plan` is true.",
                             "content": {
-                                "application/json": {"schema": response},
+                                "application/json": {"schema": {"oneOf": [response, plan]}},
                                 "text/event-stream": {
                                     "schema": {"type": "string"},
                                     "x-events": {"delta": delta, "response": response, "error": error}
@@ -65,7 +68,7 @@ pub fn document() -> Value {
                         "414": error_response("The request target is longer than --max-uri-bytes."),
                         "415": error_response("The body is not declared as `Content-Type: application/json`."),
                         "421": error_response("The Host header is not a loopback name (on a loopback bind) nor one given with --allowed-host."),
-                        "422": error_response("More nodes than --max-nodes."),
+                        "422": error_response("More nodes than --max-nodes (`too_many_nodes`), or a plan over --max-calls-per-request or --max-prompt-tokens-per-request (`too_costly`, with the plan in `plan`)."),
                         "431": error_response("More headers than --max-headers, or a head larger than --max-header-bytes."),
                         "502": error_response("The model failed."),
                         "503": error_response("Overloaded (--max-requests in flight) or shutting down (both with Retry-After), or the model is rate limited."),

@@ -9,6 +9,8 @@
 //! - [`gated::GatedOpenAi`]: a model that holds every completion until the test opens its
 //!   gate, so "a request in flight" needs no guessed delay.
 //! - [`here::serve`]: an app served by the calling runtime, for tests that must share it.
+//! - [`scripted::ScriptedLlama`]: a llama.cpp-like model with its own tokenizer and chat
+//!   template (`/tokenize`, `/apply-template`, `/props`) whose replies vary in length.
 //! - [`llamaindex`]: LlamaIndex's JSON shapes (a `TextNode`), as fixtures.
 //! - [`redis::RedisServer`]: a real `redis-server` on a free loopback port.
 //! - [`llama`]: a real `llama-server` (tiny random model or SmolLM2) for end-to-end tests,
@@ -25,6 +27,7 @@ pub mod llamaindex;
 pub mod openai;
 pub mod record;
 pub mod redis;
+pub mod scripted;
 pub mod server;
 
 pub use openai::{FakeConfig, FakeOpenAi, Seen};

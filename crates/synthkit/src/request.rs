@@ -106,6 +106,11 @@ pub struct SynthesizeRequest {
     /// sets this for every line).
     #[serde(default)]
     pub report: bool,
+    /// The service only: answer the request's plan (the calls and prompt tokens it would
+    /// spend, by step and level; see [`crate::plan`]) without calling the model. A batch
+    /// is planned with `--plan` instead.
+    #[serde(default)]
+    pub plan: bool,
 }
 
 /// Custom templates, each optional.
@@ -209,6 +214,8 @@ pub struct PreparedRequest {
     pub return_steps: bool,
     /// Whether an HTML report was asked for (`report`).
     pub report: bool,
+    /// Whether only the plan was asked for (`plan`).
+    pub plan: bool,
     /// With `report`: the recorder of the synthesis's calls (an observer beside the
     /// builder's own), which the report draws. It holds the calls made before a failure
     /// too, so a failed synthesis still gets its page
@@ -343,6 +350,7 @@ impl SynthesizeRequest {
             stream: self.stream,
             return_steps: self.return_steps,
             report: self.report,
+            plan: self.plan,
             steps,
         })
     }

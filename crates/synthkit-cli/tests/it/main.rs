@@ -29,6 +29,7 @@ mod logging;
 mod openai_loopback;
 mod openai_settings;
 mod otel;
+mod plan_bounds;
 #[cfg(unix)]
 mod reading;
 mod report;

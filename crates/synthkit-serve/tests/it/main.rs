@@ -9,6 +9,7 @@ mod common;
 
 mod anthropic;
 mod api;
+mod costs;
 mod guard;
 mod hostile;
 mod nodes;

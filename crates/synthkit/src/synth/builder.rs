@@ -289,6 +289,20 @@ impl SynthesizerBuilder {
         pub fn on_truncation(policy: OnTruncation) => on_truncation;
     }
 
+    /// The same settings for a dry run ([`crate::plan`]): over `model` (the stand-in),
+    /// reporting to `observer` only, without spans or steps.
+    pub(crate) fn dry_run(
+        mut self,
+        model: Arc<dyn LanguageModel>,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Self {
+        self.model = model;
+        self.observer = observer;
+        self.spans = false;
+        self.return_steps = false;
+        self
+    }
+
     /// Checks the options and builds the synthesizer.
     pub fn build(self) -> Result<Synthesizer, SynthError> {
         let info = self.model.info();

@@ -121,6 +121,11 @@ impl Synthesizer {
         &self.s.templates
     }
 
+    /// The settings, as a job reads them (for [`crate::plan`]).
+    pub(crate) fn settings(&self) -> &engine::Settings {
+        &self.s
+    }
+
     /// Answers `query` from `nodes`.
     pub async fn synthesize(&self, query: &str, nodes: Vec<Node>) -> Result<Response, SynthError> {
         self.synthesize_input(SynthesisInput::new(query, nodes))
@@ -192,6 +197,26 @@ impl Synthesizer {
         let mut ended = ended?;
         attach_sources(ended.response_mut(), input);
         Ok(ended)
+    }
+
+    /// Runs the mode over `input` to its end without taking the input (a dry run's:
+    /// [`crate::plan`]); what `simple_summarize` cut.
+    pub(crate) async fn run_borrowed(
+        &self,
+        input: &SynthesisInput,
+    ) -> Result<Option<crate::response::Truncation>, SynthError> {
+        unique_ids(&input.nodes)?;
+        let (job, texts) = self.prepare(input, tracing::Span::none());
+        let ended = self
+            .end_job::<Response>(
+                &job,
+                &input.nodes,
+                input.previous_response.as_deref(),
+                &texts,
+            )
+            .await;
+        job.caller.close_steps();
+        Ok(ended?.truncation)
     }
 
     /// Runs `job` over `nodes` (model-visible `texts`) to its end.
