@@ -8,6 +8,9 @@
 //!   it (arrival times, charges, bodies).
 //! - [`gated::GatedOpenAi`]: a model that holds every completion until the test opens its
 //!   gate, so "a request in flight" needs no guessed delay.
+//! - [`hostile::HostilePeer`]: a server answering what the test says on any path, recording
+//!   each request target; with replies no good server sends (endless bodies, streams
+//!   without tokens, any headers).
 //! - [`here::serve`]: an app served by the calling runtime, for tests that must share it.
 //! - [`llamaindex`]: LlamaIndex's JSON shapes (a `TextNode`), as fixtures.
 //! - [`redis::RedisServer`]: a real `redis-server` on a free loopback port.
@@ -20,6 +23,7 @@
 pub mod anthropic;
 pub mod gated;
 pub mod here;
+pub mod hostile;
 pub mod llama;
 pub mod llamaindex;
 pub mod openai;
