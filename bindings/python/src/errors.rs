@@ -6,11 +6,12 @@ use synthkit::SynthError;
 use synthkit::error::message_with_sources;
 use synthkit::request::error_kind;
 
-use crate::{InputError, ModelError, SynthkitError};
+use crate::{InputError, ModelError, RefusalError, SynthkitError};
 
 /// The Python exception for `e`, with synthkit's message (and its sources' messages).
 ///
-/// Model failures become [`ModelError`], bad input and options [`InputError`], and
+/// Model failures become [`ModelError`] (a refusal or a reply without text its subclass
+/// [`RefusalError`]), bad input and options [`InputError`], and
 /// anything else [`SynthkitError`]. When a Python LLM raised the failure, its exception is
 /// the new one's `__cause__`.
 pub(crate) fn to_py(e: SynthError) -> PyErr {
@@ -32,6 +33,7 @@ pub(crate) fn to_py(e: SynthError) -> PyErr {
 
 fn classify(e: &SynthError, message: String) -> PyErr {
     match e {
+        _ if error_kind(e) == "model_refused" => RefusalError::new_err(message),
         SynthError::Model { .. }
         | SynthError::Count { .. }
         | SynthError::Truncated { .. }

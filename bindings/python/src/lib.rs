@@ -42,6 +42,12 @@ pyo3::create_exception!(
     SynthkitError,
     "A model call failed (connection, HTTP status, timeout, a reply cut at the output limit, an exception the `llm` raised: then it is the `__cause__`)."
 );
+pyo3::create_exception!(
+    _synthkit,
+    RefusalError,
+    ModelError,
+    "The model refused to answer (a refusal, a reply stopped by the server's content filter) or its reply held no text (only tool calls or reasoning). Never retried: rephrase the question or use another model."
+);
 
 /// How often a blocking call wakes to let Python handle signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -116,6 +122,7 @@ fn _synthkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SynthkitError", py.get_type::<SynthkitError>())?;
     m.add("InputError", py.get_type::<InputError>())?;
     m.add("ModelError", py.get_type::<ModelError>())?;
+    m.add("RefusalError", py.get_type::<RefusalError>())?;
     m.add_class::<synthesizer::Synthesizer>()?;
     m.add_class::<response::Response>()?;
     m.add_class::<response::SourceNode>()?;

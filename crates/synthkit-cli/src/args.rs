@@ -531,7 +531,10 @@ pub(crate) fn parse_extra_body(
     s: &str,
 ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     match serde_json::from_str::<serde_json::Value>(s) {
-        Ok(serde_json::Value::Object(fields)) => Ok(fields),
+        Ok(serde_json::Value::Object(fields)) => {
+            synthkit::backend::http::check_extra_body(&fields)?;
+            Ok(fields)
+        }
         Ok(other) => Err(format!(
             "expected a JSON object such as '{{\"top_k\": 40}}', got {}",
             json_kind(&other)

@@ -219,8 +219,12 @@ impl RunRecord {
         let kept = nodes.len().min(caps::MAX_SOURCES);
         let usage = UsageRecord {
             calls: steps.len() as u64,
-            prompt_tokens: steps.iter().map(|s| s.prompt_tokens).sum(),
-            completion_tokens: steps.iter().map(|s| s.completion_tokens).sum(),
+            prompt_tokens: steps
+                .iter()
+                .fold(0u64, |a, s| a.saturating_add(s.prompt_tokens)),
+            completion_tokens: steps
+                .iter()
+                .fold(0u64, |a, s| a.saturating_add(s.completion_tokens)),
             truncated_calls: steps.iter().filter(|s| s.truncated).count() as u64,
         };
         Self {

@@ -94,8 +94,12 @@ pub fn read_trace(mut reader: impl BufRead) -> Result<RunRecord, TraceError> {
         None => {
             let usage = UsageRecord {
                 calls: steps.len() as u64,
-                prompt_tokens: steps.iter().map(|s| s.prompt_tokens).sum(),
-                completion_tokens: steps.iter().map(|s| s.completion_tokens).sum(),
+                prompt_tokens: steps
+                    .iter()
+                    .fold(0u64, |a, s| a.saturating_add(s.prompt_tokens)),
+                completion_tokens: steps
+                    .iter()
+                    .fold(0u64, |a, s| a.saturating_add(s.completion_tokens)),
                 truncated_calls: steps.iter().filter(|s| s.truncated).count() as u64,
             };
             let mode = steps.first().map(|s| s.mode);

@@ -250,7 +250,7 @@ impl Backend {
             }
             BackendKind::OpenAi(openai) => {
                 let readiness = Readiness::Http {
-                    url: format!("{}/models", openai.base()),
+                    url: openai.api_url("/models"),
                     key: openai.transport.api_key.clone(),
                 };
                 let server = connect(&config, (**openai).clone()).await?;
@@ -263,7 +263,7 @@ impl Backend {
             }
             BackendKind::Anthropic(anthropic) => {
                 let readiness = Readiness::Anthropic {
-                    url: format!("{}/v1/models", anthropic.root_url()),
+                    url: anthropic.root_join("/v1/models"),
                     key: anthropic.transport.api_key.clone(),
                     version: anthropic.version.clone(),
                 };

@@ -161,7 +161,7 @@ impl ApiError {
     /// `method_not_allowed`, `unsupported_media_type`, `uri_too_long`,
     /// `headers_too_large`, `host_not_allowed`, `origin_not_allowed`, `overloaded`,
     /// `http_error`, `invalid_option`, `model_error`, `model_timeout`,
-    /// `model_rate_limited`, `truncated`, `synthesis_failed`.
+    /// `model_rate_limited`, `model_refused`, `truncated`, `synthesis_failed`.
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Unauthorized(_) => "unauthorized",
@@ -264,7 +264,9 @@ fn synthesis_status(e: &SynthError) -> StatusCode {
         "invalid_option" => StatusCode::BAD_REQUEST,
         "model_timeout" => StatusCode::GATEWAY_TIMEOUT,
         "model_rate_limited" => StatusCode::SERVICE_UNAVAILABLE,
-        "model_error" | "truncated" | "schema_mismatch" => StatusCode::BAD_GATEWAY,
+        "model_error" | "truncated" | "schema_mismatch" | "model_refused" => {
+            StatusCode::BAD_GATEWAY
+        }
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

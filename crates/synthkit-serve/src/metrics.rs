@@ -252,6 +252,14 @@ fn gauge(out: &mut String, name: &str, help: &str, value: i64) {
     );
 }
 
+/// Adds `n` to `counter`, stopping at `u64::MAX` (token counts are the model server's,
+/// so a hostile one could otherwise wrap the counter to a small number).
+fn saturating_add(counter: &AtomicU64, n: u64) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+        Some(c.saturating_add(n))
+    });
+}
+
 /// The per-request observer: adds a synthesis's calls, tokens, corrections and truncated
 /// replies to the process's [`Metrics`].
 #[derive(Debug, Clone)]
@@ -261,10 +269,8 @@ impl Observer for MetricsObserver {
     fn call_finished(&self, report: &CallReport<'_>) {
         let m = &self.0;
         m.calls.fetch_add(1, Ordering::Relaxed);
-        m.prompt_tokens
-            .fetch_add(report.usage.prompt_tokens, Ordering::Relaxed);
-        m.completion_tokens
-            .fetch_add(report.usage.completion_tokens, Ordering::Relaxed);
+        saturating_add(&m.prompt_tokens, report.usage.prompt_tokens);
+        saturating_add(&m.completion_tokens, report.usage.completion_tokens);
     }
 
     fn event(&self, event: &SynthEvent) {

@@ -8,6 +8,9 @@
 //!   it (arrival times, charges, bodies).
 //! - [`gated::GatedOpenAi`]: a model that holds every completion until the test opens its
 //!   gate, so "a request in flight" needs no guessed delay.
+//! - [`hostile::HostilePeer`]: a server answering what the test says on any path, recording
+//!   each request target; with replies no good server sends (endless bodies, streams
+//!   without tokens, any headers).
 //! - [`here::serve`]: an app served by the calling runtime, for tests that must share it.
 //! - [`scripted::ScriptedLlama`]: a llama.cpp-like model with its own tokenizer and chat
 //!   template (`/tokenize`, `/apply-template`, `/props`) whose replies vary in length.
@@ -22,6 +25,7 @@
 pub mod anthropic;
 pub mod gated;
 pub mod here;
+pub mod hostile;
 pub mod llama;
 pub mod llamaindex;
 pub mod openai;

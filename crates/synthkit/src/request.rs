@@ -358,7 +358,8 @@ impl SynthesizeRequest {
 
 /// A stable machine-readable name for a failed synthesis: `invalid_option` (the caller's
 /// options, a template, the budget), `truncated`, `model_timeout`, `model_rate_limited`,
-/// `schema_mismatch`, `model_error` (anything else the model did), `synthesis_failed`.
+/// `schema_mismatch`, `model_refused` (a refusal or a reply without text), `model_error`
+/// (anything else the model did), `synthesis_failed`.
 pub fn error_kind(e: &SynthError) -> &'static str {
     match e {
         SynthError::Budget(_)
@@ -374,6 +375,7 @@ pub fn error_kind(e: &SynthError) -> &'static str {
             ModelError::Timeout { .. } => "model_timeout",
             ModelError::RateLimited { .. } => "model_rate_limited",
             ModelError::SchemaMismatch { .. } => "schema_mismatch",
+            ModelError::Refused { .. } | ModelError::NoText { .. } => "model_refused",
             _ => "model_error",
         },
         _ => "synthesis_failed",

@@ -1,16 +1,18 @@
-//! Keeping secrets out of what is shown: URLs without their user-info.
+//! Keeping secrets out of what is shown: URLs without their user-info or query.
 //!
 //! A base URL may carry credentials (`http://user:password@host/v1`, which the HTTP
-//! client sends as basic authentication). Everything synthkit shows (messages, errors,
-//! log lines, traces, `Debug` output, health probes) passes URLs through
-//! [`redact_url`], or whole texts that may contain URLs through [`redact_urls`], so the
-//! user-info is shown as `***`: `http://***@host/v1`.
+//! client sends as basic authentication; `http://host/v1?api-version=1&key=...`, as
+//! gateways take keys). Everything synthkit shows (messages, errors, log lines, traces,
+//! `Debug` output, health probes) passes URLs through [`redact_url`], or whole texts that
+//! may contain URLs through [`redact_urls`], so the user-info and the query are shown as
+//! `***`: `http://***@host/v1`, `http://host/v1?***`.
 //!
 //! ```
 //! use synthkit::secret::{redact_url, redact_urls};
 //!
 //! assert_eq!(redact_url("http://me:hunter2@127.0.0.1:8080/v1"), "http://***@127.0.0.1:8080/v1");
 //! assert_eq!(redact_url("http://127.0.0.1:8080/v1"), "http://127.0.0.1:8080/v1");
+//! assert_eq!(redact_url("http://h/v1?api-version=1&key=k"), "http://h/v1?***");
 //! assert_eq!(
 //!     redact_urls("error sending request for url (http://me:hunter2@host/v1/models)"),
 //!     "error sending request for url (http://***@host/v1/models)"
@@ -24,8 +26,11 @@
 /// What the user-info of a URL is shown as.
 pub const REDACTED_USERINFO: &str = "***";
 
-/// `url` with its user-info (`user:password@`) shown as `***@`; unchanged when it has
-/// none. Malformed URLs are handled too: everything between `://` and the `@` that ends
+/// What a URL's query is shown as.
+pub const REDACTED_QUERY: &str = "***";
+
+/// `url` with its user-info (`user:password@`) shown as `***@` and its query as `?***`;
+/// unchanged when it has neither. Malformed URLs are handled too: everything between `://` and the `@` that ends
 /// the user-info is hidden, even when the password holds characters a URL may not
 /// (`/`, `?`, `#`).
 pub fn redact_url(url: &str) -> String {
@@ -33,9 +38,11 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// `text` with the user-info of every URL in it (any scheme: `scheme://user:pw@host`)
-/// shown as `***@`. A URL runs from its `://` to the next whitespace or quote.
+/// shown as `***@`, and its query (`?api-version=1&key=...`) as `?***`. A URL runs from
+/// its `://` to the next whitespace or quote (a `)` with at most one `,` `:` `.` `;`
+/// after it at its end is kept, as error messages write `(for url http://...):`).
 pub fn redact_urls(text: &str) -> String {
-    if !text.contains("://") || !text.contains('@') {
+    if !text.contains("://") || !(text.contains('@') || text.contains('?')) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len());
@@ -47,17 +54,42 @@ pub fn redact_urls(text: &str) -> String {
             .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>'))
             .unwrap_or(tail.len());
         let (token, after) = tail.split_at(token_end);
-        match userinfo_end(token) {
+        let shown = match userinfo_end(token) {
             Some(end) => {
                 out.push_str(REDACTED_USERINFO);
-                out.push_str(token.get(end..).unwrap_or_default());
+                token.get(end..).unwrap_or_default()
             }
-            None => out.push_str(token),
-        }
+            None => token,
+        };
+        push_without_query(&mut out, shown);
         rest = after;
     }
     out.push_str(rest);
     out
+}
+
+/// Pushes `url` (the part after the user-info) with its query shown as `?***`, keeping a
+/// closing `)` and one punctuation mark after it at the end of the token.
+fn push_without_query(out: &mut String, url: &str) {
+    let Some(q) = url.find('?') else {
+        out.push_str(url);
+        return;
+    };
+    out.push_str(url.get(..=q).unwrap_or_default());
+    out.push_str(REDACTED_QUERY);
+    let query = url.get(q + 1..).unwrap_or_default();
+    let trimmed = query.trim_end_matches([',', ':', '.', ';']);
+    let tail = if trimmed.ends_with(')') {
+        let punct = query.len() - trimmed.len();
+        if punct <= 1 {
+            query.get(trimmed.len() - 1..)
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    out.push_str(tail.unwrap_or_default());
 }
 
 /// Where the user-info of `token` (what follows `://`) ends: the index of the `@` that
@@ -96,6 +128,30 @@ mod tests {
         for (url, shown) in cases {
             assert_eq!(redact_url(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn queries_are_hidden() {
+        let cases = [
+            ("http://h/v1?api-version=2024-06-01", "http://h/v1?***"),
+            ("http://u:p@h/v1?key=k", "http://***@h/v1?***"),
+            (
+                "http://h/v1/chat/completions?k=v#frag",
+                "http://h/v1/chat/completions?***",
+            ),
+            ("http://h/v1?", "http://h/v1?***"),
+            ("http://h/v1", "http://h/v1"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+        assert_eq!(
+            redact_urls(
+                "error sending request for url (http://127.0.0.1:1/v1/models?key=sekrit): refused"
+            ),
+            "error sending request for url (http://127.0.0.1:1/v1/models?***): refused"
+        );
+        assert_eq!(redact_urls("what? no url"), "what? no url");
     }
 
     #[test]

@@ -19,6 +19,10 @@ class ModelError(SynthkitError):
     """A model call failed (connection, HTTP status, timeout, truncated reply, an exception
     the ``llm`` raised: then it is ``__cause__``)."""
 
+class RefusalError(ModelError):
+    """The model refused to answer (a refusal, a reply stopped by the server's content
+    filter) or its reply held no text (only tool calls or reasoning). Never retried."""
+
 #: A node: a string, a dict (``id``/``id_``, ``text``, ``metadata``, ``score``,
 #: ``excluded_llm_metadata_keys``; or ``{"node": {...}, "score": s}``), or a LlamaIndex
 #: ``NodeWithScore`` / ``TextNode``.

@@ -22,6 +22,7 @@ mod batch;
 mod browser;
 #[cfg(unix)]
 mod folders;
+mod hostile_peers;
 mod limits;
 mod llama_cli;
 mod llamaindex;

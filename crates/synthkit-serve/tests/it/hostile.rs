@@ -453,3 +453,39 @@ async fn probes_read_the_timed_readiness_and_never_ask_the_provider() {
     assert_eq!(fake.models_calls(), before, "a probe asked the provider");
     assert_eq!(before, 1, "one check at start, the next after the interval");
 }
+
+/// A model that refuses: the request fails with 502 `model_refused` (not a 200 with
+/// "Empty Response"), and a huge `Retry-After` is an answer, never a dropped request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_or_hostile_model_gets_its_own_errors() {
+    use synthkit_testkit::hostile::{HostilePeer, json_with_headers};
+    let refusing = HostilePeer::start(|_, _| {
+        json_with_headers(
+            200,
+            &[],
+            &json!({"choices": [{"index": 0, "finish_reason": "content_filter",
+                "message": {"role": "assistant", "content": "Part"}}]}),
+        )
+    });
+    let service = Service::start(
+        openai_backend(&refusing.base),
+        ServiceLimits::default(),
+        None,
+    )
+    .await;
+    let answer = post_json(&addr_of(&service.url), &[]).await;
+    answer.assert_error(502, "model_refused");
+
+    let slow = HostilePeer::start(|_, _| {
+        json_with_headers(
+            429,
+            &[("retry-after", "1e20")],
+            &json!({"error": {"message": "slow"}}),
+        )
+    });
+    let service = Service::start(openai_backend(&slow.base), ServiceLimits::default(), None).await;
+    let answer = tokio::time::timeout(DEADLINE, post_json(&addr_of(&service.url), &[]))
+        .await
+        .expect("the request must be answered");
+    answer.assert_error(503, "model_rate_limited");
+}

@@ -52,6 +52,8 @@ pub(crate) struct Caller {
     first_done: std::sync::atomic::AtomicBool,
     /// Wakes whoever waits for the first call to end.
     first_done_notify: tokio::sync::Notify,
+    /// Set once a reply longer than its call's cap was warned about.
+    over_cap_warned: std::sync::atomic::AtomicBool,
     /// Compiled schemas of structured calls.
     schemas: crate::schema::SchemaCache,
     /// The synthesis's span and the step spans under it (see [`crate::telemetry`]).
@@ -108,6 +110,7 @@ impl Caller {
             calibrate,
             first_done: std::sync::atomic::AtomicBool::new(false),
             first_done_notify: tokio::sync::Notify::new(),
+            over_cap_warned: std::sync::atomic::AtomicBool::new(false),
             schemas: crate::schema::SchemaCache::default(),
         }
     }
@@ -173,6 +176,26 @@ impl Caller {
         )
     }
 
+    /// Warns (once per synthesis) when the server reports a reply longer than the call's
+    /// `max_tokens`: the server or model ignores the cap, so replies (and the prompts of
+    /// later steps that carry them, such as refine's existing answer) grow past what the
+    /// budget planned; the server is at fault, not the template.
+    fn warn_over_cap(&self, request: &ModelRequest, completion_tokens: u64, reported: bool) {
+        let cap = u64::try_from(request.max_tokens).unwrap_or(u64::MAX);
+        if !reported || cap == 0 || completion_tokens <= cap {
+            return;
+        }
+        if self.over_cap_warned.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::warn!(
+            target: "synthkit",
+            completion_tokens,
+            max_tokens = cap,
+            "the server reports a reply of {completion_tokens} tokens for a call capped at {cap} (max_tokens): the server or model ignores the output cap, so later prompts that carry replies may not fit; check the server's settings (for llama.cpp, its n_predict), not the template"
+        );
+    }
+
     /// Records a finished call and returns its usage.
     fn finish(
         &self,
@@ -192,6 +215,7 @@ impl Caller {
             completion_tokens: self.tokenizer.count(text) as u64,
         });
         span.record("completion_tokens", usage.completion_tokens);
+        self.warn_over_cap(request, usage.completion_tokens, reported.is_some());
         span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
         telemetry::record_call_end(
             span,
@@ -205,8 +229,9 @@ impl Caller {
         );
         if let Ok(mut u) = self.usage.lock() {
             u.calls += 1;
-            u.prompt_tokens += usage.prompt_tokens;
-            u.completion_tokens += usage.completion_tokens;
+            // Saturating: the counts are the server's.
+            u.prompt_tokens = u.prompt_tokens.saturating_add(usage.prompt_tokens);
+            u.completion_tokens = u.completion_tokens.saturating_add(usage.completion_tokens);
         }
         // Calibration learns from the first reply only, so that every run of the same
         // job packs the same prompts (a resumed run finds them in its cache).

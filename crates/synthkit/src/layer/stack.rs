@@ -65,12 +65,22 @@ pub fn ceiling(max_in_flight: usize, server_slots: Option<usize>) -> usize {
 
 /// What a backend's replies depend on beyond the request, for cache keys: its kind and
 /// address, and the parameters that change replies (sampling, endpoint, extra fields).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Its `Debug` shows the address without user-info or query ([`crate::secret::redact_url`]).
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct CacheIdentity {
     /// The backend's kind and address (`openai http://127.0.0.1:8080/v1/chat/completions`).
     pub backend: String,
     /// Parameters that change replies (`temperature=0.1 json_schema=true ...`).
     pub params: String,
+}
+
+impl fmt::Debug for CacheIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheIdentity")
+            .field("backend", &crate::secret::redact_urls(&self.backend))
+            .field("params", &self.params)
+            .finish()
+    }
 }
 
 impl CacheIdentity {

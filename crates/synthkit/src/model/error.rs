@@ -85,6 +85,26 @@ pub enum ModelError {
         /// The cap that was passed, in bytes.
         limit: usize,
     },
+    /// The model declined to answer: a refusal (OpenAI's `refusal`, Anthropic's
+    /// `stop_reason: "refusal"`) or a reply stopped by the server's content filter
+    /// (`finish_reason: "content_filter"`), with or without partial text. Not transient:
+    /// the same request gets the same refusal.
+    #[error(
+        "the model refused to answer ({reason}): rephrase the question or leave out the context it objects to, or use another model"
+    )]
+    Refused {
+        /// What the server said (the refusal's start, or which stop reason).
+        reason: String,
+    },
+    /// The reply has no text: only tool calls, or only reasoning ("thinking"). Not
+    /// transient: the same request gets the same kind of reply.
+    #[error(
+        "the model's reply has no text, only {what}: turn tool calling or thinking off for this model on the server (or raise the output reserve, if thinking used it up before any answer), or use another model"
+    )]
+    NoText {
+        /// What the reply held instead (`tool calls`, `reasoning`).
+        what: String,
+    },
     /// A structured reply is not JSON.
     #[error("the model's structured reply is not valid JSON for the schema: {0}")]
     Structured(String),

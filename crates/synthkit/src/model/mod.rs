@@ -94,16 +94,17 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Prompt plus completion tokens.
+    /// Prompt plus completion tokens (saturating: counts come from servers).
     pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
-        self.prompt_tokens += rhs.prompt_tokens;
-        self.completion_tokens += rhs.completion_tokens;
+        // Saturating: a server's counts may be anything up to `u64::MAX`.
+        self.prompt_tokens = self.prompt_tokens.saturating_add(rhs.prompt_tokens);
+        self.completion_tokens = self.completion_tokens.saturating_add(rhs.completion_tokens);
     }
 }
 

@@ -28,6 +28,8 @@ mod engine;
 #[cfg(feature = "openai")]
 mod faults;
 mod fuzz_props;
+#[cfg(all(feature = "openai", feature = "anthropic"))]
+mod hostile_peers;
 mod limit;
 #[cfg(feature = "openai")]
 mod llama_server;

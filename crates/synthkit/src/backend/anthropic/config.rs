@@ -63,12 +63,12 @@ impl AnthropicConfig {
 
     /// The Messages endpoint: `{root}/v1/messages`.
     pub fn endpoint(&self) -> String {
-        format!("{}/v1/messages", self.root_url())
+        self.root_join("/v1/messages")
     }
 
     /// The counting endpoint: `{root}/v1/messages/count_tokens`.
     pub fn count_tokens_url(&self) -> String {
-        format!("{}/v1/messages/count_tokens", self.root_url())
+        self.root_join("/v1/messages/count_tokens")
     }
 
     /// What replies depend on beyond the request, for response-cache keys: the endpoint,

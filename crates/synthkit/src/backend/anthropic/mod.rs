@@ -55,11 +55,12 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::backend::http::discovery::{
-    first_model_id, models_context_window, props_context_window, slots_in,
+    first_model_id, models_context_window, props_context_window, props_window_error, slots_in,
 };
 use crate::backend::http::errors::clip;
 use crate::backend::http::key_headers;
 use crate::backend::http::server::{Server, http_model, parse_reply};
+use crate::backend::http::verdict::Held;
 use crate::model::{Completion, ModelError, ModelRequest};
 use crate::secret::redact_url;
 
@@ -135,6 +136,14 @@ impl AnthropicModel {
                     let m = &model.config.model;
                     listing.as_ref().and_then(|l| models_context_window(l, m))
                 });
+            // A window the server got wrong is an error, unless another answer gave one.
+            if model.server.discovered_context_window.is_none()
+                && let Some(e) = props
+                    .as_ref()
+                    .and_then(|p| props_window_error(p, &model.config.root_join("/props")))
+            {
+                return Err(e);
+            }
         }
         if model.config.server_tokenizer && !model.use_server_counter().await {
             tracing::warn!(
@@ -157,7 +166,7 @@ impl AnthropicModel {
     }
 
     async fn get_json(&self, path: &str) -> Option<Value> {
-        let url = format!("{}{path}", self.config.root_url());
+        let url = self.config.root_join(path);
         let headers = self.request_headers().unwrap_or_default();
         self.server
             .link
@@ -187,6 +196,14 @@ fn parse_message(
             clip(text, key)
         )));
     }
+    let mut held = Held::default();
+    for block in reply.content.iter().flatten() {
+        block.note(&mut held);
+    }
+    if let Some(reason) = reply.stop_reason.as_deref() {
+        held.stop_reason(reason);
+    }
+    held.verdict()?;
     let completion = Completion {
         text: reply.text(),
         usage: reply.usage.map(Into::into),

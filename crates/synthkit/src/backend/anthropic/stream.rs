@@ -2,7 +2,8 @@
 //!
 //! Events: `message_start` (the model and the prompt's usage), `content_block_start`,
 //! `content_block_delta` (`text_delta`s are the reply; other deltas, such as
-//! `input_json_delta` and `thinking_delta`, are ignored), `content_block_stop`,
+//! `input_json_delta` and `thinking_delta`, are not text; a `thinking_delta` restarts the
+//! idle timeout), `content_block_stop`,
 //! `message_delta` (the `stop_reason` and the final usage), `message_stop` (the end),
 //! `ping`, and `error`. A stream yields the text deltas, then exactly one
 //! [`StreamEvent::Done`] at `message_stop` (or, when the server omits it, at the end of a
@@ -18,6 +19,7 @@ use super::wire::{self, Block, Message, WireUsage};
 use crate::backend::http::clock::ServedModel;
 use crate::backend::http::errors::from_error_object;
 use crate::backend::http::sse::{Emitted, EventParser, event_json, stream_end};
+use crate::backend::http::verdict::Held;
 use crate::model::{FinishReason, ModelError, StreamEvent};
 
 /// One event's data; the fields of every event type, each optional.
@@ -53,6 +55,10 @@ pub(crate) struct MessageParser {
     usage: Option<WireUsage>,
     finish_reason: Option<FinishReason>,
     deltas: usize,
+    /// What the reply held besides text (tool calls, thinking, a refusal).
+    held: Held,
+    /// Thinking came since the idle timeout last asked ([`EventParser::progressed`]).
+    thought: bool,
     key: Option<SecretString>,
     served: ServedModel,
 }
@@ -71,6 +77,7 @@ impl MessageParser {
     fn text(&mut self, text: Option<&str>, out: &mut Emitted) {
         if let Some(t) = text.filter(|t| !t.is_empty()) {
             self.deltas += 1;
+            self.held.text(t);
             out.push_back(Ok(StreamEvent::Delta(t.to_string())));
         }
     }
@@ -81,7 +88,9 @@ impl MessageParser {
         }
     }
 
-    fn done(&self) -> StreamEvent {
+    /// The final event: `Done`, or the error for a refusal or a reply without text.
+    fn done(&self) -> Result<StreamEvent, ModelError> {
+        self.held.verdict()?;
         let usage = self.usage.map(crate::model::Usage::from);
         tracing::debug!(
             deltas = self.deltas,
@@ -89,10 +98,10 @@ impl MessageParser {
             finish_reason = ?self.finish_reason,
             "anthropic stream finished"
         );
-        StreamEvent::Done {
+        Ok(StreamEvent::Done {
             usage,
             finish_reason: self.finish_reason,
-        }
+        })
     }
 }
 
@@ -121,23 +130,33 @@ impl EventParser for MessageParser {
                 }
             }
             "content_block_start" => {
+                if let Some(block) = &data.content_block {
+                    block.note(&mut self.held);
+                }
                 let text = data.content_block.as_ref().and_then(Block::text);
                 self.text(text, out);
             }
             "content_block_delta" => {
                 let delta = data.delta.as_ref();
-                if delta.and_then(|d| d.kind.as_deref()) == Some("text_delta") {
-                    self.text(delta.and_then(|d| d.text.as_deref()), out);
+                match delta.and_then(|d| d.kind.as_deref()) {
+                    Some("text_delta") => self.text(delta.and_then(|d| d.text.as_deref()), out),
+                    // Thinking is output: it restarts the idle timeout.
+                    Some("thinking_delta") => {
+                        self.held.reasoning = true;
+                        self.thought = true;
+                    }
+                    _ => {}
                 }
             }
             "message_delta" => {
                 if let Some(reason) = data.delta.as_ref().and_then(|d| d.stop_reason.as_deref()) {
+                    self.held.stop_reason(reason);
                     self.finish_reason = Some(wire::finish_reason(reason));
                 }
                 self.usage(data.usage);
             }
             "message_stop" => {
-                out.push_back(Ok(self.done()));
+                out.push_back(self.done());
                 return true;
             }
             "error" => {
@@ -154,6 +173,10 @@ impl EventParser for MessageParser {
     fn end(&self) -> Result<StreamEvent, ModelError> {
         let done = self.finish_reason.is_some().then(|| self.done());
         stream_end(done, "`message_stop` or a stop reason", self.deltas)
+    }
+
+    fn progressed(&mut self) -> bool {
+        std::mem::take(&mut self.thought)
     }
 }
 

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AnthropicConfig;
+use crate::backend::http::count::lenient_count;
 use crate::model::{FinishReason, ModelRequest, Usage};
 use crate::prompt::{RenderedPrompt, Role};
 
@@ -96,6 +97,16 @@ pub(crate) struct Block {
 }
 
 impl Block {
+    /// Records what the block is in `held`: text, a tool call, or thinking.
+    pub fn note(&self, held: &mut crate::backend::http::verdict::Held) {
+        match self.kind.as_deref() {
+            Some("text" | "text_delta") => held.text(self.text.as_deref().unwrap_or_default()),
+            Some("tool_use" | "server_tool_use") => held.tool_calls = true,
+            Some("thinking" | "redacted_thinking" | "thinking_delta") => held.reasoning = true,
+            _ => {}
+        }
+    }
+
     /// The block's text, when it is a text block (`text`, or a stream's `text_delta`).
     pub fn text(&self) -> Option<&str> {
         match self.kind.as_deref() {
@@ -110,9 +121,13 @@ impl Block {
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
 #[serde(default)]
 pub(crate) struct WireUsage {
+    #[serde(deserialize_with = "lenient_count")]
     pub input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient_count")]
     pub output_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient_count")]
     pub cache_read_input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient_count")]
     pub cache_creation_input_tokens: Option<u64>,
 }
 
@@ -141,7 +156,10 @@ impl From<WireUsage> for Usage {
             u.cache_creation_input_tokens,
         ];
         Usage {
-            prompt_tokens: prompt.iter().flatten().sum(),
+            prompt_tokens: prompt
+                .iter()
+                .flatten()
+                .fold(0u64, |a, n| a.saturating_add(*n)),
             completion_tokens: u.output_tokens.unwrap_or(0),
         }
     }

@@ -180,15 +180,27 @@ macro_rules! config_builders {
                 self
             }
 
-            /// The base URL without trailing slashes.
+            /// The base URL without its query and trailing slashes.
             pub fn base(&self) -> &str {
                 self.transport.base()
             }
 
-            /// The server root: the base URL without trailing slashes and without its
+            /// The server root: the base URL without its query, trailing slashes and
             /// `/v1`.
             pub fn root_url(&self) -> &str {
                 self.transport.root_url()
+            }
+
+            /// `path` under the base URL, with the base URL's query
+            /// ([`Transport::api_url`](crate::backend::http::Transport::api_url)).
+            pub fn api_url(&self, path: &str) -> String {
+                self.transport.api_url(path)
+            }
+
+            /// `path` under the server root, with the base URL's query
+            /// ([`Transport::root_join`](crate::backend::http::Transport::root_join)).
+            pub fn root_join(&self, path: &str) -> String {
+                self.transport.root_join(path)
             }
 
             /// Whether this is the API's own server ([`Self::DEFAULT_BASE_URL`]) with no

@@ -22,7 +22,7 @@ pub(crate) fn first_model_id(listing: &Value) -> Option<String> {
 pub(crate) fn props_context_window(props: &Value) -> Option<usize> {
     let positive = |v: Option<&Value>| {
         v.and_then(Value::as_u64)
-            .filter(|&n| n > 0)
+            .filter(|&n| n > 0 && n <= MAX_REPORTED_WINDOW)
             .and_then(|n| usize::try_from(n).ok())
     };
     positive(
@@ -31,6 +31,29 @@ pub(crate) fn props_context_window(props: &Value) -> Option<usize> {
             .and_then(|s| s.get("n_ctx")),
     )
     .or_else(|| positive(props.get("n_ctx")))
+}
+
+/// The largest context window a server may report and be believed (2^32 tokens): a
+/// larger one is a broken server, not a model.
+pub(crate) const MAX_REPORTED_WINDOW: u64 = 1 << 32;
+
+/// The error for a `/props` answer whose context window cannot be right (`n_ctx` of 0,
+/// negative, not a whole number, or above [`MAX_REPORTED_WINDOW`]) when it gives no
+/// usable one: the server is at fault, and the user must name the window, since a
+/// window guessed for it would make every prompt budget wrong. `url` is shown redacted.
+pub(crate) fn props_window_error(props: &Value, url: &str) -> Option<crate::model::ModelError> {
+    if props_context_window(props).is_some() {
+        return None;
+    }
+    let reported = props
+        .get("default_generation_settings")
+        .and_then(|s| s.get("n_ctx"))
+        .or_else(|| props.get("n_ctx"))?;
+    Some(crate::model::ModelError::Other(format!(
+        "the server at {} reports a context window of {} tokens (`n_ctx` in /props), which cannot be right: check the server (llama.cpp: its --ctx-size), or set the model's context window yourself (--context-window, `context_window`)",
+        crate::secret::redact_url(url),
+        crate::model::excerpt(&reported.to_string(), 40)
+    )))
 }
 
 /// The context window in a `/models` listing: the entry named `model` (else the first
@@ -48,7 +71,7 @@ pub(crate) fn models_context_window(models: &Value, model: &str) -> Option<usize
                     .and_then(|m| m.get("n_ctx"))
                     .and_then(Value::as_u64)
             })
-            .filter(|&n| n > 0)
+            .filter(|&n| n > 0 && n <= MAX_REPORTED_WINDOW)
             .and_then(|n| usize::try_from(n).ok())
     };
     data.iter()
@@ -69,6 +92,27 @@ pub(crate) fn slots_in(props: &Value) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nonsense_windows_are_the_servers_fault() {
+        use serde_json::json;
+        let url = "http://127.0.0.1:1";
+        for bad in [
+            json!({"default_generation_settings": {"n_ctx": 0}}),
+            json!({"n_ctx": -1}),
+            json!({"n_ctx": 1e30}),
+            json!({"n_ctx": "many"}),
+            json!({"n_ctx": 8_589_934_592u64}),
+        ] {
+            let e = props_window_error(&bad, url).map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("--context-window")),
+                "{bad}: {e:?}"
+            );
+        }
+        assert!(props_window_error(&json!({"n_ctx": 4096}), url).is_none());
+        assert!(props_window_error(&json!({"total_slots": 1}), url).is_none());
+    }
 
     #[test]
     fn reads_total_slots() {

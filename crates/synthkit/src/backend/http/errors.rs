@@ -196,8 +196,26 @@ fn number_before(hay: &str, needle: &str) -> Option<u64> {
     head.get(start..)?.parse().ok()
 }
 
+/// The longest wait taken from a peer (`Retry-After`, `retry-after-ms`): one day. A
+/// larger (or overflowing) value is taken as this much; the retry layer then gives up at
+/// once, since no retry budget is that long.
+pub(crate) const MAX_PEER_WAIT: Duration = Duration::from_secs(86_400);
+
+/// `secs` seconds from a peer as a wait: `None` for a negative, NaN or unparsable value,
+/// at most [`MAX_PEER_WAIT`] (infinite and huge values included). Never panics.
+pub(crate) fn peer_seconds(secs: f64) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(
+        Duration::try_from_secs_f64(secs)
+            .unwrap_or(MAX_PEER_WAIT)
+            .min(MAX_PEER_WAIT),
+    )
+}
+
 /// How long a 429 (or 529) response asks to wait: `retry-after-ms`, else `Retry-After` in seconds
-/// or as an HTTP date.
+/// or as an HTTP date; at most [`MAX_PEER_WAIT`], and `None` for what is not a wait.
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name: &str| {
         headers
@@ -205,18 +223,22 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+    if let Some(wait) = header("retry-after-ms")
+        .and_then(|v| v.parse::<f64>().ok())
+        .and_then(|ms| peer_seconds(ms / 1000.0))
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(wait);
     }
     let value = header("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return peer_seconds(secs);
     }
     let at = parse_http_date(value)?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(
+        at.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(MAX_PEER_WAIT),
+    )
 }
 
 /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form HTTP requires.
@@ -243,7 +265,8 @@ pub(crate) fn parse_http_date(s: &str) -> Option<SystemTime> {
     if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
         return None;
     }
-    if year < 1970 {
+    // Four-digit years only: larger ones would overflow the arithmetic below.
+    if !(1970..=9999).contains(&year) {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm), years from 1970 on.
@@ -427,6 +450,32 @@ mod tests {
         assert_eq!(retry_after(&h, now), None);
         h.insert("retry-after-ms", HeaderValue::from_static("250"));
         assert_eq!(retry_after(&h, now), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn hostile_waits_never_panic_and_are_capped() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let wait = |name: &'static str, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static(value));
+            retry_after(&h, now)
+        };
+        for huge in ["1e20", "1e308", "19000000000000000000", "inf", "Infinity"] {
+            assert_eq!(wait("retry-after", huge), Some(MAX_PEER_WAIT), "{huge}");
+        }
+        for bad in ["-1", "NaN", "-inf", "", "1e", "0x10"] {
+            assert_eq!(wait("retry-after", bad), None, "{bad}");
+        }
+        assert_eq!(wait("retry-after-ms", "1e30"), Some(MAX_PEER_WAIT));
+        assert_eq!(wait("retry-after-ms", "-5"), None);
+        assert_eq!(
+            wait("retry-after", "Sun, 06 Nov 99999999999999999 08:00:00 GMT"),
+            None
+        );
+        assert_eq!(
+            wait("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(MAX_PEER_WAIT)
+        );
     }
 
     #[test]

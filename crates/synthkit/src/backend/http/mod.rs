@@ -17,6 +17,7 @@ use crate::model::ModelError;
 pub(crate) mod body;
 pub(crate) mod builders;
 pub(crate) mod clock;
+pub(crate) mod count;
 pub(crate) mod count_cache;
 pub(crate) mod discovery;
 pub(crate) mod errors;
@@ -26,6 +27,7 @@ pub(crate) mod sse;
 #[cfg(test)]
 pub(crate) mod test_support;
 mod transport;
+pub(crate) mod verdict;
 
 use clock::CallClock;
 pub use sampling::Sampling;
@@ -233,6 +235,59 @@ impl Link {
             max_reply_bytes: transport.max_reply_bytes,
         }
     }
+}
+
+/// The extra body fields that set the reply's token cap: synthkit sets it on every call
+/// from the output reserve, and rate limits (`--tpm`) charge that reserve, so an extra
+/// field overriding it would send more than is charged.
+pub const EXTRA_BODY_OUTPUT_CAPS: [&str; 4] = [
+    "max_tokens",
+    "max_completion_tokens",
+    "n_predict",
+    "max_new_tokens",
+];
+
+/// The extra body fields that ask for several replies per call (each costing its own
+/// output tokens, which the budget does not charge): refused above 1.
+pub const EXTRA_BODY_REPLY_COUNTS: [&str; 2] = ["n", "best_of"];
+
+/// Refuses extra body fields (`OpenAiConfig::extra_body`, `AnthropicConfig::extra_body`,
+/// the CLI's `--extra-body`) that would make a call cost more than the token budget
+/// charges for it: one that sets the output cap ([`EXTRA_BODY_OUTPUT_CAPS`]; set the
+/// output reserve instead), or asks for more than one reply ([`EXTRA_BODY_REPLY_COUNTS`]
+/// above 1). The message says what to use instead.
+///
+/// ```
+/// use serde_json::json;
+/// use synthkit::backend::http::check_extra_body;
+///
+/// let ok = json!({"top_k": 40, "n": 1});
+/// assert!(check_extra_body(ok.as_object().unwrap()).is_ok());
+/// let capped = json!({"max_tokens": 100000});
+/// assert!(check_extra_body(capped.as_object().unwrap()).unwrap_err().contains("--num-output"));
+/// let many = json!({"n": 4});
+/// assert!(check_extra_body(many.as_object().unwrap()).is_err());
+/// ```
+pub fn check_extra_body(extra: &serde_json::Map<String, Value>) -> Result<(), String> {
+    if let Some(key) = EXTRA_BODY_OUTPUT_CAPS
+        .iter()
+        .find(|k| extra.contains_key(**k))
+    {
+        return Err(format!(
+            "the extra body field `{key}` would override the reply's token cap, which synthkit sets on every call from the output reserve (and charges against the token budget): remove it and set the output reserve instead (--num-output, `num_output`)"
+        ));
+    }
+    for key in EXTRA_BODY_REPLY_COUNTS {
+        if let Some(v) = extra.get(key)
+            && v.as_u64() != Some(1)
+        {
+            return Err(format!(
+                "the extra body field `{key}` = {} asks for several replies per call, which synthkit neither reads nor charges against the token budget: remove it (only 1 is accepted)",
+                crate::model::excerpt(&v.to_string(), 40)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A request body from its `fields` with the configured `extra` fields added last (an

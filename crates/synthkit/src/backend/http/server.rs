@@ -190,6 +190,8 @@ macro_rules! http_model {
         impl $model {
             /// The model of `config` before any discovery: no request made.
             fn unconnected(config: $config) -> Result<Self, $crate::model::ModelError> {
+                $crate::backend::http::check_extra_body(&config.extra_body)
+                    .map_err($crate::model::ModelError::Other)?;
                 Ok(Self {
                     server: $crate::backend::http::server::Server::new(&config.transport)?,
                     config,

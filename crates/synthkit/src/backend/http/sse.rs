@@ -4,9 +4,12 @@
 //! [`StreamEvent`]s; this module drives it under the call's limits:
 //!
 //! - the first event must come within what is left of the request timeout (the server
-//!   reads the whole prompt first), each next one within the idle timeout of the wait for
-//!   it. There is no total time limit, so a stream that keeps producing is never cut for
-//!   time;
+//!   reads the whole prompt first); after it, the reply must make progress (a text delta,
+//!   or reasoning the parser reports with [`EventParser::progressed`]) within the idle
+//!   timeout of the last progress. Events without a token (empty deltas, role-only
+//!   chunks, Anthropic `ping`s; SSE comments are no events at all) do not restart it, so
+//!   a server that keeps the connection busy without producing is cut. There is no total
+//!   time limit, so a stream that keeps producing is never cut for time;
 //! - the bytes read in all are capped (`max_reply_bytes`), counted before the SSE parser,
 //!   which buffers a line until its end, so a line without end is stopped too;
 //! - a byte stream that ends before the parser says the reply is over is the parser's
@@ -37,6 +40,13 @@ pub(crate) trait EventParser: Send + 'static {
     /// What the end of the byte stream means when [`EventParser::feed`] never said the
     /// stream was over: the final `Done` if the server said it finished, else an error.
     fn end(&self) -> Result<StreamEvent, ModelError>;
+
+    /// Whether the events fed since the last call carried model output that is no text
+    /// delta (reasoning), which restarts the idle timeout as a delta does. Cleared by
+    /// the call.
+    fn progressed(&mut self) -> bool {
+        false
+    }
 }
 
 /// Parses one event's `data` as the JSON `T`; what is not (`what` names it in the error,
@@ -59,14 +69,14 @@ pub(crate) fn event_json<T: serde::de::DeserializeOwned>(
 /// said why it stopped; without it, [`ModelError::Incomplete`] saying which end
 /// (`awaited`) never came and how many deltas did.
 pub(crate) fn stream_end(
-    done: Option<StreamEvent>,
+    done: Option<Result<StreamEvent, ModelError>>,
     awaited: &str,
     deltas: usize,
 ) -> Result<StreamEvent, ModelError> {
-    done.ok_or_else(|| {
-        ModelError::Incomplete(format!(
+    done.unwrap_or_else(|| {
+        Err(ModelError::Incomplete(format!(
             "the stream ended before {awaited}, after {deltas} deltas"
-        ))
+        )))
     })
 }
 
@@ -84,22 +94,26 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    /// How long to wait for the next event, and the error if it does not come.
-    fn next_wait(&self, first: bool) -> (Duration, impl FnOnce() -> ModelError + use<>) {
+    /// How long to wait for the next event, and the error if it does not come: the rest
+    /// of the request timeout before the first event (`progress` is `None`), else the
+    /// rest of the idle timeout since the last progress.
+    fn next_wait(
+        &self,
+        progress: Option<tokio::time::Instant>,
+    ) -> (Duration, impl FnOnce() -> ModelError + use<>) {
         let clock = self.clock;
         let idle = self.idle;
-        let waiting = tokio::time::Instant::now();
-        let wait = if first { clock.request_left() } else { idle };
-        (wait, move || {
-            if first {
-                clock.request_timed_out()
-            } else {
-                ModelError::Timeout {
-                    kind: TimeoutKind::Idle,
-                    waited: waiting.elapsed(),
-                    limit: idle,
-                }
-            }
+        let wait = match progress {
+            None => clock.request_left(),
+            Some(since) => idle.saturating_sub(since.elapsed()),
+        };
+        (wait, move || match progress {
+            None => clock.request_timed_out(),
+            Some(since) => ModelError::Timeout {
+                kind: TimeoutKind::Idle,
+                waited: since.elapsed(),
+                limit: idle,
+            },
         })
     }
 }
@@ -109,8 +123,9 @@ struct State<P> {
     parser: P,
     pending: Emitted,
     finished: bool,
-    /// Whether an event has come yet.
-    started: bool,
+    /// When the reply last made progress (its first event, then each delta or
+    /// reasoning); `None` before the first event.
+    progress: Option<tokio::time::Instant>,
     limits: Limits,
     key: Option<SecretString>,
 }
@@ -131,7 +146,7 @@ pub(crate) fn sse_stream<P: EventParser>(
         parser,
         pending: VecDeque::new(),
         finished: false,
-        started: false,
+        progress: None,
         limits,
         key,
     };
@@ -143,7 +158,7 @@ pub(crate) fn sse_stream<P: EventParser>(
             if st.finished {
                 return None;
             }
-            let (wait, timed_out) = st.limits.next_wait(!st.started);
+            let (wait, timed_out) = st.limits.next_wait(st.progress);
             match tokio::time::timeout(wait, st.events.next()).await {
                 Err(_) => {
                     st.finished = true;
@@ -154,8 +169,17 @@ pub(crate) fn sse_stream<P: EventParser>(
                     st.pending.push_back(st.parser.end());
                 }
                 Ok(Some(Ok(event))) => {
-                    st.started = true;
+                    let before = st.pending.len();
                     st.finished = st.parser.feed(&event, &mut st.pending);
+                    let delta = st
+                        .pending
+                        .iter()
+                        .skip(before)
+                        .any(|e| matches!(e, Ok(StreamEvent::Delta(_))));
+                    // Only output restarts the idle timeout (the first event starts it).
+                    if st.parser.progressed() || delta || st.progress.is_none() {
+                        st.progress = Some(tokio::time::Instant::now());
+                    }
                 }
                 Ok(Some(Err(e))) => {
                     st.finished = true;

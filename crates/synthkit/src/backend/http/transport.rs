@@ -128,16 +128,56 @@ impl Transport {
         pub fn with_max_reply_bytes(bytes: usize) => max_reply_bytes;
     }
 
-    /// The base URL without trailing slashes.
+    /// The base URL without its query (and fragment) and without trailing slashes.
     pub fn base(&self) -> &str {
-        self.base_url.trim_end_matches('/')
+        let url = self.base_url.as_str();
+        let end = url.find(['?', '#']).unwrap_or(url.len());
+        url.get(..end).unwrap_or(url).trim_end_matches('/')
     }
 
-    /// The server root: the base URL without trailing slashes and without its `/v1`
+    /// The base URL's query, without its `?` (`api-version=2024-06-01`, as Azure-style
+    /// gateways want on every request), if it has one.
+    pub fn query(&self) -> Option<&str> {
+        let url = self.base_url.as_str();
+        let (_, rest) = url.split_once('?')?;
+        let query = rest.split('#').next().unwrap_or_default();
+        (!query.is_empty()).then_some(query)
+    }
+
+    /// The server root: the base URL without its query, trailing slashes and `/v1`
     /// (where llama.cpp and vLLM serve `/props`, `/tokenize` and `/health`).
     pub fn root_url(&self) -> &str {
         let base = self.base();
         base.strip_suffix("/v1").unwrap_or(base)
+    }
+
+    /// The URL of `path` (`/chat/completions`) under the base URL, with the base URL's
+    /// query: `http://host/v1?api-version=1` gives
+    /// `http://host/v1/chat/completions?api-version=1`.
+    ///
+    /// ```
+    /// use synthkit::backend::http::Transport;
+    ///
+    /// let t = Transport::new("http://127.0.0.1:8080/v1/?api-version=2024-06-01");
+    /// assert_eq!(t.api_url("/models"), "http://127.0.0.1:8080/v1/models?api-version=2024-06-01");
+    /// assert_eq!(t.root_join("/props"), "http://127.0.0.1:8080/props?api-version=2024-06-01");
+    /// assert_eq!(Transport::new("http://h/v1").api_url("/models"), "http://h/v1/models");
+    /// ```
+    pub fn api_url(&self, path: &str) -> String {
+        self.with_query(format!("{}{path}", self.base()))
+    }
+
+    /// The URL of `path` (`/props`) under the server root, with the base URL's query.
+    pub fn root_join(&self, path: &str) -> String {
+        self.with_query(format!("{}{path}", self.root_url()))
+    }
+
+    fn with_query(&self, mut url: String) -> String {
+        if let Some(q) = self.query() {
+            url.push('?');
+            url.push_str(q);
+        }
+        url
     }
 
     /// Whether the server is the one at `api_url` (the same root, with or without

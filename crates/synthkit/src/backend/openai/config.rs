@@ -81,9 +81,9 @@ impl OpenAiConfig {
     /// The completion endpoint: `{base}/chat/completions` or `{base}/completions`.
     pub fn endpoint(&self) -> String {
         if self.is_chat {
-            format!("{}/chat/completions", self.base())
+            self.api_url("/chat/completions")
         } else {
-            format!("{}/completions", self.base())
+            self.api_url("/completions")
         }
     }
 

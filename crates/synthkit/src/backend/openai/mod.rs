@@ -51,11 +51,12 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::Value;
 
 use crate::backend::http::discovery::{
-    first_model_id, models_context_window, props_context_window, slots_in,
+    first_model_id, models_context_window, props_context_window, props_window_error, slots_in,
 };
 use crate::backend::http::errors::clip;
 use crate::backend::http::key_headers;
 use crate::backend::http::server::{Server, http_model, parse_reply};
+use crate::backend::http::verdict::Held;
 use crate::model::{Completion, ModelError, ModelRequest};
 use crate::secret::redact_url;
 
@@ -105,6 +106,14 @@ impl OpenAiModel {
             let found = model
                 .context_window_from(props.as_ref(), listing.as_ref())
                 .await;
+            // A window the server got wrong is an error, unless another answer gave one.
+            if found.is_none()
+                && let Some(e) = props
+                    .as_ref()
+                    .and_then(|p| props_window_error(p, &model.props_url()))
+            {
+                return Err(e);
+            }
             if found.is_some() {
                 model.server.discovered_context_window = found;
             }
@@ -128,7 +137,7 @@ impl OpenAiModel {
     }
 
     fn models_url(&self) -> String {
-        format!("{}/models", self.config.base())
+        self.config.api_url("/models")
     }
 
     /// Takes the model name from a `/models` listing, if it names one.
@@ -168,7 +177,7 @@ impl OpenAiModel {
     }
 
     fn props_url(&self) -> String {
-        format!("{}/props", self.config.root_url())
+        self.config.root_join("/props")
     }
 
     /// The context window from a `/props` answer, else from the `/models` listing
@@ -262,8 +271,18 @@ fn parse_completion(
         .ok_or_else(|| {
             ModelError::Malformed(format!("the reply has no choices: {}", clip(text, key)))
         })?;
+    let text = choice.content().unwrap_or_default();
+    let mut held = Held::default();
+    held.text(text);
+    if let Some(m) = choice.message() {
+        m.note(&mut held);
+    }
+    if let Some(reason) = choice.finish_reason.as_deref() {
+        held.stop_reason(reason);
+    }
+    held.verdict()?;
     let completion = Completion {
-        text: choice.content().unwrap_or_default().to_string(),
+        text: text.to_string(),
         usage: reply.usage.map(Into::into),
         finish_reason: choice.finish_reason.as_deref().map(wire::finish_reason),
     };

@@ -23,7 +23,7 @@ pub async fn server_slots(config: &OpenAiConfig) -> Option<usize> {
     let transport = config.transport.capped(PROPS_TIMEOUT);
     let link = Link::new(&transport).ok()?;
     let headers = key_headers(AUTHORIZATION, "Bearer ", transport.api_key.as_ref()).ok()?;
-    let url = format!("{}/props", config.root_url());
+    let url = config.root_join("/props");
     let props = link.discover(&transport, &url, headers).await?;
     slots_in(&props)
 }

@@ -3,7 +3,10 @@
 //! A stream yields the text deltas, then exactly one [`StreamEvent::Done`] once the server
 //! sent `[DONE]` (or, for servers that omit it, a `finish_reason`). A stream that ends
 //! before either yields [`ModelError::Incomplete`], so a cut-off reply is never taken as a
-//! complete one. `reasoning_content` deltas are ignored.
+//! complete one. `reasoning_content` deltas are not text, but restart the idle timeout; a
+//! reply that is a refusal (`refusal` deltas, `finish_reason: content_filter`) ends with
+//! [`ModelError::Refused`], and one of tool calls or reasoning only with
+//! [`ModelError::NoText`], in place of its `Done`.
 //!
 //! Timeouts and the reply size cap are the shared SSE reader's
 //! ([`crate::backend::http::sse`]).
@@ -15,6 +18,7 @@ use crate::backend::http::clock::ServedModel;
 use crate::backend::http::errors::from_error_object;
 pub(crate) use crate::backend::http::sse::Emitted;
 use crate::backend::http::sse::{EventParser, event_json, stream_end};
+use crate::backend::http::verdict::Held;
 use crate::model::{FinishReason, ModelError, StreamEvent, Usage};
 
 /// The state of one streamed reply, fed one SSE `data` payload at a time.
@@ -23,6 +27,10 @@ pub(crate) struct ChunkParser {
     usage: Option<Usage>,
     finish_reason: Option<FinishReason>,
     deltas: usize,
+    /// What the reply held besides text (a refusal, tool calls, reasoning).
+    held: Held,
+    /// Reasoning came since the idle timeout last asked ([`EventParser::progressed`]).
+    reasoned: bool,
     key: Option<SecretString>,
     /// Where the model named by the chunks is recorded.
     served: ServedModel,
@@ -36,6 +44,10 @@ impl EventParser for ChunkParser {
     fn end(&self) -> Result<StreamEvent, ModelError> {
         let done = self.finish_reason.is_some().then(|| self.done());
         stream_end(done, "`[DONE]` or a finish reason", self.deltas)
+    }
+
+    fn progressed(&mut self) -> bool {
+        std::mem::take(&mut self.reasoned)
     }
 }
 
@@ -57,7 +69,7 @@ impl ChunkParser {
             return false;
         }
         if data == "[DONE]" {
-            out.push_back(Ok(self.done()));
+            out.push_back(self.done());
             return true;
         }
         let chunk: wire::Response = match event_json(data, "chunk", self.key.as_ref()) {
@@ -77,9 +89,16 @@ impl ChunkParser {
         for choice in chunk.choices.iter().flatten().filter(|c| c.is_first()) {
             if let Some(text) = choice.content().filter(|t| !t.is_empty()) {
                 self.deltas += 1;
+                self.held.text(text);
                 out.push_back(Ok(StreamEvent::Delta(text.to_string())));
             }
+            if let Some(m) = choice.message() {
+                m.note(&mut self.held);
+                // Reasoning and a refusal are output: they restart the idle timeout.
+                self.reasoned |= m.has_reasoning() || m.refusal().is_some_and(|r| !r.is_empty());
+            }
             if let Some(reason) = choice.finish_reason.as_deref() {
+                self.held.stop_reason(reason);
                 self.finish_reason = Some(wire::finish_reason(reason));
             }
         }
@@ -89,7 +108,9 @@ impl ChunkParser {
         false
     }
 
-    fn done(&self) -> StreamEvent {
+    /// The final event: `Done`, or the error for a refusal or a reply without text.
+    fn done(&self) -> Result<StreamEvent, ModelError> {
+        self.held.verdict()?;
         let usage = self.usage.unwrap_or_default();
         tracing::debug!(
             deltas = self.deltas,
@@ -98,10 +119,10 @@ impl ChunkParser {
             finish_reason = ?self.finish_reason,
             "openai stream finished"
         );
-        StreamEvent::Done {
+        Ok(StreamEvent::Done {
             usage: self.usage,
             finish_reason: self.finish_reason,
-        }
+        })
     }
 }
 

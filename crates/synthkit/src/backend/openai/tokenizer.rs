@@ -70,7 +70,7 @@ struct DetokenizeReply {
 
 impl Endpoint {
     async fn post(&self, path: &str, body: &Value) -> Result<Vec<u8>, ModelError> {
-        let url = format!("{}/{path}", self.root);
+        let url = self.transport.root_join(&format!("/{path}"));
         let key = self.transport.api_key.as_ref();
         let headers = key_headers(AUTHORIZATION, "Bearer ", key)?;
         let post = self.link.post(&self.transport, &url, headers);

@@ -7,6 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::backend::http::count::lenient_count;
 use crate::model::{FinishReason, ModelRequest, Usage};
 use crate::prompt::RenderedPrompt;
 
@@ -98,18 +99,64 @@ pub(crate) struct Choice {
     pub finish_reason: Option<String>,
 }
 
-/// A chat message or delta; `reasoning_content` and tool calls are ignored.
+/// A chat message or delta. Besides the text, what tells a refusal or a reply without
+/// text from an answer: `refusal`, tool calls, reasoning (each read leniently: a value
+/// of another type counts as absent or present, never fails the reply).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct Message {
     pub content: Option<String>,
+    pub refusal: Option<Value>,
+    pub tool_calls: Option<Value>,
+    pub function_call: Option<Value>,
+    /// llama.cpp's and DeepSeek's reasoning text.
+    pub reasoning_content: Option<Value>,
+    /// vLLM's and OpenRouter's.
+    pub reasoning: Option<Value>,
+}
+
+impl Message {
+    /// The refusal's text, if any.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_ref().and_then(Value::as_str)
+    }
+
+    /// Whether it holds tool calls.
+    pub fn has_tool_calls(&self) -> bool {
+        let present = |v: &Option<Value>| match v {
+            None | Some(Value::Null) => false,
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(_) => true,
+        };
+        present(&self.tool_calls) || present(&self.function_call)
+    }
+
+    /// Whether it holds reasoning text.
+    pub fn has_reasoning(&self) -> bool {
+        [&self.reasoning_content, &self.reasoning].iter().any(|v| {
+            v.as_ref()
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+        })
+    }
+
+    /// Records what it holds besides text in `held`.
+    pub fn note(&self, held: &mut crate::backend::http::verdict::Held) {
+        if let Some(r) = self.refusal() {
+            held.refusal(r);
+        }
+        held.tool_calls |= self.has_tool_calls();
+        held.reasoning |= self.has_reasoning();
+    }
 }
 
 /// Token usage as servers report it.
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
 #[serde(default)]
 pub(crate) struct WireUsage {
+    #[serde(deserialize_with = "lenient_count")]
     pub prompt_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient_count")]
     pub completion_tokens: Option<u64>,
 }
 
@@ -137,6 +184,11 @@ impl Choice {
             .or(self.delta.as_ref())
             .and_then(|m| m.content.as_deref())
             .or(self.text.as_deref())
+    }
+
+    /// The chat message or delta, if any.
+    pub fn message(&self) -> Option<&Message> {
+        self.message.as_ref().or(self.delta.as_ref())
     }
 
     /// Whether this is the first (or only) choice.

@@ -230,7 +230,9 @@ impl RedisBudget {
             Ok(wait) => {
                 permit.success();
                 inner.waits.fetch_add(1, Ordering::Relaxed);
-                let micros = u64::try_from(wait).unwrap_or(0).max(500);
+                // Redis's answer is a peer's number: a minute's budget never needs
+                // more than a minute's wait, so a larger one is taken as a minute.
+                let micros = u64::try_from(wait).unwrap_or(0).clamp(500, 60_000_000);
                 let wait = Duration::from_micros(micros);
                 if deadline.is_some_and(|d| tokio::time::Instant::now() + wait > d) {
                     return Err(LimitError::Deadline { wait }.into());

@@ -15,6 +15,11 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 /// The most bytes of the last export error kept for the warning.
 const MAX_ERROR_BYTES: usize = 512;
 
+/// The most bytes read of a receiver's reply to an export (64 KiB): an OTLP answer is a
+/// small protobuf (or an error message), and the exporter reads only its status, so
+/// reading stops there and the rest is dropped unread.
+pub const MAX_REPLY_BYTES: usize = 64 << 10;
+
 /// Failed exports so far: their number and the last error (without URLs).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Failures(Arc<Mutex<(u64, String)>>);
@@ -126,13 +131,27 @@ impl ExportClient {
         let response = client.execute(request).await.map_err(|e| e.without_url())?;
         let status = response.status();
         let headers = response.headers().clone();
-        // An OTLP answer is small; the exporter reads only its status.
-        let body = response.bytes().await.map_err(|e| e.without_url())?;
+        let body = read_prefix(response, MAX_REPLY_BYTES).await?;
         let mut out = http::Response::new(body);
         *out.status_mut() = status;
         *out.headers_mut() = headers;
         Ok(out)
     }
+}
+
+/// At most the first `limit` bytes of `response`'s body: an OTLP answer is small and the
+/// exporter reads only its status, so a receiver that answers without end (or with
+/// gigabytes) costs at most `limit`; the rest is never read.
+async fn read_prefix(mut response: reqwest::Response, limit: usize) -> Result<Bytes, HttpError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.without_url())? {
+        let room = limit.saturating_sub(body.len());
+        body.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
+        if body.len() >= limit {
+            break;
+        }
+    }
+    Ok(Bytes::from(body))
 }
 
 impl HttpClient for ExportClient {
@@ -153,5 +172,30 @@ impl HttpClient for ExportClient {
                 .await
                 .map_err(|e| -> HttpError { e.to_string().into() })?
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use synthkit_testkit::hostile::{HostilePeer, endless_body};
+
+    /// A receiver answering 200 with a body without end costs at most the cap: the
+    /// export gets its status once [`MAX_REPLY_BYTES`] are read, long before the export
+    /// timeout (reading it whole would never end).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_receivers_endless_reply_is_read_only_up_to_the_cap() {
+        let peer = HostilePeer::start(|_, _| endless_body(200));
+        let client = ExportClient::new(Duration::from_secs(120)).unwrap();
+        let request = http::Request::post(format!("{}/traces", peer.base))
+            .body(Bytes::from_static(b"spans"))
+            .unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(60), client.send_bytes(request))
+            .await
+            .expect("an endless reply must not be read to its end")
+            .unwrap();
+        assert_eq!(reply.status(), 200);
+        assert_eq!(reply.body().len(), MAX_REPLY_BYTES);
     }
 }

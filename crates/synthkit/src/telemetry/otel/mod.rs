@@ -46,6 +46,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 mod export;
+pub use export::MAX_REPLY_BYTES;
 
 /// The standard variable naming the OTLP endpoint for traces (used as written).
 pub const ENV_TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
