@@ -52,7 +52,12 @@
 //! left out, and an answer stays where its best candidate is (`focus`): others join it
 //! from the same document nearby, or from elsewhere only when they score at least 0.85 of
 //! it and cover as much of the question; a best candidate that is a question (a FAQ
-//! entry) brings the sentences after it. The picked
+//! entry) brings the sentences after it. A best sentence pointing forward to what it does
+//! not hold ("… only when the weather limits below are met.", "see the steps below", "as
+//! follows", not "below 20.5" or "below the horizon") is answered by what it points to
+//! (`forward`): the first paragraph or list after it, past at most one heading, in its
+//! document or the next piece of the same file, comes first (whatever it scores), the
+//! pointing sentence after it; with nothing after it, it answers alone. The picked
 //! sentences are returned in their original order, joined by spaces. A sentence of more
 //! than 60 words (or one longer than the whole budget) shows its 45-word window with the
 //! most question weight, `…` where it was cut. When the question asks which release or
@@ -113,6 +118,7 @@ mod blocks;
 mod boost;
 mod cite;
 mod focus;
+mod forward;
 mod inline;
 mod markup;
 mod paragraph;
@@ -448,6 +454,9 @@ impl ExtractiveModel {
                 };
                 if q.release {
                     order.truncate(1);
+                } else {
+                    // "… the limits below …": what it points to answers with it.
+                    order = forward::follow(&order, &cands, sentences);
                 }
                 order
             } else if existing_count > 0 {

@@ -66,6 +66,9 @@ pub(super) struct Sentence {
     /// The heading just before it, for the first sentence of a section: its words help
     /// rank the sentence ("## Weather limits" above the list of limits).
     pub title: Option<String>,
+    /// Its file (a hash of the path named by the metadata block before it), if named: a
+    /// forward reference may reach into the next piece of the same file.
+    pub file: Option<u64>,
 }
 
 /// A text's sentences and headings.
@@ -430,6 +433,7 @@ impl<'a> Parser<'a> {
             code: 0,
             context,
             title,
+            file: self.file.as_deref().map(super::rank::term_id),
         });
     }
 

@@ -442,3 +442,70 @@ fn what_is_x_prefers_the_sentence_defining_x() {
     );
     assert_eq!(a.sources, vec![2], "{}", a.text);
 }
+
+#[test]
+fn a_sentence_pointing_below_answers_with_what_it_points_to() {
+    // Issue 30: "Open the dome shutter only when all of the weather limits below are met."
+    // matches every word of the question but holds none of the limits: the lead-in and
+    // list under "## Weather limits" that it points to answer with it.
+    let docs = sample_docs();
+    let question = "What are the weather limits for opening the dome?";
+    let a = ask(&docs, question, 256);
+    for part in ["85 percent", "45 kilometres", "rain detector", "dew point"] {
+        assert_has(&a, part);
+    }
+    assert!(tokens(&a.text) <= 256, "{}", a.text);
+    // With little room, the limits come before the sentence pointing to them.
+    let a = ask(&docs, question, 40);
+    assert!(tokens(&a.text) <= 40, "{}", a.text);
+    assert_has(&a, "The dome must be closed, or stay closed");
+    assert!(!a.text.contains("below are met"), "{}", a.text);
+
+    // The same file cut into two chunks between the pointer and its section.
+    let chunked = "[1]\nfile_path: docs/nights.md\nsection: Nights > Before opening\n\n\
+                   1. Check the weather station screen.\n\
+                   2. Open the dome shutter only when all of the weather limits below are met.\n\n\
+                   [2]\nfile_path: docs/nights.md\nsection: Nights > Weather limits\n\n\
+                   The dome must be closed when any of these conditions holds:\n\n\
+                   - the humidity is above 85 percent;\n\
+                   - gusts exceed 45 km/h.\n";
+    let a = ask(chunked, question, 256);
+    assert_has(&a, "the humidity is above 85 percent");
+    assert_eq!(a.sources, vec![1, 2], "{}", a.text);
+}
+
+#[test]
+fn see_the_steps_below_answers_with_the_steps() {
+    let doc = "# Logger guide\n\n\
+               The logger runs on any Linux machine with Python 3.10 or newer.\n\n\
+               To install the logger, see the steps below.\n\n\
+               ## Steps\n\n\
+               1. Download the archive from the releases page.\n\
+               2. Unpack it into the opt folder.\n\
+               3. Start the setup script as root.\n\n\
+               ## Troubleshooting\n\n\
+               If the setup script fails, read its log in the var folder.\n";
+    assert_answer(
+        doc,
+        "How do I install the logger?",
+        "To install the logger, see the steps below. Steps:\n\
+         - Download the archive from the releases page.\n\
+         - Unpack it into the opt folder.\n\
+         - Start the setup script as root.",
+    );
+    // "below" naming a place or a quantity points nowhere.
+    let doc = "The pump room is below the workshop.\n\n## Valves\n\nThe valves are red.";
+    assert_answer(
+        doc,
+        "Where is the pump room?",
+        "The pump room is below the workshop.",
+    );
+    // The pointing sentence is the only match and nothing follows it: it answers alone.
+    let doc = "The pump room is in the basement.\n\n\
+               Open the valve only when the pressure limits below are met.";
+    assert_answer(
+        doc,
+        "When may the valve be opened?",
+        "Open the valve only when the pressure limits below are met.",
+    );
+}
