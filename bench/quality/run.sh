@@ -141,6 +141,7 @@ if [[ $SKIP_REF == 0 ]]; then
         --context-window "$CTX" --num-output "$NUM_OUTPUT" --modes "$MODES" \
         -o "$OUT/reference.jsonl"
     echo "run.sh: scoring the reference"
-    "${SK[@]}" eval "$CASES" --answers "$OUT/reference.jsonl" | tee "$OUT/reference-score.md"
+    "${SK[@]}" eval "$CASES" --answers "$OUT/reference.jsonl" | tee "$OUT/reference-score.md" \
+        || echo "run.sh: scoring failed; score later with: synthkit eval $CASES --answers $OUT/reference.jsonl" >&2
 fi
 echo "run.sh: $(date -u +%FT%TZ) done; results in $OUT"
