@@ -102,7 +102,7 @@ esac
 log=$cache/server-$port.log
 # Keep the newest 50 servers' logs (one per port used; older ones go).
 # shellcheck disable=SC2012 # plain names we wrote
-ls -t "$cache"/server-*.log 2>/dev/null | tail -n +50 | while read -r old; do rm -f -- "$old"; done
+{ ls -t "$cache"/server-*.log 2>/dev/null || true; } | tail -n +50 | while read -r old; do rm -f -- "$old"; done
 # shellcheck disable=SC2086 # LLAMA_SERVER_ARGS is split on purpose
 "$cache/build/bin/llama-server" -m "$model" --host 127.0.0.1 --port "$port" \
   -c "$ctx" ${LLAMA_SERVER_ARGS:-} </dev/null >"$log" 2>&1 &

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The whole answer-quality comparison for one model: make the cases (once), start
+# llama-server with the model, run synthkit's modes and the reference (llama-index-core
+# 0.14.25) on the same cases with the same context window and output budget, and score both
+# with `synthkit eval` (one code path).
+#
+#   bench/quality/run.sh MODEL [options]
+#
+#   MODEL                a GGUF path, or smollm2 | qwen05 | qwen15 (fetched into the
+#                        llama-server cache by scripts/fetch-smollm2.sh / fetch-model.sh)
+#   --ctx N              the context window for the server and both systems (default 4096)
+#   --num-output N       the output budget per model call, both systems (default 256)
+#   --modes a,b,...      (default compact,refine,tree_summarize)
+#   --subset             the quick-loop subset (CASES-subset.jsonl) instead of all cases
+#   --cases FILE         another cases file
+#   --port N             the llama-server port (default 18123)
+#   --out DIR            results (default ~/.cache/synthkit-quality/runs/MODEL-ctxN[-subset])
+#   --skip-synthkit | --skip-reference
+#   -h, --help
+#
+# Background-friendly and resumable: `nohup bench/quality/run.sh qwen15 --subset &` logs to
+# OUT/run.log; a second start with the same OUT waits for the first (a lock); the reference
+# skips the (case, mode) pairs it already wrote, and synthkit's step is skipped once it has
+# completed (OUT/.synthkit-done). Kill it with `kill PID`: the server it started goes too.
+#
+# Environment:
+#   SYNTHKIT               the synthkit binary (default: `synthkit` on PATH, else
+#                          `cargo run --release -p synthkit-cli --`)
+#   SYNTHKIT_QUALITY_VENV  the reference's virtual environment (default
+#                          ~/.cache/synthkit-quality-venv; created with llama-index-core==0.14.25
+#                          and llama-index-llms-openai-like if needed)
+#   QUALITY_DIR            where the cases live (default ~/.cache/synthkit-quality)
+#   LLAMA_SERVER_ARGS      extra llama-server arguments (default `-np 1`: one slot with the
+#                          whole window, as requests run one at a time)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HERE="$REPO/bench/quality"
+QDIR="${QUALITY_DIR:-$HOME/.cache/synthkit-quality}"
+VENV="${SYNTHKIT_QUALITY_VENV:-$HOME/.cache/synthkit-quality-venv}"
+LLAMA_INDEX_VERSION="0.14.25"
+
+MODEL=""
+CTX=4096
+NUM_OUTPUT=256
+MODES="compact,refine,tree_summarize"
+SUBSET=0
+CASES=""
+PORT=18123
+OUT=""
+SKIP_SK=0
+SKIP_REF=0
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --ctx) CTX="$2"; shift 2 ;;
+        --num-output) NUM_OUTPUT="$2"; shift 2 ;;
+        --modes) MODES="$2"; shift 2 ;;
+        --subset) SUBSET=1; shift ;;
+        --cases) CASES="$2"; shift 2 ;;
+        --port) PORT="$2"; shift 2 ;;
+        --out) OUT="$2"; shift 2 ;;
+        --skip-synthkit) SKIP_SK=1; shift ;;
+        --skip-reference) SKIP_REF=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+        *) MODEL="$1"; shift ;;
+    esac
+done
+[[ -n $MODEL ]] || { echo "run.sh: name a model (a GGUF path, smollm2, qwen05 or qwen15); see --help" >&2; exit 2; }
+
+# --- the model file ---------------------------------------------------------------------
+case "$MODEL" in
+    smollm2) MODEL_PATH=$(bash "$REPO/scripts/fetch-smollm2.sh") ;;
+    qwen05|qwen15) MODEL_PATH=$(bash "$HERE/fetch-model.sh" "$MODEL") ;;
+    *) MODEL_PATH="$MODEL" ;;
+esac
+[[ -f $MODEL_PATH ]] || { echo "run.sh: no model file at $MODEL_PATH" >&2; exit 2; }
+MODEL_NAME=$(basename "$MODEL_PATH" .gguf)
+
+# --- the cases ----------------------------------------------------------------------------
+if [[ -z $CASES ]]; then
+    if [[ ! -f $QDIR/CASES.jsonl ]]; then
+        python3 "$HERE/make_cases.py" --out-dir "$QDIR" >&2
+    fi
+    CASES="$QDIR/CASES.jsonl"
+    [[ $SUBSET == 1 ]] && CASES="$QDIR/CASES-subset.jsonl"
+fi
+[[ -f $CASES ]] || { echo "run.sh: no cases at $CASES" >&2; exit 2; }
+
+if [[ -z $OUT ]]; then
+    OUT="$QDIR/runs/$MODEL_NAME-ctx$CTX"
+    [[ $SUBSET == 1 ]] && OUT="$OUT-subset"
+fi
+mkdir -p "$OUT"
+exec 7>"$OUT/.lock"
+if command -v flock >/dev/null 2>&1; then flock 7; fi
+exec > >(tee -a "$OUT/run.log") 2>&1
+echo "run.sh: $(date -u +%FT%TZ) model $MODEL_PATH, ctx $CTX, num-output $NUM_OUTPUT, modes $MODES, cases $CASES -> $OUT"
+
+# --- the reference's environment -------------------------------------------------------------
+case "$VENV" in
+    "$REPO"|"$REPO"/*) echo "run.sh: put the venv outside the repo (SYNTHKIT_QUALITY_VENV=$VENV)" >&2; exit 2 ;;
+esac
+if [[ $SKIP_REF == 0 ]]; then
+    # shellcheck source=../../scripts/venv-lib.sh
+    source "$REPO/scripts/venv-lib.sh"
+    ensure_venv run.sh "$VENV" "${PYTHON:-python3}" "llama-index-core==$LLAMA_INDEX_VERSION" \
+        "llama-index-llms-openai-like"
+fi
+
+# --- the server ---------------------------------------------------------------------------------
+export LLAMA_SERVER_ARGS="${LLAMA_SERVER_ARGS:--np 1}"
+read -r BASE_URL SERVER_PID < <(LLAMA_MODEL="$MODEL_PATH" LLAMA_WATCH_PID=$$ \
+    bash "$REPO/scripts/llama-server.sh" "$PORT" "$CTX")
+[[ -n ${SERVER_PID:-} ]] || { echo "run.sh: llama-server did not start (see above)" >&2; exit 1; }
+trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
+echo "run.sh: llama-server $BASE_URL (pid $SERVER_PID)"
+
+# --- synthkit -------------------------------------------------------------------------------------
+if [[ -n ${SYNTHKIT:-} ]]; then
+    read -r -a SK <<< "$SYNTHKIT"
+elif command -v synthkit >/dev/null 2>&1; then
+    SK=(synthkit)
+else
+    SK=(cargo run --quiet --release --manifest-path "$REPO/Cargo.toml" -p synthkit-cli --)
+fi
+MODEL_ARGS=(--base-url "$BASE_URL" --context-window "$CTX" --num-output "$NUM_OUTPUT")
+if [[ $SKIP_SK == 0 && ! -f $OUT/.synthkit-done ]]; then
+    echo "run.sh: synthkit eval ($MODES)"
+    "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" -o "$OUT/synthkit.jsonl" \
+        | tee "$OUT/synthkit-score.md"
+    touch "$OUT/.synthkit-done"
+fi
+
+# --- the reference -------------------------------------------------------------------------------
+if [[ $SKIP_REF == 0 ]]; then
+    echo "run.sh: reference (llama-index-core $LLAMA_INDEX_VERSION)"
+    "$VENV/bin/python" "$HERE/reference_answers.py" "$CASES" --base-url "$BASE_URL" \
+        --context-window "$CTX" --num-output "$NUM_OUTPUT" --modes "$MODES" \
+        -o "$OUT/reference.jsonl"
+    echo "run.sh: scoring the reference"
+    "${SK[@]}" eval "$CASES" --answers "$OUT/reference.jsonl" | tee "$OUT/reference-score.md" \
+        || echo "run.sh: scoring failed; score later with: synthkit eval $CASES --answers $OUT/reference.jsonl" >&2
+fi
+echo "run.sh: $(date -u +%FT%TZ) done; results in $OUT"
