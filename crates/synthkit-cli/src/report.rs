@@ -228,7 +228,11 @@ mod tests {
         assert_eq!(one, dir.join("1.html"));
         assert_ne!(one, string_one);
         // A plain id cannot take the name of a hashed one.
-        let hashed = string_one.file_stem().unwrap().to_string_lossy().into_owned();
+        let hashed = string_one
+            .file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert_ne!(batch_report_path(dir, &json!(hashed)), string_one);
     }
 }
