@@ -62,5 +62,8 @@ fn a_json_report_of_many_nodes_holds_no_value_per_node() {
     assert!(peak > 0, "no RSS figure was read");
     // Release builds: 205 MiB before (a JSON value per source, twice), 88 MiB without
     // `--json` (the nodes and the synthesis's own copies), which is what it is now.
-    assert!(peak < 150 * 1024, "peak RSS {peak} KiB for {input_kb} KiB of nodes");
+    assert!(
+        peak < 150 * 1024,
+        "peak RSS {peak} KiB for {input_kb} KiB of nodes"
+    );
 }
