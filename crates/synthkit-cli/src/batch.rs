@@ -555,7 +555,13 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     let planned = if from_stdin {
         None
     } else {
-        Some(survey(&args.input, max_line, hash_defaults, &existing, retry)?)
+        Some(survey(
+            &args.input,
+            max_line,
+            hash_defaults,
+            &existing,
+            retry,
+        )?)
     };
     let mut reader = LineReader::new(open_input(&args.input)?, max_line);
     let backend = backend::connect_with(flags).await?;
@@ -691,7 +697,11 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
             "{errors} line{} of {} {} ({} failed in this run): they say why; {retry_hint}",
             plural(errors),
             output.display(),
-            if errors == 1 { "is an error line" } else { "are error lines" },
+            if errors == 1 {
+                "is an error line"
+            } else {
+                "are error lines"
+            },
             tally.failed
         ));
     }

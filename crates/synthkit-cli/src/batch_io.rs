@@ -519,8 +519,14 @@ mod tests {
         assert_eq!(existing.done(), 4);
         assert_eq!(existing.superseded, 1);
         assert_eq!(existing.errors(), 2);
-        assert_eq!(existing.verdict("\"a\"", Some("h1"), true), Verdict::Keep(None));
-        assert_eq!(existing.verdict("\"a\"", Some("h9"), true), Verdict::Changed);
+        assert_eq!(
+            existing.verdict("\"a\"", Some("h1"), true),
+            Verdict::Keep(None)
+        );
+        assert_eq!(
+            existing.verdict("\"a\"", Some("h9"), true),
+            Verdict::Changed
+        );
         let bad = Verdict::Keep(Some("invalid_request".into()));
         assert_eq!(existing.verdict("\"b\"", Some("h2"), true), bad);
         assert_eq!(existing.verdict("1", Some("h3"), true), Verdict::Keep(None));
@@ -542,9 +548,9 @@ mod tests {
 
     #[test]
     fn the_request_hash_is_canonical() {
-        let fields = |text: &str| match serde_json::from_str(text).unwrap() {
-            Value::Object(m) => m,
-            _ => unreachable!(),
+        let fields = |text: &str| {
+            let value: Value = serde_json::from_str(text).unwrap();
+            value.as_object().unwrap().clone()
         };
         let h = |text: &str| request_hash(&fields(text), ResponseMode::Compact, None);
         let a = h(r#"{"query":"q","nodes":["a",{"text":"b","metadata":{"x":1,"y":2}}]}"#);
@@ -555,13 +561,23 @@ mod tests {
         );
         assert_eq!(a, same);
         assert_ne!(a, h(r#"{"query":"q","nodes":["b","a"]}"#));
-        assert_ne!(a, h(r#"{"query":"q2","nodes":["a",{"text":"b","metadata":{"x":1,"y":2}}]}"#));
-        let refine = r#"{"query":"q","nodes":["a",{"text":"b","metadata":{"x":1,"y":2}}],"mode":"refine"}"#;
+        assert_ne!(
+            a,
+            h(r#"{"query":"q2","nodes":["a",{"text":"b","metadata":{"x":1,"y":2}}]}"#)
+        );
+        let refine =
+            r#"{"query":"q","nodes":["a",{"text":"b","metadata":{"x":1,"y":2}}],"mode":"refine"}"#;
         assert_ne!(a, h(refine));
         // The batch's defaults count for the lines that leave them out.
         let text = r#"{"query":"q","nodes":["a",{"text":"b","metadata":{"x":1,"y":2}}]}"#;
-        assert_eq!(request_hash(&fields(text), ResponseMode::Refine, None), h(refine));
-        assert_ne!(request_hash(&fields(text), ResponseMode::Compact, Some(100)), a);
+        assert_eq!(
+            request_hash(&fields(text), ResponseMode::Refine, None),
+            h(refine)
+        );
+        assert_ne!(
+            request_hash(&fields(text), ResponseMode::Compact, Some(100)),
+            a
+        );
     }
 
     #[test]

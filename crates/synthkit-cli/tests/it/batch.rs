@@ -21,9 +21,16 @@ use crate::common::{assert_stderr_has, stderr};
 /// The longest any one run of the binary may take (the 10,000-line run has its own).
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `synthkit batch IN -o OUT` against `fake`, with no model settings from the
+/// `synthkit batch IN -o OUT --quiet` against `fake`, with no model settings from the
 /// environment.
 fn batch(fake: &FakeOpenAi, input: &Path, output: &Path) -> Command {
+    let mut cmd = batch_with_notes(fake, input, output);
+    cmd.arg("--quiet");
+    cmd
+}
+
+/// [`batch`] without `--quiet`: with its notes (the resume's) on standard error.
+fn batch_with_notes(fake: &FakeOpenAi, input: &Path, output: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
     cmd.env_remove("SYNTHKIT_BASE_URL")
         .env_remove("SYNTHKIT_MODEL")
@@ -36,7 +43,7 @@ fn batch(fake: &FakeOpenAi, input: &Path, output: &Path) -> Command {
         .arg(output)
         .args(["--llm", "openai", "--base-url", &fake.base])
         .args(["--model", "fake-model", "--context-window", "2048"])
-        .args(["--num-output", "64", "--timeout", "20", "--quiet"])
+        .args(["--num-output", "64", "--timeout", "20"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -517,7 +524,7 @@ fn an_outage_is_retried_once_the_server_is_back() {
     assert_stderr_has(&kept, "21 lines of ");
 
     // Up again: the 20 transient failures run again, the input error stays.
-    let up = run(&mut batch(&fake, &input, &output));
+    let up = run(&mut batch_with_notes(&fake, &input, &output));
     let err = stderr(&up);
     assert!(
         err.contains("1 result kept (an error line, not retried: 1 invalid_request)"),
@@ -530,7 +537,10 @@ fn an_outage_is_retried_once_the_server_is_back() {
     assert_eq!(fake.requests(), LINES);
     // OUT holds an error line still (line 21): the exit says so.
     assert_eq!(up.status.code(), Some(1), "{err}");
-    assert!(err.contains("1 line of ") && err.contains("is an error line"), "{err}");
+    assert!(
+        err.contains("1 line of ") && err.contains("is an error line"),
+        "{err}"
+    );
     let after = results(&output);
     let expected: Vec<(Value, String)> = (0..LINES)
         .map(|i| (json!(format!("q{i}")), format!("question {i}")))
@@ -576,12 +586,18 @@ fn a_batch_killed_while_retrying_resumes_with_one_line_per_id() {
     let grown = wait_for_lines(&output, LINES + 4, Instant::now() + RUN_TIMEOUT, &mut child);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    assert!(grown, "the retrying run wrote too few lines before the deadline");
+    assert!(
+        grown,
+        "the retrying run wrote too few lines before the deadline"
+    );
     let answered_before = results(&output).len() - LINES;
-    assert!(answered_before < LINES, "the retrying run finished before the kill");
+    assert!(
+        answered_before < LINES,
+        "the retrying run finished before the kill"
+    );
 
     fake.set(FakeConfig::default());
-    let out = run(batch(&fake, &input, &output).args(["--jobs", &JOBS.to_string()]));
+    let out = run(batch_with_notes(&fake, &input, &output).args(["--jobs", &JOBS.to_string()]));
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(
@@ -621,7 +637,7 @@ fn a_line_inserted_on_top_is_asked_and_answers_stay_with_their_questions() {
     let mut lines = lines;
     lines.insert(0, line(None, "first"));
     let input = write_lines(dir.path(), "in.jsonl", &lines);
-    let out = run(&mut batch(&fake, &input, &output));
+    let out = run(&mut batch_with_notes(&fake, &input, &output));
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(
@@ -641,7 +657,7 @@ fn a_line_inserted_on_top_is_asked_and_answers_stay_with_their_questions() {
     assert_eq!(after[1]["request_sha256"], json!(hash));
 
     // Unchanged: nothing runs.
-    let out = run(&mut batch(&fake, &input, &output));
+    let out = run(&mut batch_with_notes(&fake, &input, &output));
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(fake.requests(), 7);
     assert_stderr_has(&out, "4 results kept");
