@@ -23,13 +23,14 @@ use futures::StreamExt;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use synthkit::model::ModelError;
 use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_kind};
-use synthkit::{Concurrency, Observer, Response, ResponseMode};
+use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_report::RunRecord;
 
 use crate::args::{FileSize, LimitArgs, ModelArgs, concurrency_for, parse_mode, parse_size};
 use crate::backend::{self, Backend, StackFlags};
-use crate::batch_io::{self, IdVerdict, LineReader, RawLine};
+use crate::batch_io::{self, Existing, LineReader, RawLine, Verdict};
 use crate::error::usage;
 use crate::output::note;
 use crate::progress::BatchProgress;
@@ -54,9 +55,11 @@ pub struct BatchArgs {
     /// lines are skipped.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
-    /// The results, one JSON line per input line: {"id", "response"} or {"id", "error":
-    /// {"kind", "message"}}. Appended to: the ids already in it are skipped, so running
-    /// the same command again resumes a stopped batch (a cut last line is rewritten).
+    /// The results, one JSON line per input line: {"id", "request_sha256", "response"}
+    /// or {"id", "request_sha256", "error": {"kind", "message", "transient"?}}. Running
+    /// the same command again resumes a stopped batch: results whose request is
+    /// unchanged are kept, failed lines with a transient cause and lines whose request
+    /// changed run again, and OUT ends with one line per id.
     #[arg(
         long,
         short = 'o',
@@ -72,6 +75,10 @@ pub struct BatchArgs {
     /// Write each result as it finishes instead of in input order.
     #[arg(long, help_heading = "Batch")]
     pub unordered: bool,
+    /// On a resume, keep the error lines already in OUT, even those whose failure was
+    /// transient (connection, timeout, rate limit, 5xx), instead of running them again.
+    #[arg(long, help_heading = "Batch")]
+    pub no_retry_failed: bool,
     /// The longest input line: bytes, or with K, M or G; `none` for no limit. A longer
     /// line becomes an error line (it is never held whole).
     #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_LINE_BYTES,
@@ -123,10 +130,28 @@ pub struct BatchArgs {
 pub(crate) enum Parsed {
     /// A blank line: skipped.
     Blank,
-    /// A line that cannot run: its id (the line number when it has none) and why.
-    Bad(Value, ErrorDetail),
-    /// A request and its id.
-    Request(Value, Box<SynthesizeRequest>),
+    /// A line that cannot run: its id (the line number when it has none), why, and its
+    /// hash (of its text; none for a line too long or not UTF-8).
+    Bad(Value, ErrorDetail, Option<String>),
+    /// A request, its id and its request hash ([`batch_io::request_hash`]).
+    Request(Value, Box<SynthesizeRequest>, String),
+}
+
+/// What a line's request hash takes from the batch's flags: `--mode` and
+/// `--max-prompt-tokens`, for the lines that set neither.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HashDefaults {
+    mode: ResponseMode,
+    max_prompt_tokens: Option<usize>,
+}
+
+impl HashDefaults {
+    pub(crate) fn of(args: &BatchArgs) -> Self {
+        Self {
+            mode: args.mode.unwrap_or(ResponseMode::Compact),
+            max_prompt_tokens: args.max_prompt_tokens,
+        }
+    }
 }
 
 /// An `invalid_request` error naming line `number`.
@@ -138,43 +163,68 @@ fn invalid(number: usize, message: impl std::fmt::Display) -> ErrorDetail {
 }
 
 /// Reads line `number`; the id is read first, so that a bad line's error line carries it.
-pub(crate) fn parse_line(number: usize, raw: RawLine, max: usize) -> Parsed {
+pub(crate) fn parse_line(
+    number: usize,
+    raw: RawLine,
+    max: usize,
+    defaults: HashDefaults,
+) -> Parsed {
     let text = match raw {
         RawLine::Text(t) if t.trim().is_empty() => return Parsed::Blank,
         RawLine::Text(t) => t,
         RawLine::TooLong(n) => {
             let why = format!("{n} bytes, more than --max-line-bytes {max}");
-            return Parsed::Bad(Value::from(number), invalid(number, why));
+            return Parsed::Bad(Value::from(number), invalid(number, why), None);
         }
         RawLine::NotUtf8 => {
-            return Parsed::Bad(Value::from(number), invalid(number, "not UTF-8 text"));
+            let why = "not UTF-8 text";
+            return Parsed::Bad(Value::from(number), invalid(number, why), None);
         }
     };
     let mut fields: Map<String, Value> = match serde_json::from_str(&text) {
         Ok(Value::Object(fields)) => fields,
         Ok(_) => {
             let why = "expected a JSON object (a synthesis request)";
-            return Parsed::Bad(Value::from(number), invalid(number, why));
+            let hash = Some(batch_io::text_hash(&text));
+            return Parsed::Bad(Value::from(number), invalid(number, why), hash);
         }
         Err(e) => {
             let why = format!("not JSON: {e}");
-            return Parsed::Bad(Value::from(number), invalid(number, why));
+            let hash = Some(batch_io::text_hash(&text));
+            return Parsed::Bad(Value::from(number), invalid(number, why), hash);
         }
     };
+    drop(text);
+    let hash = batch_io::request_hash(&fields, defaults.mode, defaults.max_prompt_tokens);
     let id = match fields.remove("id") {
         None | Some(Value::Null) => Value::from(number),
         Some(id @ (Value::String(_) | Value::Number(_))) => id,
         Some(_) => {
             let why = "`id` must be a string or a number";
-            return Parsed::Bad(Value::from(number), invalid(number, why));
+            return Parsed::Bad(Value::from(number), invalid(number, why), Some(hash));
         }
     };
     match serde_json::from_value::<SynthesizeRequest>(Value::Object(fields)) {
-        Ok(request) => Parsed::Request(id, Box::new(request)),
+        Ok(request) => Parsed::Request(id, Box::new(request), hash),
         Err(e) => {
             let why = format!("not a synthesis request: {e}");
-            Parsed::Bad(id, invalid(number, why))
+            Parsed::Bad(id, invalid(number, why), Some(hash))
         }
+    }
+}
+
+/// The id of a line, as [`parse_line`] names it, and its request hash; without building
+/// the request (the survey of the input before a run).
+fn line_id(
+    number: usize,
+    raw: RawLine,
+    max: usize,
+    defaults: HashDefaults,
+) -> Option<(Value, Option<String>)> {
+    match parse_line(number, raw, max, defaults) {
+        Parsed::Blank => None,
+        Parsed::Bad(id, _, hash) => Some((id, hash)),
+        Parsed::Request(id, _, hash) => Some((id, Some(hash))),
     }
 }
 
@@ -183,39 +233,98 @@ pub(crate) fn parse_line(number: usize, raw: RawLine, max: usize) -> Parsed {
 struct ResultLine<'a> {
     id: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
+    request_sha256: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     response: Option<&'a Response>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a ErrorDetail>,
+    error: Option<ErrorLine<'a>>,
 }
 
-/// A finished line: its JSON text and whether it is an error line.
+/// An error line's `error`: the service's error, and for a failure that may pass when
+/// the request is sent again, its cause (`transport`, `timeout`, `rate_limited`,
+/// `server_error`): a resumed batch runs those lines again.
+#[derive(Serialize)]
+struct ErrorLine<'a> {
+    kind: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transient: Option<&'static str>,
+}
+
+/// A failed line: what the service would answer, and its transient cause if any.
+struct Failure {
+    detail: ErrorDetail,
+    transient: Option<&'static str>,
+}
+
+impl From<ErrorDetail> for Failure {
+    fn from(detail: ErrorDetail) -> Self {
+        Self {
+            detail,
+            transient: None,
+        }
+    }
+}
+
+/// Why sending the same request again may succeed, if it may: the model's connection
+/// failed or its reply was cut (`transport`), it timed out (`timeout`), it was rate
+/// limited or overloaded (`rate_limited`: 429, 529, a rate budget's deadline) or failed
+/// on its side (`server_error`: 5xx).
+fn transient_cause(e: &SynthError) -> Option<&'static str> {
+    let (SynthError::Model { source, .. } | SynthError::Count { source, .. }) = e else {
+        return None;
+    };
+    match source {
+        ModelError::Connection(_) | ModelError::Incomplete(_) => Some("transport"),
+        ModelError::Timeout { .. } => Some("timeout"),
+        ModelError::RateLimited { .. } => Some("rate_limited"),
+        ModelError::Server { .. } => Some("server_error"),
+        ModelError::Layer { layer, .. } if *layer == "redis budget" => Some("transport"),
+        ModelError::Layer { .. } => synthkit::layer::limit::limit_error(source)
+            .filter(|l| matches!(l, synthkit::layer::limit::LimitError::Deadline { .. }))
+            .map(|_| "rate_limited"),
+        _ => None,
+    }
+}
+
+/// A finished line: its JSON text, whether it is an error line, and whether it replaces
+/// a line already in the output (a retried or changed line).
 struct Finished {
     text: String,
     failed: bool,
+    replaces: bool,
 }
 
 impl Finished {
-    fn of(id: &Value, outcome: Result<&Response, &ErrorDetail>) -> Self {
+    fn of(id: &Value, hash: Option<&str>, outcome: Result<&Response, &Failure>) -> Self {
         let line = ResultLine {
             id,
+            request_sha256: hash,
             response: outcome.ok(),
-            error: outcome.err(),
+            error: outcome.err().map(|f| ErrorLine {
+                kind: &f.detail.kind,
+                message: &f.detail.message,
+                transient: f.transient,
+            }),
         };
         let text = serde_json::to_string(&line).unwrap_or_else(|e| {
-            let detail = ErrorDetail {
-                kind: "synthesis_failed".into(),
-                message: format!("the response could not be written as JSON: {e}"),
-            };
+            let message = format!("the response could not be written as JSON: {e}");
             let line = ResultLine {
                 id,
+                request_sha256: hash,
                 response: None,
-                error: Some(&detail),
+                error: Some(ErrorLine {
+                    kind: "synthesis_failed",
+                    message: &message,
+                    transient: None,
+                }),
             };
             serde_json::to_string(&line).unwrap_or_default()
         });
         Self {
             text,
             failed: outcome.is_err(),
+            replaces: false,
         }
     }
 }
@@ -259,6 +368,12 @@ struct Tally {
     skipped: usize,
 }
 
+impl Tally {
+    fn total(&self) -> usize {
+        self.answered + self.failed + self.skipped
+    }
+}
+
 /// Opens IN (a usage error when it cannot be read).
 fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
     if path == Path::new("-") {
@@ -282,6 +397,131 @@ fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
     }
 }
 
+/// The ids of the input met so far, with their line numbers: a second line with an id
+/// is refused, naming both lines.
+#[derive(Default)]
+struct SeenIds(std::collections::HashMap<String, usize>);
+
+impl SeenIds {
+    fn check(&mut self, id: &Value, number: usize) -> Result<()> {
+        match self.0.insert(batch_io::id_key(id), number) {
+            None => Ok(()),
+            Some(first) => Err(usage(format!(
+                "lines {first} and {number} of the input have the same id {id}: give each line \
+                 its own `id` (a line without one is named by its line number; 1 and \"1\" are \
+                 different ids)"
+            ))),
+        }
+    }
+}
+
+/// What a resumed batch will do with the lines of its input.
+#[derive(Debug, Default)]
+struct Survey {
+    kept: usize,
+    kept_errors: std::collections::BTreeMap<String, usize>,
+    retry: std::collections::BTreeMap<String, usize>,
+    changed: usize,
+    new: usize,
+}
+
+impl Survey {
+    fn add(&mut self, verdict: Verdict) {
+        match verdict {
+            Verdict::Keep(None) => self.kept += 1,
+            Verdict::Keep(Some(kind)) => {
+                self.kept += 1;
+                *self.kept_errors.entry(kind).or_default() += 1;
+            }
+            Verdict::Retry(why) => *self.retry.entry(why).or_default() += 1,
+            Verdict::Changed => self.changed += 1,
+            Verdict::New => self.new += 1,
+        }
+    }
+
+    /// `resuming: 18 results kept, 2 failed lines to retry (model_error: transport)`.
+    fn note(&self, output: &Path) -> String {
+        let mut text = format!(
+            "resuming {}: {} result{} kept",
+            output.display(),
+            self.kept,
+            plural(self.kept)
+        );
+        if !self.kept_errors.is_empty() {
+            let n: usize = self.kept_errors.values().sum();
+            let which = match n {
+                1 if self.kept == 1 => "an error line".to_string(),
+                1 => "1 of them an error line".to_string(),
+                n => format!("{n} of them error lines"),
+            };
+            text.push_str(&format!(
+                " ({which}, not retried: {})",
+                counts(&self.kept_errors)
+            ));
+        }
+        let retry: usize = self.retry.values().sum();
+        if retry > 0 {
+            let why = if self.retry.len() == 1 {
+                self.retry.keys().next().cloned().unwrap_or_default()
+            } else {
+                counts(&self.retry)
+            };
+            text.push_str(&format!(
+                ", {retry} failed line{} to retry ({why})",
+                plural(retry)
+            ));
+        }
+        if self.changed > 0 {
+            text.push_str(&format!(
+                ", {} line{} whose request changed since its result to run again",
+                self.changed,
+                plural(self.changed)
+            ));
+        }
+        if self.new > 0 {
+            text.push_str(&format!(", {} new line{}", self.new, plural(self.new)));
+        }
+        text
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `2 model_error, 1 invalid_request`.
+fn counts(by: &std::collections::BTreeMap<String, usize>) -> String {
+    by.iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Reads the whole input once before a run: refuses duplicate ids (naming both lines)
+/// and counts what the run will keep, retry and run.
+fn survey(
+    path: &Path,
+    max_line: usize,
+    hash_defaults: HashDefaults,
+    existing: &Existing,
+    retry: bool,
+) -> Result<Survey> {
+    let mut reader = LineReader::new(open_input(path)?, max_line);
+    let mut seen = SeenIds::default();
+    let mut survey = Survey::default();
+    while let Some((number, raw)) = reader
+        .next_line()
+        .map_err(|e| anyhow!("cannot read the input {}: {e}", path.display()))?
+    {
+        let Some((id, hash)) = line_id(number, raw, max_line, hash_defaults) else {
+            continue;
+        };
+        seen.check(&id, number)?;
+        survey.add(existing.verdict(&batch_io::id_key(&id), hash.as_deref(), retry));
+    }
+    Ok(survey)
+}
+
 /// Runs `synthkit batch`.
 pub async fn run(args: &BatchArgs) -> Result<()> {
     let start = Instant::now();
@@ -289,7 +529,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         .max_line_bytes
         .0
         .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
-    let mut reader = LineReader::new(open_input(&args.input)?, max_line);
+    let hash_defaults = HashDefaults::of(args);
     let flags = StackFlags {
         model_args: &args.model_args,
         limits: &args.limits,
@@ -299,6 +539,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         plan: args.dry_run.plan,
     };
     if args.dry_run.plan {
+        let reader = LineReader::new(open_input(&args.input)?, max_line);
         let backend = backend::connect_with(flags).await?;
         return crate::batch_plan::run(args, &backend, defaults(args, &backend), reader).await;
     }
@@ -306,28 +547,44 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         .output
         .as_deref()
         .ok_or_else(|| usage("give the output file with -o OUT"))?;
-    let (mut out, mut ids) =
+    let retry = !args.no_retry_failed;
+    let from_stdin = args.input == Path::new("-");
+    let (mut out, existing) =
         batch_io::open_output(output).map_err(|e| usage(crate::error::message(&e)))?;
+    // A file's ids are checked before any call; standard input's as they come.
+    let planned = if from_stdin {
+        None
+    } else {
+        Some(survey(
+            &args.input,
+            max_line,
+            hash_defaults,
+            &existing,
+            retry,
+        )?)
+    };
+    let mut reader = LineReader::new(open_input(&args.input)?, max_line);
     let backend = backend::connect_with(flags).await?;
     let defaults = defaults(args, &backend);
     let reports = match &args.report_dir {
         Some(dir) => Some(Arc::new(BatchReports::create(dir, &backend)?)),
         None => None,
     };
-    let total = (args.input != Path::new("-"))
+    let total = (!from_stdin)
         .then(|| batch_io::count_lines(&args.input))
         .flatten();
     let progress = Arc::new(BatchProgress::new(!args.quiet, total));
     let observer: Arc<dyn Observer> = progress.clone();
-    if ids.done() > 0 {
-        note(
-            args.quiet,
-            &format!(
+    if existing.done() > 0 {
+        let text = match &planned {
+            Some(survey) => survey.note(output),
+            None => format!(
                 "resuming: {} results already in {}",
-                ids.done(),
+                existing.done(),
                 output.display()
             ),
-        );
+        };
+        note(args.quiet, &text);
     }
 
     let mut window = if args.unordered {
@@ -337,6 +594,9 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     };
     let jobs = args.jobs as usize;
     let mut tally = Tally::default();
+    let mut seen = SeenIds::default();
+    // Error lines of OUT that this run replaces, and whether a line was replaced.
+    let (mut replaced_errors, mut replaced) = (0usize, false);
     let mut eof = false;
     loop {
         while !eof && window.len() < jobs {
@@ -347,41 +607,52 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
                 eof = true;
                 break;
             };
-            let (id, request) = match parse_line(number, raw, max_line) {
+            let (id, request, hash) = match parse_line(number, raw, max_line, hash_defaults) {
                 Parsed::Blank => {
                     progress.line_done();
                     continue;
                 }
-                Parsed::Bad(id, e) => (id, Err(e)),
-                Parsed::Request(id, r) => (id, Ok(*r)),
+                Parsed::Bad(id, e, hash) => (id, Err(e), hash),
+                Parsed::Request(id, r, hash) => (id, Ok(*r), Some(hash)),
             };
-            let request = match ids.classify(batch_io::id_key(&id)) {
-                IdVerdict::Done => {
+            seen.check(&id, number)?;
+            let key = batch_io::id_key(&id);
+            let replaces = match existing.verdict(&key, hash.as_deref(), retry) {
+                Verdict::Keep(_) => {
                     tally.skipped += 1;
                     progress.line_done();
                     continue;
                 }
-                IdVerdict::Duplicate => Err(invalid(
-                    number,
-                    format!("the id {id} is already used by an earlier line"),
-                )),
-                IdVerdict::Run => request,
+                Verdict::Retry(_) | Verdict::Changed => {
+                    replaced_errors += usize::from(existing.is_error(&key));
+                    true
+                }
+                Verdict::New => false,
             };
-            window.push(start_line(
-                number,
-                id,
-                request,
+            let line = start_line(
+                Line {
+                    number,
+                    id,
+                    hash,
+                    request,
+                },
                 &backend,
                 defaults,
                 &observer,
                 reports.clone(),
-            ));
+            );
+            window.push(Box::pin(async move {
+                let mut finished = line.await;
+                finished.replaces = replaces;
+                finished
+            }));
         }
         let Some(finished) = window.next().await else {
             break;
         };
         batch_io::append_line(&mut out, finished.text)
             .map_err(|e| anyhow!("cannot write to {}: {e}", output.display()))?;
+        replaced |= finished.replaces;
         if finished.failed {
             tally.failed += 1;
         } else {
@@ -391,6 +662,15 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     }
     out.sync_all()
         .map_err(|e| anyhow!("cannot sync {}: {e}", output.display()))?;
+    drop(out);
+    // OUT ends with one line per id: a replaced line's old result goes.
+    let errors = if replaced || existing.superseded > 0 {
+        let compacted = batch_io::compact(output)
+            .map_err(|e| anyhow!("cannot rewrite {}: {e:#}", output.display()))?;
+        compacted.errors.values().sum()
+    } else {
+        existing.errors() - replaced_errors.min(existing.errors()) + tally.failed
+    };
     progress.clear();
     let (calls, tokens) = progress.totals();
     eprintln!(
@@ -405,34 +685,53 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     if let Some(n) = backend::cache_note(&backend) {
         note(args.quiet, &n);
     }
-    if tally.failed > 0 {
+    if errors > 0 {
+        let retry_hint = if retry {
+            "run the same command again to retry those that failed for a transient cause \
+             (connection, timeout, rate limit, server error); fix the input for the others"
+        } else {
+            "run again without --no-retry-failed to retry those that failed for a transient \
+             cause (connection, timeout, rate limit, server error)"
+        };
         return Err(anyhow!(
-            "{} of {} lines failed: their error lines in {} say why (delete them and run again to retry)",
-            tally.failed,
-            tally.total(),
-            output.display()
+            "{errors} line{} of {} {} ({} failed in this run): they say why; {retry_hint}",
+            plural(errors),
+            output.display(),
+            if errors == 1 {
+                "is an error line"
+            } else {
+                "are error lines"
+            },
+            tally.failed
         ));
     }
     Ok(())
 }
 
-impl Tally {
-    fn total(&self) -> usize {
-        self.answered + self.failed + self.skipped
-    }
+/// An input line to run: its number, id, request hash, and request (or why it cannot
+/// run).
+struct Line {
+    number: usize,
+    id: Value,
+    hash: Option<String>,
+    request: Result<SynthesizeRequest, ErrorDetail>,
 }
 
 /// The future of one line: its synthesis on its own task (so that the batch uses every
 /// worker thread), or its error line at once.
 fn start_line(
-    number: usize,
-    id: Value,
-    request: Result<SynthesizeRequest, ErrorDetail>,
+    line: Line,
     backend: &Backend,
     defaults: RequestDefaults,
     observer: &Arc<dyn Observer>,
     reports: Option<Arc<BatchReports>>,
 ) -> Pending {
+    let Line {
+        number,
+        id,
+        hash,
+        request,
+    } = line;
     let observer = Arc::clone(observer);
     let prepared = request.and_then(|mut r| {
         if r.plan {
@@ -456,9 +755,12 @@ fn start_line(
     });
     let run = match prepared {
         Ok(run) => run,
-        Err(e) => return Box::pin(std::future::ready(Finished::of(&id, Err(&e)))),
+        Err(e) => {
+            let finished = Finished::of(&id, hash.as_deref(), Err(&Failure::from(e)));
+            return Box::pin(std::future::ready(finished));
+        }
     };
-    let id_again = id.clone();
+    let (id_again, hash_again) = (id.clone(), hash.clone());
     let task = tokio::spawn(async move {
         // What the line's report needs once the input has gone to the synthesis.
         let report = reports
@@ -475,29 +777,32 @@ fn start_line(
                 if !run.return_steps {
                     response.steps = None;
                 }
-                Finished::of(&id, Ok(&response))
+                Finished::of(&id, hash.as_deref(), Ok(&response))
             }
             Err(e) => {
-                let detail = ErrorDetail {
-                    kind: error_kind(&e).into(),
-                    message: format!("line {number}: {e}"),
+                let failure = Failure {
+                    detail: ErrorDetail {
+                        kind: error_kind(&e).into(),
+                        message: format!("line {number}: {e}"),
+                    },
+                    transient: transient_cause(&e),
                 };
                 if let Some((reports, steps, query, nodes)) = report {
-                    let outcome = Err(detail.message.as_str());
+                    let outcome = Err(failure.detail.message.as_str());
                     let record = RunRecord::of_outcome(&query, mode, &nodes, outcome, &steps);
                     reports.write(&id, &run.synthesizer, record);
                 }
-                Finished::of(&id, Err(&detail))
+                Finished::of(&id, hash.as_deref(), Err(&failure))
             }
         }
     });
     Box::pin(async move {
         task.await.unwrap_or_else(|e| {
-            let detail = ErrorDetail {
+            let failure = Failure::from(ErrorDetail {
                 kind: "synthesis_failed".into(),
                 message: format!("line {number}: the synthesis stopped: {e}"),
-            };
-            Finished::of(&id_again, Err(&detail))
+            });
+            Finished::of(&id_again, hash_again.as_deref(), Err(&failure))
         })
     })
 }

@@ -9,7 +9,7 @@ use synthkit::Plan;
 use synthkit::request::RequestDefaults;
 
 use crate::backend::Backend;
-use crate::batch::{BatchArgs, Parsed, parse_line};
+use crate::batch::{BatchArgs, HashDefaults, Parsed, parse_line};
 use crate::batch_io::LineReader;
 use crate::plan::TextPlan;
 
@@ -26,11 +26,12 @@ pub async fn run<R: BufRead>(
     let (mut planned, mut bad) = (0usize, 0usize);
     let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);
     let max_line = usize::try_from(max_line).unwrap_or(usize::MAX);
+    let hash_defaults = HashDefaults::of(args);
     while let Some((number, raw)) = reader.next_line()? {
-        let request = match parse_line(number, raw, max_line) {
+        let request = match parse_line(number, raw, max_line, hash_defaults) {
             Parsed::Blank => continue,
-            Parsed::Bad(_, e) => Err(e.message),
-            Parsed::Request(_, r) => Ok(*r),
+            Parsed::Bad(_, e, _) => Err(e.message),
+            Parsed::Request(_, r, _) => Ok(*r),
         };
         let outcome = match request {
             Ok(r) => match r.prepare(Arc::clone(&backend.model), defaults, |b| b) {

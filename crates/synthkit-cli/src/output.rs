@@ -3,6 +3,8 @@
 
 use std::io::{self, Write};
 
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 use synthkit::{Node, Response, ResponseMode};
 
@@ -218,33 +220,78 @@ pub struct ReportInfo<'a> {
     pub grounded: Option<bool>,
 }
 
-/// The JSON report of a synthesis.
-pub fn report_json(response: &Response, info: &ReportInfo<'_>) -> Value {
-    let citing = response.citations.is_some();
-    let sources: Vec<Value> = ordered_sources(response)
-        .into_iter()
-        .map(|(n, marker)| {
-            let mut source = json!({
-                "id": n.id,
-                "path": node_path(n),
-                "section": n.metadata.get("section").and_then(Value::as_str),
-                "score": n.score,
-                "excerpt": excerpt(&n.text),
-            });
-            if citing && let Some(obj) = source.as_object_mut() {
-                obj.insert("cited".into(), Value::Bool(marker.is_some()));
-                obj.insert("citation".into(), json!(marker));
+/// One entry of the JSON report's `sources`, written straight from its node.
+#[derive(Serialize)]
+struct SourceEntry<'a> {
+    id: &'a str,
+    path: Option<&'a str>,
+    section: Option<&'a str>,
+    score: Option<f64>,
+    excerpt: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cited: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    citation: Option<Option<u32>>,
+}
+
+/// The JSON report's `sources`, made one at a time as they are written: a report of a
+/// million nodes holds no JSON value per node (each held about 1.4 KB, twice).
+struct Sources<'a>(&'a Response);
+
+impl Serialize for Sources<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let citing = self.0.citations.is_some();
+        let sources = ordered_sources(self.0);
+        let mut seq = serializer.serialize_seq(Some(sources.len()))?;
+        for (n, marker) in sources {
+            seq.serialize_element(&SourceEntry {
+                id: &n.id,
+                path: node_path(n),
+                section: n.metadata.get("section").and_then(Value::as_str),
+                score: n.score,
+                excerpt: excerpt(&n.text),
+                cited: citing.then_some(marker.is_some()),
+                citation: citing.then_some(marker),
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// The JSON report of a synthesis: its fields as a JSON object (`fields`, open to more),
+/// and its `sources`, written from the response when the report is.
+pub struct JsonReport<'a> {
+    /// Every field but `sources` (which stands there as `null`, to keep its place).
+    pub fields: Value,
+    sources: Sources<'a>,
+}
+
+impl Serialize for JsonReport<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(fields) = &self.fields else {
+            return self.fields.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(fields.len()))?;
+        for (k, v) in fields {
+            if k == "sources" {
+                map.serialize_entry(k, &self.sources)?;
+            } else {
+                map.serialize_entry(k, v)?;
             }
-            source
-        })
-        .collect();
+        }
+        map.end()
+    }
+}
+
+/// The JSON report of a synthesis.
+pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonReport<'a> {
     let mut report = json!({
         "answer": response.text,
         "mode": info.mode.as_str(),
         "backend": info.backend,
         "model": info.model,
         "query": info.query,
-        "sources": sources,
+        "sources": null,
         "usage": {
             "calls": response.usage.calls,
             "prompt_tokens": response.usage.prompt_tokens,
@@ -274,7 +321,10 @@ pub fn report_json(response: &Response, info: &ReportInfo<'_>) -> Value {
             obj.insert("grounded".into(), Value::Bool(g));
         }
     }
-    report
+    JsonReport {
+        fields: report,
+        sources: Sources(response),
+    }
 }
 
 /// The report of `--json --format llamaindex`: LlamaIndex's `Response` (`response`,
@@ -318,9 +368,11 @@ pub fn round_ms(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
 }
 
-/// Writes a JSON value, pretty-printed, with a final newline.
-pub fn write_json(out: &mut impl Write, value: &Value) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value)?;
+/// Writes a JSON value, pretty-printed, with a final newline (through a buffer: standard
+/// output is line-buffered).
+pub fn write_json(out: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
+    let mut out = io::BufWriter::with_capacity(1 << 16, out);
+    serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     out.flush()
 }
@@ -388,7 +440,7 @@ mod tests {
             model_ms: 0.0,
             grounded: Some(true),
         };
-        let json = report_json(&response, &info);
+        let json = serde_json::to_value(report_json(&response, &info)).unwrap();
         assert_eq!(json["sources"][0]["id"], "b");
         assert_eq!(json["sources"][0]["cited"], true);
         assert_eq!(json["sources"][1]["cited"], false);

@@ -122,15 +122,28 @@ pub fn run_verb(args: &ReportVerbArgs) -> Result<()> {
 
 /// The report file for a batch line with `id` in `dir`: the id itself when it is a plain
 /// file name (letters, digits, `.`, `_`, `-`, at most 100, not starting with `.`), else
-/// its plain characters and a hash of the id, so that two ids never share a file.
+/// its plain characters and a hash of the id, so that two ids never share a file: the number 1 is `1.html`, the string "1" (a string that reads as a number) is
+/// `1-HASH.html`, and a plain string that ends like such a name (`-` and 16 hex digits)
+/// gets a hash of its own.
 pub fn batch_report_path(dir: &Path, id: &serde_json::Value) -> PathBuf {
-    let id = match id {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
+    let (id, json) = match id {
+        serde_json::Value::String(s) => (s.clone(), id.to_string()),
+        other => (other.to_string(), other.to_string()),
     };
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    let is_plain =
-        !id.is_empty() && id.len() <= 100 && !id.starts_with('.') && id.chars().all(plain);
+    let looks_hashed = id.len() > 17
+        && id.get(id.len() - 17..).is_some_and(|tail| {
+            let digits = tail.strip_prefix('-').unwrap_or_default();
+            digits.len() == 16 && digits.chars().all(|c| c.is_ascii_hexdigit())
+        });
+    let string_like_number =
+        json.starts_with('"') && serde_json::from_str::<serde_json::Number>(&id).is_ok();
+    let is_plain = !id.is_empty()
+        && id.len() <= 100
+        && !id.starts_with('.')
+        && id.chars().all(plain)
+        && !looks_hashed
+        && !string_like_number;
     let name = if is_plain {
         id
     } else {
@@ -209,5 +222,17 @@ mod tests {
             "{a:?}"
         );
         assert_eq!(a.parent(), Some(dir));
+        // The number 1 and the string "1" are two ids, with two pages.
+        let one = batch_report_path(dir, &json!(1));
+        let string_one = batch_report_path(dir, &json!("1"));
+        assert_eq!(one, dir.join("1.html"));
+        assert_ne!(one, string_one);
+        // A plain id cannot take the name of a hashed one.
+        let hashed = string_one
+            .file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert_ne!(batch_report_path(dir, &json!(hashed)), string_one);
     }
 }

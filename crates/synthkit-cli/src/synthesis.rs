@@ -366,12 +366,12 @@ pub async fn run(
         };
         let mut report = output::report_json(&response, &info);
         if args.report.steps
-            && let Some(obj) = report.as_object_mut()
+            && let Some(obj) = report.fields.as_object_mut()
         {
             obj.insert("steps".into(), serde_json::json!(response.steps));
         }
-        backend::report_cache(&mut report, &backend);
-        backend::report_concurrency(&mut report, &backend);
+        backend::report_cache(&mut report.fields, &backend);
+        backend::report_concurrency(&mut report.fields, &backend);
         output::write_json(&mut stdout.lock(), &report)?;
     } else if !args.stream {
         output::write_text(&mut stdout.lock(), &response, style)?;

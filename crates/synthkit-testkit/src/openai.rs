@@ -163,6 +163,14 @@ impl FakeOpenAi {
     pub fn stop(&mut self) {
         self.server.stop();
     }
+
+    /// Serves again on the same port after [`FakeOpenAi::stop`] (a server that was down
+    /// and is back), with the same record and configuration.
+    pub fn restart(&mut self) {
+        self.server.stop();
+        let port = self.server.port();
+        self.server = Server::start_openai_on(port, post(chat), get(models), self.fake.clone());
+    }
 }
 
 async fn models(State(fake): State<Fake>) -> Json<Value> {

@@ -24,7 +24,18 @@ impl Server {
         models: axum::routing::MethodRouter<S>,
         state: S,
     ) -> Self {
-        Self::start(
+        Self::start_openai_on(0, chat, models, state)
+    }
+
+    /// [`Server::start_openai`] on loopback port `port` (0: a free one).
+    pub(crate) fn start_openai_on<S: Clone + Send + Sync + 'static>(
+        port: u16,
+        chat: axum::routing::MethodRouter<S>,
+        models: axum::routing::MethodRouter<S>,
+        state: S,
+    ) -> Self {
+        Self::start_on(
+            port,
             Router::new()
                 .route("/v1/chat/completions", chat)
                 .route("/v1/models", models)
@@ -34,6 +45,12 @@ impl Server {
 
     /// Serves `app` on a free loopback port.
     pub fn start(app: Router) -> Self {
+        Self::start_on(0, app)
+    }
+
+    /// Serves `app` on loopback port `port` (0: a free one), e.g. again on the port of a
+    /// server stopped earlier, to play a server that was down and is back.
+    pub fn start_on(port: u16, app: Router) -> Self {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -43,7 +60,9 @@ impl Server {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                    .await
+                    .unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
                 // Do not wait for hanging handlers on shutdown: stop serving at once.
                 let serve = async { axum::serve(listener, app).await };

@@ -1,7 +1,9 @@
 //! `synthkit batch`: JSON lines in, one result line per request out, against loopback
 //! fake models ([`synthkit_testkit::FakeOpenAi`]). Output order and ids, bad lines, an
-//! empty input, resuming after a cut output and after `kill -9`, `--unordered`, `--jobs`,
-//! `--plan`, and a 10,000-line batch in bounded memory.
+//! empty input, resuming after a cut output and after `kill -9`, resuming after an
+//! outage (the server down, then up: transient failures retried, one line per id),
+//! changed lines (request hashes), duplicate ids, `--unordered`, `--jobs`, `--plan`, and
+//! a 10,000-line batch in bounded memory.
 //!
 //! Every wait is bounded; the kill comes once the output holds some lines (a polled file
 //! with a deadline), and the checks after it are counts, not timings.
@@ -19,9 +21,16 @@ use crate::common::{assert_stderr_has, stderr};
 /// The longest any one run of the binary may take (the 10,000-line run has its own).
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `synthkit batch IN -o OUT` against `fake`, with no model settings from the
+/// `synthkit batch IN -o OUT --quiet` against `fake`, with no model settings from the
 /// environment.
 fn batch(fake: &FakeOpenAi, input: &Path, output: &Path) -> Command {
+    let mut cmd = batch_with_notes(fake, input, output);
+    cmd.arg("--quiet");
+    cmd
+}
+
+/// [`batch`] without `--quiet`: with its notes (the resume's) on standard error.
+fn batch_with_notes(fake: &FakeOpenAi, input: &Path, output: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_synthkit"));
     cmd.env_remove("SYNTHKIT_BASE_URL")
         .env_remove("SYNTHKIT_MODEL")
@@ -34,7 +43,7 @@ fn batch(fake: &FakeOpenAi, input: &Path, output: &Path) -> Command {
         .arg(output)
         .args(["--llm", "openai", "--base-url", &fake.base])
         .args(["--model", "fake-model", "--context-window", "2048"])
-        .args(["--num-output", "64", "--timeout", "20", "--quiet"])
+        .args(["--num-output", "64", "--timeout", "20"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -170,7 +179,7 @@ fn a_bad_line_becomes_an_error_line_and_the_batch_goes_on() {
         line(Some(json!("a")), "first"),
         "{\"query\": \"x\", \"nodes\": [\"n\"], \"oops\": 1}".to_string(),
         "not json at all".to_string(),
-        line(Some(json!("a")), "again"),
+        line(Some(json!(["a"])), "again"),
         line(Some(json!("d")), "last"),
     ];
     let input = write_lines(dir.path(), "in.jsonl", &lines);
@@ -180,7 +189,7 @@ fn a_bad_line_becomes_an_error_line_and_the_batch_goes_on() {
     let results = results(&output);
     assert_eq!(
         ids(&results),
-        [json!("a"), json!(2), json!(3), json!("a"), json!("d")]
+        [json!("a"), json!(2), json!(3), json!(4), json!("d")]
     );
     for (i, r) in results.iter().enumerate() {
         let bad = (1..=3).contains(&i);
@@ -191,7 +200,7 @@ fn a_bad_line_becomes_an_error_line_and_the_batch_goes_on() {
     assert_eq!(results[1]["error"]["kind"], "invalid_request");
     assert!(message(1).starts_with("line 2: ") && message(1).contains("oops"));
     assert!(message(2).starts_with("line 3: not JSON"), "{}", message(2));
-    assert!(message(3).contains("already used"), "{}", message(3));
+    assert!(message(3).contains("`id` must be"), "{}", message(3));
     assert_eq!(fake.requests(), 2);
     let err = stderr(&out);
     assert!(err.contains("2 answered, 3 failed"), "{err}");
@@ -469,6 +478,220 @@ fn ten_thousand_lines_in_bounded_memory() {
     );
     assert!(peak > 0, "no RSS figure was read");
     assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
+}
+
+/// Every output line: one per id, in this order, each answering the input line it
+/// names (its source node is the fact of its question).
+fn assert_one_answer_per_id(results: &[Value], expected: &[(Value, &str)]) {
+    let got: Vec<Value> = ids(results);
+    let want: Vec<Value> = expected.iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(got, want);
+    for (r, (_, query)) in results.iter().zip(expected) {
+        assert_eq!(
+            r["response"]["source_nodes"][0]["text"],
+            json!(format!("A fact about {query}.")),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn an_outage_is_retried_once_the_server_is_back() {
+    const LINES: usize = 20;
+    let mut fake = FakeOpenAi::start(FakeConfig::default());
+    fake.stop(); // down: connections refused
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = numbered(LINES);
+    lines.push("not json at all".into()); // line 21: an input error, kept as it is
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let down = run(batch(&fake, &input, &output).args(["--retries", "1"]));
+    assert_eq!(down.status.code(), Some(1), "{}", stderr(&down));
+    let first = results(&output);
+    assert_eq!(first.len(), LINES + 1);
+    for r in &first[..LINES] {
+        assert_eq!(r["error"]["kind"], "model_error", "{r}");
+        assert_eq!(r["error"]["transient"], "transport", "{r}");
+    }
+    assert_eq!(first[LINES]["error"]["kind"], "invalid_request");
+    assert!(first[LINES]["error"].get("transient").is_none());
+
+    // `--no-retry-failed` keeps the error lines: no call, and a failed exit.
+    fake.restart();
+    let kept = run(batch(&fake, &input, &output).arg("--no-retry-failed"));
+    assert_eq!(kept.status.code(), Some(1), "{}", stderr(&kept));
+    assert_eq!(fake.requests(), 0);
+    assert_stderr_has(&kept, "21 lines of ");
+
+    // Up again: the 20 transient failures run again, the input error stays.
+    let up = run(&mut batch_with_notes(&fake, &input, &output));
+    let err = stderr(&up);
+    assert!(
+        err.contains("1 result kept (an error line, not retried: 1 invalid_request)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("20 failed lines to retry (model_error: transport)"),
+        "{err}"
+    );
+    assert_eq!(fake.requests(), LINES);
+    // OUT holds an error line still (line 21): the exit says so.
+    assert_eq!(up.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("1 line of ") && err.contains("is an error line"),
+        "{err}"
+    );
+    let after = results(&output);
+    let expected: Vec<(Value, String)> = (0..LINES)
+        .map(|i| (json!(format!("q{i}")), format!("question {i}")))
+        .collect();
+    let answered: Vec<(Value, &str)> = expected
+        .iter()
+        .map(|(id, q)| (id.clone(), q.as_str()))
+        .collect();
+    assert_one_answer_per_id(&after[..LINES], &answered);
+    assert_eq!(after.len(), LINES + 1);
+    assert_eq!(after[LINES]["id"], json!(21));
+    assert_eq!(after[LINES]["error"]["kind"], "invalid_request");
+
+    // Once more: nothing to do, and still a failed exit while OUT holds an error line.
+    let again = run(&mut batch(&fake, &input, &output));
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert_eq!(fake.requests(), LINES);
+    assert_eq!(results(&output).len(), LINES + 1);
+}
+
+#[test]
+fn a_batch_killed_while_retrying_resumes_with_one_line_per_id() {
+    const LINES: usize = 16;
+    const JOBS: usize = 2;
+    let mut fake = slow_fake(150);
+    fake.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_lines(dir.path(), "in.jsonl", &numbered(LINES));
+    let output = dir.path().join("out.jsonl");
+    let down = run(batch(&fake, &input, &output).args(["--retries", "1"]));
+    assert_eq!(down.status.code(), Some(1), "{}", stderr(&down));
+    assert_eq!(results(&output).len(), LINES);
+
+    // The server is back, slow; the retrying run is killed part-way: its new results
+    // were appended after the old error lines.
+    fake.restart();
+    let mut child = batch(&fake, &input, &output)
+        .args(["--jobs", &JOBS.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let grown = wait_for_lines(&output, LINES + 4, Instant::now() + RUN_TIMEOUT, &mut child);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        grown,
+        "the retrying run wrote too few lines before the deadline"
+    );
+    let answered_before = results(&output).len() - LINES;
+    assert!(
+        answered_before < LINES,
+        "the retrying run finished before the kill"
+    );
+
+    fake.set(FakeConfig::default());
+    let out = run(batch_with_notes(&fake, &input, &output).args(["--jobs", &JOBS.to_string()]));
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(": {answered_before} result")),
+        "{err}"
+    );
+    let expected: Vec<(Value, String)> = (0..LINES)
+        .map(|i| (json!(format!("q{i}")), format!("question {i}")))
+        .collect();
+    let expected: Vec<(Value, &str)> = expected
+        .iter()
+        .map(|(i, q)| (i.clone(), q.as_str()))
+        .collect();
+    assert_one_answer_per_id(&results(&output), &expected);
+    // Only the calls in flight at the kill were sent twice.
+    let repeated = fake.requests() - LINES;
+    assert!(repeated <= JOBS, "{repeated} calls sent twice");
+    assert!(!dir.path().join(".out.jsonl.compacting").exists());
+}
+
+#[test]
+fn a_line_inserted_on_top_is_asked_and_answers_stay_with_their_questions() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let questions = ["second", "third", "fourth"];
+    let lines: Vec<String> = questions.iter().map(|q| line(None, q)).collect();
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let out = run(&mut batch(&fake, &input, &output));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = results(&output);
+    let hash = first[0]["request_sha256"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 64, "{}", first[0]);
+    assert_eq!(fake.requests(), 3);
+
+    // A new question on top: every line without an id is now named by another number.
+    let mut lines = lines;
+    lines.insert(0, line(None, "first"));
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let out = run(&mut batch_with_notes(&fake, &input, &output));
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("3 lines whose request changed since its result to run again"),
+        "{err}"
+    );
+    assert_eq!(fake.requests(), 3 + 4);
+    let after = results(&output);
+    let expected = [
+        (json!(1), "first"),
+        (json!(2), "second"),
+        (json!(3), "third"),
+        (json!(4), "fourth"),
+    ];
+    assert_one_answer_per_id(&after, &expected);
+    // The unchanged request of "second" hashes as before, under its new id.
+    assert_eq!(after[1]["request_sha256"], json!(hash));
+
+    // Unchanged: nothing runs.
+    let out = run(&mut batch_with_notes(&fake, &input, &output));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fake.requests(), 7);
+    assert_stderr_has(&out, "4 results kept");
+}
+
+#[test]
+fn duplicate_ids_are_refused_before_any_call() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let lines = vec![
+        line(Some(json!("a")), "first"),
+        line(None, "second"),
+        line(Some(json!("a")), "third"),
+    ];
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let out = run(&mut batch(&fake, &input, &output));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_stderr_has(&out, "lines 1 and 3 of the input have the same id \"a\"");
+    assert_eq!(fake.requests(), 0);
+    assert_eq!(std::fs::read_to_string(&output).unwrap_or_default(), "");
+
+    // A line without an id is named by its number: an explicit id 2 on line 4 clashes.
+    let lines = vec![
+        line(None, "first"),
+        line(None, "second"),
+        line(Some(json!("2")), "a string id: another id"),
+        line(Some(json!(2)), "third"),
+    ];
+    let input = write_lines(dir.path(), "in2.jsonl", &lines);
+    let out = run(&mut batch(&fake, &input, &output));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_stderr_has(&out, "lines 2 and 4 of the input have the same id 2");
+    assert_eq!(fake.requests(), 0);
 }
 
 #[test]

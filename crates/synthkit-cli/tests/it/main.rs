@@ -27,6 +27,7 @@ mod limits;
 mod llama_cli;
 mod llamaindex;
 mod logging;
+mod many_nodes;
 mod openai_loopback;
 mod openai_settings;
 mod otel;
