@@ -83,9 +83,11 @@ pub enum Command {
     Report(crate::report::ReportVerbArgs),
     /// Measure the answers: run each case of a benchmark in each mode (or score answers
     /// produced elsewhere) and print judge-free scores per mode.
-    #[command(after_help = "Exit codes: 0 the evaluation ran (wrong answers are scores, not failures), 1 it could not finish, 2 usage errors (bad flags, a bad line in CASES or --answers).\n\nExamples:\n  \
+    #[command(
+        after_help = "Exit codes: 0 the evaluation ran (wrong answers are scores, not failures), 1 it could not finish, 2 usage errors (bad flags, a bad line in CASES or --answers).\n\nExamples:\n  \
         synthkit eval cases.jsonl --modes compact,refine,tree_summarize -o rows.jsonl --html eval.html\n  \
-        synthkit eval cases.jsonl --answers llamaindex.jsonl --json")]
+        synthkit eval cases.jsonl --answers llamaindex.jsonl --json"
+    )]
     Eval(crate::eval::EvalArgs),
     /// Run the HTTP service: POST /v1/synthesize (JSON or server-sent events), /healthz,
     /// /readyz, /metrics, /openapi.json.

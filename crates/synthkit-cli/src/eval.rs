@@ -63,7 +63,12 @@ pub struct EvalArgs {
     pub answers: Vec<PathBuf>,
     /// The name of synthkit's runs in the results (and of answers lines that name no
     /// system).
-    #[arg(long, value_name = "NAME", default_value = "synthkit", help_heading = "Eval")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "synthkit",
+        help_heading = "Eval"
+    )]
     pub system: String,
     /// Append each scored row to ROWS (JSON lines); rows already there (same id, mode and
     /// system) are kept and not run again, so running the same command again resumes.
@@ -278,7 +283,8 @@ impl Runner<'_> {
         };
         let paths: Vec<PathBuf> = paths.iter().map(|p| resolve(&self.args.cases, p)).collect();
         let spinner = Spinner::new(false);
-        let read = crate::input::read_paths(&paths, true, &spinner).map_err(|e| format!("{e:#}"))?;
+        let read =
+            crate::input::read_paths(&paths, true, &spinner).map_err(|e| format!("{e:#}"))?;
         let nodes = crate::input::nodes_from_documents(&read.docs, &self.splitter);
         if nodes.is_empty() {
             return Err("no text to work on: every file of `paths` is empty or skipped".into());
@@ -579,7 +585,10 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         let page = html_page(path, &cases, &rows, &totals);
         std::fs::write(path, page)
             .map_err(|e| anyhow!("cannot write the page {}: {e}", path.display()))?;
-        note(args.quiet, &format!("results written to {}", path.display()));
+        note(
+            args.quiet,
+            &format!("results written to {}", path.display()),
+        );
     }
     note(
         args.quiet,

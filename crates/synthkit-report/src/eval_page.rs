@@ -43,8 +43,16 @@ pub fn render_eval(cases: &[(&str, &str)], rows: &[Row], totals: &[Totals]) -> S
          td.num{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>\n",
     );
     h.markup("<header><h1>synthkit eval</h1><p class=\"meta\">");
-    h.element("span", "tag", &format!("{} cases", thousands(cases.len() as u64)));
-    h.element("span", "tag", &format!("{} rows", thousands(rows.len() as u64)));
+    h.element(
+        "span",
+        "tag",
+        &format!("{} cases", thousands(cases.len() as u64)),
+    );
+    h.element(
+        "span",
+        "tag",
+        &format!("{} rows", thousands(rows.len() as u64)),
+    );
     h.markup("</p></header>\n");
     totals_table(&mut h, totals);
     h.markup("<h2>Cases</h2>\n");
@@ -195,7 +203,12 @@ mod tests {
         .unwrap()
         .unwrap();
         let mut rows = vec![
-            score(&case, "s", &AnswerLine::new("q<1>", "compact", "Blue <script>x</script>"), None),
+            score(
+                &case,
+                "s",
+                &AnswerLine::new("q<1>", "compact", "Blue <script>x</script>"),
+                None,
+            ),
             score(&case, "s", &AnswerLine::new("q<1>", "refine", "Red"), None),
         ];
         rows[0].report = Some("r/q\"1.html".into());

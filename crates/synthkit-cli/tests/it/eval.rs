@@ -44,7 +44,14 @@ fn offline_runs_are_scored_per_case_and_mode() {
     let dir = tempfile::tempdir().unwrap();
     let cases = cases(dir.path());
     let out = synthkit()
-        .args(["eval", "--modes", "compact,refine", "--cite", "--json", "-q"])
+        .args([
+            "eval",
+            "--modes",
+            "compact,refine",
+            "--cite",
+            "--json",
+            "-q",
+        ])
         .arg(&cases)
         .output()
         .unwrap();
@@ -94,9 +101,18 @@ fn offline_runs_are_scored_per_case_and_mode() {
     let table = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
-    assert!(lines[0].starts_with("system") && lines[0].contains("correct"), "{table}");
-    assert!(lines[1].starts_with("synthkit") && lines[1].contains("compact"), "{table}");
-    assert!(lines[1].contains("2 (67%)") && lines[1].contains("1/2"), "{table}");
+    assert!(
+        lines[0].starts_with("system") && lines[0].contains("correct"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("synthkit") && lines[1].contains("compact"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("2 (67%)") && lines[1].contains("1/2"),
+        "{table}"
+    );
     assert!(lines[2].contains("refine"), "{table}");
 }
 
@@ -125,7 +141,11 @@ fn answers_from_elsewhere_are_scored_by_the_same_code() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json_of(&out);
-    assert_eq!(report["rows"].as_array().unwrap().len(), 4, "no synthkit run: {report:#}");
+    assert_eq!(
+        report["rows"].as_array().unwrap().len(),
+        4,
+        "no synthkit run: {report:#}"
+    );
     let c1 = row(&report, "c1", "compact");
     assert_eq!(c1["correct"], true, "the regex alternative");
     assert_eq!(c1["in_nodes"], true);
@@ -134,9 +154,15 @@ fn answers_from_elsewhere_are_scored_by_the_same_code() {
     assert_eq!(c1["cite_recall"], 1.0);
     assert_eq!(c1["wall_ms"], 1500.0);
     let c2 = row(&report, "c2", "compact");
-    assert_eq!((c2["correct"].clone(), c2["error"].clone()), (json!(false), json!("timed out")));
+    assert_eq!(
+        (c2["correct"].clone(), c2["error"].clone()),
+        (json!(false), json!("timed out"))
+    );
     let c3 = row(&report, "c3", "compact");
-    assert_eq!((c3["correct"].clone(), c3["abstained"].clone()), (json!(false), json!(false)));
+    assert_eq!(
+        (c3["correct"].clone(), c3["abstained"].clone()),
+        (json!(false), json!(false))
+    );
     let refine = row(&report, "c1", "refine");
     assert_eq!(refine["system"], "fallback");
     assert_eq!(refine["abstained"], true);
@@ -144,12 +170,24 @@ fn answers_from_elsewhere_are_scored_by_the_same_code() {
     let totals = report["totals"].as_array().unwrap();
     assert_eq!(totals.len(), 2);
     let t = &totals[0];
-    assert_eq!((t["system"].as_str(), t["mode"].as_str()), (Some("other"), Some("compact")));
-    assert_eq!((t["cases"].clone(), t["correct"].clone()), (json!(3), json!(1)));
-    assert_eq!((t["errors"].clone(), t["calls"].clone()), (json!(1), json!(3)));
+    assert_eq!(
+        (t["system"].as_str(), t["mode"].as_str()),
+        (Some("other"), Some("compact"))
+    );
+    assert_eq!(
+        (t["cases"].clone(), t["correct"].clone()),
+        (json!(3), json!(1))
+    );
+    assert_eq!(
+        (t["errors"].clone(), t["calls"].clone()),
+        (json!(1), json!(3))
+    );
     assert_eq!(t["cite_precision"], 0.5);
     let t = &totals[1];
-    assert_eq!((t["false_abstentions"].clone(), t["lost_in_packing"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (t["false_abstentions"].clone(), t["lost_in_packing"].clone()),
+        (json!(1), json!(1))
+    );
 }
 
 #[test]
@@ -163,7 +201,11 @@ fn bad_input_is_a_usage_error_naming_the_line() {
     );
     let out = synthkit().args(["eval", "-q"]).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("line 3: an answerable case needs"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 3: an answerable case needs"),
+        "{}",
+        stderr(&out)
+    );
 
     let dup = write(
         dir.path(),
@@ -172,29 +214,62 @@ fn bad_input_is_a_usage_error_naming_the_line() {
     );
     let out = synthkit().args(["eval", "-q"]).arg(&dup).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("line 2: the id `a` is already used by line 1"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 2: the id `a` is already used by line 1"),
+        "{}",
+        stderr(&out)
+    );
 
-    let answers = write(dir.path(), "a.jsonl", "{\"id\": \"zz\", \"mode\": \"m\", \"answer\": \"x\"}\n");
-    let out = synthkit().args(["eval", "-q", "--answers"]).arg(&answers).arg(&cases).output().unwrap();
+    let answers = write(
+        dir.path(),
+        "a.jsonl",
+        "{\"id\": \"zz\", \"mode\": \"m\", \"answer\": \"x\"}\n",
+    );
+    let out = synthkit()
+        .args(["eval", "-q", "--answers"])
+        .arg(&answers)
+        .arg(&cases)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("names the case `zz`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("names the case `zz`"),
+        "{}",
+        stderr(&out)
+    );
 
     let missing = write(
         dir.path(),
         "paths.jsonl",
         "{\"id\": \"p\", \"query\": \"Q\", \"paths\": [\"nowhere\"], \"answers\": [\"x\"]}\n",
     );
-    let out = synthkit().args(["eval", "-q"]).arg(&missing).output().unwrap();
+    let out = synthkit()
+        .args(["eval", "-q"])
+        .arg(&missing)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("line 1: the path `nowhere` does not exist"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 1: the path `nowhere` does not exist"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn paths_cases_are_read_from_the_cases_folder() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("docs")).unwrap();
-    write(&dir.path().join("docs"), "mirror.md", format!("# Care\n\n{MIRROR}\n"));
-    write(&dir.path().join("docs"), "dome.md", "# Dome\n\nThe dome opens at dusk.\n");
+    write(
+        &dir.path().join("docs"),
+        "mirror.md",
+        format!("# Care\n\n{MIRROR}\n"),
+    );
+    write(
+        &dir.path().join("docs"),
+        "dome.md",
+        "# Dome\n\nThe dome opens at dusk.\n",
+    );
     let cases = write(
         dir.path(),
         "cases.jsonl",
@@ -228,8 +303,22 @@ fn a_second_run_resumes_without_new_model_calls() {
         synthkit()
             .args(["eval", "--json", "-q", "--modes", modes, "-o"])
             .arg(&rows)
-            .args(["--llm", "openai", "--base-url", &fake.base, "--model", "fake-model"])
-            .args(["--context-window", "2048", "--num-output", "64", "--timeout", "20"])
+            .args([
+                "--llm",
+                "openai",
+                "--base-url",
+                &fake.base,
+                "--model",
+                "fake-model",
+            ])
+            .args([
+                "--context-window",
+                "2048",
+                "--num-output",
+                "64",
+                "--timeout",
+                "20",
+            ])
             .arg(&cases)
             .output()
             .unwrap()
@@ -240,14 +329,22 @@ fn a_second_run_resumes_without_new_model_calls() {
     assert_eq!(calls, 3, "one compact call per case");
     let report = json_of(&first);
     assert_eq!(row(&report, "c1", "compact")["correct"], true);
-    assert_eq!(row(&report, "c3", "compact")["correct"], false, "it did not abstain");
+    assert_eq!(
+        row(&report, "c3", "compact")["correct"],
+        false,
+        "it did not abstain"
+    );
     let written = std::fs::read_to_string(&rows).unwrap();
     assert_eq!(written.lines().count(), 3);
 
     let again = run("compact");
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(fake.requests(), calls, "no new call on a resumed run");
-    assert_eq!(json_of(&again), report, "the same results from the rows file");
+    assert_eq!(
+        json_of(&again),
+        report,
+        "the same results from the rows file"
+    );
     assert_eq!(std::fs::read_to_string(&rows).unwrap(), written);
 
     // A cut last line (a run killed while writing) is run again; a new mode runs alone.

@@ -175,7 +175,10 @@ fn strings(value: Option<Value>, line: usize, field: &str) -> Result<Vec<String>
             .enumerate()
             .map(|(i, v)| match v {
                 Value::String(s) => Ok(s),
-                _ => Err(CaseError::at(line, format!("`{field}[{i}]` must be a string"))),
+                _ => Err(CaseError::at(
+                    line,
+                    format!("`{field}[{i}]` must be a string"),
+                )),
             })
             .collect(),
         Some(_) => Err(CaseError::at(
@@ -188,7 +191,10 @@ fn strings(value: Option<Value>, line: usize, field: &str) -> Result<Vec<String>
 fn object(text: &str, line: usize, what: &str) -> Result<Map<String, Value>, CaseError> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(fields)) => Ok(fields),
-        Ok(_) => Err(CaseError::at(line, format!("expected a JSON object ({what})"))),
+        Ok(_) => Err(CaseError::at(
+            line,
+            format!("expected a JSON object ({what})"),
+        )),
         Err(e) => Err(CaseError::at(line, format!("not JSON: {e}"))),
     }
 }
@@ -428,8 +434,10 @@ mod tests {
 
     #[test]
     fn paths_and_unanswerable_cases() {
-        let c = case(r#"{"id": "p", "query": "Q", "paths": ["docs"], "top_k": 3, "answerable": false}"#)
-            .unwrap();
+        let c = case(
+            r#"{"id": "p", "query": "Q", "paths": ["docs"], "top_k": 3, "answerable": false}"#,
+        )
+        .unwrap();
         assert_eq!(c.input, CaseInput::Paths(vec!["docs".into()]));
         assert_eq!(c.top_k, Some(3));
         assert!(!c.answerable && c.answers.is_empty());
@@ -440,25 +448,64 @@ mod tests {
         let cases = [
             ("not json", "not JSON"),
             ("[1]", "expected a JSON object"),
-            (r#"{"query": "Q", "nodes": ["t"], "answers": ["a"]}"#, "`id` is missing"),
-            (r#"{"id": "a", "query": " ", "nodes": ["t"], "answers": ["a"]}"#, "`query` is empty"),
+            (
+                r#"{"query": "Q", "nodes": ["t"], "answers": ["a"]}"#,
+                "`id` is missing",
+            ),
+            (
+                r#"{"id": "a", "query": " ", "nodes": ["t"], "answers": ["a"]}"#,
+                "`query` is empty",
+            ),
             (r#"{"id": "a", "query": "Q", "answers": ["a"]}"#, "`nodes`"),
-            (r#"{"id": "a", "query": "Q", "nodes": ["t"], "paths": ["p"], "answers": ["a"]}"#, "not both"),
-            (r#"{"id": "a", "query": "Q", "nodes": [], "answers": ["a"]}"#, "`nodes` is empty"),
-            (r#"{"id": "a", "query": "Q", "nodes": [3], "answers": ["a"]}"#, "`nodes`: node 1"),
-            (r#"{"id": "a", "query": "Q", "nodes": ["t"]}"#, "at least one accepted answer"),
-            (r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": [3]}"#, "`answers[0]`"),
-            (r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": [[]]}"#, "`answers[0]`"),
-            (r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": [{"regex": "("}]}"#, "not a valid regex"),
-            (r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": ["a"], "top_k": 0}"#, "`top_k`"),
-            (r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": ["a"], "evidence": [1]}"#, "`evidence[0]`"),
-            (r#"{"id": "a", "query": "Q", "paths": [], "answerable": false}"#, "`paths`"),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": ["t"], "paths": ["p"], "answers": ["a"]}"#,
+                "not both",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": [], "answers": ["a"]}"#,
+                "`nodes` is empty",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": [3], "answers": ["a"]}"#,
+                "`nodes`: node 1",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": ["t"]}"#,
+                "at least one accepted answer",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": [3]}"#,
+                "`answers[0]`",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": [[]]}"#,
+                "`answers[0]`",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": [{"regex": "("}]}"#,
+                "not a valid regex",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": ["a"], "top_k": 0}"#,
+                "`top_k`",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": ["a"], "evidence": [1]}"#,
+                "`evidence[0]`",
+            ),
+            (
+                r#"{"id": "a", "query": "Q", "paths": [], "answerable": false}"#,
+                "`paths`",
+            ),
         ];
         for (text, want) in cases {
             let e = case(text).unwrap_err();
             assert_eq!(e.line(), 7);
             let msg = e.to_string();
-            assert!(msg.starts_with("line 7: ") && msg.contains(want), "{text}: {msg}");
+            assert!(
+                msg.starts_with("line 7: ") && msg.contains(want),
+                "{text}: {msg}"
+            );
         }
         assert_eq!(parse_case("   ", 1), Ok(None));
     }
@@ -485,9 +532,18 @@ mod tests {
             .unwrap();
         assert_eq!((failed.id.as_str(), failed.answer.as_str()), ("4", ""));
         let e = parse_answer_line(r#"{"id": "q", "mode": "compact"}"#, 9).unwrap_err();
-        assert!(e.to_string().starts_with("line 9: `answer` is missing"), "{e}");
-        let e = parse_answer_line(r#"{"id": "q", "mode": "m", "answer": "a", "calls": "x"}"#, 5)
-            .unwrap_err();
-        assert!(e.to_string().starts_with("line 5: not an answer line"), "{e}");
+        assert!(
+            e.to_string().starts_with("line 9: `answer` is missing"),
+            "{e}"
+        );
+        let e = parse_answer_line(
+            r#"{"id": "q", "mode": "m", "answer": "a", "calls": "x"}"#,
+            5,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("line 5: not an answer line"),
+            "{e}"
+        );
     }
 }

@@ -92,7 +92,10 @@ impl<'a> Haystack<'a> {
         let needle = tokens(needle);
         !needle.is_empty()
             && self.words.len() >= needle.len()
-            && self.words.windows(needle.len()).any(|w| w == needle.as_slice())
+            && self
+                .words
+                .windows(needle.len())
+                .any(|w| w == needle.as_slice())
     }
 
     /// Whether `alternative` is found here.
@@ -121,7 +124,11 @@ pub fn token_f1(prediction: &str, gold: &str) -> f64 {
     let p = tokens(prediction);
     let g = tokens(gold);
     if p.is_empty() || g.is_empty() {
-        return if p.is_empty() && g.is_empty() { 1.0 } else { 0.0 };
+        return if p.is_empty() && g.is_empty() {
+            1.0
+        } else {
+            0.0
+        };
     }
     let mut left: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for w in &g {

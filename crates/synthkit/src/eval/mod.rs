@@ -40,8 +40,7 @@ pub mod normalize;
 pub mod score;
 
 pub use case::{
-    Alternative, AnswerLine, AnswerRegex, Case, CaseError, CaseInput, parse_answer_line,
-    parse_case,
+    Alternative, AnswerLine, AnswerRegex, Case, CaseError, CaseInput, parse_answer_line, parse_case,
 };
 pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
 pub use normalize::normalize;

@@ -33,7 +33,10 @@ mod tests {
 
     #[test]
     fn lowercases_drops_punctuation_articles_and_extra_space() {
-        assert_eq!(normalize("  The Mirror,  is  cleaned!  "), "mirror is cleaned");
+        assert_eq!(
+            normalize("  The Mirror,  is  cleaned!  "),
+            "mirror is cleaned"
+        );
         assert_eq!(normalize("An apple a day"), "apple day");
         assert_eq!(normalize("“Six” months — 6,000 km"), "six months 6000 km");
         assert_eq!(normalize("Théâtre\tÉTÉ\n"), "théâtre été");

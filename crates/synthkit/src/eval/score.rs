@@ -91,12 +91,12 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
     } else {
         (abstained, f64::from(u8::from(abstained)))
     };
-    let present = |t: &str| case.answerable.then(|| Haystack::new(t).has_any(&case.answers));
+    let present = |t: &str| {
+        case.answerable
+            .then(|| Haystack::new(t).has_any(&case.answers))
+    };
     let in_nodes = nodes_text.and_then(present);
-    let in_prompts = answer
-        .prompts
-        .as_ref()
-        .and_then(|p| present(&p.join("\n")));
+    let in_prompts = answer.prompts.as_ref().and_then(|p| present(&p.join("\n")));
     let (cite_precision, cite_recall) = match &answer.citations {
         Some(cited) if !failed => citation_scores(cited, &case.evidence),
         _ => (None, None),
@@ -286,7 +286,10 @@ mod tests {
 
         let r = score(&c, "sys", &line("Not in the sources."), Some("nothing"));
         assert!(!r.correct && r.abstained);
-        assert_eq!((r.f1, r.in_nodes, r.cite_precision), (0.0, Some(false), None));
+        assert_eq!(
+            (r.f1, r.in_nodes, r.cite_precision),
+            (0.0, Some(false), None)
+        );
 
         let mut failed = line("six months");
         failed.error = Some("boom".into());
@@ -323,19 +326,40 @@ mod tests {
         };
         let nodes = Some("Cleaned every six months.");
         let rows = vec![
-            score(&a, "s", &with("six months", "compact", Some("six months")), nodes),
-            score(&a, "s", &with("I don't know", "compact", Some("six months")), nodes),
+            score(
+                &a,
+                "s",
+                &with("six months", "compact", Some("six months")),
+                nodes,
+            ),
+            score(
+                &a,
+                "s",
+                &with("I don't know", "compact", Some("six months")),
+                nodes,
+            ),
             score(&a, "s", &with("Blue", "compact", Some("cut")), nodes),
             score(&a, "s", &with("Blue", "compact", None), Some("nothing")),
-            score(&u, "s", &with("Not in the context.", "compact", None), nodes),
+            score(
+                &u,
+                "s",
+                &with("Not in the context.", "compact", None),
+                nodes,
+            ),
             score(&u, "s", &with("Blue", "refine", None), nodes),
         ];
         let t = totals(&rows);
         assert_eq!(t.len(), 2);
         let c = &t[0];
         assert_eq!((c.system.as_str(), c.mode.as_str()), ("s", "compact"));
-        assert_eq!((c.cases, c.correct, c.answerable, c.answerable_correct), (5, 2, 4, 1));
-        assert_eq!((c.unanswerable, c.abstained_right, c.false_abstentions), (1, 1, 1));
+        assert_eq!(
+            (c.cases, c.correct, c.answerable, c.answerable_correct),
+            (5, 2, 4, 1)
+        );
+        assert_eq!(
+            (c.unanswerable, c.abstained_right, c.false_abstentions),
+            (1, 1, 1)
+        );
         assert_eq!(
             (c.lost_in_retrieval, c.lost_in_packing, c.lost_in_synthesis),
             (1, 1, 1)
@@ -345,7 +369,10 @@ mod tests {
         assert_eq!((c.calls, c.prompt_tokens), (5, 500));
         assert_eq!(c.cite_precision, None);
         let r = &t[1];
-        assert_eq!((r.mode.as_str(), r.cases, r.correct, r.unanswerable), ("refine", 1, 0, 1));
+        assert_eq!(
+            (r.mode.as_str(), r.cases, r.correct, r.unanswerable),
+            ("refine", 1, 0, 1)
+        );
         assert!(totals(&[]).is_empty());
     }
 }
