@@ -81,6 +81,14 @@ pub enum Command {
         synthkit ask \"How often is the mirror cleaned?\" docs/ --trace run.jsonl\n  \
         synthkit report run.jsonl -o run.html")]
     Report(crate::report::ReportVerbArgs),
+    /// Measure the answers: run each case of a benchmark in each mode (or score answers
+    /// produced elsewhere) and print judge-free scores per mode.
+    #[command(
+        after_help = "Exit codes: 0 the evaluation ran (wrong answers are scores, not failures), 1 it could not finish, 2 usage errors (bad flags, a bad line in CASES or --answers).\n\nExamples:\n  \
+        synthkit eval cases.jsonl --modes compact,refine,tree_summarize -o rows.jsonl --html eval.html\n  \
+        synthkit eval cases.jsonl --answers llamaindex.jsonl --json"
+    )]
+    Eval(crate::eval::EvalArgs),
     /// Run the HTTP service: POST /v1/synthesize (JSON or server-sent events), /healthz,
     /// /readyz, /metrics, /openapi.json.
     #[cfg(feature = "serve")]
@@ -139,6 +147,7 @@ impl Command {
             Command::Ask(a) => a.synth.quiet,
             Command::Summarize(a) => a.synth.quiet,
             Command::Batch(a) => a.quiet,
+            Command::Eval(a) => a.quiet,
             Command::Tokens(_) | Command::Split(_) | Command::Serve(_) | Command::Report(_) => {
                 false
             }
@@ -450,7 +459,7 @@ pub enum TopK {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileSize(pub Option<u64>);
 
-fn parse_top_k(s: &str) -> Result<TopK, String> {
+pub(crate) fn parse_top_k(s: &str) -> Result<TopK, String> {
     let s = s.trim();
     if s.eq_ignore_ascii_case("all") {
         return Ok(TopK::All);

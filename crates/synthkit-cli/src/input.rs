@@ -146,6 +146,20 @@ pub fn read_documents(args: &SynthArgs, spinner: &Spinner) -> Result<Documents> 
     )
 }
 
+/// Reads `paths` (files and folders) with the default reading options: `synthkit eval`'s
+/// `paths` cases.
+pub fn read_paths(paths: &[PathBuf], quiet: bool, spinner: &Spinner) -> Result<Documents> {
+    read_documents_with(
+        paths,
+        &ReadOptions::new(),
+        Say {
+            quiet,
+            verbose: verbose(),
+        },
+        spinner,
+    )
+}
+
 /// How much to say on standard error.
 #[derive(Debug, Clone, Copy)]
 struct Say {

@@ -10,6 +10,7 @@ mod batch;
 mod batch_io;
 mod batch_plan;
 mod error;
+mod eval;
 mod input;
 mod limit_args;
 mod logging;
@@ -81,6 +82,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &a.synth,
         )),
         Command::Batch(a) => block_on(batch::run(&a)),
+        Command::Eval(a) => block_on(eval::run(&a)),
         Command::Report(a) => report::run_verb(&a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(a),

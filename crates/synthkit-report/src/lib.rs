@@ -40,6 +40,8 @@
 //! ```
 
 pub mod caps;
+#[cfg(feature = "eval")]
+mod eval_page;
 pub mod html;
 mod page;
 mod picture;
@@ -48,6 +50,8 @@ mod sources;
 mod style;
 pub mod trace;
 
+#[cfg(feature = "eval")]
+pub use eval_page::{EVAL_ANSWER_CHARS, render_eval};
 pub use page::render;
 pub use record::{BudgetRecord, CitationRecord, RunRecord, SourceRecord, UsageRecord};
 pub use trace::{TraceError, read_trace};

@@ -183,6 +183,7 @@
 //! | `redis` | no | a rate budget and response cache shared through Redis |
 //! | `otel` | no | `telemetry::otel`: OTLP/HTTP export of the spans, `traceparent` continuation |
 //! | `testing` | no | `synthkit::testing`: scripted, replayed and fixed models for your own tests |
+//! | `eval` | no | `synthkit::eval`: benchmark cases, answers of any system, judge-free scores |
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 #[macro_use]
@@ -193,6 +194,8 @@ pub mod backend;
 pub mod citation;
 pub(crate) mod engine;
 pub mod error;
+#[cfg(feature = "eval")]
+pub mod eval;
 pub mod layer;
 pub mod mode;
 pub mod model;

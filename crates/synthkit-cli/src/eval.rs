@@ -1,0 +1,719 @@
+//! `synthkit eval CASES.jsonl`: measure the answers of synthkit's modes, or of any system's
+//! answers file, on a benchmark of cases, with the judge-free scores of
+//! [`synthkit::eval`].
+//!
+//! The cases are read whole first (every error names its line, a usage error). Then each
+//! case runs in each `--modes` mode, one synthesis at a time, on one model stack (limits,
+//! retries, cache), and each `--answers` line is scored. With `-o ROWS` each scored row is
+//! appended as one JSON line as it is made, and the rows already there (same case id, mode
+//! and system) are kept and not run again: a stopped evaluation resumes. The results: a
+//! table on standard output, or `--json`, and `--html FILE`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Result, anyhow};
+use clap::Args;
+use serde_json::json;
+use synthkit::eval::{AnswerLine, Case, CaseInput, Row, Totals, parse_answer_line, parse_case};
+use synthkit::observe::CallReport;
+use synthkit::prompt::PromptBudget;
+use synthkit::text::TokenTextSplitter;
+use synthkit::{Concurrency, Node, Observer, ResponseMode, Synthesizer};
+use synthkit_report::RunRecord;
+
+use crate::args::{
+    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, LlmKind, ModelArgs, TopK, parse_mode,
+    parse_top_k,
+};
+use crate::backend::{self, Backend, StackFlags};
+use crate::batch_io::{self, LineReader, RawLine};
+use crate::error::usage;
+use crate::observe::Fanout;
+use crate::output::{note, warn};
+use crate::progress::BatchProgress;
+use crate::report::{BatchReports, batch_report_path};
+use crate::spinner::Spinner;
+
+/// The longest line of a cases or answers file (bytes).
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+/// The most prompt text kept per run to tell whether the answer reached the prompts
+/// (bytes); past it `in_prompts` is unknown for that run.
+pub const MAX_PROMPT_BYTES: usize = 64 << 20;
+
+/// `synthkit eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The cases, one JSON object per line: {"id", "query", "nodes" | "paths", "top_k",
+    /// "answers", "evidence", "answerable", "tags"} (README, "Measuring answers").
+    /// Relative `paths` are read from the cases file's folder.
+    #[arg(value_name = "CASES")]
+    pub cases: PathBuf,
+    /// Run synthkit in these response modes, comma-separated [default: compact, unless
+    /// --answers is given].
+    #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = parse_mode,
+          help_heading = "Eval")]
+    pub modes: Vec<ResponseMode>,
+    /// Score answers produced elsewhere: JSON lines {"id", "mode", "system", "answer",
+    /// "error", "abstained", "calls", "prompt_tokens", "completion_tokens",
+    /// "truncated_calls", "wall_ms", "prompts", "citations"}; repeatable.
+    #[arg(long, value_name = "FILE", help_heading = "Eval")]
+    pub answers: Vec<PathBuf>,
+    /// The name of synthkit's runs in the results (and of answers lines that name no
+    /// system).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "synthkit",
+        help_heading = "Eval"
+    )]
+    pub system: String,
+    /// Append each scored row to ROWS (JSON lines); rows already there (same id, mode and
+    /// system) are kept and not run again, so running the same command again resumes.
+    #[arg(long, short = 'o', value_name = "ROWS", help_heading = "Eval")]
+    pub output: Option<PathBuf>,
+    /// With `paths` cases that set no `top_k`: keep the N chunks most relevant to the
+    /// query; `all` keeps every chunk [default: 20 when a folder is read, else all].
+    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
+    pub top_k: Option<TopK>,
+    /// The most tokens in a node when `paths` are split.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
+    pub chunk_size: usize,
+    /// Number the sources and have the answers cite them: scores citation precision and
+    /// recall against each case's `evidence`.
+    #[arg(long, help_heading = "Synthesis")]
+    pub cite: bool,
+    /// Model calls in flight of each synthesis; 0 means no limit. Default: 8, or the
+    /// server's slots when it says fewer.
+    #[arg(long, value_name = "N", help_heading = "Synthesis")]
+    pub concurrency: Option<usize>,
+    /// The most tokens one prompt may have, below the model's window.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
+    pub max_prompt_tokens: Option<usize>,
+    /// Requests and tokens per minute, retries: one budget for the whole evaluation.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// The backend and how to reach and sample the model.
+    #[command(flatten)]
+    pub model_args: ModelArgs,
+    /// Keep every model reply in the SQLite file FILE and answer repeated calls from it.
+    #[arg(long, value_name = "FILE", help_heading = "Model")]
+    pub cache: Option<PathBuf>,
+    /// Print one JSON object: {"rows": [...], "totals": [...]} instead of the table.
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+    /// Write an HTML page of the results to FILE: the totals, then each case with the
+    /// answers of every system and mode side by side.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub html: Option<PathBuf>,
+    /// Write the HTML report of each synthkit run into DIR (`ID.MODE.html`), linked from
+    /// the --html page.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub report_dir: Option<PathBuf>,
+    /// No progress bar and no notes on standard error.
+    #[arg(long, short, help_heading = "Output")]
+    pub quiet: bool,
+}
+
+/// Reads a JSON-lines file with `parse` (each line's number given), a usage error naming
+/// the file and line when a line is bad.
+fn read_lines<T>(
+    path: &Path,
+    what: &str,
+    mut parse: impl FnMut(&str, usize) -> Result<Option<T>, synthkit::eval::CaseError>,
+) -> Result<Vec<T>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| usage(format!("cannot read the {what} {}: {e}", path.display())))?;
+    let mut reader = LineReader::new(std::io::BufReader::new(file), MAX_LINE_BYTES);
+    let mut out = Vec::new();
+    while let Some((number, raw)) = reader
+        .next_line()
+        .map_err(|e| usage(format!("cannot read the {what} {}: {e}", path.display())))?
+    {
+        let text = match raw {
+            RawLine::Text(t) => t,
+            RawLine::TooLong(n) => {
+                return Err(usage(format!(
+                    "{}: line {number}: {n} bytes, more than the limit of {MAX_LINE_BYTES}",
+                    path.display()
+                )));
+            }
+            RawLine::NotUtf8 => {
+                return Err(usage(format!(
+                    "{}: line {number}: not UTF-8 text",
+                    path.display()
+                )));
+            }
+        };
+        match parse(&text, number) {
+            Ok(Some(item)) => out.push(item),
+            Ok(None) => {}
+            Err(e) => return Err(usage(format!("{}: {e}", path.display()))),
+        }
+    }
+    Ok(out)
+}
+
+/// The cases, with unique ids and paths that exist.
+fn read_cases(path: &Path) -> Result<(Vec<Case>, Vec<usize>)> {
+    let mut lines = Vec::new();
+    let cases = read_lines(path, "cases", |text, number| {
+        let case = parse_case(text, number)?;
+        if case.is_some() {
+            lines.push(number);
+        }
+        Ok(case)
+    })?;
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    for (case, &line) in cases.iter().zip(&lines) {
+        if let Some(earlier) = first.insert(case.id.as_str(), line) {
+            return Err(usage(format!(
+                "{}: line {line}: the id `{}` is already used by line {earlier}",
+                path.display(),
+                case.id
+            )));
+        }
+        if let CaseInput::Paths(paths) = &case.input {
+            for p in paths {
+                let full = resolve(path, p);
+                if !full.exists() {
+                    return Err(usage(format!(
+                        "{}: line {line}: the path `{p}` does not exist ({})",
+                        path.display(),
+                        full.display()
+                    )));
+                }
+            }
+        }
+    }
+    if cases.is_empty() {
+        return Err(usage(format!("{}: no case in the file", path.display())));
+    }
+    Ok((cases, lines))
+}
+
+/// A case's path: absolute as is, relative from the cases file's folder.
+fn resolve(cases_file: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    cases_file
+        .parent()
+        .map_or_else(|| p.to_path_buf(), |dir| dir.join(p))
+}
+
+/// The key of a row: case id, mode and system.
+type Key = (String, String, String);
+
+fn key(row: &Row) -> Key {
+    (row.id.clone(), row.mode.clone(), row.system.clone())
+}
+
+/// The rows file: opened for appending (a cut last line removed), with its rows.
+fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
+    let (file, _) = batch_io::open_output(path).map_err(|e| usage(crate::error::message(&e)))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read the rows {}: {e}", path.display())))?;
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Row>(line) {
+            Ok(row) => rows.push(row),
+            Err(e) => warn(&format!(
+                "line {} of the rows {} is not a row ({e}): left out",
+                i + 1,
+                path.display()
+            )),
+        }
+    }
+    Ok((file, rows))
+}
+
+/// Keeps the text of every prompt sent, up to [`MAX_PROMPT_BYTES`].
+#[derive(Default)]
+struct PromptLog {
+    inner: Mutex<(Vec<String>, usize, bool)>,
+}
+
+impl PromptLog {
+    /// The prompts, `None` when some were left out (over the cap).
+    fn take(&self) -> (usize, Option<Vec<String>>) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (prompts, _, over) = std::mem::take(&mut *g);
+        let calls = prompts.len();
+        (calls, (!over).then_some(prompts))
+    }
+}
+
+impl Observer for PromptLog {
+    fn call_finished(&self, report: &CallReport<'_>) {
+        let text = report.request.prompt.to_text();
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.1 = g.1.saturating_add(text.len());
+        if g.1 > MAX_PROMPT_BYTES {
+            g.2 = true;
+            g.0.push(String::new());
+        } else {
+            g.0.push(text);
+        }
+    }
+}
+
+/// What every synthkit run shares.
+struct Runner<'a> {
+    args: &'a EvalArgs,
+    backend: Backend,
+    progress: Arc<BatchProgress>,
+    reports: Option<BatchReports>,
+    splitter: TokenTextSplitter,
+}
+
+impl Runner<'_> {
+    /// A case's nodes: its own, or its paths read, split and ranked as `ask` does.
+    fn nodes(&self, case: &Case) -> std::result::Result<Vec<Node>, String> {
+        let paths = match &case.input {
+            CaseInput::Nodes(nodes) => return Ok(nodes.clone()),
+            CaseInput::Paths(paths) => paths,
+            _ => return Err("this kind of case input is not supported".into()),
+        };
+        let paths: Vec<PathBuf> = paths.iter().map(|p| resolve(&self.args.cases, p)).collect();
+        let spinner = Spinner::new(false);
+        let read =
+            crate::input::read_paths(&paths, true, &spinner).map_err(|e| format!("{e:#}"))?;
+        let nodes = crate::input::nodes_from_documents(&read.docs, &self.splitter);
+        if nodes.is_empty() {
+            return Err("no text to work on: every file of `paths` is empty or skipped".into());
+        }
+        let k = match (case.top_k, self.args.top_k) {
+            (Some(k), _) | (None, Some(TopK::Best(k))) => Some(k),
+            (None, Some(TopK::All)) => None,
+            (None, None) => read.from_folder.then_some(DEFAULT_FOLDER_TOP_K),
+        };
+        Ok(match k {
+            Some(k) => crate::rank::top_k(nodes, &case.query, k),
+            None => nodes,
+        })
+    }
+
+    /// The synthesizer of one run, observed by the progress, `prompts` and `recorder`.
+    fn synthesizer(
+        &self,
+        mode: ResponseMode,
+        nodes: &[Node],
+        prompts: Arc<PromptLog>,
+    ) -> Result<(Synthesizer, Option<Arc<synthkit::steps::StepRecorder>>)> {
+        let info = self.backend.model.info();
+        let budget = PromptBudget::new(info.context_window, info.num_output)
+            .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
+            .with_tokenizer(self.backend.budget_tokenizer.clone())
+            .with_max_prompt_tokens(self.args.max_prompt_tokens)
+            .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
+        let concurrency =
+            crate::args::concurrency_for(self.args.concurrency, self.backend.server_slots);
+        // The extractive backend always cites (it says which sentences it took); the
+        // markers stay out of the answer without --cite.
+        let citations = self.args.cite || self.backend.kind == LlmKind::Extractive;
+        let builder = Synthesizer::builder(Arc::clone(&self.backend.model))
+            .mode(mode)
+            .budget(budget)
+            .concurrency(match concurrency {
+                0 => Concurrency::Unlimited,
+                n => Concurrency::limit(n),
+            })
+            .citations(citations)
+            .citation_markers(self.args.cite);
+        let mut fanout = Fanout::default();
+        fanout.push(self.progress.clone());
+        fanout.push(prompts);
+        let recorder = self
+            .reports
+            .as_ref()
+            .map(|_| Arc::new(builder.step_recorder(nodes)));
+        if let Some(r) = &recorder {
+            fanout.push(r.clone());
+        }
+        let synth = builder
+            .observer(Arc::new(fanout))
+            .build()
+            .map_err(|e| usage(e.to_string()))?;
+        Ok((synth, recorder))
+    }
+
+    /// Runs `case` in `mode` over `nodes`: its answer line and report.
+    async fn run(
+        &self,
+        case: &Case,
+        mode: ResponseMode,
+        nodes: &[Node],
+    ) -> Result<(AnswerLine, Option<String>)> {
+        let prompts = Arc::new(PromptLog::default());
+        let (synth, recorder) = self.synthesizer(mode, nodes, prompts.clone())?;
+        let start = Instant::now();
+        let outcome = synth.synthesize(&case.query, nodes.to_vec()).await;
+        let wall_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let (calls, sent) = prompts.take();
+        let mut line = AnswerLine::new(case.id.clone(), mode.as_str(), "");
+        line.wall_ms = Some(wall_ms);
+        line.prompts = sent;
+        match &outcome {
+            Ok(response) => {
+                line.answer = response.text_without_markers();
+                line.calls = Some(response.usage.calls);
+                line.prompt_tokens = Some(response.usage.prompt_tokens);
+                line.completion_tokens = Some(response.usage.completion_tokens);
+                line.truncated_calls = Some(response.usage.truncated_calls);
+                if self.args.cite {
+                    line.citations = Some(response.citations.as_ref().map_or_else(Vec::new, |c| {
+                        c.cited_node_ids().into_iter().map(str::to_string).collect()
+                    }));
+                }
+            }
+            Err(e) => {
+                line.error = Some(e.to_string());
+                line.calls = Some(calls as u64);
+            }
+        }
+        let report = match (&self.reports, &recorder, &self.args.report_dir) {
+            (Some(reports), Some(recorder), Some(dir)) => {
+                let error = line.error.clone().unwrap_or_default();
+                let ended = match &outcome {
+                    Ok(r) => Ok(r),
+                    Err(_) => Err(error.as_str()),
+                };
+                let record = RunRecord::of_outcome(&case.query, mode, nodes, ended, recorder);
+                let name = json!(format!("{}.{}", case.id, mode.as_str()));
+                reports.write(&name, &synth, record);
+                Some(batch_report_path(dir, &name).display().to_string())
+            }
+            _ => None,
+        };
+        Ok((line, report))
+    }
+}
+
+/// The nodes' text, one node a line (for `in_nodes`).
+fn nodes_text(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .map(|n| n.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs `synthkit eval`.
+pub async fn run(args: &EvalArgs) -> Result<()> {
+    let start = Instant::now();
+    let (cases, _) = read_cases(&args.cases)?;
+    let index: HashMap<&str, usize> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i))
+        .collect();
+    let mut answer_files = Vec::new();
+    for path in &args.answers {
+        let lines = read_lines(path, "answers", parse_answer_line)?;
+        for (n, line) in lines.iter().enumerate() {
+            if !index.contains_key(line.id.as_str()) {
+                return Err(usage(format!(
+                    "{}: answer {} names the case `{}`, which is not in {}",
+                    path.display(),
+                    n + 1,
+                    line.id,
+                    args.cases.display()
+                )));
+            }
+        }
+        answer_files.push(lines);
+    }
+    let modes: Vec<ResponseMode> = if args.modes.is_empty() && args.answers.is_empty() {
+        vec![ResponseMode::Compact]
+    } else {
+        args.modes.clone()
+    };
+
+    let (mut out, mut rows) = match &args.output {
+        Some(path) => {
+            let (file, rows) = open_rows(path)?;
+            (Some(file), rows)
+        }
+        None => (None, Vec::new()),
+    };
+    let before = rows.len();
+    rows.retain(|r| index.contains_key(r.id.as_str()));
+    if rows.len() < before {
+        note(
+            args.quiet,
+            &format!(
+                "{} rows of the output name cases not in {}: left out of the results",
+                before - rows.len(),
+                args.cases.display()
+            ),
+        );
+    }
+    let mut done: HashSet<Key> = rows.iter().map(key).collect();
+    if !rows.is_empty() {
+        note(
+            args.quiet,
+            &format!("resuming: {} rows already scored", rows.len()),
+        );
+    }
+    let mut append = |row: Row, rows: &mut Vec<Row>| -> Result<()> {
+        if let (Some(file), Some(path)) = (out.as_mut(), &args.output) {
+            let text = serde_json::to_string(&row)
+                .map_err(|e| anyhow!("cannot write a row as JSON: {e}"))?;
+            batch_io::append_line(file, text)
+                .map_err(|e| anyhow!("cannot write to {}: {e}", path.display()))?;
+        }
+        rows.push(row);
+        Ok(())
+    };
+
+    // Answers produced elsewhere.
+    for (path, lines) in args.answers.iter().zip(answer_files) {
+        let mut scored = 0usize;
+        for line in lines {
+            let Some(&i) = index.get(line.id.as_str()) else {
+                continue;
+            };
+            let case = &cases[i];
+            let nodes = match &case.input {
+                CaseInput::Nodes(n) => Some(nodes_text(n)),
+                _ => None,
+            };
+            let row = synthkit::eval::score(case, &args.system, &line, nodes.as_deref());
+            if done.insert(key(&row)) {
+                append(row, &mut rows)?;
+                scored += 1;
+            }
+        }
+        note(
+            args.quiet,
+            &format!("scored {scored} new answers of {}", path.display()),
+        );
+    }
+
+    // synthkit's own runs.
+    let todo: Vec<(usize, ResponseMode)> = cases
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| modes.iter().map(move |m| (i, *m, c)))
+        .filter(|(_, m, c)| {
+            !done.contains(&(c.id.clone(), m.as_str().to_string(), args.system.clone()))
+        })
+        .map(|(i, m, _)| (i, m))
+        .collect();
+    let mut runs = 0usize;
+    if !todo.is_empty() {
+        let overlap = crate::synthesis::default_overlap(args.chunk_size);
+        let flags = StackFlags {
+            model_args: &args.model_args,
+            limits: &args.limits,
+            concurrency: args.concurrency,
+            syntheses: 1,
+            cache: args.cache.as_deref(),
+            plan: false,
+        };
+        let backend = backend::connect_with(flags).await?;
+        let splitter =
+            TokenTextSplitter::new(args.chunk_size, overlap, backend.split_tokenizer.clone())
+                .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
+        let reports = match &args.report_dir {
+            Some(dir) => Some(BatchReports::create(dir, &backend)?),
+            None => None,
+        };
+        let progress = Arc::new(BatchProgress::new(!args.quiet, Some(todo.len() as u64)));
+        let runner = Runner {
+            args,
+            backend,
+            progress: progress.clone(),
+            reports,
+            splitter,
+        };
+        let mut current: Option<(usize, std::result::Result<Vec<Node>, String>)> = None;
+        for (i, mode) in todo {
+            let case = &cases[i];
+            if current.as_ref().is_none_or(|(c, _)| *c != i) {
+                current = Some((i, runner.nodes(case)));
+            }
+            let Some((_, nodes)) = &current else { continue };
+            let row = match nodes {
+                Ok(nodes) => {
+                    let (line, report) = runner.run(case, mode, nodes).await?;
+                    let text = nodes_text(nodes);
+                    let mut row = synthkit::eval::score(case, &args.system, &line, Some(&text));
+                    row.report = report;
+                    row
+                }
+                Err(e) => {
+                    let mut line = AnswerLine::new(case.id.clone(), mode.as_str(), "");
+                    line.error = Some(format!("cannot read the case's paths: {e}"));
+                    synthkit::eval::score(case, &args.system, &line, None)
+                }
+            };
+            append(row, &mut rows)?;
+            runs += 1;
+            progress.line_done();
+        }
+        progress.clear();
+        if let Some(n) = backend::cache_note(&runner.backend) {
+            note(args.quiet, &n);
+        }
+    }
+    if let Some(file) = &out {
+        file.sync_all()
+            .map_err(|e| anyhow!("cannot sync the rows: {e}"))?;
+    }
+
+    // In case order, each case's rows in the order they were made.
+    rows.sort_by_key(|r| index.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
+    let totals = synthkit::eval::totals(&rows);
+    if args.json {
+        let value = json!({"rows": rows, "totals": totals});
+        crate::output::write_json(&mut std::io::stdout().lock(), &value)?;
+    } else {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(table(&totals).as_bytes())?;
+        stdout.flush()?;
+    }
+    if let Some(path) = &args.html {
+        let page = html_page(path, &cases, &rows, &totals);
+        std::fs::write(path, page)
+            .map_err(|e| anyhow!("cannot write the page {}: {e}", path.display()))?;
+        note(
+            args.quiet,
+            &format!("results written to {}", path.display()),
+        );
+    }
+    note(
+        args.quiet,
+        &format!(
+            "eval: {} cases, {} rows ({runs} new runs); {:.1} s",
+            cases.len(),
+            rows.len(),
+            start.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(())
+}
+
+/// `2/3` and, with a denominator, its share.
+fn ratio(n: usize, of: usize) -> String {
+    if of == 0 {
+        "-".into()
+    } else {
+        format!("{n}/{of}")
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}
+
+/// The terminal table: one row per (system, mode).
+pub fn table(totals: &[Totals]) -> String {
+    let head = [
+        "system",
+        "mode",
+        "cases",
+        "correct",
+        "answerable",
+        "abstain",
+        "false abst",
+        "F1",
+        "cite P",
+        "cite R",
+        "lost r/p/s",
+        "calls",
+        "prompt tok",
+        "wall s",
+    ];
+    let lines: Vec<Vec<String>> = totals
+        .iter()
+        .map(|t| {
+            vec![
+                t.system.clone(),
+                t.mode.clone(),
+                t.cases.to_string(),
+                format!("{} ({:.0}%)", t.correct, t.correct_rate * 100.0),
+                ratio(t.answerable_correct, t.answerable),
+                ratio(t.abstained_right, t.unanswerable),
+                ratio(t.false_abstentions, t.answerable),
+                format!("{:.2}", t.f1_mean),
+                opt(t.cite_precision),
+                opt(t.cite_recall),
+                format!(
+                    "{}/{}/{}",
+                    t.lost_in_retrieval, t.lost_in_packing, t.lost_in_synthesis
+                ),
+                t.calls.to_string(),
+                t.prompt_tokens.to_string(),
+                format!("{:.1}", t.wall_ms / 1000.0),
+            ]
+        })
+        .collect();
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for line in &lines {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    table_line(&mut out, head.iter().copied(), &widths);
+    for line in &lines {
+        table_line(&mut out, line.iter().map(String::as_str), &widths);
+    }
+    out
+}
+
+/// One line of the table: each cell padded to its column's width.
+fn table_line<'a>(out: &mut String, cells: impl Iterator<Item = &'a str>, widths: &[usize]) {
+    let mut line = String::new();
+    for (cell, &w) in cells.zip(widths) {
+        line.push_str(&format!("{cell:<w$}  "));
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
+/// The page: report links made relative to the page's folder where they can be.
+fn html_page(path: &Path, cases: &[Case], rows: &[Row], totals: &[Totals]) -> String {
+    let page_dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .and_then(|p| p.canonicalize().ok());
+    let rows: Vec<Row> = rows
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.report = r.report.map(|rep| link(&rep, page_dir.as_deref()));
+            r
+        })
+        .collect();
+    let queries: Vec<(&str, &str)> = cases
+        .iter()
+        .map(|c| (c.id.as_str(), c.query.as_str()))
+        .collect();
+    synthkit_report::render_eval(&queries, &rows, totals)
+}
+
+/// `report` as a link from a page in `page_dir` (the current folder when `None`).
+fn link(report: &str, page_dir: Option<&Path>) -> String {
+    let full = Path::new(report).canonicalize();
+    let base = match page_dir {
+        Some(d) => Some(d.to_path_buf()),
+        None => std::env::current_dir().ok(),
+    };
+    match (full, base) {
+        (Ok(full), Some(base)) => full
+            .strip_prefix(&base)
+            .map(|rel| rel.display().to_string())
+            .unwrap_or_else(|_| full.display().to_string()),
+        _ => report.to_string(),
+    }
+}

@@ -1,0 +1,390 @@
+//! `synthkit eval`: cases run with the offline extractive backend (deterministic) and
+//! scored, answers produced elsewhere scored from a file, bad input refused with exit 2,
+//! a stopped evaluation resumed without new model calls (a loopback fake counts them),
+//! and the HTML page linking each answer to its run's report.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use synthkit_testkit::{FakeConfig, FakeOpenAi};
+
+use crate::common::{MIRROR, QUESTION, json_of, stderr, synthkit, write};
+
+/// Three cases: one the nodes answer, one whose accepted answer is not in the nodes, one
+/// the nodes cannot answer.
+fn cases(dir: &Path) -> std::path::PathBuf {
+    let nodes = json!([
+        {"id": "mirror", "text": MIRROR},
+        {"id": "dome", "text": "The dome opens at dusk and closes before sunrise."}
+    ]);
+    let lines = [
+        json!({"id": "c1", "query": QUESTION, "nodes": nodes,
+               "answers": ["three months", {"regex": "\\b3 months\\b"}], "evidence": ["mirror"],
+               "answerable": true, "tags": ["needle"]}),
+        json!({"id": "c2", "query": "When does the dome open?", "nodes": nodes,
+               "answers": ["at dawn"], "evidence": ["dome"], "answerable": true}),
+        json!({"id": "c3", "query": "Which bank financed the observatory's parking garage?",
+               "nodes": nodes, "answers": [], "answerable": false}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    write(dir, "cases.jsonl", text)
+}
+
+fn row<'a>(report: &'a Value, id: &str, mode: &str) -> &'a Value {
+    report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id && r["mode"] == mode)
+        .unwrap_or_else(|| panic!("no row {id} {mode} in {report:#}"))
+}
+
+#[test]
+fn offline_runs_are_scored_per_case_and_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let out = synthkit()
+        .args([
+            "eval",
+            "--modes",
+            "compact,refine",
+            "--cite",
+            "--json",
+            "-q",
+        ])
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    assert_eq!(report["rows"].as_array().unwrap().len(), 6, "{report:#}");
+    for mode in ["compact", "refine"] {
+        let c1 = row(&report, "c1", mode);
+        assert_eq!(c1["system"], "synthkit");
+        assert_eq!(c1["correct"], true, "{c1:#}");
+        assert_eq!(c1["in_nodes"], true);
+        assert_eq!(c1["in_prompts"], true);
+        assert_eq!(c1["cite_precision"], 1.0, "{c1:#}");
+        assert_eq!(c1["cite_recall"], 1.0);
+        assert_eq!(c1["tags"], json!(["needle"]));
+        assert!(c1["calls"].as_u64().unwrap() >= 1);
+        assert!(c1["prompt_tokens"].as_u64().unwrap() > 0);
+        assert!(!c1["answer"].as_str().unwrap().contains("[1]"));
+        let c2 = row(&report, "c2", mode);
+        assert_eq!(c2["correct"], false);
+        assert_eq!(c2["in_nodes"], false, "{c2:#}");
+        let c3 = row(&report, "c3", mode);
+        assert_eq!(c3["answerable"], false);
+        assert_eq!(c3["abstained"], true, "{c3:#}");
+        assert_eq!(c3["correct"], true);
+    }
+    let totals = report["totals"].as_array().unwrap();
+    assert_eq!(totals.len(), 2);
+    for (t, mode) in totals.iter().zip(["compact", "refine"]) {
+        assert_eq!(t["mode"], mode);
+        assert_eq!(t["cases"], 3);
+        assert_eq!(t["correct"], 2);
+        assert_eq!(t["answerable"], 2);
+        assert_eq!(t["answerable_correct"], 1);
+        assert_eq!(t["abstained_right"], 1);
+        assert_eq!(t["false_abstentions"], 0);
+        assert_eq!(t["lost_in_retrieval"], 1);
+    }
+
+    // The table: one line per mode.
+    let out = synthkit()
+        .args(["eval", "--modes", "compact,refine", "-q"])
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[0].starts_with("system") && lines[0].contains("correct"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("synthkit") && lines[1].contains("compact"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("2 (67%)") && lines[1].contains("1/2"),
+        "{table}"
+    );
+    assert!(lines[2].contains("refine"), "{table}");
+}
+
+#[test]
+fn answers_from_elsewhere_are_scored_by_the_same_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let answers = [
+        json!({"id": "c1", "mode": "compact", "system": "other", "answer": "Every 3 months.",
+               "calls": 2, "prompt_tokens": 100, "completion_tokens": 7, "wall_ms": 1500,
+               "prompts": ["Context: every three months ..."], "citations": ["mirror", "dome"]}),
+        json!({"id": "c2", "mode": "compact", "system": "other", "answer": "",
+               "error": "timed out", "calls": 1}),
+        json!({"id": "c3", "mode": "compact", "system": "other", "answer": "Blue Bank."}),
+        json!({"id": "c1", "mode": "refine", "answer": "The context does not mention it.",
+               "abstained": null, "prompts": ["nothing useful"]}),
+    ];
+    let text: String = answers.iter().map(|l| format!("{l}\n")).collect();
+    let file = write(dir.path(), "answers.jsonl", text);
+    let out = synthkit()
+        .args(["eval", "--json", "-q", "--system", "fallback"])
+        .arg(&cases)
+        .arg("--answers")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    assert_eq!(
+        report["rows"].as_array().unwrap().len(),
+        4,
+        "no synthkit run: {report:#}"
+    );
+    let c1 = row(&report, "c1", "compact");
+    assert_eq!(c1["correct"], true, "the regex alternative");
+    assert_eq!(c1["in_nodes"], true);
+    assert_eq!(c1["in_prompts"], true);
+    assert_eq!(c1["cite_precision"], 0.5);
+    assert_eq!(c1["cite_recall"], 1.0);
+    assert_eq!(c1["wall_ms"], 1500.0);
+    let c2 = row(&report, "c2", "compact");
+    assert_eq!(
+        (c2["correct"].clone(), c2["error"].clone()),
+        (json!(false), json!("timed out"))
+    );
+    let c3 = row(&report, "c3", "compact");
+    assert_eq!(
+        (c3["correct"].clone(), c3["abstained"].clone()),
+        (json!(false), json!(false))
+    );
+    let refine = row(&report, "c1", "refine");
+    assert_eq!(refine["system"], "fallback");
+    assert_eq!(refine["abstained"], true);
+    assert_eq!(refine["in_prompts"], false);
+    let totals = report["totals"].as_array().unwrap();
+    assert_eq!(totals.len(), 2);
+    let t = &totals[0];
+    assert_eq!(
+        (t["system"].as_str(), t["mode"].as_str()),
+        (Some("other"), Some("compact"))
+    );
+    assert_eq!(
+        (t["cases"].clone(), t["correct"].clone()),
+        (json!(3), json!(1))
+    );
+    assert_eq!(
+        (t["errors"].clone(), t["calls"].clone()),
+        (json!(1), json!(3))
+    );
+    assert_eq!(t["cite_precision"], 0.5);
+    let t = &totals[1];
+    assert_eq!(
+        (t["false_abstentions"].clone(), t["lost_in_packing"].clone()),
+        (json!(1), json!(1))
+    );
+}
+
+#[test]
+fn bad_input_is_a_usage_error_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let bad = write(
+        dir.path(),
+        "bad.jsonl",
+        "\n{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n{\"id\": \"b\", \"query\": \"Q\", \"nodes\": [\"t\"]}\n",
+    );
+    let out = synthkit().args(["eval", "-q"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("line 3: an answerable case needs"),
+        "{}",
+        stderr(&out)
+    );
+
+    let dup = write(
+        dir.path(),
+        "dup.jsonl",
+        "{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n",
+    );
+    let out = synthkit().args(["eval", "-q"]).arg(&dup).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("line 2: the id `a` is already used by line 1"),
+        "{}",
+        stderr(&out)
+    );
+
+    let answers = write(
+        dir.path(),
+        "a.jsonl",
+        "{\"id\": \"zz\", \"mode\": \"m\", \"answer\": \"x\"}\n",
+    );
+    let out = synthkit()
+        .args(["eval", "-q", "--answers"])
+        .arg(&answers)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("names the case `zz`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let missing = write(
+        dir.path(),
+        "paths.jsonl",
+        "{\"id\": \"p\", \"query\": \"Q\", \"paths\": [\"nowhere\"], \"answers\": [\"x\"]}\n",
+    );
+    let out = synthkit()
+        .args(["eval", "-q"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("line 1: the path `nowhere` does not exist"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn paths_cases_are_read_from_the_cases_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("docs")).unwrap();
+    write(
+        &dir.path().join("docs"),
+        "mirror.md",
+        format!("# Care\n\n{MIRROR}\n"),
+    );
+    write(
+        &dir.path().join("docs"),
+        "dome.md",
+        "# Dome\n\nThe dome opens at dusk.\n",
+    );
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        format!(
+            "{}\n",
+            json!({"id": "p1", "query": QUESTION, "paths": ["docs"], "top_k": 1,
+                   "answers": ["three months"], "evidence": ["docs/mirror.md#1"]})
+        ),
+    );
+    // Run from elsewhere: the paths are the cases file's.
+    let out = synthkit()
+        .current_dir(std::env::temp_dir())
+        .args(["eval", "--json", "-q", "--cite"])
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    let p1 = row(&report, "p1", "compact");
+    assert_eq!(p1["correct"], true, "{p1:#}");
+    assert_eq!(p1["in_nodes"], true);
+}
+
+#[test]
+fn a_second_run_resumes_without_new_model_calls() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("Every three months."));
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let rows = dir.path().join("rows.jsonl");
+    let run = |modes: &str| {
+        synthkit()
+            .args(["eval", "--json", "-q", "--modes", modes, "-o"])
+            .arg(&rows)
+            .args([
+                "--llm",
+                "openai",
+                "--base-url",
+                &fake.base,
+                "--model",
+                "fake-model",
+            ])
+            .args([
+                "--context-window",
+                "2048",
+                "--num-output",
+                "64",
+                "--timeout",
+                "20",
+            ])
+            .arg(&cases)
+            .output()
+            .unwrap()
+    };
+    let first = run("compact");
+    assert!(first.status.success(), "{}", stderr(&first));
+    let calls = fake.requests();
+    assert_eq!(calls, 3, "one compact call per case");
+    let report = json_of(&first);
+    assert_eq!(row(&report, "c1", "compact")["correct"], true);
+    assert_eq!(
+        row(&report, "c3", "compact")["correct"],
+        false,
+        "it did not abstain"
+    );
+    let written = std::fs::read_to_string(&rows).unwrap();
+    assert_eq!(written.lines().count(), 3);
+
+    let again = run("compact");
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(fake.requests(), calls, "no new call on a resumed run");
+    assert_eq!(
+        json_of(&again),
+        report,
+        "the same results from the rows file"
+    );
+    assert_eq!(std::fs::read_to_string(&rows).unwrap(), written);
+
+    // A cut last line (a run killed while writing) is run again; a new mode runs alone.
+    let cut = &written[..written.len() - 10];
+    std::fs::write(&rows, cut).unwrap();
+    let more = run("compact,refine");
+    assert!(more.status.success(), "{}", stderr(&more));
+    let report = json_of(&more);
+    assert_eq!(report["rows"].as_array().unwrap().len(), 6);
+    let refine_calls: u64 = ["c1", "c2", "c3"]
+        .iter()
+        .map(|id| row(&report, id, "refine")["calls"].as_u64().unwrap())
+        .sum();
+    assert!(refine_calls >= 3);
+    assert_eq!(
+        fake.requests() as u64,
+        calls as u64 + 1 + refine_calls,
+        "the cut row's run and the refine runs, nothing else"
+    );
+}
+
+#[test]
+fn the_page_links_each_answer_to_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let page = dir.path().join("eval.html");
+    let reports = dir.path().join("reports");
+    let out = synthkit()
+        .args(["eval", "-q", "--modes", "compact,tree_summarize", "--html"])
+        .arg(&page)
+        .arg("--report-dir")
+        .arg(&reports)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<th>synthkit · compact</th><th>synthkit · tree_summarize</th>"));
+    assert!(html.contains("href=\"reports/c1.compact.html\""), "{html}");
+    assert!(reports.join("c1.compact.html").is_file());
+    assert!(reports.join("c3.tree_summarize.html").is_file());
+    assert!(html.contains("Which bank financed the observatory&#39;s parking garage?"));
+}

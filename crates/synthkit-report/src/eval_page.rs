@@ -1,0 +1,226 @@
+//! The page of an evaluation (`synthkit eval --html`, feature `eval`): the totals of each
+//! system and mode, then each case with the answers of every system and mode side by
+//! side, each marked right or wrong and linked to its run's report when there is one.
+//!
+//! The same style as the run report (one file, nothing fetched, every text escaped by
+//! [`crate::html`]); answers are cut at [`EVAL_ANSWER_CHARS`] characters.
+
+use synthkit::eval::{Row, Totals};
+
+use crate::html::Html;
+use crate::page::{first_chars, thousands};
+use crate::style::STYLE;
+
+/// Characters of an answer shown on the page.
+pub const EVAL_ANSWER_CHARS: usize = 2_000;
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.2}"))
+}
+
+fn ratio(n: usize, of: usize) -> String {
+    if of == 0 {
+        "–".into()
+    } else {
+        format!("{n}/{of}")
+    }
+}
+
+/// The page for `rows` and their `totals`; `cases` gives each case's id and query, in
+/// order (the page lists the cases in this order).
+pub fn render_eval(cases: &[(&str, &str)], rows: &[Row], totals: &[Totals]) -> String {
+    let mut h = Html::new();
+    h.markup(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'\">\
+         <meta name=\"generator\" content=\"synthkit-report\"><title>synthkit eval</title><style>",
+    )
+    .markup(STYLE)
+    .markup(
+        ".cases td{min-width:14rem}.cases td.answer{white-space:pre-wrap}\
+         td.num{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>\n",
+    );
+    h.markup("<header><h1>synthkit eval</h1><p class=\"meta\">");
+    h.element(
+        "span",
+        "tag",
+        &format!("{} cases", thousands(cases.len() as u64)),
+    );
+    h.element(
+        "span",
+        "tag",
+        &format!("{} rows", thousands(rows.len() as u64)),
+    );
+    h.markup("</p></header>\n");
+    totals_table(&mut h, totals);
+    h.markup("<h2>Cases</h2>\n");
+    for (id, query) in cases {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.id == *id).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        case(&mut h, id, query, &mine, totals);
+    }
+    h.markup("</body></html>\n");
+    h.finish()
+}
+
+fn totals_table(h: &mut Html, totals: &[Totals]) {
+    h.markup(
+        "<h2>Totals</h2>\n<table><thead><tr><th>system</th><th>mode</th><th>cases</th>\
+         <th>correct</th><th>answerable right</th><th>abstained (unanswerable)</th>\
+         <th>false abstentions</th><th>F1</th><th>cite P</th><th>cite R</th>\
+         <th>lost in retrieval / packing / synthesis</th><th>errors</th><th>calls</th>\
+         <th>prompt tokens</th><th>completion tokens</th><th>truncated</th><th>wall s</th>\
+         </tr></thead><tbody>\n",
+    );
+    for t in totals {
+        h.markup("<tr>");
+        h.element("td", "", &t.system);
+        h.element("td", "", &t.mode);
+        let cells = [
+            t.cases.to_string(),
+            format!("{} ({:.0}%)", t.correct, t.correct_rate * 100.0),
+            ratio(t.answerable_correct, t.answerable),
+            ratio(t.abstained_right, t.unanswerable),
+            ratio(t.false_abstentions, t.answerable),
+            format!("{:.2}", t.f1_mean),
+            opt(t.cite_precision),
+            opt(t.cite_recall),
+            format!(
+                "{} / {} / {}",
+                t.lost_in_retrieval, t.lost_in_packing, t.lost_in_synthesis
+            ),
+            t.errors.to_string(),
+            thousands(t.calls),
+            thousands(t.prompt_tokens),
+            thousands(t.completion_tokens),
+            t.truncated_calls.to_string(),
+            format!("{:.1}", t.wall_ms / 1000.0),
+        ];
+        for c in &cells {
+            h.element("td", "num", c);
+        }
+        h.markup("</tr>\n");
+    }
+    h.markup("</tbody></table>\n");
+}
+
+fn case(h: &mut Html, id: &str, query: &str, rows: &[&Row], totals: &[Totals]) {
+    h.markup("<section class=\"source\" id=\"case-")
+        .text(id)
+        .markup("\"><h3>")
+        .text(id)
+        .markup("</h3><p class=\"query\">")
+        .text(query)
+        .markup("</p><p class=\"meta\">");
+    if let Some(first) = rows.first() {
+        if !first.answerable {
+            h.element("span", "tag", "unanswerable");
+        }
+        for tag in &first.tags {
+            h.element("span", "tag", tag);
+        }
+    }
+    h.markup("</p><table class=\"cases\"><thead><tr>");
+    // One column per (system, mode), in the totals' order.
+    let columns: Vec<(&str, &str)> = totals
+        .iter()
+        .map(|t| (t.system.as_str(), t.mode.as_str()))
+        .collect();
+    for (system, mode) in &columns {
+        h.element("th", "", &format!("{system} · {mode}"));
+    }
+    h.markup("</tr></thead><tbody><tr>");
+    for (system, mode) in &columns {
+        match rows.iter().find(|r| r.system == *system && r.mode == *mode) {
+            Some(r) => cell(h, r),
+            None => {
+                h.element("td", "note", "not run");
+            }
+        }
+    }
+    h.markup("</tr></tbody></table></section>\n");
+}
+
+fn cell(h: &mut Html, r: &Row) {
+    h.markup("<td><p class=\"meta\">");
+    if r.correct {
+        h.element("span", "tag good", "correct");
+    } else {
+        h.element("span", "tag bad", "wrong");
+    }
+    h.element("span", "tag", &format!("F1 {:.2}", r.f1));
+    if r.abstained {
+        h.element("span", "tag", "abstained");
+    }
+    if r.in_nodes == Some(false) {
+        h.element("span", "tag bad", "not in the nodes");
+    } else if r.in_prompts == Some(false) {
+        h.element("span", "tag bad", "not in the prompts");
+    }
+    if let (Some(p), Some(rc)) = (r.cite_precision, r.cite_recall) {
+        h.element("span", "tag", &format!("cite P {p:.2} R {rc:.2}"));
+    }
+    h.element(
+        "span",
+        "tag",
+        &format!(
+            "{} calls · {} prompt tokens · {:.0} ms",
+            r.calls,
+            thousands(r.prompt_tokens),
+            r.wall_ms
+        ),
+    );
+    if let Some(report) = &r.report {
+        h.markup("<a href=\"").text(report).markup("\">report</a>");
+    }
+    h.markup("</p>");
+    match &r.error {
+        Some(e) => {
+            h.element("div", "failed", e);
+        }
+        None => {
+            h.element("div", "answer", &first_chars(&r.answer, EVAL_ANSWER_CHARS));
+        }
+    }
+    h.markup("</td>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use synthkit::eval::{AnswerLine, parse_case, score, totals};
+
+    #[test]
+    fn answers_side_by_side_escaped_and_linked() {
+        let case = parse_case(
+            r#"{"id": "q<1>", "query": "Which <b>tag</b>?", "nodes": ["t"], "answers": ["blue"]}"#,
+            1,
+        )
+        .unwrap()
+        .unwrap();
+        let mut rows = vec![
+            score(
+                &case,
+                "s",
+                &AnswerLine::new("q<1>", "compact", "Blue <script>x</script>"),
+                None,
+            ),
+            score(&case, "s", &AnswerLine::new("q<1>", "refine", "Red"), None),
+        ];
+        rows[0].report = Some("r/q\"1.html".into());
+        let t = totals(&rows);
+        let page = render_eval(&[("q<1>", "Which <b>tag</b>?")], &rows, &t);
+        assert!(page.contains("Which &lt;b&gt;tag&lt;/b&gt;?"));
+        assert!(page.contains("Blue &lt;script&gt;x&lt;/script&gt;"));
+        assert!(!page.contains("<script>"));
+        assert!(page.contains("<a href=\"r/q&quot;1.html\">report</a>"));
+        assert!(page.contains("<th>s · compact</th><th>s · refine</th>"));
+        let good = page.find("tag good\">correct").unwrap();
+        let bad = page.find("tag bad\">wrong").unwrap();
+        assert!(good < bad, "compact right, then refine wrong");
+    }
+}

@@ -1,0 +1,47 @@
+//! Measuring answers without a judge: the cases of a benchmark, the answers of any system,
+//! and the scores of each answer (feature `eval`).
+//!
+//! - [`case`]: the two JSON-lines formats. A **case** (`CASES.jsonl`) is a question, its
+//!   nodes (or the paths to read them from), the accepted answers, the ids of the nodes
+//!   that hold the answer (`evidence`) and whether the nodes can answer at all
+//!   (`answerable`). An **answer line** (`ANSWERS.jsonl`) is what one system answered to
+//!   one case in one mode, with its cost; synthkit's own runs are scored as answer lines
+//!   too, so every system is scored by the same code.
+//! - [`normalize`]: SQuAD-style normalisation (lowercase, punctuation dropped, articles
+//!   dropped, whitespace collapsed).
+//! - [`metrics`]: whether an answer is correct, its token F1, whether the answer was in
+//!   the nodes and in the prompts sent, citation precision and recall, abstention.
+//! - [`score`]: one [`Row`] per case, mode and system, and the [`Totals`] of each
+//!   (system, mode).
+//!
+//! Everything here is a pure function of its inputs: no I/O, no model.
+//!
+//! ```
+//! use synthkit::eval::{AnswerLine, parse_case, score};
+//!
+//! let case = parse_case(
+//!     r#"{"id": "q1", "query": "How often is the mirror cleaned?",
+//!         "nodes": [{"id": "n1", "text": "The mirror is cleaned every six months."}],
+//!         "answers": ["six months", {"regex": "\\b6 months\\b"}],
+//!         "evidence": ["n1"], "answerable": true}"#,
+//!     1,
+//! )
+//! .unwrap()
+//! .unwrap();
+//! let answer = AnswerLine::new("q1", "compact", "Every six months [1].");
+//! let row = score(&case, "mysystem", &answer, Some("The mirror is cleaned every six months."));
+//! assert!(row.correct);
+//! assert_eq!(row.in_nodes, Some(true));
+//! ```
+
+pub mod case;
+pub mod metrics;
+pub mod normalize;
+pub mod score;
+
+pub use case::{
+    Alternative, AnswerLine, AnswerRegex, Case, CaseError, CaseInput, parse_answer_line, parse_case,
+};
+pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
+pub use normalize::normalize;
+pub use score::{Row, Totals, score, totals};

@@ -1,0 +1,378 @@
+//! The scores of one answer ([`Row`]) and of each system and mode ([`Totals`]).
+//!
+//! A row is **correct** when an answerable case's answer holds an accepted alternative
+//! (and the run did not fail), or when an unanswerable case's answer abstains. Its F1 is
+//! the best token F1 for an answerable case, and 1 or 0 (abstained or not) for an
+//! unanswerable one. A failed run is wrong, with an F1 of 0.
+//!
+//! Where an answer was lost, for the answerable cases: **in retrieval** when no
+//! alternative is in the nodes (`in_nodes` false), **in packing** when it is in the nodes
+//! but not in the prompts sent (`in_prompts` false), **in synthesis** when it reached the
+//! prompts (or the nodes, when the prompts are unknown) and the answer is still wrong.
+
+use serde::{Deserialize, Serialize};
+
+use super::case::{AnswerLine, Case};
+use super::metrics::{Haystack, abstains, best_f1, citation_scores};
+
+/// The scores of one answer: one case, one mode, one system.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Row {
+    /// The case's id.
+    pub id: String,
+    /// Who answered.
+    pub system: String,
+    /// The mode or strategy.
+    pub mode: String,
+    /// The answer's text.
+    pub answer: String,
+    /// Why the run failed, if it did.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Whether the case is answerable.
+    pub answerable: bool,
+    /// See the module documentation.
+    pub correct: bool,
+    /// Token F1 (see the module documentation).
+    pub f1: f64,
+    /// Whether the answer abstains.
+    pub abstained: bool,
+    /// Whether an alternative is in the nodes' text (`None`: unknown or unanswerable).
+    #[serde(default)]
+    pub in_nodes: Option<bool>,
+    /// Whether an alternative is in the prompts sent (`None`: prompts unknown, or
+    /// unanswerable).
+    #[serde(default)]
+    pub in_prompts: Option<bool>,
+    /// Citation precision against the evidence (`None`: no citations known, or none).
+    #[serde(default)]
+    pub cite_precision: Option<f64>,
+    /// Citation recall against the evidence (`None`: no citations known, or no evidence).
+    #[serde(default)]
+    pub cite_recall: Option<f64>,
+    /// Model calls.
+    #[serde(default)]
+    pub calls: u64,
+    /// Prompt tokens.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Calls cut at the output limit.
+    #[serde(default)]
+    pub truncated_calls: u64,
+    /// Wall time (milliseconds).
+    #[serde(default)]
+    pub wall_ms: f64,
+    /// Where the run's report is, when one was written.
+    #[serde(default)]
+    pub report: Option<String>,
+    /// The case's tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// Scores `answer` to `case`. `system` names the system when the answer line names none;
+/// `nodes_text` is the text of the nodes the system was given (for `in_nodes`; `None`:
+/// unknown).
+pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<&str>) -> Row {
+    let failed = answer.error.is_some();
+    let abstained = !failed && abstains(&answer.answer, answer.abstained);
+    let text = Haystack::new(&answer.answer);
+    let found = !failed && text.has_any(&case.answers);
+    let (correct, f1) = if case.answerable {
+        let f1 = match best_f1(&case.answers, &answer.answer) {
+            Some(f) if !failed => f,
+            _ => f64::from(u8::from(found)),
+        };
+        (found, f1)
+    } else {
+        (abstained, f64::from(u8::from(abstained)))
+    };
+    let present = |t: &str| {
+        case.answerable
+            .then(|| Haystack::new(t).has_any(&case.answers))
+    };
+    let in_nodes = nodes_text.and_then(present);
+    let in_prompts = answer.prompts.as_ref().and_then(|p| present(&p.join("\n")));
+    let (cite_precision, cite_recall) = match &answer.citations {
+        Some(cited) if !failed => citation_scores(cited, &case.evidence),
+        _ => (None, None),
+    };
+    Row {
+        id: case.id.clone(),
+        system: answer.system.clone().unwrap_or_else(|| system.to_string()),
+        mode: answer.mode.clone(),
+        answer: answer.answer.clone(),
+        error: answer.error.clone(),
+        answerable: case.answerable,
+        correct,
+        f1,
+        abstained,
+        in_nodes,
+        in_prompts,
+        cite_precision,
+        cite_recall,
+        calls: answer.calls.unwrap_or(0),
+        prompt_tokens: answer.prompt_tokens.unwrap_or(0),
+        completion_tokens: answer.completion_tokens.unwrap_or(0),
+        truncated_calls: answer.truncated_calls.unwrap_or(0),
+        wall_ms: answer.wall_ms.unwrap_or(0.0),
+        report: None,
+        tags: case.tags.clone(),
+    }
+}
+
+/// The totals of one system in one mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Totals {
+    /// Who answered.
+    pub system: String,
+    /// The mode.
+    pub mode: String,
+    /// Cases scored.
+    pub cases: usize,
+    /// Correct rows (answerable answered right, unanswerable abstained).
+    pub correct: usize,
+    /// `correct / cases` (0 with no case).
+    pub correct_rate: f64,
+    /// Answerable cases.
+    pub answerable: usize,
+    /// Answerable cases answered right.
+    pub answerable_correct: usize,
+    /// Unanswerable cases.
+    pub unanswerable: usize,
+    /// Unanswerable cases whose answer abstained (right).
+    pub abstained_right: usize,
+    /// Answerable cases whose answer abstained (wrong).
+    pub false_abstentions: usize,
+    /// Runs that failed.
+    pub errors: usize,
+    /// Mean F1 over the cases.
+    pub f1_mean: f64,
+    /// Answerable cases whose answer was not in the nodes.
+    pub lost_in_retrieval: usize,
+    /// Answerable cases whose answer was in the nodes but not in the prompts sent.
+    pub lost_in_packing: usize,
+    /// Answerable cases whose answer reached the prompts (or the nodes, prompts unknown)
+    /// and were still answered wrong.
+    pub lost_in_synthesis: usize,
+    /// Mean citation precision over the rows that have one.
+    pub cite_precision: Option<f64>,
+    /// Mean citation recall over the rows that have one.
+    pub cite_recall: Option<f64>,
+    /// Model calls.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Calls cut at the output limit.
+    pub truncated_calls: u64,
+    /// Wall time of every run together (milliseconds).
+    pub wall_ms: f64,
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
+impl Totals {
+    /// The totals of `rows` (all of one system and mode, whose names it takes from the
+    /// first).
+    pub fn of(rows: &[&Row]) -> Self {
+        let mut t = Totals::default();
+        if let Some(first) = rows.first() {
+            t.system = first.system.clone();
+            t.mode = first.mode.clone();
+        }
+        t.cases = rows.len();
+        for r in rows {
+            t.correct += usize::from(r.correct);
+            t.errors += usize::from(r.error.is_some());
+            if r.answerable {
+                t.answerable += 1;
+                t.answerable_correct += usize::from(r.correct);
+                t.false_abstentions += usize::from(r.abstained);
+                match (r.in_nodes, r.in_prompts) {
+                    (Some(false), _) => t.lost_in_retrieval += 1,
+                    (_, Some(false)) => t.lost_in_packing += 1,
+                    (Some(true), _) | (_, Some(true)) if !r.correct => t.lost_in_synthesis += 1,
+                    _ => {}
+                }
+            } else {
+                t.unanswerable += 1;
+                t.abstained_right += usize::from(r.abstained);
+            }
+            t.calls += r.calls;
+            t.prompt_tokens += r.prompt_tokens;
+            t.completion_tokens += r.completion_tokens;
+            t.truncated_calls += r.truncated_calls;
+            t.wall_ms += r.wall_ms;
+        }
+        if t.cases > 0 {
+            t.correct_rate = t.correct as f64 / t.cases as f64;
+        }
+        t.f1_mean = mean(rows.iter().map(|r| r.f1)).unwrap_or(0.0);
+        t.cite_precision = mean(rows.iter().filter_map(|r| r.cite_precision));
+        t.cite_recall = mean(rows.iter().filter_map(|r| r.cite_recall));
+        t
+    }
+}
+
+/// The totals of each (system, mode) of `rows`, in the order each first appears.
+pub fn totals(rows: &[Row]) -> Vec<Totals> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        let key = (r.system.as_str(), r.mode.as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(system, mode)| {
+            let group: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.system == system && r.mode == mode)
+                .collect();
+            Totals::of(&group)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::eval::case::parse_case;
+
+    fn case(answerable: bool) -> Case {
+        let text = if answerable {
+            r#"{"id": "c", "query": "How often?", "nodes": [{"id": "n1", "text": "Cleaned every six months."}, {"id": "n2", "text": "Other."}],
+                "answers": ["six months", {"regex": "\\b6 months\\b"}], "evidence": ["n1"], "tags": ["t"]}"#
+        } else {
+            r#"{"id": "u", "query": "What colour?", "nodes": ["Cleaned every six months."], "answerable": false}"#
+        };
+        parse_case(text, 1).unwrap().unwrap()
+    }
+
+    fn line(answer: &str) -> AnswerLine {
+        AnswerLine::new("c", "compact", answer)
+    }
+
+    #[test]
+    fn an_answerable_case() {
+        let c = case(true);
+        let mut a = line("Every six months.");
+        a.citations = Some(vec!["n1".into(), "n2".into()]);
+        a.prompts = Some(vec!["Context: Cleaned every six months.".into()]);
+        a.calls = Some(2);
+        a.wall_ms = Some(10.0);
+        let r = score(&c, "sys", &a, Some("Cleaned every six months."));
+        assert!(r.correct && !r.abstained);
+        assert!((r.f1 - 0.8).abs() < 1e-9, "{}", r.f1);
+        assert_eq!((r.in_nodes, r.in_prompts), (Some(true), Some(true)));
+        assert_eq!((r.cite_precision, r.cite_recall), (Some(0.5), Some(1.0)));
+        assert_eq!((r.system.as_str(), r.calls, r.wall_ms), ("sys", 2, 10.0));
+        assert_eq!(r.tags, ["t"]);
+
+        let r = score(&c, "sys", &line("After 6 months."), None);
+        assert!(r.correct, "the regex alternative");
+        assert_eq!(r.in_nodes, None);
+
+        let r = score(&c, "sys", &line("Not in the sources."), Some("nothing"));
+        assert!(!r.correct && r.abstained);
+        assert_eq!(
+            (r.f1, r.in_nodes, r.cite_precision),
+            (0.0, Some(false), None)
+        );
+
+        let mut failed = line("six months");
+        failed.error = Some("boom".into());
+        failed.system = Some("other".into());
+        let r = score(&c, "sys", &failed, None);
+        assert!(!r.correct && !r.abstained && r.f1 == 0.0);
+        assert_eq!(r.system, "other");
+    }
+
+    #[test]
+    fn an_unanswerable_case() {
+        let c = case(false);
+        let r = score(&c, "s", &line("The context does not say."), Some("x"));
+        assert!(r.correct && r.abstained && r.f1 == 1.0);
+        assert_eq!(r.in_nodes, None);
+        let r = score(&c, "s", &line("Blue."), None);
+        assert!(!r.correct && r.f1 == 0.0);
+        let mut said = line("Blue.");
+        said.abstained = Some(true);
+        assert!(score(&c, "s", &said, None).correct);
+    }
+
+    #[test]
+    fn totals_per_system_and_mode() {
+        let a = case(true);
+        let u = case(false);
+        let with = |answer: &str, mode: &str, prompts: Option<&str>| {
+            let mut l = line(answer);
+            l.mode = mode.into();
+            l.calls = Some(1);
+            l.prompt_tokens = Some(100);
+            l.prompts = prompts.map(|p| vec![p.to_string()]);
+            l
+        };
+        let nodes = Some("Cleaned every six months.");
+        let rows = vec![
+            score(
+                &a,
+                "s",
+                &with("six months", "compact", Some("six months")),
+                nodes,
+            ),
+            score(
+                &a,
+                "s",
+                &with("I don't know", "compact", Some("six months")),
+                nodes,
+            ),
+            score(&a, "s", &with("Blue", "compact", Some("cut")), nodes),
+            score(&a, "s", &with("Blue", "compact", None), Some("nothing")),
+            score(
+                &u,
+                "s",
+                &with("Not in the context.", "compact", None),
+                nodes,
+            ),
+            score(&u, "s", &with("Blue", "refine", None), nodes),
+        ];
+        let t = totals(&rows);
+        assert_eq!(t.len(), 2);
+        let c = &t[0];
+        assert_eq!((c.system.as_str(), c.mode.as_str()), ("s", "compact"));
+        assert_eq!(
+            (c.cases, c.correct, c.answerable, c.answerable_correct),
+            (5, 2, 4, 1)
+        );
+        assert_eq!(
+            (c.unanswerable, c.abstained_right, c.false_abstentions),
+            (1, 1, 1)
+        );
+        assert_eq!(
+            (c.lost_in_retrieval, c.lost_in_packing, c.lost_in_synthesis),
+            (1, 1, 1)
+        );
+        assert!((c.correct_rate - 0.4).abs() < 1e-9);
+        assert!((c.f1_mean - 0.4).abs() < 1e-9, "{}", c.f1_mean);
+        assert_eq!((c.calls, c.prompt_tokens), (5, 500));
+        assert_eq!(c.cite_precision, None);
+        let r = &t[1];
+        assert_eq!(
+            (r.mode.as_str(), r.cases, r.correct, r.unanswerable),
+            ("refine", 1, 0, 1)
+        );
+        assert!(totals(&[]).is_empty());
+    }
+}
