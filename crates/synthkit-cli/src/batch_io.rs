@@ -245,10 +245,10 @@ impl Existing {
         };
         // A line written before hashes were kept, or one that cannot be hashed, is
         // trusted as before.
-        if let (Some(old), Some(new)) = (entry.hash.as_deref(), hash) {
-            if old != new {
-                return Verdict::Changed;
-            }
+        if let (Some(old), Some(new)) = (entry.hash.as_deref(), hash)
+            && old != new
+        {
+            return Verdict::Changed;
         }
         match &entry.held {
             Held::Answered => Verdict::Keep(None),

@@ -78,6 +78,8 @@ pub(crate) struct SpanParent {
 }
 
 impl Caller {
+    // One private constructor with one caller (`engine::Job`), which names each part.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         model: Arc<dyn LanguageModel>,
         limit: Arc<Corrections>,

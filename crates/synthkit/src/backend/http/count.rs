@@ -34,7 +34,7 @@ pub(crate) fn count_of(value: &Value) -> Option<u64> {
 // The bounds are checked first, so the cast is exact.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 fn whole(f: f64) -> Option<u64> {
-    (f.fract() == 0.0 && (0.0..18_446_744_073_709_551_615.0).contains(&f)).then(|| f as u64)
+    (f.fract() == 0.0 && (0.0..18_446_744_073_709_551_615.0).contains(&f)).then_some(f as u64)
 }
 
 #[cfg(test)]

@@ -100,8 +100,10 @@ mod tests {
         assert!(
             matches!(h.verdict(), Err(ModelError::NoText { what }) if what.starts_with("reasoning"))
         );
-        let mut h = Held::default();
-        h.tool_calls = true;
+        let h = Held {
+            tool_calls: true,
+            ..Held::default()
+        };
         assert!(matches!(h.verdict(), Err(ModelError::NoText { what }) if what == "tool calls"));
     }
 }
