@@ -56,6 +56,8 @@ pub(crate) struct Caller {
     over_cap_warned: std::sync::atomic::AtomicBool,
     /// Compiled schemas of structured calls.
     schemas: crate::schema::SchemaCache,
+    /// Off in a plan's dry run ([`Caller::checking_schemas`]).
+    check_schemas: bool,
     /// The synthesis's span and the step spans under it (see [`crate::telemetry`]).
     synthesis_span: tracing::Span,
     step_spans: StepSpans,
@@ -114,7 +116,15 @@ impl Caller {
             first_done_notify: tokio::sync::Notify::new(),
             over_cap_warned: std::sync::atomic::AtomicBool::new(false),
             schemas: crate::schema::SchemaCache::default(),
+            check_schemas: true,
         }
+    }
+
+    /// Whether structured replies are checked against their schema (not in a plan's dry
+    /// run, whose replies are filler).
+    pub(crate) fn checking_schemas(mut self, on: bool) -> Self {
+        self.check_schemas = on;
+        self
     }
 
     pub(crate) fn totals(&self) -> UsageTotals {
@@ -404,7 +414,7 @@ impl Caller {
             Err(e) => return Err(Self::model_error(request, e)),
         };
         let value = match &request.schema {
-            Some(schema) => {
+            Some(schema) if self.check_schemas => {
                 let compiled = self
                     .schemas
                     .get(schema)
@@ -413,7 +423,7 @@ impl Caller {
                     .await
                     .map_err(|e| Self::model_error(request, e))?
             }
-            None => value,
+            _ => value,
         };
         Ok(StructuredCompletion {
             value,

@@ -87,16 +87,19 @@ impl Job {
             s.budget.max_prompt_tokens(),
             s.budget.num_output(),
         ));
-        let caller = Arc::new(Caller::new(
-            Arc::clone(&s.model),
-            Arc::clone(&corrections),
-            observer,
-            s.budget.tokenizer().clone(),
-            s.on_truncation,
-            s.counter.is_none() && s.calibrate_from_usage,
-            s.spans.then_some(spans.synthesis),
-            spans.node_ids,
-        ));
+        let caller = Arc::new(
+            Caller::new(
+                Arc::clone(&s.model),
+                Arc::clone(&corrections),
+                observer,
+                s.budget.tokenizer().clone(),
+                s.on_truncation,
+                s.counter.is_none() && s.calibrate_from_usage,
+                s.spans.then_some(spans.synthesis),
+                spans.node_ids,
+            )
+            .checking_schemas(!s.dry_run),
+        );
         Self {
             s,
             caller,

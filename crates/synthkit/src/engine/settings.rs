@@ -34,4 +34,7 @@ pub(crate) struct Settings {
     pub(crate) return_steps: bool,
     /// Whether the synthesis makes its spans ([`crate::telemetry`]).
     pub(crate) spans: bool,
+    /// A plan's dry run ([`crate::plan`]): its replies are filler, so structured replies
+    /// are parsed but never checked against the output schema.
+    pub(crate) dry_run: bool,
 }

@@ -60,6 +60,7 @@ impl Synthesizer {
             citation_markers: s.citation_markers,
             return_steps: s.return_steps,
             spans: s.spans,
+            dry_run: s.dry_run,
         }
     }
 }
@@ -86,6 +87,8 @@ pub struct SynthesizerBuilder {
     citation_markers: bool,
     return_steps: bool,
     spans: bool,
+    /// A plan's dry run: replies are filler, so no structured reply is checked.
+    dry_run: bool,
 }
 
 impl SynthesizerBuilder {
@@ -111,6 +114,7 @@ impl SynthesizerBuilder {
             citation_markers: true,
             return_steps: false,
             spans: true,
+            dry_run: false,
         }
     }
 
@@ -300,6 +304,7 @@ impl SynthesizerBuilder {
         self.observer = observer;
         self.spans = false;
         self.return_steps = false;
+        self.dry_run = true;
         self
     }
 
@@ -387,6 +392,7 @@ impl SynthesizerBuilder {
                 citation_markers: self.citation_markers,
                 return_steps: self.return_steps,
                 spans: self.spans,
+                dry_run: self.dry_run,
             }),
         })
     }
