@@ -76,11 +76,12 @@ pub(super) fn follow(order: &[usize], cands: &[Cand], sentences: &[Sentence]) ->
     let Some(best) = order.first().and_then(|&b| cands.get(b)) else {
         return order.to_vec();
     };
-    // A list unit or a sentence shown with its code holds what it announces.
-    let points = best.lead.is_none()
-        && sentences
-            .get(best.last)
-            .is_some_and(|s| s.kind != Kind::Code && points_forward(&s.text));
+    // The candidate's last sentence points past it: a sentence, or a list whose last item
+    // does ("6. Open the shutter only when the limits below are met."). A lead-in pointing
+    // to its own items is not last, and code holds what it announces.
+    let points = sentences
+        .get(best.last)
+        .is_some_and(|s| s.kind != Kind::Code && points_forward(&s.text));
     if !points {
         return order.to_vec();
     }

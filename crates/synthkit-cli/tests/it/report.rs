@@ -196,8 +196,11 @@ fn a_killed_runs_trace_names_each_calls_nodes() {
         html.contains("<span class=\"node\">"),
         "node ids drawn: {html}"
     );
-    assert!(!html.contains("the final summary"), "{html}");
+    // The last level it reached is not called the final summary.
+    assert!(!html.contains("call · the final summary"), "{html}");
+    assert!(!html.contains("calls · the final summary"), "{html}");
     assert!(html.contains("did not finish"), "{html}");
+    assert!(html.contains("not the final summary"), "{html}");
 }
 
 #[test]
