@@ -64,7 +64,9 @@ fn a_killed_trees_calls_are_drawn_by_what_is_known() {
     let run = read_trace(text.as_bytes()).unwrap();
     assert_eq!(run.steps.len(), 2);
     let page = render(&run);
-    assert!(!page.contains("the final summary"), "{page}");
+    assert!(!page.contains("call · the final summary"), "{page}");
+    assert!(!page.contains("calls · the final summary"), "{page}");
+    assert!(page.contains("not the final summary"), "{page}");
     assert!(page.contains("did not finish"), "{page}");
     assert!(page.contains("killed or is incomplete"), "{page}");
     assert!(!page.contains("not known</p>"), "{page}");
