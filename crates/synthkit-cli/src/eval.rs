@@ -603,58 +603,25 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
 }
 
 /// `2/3` and, with a denominator, its share.
-fn ratio(n: usize, of: usize) -> String {
-    if of == 0 {
-        "-".into()
-    } else {
-        format!("{n}/{of}")
-    }
-}
-
-fn opt(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
-}
-
 /// The terminal table: one row per (system, mode).
 pub fn table(totals: &[Totals]) -> String {
-    let head = [
-        "system",
-        "mode",
-        "cases",
-        "correct",
-        "answerable",
-        "abstain",
-        "false abst",
-        "F1",
-        "cite P",
-        "cite R",
-        "lost r/p/s",
-        "calls",
-        "prompt tok",
-        "wall s",
-    ];
+    let head: Vec<&str> = ["system", "mode", "cases"]
+        .into_iter()
+        .chain(Totals::SCORE_HEADINGS)
+        .chain(["calls", "prompt tok", "wall s"])
+        .collect();
     let lines: Vec<Vec<String>> = totals
         .iter()
         .map(|t| {
-            vec![
-                t.system.clone(),
-                t.mode.clone(),
-                t.cases.to_string(),
-                format!("{} ({:.0}%)", t.correct, t.correct_rate * 100.0),
-                ratio(t.answerable_correct, t.answerable),
-                ratio(t.abstained_right, t.unanswerable),
-                ratio(t.false_abstentions, t.answerable),
-                format!("{:.2}", t.f1_mean),
-                opt(t.cite_precision),
-                opt(t.cite_recall),
-                format!(
-                    "{}/{}/{}",
-                    t.lost_in_retrieval, t.lost_in_packing, t.lost_in_synthesis
-                ),
-                t.calls.to_string(),
-                t.prompt_tokens.to_string(),
-                format!("{:.1}", t.wall_ms / 1000.0),
-            ]
+            [t.system.clone(), t.mode.clone(), t.cases.to_string()]
+                .into_iter()
+                .chain(t.score_cells())
+                .chain([
+                    t.calls.to_string(),
+                    t.prompt_tokens.to_string(),
+                    format!("{:.1}", t.wall_ms / 1000.0),
+                ])
+                .collect()
         })
         .collect();
     let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();

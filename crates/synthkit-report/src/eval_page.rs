@@ -14,18 +14,6 @@ use crate::style::STYLE;
 /// Characters of an answer shown on the page.
 pub const EVAL_ANSWER_CHARS: usize = 2_000;
 
-fn opt(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".into(), |v| format!("{v:.2}"))
-}
-
-fn ratio(n: usize, of: usize) -> String {
-    if of == 0 {
-        "–".into()
-    } else {
-        format!("{n}/{of}")
-    }
-}
-
 /// The page for `rows` and their `totals`; `cases` gives each case's id and query, in
 /// order (the page lists the cases in this order).
 pub fn render_eval(cases: &[(&str, &str)], rows: &[Row], totals: &[Totals]) -> String {
@@ -80,28 +68,18 @@ fn totals_table(h: &mut Html, totals: &[Totals]) {
         h.markup("<tr>");
         h.element("td", "", &t.system);
         h.element("td", "", &t.mode);
-        let cells = [
-            t.cases.to_string(),
-            format!("{} ({:.0}%)", t.correct, t.correct_rate * 100.0),
-            ratio(t.answerable_correct, t.answerable),
-            ratio(t.abstained_right, t.unanswerable),
-            ratio(t.false_abstentions, t.answerable),
-            format!("{:.2}", t.f1_mean),
-            opt(t.cite_precision),
-            opt(t.cite_recall),
-            format!(
-                "{} / {} / {}",
-                t.lost_in_retrieval, t.lost_in_packing, t.lost_in_synthesis
-            ),
-            t.errors.to_string(),
-            thousands(t.calls),
-            thousands(t.prompt_tokens),
-            thousands(t.completion_tokens),
-            t.truncated_calls.to_string(),
-            format!("{:.1}", t.wall_ms / 1000.0),
-        ];
-        for c in &cells {
-            h.element("td", "num", c);
+        let cells = std::iter::once(t.cases.to_string())
+            .chain(t.score_cells())
+            .chain([
+                t.errors.to_string(),
+                thousands(t.calls),
+                thousands(t.prompt_tokens),
+                thousands(t.completion_tokens),
+                t.truncated_calls.to_string(),
+                format!("{:.1}", t.wall_ms / 1000.0),
+            ]);
+        for c in cells {
+            h.element("td", "num", &c);
         }
         h.markup("</tr>\n");
     }

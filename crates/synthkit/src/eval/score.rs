@@ -176,6 +176,48 @@ pub struct Totals {
     pub wall_ms: f64,
 }
 
+impl Totals {
+    /// The headings of [`Totals::score_cells`], in order.
+    pub const SCORE_HEADINGS: [&'static str; 8] = [
+        "correct",
+        "answerable",
+        "abstain",
+        "false abst",
+        "F1",
+        "cite P",
+        "cite R",
+        "lost r/p/s",
+    ];
+
+    /// The scores as the cells of a table row (the terminal table and the HTML page both
+    /// show them): correct with its rate, answerable answered right, right abstentions,
+    /// false abstentions, mean F1, citation precision and recall, and where wrong answers
+    /// were lost (retrieval/packing/synthesis). `-` where nothing was measured.
+    pub fn score_cells(&self) -> [String; 8] {
+        let ratio = |n: usize, of: usize| {
+            if of == 0 {
+                "-".to_string()
+            } else {
+                format!("{n}/{of}")
+            }
+        };
+        let mean = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+        [
+            format!("{} ({:.0}%)", self.correct, self.correct_rate * 100.0),
+            ratio(self.answerable_correct, self.answerable),
+            ratio(self.abstained_right, self.unanswerable),
+            ratio(self.false_abstentions, self.answerable),
+            format!("{:.2}", self.f1_mean),
+            mean(self.cite_precision),
+            mean(self.cite_recall),
+            format!(
+                "{}/{}/{}",
+                self.lost_in_retrieval, self.lost_in_packing, self.lost_in_synthesis
+            ),
+        ]
+    }
+}
+
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
     let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
     (n > 0).then(|| sum / n as f64)
