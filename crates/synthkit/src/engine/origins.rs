@@ -48,16 +48,21 @@ impl PromptNodes {
 
     /// The union of `sets`.
     fn union<'a>(sets: impl Iterator<Item = &'a Self>) -> Self {
-        let mut all: Vec<u32> = sets.flat_map(|s| s.0.iter().copied()).collect();
-        all.sort_unstable();
-        all.dedup();
-        Self(all.into())
+        Self(sorted_union(sets.map(|s| &s.0[..])))
     }
 
     /// The positions, ascending.
     pub(crate) fn positions(&self) -> &[u32] {
         &self.0
     }
+}
+
+/// The values of `sets`, ascending and without repeats.
+fn sorted_union<'a, T: Copy + Ord + 'a>(sets: impl Iterator<Item = &'a [T]>) -> Arc<[T]> {
+    let mut all: Vec<T> = sets.flat_map(|s| s.iter().copied()).collect();
+    all.sort_unstable();
+    all.dedup();
+    all.into()
 }
 
 /// A call's number within its synthesis, in the order the calls were started (a request
@@ -89,10 +94,7 @@ impl PromptInputs {
 
     /// The union of `sets`.
     fn union<'a>(sets: impl Iterator<Item = &'a Self>) -> Self {
-        let mut all: Vec<u64> = sets.flat_map(|s| s.0.iter().copied()).collect();
-        all.sort_unstable();
-        all.dedup();
-        Self(all.into())
+        Self(sorted_union(sets.map(|s| &s.0[..])))
     }
 
     /// The calls' tags, ascending.

@@ -180,8 +180,32 @@ impl Synthesizer {
         input: SynthesisInput,
         span: tracing::Span,
     ) -> Result<E, SynthError> {
+        let mut ended = self.run_job::<E>(&input, span).await?;
+        attach_sources(ended.response_mut(), input);
+        Ok(ended)
+    }
+
+    /// Runs the mode over `input` to its end without taking the input (a dry run's:
+    /// [`crate::plan`]); what `simple_summarize` cut.
+    pub(crate) async fn run_borrowed(
+        &self,
+        input: &SynthesisInput,
+    ) -> Result<Option<crate::response::Truncation>, SynthError> {
+        let ended = self
+            .run_job::<Response>(input, tracing::Span::none())
+            .await?;
+        Ok(ended.truncation)
+    }
+
+    /// Prepares the job for `input` under `span` and runs it to its end; the input stays
+    /// the caller's (its sources are attached by [`Synthesizer::run_in_span`]).
+    async fn run_job<E: Ending>(
+        &self,
+        input: &SynthesisInput,
+        span: tracing::Span,
+    ) -> Result<E, SynthError> {
         unique_ids(&input.nodes)?;
-        let (job, texts) = self.prepare(&input, span);
+        let (job, texts) = self.prepare(input, span);
         let ended = self
             .end_job::<E>(
                 &job,
@@ -193,30 +217,7 @@ impl Synthesizer {
         // The totals go on the synthesis's span when the job's caller is dropped (a
         // stream's final call is still to come).
         job.caller.close_steps();
-        drop(texts);
-        let mut ended = ended?;
-        attach_sources(ended.response_mut(), input);
-        Ok(ended)
-    }
-
-    /// Runs the mode over `input` to its end without taking the input (a dry run's:
-    /// [`crate::plan`]); what `simple_summarize` cut.
-    pub(crate) async fn run_borrowed(
-        &self,
-        input: &SynthesisInput,
-    ) -> Result<Option<crate::response::Truncation>, SynthError> {
-        unique_ids(&input.nodes)?;
-        let (job, texts) = self.prepare(input, tracing::Span::none());
-        let ended = self
-            .end_job::<Response>(
-                &job,
-                &input.nodes,
-                input.previous_response.as_deref(),
-                &texts,
-            )
-            .await;
-        job.caller.close_steps();
-        Ok(ended?.truncation)
+        ended
     }
 
     /// Runs `job` over `nodes` (model-visible `texts`) to its end.
