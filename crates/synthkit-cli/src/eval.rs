@@ -25,8 +25,8 @@ use synthkit::{Concurrency, Node, Observer, ResponseMode, Synthesizer};
 use synthkit_report::RunRecord;
 
 use crate::args::{
-    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, LlmKind, ModelArgs, TopK, parse_mode,
-    parse_top_k,
+    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, LlmKind, ModelArgs, PromptArgs, TopK,
+    parse_mode, parse_top_k,
 };
 use crate::backend::{self, Backend, StackFlags};
 use crate::batch_io::{self, LineReader, RawLine};
@@ -92,6 +92,9 @@ pub struct EvalArgs {
     /// The most tokens one prompt may have, below the model's window.
     #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
     pub max_prompt_tokens: Option<usize>,
+    /// Other prompts than the defaults (to measure a prompt before making it one).
+    #[command(flatten)]
+    pub prompts: PromptArgs,
     /// Requests and tokens per minute, retries: one budget for the whole evaluation.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -271,6 +274,7 @@ struct Runner<'a> {
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
     splitter: TokenTextSplitter,
+    templates: crate::synthesis::CustomTemplates,
 }
 
 impl Runner<'_> {
@@ -327,6 +331,9 @@ impl Runner<'_> {
             })
             .citations(citations)
             .citation_markers(self.args.cite);
+        let builder = self
+            .templates
+            .apply(builder, self.args.prompts.system_prompt.as_deref());
         let mut fanout = Fanout::default();
         fanout.push(self.progress.clone());
         fanout.push(prompts);
@@ -526,6 +533,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             Some(dir) => Some(BatchReports::create(dir, &backend)?),
             None => None,
         };
+        let templates = crate::synthesis::CustomTemplates::read_prompts(&args.prompts)?;
         let progress = Arc::new(BatchProgress::new(!args.quiet, Some(todo.len() as u64)));
         let runner = Runner {
             args,
@@ -533,6 +541,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             progress: progress.clone(),
             reports,
             splitter,
+            templates,
         };
         let mut current: Option<(usize, std::result::Result<Vec<Node>, String>)> = None;
         for (i, mode) in todo {
@@ -572,13 +581,17 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
     // In case order, each case's rows in the order they were made.
     rows.sort_by_key(|r| index.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
     let totals = synthkit::eval::totals(&rows);
+    let paired = synthkit::eval::paired(&rows);
     if args.json {
-        let value = json!({"rows": rows, "totals": totals});
+        let value = json!({"rows": rows, "totals": totals, "paired": paired});
         crate::output::write_json(&mut std::io::stdout().lock(), &value)?;
     } else {
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(table(&totals).as_bytes())?;
+        for p in &paired {
+            writeln!(stdout, "{}", p.describe())?;
+        }
         stdout.flush()?;
     }
     if let Some(path) = &args.html {

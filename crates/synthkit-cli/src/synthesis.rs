@@ -39,6 +39,11 @@ pub struct CustomTemplates {
 impl CustomTemplates {
     /// Reads the template files named in `args`.
     pub fn read(args: &SynthArgs) -> Result<Self> {
+        Self::read_prompts(&args.prompts)
+    }
+
+    /// Reads the template files named in `prompts`.
+    pub fn read_prompts(prompts: &crate::args::PromptArgs) -> Result<Self> {
         let read = |path: &Option<std::path::PathBuf>,
                     kind: TemplateKind|
          -> Result<Option<PromptTemplate>> {
@@ -55,10 +60,33 @@ impl CustomTemplates {
             )))
         };
         Ok(Self {
-            qa: read(&args.prompts.qa_template, TemplateKind::Qa)?,
-            refine: read(&args.prompts.refine_template, TemplateKind::Refine)?,
-            summary: read(&args.prompts.summary_template, TemplateKind::Summary)?,
+            qa: read(&prompts.qa_template, TemplateKind::Qa)?,
+            refine: read(&prompts.refine_template, TemplateKind::Refine)?,
+            summary: read(&prompts.summary_template, TemplateKind::Summary)?,
         })
+    }
+}
+
+impl CustomTemplates {
+    /// `builder` with these templates and `system_prompt`, where given.
+    pub fn apply(
+        &self,
+        mut builder: synthkit::SynthesizerBuilder,
+        system_prompt: Option<&str>,
+    ) -> synthkit::SynthesizerBuilder {
+        if let Some(sp) = system_prompt {
+            builder = builder.system_prompt(sp.to_string());
+        }
+        if let Some(t) = &self.qa {
+            builder = builder.qa_template(t.clone());
+        }
+        if let Some(t) = &self.refine {
+            builder = builder.refine_template(t.clone());
+        }
+        if let Some(t) = &self.summary {
+            builder = builder.summary_template(t.clone());
+        }
+        builder
     }
 }
 
@@ -113,18 +141,7 @@ pub fn build_synthesizer(
         .citation_markers(args.cite)
         .return_steps(wants_steps(args))
         .observer(observer);
-    if let Some(sp) = &args.prompts.system_prompt {
-        builder = builder.system_prompt(sp.clone());
-    }
-    if let Some(t) = &templates.qa {
-        builder = builder.qa_template(t.clone());
-    }
-    if let Some(t) = &templates.refine {
-        builder = builder.refine_template(t.clone());
-    }
-    if let Some(t) = &templates.summary {
-        builder = builder.summary_template(t.clone());
-    }
+    builder = templates.apply(builder, args.prompts.system_prompt.as_deref());
     // A dry run makes no spans: no trace shows calls that were never made.
     builder = builder.spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))

@@ -43,6 +43,7 @@ pub fn render_eval(cases: &[(&str, &str)], rows: &[Row], totals: &[Totals]) -> S
     );
     h.markup("</p></header>\n");
     totals_table(&mut h, totals);
+    paired_list(&mut h, rows);
     h.markup("<h2>Cases</h2>\n");
     for (id, query) in cases {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.id == *id).collect();
@@ -58,7 +59,7 @@ pub fn render_eval(cases: &[(&str, &str)], rows: &[Row], totals: &[Totals]) -> S
 fn totals_table(h: &mut Html, totals: &[Totals]) {
     h.markup(
         "<h2>Totals</h2>\n<table><thead><tr><th>system</th><th>mode</th><th>cases</th>\
-         <th>correct</th><th>answerable right</th><th>abstained (unanswerable)</th>\
+         <th>correct</th><th>95% interval</th><th>answerable right</th><th>abstained (unanswerable)</th>\
          <th>false abstentions</th><th>F1</th><th>cite P</th><th>cite R</th>\
          <th>lost in retrieval / packing / synthesis</th><th>errors</th><th>calls</th>\
          <th>prompt tokens</th><th>completion tokens</th><th>truncated</th><th>wall s</th>\
@@ -84,6 +85,23 @@ fn totals_table(h: &mut Html, totals: &[Totals]) {
         h.markup("</tr>\n");
     }
     h.markup("</tbody></table>\n");
+}
+
+/// Each pair of systems (same mode) and of modes (same system) on the cases both answered.
+fn paired_list(h: &mut Html, rows: &[Row]) {
+    let pairs = synthkit::eval::paired(rows);
+    if pairs.is_empty() {
+        return;
+    }
+    h.markup(
+        "<h2>Side by side</h2>\n<p class=\"meta\">On the cases both sides answered: where only \
+         one was right, and the sign test's chance of a split at least that uneven if neither \
+         were better.</p>\n<ul>\n",
+    );
+    for p in &pairs {
+        h.element("li", "", &p.describe());
+    }
+    h.markup("</ul>\n");
 }
 
 fn case(h: &mut Html, id: &str, query: &str, rows: &[&Row], totals: &[Totals]) {
@@ -197,6 +215,8 @@ mod tests {
         assert!(!page.contains("<script>"));
         assert!(page.contains("<a href=\"r/q&quot;1.html\">report</a>"));
         assert!(page.contains("<th>s · compact</th><th>s · refine</th>"));
+        assert!(page.contains("<th>95% interval</th>"));
+        assert!(page.contains("s/compact vs s/refine on 1 case:"), "{page}");
         let good = page.find("tag good\">correct").unwrap();
         let bad = page.find("tag bad\">wrong").unwrap();
         assert!(good < bad, "compact right, then refine wrong");

@@ -100,7 +100,12 @@ fn offline_runs_are_scored_per_case_and_mode() {
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 3, "{table}");
+    // The heading, one line per mode, and the modes compared case by case.
+    assert_eq!(lines.len(), 4, "{table}");
+    assert!(
+        lines[3].starts_with("synthkit/compact vs synthkit/refine on 3 cases"),
+        "{table}"
+    );
     assert!(
         lines[0].starts_with("system") && lines[0].contains("correct"),
         "{table}"
@@ -187,6 +192,91 @@ fn answers_from_elsewhere_are_scored_by_the_same_code() {
     assert_eq!(
         (t["false_abstentions"].clone(), t["lost_in_packing"].clone()),
         (json!(1), json!(1))
+    );
+}
+
+/// Two systems answering the same cases in the same mode are compared case by case: the
+/// interval of each correct rate, and the cases only one side got right (sign test).
+#[test]
+fn two_systems_are_compared_on_the_same_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let lines = |system: &str, answers: [&str; 3]| -> String {
+        ["c1", "c2", "c3"]
+            .iter()
+            .zip(answers)
+            .map(|(id, a)| {
+                format!(
+                    "{}\n",
+                    json!({"id": id, "mode": "compact", "system": system, "answer": a})
+                )
+            })
+            .collect()
+    };
+    let a = write(
+        dir.path(),
+        "a.jsonl",
+        lines("a", ["three months", "at dawn", "Blue"]),
+    );
+    let b = write(
+        dir.path(),
+        "b.jsonl",
+        lines("b", ["no idea", "at dusk", "The sources do not say."]),
+    );
+    let out = synthkit()
+        .args(["eval", "--json", "-q"])
+        .arg(&cases)
+        .args([
+            "--answers".as_ref(),
+            a.as_os_str(),
+            "--answers".as_ref(),
+            b.as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    let paired = report["paired"].as_array().unwrap();
+    assert_eq!(paired.len(), 1, "{report:#}");
+    let p = &paired[0];
+    assert_eq!(
+        (p["a"].as_str(), p["b"].as_str()),
+        (Some("a/compact"), Some("b/compact"))
+    );
+    assert_eq!(
+        (
+            p["cases"].clone(),
+            p["only_a"].clone(),
+            p["only_b"].clone(),
+            p["both"].clone()
+        ),
+        (json!(3), json!(2), json!(1), json!(0))
+    );
+    assert_eq!(p["p_value"], 1.0);
+    let interval = report["totals"][0]["correct_interval"].as_array().unwrap();
+    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    assert!(low < 2.0 / 3.0 && 2.0 / 3.0 < high, "{interval:?}");
+
+    // The table says the same in words.
+    let out = synthkit()
+        .args(["eval", "-q"])
+        .arg(&cases)
+        .args([
+            "--answers".as_ref(),
+            a.as_os_str(),
+            "--answers".as_ref(),
+            b.as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("95% interval"), "{text}");
+    assert!(
+        text.contains(
+            "a/compact vs b/compact on 3 cases: only the first right in 2, only the second in 1"
+        ),
+        "{text}"
     );
 }
 
@@ -364,6 +454,56 @@ fn a_second_run_resumes_without_new_model_calls() {
         calls as u64 + 1 + refine_calls,
         "the cut row's run and the refine runs, nothing else"
     );
+}
+
+/// A prompt can be measured before it becomes a default: `eval` takes `ask`'s template
+/// files and system prompt, and the model receives them.
+#[test]
+fn other_prompts_are_measured_with_the_template_flags() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("Every three months."));
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let qa = write(
+        dir.path(),
+        "qa.txt",
+        "TRIAL-PROMPT\n{context_str}\nQ: {query_str}\nA:",
+    );
+    let out = synthkit()
+        .args([
+            "eval",
+            "--json",
+            "-q",
+            "--modes",
+            "compact",
+            "--qa-template",
+        ])
+        .arg(&qa)
+        .args(["--system-prompt", "TRIAL-SYSTEM"])
+        .args(["--llm", "openai", "--base-url", &fake.base, "--model", "m"])
+        .args(["--context-window", "2048", "--num-output", "64"])
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bodies = fake.bodies();
+    assert_eq!(bodies.len(), 3, "one call per case");
+    for body in &bodies {
+        let text = body["messages"].to_string();
+        assert!(text.contains("TRIAL-PROMPT"), "{text}");
+        assert!(text.contains("TRIAL-SYSTEM"), "{text}");
+    }
+
+    let bad = write(dir.path(), "bad.txt", "{context_str} {nope}");
+    let out = synthkit()
+        .args(["eval", "-q", "--modes", "compact", "--qa-template"])
+        .arg(&bad)
+        .args(["--llm", "openai", "--base-url", &fake.base, "--model", "m"])
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nope"), "{}", stderr(&out));
+    assert_eq!(fake.requests(), 3, "no call with a bad template");
 }
 
 #[test]

@@ -13,6 +13,8 @@
 //!   the nodes and in the prompts sent, citation precision and recall, abstention.
 //! - [`score`]: one [`Row`] per case, mode and system, and the [`Totals`] of each
 //!   (system, mode).
+//! - [`noise`]: how much of a difference is chance: each correct rate's bootstrap
+//!   interval, and paired comparisons (sign test) of systems and modes on the same cases.
 //!
 //! Everything here is a pure function of its inputs: no I/O, no model.
 //!
@@ -36,6 +38,7 @@
 
 pub mod case;
 pub mod metrics;
+pub mod noise;
 pub mod normalize;
 pub mod score;
 
@@ -43,5 +46,6 @@ pub use case::{
     Alternative, AnswerLine, AnswerRegex, Case, CaseError, CaseInput, parse_answer_line, parse_case,
 };
 pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
+pub use noise::{Paired, paired};
 pub use normalize::normalize;
 pub use score::{Row, Totals, score, totals};

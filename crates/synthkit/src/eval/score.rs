@@ -139,6 +139,10 @@ pub struct Totals {
     pub correct: usize,
     /// `correct / cases` (0 with no case).
     pub correct_rate: f64,
+    /// The 95 % bootstrap interval of `correct_rate` ([`super::noise::bootstrap_interval`];
+    /// `None` with no case).
+    #[serde(default)]
+    pub correct_interval: Option<(f64, f64)>,
     /// Answerable cases.
     pub answerable: usize,
     /// Answerable cases answered right.
@@ -178,8 +182,9 @@ pub struct Totals {
 
 impl Totals {
     /// The headings of [`Totals::score_cells`], in order.
-    pub const SCORE_HEADINGS: [&'static str; 8] = [
+    pub const SCORE_HEADINGS: [&'static str; 9] = [
         "correct",
+        "95% interval",
         "answerable",
         "abstain",
         "false abst",
@@ -190,10 +195,11 @@ impl Totals {
     ];
 
     /// The scores as the cells of a table row (the terminal table and the HTML page both
-    /// show them): correct with its rate, answerable answered right, right abstentions,
+    /// show them): correct with its rate and the rate's 95 % interval, answerable answered
+    /// right, right abstentions,
     /// false abstentions, mean F1, citation precision and recall, and where wrong answers
     /// were lost (retrieval/packing/synthesis). `-` where nothing was measured.
-    pub fn score_cells(&self) -> [String; 8] {
+    pub fn score_cells(&self) -> [String; 9] {
         let ratio = |n: usize, of: usize| {
             if of == 0 {
                 "-".to_string()
@@ -204,6 +210,10 @@ impl Totals {
         let mean = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
         [
             format!("{} ({:.0}%)", self.correct, self.correct_rate * 100.0),
+            self.correct_interval.map_or_else(
+                || "-".to_string(),
+                |(low, high)| format!("{:.0}-{:.0}%", low * 100.0, high * 100.0),
+            ),
             ratio(self.answerable_correct, self.answerable),
             ratio(self.abstained_right, self.unanswerable),
             ratio(self.false_abstentions, self.answerable),
@@ -259,6 +269,8 @@ impl Totals {
         if t.cases > 0 {
             t.correct_rate = t.correct as f64 / t.cases as f64;
         }
+        let outcomes: Vec<bool> = rows.iter().map(|r| r.correct).collect();
+        t.correct_interval = super::noise::bootstrap_interval(&outcomes);
         t.f1_mean = mean(rows.iter().map(|r| r.f1)).unwrap_or(0.0);
         t.cite_precision = mean(rows.iter().filter_map(|r| r.cite_precision));
         t.cite_recall = mean(rows.iter().filter_map(|r| r.cite_recall));
@@ -407,6 +419,13 @@ mod tests {
             (1, 1, 1)
         );
         assert!((c.correct_rate - 0.4).abs() < 1e-9);
+        let (low, high) = c.correct_interval.unwrap();
+        assert!(low < 0.4 && high > 0.4, "{low} {high}");
+        assert_eq!(c.score_cells()[0], "2 (40%)");
+        assert_eq!(
+            c.score_cells()[1],
+            format!("{:.0}-{:.0}%", low * 100.0, high * 100.0)
+        );
         assert!((c.f1_mean - 0.4).abs() < 1e-9, "{}", c.f1_mean);
         assert_eq!((c.calls, c.prompt_tokens), (5, 500));
         assert_eq!(c.cite_precision, None);
