@@ -140,8 +140,17 @@ if [[ $SKIP_REF == 0 ]]; then
     "$VENV/bin/python" "$HERE/reference_answers.py" "$CASES" --base-url "$BASE_URL" \
         --context-window "$CTX" --num-output "$NUM_OUTPUT" --modes "$MODES" \
         -o "$OUT/reference.jsonl"
-    echo "run.sh: scoring the reference"
-    "${SK[@]}" eval "$CASES" --answers "$OUT/reference.jsonl" | tee "$OUT/reference-score.md" \
-        || echo "run.sh: scoring failed; score later with: synthkit eval $CASES --answers $OUT/reference.jsonl" >&2
+fi
+
+# --- both side by side ---------------------------------------------------------------------------
+# One table (and page) of every system's rows, with each correct rate's interval and the
+# paired comparisons: synthkit's rows are copied and the reference's answers scored into
+# the copy by the same code.
+if [[ -f $OUT/reference.jsonl ]]; then
+    echo "run.sh: scoring side by side"
+    cp "$OUT/synthkit.jsonl" "$OUT/all.jsonl" 2>/dev/null || : > "$OUT/all.jsonl"
+    "${SK[@]}" eval "$CASES" -o "$OUT/all.jsonl" --answers "$OUT/reference.jsonl" --html "$OUT/eval.html" \
+        | tee "$OUT/score.md" \
+        || echo "run.sh: scoring failed; score later with: synthkit eval $CASES -o $OUT/all.jsonl --answers $OUT/reference.jsonl" >&2
 fi
 echo "run.sh: $(date -u +%FT%TZ) done; results in $OUT"
