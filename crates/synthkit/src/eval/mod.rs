@@ -13,8 +13,11 @@
 //!   the nodes and in the prompts sent, citation precision and recall, abstention.
 //! - [`score`]: one [`Row`] per case, mode and system, and the [`Totals`] of each
 //!   (system, mode).
+//! - [`run`]: running a case with a [`crate::Synthesizer`] and writing the run as an
+//!   answer line ([`run_case`], [`PromptCapture`], [`answer_line`]), as `synthkit eval`
+//!   and the Python package's `evaluate` do.
 //!
-//! Everything here is a pure function of its inputs: no I/O, no model.
+//! Everything but [`run`] is a pure function of its inputs: no I/O, no model.
 //!
 //! ```
 //! use synthkit::eval::{AnswerLine, parse_case, score};
@@ -37,6 +40,7 @@
 pub mod case;
 pub mod metrics;
 pub mod normalize;
+pub mod run;
 pub mod score;
 
 pub use case::{
@@ -44,4 +48,8 @@ pub use case::{
 };
 pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
 pub use normalize::normalize;
+pub use run::{
+    CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, PromptCapture, answer_line, nodes_text,
+    run_case,
+};
 pub use score::{Row, Totals, score, totals};
