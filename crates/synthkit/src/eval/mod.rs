@@ -52,4 +52,4 @@ pub use run::{
     CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, PromptCapture, answer_line, nodes_text,
     run_case,
 };
-pub use score::{Row, Totals, score, totals};
+pub use score::{Row, TABLE_HEADINGS, Totals, score, table, totals};
