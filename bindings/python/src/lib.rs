@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 mod backend;
 mod call_events;
 mod errors;
+mod eval;
 mod many;
 mod nodes;
 mod pyllm;
@@ -128,6 +129,8 @@ fn _synthkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<response::SourceNode>()?;
     m.add_class::<stream::ResponseStream>()?;
     m.add_class::<many::FailedRequest>()?;
+    m.add_class::<eval::EvalResult>()?;
+    m.add_function(wrap_pyfunction!(eval::evaluate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MODES", synthesizer::mode_names())?;
     Ok(())

@@ -11,17 +11,18 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use clap::Args;
 use serde_json::json;
-use synthkit::eval::{AnswerLine, Case, CaseInput, Row, Totals, parse_answer_line, parse_case};
-use synthkit::observe::CallReport;
+use synthkit::eval::{
+    AnswerLine, Case, CaseInput, Row, Totals, nodes_text, parse_answer_line, parse_case, run_case,
+};
 use synthkit::prompt::PromptBudget;
 use synthkit::text::TokenTextSplitter;
-use synthkit::{Concurrency, Node, Observer, ResponseMode, Synthesizer};
+use synthkit::{Concurrency, Node, ResponseMode, Synthesizer};
 use synthkit_report::RunRecord;
 
 use crate::args::{
@@ -39,9 +40,6 @@ use crate::spinner::Spinner;
 
 /// The longest line of a cases or answers file (bytes).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
-/// The most prompt text kept per run to tell whether the answer reached the prompts
-/// (bytes); past it `in_prompts` is unknown for that run.
-pub const MAX_PROMPT_BYTES: usize = 64 << 20;
 
 /// `synthkit eval`.
 #[derive(Debug, Args)]
@@ -237,36 +235,6 @@ fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
     Ok((file, rows))
 }
 
-/// Keeps the text of every prompt sent, up to [`MAX_PROMPT_BYTES`].
-#[derive(Default)]
-struct PromptLog {
-    inner: Mutex<(Vec<String>, usize, bool)>,
-}
-
-impl PromptLog {
-    /// The prompts, `None` when some were left out (over the cap).
-    fn take(&self) -> (usize, Option<Vec<String>>) {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (prompts, _, over) = std::mem::take(&mut *g);
-        let calls = prompts.len();
-        (calls, (!over).then_some(prompts))
-    }
-}
-
-impl Observer for PromptLog {
-    fn call_finished(&self, report: &CallReport<'_>) {
-        let text = report.request.prompt.to_text();
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.1 = g.1.saturating_add(text.len());
-        if g.1 > MAX_PROMPT_BYTES {
-            g.2 = true;
-            g.0.push(String::new());
-        } else {
-            g.0.push(text);
-        }
-    }
-}
-
 /// What every synthkit run shares.
 struct Runner<'a> {
     args: &'a EvalArgs,
@@ -304,12 +272,11 @@ impl Runner<'_> {
         })
     }
 
-    /// The synthesizer of one run, observed by the progress, `prompts` and `recorder`.
+    /// The synthesizer of one run, observed by the progress and `recorder`.
     fn synthesizer(
         &self,
         mode: ResponseMode,
         nodes: &[Node],
-        prompts: Arc<PromptLog>,
     ) -> Result<(Synthesizer, Option<Arc<synthkit::steps::StepRecorder>>)> {
         let info = self.backend.model.info();
         let budget = PromptBudget::new(info.context_window, info.num_output)
@@ -336,7 +303,6 @@ impl Runner<'_> {
             .apply(builder, self.args.prompts.system_prompt.as_deref());
         let mut fanout = Fanout::default();
         fanout.push(self.progress.clone());
-        fanout.push(prompts);
         let recorder = self
             .reports
             .as_ref()
@@ -351,40 +317,18 @@ impl Runner<'_> {
         Ok((synth, recorder))
     }
 
-    /// Runs `case` in `mode` over `nodes`: its answer line and report.
+    /// Runs `case` in `mode` over `nodes` ([`run_case`]: the prompts kept up to
+    /// [`synthkit::eval::DEFAULT_MAX_PROMPT_BYTES`], past which `in_prompts` is unknown):
+    /// its answer line and report.
     async fn run(
         &self,
         case: &Case,
         mode: ResponseMode,
         nodes: &[Node],
     ) -> Result<(AnswerLine, Option<String>)> {
-        let prompts = Arc::new(PromptLog::default());
-        let (synth, recorder) = self.synthesizer(mode, nodes, prompts.clone())?;
-        let start = Instant::now();
-        let outcome = synth.synthesize(&case.query, nodes.to_vec()).await;
-        let wall_ms = start.elapsed().as_secs_f64() * 1000.0;
-        let (calls, sent) = prompts.take();
-        let mut line = AnswerLine::new(case.id.clone(), mode.as_str(), "");
-        line.wall_ms = Some(wall_ms);
-        line.prompts = sent;
-        match &outcome {
-            Ok(response) => {
-                line.answer = response.text_without_markers();
-                line.calls = Some(response.usage.calls);
-                line.prompt_tokens = Some(response.usage.prompt_tokens);
-                line.completion_tokens = Some(response.usage.completion_tokens);
-                line.truncated_calls = Some(response.usage.truncated_calls);
-                if self.args.cite {
-                    line.citations = Some(response.citations.as_ref().map_or_else(Vec::new, |c| {
-                        c.cited_node_ids().into_iter().map(str::to_string).collect()
-                    }));
-                }
-            }
-            Err(e) => {
-                line.error = Some(e.to_string());
-                line.calls = Some(calls as u64);
-            }
-        }
+        let (synth, recorder) = self.synthesizer(mode, nodes)?;
+        let run = run_case(&synth, case, nodes.to_vec(), self.args.cite).await;
+        let (line, outcome) = (run.line, run.outcome);
         let report = match (&self.reports, &recorder, &self.args.report_dir) {
             (Some(reports), Some(recorder), Some(dir)) => {
                 let error = line.error.clone().unwrap_or_default();
@@ -401,15 +345,6 @@ impl Runner<'_> {
         };
         Ok((line, report))
     }
-}
-
-/// The nodes' text, one node a line (for `in_nodes`).
-fn nodes_text(nodes: &[Node]) -> String {
-    nodes
-        .iter()
-        .map(|n| n.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Runs `synthkit eval`.
@@ -488,10 +423,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
                 continue;
             };
             let case = &cases[i];
-            let nodes = match &case.input {
-                CaseInput::Nodes(n) => Some(nodes_text(n)),
-                _ => None,
-            };
+            let nodes = case.nodes().map(nodes_text);
             let row = synthkit::eval::score(case, &args.system, &line, nodes.as_deref());
             if done.insert(key(&row)) {
                 append(row, &mut rows)?;
@@ -588,10 +520,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
     } else {
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
-        stdout.write_all(table(&totals).as_bytes())?;
-        for p in &paired {
-            writeln!(stdout, "{}", p.describe())?;
-        }
+        stdout.write_all(synthkit::eval::table(&totals, &paired).as_bytes())?;
         stdout.flush()?;
     }
     if let Some(path) = &args.html {
@@ -613,52 +542,6 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         ),
     );
     Ok(())
-}
-
-/// `2/3` and, with a denominator, its share.
-/// The terminal table: one row per (system, mode).
-pub fn table(totals: &[Totals]) -> String {
-    let head: Vec<&str> = ["system", "mode", "cases"]
-        .into_iter()
-        .chain(Totals::SCORE_HEADINGS)
-        .chain(["calls", "prompt tok", "wall s"])
-        .collect();
-    let lines: Vec<Vec<String>> = totals
-        .iter()
-        .map(|t| {
-            [t.system.clone(), t.mode.clone(), t.cases.to_string()]
-                .into_iter()
-                .chain(t.score_cells())
-                .chain([
-                    t.calls.to_string(),
-                    t.prompt_tokens.to_string(),
-                    format!("{:.1}", t.wall_ms / 1000.0),
-                ])
-                .collect()
-        })
-        .collect();
-    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for line in &lines {
-        for (w, cell) in widths.iter_mut().zip(line) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    table_line(&mut out, head.iter().copied(), &widths);
-    for line in &lines {
-        table_line(&mut out, line.iter().map(String::as_str), &widths);
-    }
-    out
-}
-
-/// One line of the table: each cell padded to its column's width.
-fn table_line<'a>(out: &mut String, cells: impl Iterator<Item = &'a str>, widths: &[usize]) {
-    let mut line = String::new();
-    for (cell, &w) in cells.zip(widths) {
-        line.push_str(&format!("{cell:<w$}  "));
-    }
-    out.push_str(line.trim_end());
-    out.push('\n');
 }
 
 /// The page: report links made relative to the page's folder where they can be.

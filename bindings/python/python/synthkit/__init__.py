@@ -14,12 +14,15 @@ LlamaIndex response modes (``compact``, ``refine``, ``tree_summarize``,
 
 With ``base_url="http://127.0.0.1:8080/v1"`` an OpenAI-compatible server answers.
 ``synthkit.llama_index.SynthkitSynthesizer`` plugs it into LlamaIndex query engines.
+``synthkit.evaluate(cases, answers, synthesizers=...)`` scores answers without a judge, as
+``synthkit eval`` does.
 """
 
 from __future__ import annotations
 
 from synthkit._synthkit import (
     MODES,
+    EvalResult,
     FailedRequest,
     InputError,
     ModelError,
@@ -30,10 +33,12 @@ from synthkit._synthkit import (
     SynthkitError,
     Synthesizer,
     __version__,
+    evaluate,
 )
 
 __all__ = [
     "MODES",
+    "EvalResult",
     "FailedRequest",
     "InputError",
     "ModelError",
@@ -44,4 +49,5 @@ __all__ = [
     "SynthkitError",
     "Synthesizer",
     "__version__",
+    "evaluate",
 ]

@@ -91,6 +91,63 @@ class FailedRequest:
 #: ``system_prompt``) with an optional ``id``.
 RequestLike = Union[Tuple[str, Iterable[NodeLike]], Mapping[str, Any]]
 
+class EvalResult:
+    """The scores of ``evaluate``: ``str(result)`` is ``result.table()``."""
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per case, mode and system, in case order: ``id``, ``system``,
+        ``mode``, ``answer``, ``error``, ``answerable``, ``correct``, ``f1``,
+        ``abstained``, ``in_nodes``, ``in_prompts``, ``cite_precision``, ``cite_recall``,
+        ``calls``, ``prompt_tokens``, ``completion_tokens``, ``truncated_calls``,
+        ``wall_ms``, ``report``, ``tags``."""
+    @property
+    def totals(self) -> list[dict[str, Any]]:
+        """One dict per system and mode: ``system``, ``mode``, ``cases``, ``correct``,
+        ``correct_rate``, ``correct_interval`` (its 95 % bootstrap interval: low, high),
+        ``answerable``, ``answerable_correct``, ``unanswerable``,
+        ``abstained_right``, ``false_abstentions``, ``errors``, ``f1_mean``,
+        ``lost_in_retrieval``, ``lost_in_packing``, ``lost_in_synthesis``,
+        ``cite_precision``, ``cite_recall``, ``calls``, ``prompt_tokens``,
+        ``completion_tokens``, ``truncated_calls``, ``wall_ms``."""
+    @property
+    def paired(self) -> list[dict[str, Any]]:
+        """Every two systems in one mode, and every two modes of one system, on the cases
+        both answered: ``a``, ``b`` (``system/mode``), ``cases``, ``both``, ``only_a``,
+        ``only_b``, ``neither``, ``p_value`` (the exact sign test of ``only_a`` against
+        ``only_b``: the chance of a split at least that uneven if neither were better)."""
+    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """``{"rows": [...], "totals": [...], "paired": [...]}``, as ``synthkit eval
+        --json`` prints it."""
+    def table(self) -> str:
+        """The totals as a plain-text table with ``synthkit eval``'s headings, then one
+        line per paired comparison."""
+
+#: Cases or answers: a JSON-lines file's path, or a list of dicts (or of their JSON texts).
+LinesLike = Union[str, "os.PathLike[str]", Iterable[Union[Mapping[str, Any], str]]]
+
+def evaluate(
+    cases: LinesLike,
+    answers: Optional[LinesLike] = None,
+    *,
+    synthesizers: Union[Mapping[str, "Synthesizer"], Iterable["Synthesizer"], None] = None,
+    system: str = "synthkit",
+) -> EvalResult:
+    """Scores answers to a benchmark's cases without a judge, as ``synthkit eval`` does.
+
+    ``cases``: a ``CASES.jsonl`` path or a list of case dicts (``id``, ``query``,
+    ``nodes`` or ``paths``, ``top_k``, ``answers``, ``evidence``, ``answerable``,
+    ``tags``). ``answers``: an ``ANSWERS.jsonl`` path or a list of answer dicts (``id``,
+    ``mode``, ``answer``; optionally ``system``, ``error``, ``abstained``, ``calls``,
+    ``prompt_tokens``, ``completion_tokens``, ``truncated_calls``, ``wall_ms``,
+    ``prompts``, ``citations``) from any system. ``synthesizers``: ``{name:
+    Synthesizer}`` or a list of Synthesizers (named by their modes), each run on every
+    case with its calls, tokens, prompts and (with ``citations=True``) cited node ids
+    recorded; the name is the rows' ``mode``. ``system`` names synthesizers' rows and
+    answers without ``system``. Cases with ``paths`` can be scored but not run (the
+    package reads no files). Bad input raises ``InputError`` naming the case or answer.
+    """
+
 class ResponseStream(Iterator[str], AsyncIterator[str]):
     """Text deltas of a streamed answer, by ``for`` or ``async for``."""
 

@@ -15,8 +15,11 @@
 //!   (system, mode).
 //! - [`noise`]: how much of a difference is chance: each correct rate's bootstrap
 //!   interval, and paired comparisons (sign test) of systems and modes on the same cases.
+//! - [`run`]: running a case with a [`crate::Synthesizer`] and writing the run as an
+//!   answer line ([`run_case`], [`PromptCapture`], [`answer_line`]), as `synthkit eval`
+//!   and the Python package's `evaluate` do.
 //!
-//! Everything here is a pure function of its inputs: no I/O, no model.
+//! Everything but [`run`] is a pure function of its inputs: no I/O, no model.
 //!
 //! ```
 //! use synthkit::eval::{AnswerLine, parse_case, score};
@@ -40,6 +43,7 @@ pub mod case;
 pub mod metrics;
 pub mod noise;
 pub mod normalize;
+pub mod run;
 pub mod score;
 
 pub use case::{
@@ -48,4 +52,8 @@ pub use case::{
 pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
 pub use noise::{Paired, paired};
 pub use normalize::normalize;
-pub use score::{Row, Totals, score, totals};
+pub use run::{
+    CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, PromptCapture, answer_line, nodes_text,
+    run_case,
+};
+pub use score::{Row, TABLE_HEADINGS, Totals, score, table, totals};

@@ -298,6 +298,72 @@ pub fn totals(rows: &[Row]) -> Vec<Totals> {
         .collect()
 }
 
+/// The headings of [`table`]: who and how many, the scores ([`Totals::SCORE_HEADINGS`]),
+/// then the cost.
+pub const TABLE_HEADINGS: [&str; 15] = [
+    "system",
+    "mode",
+    "cases",
+    Totals::SCORE_HEADINGS[0],
+    Totals::SCORE_HEADINGS[1],
+    Totals::SCORE_HEADINGS[2],
+    Totals::SCORE_HEADINGS[3],
+    Totals::SCORE_HEADINGS[4],
+    Totals::SCORE_HEADINGS[5],
+    Totals::SCORE_HEADINGS[6],
+    Totals::SCORE_HEADINGS[7],
+    Totals::SCORE_HEADINGS[8],
+    "calls",
+    "prompt tok",
+    "wall s",
+];
+
+/// The totals as a plain-text table, one line per (system, mode) under a line of
+/// [`TABLE_HEADINGS`], each column padded to its widest cell, then one line per paired
+/// comparison ([`super::noise::Paired::describe`]): what `synthkit eval` prints.
+pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
+    let lines: Vec<Vec<String>> = totals
+        .iter()
+        .map(|t| {
+            [t.system.clone(), t.mode.clone(), t.cases.to_string()]
+                .into_iter()
+                .chain(t.score_cells())
+                .chain([
+                    t.calls.to_string(),
+                    t.prompt_tokens.to_string(),
+                    format!("{:.1}", t.wall_ms / 1000.0),
+                ])
+                .collect()
+        })
+        .collect();
+    let mut widths: Vec<usize> = TABLE_HEADINGS.iter().map(|h| h.chars().count()).collect();
+    for line in &lines {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    table_line(&mut out, TABLE_HEADINGS.iter().copied(), &widths);
+    for line in &lines {
+        table_line(&mut out, line.iter().map(String::as_str), &widths);
+    }
+    for p in paired {
+        out.push_str(&p.describe());
+        out.push('\n');
+    }
+    out
+}
+
+/// One line of the table: each cell padded to its column's width.
+fn table_line<'a>(out: &mut String, cells: impl Iterator<Item = &'a str>, widths: &[usize]) {
+    let mut line = String::new();
+    for (cell, &w) in cells.zip(widths) {
+        line.push_str(&format!("{cell:<w$}  "));
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -435,5 +501,35 @@ mod tests {
             ("refine", 1, 0, 1)
         );
         assert!(totals(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_system_and_mode_in_aligned_columns() {
+        let a = case(true);
+        let mut long = line("six months");
+        long.system = Some("a-long-system-name".into());
+        long.calls = Some(3);
+        long.prompt_tokens = Some(1234);
+        long.wall_ms = Some(2500.0);
+        let rows = vec![
+            score(&a, "s", &line("six months"), None),
+            score(&a, "s", &long, None),
+        ];
+        let text = table(&totals(&rows), &[]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let head: Vec<&str> = lines[0]
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(head, TABLE_HEADINGS);
+        // Each column starts where its heading does.
+        let at = |line: &str, cell: &str| line.find(cell).unwrap();
+        assert_eq!(at(lines[0], "mode"), at(lines[2], "compact"));
+        assert_eq!(at(lines[0], "mode"), "a-long-system-name".len() + 2);
+        assert!(lines[2].starts_with("a-long-system-name  compact  1      1 (100%)  1/1"));
+        assert!(lines[2].ends_with("3      1234        2.5"), "{text}");
+        assert!(table(&[], &[]).lines().count() == 1);
     }
 }

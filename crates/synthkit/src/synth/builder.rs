@@ -242,6 +242,17 @@ impl SynthesizerBuilder {
         self
     }
 
+    /// The observer set so far, replaced by what `wrap` makes of it (an evaluation hears
+    /// the calls beside the caller's own observer: [`crate::eval::run_case`]).
+    #[cfg(feature = "eval")]
+    pub(crate) fn wrap_observer(
+        mut self,
+        wrap: impl FnOnce(Option<Arc<dyn Observer>>) -> Arc<dyn Observer>,
+    ) -> Self {
+        self.observer = Some(wrap(self.observer.take()));
+        self
+    }
+
     setters! {
         /// Progress and call reports.
         pub fn observer(observer: Arc<dyn Observer>) => Some(observer);

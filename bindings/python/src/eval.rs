@@ -1,0 +1,495 @@
+//! `synthkit.evaluate`: the judge-free scores of [`synthkit::eval`] from Python, on the
+//! same cases and answer lines as `synthkit eval`, scored by the same code.
+//!
+//! The cases and answers come as a JSON-lines file's path or as a list of dicts (or of
+//! JSON texts); every error names the case or answer (its line in a file, its number and
+//! index in a list). Each synthesizer given runs on every case, one synthesis at a time,
+//! through the library's [`synthkit::eval::run_case`] (its prompts, calls, tokens and,
+//! when it cites, its citations recorded) with the GIL released; Ctrl-C cancels the model
+//! calls in flight.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use synthkit::eval::{
+    AnswerLine, Case, CaseError, Paired, Row, Totals, nodes_text, paired, parse_answer_line,
+    parse_case, run_case, score, table, totals,
+};
+
+use crate::nodes::{from_json, to_json};
+use crate::synthesizer::Synthesizer;
+use crate::{InputError, SynthkitError, block_on};
+
+/// The longest line of a cases or answers file (bytes), as `synthkit eval`'s.
+const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// The scores of an evaluation: `rows` (one dict per case, mode and system), `totals`
+/// (one dict per system and mode), and `table()` (what `synthkit eval` prints, also
+/// `str(result)`).
+#[pyclass(module = "synthkit._synthkit", frozen)]
+pub struct EvalResult {
+    rows: Vec<Row>,
+    totals: Vec<Totals>,
+    paired: Vec<Paired>,
+}
+
+#[pymethods]
+impl EvalResult {
+    /// One dict per case, mode and system, in case order (`id`, `system`, `mode`,
+    /// `answer`, `error`, `answerable`, `correct`, `f1`, `abstained`, `in_nodes`,
+    /// `in_prompts`, `cite_precision`, `cite_recall`, `calls`, `prompt_tokens`,
+    /// `completion_tokens`, `truncated_calls`, `wall_ms`, `report`, `tags`).
+    #[getter]
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        as_list(py, self.rows.iter().map(serde_json::to_value))
+    }
+
+    /// One dict per system and mode, in the order each first appears (`system`, `mode`,
+    /// `cases`, `correct`, `correct_rate`, `correct_interval` (its 95 % bootstrap interval,
+    /// low and high), `answerable`, `answerable_correct`,
+    /// `unanswerable`, `abstained_right`, `false_abstentions`, `errors`, `f1_mean`,
+    /// `lost_in_retrieval`, `lost_in_packing`, `lost_in_synthesis`, `cite_precision`,
+    /// `cite_recall`, `calls`, `prompt_tokens`, `completion_tokens`, `truncated_calls`,
+    /// `wall_ms`).
+    #[getter]
+    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        as_list(py, self.totals.iter().map(serde_json::to_value))
+    }
+
+    /// Every two systems in one mode, and every two modes of one system, on the cases both
+    /// answered: one dict each (`a`, `b` as `system/mode`, `cases`, `both`, `only_a`,
+    /// `only_b`, `neither`, and `p_value`, the exact sign test of `only_a` against
+    /// `only_b`).
+    #[getter]
+    fn paired<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        as_list(py, self.paired.iter().map(serde_json::to_value))
+    }
+
+    /// `{"rows": [...], "totals": [...], "paired": [...]}`, as `synthkit eval --json`
+    /// prints it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("rows", self.rows(py)?)?;
+        d.set_item("totals", self.totals(py)?)?;
+        d.set_item("paired", self.paired(py)?)?;
+        Ok(d)
+    }
+
+    /// The totals as a plain-text table, one line per system and mode, with the headings
+    /// of `synthkit eval`'s table, then one line per paired comparison.
+    fn table(&self) -> String {
+        table(&self.totals, &self.paired)
+    }
+
+    fn __str__(&self) -> String {
+        self.table()
+    }
+
+    fn __repr__(&self) -> String {
+        let groups: Vec<String> = self
+            .totals
+            .iter()
+            .map(|t| format!("{}/{}: {}/{} correct", t.system, t.mode, t.correct, t.cases))
+            .collect();
+        format!(
+            "EvalResult(rows={}, totals=[{}])",
+            self.rows.len(),
+            groups.join(", ")
+        )
+    }
+}
+
+/// Values as a list of dicts (their JSON).
+fn as_list<'py>(
+    py: Python<'py>,
+    values: impl Iterator<Item = serde_json::Result<serde_json::Value>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for value in values {
+        let value =
+            value.map_err(|e| SynthkitError::new_err(format!("cannot write the scores: {e}")))?;
+        list.append(from_json(py, &value)?)?;
+    }
+    Ok(list)
+}
+
+/// Scores answers to a benchmark's cases without a judge, as `synthkit eval` does.
+///
+/// `cases`: a `CASES.jsonl` file's path, or a list of case dicts in the same shape
+/// (`id`, `query`, `nodes` or `paths`, `top_k`, `answers`, `evidence`, `answerable`,
+/// `tags`; or their JSON texts). `answers`: an `ANSWERS.jsonl` file's path, or a list of
+/// answer dicts (`id`, `mode`, `answer`, and optionally `system`, `error`, `abstained`,
+/// `calls`, `prompt_tokens`, `completion_tokens`, `truncated_calls`, `wall_ms`, `prompts`,
+/// `citations`) that any system produced, e.g. a LlamaIndex query engine.
+/// `synthesizers`: a dict `{name: Synthesizer}` or a list of Synthesizers (named by their
+/// modes): each runs on every case, one synthesis at a time with the GIL released, and its
+/// answers are scored with their calls, tokens, prompts and, when it was built with
+/// `citations=True`, the node ids it cites; `name` is the rows' `mode`. `system` names the
+/// results' column of synthesizers' runs and of answers that name none.
+///
+/// Cases with `paths` can be scored from `answers` but not run: the package reads no
+/// files (give the case's `nodes`, or use `synthkit eval`). Returns an `EvalResult`:
+/// `rows` and `totals` as lists of dicts, `table()` (also `str()`). Raises `InputError`
+/// for a bad case or answer (naming its line, or its number and index in the list), a
+/// repeated case id, an answer to an unknown case, or the same case, mode and system
+/// scored twice; a failed synthesis is a row with its `error`, scored wrong.
+#[pyfunction]
+#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit"))]
+pub(crate) fn evaluate(
+    py: Python<'_>,
+    cases: &Bound<'_, PyAny>,
+    answers: Option<&Bound<'_, PyAny>>,
+    synthesizers: Option<&Bound<'_, PyAny>>,
+    system: &str,
+) -> PyResult<EvalResult> {
+    if system.trim().is_empty() {
+        return Err(InputError::new_err(
+            "system must name the system (the results' column), not be empty",
+        ));
+    }
+    let cases = read_cases(cases)?;
+    let index: HashMap<&str, usize> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i))
+        .collect();
+    let answers = match answers.filter(|a| !a.is_none()) {
+        Some(a) => read_answers(a, &index)?,
+        None => Vec::new(),
+    };
+    let runners = match synthesizers.filter(|s| !s.is_none()) {
+        Some(s) => read_synthesizers(s)?,
+        None => Vec::new(),
+    };
+    if answers.is_empty() && runners.is_empty() {
+        return Err(InputError::new_err(
+            "nothing to score: give answers (a path or a list of answer dicts) and/or synthesizers",
+        ));
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    let mut seen: HashMap<(String, String, String), String> = HashMap::new();
+    let mut add = |row: Row, from: String, rows: &mut Vec<Row>| -> PyResult<()> {
+        let key = (row.id.clone(), row.mode.clone(), row.system.clone());
+        if let Some(earlier) = seen.get(&key) {
+            return Err(InputError::new_err(format!(
+                "{from} answers case `{}` in mode `{}` for system `{}`, as {earlier} does: each case, mode and system is scored once (name the systems or modes apart)",
+                key.0, key.1, key.2
+            )));
+        }
+        seen.insert(key, from);
+        rows.push(row);
+        Ok(())
+    };
+    for (from, line) in answers {
+        let case = &cases[index.get(line.id.as_str()).copied().unwrap_or_default()];
+        let nodes = case.nodes().map(nodes_text);
+        add(
+            score(case, system, &line, nodes.as_deref()),
+            from,
+            &mut rows,
+        )?;
+    }
+    if !runners.is_empty() {
+        if let Some((n, case)) = cases.iter().enumerate().find(|(_, c)| c.nodes().is_none()) {
+            return Err(InputError::new_err(format!(
+                "case {} (`{}`) gives `paths`: the Python package reads no files, so it cannot run it; give the case's `nodes` (read the files yourself, e.g. with LlamaIndex's SimpleDirectoryReader and a splitter), or run `synthkit eval`",
+                n + 1,
+                case.id
+            )));
+        }
+        let mut jobs = Vec::new();
+        for (label, synth) in &runners {
+            let synth = synth.bind(py).borrow();
+            jobs.push((
+                label.clone(),
+                synth.for_caller(py, false)?,
+                synth.citations(),
+            ));
+        }
+        let shared = Arc::new(cases.clone());
+        let lines = block_on(py, async move {
+            let mut out = Vec::new();
+            for (i, case) in shared.iter().enumerate() {
+                let nodes = case.nodes().unwrap_or_default();
+                for (label, synth, cite) in &jobs {
+                    let mut run = run_case(synth, case, nodes.to_vec(), *cite).await;
+                    run.line.mode = label.clone();
+                    out.push((i, run.line));
+                }
+            }
+            Ok(out)
+        })?;
+        for (i, line) in lines {
+            let case = &cases[i];
+            let text = case.nodes().map(nodes_text);
+            let from = format!("synthesizer `{}`", line.mode);
+            add(score(case, system, &line, text.as_deref()), from, &mut rows)?;
+        }
+    }
+    // In case order, each case's rows in the order they were made (as `synthkit eval`).
+    rows.sort_by_key(|r| index.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
+    let totals = totals(&rows);
+    let paired = paired(&rows);
+    Ok(EvalResult {
+        rows,
+        totals,
+        paired,
+    })
+}
+
+/// Where an item came from, for errors: a file's line, or a list's item.
+enum Place<'a> {
+    Line(&'a Path, usize),
+    Item(&'a str, &'a str, usize),
+}
+
+impl std::fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Line(path, n) => write!(f, "{}: line {n}", path.display()),
+            Place::Item(what, list, i) => write!(f, "{what} {} ({list}[{i}])", i + 1),
+        }
+    }
+}
+
+/// A file's path: a `str` or an `os.PathLike`; `None` for anything else.
+fn as_path(value: &Bound<'_, PyAny>) -> PyResult<Option<PathBuf>> {
+    if value.is_instance_of::<PyString>() || value.hasattr("__fspath__")? {
+        return value
+            .extract::<PathBuf>()
+            .map(Some)
+            .map_err(|e| InputError::new_err(format!("not a usable path: {e}")));
+    }
+    Ok(None)
+}
+
+/// The items of `value`: a file's lines (each with its place), or a list's items as JSON
+/// text. `what`: `case` or `answer`; `list`: the argument's name.
+fn items(value: &Bound<'_, PyAny>, what: &str, list: &str) -> PyResult<Items> {
+    if let Some(path) = as_path(value)? {
+        return Ok(Items::File(path.clone(), read_lines(&path, list)?));
+    }
+    if value.is_instance_of::<PyDict>() || value.is_instance_of::<PyBytes>() {
+        return Err(InputError::new_err(format!(
+            "{list} must be a JSON-lines file's path or a list of {what} dicts, not a single {}",
+            type_name(value)
+        )));
+    }
+    let iter = value.try_iter().map_err(|_| {
+        InputError::new_err(format!(
+            "{list} must be a JSON-lines file's path or a list of {what} dicts, got {}",
+            type_name(value)
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        let text = if let Ok(s) = item.cast::<PyString>() {
+            s.to_cow()?.into_owned()
+        } else if item.is_instance_of::<PyDict>() {
+            to_json(&item, 0)?.to_string()
+        } else {
+            return Err(InputError::new_err(format!(
+                "{}: must be a dict (or its JSON text), got {}",
+                Place::Item(what, list, i),
+                type_name(&item)
+            )));
+        };
+        if text.trim().is_empty() {
+            return Err(InputError::new_err(format!(
+                "{}: is empty",
+                Place::Item(what, list, i)
+            )));
+        }
+        out.push(text);
+    }
+    Ok(Items::List(out))
+}
+
+/// A file's lines (1-based numbers), or a list's items.
+enum Items {
+    File(PathBuf, Vec<(usize, String)>),
+    List(Vec<String>),
+}
+
+impl Items {
+    /// Parses every item with `parse` (blank lines skipped): each with its place.
+    fn parse<T>(
+        &self,
+        what: &str,
+        list: &str,
+        parse: impl Fn(&str, usize) -> Result<Option<T>, CaseError>,
+    ) -> PyResult<Vec<(String, T)>> {
+        let error = |place: Place<'_>, e: CaseError| {
+            let message = match e {
+                CaseError::Invalid { message, .. } => message,
+                other => other.to_string(),
+            };
+            InputError::new_err(format!("{place}: {message}"))
+        };
+        let mut out = Vec::new();
+        match self {
+            Items::File(path, lines) => {
+                for (n, text) in lines {
+                    let place = Place::Line(path, *n);
+                    match parse(text, *n) {
+                        Ok(Some(item)) => out.push((place.to_string(), item)),
+                        Ok(None) => {}
+                        Err(e) => return Err(error(place, e)),
+                    }
+                }
+            }
+            Items::List(texts) => {
+                for (i, text) in texts.iter().enumerate() {
+                    let place = Place::Item(what, list, i);
+                    match parse(text, i + 1) {
+                        Ok(Some(item)) => out.push((place.to_string(), item)),
+                        Ok(None) => {}
+                        Err(e) => return Err(error(place, e)),
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The cases, with unique ids.
+fn read_cases(value: &Bound<'_, PyAny>) -> PyResult<Vec<Case>> {
+    let parsed = items(value, "case", "cases")?.parse("case", "cases", parse_case)?;
+    if parsed.is_empty() {
+        return Err(InputError::new_err("no case given: cases is empty"));
+    }
+    let mut first: HashMap<&str, &str> = HashMap::new();
+    for (place, case) in &parsed {
+        if let Some(earlier) = first.insert(case.id.as_str(), place.as_str()) {
+            return Err(InputError::new_err(format!(
+                "{place}: the id `{}` is already used by {earlier}",
+                case.id
+            )));
+        }
+    }
+    Ok(parsed.into_iter().map(|(_, c)| c).collect())
+}
+
+/// The answer lines (each with its place), every one naming a case in `index`.
+fn read_answers(
+    value: &Bound<'_, PyAny>,
+    index: &HashMap<&str, usize>,
+) -> PyResult<Vec<(String, AnswerLine)>> {
+    let parsed =
+        items(value, "answer", "answers")?.parse("answer", "answers", parse_answer_line)?;
+    for (place, line) in &parsed {
+        if !index.contains_key(line.id.as_str()) {
+            return Err(InputError::new_err(format!(
+                "{place} names the case `{}`, which is not among the cases",
+                line.id
+            )));
+        }
+    }
+    Ok(parsed)
+}
+
+/// The synthesizers to run, each with its name (the rows' mode): a dict of names to
+/// synthesizers, or a list of synthesizers named by their modes.
+fn read_synthesizers(value: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Py<Synthesizer>)>> {
+    let shape = "synthesizers must be a dict {name: Synthesizer} or a list of Synthesizers";
+    let mut out: Vec<(String, Py<Synthesizer>)> = Vec::new();
+    let synth = |v: &Bound<'_, PyAny>, at: &str| -> PyResult<Py<Synthesizer>> {
+        v.cast::<Synthesizer>()
+            .map(|s| s.clone().unbind())
+            .map_err(|_| {
+                InputError::new_err(format!(
+                    "{at} must be a synthkit.Synthesizer, got {}",
+                    type_name(v)
+                ))
+            })
+    };
+    if let Ok(d) = value.cast::<PyDict>() {
+        for (k, v) in d.iter() {
+            let name = k
+                .cast::<PyString>()
+                .map_err(|_| InputError::new_err(format!("{shape}: its keys must be strings")))?
+                .to_cow()?
+                .into_owned();
+            if name.trim().is_empty() {
+                return Err(InputError::new_err(format!("{shape}: a name is empty")));
+            }
+            let s = synth(&v, &format!("synthesizers[{name:?}]"))?;
+            out.push((name, s));
+        }
+        return Ok(out);
+    }
+    if value.is_instance_of::<PyString>() {
+        return Err(InputError::new_err(shape));
+    }
+    let iter = value
+        .try_iter()
+        .map_err(|_| InputError::new_err(format!("{shape}, got {}", type_name(value))))?;
+    let mut names = HashSet::new();
+    for (i, v) in iter.enumerate() {
+        let v = v?;
+        let s = synth(&v, &format!("synthesizers[{i}]"))?;
+        let name: String = v.getattr("mode")?.extract()?;
+        if !names.insert(name.clone()) {
+            return Err(InputError::new_err(format!(
+                "synthesizers[{i}] is a second synthesizer in mode `{name}`: give a dict {{name: Synthesizer}} to name them apart"
+            )));
+        }
+        out.push((name, s));
+    }
+    Ok(out)
+}
+
+/// A JSON-lines file's lines, each at most [`MAX_LINE_BYTES`], as UTF-8 text, with
+/// their numbers (1-based).
+fn read_lines(path: &Path, list: &str) -> PyResult<Vec<(usize, String)>> {
+    let cannot = |e: std::io::Error| {
+        InputError::new_err(format!(
+            "cannot read the {list} file {}: {e}",
+            path.display()
+        ))
+    };
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut reader = BufReader::new(file);
+    let mut out = Vec::new();
+    let mut number = 0usize;
+    loop {
+        number += 1;
+        let mut buf = Vec::new();
+        let n = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(cannot)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        } else if buf.len() > MAX_LINE_BYTES {
+            return Err(InputError::new_err(format!(
+                "{}: line {number} is longer than the limit of {MAX_LINE_BYTES} bytes",
+                path.display()
+            )));
+        }
+        let text = String::from_utf8(buf).map_err(|_| {
+            InputError::new_err(format!(
+                "{}: line {number} is not UTF-8 text",
+                path.display()
+            ))
+        })?;
+        out.push((number, text));
+    }
+    Ok(out)
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "an object".to_string())
+}
