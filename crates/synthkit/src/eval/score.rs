@@ -528,8 +528,20 @@ mod tests {
         let at = |line: &str, cell: &str| line.find(cell).unwrap();
         assert_eq!(at(lines[0], "mode"), at(lines[2], "compact"));
         assert_eq!(at(lines[0], "mode"), "a-long-system-name".len() + 2);
-        assert!(lines[2].starts_with("a-long-system-name  compact  1      1 (100%)  1/1"));
+        assert!(
+            lines[2].starts_with("a-long-system-name  compact  1      1 (100%)  100-100%      1/1"),
+            "{text}"
+        );
         assert!(lines[2].ends_with("3      1234        2.5"), "{text}");
         assert!(table(&[], &[]).lines().count() == 1);
+        // The paired comparisons follow the totals.
+        let text = table(&totals(&rows), &crate::eval::paired(&rows));
+        assert!(
+            text.lines()
+                .last()
+                .unwrap()
+                .starts_with("s/compact vs a-long-system-name/compact on 1 case:"),
+            "{text}"
+        );
     }
 }
