@@ -10,6 +10,8 @@
 #                        llama-server cache by scripts/fetch-smollm2.sh / fetch-model.sh)
 #   --ctx N              the context window for the server and both systems (default 4096)
 #   --num-output N       the output budget per model call, both systems (default 256)
+#   --temperature T      the sampling temperature, both systems (default 0: greedy, so a
+#                        rerun gives the same answers and the noise is the cases')
 #   --modes a,b,...      (default compact,refine,tree_summarize)
 #   --subset             the quick-loop subset (CASES-subset.jsonl) instead of all cases
 #   --cases FILE         another cases file
@@ -43,6 +45,7 @@ LLAMA_INDEX_VERSION="0.14.25"
 MODEL=""
 CTX=4096
 NUM_OUTPUT=256
+TEMPERATURE=0
 MODES="compact,refine,tree_summarize"
 SUBSET=0
 CASES=""
@@ -56,6 +59,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --ctx) CTX="$2"; shift 2 ;;
         --num-output) NUM_OUTPUT="$2"; shift 2 ;;
+        --temperature) TEMPERATURE="$2"; shift 2 ;;
         --modes) MODES="$2"; shift 2 ;;
         --subset) SUBSET=1; shift ;;
         --cases) CASES="$2"; shift 2 ;;
@@ -126,7 +130,8 @@ elif command -v synthkit >/dev/null 2>&1; then
 else
     SK=(cargo run --quiet --release --manifest-path "$REPO/Cargo.toml" -p synthkit-cli --)
 fi
-MODEL_ARGS=(--base-url "$BASE_URL" --context-window "$CTX" --num-output "$NUM_OUTPUT")
+MODEL_ARGS=(--base-url "$BASE_URL" --context-window "$CTX" --num-output "$NUM_OUTPUT"
+    --temperature "$TEMPERATURE")
 if [[ $SKIP_SK == 0 && ! -f $OUT/.synthkit-done ]]; then
     echo "run.sh: synthkit eval ($MODES)"
     "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" -o "$OUT/synthkit.jsonl" \
@@ -138,8 +143,8 @@ fi
 if [[ $SKIP_REF == 0 ]]; then
     echo "run.sh: reference (llama-index-core $LLAMA_INDEX_VERSION)"
     "$VENV/bin/python" "$HERE/reference_answers.py" "$CASES" --base-url "$BASE_URL" \
-        --context-window "$CTX" --num-output "$NUM_OUTPUT" --modes "$MODES" \
-        -o "$OUT/reference.jsonl"
+        --context-window "$CTX" --num-output "$NUM_OUTPUT" --temperature "$TEMPERATURE" \
+        --modes "$MODES" -o "$OUT/reference.jsonl"
 fi
 
 # --- both side by side ---------------------------------------------------------------------------
