@@ -8,7 +8,7 @@
 //! | kind | completion | chat | variables |
 //! |---|---|---|---|
 //! | [`TemplateKind::Qa`] | [`qa`] | [`qa_chat`] | `context_str`, `query_str` |
-//! | [`TemplateKind::Refine`] | [`refine`] | [`refine_chat`] | `context_msg`, `query_str`, `existing_answer` |
+//! | [`TemplateKind::Refine`] | [`refine`] | [`refine_chat`] | `query_str`, `existing_answer`, `context_msg` |
 //! | [`TemplateKind::Summary`] | [`summary`] | [`summary_chat`] | `context_str`, `query_str` |
 //! | [`TemplateKind::Simple`] | [`simple`] | [`simple_chat`] | `query_str` |
 //!
@@ -31,36 +31,38 @@ use crate::prompt::{PromptTemplate, Role, TemplateKind};
 const SYSTEM_PERSONA: &str = "Answer only from the passages the user gives, never from prior knowledge. \
 Be direct and do not mention the passages. If they lack the answer, say so briefly.";
 
-/// The question answering prompt (completion, and the user message of the chat variant).
-/// The instruction comes after the passages, next to the question: small models follow an
-/// instruction they read last, and one they read thousands of tokens earlier less
-/// (`bench/QUALITY.md`).
 const QA_COMPLETION: &str = "Passages:
 ---
 {context_str}
 ---
-Answer the question using only the passages above. If they do not answer it, say that the \
-sources do not say.
+Answer the question using only these passages; do not mention them.
 Question: {query_str}
 Answer:";
 
-const QA_CHAT_USER: &str = QA_COMPLETION;
+const QA_CHAT_USER: &str = "Passages:
+---
+{context_str}
+---
+Question: {query_str}";
 
-/// The refine prompt (completion, and the user message of the chat variant). The answer so
-/// far comes last before the instruction, which asks for the answer alone: with the answer
-/// last and no such instruction, small models wrote about it ("The current answer is:
-/// Green") instead of giving it (`bench/QUALITY.md`).
-const REFINE_COMPLETION: &str = "New passages:
+const REFINE_COMPLETION: &str = "Question: {query_str}
+Current answer: {existing_answer}
+New passages:
+---
+{context_msg}
+---
+Improve the current answer with the new passages if they help; otherwise repeat it unchanged. \
+Use only the passages and the answer, without mentioning them.
+Improved answer:";
+
+const REFINE_CHAT_USER: &str = "Improve the current answer to the question with the new passages if they help; otherwise reply \
+with it unchanged. Use only the passages and the answer, without mentioning them.
+New passages:
 ---
 {context_msg}
 ---
 Question: {query_str}
-Answer so far: {existing_answer}
-If the new passages add to the answer so far or show it wrong, write the better answer. If \
-not, write the answer so far again, unchanged. Write only the answer, with no remarks about it.
-Answer:";
-
-const REFINE_CHAT_USER: &str = REFINE_COMPLETION;
+Current answer: {existing_answer}";
 
 const SUMMARY_COMPLETION: &str = "Passages from several sources:
 ---
@@ -109,23 +111,17 @@ pub fn qa_chat() -> PromptTemplate {
     )
 }
 
-/// The refine prompt for completion models (`context_msg`, `query_str`,
-/// `existing_answer`): rewrite the answer so far with the new passages, or repeat it when
+/// The refine prompt for completion models (`query_str`, `existing_answer`,
+/// `context_msg`): rewrite the current answer with the new passages, or repeat it when
 /// they do not help.
 pub fn refine() -> PromptTemplate {
     PromptTemplate::completion(TemplateKind::Refine, REFINE_COMPLETION)
 }
 
-/// The refine prompt for chat models: the question-answering system message and a user
-/// message (`context_msg`, `query_str`, `existing_answer`).
+/// The refine prompt for chat models: one user message (`context_msg`, `query_str`,
+/// `existing_answer`).
 pub fn refine_chat() -> PromptTemplate {
-    chat_or_text(
-        TemplateKind::Refine,
-        &[
-            (Role::System, SYSTEM_PERSONA),
-            (Role::User, REFINE_CHAT_USER),
-        ],
-    )
+    chat_or_text(TemplateKind::Refine, &[(Role::User, REFINE_CHAT_USER)])
 }
 
 /// The summary prompt for completion models (`context_str`, `query_str`): combine
@@ -223,7 +219,7 @@ mod tests {
                 refine(),
                 TemplateKind::Refine,
                 false,
-                vec!["context_msg", "query_str", "existing_answer"],
+                vec!["query_str", "existing_answer", "context_msg"],
             ),
             (
                 refine_chat(),
