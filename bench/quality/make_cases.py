@@ -133,7 +133,9 @@ MULTI: List[Tuple[str, str, List[str], List[Answer], str]] = [
      ["osterley", "brandwick"], [{"regex": r"\b(5|five)\b"}], "compare"),
     ("harrowgate", "On which days of the week does the Harrowgate market sell goods?",
      ["harrow-tue", "harrow-thu", "harrow-sat", "harrow-sun"],
-     [["Tuesday", "Thursday", "Saturday", "Sunday"]], "list"),
+     # The facts say "On Tuesdays ...": the plural is accepted too (words match whole).
+     [["Tuesday", "Thursday", "Saturday", "Sunday"],
+      ["Tuesdays", "Thursdays", "Saturdays", "Sundays"]], "list"),
     ("pellham", "How many fruit trees grow in the orchard at Pellham Farm in total?",
      ["pellham-pear", "pellham-apple", "pellham-plum", "pellham-cherry", "pellham-quince"],
      [{"regex": r"\b56\b"}], "sum"),
