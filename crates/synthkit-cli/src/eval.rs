@@ -72,6 +72,10 @@ pub struct EvalArgs {
     /// system) are kept and not run again, so running the same command again resumes.
     #[arg(long, short = 'o', value_name = "ROWS", help_heading = "Eval")]
     pub output: Option<PathBuf>,
+    /// On a resume, keep synthkit's failed runs already in ROWS (a connection refused, a
+    /// timeout, an error reply) instead of running them again.
+    #[arg(long, help_heading = "Eval")]
+    pub no_retry_failed: bool,
     /// With `paths` cases that set no `top_k`: keep the N chunks most relevant to the
     /// query; `all` keeps every chunk [default: 20 when a folder is read, else all].
     #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
@@ -396,6 +400,36 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
                 args.cases.display()
             ),
         );
+    }
+    // A run made again after a failure is appended: the last row of a key is the one that
+    // counts.
+    let mut last: HashMap<Key, usize> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        last.insert(key(r), i);
+    }
+    let mut i = 0;
+    rows.retain(|r| {
+        let keep = last.get(&key(r)) == Some(&i);
+        i += 1;
+        keep
+    });
+    // synthkit's own failed runs (an outage, a timeout) are run again, unless told not to.
+    if !args.no_retry_failed {
+        let before = rows.len();
+        rows.retain(|r| {
+            !(r.error.is_some()
+                && r.system == args.system
+                && modes.iter().any(|m| m.as_str() == r.mode))
+        });
+        if rows.len() < before {
+            note(
+                args.quiet,
+                &format!(
+                    "{} failed runs in the output are run again (--no-retry-failed keeps them)",
+                    before - rows.len()
+                ),
+            );
+        }
     }
     let mut done: HashSet<Key> = rows.iter().map(key).collect();
     if !rows.is_empty() {

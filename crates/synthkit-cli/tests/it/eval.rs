@@ -506,6 +506,65 @@ fn other_prompts_are_measured_with_the_template_flags() {
     assert_eq!(fake.requests(), 3, "no call with a bad template");
 }
 
+/// An outage in the middle of an evaluation: the runs that failed are rows with their
+/// error, and the next run (the server back) runs exactly those again; with
+/// `--no-retry-failed` they are kept.
+#[test]
+fn failed_runs_are_run_again_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let rows = dir.path().join("rows.jsonl");
+    // A port nothing listens on: every call is refused.
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", listener.local_addr().unwrap())
+    };
+    let run = |base: &str, extra: &[&str]| {
+        synthkit()
+            .args(["eval", "--json", "-q", "--modes", "compact", "-o"])
+            .arg(&rows)
+            .args(["--llm", "openai", "--base-url", base, "--model", "m"])
+            .args(["--context-window", "2048", "--num-output", "64"])
+            .args(["--retries", "1", "--timeout", "20"])
+            .args(extra)
+            .arg(&cases)
+            .output()
+            .unwrap()
+    };
+    let down = run(&refused, &[]);
+    assert!(down.status.success(), "{}", stderr(&down));
+    let report = json_of(&down);
+    for id in ["c1", "c2", "c3"] {
+        let r = row(&report, id, "compact");
+        assert!(r["error"].is_string(), "{r:#}");
+        assert_eq!(r["correct"], false);
+    }
+
+    // Kept when asked.
+    let fake = FakeOpenAi::start(FakeConfig::replying("Every three months."));
+    let kept = run(&fake.base, &["--no-retry-failed"]);
+    assert!(kept.status.success(), "{}", stderr(&kept));
+    assert_eq!(fake.requests(), 0, "the failed rows were kept");
+    assert!(row(&json_of(&kept), "c1", "compact")["error"].is_string());
+
+    // Run again by default: one call per failed case, and the new rows count.
+    let again = run(&fake.base, &[]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(fake.requests(), 3);
+    let report = json_of(&again);
+    assert_eq!(report["rows"].as_array().unwrap().len(), 3, "{report:#}");
+    assert!(row(&report, "c1", "compact")["error"].is_null());
+    assert_eq!(row(&report, "c1", "compact")["correct"], true);
+
+    // And a further run has nothing left to do; the rows file holds both attempts, the
+    // last of each counting.
+    let done = run(&fake.base, &[]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert_eq!(fake.requests(), 3);
+    assert_eq!(json_of(&done), report);
+    assert_eq!(std::fs::read_to_string(&rows).unwrap().lines().count(), 6);
+}
+
 #[test]
 fn the_page_links_each_answer_to_its_report() {
     let dir = tempfile::tempdir().unwrap();
