@@ -161,3 +161,91 @@ fn cited_answers_only_name_sources_the_model_was_shown() {
         report["citations_removed"]
     );
 }
+
+/// `synthkit eval` against the real model (mechanics only: no score is asserted, a
+/// 135M model's answers are not the point): every case runs in every mode, each row has
+/// its calls, the server's token counts and the prompts it was sent, the scores are
+/// computed, and a resumed run makes no new call.
+#[test]
+fn eval_runs_every_case_in_every_mode() {
+    let _one_at_a_time = heavy();
+    let Some((server, dir)) = smollm2() else {
+        return;
+    };
+    let nodes = serde_json::json!([
+        {"id": "mirror", "text": "The primary mirror is cleaned every six months, in March and September."},
+        {"id": "tours", "text": "Visitors may tour the control room on the first Saturday of each month."},
+        {"id": "dome", "text": "The dome rotates on twelve steel wheels and turns fully in four minutes."}
+    ]);
+    let cases: String = [
+        serde_json::json!({"id": "mirror", "query": "How often is the primary mirror cleaned?",
+            "nodes": nodes, "answers": ["six months"], "evidence": ["mirror"]}),
+        serde_json::json!({"id": "wheels", "query": "How many wheels does the dome rotate on?",
+            "nodes": nodes, "answers": [{"regex": "\\b(12|twelve)\\b"}], "evidence": ["dome"]}),
+        serde_json::json!({"id": "bank", "query": "Which bank financed the parking garage?",
+            "nodes": nodes, "answers": [], "answerable": false}),
+    ]
+    .iter()
+    .map(|c| format!("{c}\n"))
+    .collect();
+    let cases = write(dir.path(), "cases.jsonl", cases);
+    let rows = dir.path().join("rows.jsonl");
+    let page = dir.path().join("eval.html");
+    let run = || {
+        synthkit()
+            .args([
+                "eval",
+                "--modes",
+                "compact,refine,tree_summarize",
+                "--cite",
+                "-q",
+            ])
+            .arg(&cases)
+            .arg("-o")
+            .arg(&rows)
+            .arg("--html")
+            .arg(&page)
+            .args(["--base-url", &server.base, "--json"])
+            .timeout(std::time::Duration::from_secs(900))
+            .output()
+            .unwrap()
+    };
+    let report = json_of(&run());
+    let all = report["rows"].as_array().unwrap();
+    assert_eq!(all.len(), 9, "{report:#}");
+    for r in all {
+        assert!(r["error"].is_null(), "{r:#}");
+        assert!(r["calls"].as_u64().unwrap() >= 1, "{r:#}");
+        assert!(r["prompt_tokens"].as_u64().unwrap() > 0, "{r:#}");
+        if r["answerable"] == true {
+            // The answer was in the nodes, and the prompts sent were kept and searched.
+            assert_eq!(r["in_nodes"], true, "{r:#}");
+            assert!(r["in_prompts"].is_boolean(), "{r:#}");
+        }
+        assert!(r["f1"].as_f64().is_some(), "{r:#}");
+    }
+    let totals = report["totals"].as_array().unwrap();
+    assert_eq!(totals.len(), 3);
+    for t in totals {
+        assert_eq!(t["cases"], 3, "{t:#}");
+        assert_eq!(t["errors"], 0, "{t:#}");
+    }
+    assert_eq!(report["paired"].as_array().unwrap().len(), 3);
+    assert!(
+        std::fs::read_to_string(&page)
+            .unwrap()
+            .contains("synthkit eval")
+    );
+    println!(
+        "SmolLM2 eval: {}",
+        totals
+            .iter()
+            .map(|t| format!("{} {}/{}", t["mode"], t["correct"], t["cases"]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // Resumed: the same results, no new row.
+    let again = json_of(&run());
+    assert_eq!(again["rows"], report["rows"]);
+    assert_eq!(std::fs::read_to_string(&rows).unwrap().lines().count(), 9);
+}
