@@ -32,7 +32,7 @@ use super::score::Row;
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 /// The seed of [`bootstrap_interval`]'s draws (fixed: the same rows give the same interval).
-pub const BOOTSTRAP_SEED: u64 = 0x5EED_0F_5EED;
+pub const BOOTSTRAP_SEED: u64 = 0x005E_ED0F_5EED;
 
 /// SplitMix64: a small, well-mixed generator; plenty for resampling indices.
 struct SplitMix64(u64);
@@ -62,14 +62,16 @@ pub fn bootstrap_interval(outcomes: &[bool]) -> Option<(f64, f64)> {
     let mut rng = SplitMix64(BOOTSTRAP_SEED);
     let mut shares: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
         .map(|_| {
-            let right = (0..n).filter(|_| outcomes[rng.below(n)]).count();
+            let right = (0..n)
+                .filter(|_| outcomes.get(rng.below(n)).copied().unwrap_or(false))
+                .count();
             right as f64 / n as f64
         })
         .collect();
     shares.sort_by(f64::total_cmp);
     let at = |q: f64| {
         let i = (q * (BOOTSTRAP_RESAMPLES - 1) as f64).round() as usize;
-        shares[i.min(BOOTSTRAP_RESAMPLES - 1)]
+        shares.get(i).copied().unwrap_or(0.0)
     };
     Some((at(0.025), at(0.975)))
 }
@@ -179,7 +181,7 @@ pub fn paired(rows: &[Row]) -> Vec<Paired> {
     };
     let mut out = Vec::new();
     for (i, &a) in sides.iter().enumerate() {
-        for &b in &sides[i + 1..] {
+        for &b in sides.get(i + 1..).unwrap_or_default() {
             // Same mode across systems, or same system across modes.
             if a.0 != b.0 && a.1 != b.1 {
                 continue;
