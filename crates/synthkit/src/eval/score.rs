@@ -8,7 +8,8 @@
 //! Where an answer was lost, for the answerable cases: **in retrieval** when no
 //! alternative is in the nodes (`in_nodes` false), **in packing** when it is in the nodes
 //! but not in the prompts sent (`in_prompts` false), **in synthesis** when it reached the
-//! prompts (or the nodes, when the prompts are unknown) and the answer is still wrong.
+//! prompts (or the nodes, when the prompts are unknown) and the answer is still wrong. A
+//! failed run is counted in `errors` and in none of these.
 
 use serde::{Deserialize, Serialize};
 
@@ -157,7 +158,8 @@ pub struct Totals {
     pub errors: usize,
     /// Mean F1 over the cases.
     pub f1_mean: f64,
-    /// Answerable cases whose answer was not in the nodes.
+    /// Answerable cases whose answer was not in the nodes (failed runs are left out of
+    /// the three `lost_in_*` counts: they are `errors`).
     pub lost_in_retrieval: usize,
     /// Answerable cases whose answer was in the nodes but not in the prompts sent.
     pub lost_in_packing: usize,
@@ -250,7 +252,10 @@ impl Totals {
                 t.answerable += 1;
                 t.answerable_correct += usize::from(r.correct);
                 t.false_abstentions += usize::from(r.abstained);
+                // A failed run is an error, not an answer lost somewhere: it sent no
+                // prompt, or none that counts.
                 match (r.in_nodes, r.in_prompts) {
+                    _ if r.error.is_some() => {}
                     (Some(false), _) => t.lost_in_retrieval += 1,
                     (_, Some(false)) => t.lost_in_packing += 1,
                     (Some(true), _) | (_, Some(true)) if !r.correct => t.lost_in_synthesis += 1,
@@ -430,6 +435,22 @@ mod tests {
         let mut said = line("Blue.");
         said.abstained = Some(true);
         assert!(score(&c, "s", &said, None).correct);
+    }
+
+    #[test]
+    fn a_failed_run_is_an_error_not_a_lost_answer() {
+        let a = case(true);
+        let mut failed = line("");
+        failed.error = Some("connection refused".into());
+        failed.prompts = Some(vec![]);
+        let row = score(&a, "s", &failed, Some("Cleaned every six months."));
+        assert_eq!(row.in_prompts, Some(false));
+        let t = Totals::of(&[&row]);
+        assert_eq!((t.errors, t.answerable, t.false_abstentions), (1, 1, 0));
+        assert_eq!(
+            (t.lost_in_retrieval, t.lost_in_packing, t.lost_in_synthesis),
+            (0, 0, 0)
+        );
     }
 
     #[test]
