@@ -20,7 +20,7 @@ use synthkit::eval::{
     parse_case, run_case, score, table, totals,
 };
 
-use crate::nodes::{from_json, to_json};
+use crate::nodes::{from_json, to_json, type_name};
 use crate::synthesizer::Synthesizer;
 use crate::{InputError, SynthkitError, block_on};
 
@@ -485,11 +485,4 @@ fn read_lines(path: &Path, list: &str) -> PyResult<Vec<(usize, String)>> {
         out.push((number, text));
     }
     Ok(out)
-}
-
-fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "an object".to_string())
 }

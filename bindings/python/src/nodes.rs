@@ -269,7 +269,8 @@ pub(crate) fn map_to_dict<'py>(
     Ok(dict)
 }
 
-fn type_name(v: &Bound<'_, PyAny>) -> String {
+/// The Python type name of `v`, for error messages.
+pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type()
         .name()
         .map(|n| n.to_string())

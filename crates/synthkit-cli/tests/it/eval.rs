@@ -223,19 +223,24 @@ fn two_systems_are_compared_on_the_same_cases() {
         "b.jsonl",
         lines("b", ["no idea", "at dusk", "The sources do not say."]),
     );
-    let out = synthkit()
-        .args(["eval", "--json", "-q"])
-        .arg(&cases)
-        .args([
-            "--answers".as_ref(),
-            a.as_os_str(),
-            "--answers".as_ref(),
-            b.as_os_str(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report = json_of(&out);
+    // Both answers files scored together, as JSON or as the table.
+    let score = |json: bool| {
+        let out = synthkit()
+            .args(["eval", "-q"])
+            .args(json.then_some("--json"))
+            .arg(&cases)
+            .args([
+                "--answers".as_ref(),
+                a.as_os_str(),
+                "--answers".as_ref(),
+                b.as_os_str(),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let report = json_of(&score(true));
     let paired = report["paired"].as_array().unwrap();
     assert_eq!(paired.len(), 1, "{report:#}");
     let p = &paired[0];
@@ -258,19 +263,7 @@ fn two_systems_are_compared_on_the_same_cases() {
     assert!(low < 2.0 / 3.0 && 2.0 / 3.0 < high, "{interval:?}");
 
     // The table says the same in words.
-    let out = synthkit()
-        .args(["eval", "-q"])
-        .arg(&cases)
-        .args([
-            "--answers".as_ref(),
-            a.as_os_str(),
-            "--answers".as_ref(),
-            b.as_os_str(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&score(false).stdout).into_owned();
     assert!(text.contains("95% interval"), "{text}");
     assert!(
         text.contains(

@@ -167,30 +167,19 @@ impl Paired {
 /// Every pair of systems that ran the same mode, and every pair of modes of one system,
 /// compared on the cases both answered; in the order the sides first appear in `rows`.
 pub fn paired(rows: &[Row]) -> Vec<Paired> {
-    let mut sides: Vec<(&str, &str)> = Vec::new();
-    for r in rows {
-        let side = (r.system.as_str(), r.mode.as_str());
-        if !sides.contains(&side) {
-            sides.push(side);
-        }
-    }
-    let of = |side: (&str, &str)| -> Vec<&Row> {
-        rows.iter()
-            .filter(|r| r.system == side.0 && r.mode == side.1)
-            .collect()
-    };
+    let sides = super::score::groups(rows);
     let mut out = Vec::new();
-    for (i, &a) in sides.iter().enumerate() {
-        for &b in sides.get(i + 1..).unwrap_or_default() {
+    for (i, (a, a_rows)) in sides.iter().enumerate() {
+        for (b, b_rows) in sides.get(i + 1..).unwrap_or_default() {
             // Same mode across systems, or same system across modes.
             if a.0 != b.0 && a.1 != b.1 {
                 continue;
             }
             out.push(Paired::of(
                 &format!("{}/{}", a.0, a.1),
-                &of(a),
+                a_rows,
                 &format!("{}/{}", b.0, b.1),
-                &of(b),
+                b_rows,
             ));
         }
     }

@@ -283,23 +283,24 @@ impl Totals {
     }
 }
 
-/// The totals of each (system, mode) of `rows`, in the order each first appears.
-pub fn totals(rows: &[Row]) -> Vec<Totals> {
-    let mut keys: Vec<(&str, &str)> = Vec::new();
+/// The rows of each (system, mode) of `rows`, in the order each first appears.
+pub(crate) fn groups(rows: &[Row]) -> Vec<((&str, &str), Vec<&Row>)> {
+    let mut out: Vec<((&str, &str), Vec<&Row>)> = Vec::new();
     for r in rows {
         let key = (r.system.as_str(), r.mode.as_str());
-        if !keys.contains(&key) {
-            keys.push(key);
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, group)) => group.push(r),
+            None => out.push((key, vec![r])),
         }
     }
-    keys.into_iter()
-        .map(|(system, mode)| {
-            let group: Vec<&Row> = rows
-                .iter()
-                .filter(|r| r.system == system && r.mode == mode)
-                .collect();
-            Totals::of(&group)
-        })
+    out
+}
+
+/// The totals of each (system, mode) of `rows`, in the order each first appears.
+pub fn totals(rows: &[Row]) -> Vec<Totals> {
+    groups(rows)
+        .into_iter()
+        .map(|(_, group)| Totals::of(&group))
         .collect()
 }
 
