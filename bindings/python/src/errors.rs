@@ -39,7 +39,8 @@ fn classify(e: &SynthError, message: String) -> PyErr {
         | SynthError::Truncated { .. }
         | SynthError::Task { .. }
         | SynthError::StreamFailed
-        | SynthError::Parse { .. } => ModelError::new_err(message),
+        | SynthError::Parse { .. }
+        | SynthError::NoRoomForContext { .. } => ModelError::new_err(message),
         // The caller's options, as the library classes them, and a tree that cannot shrink
         // (the window and the output reserve leave no room).
         SynthError::TreeNotConverging { .. } => InputError::new_err(message),

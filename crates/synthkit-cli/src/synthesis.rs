@@ -460,6 +460,7 @@ fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
     if matches!(
         e,
         SynthError::Budget(_)
+            | SynthError::NoRoomForContext { .. }
             | SynthError::TreeNotConverging { .. }
             | SynthError::Model {
                 source: ModelError::ContextTooLong { .. },

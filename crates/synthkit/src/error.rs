@@ -51,6 +51,27 @@ pub enum SynthError {
         #[source]
         source: ModelError,
     },
+    /// A step's prompt has no room for context, and the cause is not the template: the
+    /// answer carried over from an earlier call (refine's existing answer), or a smaller
+    /// room the server reported after a rejected prompt, or both.
+    #[error(
+        "the {kind} prompt has no room left for context: of a {budget}-token budget, the template, query and system prompt take {template_tokens} tokens{}{}; {}",
+        carried_part(*answer_tokens),
+        shrink_part(*server_shrink),
+        no_room_remedy(*answer_tokens, *server_shrink)
+    )]
+    NoRoomForContext {
+        /// The template's kind.
+        kind: crate::prompt::TemplateKind,
+        /// The prompt budget before any correction.
+        budget: usize,
+        /// Tokens of the template, query and system prompt alone.
+        template_tokens: usize,
+        /// Tokens of the answer carried into the prompt (0 when none).
+        answer_tokens: usize,
+        /// Tokens taken off the budget after the server rejected longer prompts.
+        server_shrink: usize,
+    },
     /// tree_summarize cannot reduce the number of chunks any further.
     #[error(
         "tree_summarize cannot converge: at level {level}, {summaries} summaries still need {chunks} prompts of {chunk_size} context tokens; each summary may take up to num_output tokens, so raise the context window, lower num_output, or use compact"
@@ -143,4 +164,34 @@ pub fn message_with_sources(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     out
+}
+
+fn carried_part(answer_tokens: usize) -> String {
+    if answer_tokens == 0 {
+        String::new()
+    } else {
+        format!(", the answer so far {answer_tokens} tokens")
+    }
+}
+
+fn shrink_part(server_shrink: usize) -> String {
+    if server_shrink == 0 {
+        String::new()
+    } else {
+        format!(", and the server's smaller room takes off {server_shrink} tokens")
+    }
+}
+
+fn no_room_remedy(answer_tokens: usize, server_shrink: usize) -> &'static str {
+    match (answer_tokens > 0, server_shrink > 0) {
+        (true, false) => {
+            "the answer so far is the model's own reply: lower num_output so replies stay short (a model that ignores max_tokens writes past it), or raise the context window"
+        }
+        (false, _) => {
+            "the server accepts shorter prompts than the context window says: set the context window to the server's room per request (llama-server divides -c by its slots, -np)"
+        }
+        (true, true) => {
+            "the server accepts shorter prompts than the context window says, and the answer so far fills the rest: set the context window to the server's room per request (llama-server divides -c by its slots, -np) and lower num_output"
+        }
+    }
 }

@@ -371,6 +371,8 @@ pub fn error_kind(e: &SynthError) -> &'static str {
         | SynthError::InvalidOption(_)
         | SynthError::DuplicateNodeId { .. } => "invalid_option",
         SynthError::Truncated { .. } => "truncated",
+        // A model reply too long to carry, or a server with less room than it said.
+        SynthError::NoRoomForContext { .. } => "model_error",
         SynthError::Model { source, .. } | SynthError::Count { source, .. } => match source {
             ModelError::Timeout { .. } => "model_timeout",
             ModelError::RateLimited { .. } => "model_rate_limited",

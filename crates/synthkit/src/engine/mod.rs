@@ -199,13 +199,29 @@ impl Job {
         template: &PromptTemplate,
         schema: Option<&Value>,
     ) -> Result<usize, SynthError> {
-        let p = self.overhead(template, schema) + self.shrink();
-        Ok(self.budget().chunk_size_for(
-            template.kind(),
-            p,
-            1,
-            crate::prompt::budget::DEFAULT_PADDING,
-        )?)
+        let overhead = self.overhead(template, schema);
+        let shrink = self.shrink();
+        let kind = template.kind();
+        let padding = crate::prompt::budget::DEFAULT_PADDING;
+        self.budget()
+            .chunk_size_for(kind, overhead + shrink, 1, padding)
+            .map_err(|e| {
+                // Blame what made the fixed part too large: the template only when neither
+                // a carried answer nor the server's smaller room is part of it.
+                let answer_tokens = template
+                    .partial_value("existing_answer")
+                    .map_or(0, |a| self.budget().tokenizer().count(a));
+                if answer_tokens == 0 && shrink == 0 {
+                    return SynthError::Budget(e);
+                }
+                SynthError::NoRoomForContext {
+                    kind,
+                    budget: self.budget().max_prompt_tokens(),
+                    template_tokens: overhead.saturating_sub(answer_tokens),
+                    answer_tokens,
+                    server_shrink: shrink,
+                }
+            })
     }
 
     /// The prompt for `template` with `vars`, the extra variables, JSON instructions and

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use synthkit::model::{ModelError, ModelInfo};
 use synthkit::prompt::PromptBudget;
 use synthkit::testing::ScriptedModel;
-use synthkit::{Node, ResponseMode, SynthEvent, Synthesizer};
+use synthkit::{Node, ResponseMode, SynthError, SynthEvent, Synthesizer};
 
 const WINDOW: usize = 1024;
 const OUTPUT: usize = 128;
@@ -147,4 +147,71 @@ async fn generation_cannot_shrink_and_says_so() {
     let q = "why ".repeat(800);
     let err = s.synthesize(&q, vec![]).await.unwrap_err();
     assert!(err.to_string().contains("too long"), "{err}");
+}
+
+#[tokio::test]
+async fn a_reply_past_max_tokens_is_blamed_not_the_template() {
+    // A model that ignores max_tokens: its first answer (about 1,200 of our tokens, far
+    // past the 128 asked) leaves refine's next prompt no room. The error names the answer
+    // carried over, not the template, and says what to change.
+    let model = ScriptedModel::new(ModelInfo::new("long-winded"), |r| {
+        Ok("and so on ".repeat(400) + &r.step().index.to_string())
+    });
+    let s = Synthesizer::builder(Arc::new(model.clone()))
+        .mode(ResponseMode::Refine)
+        .budget(PromptBudget::new(WINDOW, OUTPUT).unwrap())
+        .build()
+        .unwrap();
+    let err = s.synthesize("what?", nodes()).await.unwrap_err();
+    let SynthError::NoRoomForContext {
+        answer_tokens,
+        server_shrink,
+        template_tokens,
+        budget,
+        ..
+    } = &err
+    else {
+        panic!("expected NoRoomForContext, got {err:?}");
+    };
+    assert!(*answer_tokens > 800, "{err}");
+    assert_eq!(*server_shrink, 0);
+    assert!(*template_tokens < 200, "{err}");
+    assert_eq!(*budget, WINDOW - OUTPUT);
+    let msg = err.to_string();
+    assert!(msg.contains("the answer so far"), "{msg}");
+    assert!(msg.contains("lower num_output"), "{msg}");
+    assert!(!msg.contains("shorten the query"), "{msg}");
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no prompt was sent over the budget"
+    );
+}
+
+#[tokio::test]
+async fn a_server_with_less_room_is_blamed_not_the_template() {
+    // A server that accepts only 40-token prompts: after its rejections the budget shrinks
+    // until not even the template fits; the error names the server's smaller room.
+    let model = ScriptedModel::new(ModelInfo::new("tiny-slot"), |r| {
+        if r.prompt_tokens > 40 {
+            return Err(ModelError::ContextTooLong {
+                message: "request exceeds the available context size".into(),
+                prompt_tokens: Some(r.prompt_tokens as u64),
+                context_window: Some(40 + OUTPUT as u64),
+            });
+        }
+        Ok("fine".into())
+    });
+    let s = Synthesizer::builder(Arc::new(model))
+        .mode(ResponseMode::Compact)
+        .budget(PromptBudget::new(WINDOW, OUTPUT).unwrap())
+        .build()
+        .unwrap();
+    let err = s.synthesize("what?", nodes()).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, SynthError::NoRoomForContext { server_shrink, answer_tokens: 0, .. } if server_shrink > 0),
+        "{err:?}"
+    );
+    assert!(msg.contains("llama-server divides -c"), "{msg}");
 }
