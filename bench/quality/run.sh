@@ -23,7 +23,8 @@
 # Background-friendly and resumable: `nohup bench/quality/run.sh qwen15 --subset &` logs to
 # OUT/run.log; a second start with the same OUT waits for the first (a lock); the reference
 # skips the (case, mode) pairs it already wrote, and synthkit's step is skipped once it has
-# completed (OUT/.synthkit-done). Kill it with `kill PID`: the server it started goes too.
+# completed (OUT/.synthkit-done). Kill it with `kill PID`: the step it is running and the
+# server it started go too.
 #
 # Environment:
 #   SYNTHKIT               the synthkit binary (default: `synthkit` on PATH, else
@@ -119,7 +120,24 @@ export LLAMA_SERVER_ARGS="${LLAMA_SERVER_ARGS:--np 1}"
 read -r BASE_URL SERVER_PID < <(LLAMA_MODEL="$MODEL_PATH" LLAMA_WATCH_PID=$$ \
     bash "$REPO/scripts/llama-server.sh" "$PORT" "$CTX")
 [[ -n ${SERVER_PID:-} ]] || { echo "run.sh: llama-server did not start (see above)" >&2; exit 1; }
-trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
+# A kill of this script ends what it started: the step running now and the server. Steps
+# run in the background and are waited for, so a TERM is handled at once (bash defers its
+# traps while a foreground child runs).
+CHILD=""
+on_exit() {
+    [[ -n $CHILD ]] && kill "$CHILD" 2>/dev/null
+    kill "$SERVER_PID" 2>/dev/null || true
+}
+trap on_exit EXIT
+trap 'exit 143' TERM INT HUP
+step() {
+    local rc=0
+    "$@" &
+    CHILD=$!
+    wait "$CHILD" || rc=$?
+    CHILD=""
+    return "$rc"
+}
 echo "run.sh: llama-server $BASE_URL (pid $SERVER_PID)"
 
 # --- synthkit -------------------------------------------------------------------------------------
@@ -134,15 +152,15 @@ MODEL_ARGS=(--base-url "$BASE_URL" --context-window "$CTX" --num-output "$NUM_OU
     --temperature "$TEMPERATURE")
 if [[ $SKIP_SK == 0 && ! -f $OUT/.synthkit-done ]]; then
     echo "run.sh: synthkit eval ($MODES)"
-    "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" -o "$OUT/synthkit.jsonl" \
-        | tee "$OUT/synthkit-score.md"
+    step "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" -o "$OUT/synthkit.jsonl" \
+        > >(tee "$OUT/synthkit-score.md")
     touch "$OUT/.synthkit-done"
 fi
 
 # --- the reference -------------------------------------------------------------------------------
 if [[ $SKIP_REF == 0 ]]; then
     echo "run.sh: reference (llama-index-core $LLAMA_INDEX_VERSION)"
-    "$VENV/bin/python" "$HERE/reference_answers.py" "$CASES" --base-url "$BASE_URL" \
+    step "$VENV/bin/python" "$HERE/reference_answers.py" "$CASES" --base-url "$BASE_URL" \
         --context-window "$CTX" --num-output "$NUM_OUTPUT" --temperature "$TEMPERATURE" \
         --modes "$MODES" -o "$OUT/reference.jsonl"
 fi
@@ -154,8 +172,8 @@ fi
 if [[ -f $OUT/reference.jsonl ]]; then
     echo "run.sh: scoring side by side"
     cp "$OUT/synthkit.jsonl" "$OUT/all.jsonl" 2>/dev/null || : > "$OUT/all.jsonl"
-    "${SK[@]}" eval "$CASES" -o "$OUT/all.jsonl" --answers "$OUT/reference.jsonl" --html "$OUT/eval.html" \
-        | tee "$OUT/score.md" \
+    step "${SK[@]}" eval "$CASES" -o "$OUT/all.jsonl" --answers "$OUT/reference.jsonl" --html "$OUT/eval.html" \
+        > >(tee "$OUT/score.md") \
         || echo "run.sh: scoring failed; score later with: synthkit eval $CASES -o $OUT/all.jsonl --answers $OUT/reference.jsonl" >&2
 fi
 echo "run.sh: $(date -u +%FT%TZ) done; results in $OUT"
