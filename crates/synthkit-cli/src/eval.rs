@@ -3,8 +3,8 @@
 //! [`synthkit::eval`].
 //!
 //! The cases are read whole first (every error names its line, a usage error). Then each
-//! case runs in each `--modes` mode, one synthesis at a time, on one model stack (limits,
-//! retries, cache), and each `--answers` line is scored. With `-o ROWS` each scored row is
+//! case runs in each `--modes` mode, `--jobs` syntheses at a time (default one), on one
+//! model stack (limits, retries, cache), and each `--answers` line is scored. With `-o ROWS` each scored row is
 //! appended as one JSON line as it is made, and the rows already there (same case id, mode
 //! and system) are kept and not run again: a stopped evaluation resumes. The results: a
 //! table on standard output, or `--json`, and `--html FILE`.
@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use clap::Args;
+use futures::StreamExt as _;
 use serde_json::json;
 use synthkit::eval::{
     AnswerLine, Case, CaseInput, Row, Totals, nodes_text, parse_answer_line, parse_case, run_case,
@@ -72,6 +73,12 @@ pub struct EvalArgs {
     /// system) are kept and not run again, so running the same command again resumes.
     #[arg(long, short = 'o', value_name = "ROWS", help_heading = "Eval")]
     pub output: Option<PathBuf>,
+    /// Runs (case and mode) in flight at once, each with up to --concurrency calls in
+    /// flight; rows are written in case order. Above 1 the runs share the server, so each
+    /// row's wall time includes waiting for the others: compare calls and tokens then.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=256), help_heading = "Eval")]
+    pub jobs: u32,
     /// On a resume, keep synthkit's failed runs already in ROWS (a connection refused, a
     /// timeout, an error reply) instead of running them again.
     #[arg(long, help_heading = "Eval")]
@@ -321,6 +328,24 @@ impl Runner<'_> {
         Ok((synth, recorder))
     }
 
+    /// The scored row of `case` in `mode`: its nodes read, then run.
+    async fn row(&self, case: &Case, mode: ResponseMode) -> Result<Row> {
+        Ok(match self.nodes(case) {
+            Ok(nodes) => {
+                let (line, report) = self.run(case, mode, &nodes).await?;
+                let text = nodes_text(&nodes);
+                let mut row = synthkit::eval::score(case, &self.args.system, &line, Some(&text));
+                row.report = report;
+                row
+            }
+            Err(e) => {
+                let mut line = AnswerLine::new(case.id.clone(), mode.as_str(), "");
+                line.error = Some(format!("cannot read the case's paths: {e}"));
+                synthkit::eval::score(case, &self.args.system, &line, None)
+            }
+        })
+    }
+
     /// Runs `case` in `mode` over `nodes` ([`run_case`]: the prompts kept up to
     /// [`synthkit::eval::DEFAULT_MAX_PROMPT_BYTES`], past which `in_prompts` is unknown):
     /// its answer line and report.
@@ -487,7 +512,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             model_args: &args.model_args,
             limits: &args.limits,
             concurrency: args.concurrency,
-            syntheses: 1,
+            syntheses: args.jobs as usize,
             cache: args.cache.as_deref(),
             plan: false,
         };
@@ -509,28 +534,14 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             splitter,
             templates,
         };
-        let mut current: Option<(usize, std::result::Result<Vec<Node>, String>)> = None;
-        for (i, mode) in todo {
-            let case = &cases[i];
-            if current.as_ref().is_none_or(|(c, _)| *c != i) {
-                current = Some((i, runner.nodes(case)));
-            }
-            let Some((_, nodes)) = &current else { continue };
-            let row = match nodes {
-                Ok(nodes) => {
-                    let (line, report) = runner.run(case, mode, nodes).await?;
-                    let text = nodes_text(nodes);
-                    let mut row = synthkit::eval::score(case, &args.system, &line, Some(&text));
-                    row.report = report;
-                    row
-                }
-                Err(e) => {
-                    let mut line = AnswerLine::new(case.id.clone(), mode.as_str(), "");
-                    line.error = Some(format!("cannot read the case's paths: {e}"));
-                    synthkit::eval::score(case, &args.system, &line, None)
-                }
-            };
-            append(row, &mut rows)?;
+        // At most --jobs runs in flight, their rows taken in case order.
+        let runner = &runner;
+        let made = futures::stream::iter(todo)
+            .map(|(i, mode)| runner.row(&cases[i], mode))
+            .buffered(args.jobs as usize);
+        futures::pin_mut!(made);
+        while let Some(row) = made.next().await {
+            append(row?, &mut rows)?;
             runs += 1;
             progress.line_done();
         }

@@ -580,3 +580,42 @@ fn the_page_links_each_answer_to_its_report() {
     assert!(reports.join("c3.tree_summarize.html").is_file());
     assert!(html.contains("Which bank financed the observatory&#39;s parking garage?"));
 }
+
+/// `--jobs N` keeps N runs in flight: a gated model holds every call until all three
+/// cases' calls have arrived together (with one job at a time the second never would), and
+/// the rows still come out in case order.
+#[test]
+fn jobs_run_cases_side_by_side_in_case_order() {
+    let model = synthkit_testkit::gated::GatedOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let rows = dir.path().join("rows.jsonl");
+    let child = crate::common::spawn_synthkit()
+        .args([
+            "eval", "--json", "-q", "--modes", "compact", "--jobs", "3", "-o",
+        ])
+        .arg(&rows)
+        .args(["--llm", "openai", "--base-url", &model.base])
+        .args(["--model", "gated-model", "--context-window", "2048"])
+        .args(["--num-output", "64", "--timeout", "60"])
+        .arg(&cases)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(model.wait_arrived(3, std::time::Duration::from_secs(60)));
+    model.open();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(model.arrived(), 3, "one compact call per case");
+    let ids: Vec<String> = std::fs::read_to_string(&rows)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].to_string())
+        .collect();
+    assert_eq!(ids, ["\"c1\"", "\"c2\"", "\"c3\""], "rows in case order");
+}
