@@ -50,9 +50,13 @@ fn is_stdin(path: &Path) -> bool {
 }
 
 /// Reads all of standard input.
-pub fn read_stdin() -> Result<Vec<u8>> {
+/// Standard input, read up to one byte past `max` (`None`: no limit): a reader that
+/// checks the size sees an input over the limit without holding all of it.
+pub fn read_stdin(max: Option<u64>) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     io::stdin()
+        .lock()
+        .take(max.map_or(u64::MAX, |m| m.saturating_add(1)))
         .read_to_end(&mut buf)
         .context("cannot read standard input")?;
     Ok(buf)
@@ -81,7 +85,7 @@ pub fn read_single(path: Option<&Path>, max_file_size: Option<u64>) -> Result<St
         }
         _ => (
             STDIN_NAME.to_string(),
-            reader.read_bytes(Path::new(STDIN_NAME), read_stdin()?),
+            reader.read_bytes(Path::new(STDIN_NAME), read_stdin(max_file_size)?),
         ),
     };
     match read {
@@ -386,7 +390,7 @@ fn nothing_found(path: &Path, report: &ReadReport, options: &ReadOptions) -> any
 /// Standard input as a document, read by its content like a file (HTML converted, binary
 /// skipped). Empty input is kept, so that the error says `<stdin> is empty`.
 fn read_stdin_document(reader: &Reader, quiet: bool) -> Result<Option<Document>> {
-    let bytes = read_stdin()?;
+    let bytes = read_stdin(reader.options().size_limit())?;
     match reader.read_bytes(Path::new(STDIN_NAME), bytes) {
         Ok(read) => {
             if let Some(n) = &read.note {
@@ -426,16 +430,27 @@ pub fn nodes_from_documents(docs: &[Document], splitter: &TokenTextSplitter) -> 
         .collect()
 }
 
-/// Reads pre-retrieved nodes from a file (`-`: standard input).
-pub fn read_nodes(path: &Path) -> Result<Vec<Node>> {
-    let (text, name) = if is_stdin(path) {
-        (decode(read_stdin()?, STDIN_NAME), STDIN_NAME.to_string())
+/// Reads pre-retrieved nodes from a file (`-`: standard input), refusing one larger than
+/// `max` bytes (`--max-file-size`; `None`: no limit) before reading past it.
+pub fn read_nodes(path: &Path, max: Option<u64>) -> Result<Vec<Node>> {
+    let (bytes, name) = if is_stdin(path) {
+        (read_stdin(max)?, STDIN_NAME.to_string())
     } else {
-        let bytes = fs::read(path)
-            .map_err(|e| usage(format!("cannot read --nodes `{}`: {e}", path.display())))?;
         let name = path.display().to_string();
-        (decode(bytes, &name), name)
+        let cannot = |e: io::Error| usage(format!("cannot read --nodes `{name}`: {e}"));
+        let file = fs::File::open(path).map_err(cannot)?;
+        let mut bytes = Vec::new();
+        file.take(max.map_or(u64::MAX, |m| m.saturating_add(1)))
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        (bytes, name)
     };
+    if let Some(max) = max.filter(|&m| bytes.len() as u64 > m) {
+        return Err(usage(format!(
+            "--nodes {name} is larger than {max} bytes: raise --max-file-size (or `none`), or send fewer nodes"
+        )));
+    }
+    let text = decode(bytes, &name);
     crate::node_json::parse_nodes(&text, &name)
 }
 

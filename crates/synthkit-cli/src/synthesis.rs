@@ -182,7 +182,7 @@ pub(crate) fn gather_nodes(
         ));
     }
     let mut nodes = match &args.nodes {
-        Some(p) => input::read_nodes(p)?,
+        Some(p) => input::read_nodes(p, args.walk.max_file_size.0)?,
         None => Vec::new(),
     };
     let mut from_folder = false;

@@ -282,3 +282,52 @@ fn random_nodes_files_never_panic() {
         "{parsed} parsed, {rejected} rejected"
     );
 }
+
+/// A `--nodes` file (or standard input) over `--max-file-size` is refused before it is
+/// read whole, naming the limit; under it the same nodes are read.
+#[test]
+fn nodes_over_the_file_size_limit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "{\"id\":\"n\",\"text\":\"The mirror is cleaned every three months.\"}\n";
+    let lines: String = (0..100)
+        .map(|i| line.replace("\"n\"", &format!("\"n{i}\"")))
+        .collect();
+    write(dir.path(), "nodes.jsonl", &lines);
+    let args = ["ask", "How often?", "--nodes", "nodes.jsonl", "--quiet"];
+    let over = run(
+        dir.path(),
+        &[&args[..], &["--max-file-size", "1K"]].concat(),
+    );
+    assert_error(
+        &over,
+        2,
+        &[
+            "--nodes nodes.jsonl is larger than 1024 bytes",
+            "--max-file-size",
+        ],
+        "a --nodes file over the limit",
+    );
+    let under = run(dir.path(), &args);
+    assert!(under.status.success(), "{}", stderr(&under));
+
+    let piped = crate::common::synthkit()
+        .current_dir(dir.path())
+        .args([
+            "ask",
+            "How often?",
+            "--nodes",
+            "-",
+            "--quiet",
+            "--max-file-size",
+            "1K",
+        ])
+        .write_stdin(lines)
+        .output()
+        .unwrap();
+    assert_error(
+        &piped,
+        2,
+        &["larger than 1024 bytes"],
+        "--nodes on standard input over the limit",
+    );
+}
