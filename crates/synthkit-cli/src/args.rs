@@ -423,7 +423,8 @@ pub struct WalkArgs {
     #[arg(long)]
     pub keep_all: bool,
     /// The largest file read (and `.gz` unpacked): bytes, or with K, M or G (KiB, MiB,
-    /// GiB); `none` for no limit. Larger files are skipped and named.
+    /// GiB); `none` for no limit. Larger files are skipped and named; a larger --nodes
+    /// file or standard input is an error.
     #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size)]
     pub max_file_size: FileSize,
 }
