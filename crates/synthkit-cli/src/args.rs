@@ -113,20 +113,7 @@ pub struct NoServeArgs {
 #[cfg(not(feature = "serve"))]
 pub const NO_SERVE: &str = "this synthkit was built without the HTTP service (cargo feature `serve`): reinstall with `cargo install synthkit-cli` (default features) or `--features serve`";
 
-/// The default of `--concurrency`.
-pub const DEFAULT_CONCURRENCY: usize = 8;
-
-impl SynthArgs {
-    /// `--concurrency`, else the default capped at the server's slots (0: no limit).
-    pub fn concurrency_for(&self, server_slots: Option<usize>) -> usize {
-        concurrency_for(self.concurrency, server_slots)
-    }
-}
-
-/// `--concurrency` (`flag`), else the default capped at the server's slots (0: no limit).
-pub fn concurrency_for(flag: Option<usize>, server_slots: Option<usize>) -> usize {
-    flag.unwrap_or_else(|| server_slots.map_or(DEFAULT_CONCURRENCY, |s| s.min(DEFAULT_CONCURRENCY)))
-}
+pub use synthkit::layer::stack::calls_in_flight;
 
 impl Command {
     /// The OpenTelemetry flags (the synthesis verbs and serve have them).

@@ -24,7 +24,7 @@ use synthkit::model::LanguageModel;
 use synthkit::text::{BpeTokenizer, SharedTokenizer};
 use synthkit_extractive::ExtractiveModel;
 
-use crate::args::{LimitArgs, LlmKind, ModelArgs, SynthArgs, concurrency_for};
+use crate::args::{LimitArgs, LlmKind, ModelArgs, SynthArgs, calls_in_flight};
 use crate::error::usage;
 
 /// The chosen model, behind the library's model stack, and the tokenizers that go with it.
@@ -159,7 +159,7 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
     let server_slots = server.as_ref().and_then(|s| s.server_slots);
     // Calls in flight start at --concurrency (by default at most the server's slots),
     // halve while the server is overloaded and grow back.
-    let per_synthesis = concurrency_for(args.concurrency, server_slots);
+    let per_synthesis = calls_in_flight(args.concurrency, server_slots);
     let mut builder = ModelStack::builder_arc(model)
         .max_in_flight(per_synthesis.saturating_mul(args.syntheses.max(1)))
         .server_slots(server_slots);

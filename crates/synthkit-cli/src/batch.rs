@@ -28,7 +28,7 @@ use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_k
 use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_report::RunRecord;
 
-use crate::args::{FileSize, LimitArgs, ModelArgs, concurrency_for, parse_mode, parse_size};
+use crate::args::{FileSize, LimitArgs, ModelArgs, parse_mode, parse_size};
 use crate::backend::{self, Backend, StackFlags};
 use crate::batch_io::{self, Existing, LineReader, RawLine, Verdict};
 use crate::error::usage;
@@ -389,10 +389,7 @@ fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
 fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
     RequestDefaults {
         mode: args.mode.unwrap_or(ResponseMode::Compact),
-        concurrency: match concurrency_for(args.concurrency, backend.server_slots) {
-            0 => Concurrency::Unlimited,
-            n => Concurrency::limit(n),
-        },
+        concurrency: Concurrency::for_server(args.concurrency, backend.server_slots),
         max_prompt_tokens: args.max_prompt_tokens,
     }
 }

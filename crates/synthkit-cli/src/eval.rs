@@ -295,18 +295,16 @@ impl Runner<'_> {
             .with_tokenizer(self.backend.budget_tokenizer.clone())
             .with_max_prompt_tokens(self.args.max_prompt_tokens)
             .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
-        let concurrency =
-            crate::args::concurrency_for(self.args.concurrency, self.backend.server_slots);
         // The extractive backend always cites (it says which sentences it took); the
         // markers stay out of the answer without --cite.
         let citations = self.args.cite || self.backend.kind == LlmKind::Extractive;
         let builder = Synthesizer::builder(Arc::clone(&self.backend.model))
             .mode(mode)
             .budget(budget)
-            .concurrency(match concurrency {
-                0 => Concurrency::Unlimited,
-                n => Concurrency::limit(n),
-            })
+            .concurrency(Concurrency::for_server(
+                self.args.concurrency,
+                self.backend.server_slots,
+            ))
             .citations(citations)
             .citation_markers(self.args.cite);
         let builder = self

@@ -112,7 +112,6 @@ pub fn build_synthesizer(
 ) -> Result<Synthesizer> {
     let tokenizer: SharedTokenizer = backend.budget_tokenizer.clone();
     let info = model.info();
-    let concurrency = args.concurrency_for(backend.server_slots);
     let budget = PromptBudget::new(info.context_window, info.num_output)
         .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
         .with_chunk_overlap_ratio(args.overlap)
@@ -123,11 +122,10 @@ pub fn build_synthesizer(
     let mut builder = Synthesizer::builder(model)
         .mode(mode)
         .budget(budget)
-        .concurrency(if concurrency == 0 {
-            Concurrency::Unlimited
-        } else {
-            Concurrency::limit(concurrency)
-        })
+        .concurrency(Concurrency::for_server(
+            args.concurrency,
+            backend.server_slots,
+        ))
         .answer_filtering(if args.structured_filtering {
             AnswerFiltering::on()
         } else {

@@ -65,8 +65,9 @@ impl ServiceLimits {
     pub const DEFAULT_MAX_NODES: usize = 10_000;
     /// The default time limit: 300 s.
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
-    /// The default calls in flight per request: 8.
-    pub const DEFAULT_MAX_REQUEST_CONCURRENCY: usize = 8;
+    /// The default calls in flight per request: the library's one default, 8
+    /// ([`synthkit::synth::DEFAULT_CONCURRENCY`]).
+    pub const DEFAULT_MAX_REQUEST_CONCURRENCY: usize = synthkit::synth::DEFAULT_CONCURRENCY;
     /// The default most model calls per request: 40 (as `synthkit ask --max-calls`).
     pub const DEFAULT_MAX_CALLS_PER_REQUEST: usize = 40;
     /// The default most prompt tokens per request: 200,000 (as `synthkit ask

@@ -65,6 +65,13 @@ impl Concurrency {
         Concurrency::Limit(NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN))
     }
 
+    /// The calls in flight that a front end asked for (`None`: the default; 0: no cap),
+    /// under the server's slots ([`calls_in_flight`](crate::layer::stack::calls_in_flight),
+    /// the one rule).
+    pub fn for_server(asked: Option<usize>, server_slots: Option<usize>) -> Self {
+        Concurrency::limit(crate::layer::stack::calls_in_flight(asked, server_slots))
+    }
+
     /// The limit as a number (a very large one for `Unlimited`).
     pub fn get(self) -> usize {
         match self {

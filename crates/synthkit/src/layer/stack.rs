@@ -63,6 +63,26 @@ pub fn ceiling(max_in_flight: usize, server_slots: Option<usize>) -> usize {
     }
 }
 
+/// The calls in flight of one synthesis: `asked` (0: no cap), else
+/// [`DEFAULT_CONCURRENCY`](crate::synth::DEFAULT_CONCURRENCY), never more than the server's slots
+/// when it says how many it has ([`ceiling`]). The one rule of every front end: the
+/// CLI's `--concurrency`, the service's `concurrency` field and Python's `concurrency=`.
+///
+/// ```
+/// use synthkit::layer::stack::calls_in_flight;
+/// assert_eq!(calls_in_flight(None, None), synthkit::synth::DEFAULT_CONCURRENCY);
+/// assert_eq!(calls_in_flight(None, Some(4)), 4);
+/// assert_eq!(calls_in_flight(Some(16), Some(4)), 4);
+/// assert_eq!(calls_in_flight(Some(2), Some(4)), 2);
+/// assert_eq!(calls_in_flight(Some(0), Some(4)), 4);
+/// ```
+pub fn calls_in_flight(asked: Option<usize>, server_slots: Option<usize>) -> usize {
+    ceiling(
+        asked.unwrap_or(crate::synth::DEFAULT_CONCURRENCY),
+        server_slots,
+    )
+}
+
 /// What a backend's replies depend on beyond the request, for cache keys: its kind and
 /// address, and the parameters that change replies (sampling, endpoint, extra fields).
 /// Its `Debug` shows the address without user-info or query ([`crate::secret::redact_url`]).
