@@ -11,18 +11,15 @@
 //! flight, and the next run skips the ids already in the output (see
 //! [`crate::batch_io::open_output`]).
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use clap::Args;
-use futures::StreamExt;
-use futures::stream::{FuturesOrdered, FuturesUnordered};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use synthkit::many::{Order, Window};
 use synthkit::model::ModelError;
 use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_kind};
 use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
@@ -329,37 +326,6 @@ impl Finished {
     }
 }
 
-type Pending = Pin<Box<dyn Future<Output = Finished> + Send>>;
-
-/// The syntheses in flight: in input order, or as they finish.
-enum Window {
-    Ordered(FuturesOrdered<Pending>),
-    Unordered(FuturesUnordered<Pending>),
-}
-
-impl Window {
-    fn push(&mut self, f: Pending) {
-        match self {
-            Window::Ordered(q) => q.push_back(f),
-            Window::Unordered(q) => q.push(f),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Window::Ordered(q) => q.len(),
-            Window::Unordered(q) => q.len(),
-        }
-    }
-
-    async fn next(&mut self) -> Option<Finished> {
-        match self {
-            Window::Ordered(q) => q.next().await,
-            Window::Unordered(q) => q.next().await,
-        }
-    }
-}
-
 /// Counts for the summary.
 #[derive(Debug, Default)]
 struct Tally {
@@ -584,19 +550,19 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         note(args.quiet, &text);
     }
 
-    let mut window = if args.unordered {
-        Window::Unordered(FuturesUnordered::new())
+    let order = if args.unordered {
+        Order::Finished
     } else {
-        Window::Ordered(FuturesOrdered::new())
+        Order::Input
     };
-    let jobs = args.jobs as usize;
+    let mut window = Window::new(args.jobs as usize, order);
     let mut tally = Tally::default();
     let mut seen = SeenIds::default();
     // Error lines of OUT that this run replaces, and whether a line was replaced.
     let (mut replaced_errors, mut replaced) = (0usize, false);
     let mut eof = false;
     loop {
-        while !eof && window.len() < jobs {
+        while !eof && window.has_room() {
             let Some((number, raw)) = reader
                 .next_line()
                 .map_err(|e| anyhow!("cannot read the input at line {}: {e}", tally.total()))?
@@ -626,23 +592,20 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
                 }
                 Verdict::New => false,
             };
-            let line = start_line(
+            start_line(
+                &mut window,
                 Line {
                     number,
                     id,
                     hash,
                     request,
+                    replaces,
                 },
                 &backend,
                 defaults,
                 &observer,
                 reports.clone(),
             );
-            window.push(Box::pin(async move {
-                let mut finished = line.await;
-                finished.replaces = replaces;
-                finished
-            }));
         }
         let Some(finished) = window.next().await else {
             break;
@@ -705,29 +668,32 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     Ok(())
 }
 
-/// An input line to run: its number, id, request hash, and request (or why it cannot
-/// run).
+/// An input line to run: its number, id, request hash, request (or why it cannot run),
+/// and whether its result replaces one in OUT.
 struct Line {
     number: usize,
     id: Value,
     hash: Option<String>,
     request: Result<SynthesizeRequest, ErrorDetail>,
+    replaces: bool,
 }
 
-/// The future of one line: its synthesis on its own task (so that the batch uses every
-/// worker thread), or its error line at once.
+/// Starts one line in `window`: its synthesis on its own task (so that the batch uses
+/// every worker thread), or its error line at once.
 fn start_line(
+    window: &mut Window<Finished>,
     line: Line,
     backend: &Backend,
     defaults: RequestDefaults,
     observer: &Arc<dyn Observer>,
     reports: Option<Arc<BatchReports>>,
-) -> Pending {
+) {
     let Line {
         number,
         id,
         hash,
         request,
+        replaces,
     } = line;
     let observer = Arc::clone(observer);
     let prepared = request.and_then(|mut r| {
@@ -753,12 +719,14 @@ fn start_line(
     let run = match prepared {
         Ok(run) => run,
         Err(e) => {
-            let finished = Finished::of(&id, hash.as_deref(), Err(&Failure::from(e)));
-            return Box::pin(std::future::ready(finished));
+            let mut finished = Finished::of(&id, hash.as_deref(), Err(&Failure::from(e)));
+            finished.replaces = replaces;
+            window.ready(finished);
+            return;
         }
     };
     let (id_again, hash_again) = (id.clone(), hash.clone());
-    let task = tokio::spawn(async move {
+    let run = async move {
         // What the line's report needs once the input has gone to the synthesis.
         let report = reports
             .zip(run.steps.clone())
@@ -792,14 +760,24 @@ fn start_line(
                 Finished::of(&id, hash.as_deref(), Err(&failure))
             }
         }
-    });
-    Box::pin(async move {
-        task.await.unwrap_or_else(|e| {
-            let failure = Failure::from(ErrorDetail {
-                kind: "synthesis_failed".into(),
-                message: format!("line {number}: the synthesis stopped: {e}"),
-            });
-            Finished::of(&id_again, hash_again.as_deref(), Err(&failure))
-        })
-    })
+    };
+    let lost = move |e: SynthError| {
+        let failure = Failure::from(ErrorDetail {
+            kind: "synthesis_failed".into(),
+            message: format!("line {number}: the synthesis stopped: {e}"),
+        });
+        Finished::of(&id_again, hash_again.as_deref(), Err(&failure))
+    };
+    window.spawn(
+        async move {
+            let mut finished = run.await;
+            finished.replaces = replaces;
+            finished
+        },
+        move |e| {
+            let mut finished = lost(e);
+            finished.replaces = replaces;
+            finished
+        },
+    );
 }

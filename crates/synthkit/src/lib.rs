@@ -197,6 +197,7 @@ pub mod error;
 #[cfg(feature = "eval")]
 pub mod eval;
 pub mod layer;
+pub mod many;
 pub mod mode;
 pub mod model;
 pub(crate) mod modes;

@@ -12,11 +12,11 @@ use std::task::{Context, Poll};
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{Stream, StreamExt};
-use tracing::instrument::WithSubscriber;
 
 use super::origins::{CallTag, Origin};
 use super::{Job, Verdict};
 use crate::error::SynthError;
+use crate::many::OwnedTask;
 use crate::model::ModelRequest;
 
 /// Where a map step's requests come from, built one at a time as calls free up (so packing
@@ -34,39 +34,6 @@ pub(crate) struct Prebuilt(pub(crate) std::vec::IntoIter<ModelRequest>);
 impl RequestSource for Prebuilt {
     async fn next_request(&mut self) -> Result<Option<ModelRequest>, SynthError> {
         Ok(self.0.next())
-    }
-}
-
-/// A spawned task that is aborted when its handle is dropped.
-pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
-
-impl<T> AbortOnDrop<T> {
-    /// Spawns `future` on the current runtime, owned by the returned handle. The task
-    /// runs (and is dropped) with the spawner's default `tracing` subscriber, whichever
-    /// worker thread runs it: its spans are the synthesis's subscriber's, beside the
-    /// synthesis's own spans.
-    pub(crate) fn spawn<F>(future: F) -> Self
-    where
-        F: Future<Output = T> + Send + 'static,
-        T: Send + 'static,
-    {
-        AbortOnDrop(tokio::spawn(future.with_current_subscriber()))
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, SynthError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0)
-            .poll(cx)
-            .map(|r| r.map_err(|source| SynthError::Task { source }))
     }
 }
 
@@ -88,7 +55,7 @@ impl Job {
         mut source: impl RequestSource,
     ) -> Result<Vec<(String, Origin)>, SynthError> {
         let limit = self.concurrency().max(1);
-        let mut running: FuturesUnordered<AbortOnDrop<(Slot, ModelRequest, CallResult)>> =
+        let mut running: FuturesUnordered<OwnedTask<(Slot, ModelRequest, CallResult)>> =
             FuturesUnordered::new();
         let mut answers: BTreeMap<Slot, (String, Origin)> = BTreeMap::new();
         // Parts of re-split requests, started before new requests.
@@ -118,7 +85,7 @@ impl Job {
                 self.caller.plan(1);
                 let request = request.with_extension(CallTag(self.next_call_tag()));
                 let job = self.clone();
-                running.push(AbortOnDrop::spawn(async move {
+                running.push(OwnedTask::spawn(async move {
                     let answer = job.call_text(&request).await;
                     (slot, request, answer)
                 }));

@@ -14,11 +14,12 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use crate::engine::fanout::{AbortOnDrop, RequestSource};
+use crate::engine::fanout::RequestSource;
 use crate::engine::finish::driven;
 use crate::engine::origins::Sourced;
 use crate::engine::{Composite, Job, Outcome, Verdict};
 use crate::error::SynthError;
+use crate::many::OwnedTask;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, StepInfo};
 use crate::prompt::{PromptTemplate, TemplateKind};
@@ -178,7 +179,7 @@ enum Piece {
 /// answers are in flight or waiting unread, however slow the reader.
 struct Answer {
     pieces: tokio::sync::mpsc::UnboundedReceiver<Piece>,
-    task: AbortOnDrop<()>,
+    task: OwnedTask<()>,
     _place: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -213,7 +214,7 @@ fn stream_numbered(
             let (tx, pieces) = tokio::sync::mpsc::unbounded_channel::<Piece>();
             job.caller.plan(1);
             let call_job = job.clone();
-            let task = AbortOnDrop::spawn(async move {
+            let task = OwnedTask::spawn(async move {
                 stream_one(&call_job, request, &tx).await;
             });
             let answer = Answer {
