@@ -58,7 +58,7 @@ pub enum SynthError {
         "the {kind} prompt has no room left for context: of a {budget}-token budget, the template, query and system prompt take {template_tokens} tokens{}{}; {}",
         carried_part(*answer_tokens),
         shrink_part(*server_shrink),
-        no_room_remedy(*answer_tokens, *server_shrink)
+        no_room_remedy(*template_tokens, *answer_tokens, *server_shrink, *budget)
     )]
     NoRoomForContext {
         /// The template's kind.
@@ -182,8 +182,19 @@ fn shrink_part(server_shrink: usize) -> String {
     }
 }
 
-fn no_room_remedy(answer_tokens: usize, server_shrink: usize) -> &'static str {
-    match (answer_tokens > 0, server_shrink > 0) {
+fn no_room_remedy(
+    template_tokens: usize,
+    answer_tokens: usize,
+    server_shrink: usize,
+    budget: usize,
+) -> String {
+    let room = budget.saturating_sub(server_shrink);
+    if server_shrink > 0 && template_tokens >= room {
+        return format!(
+            "the template, query and system prompt alone are more than the {room} tokens the server takes: shorten the query, template or system prompt, or start the server with a larger context"
+        );
+    }
+    let remedy = match (answer_tokens > 0, server_shrink > 0) {
         (true, false) => {
             "the answer so far is the model's own reply: lower num_output so replies stay short (a model that ignores max_tokens writes past it), or raise the context window"
         }
@@ -193,5 +204,6 @@ fn no_room_remedy(answer_tokens: usize, server_shrink: usize) -> &'static str {
         (true, true) => {
             "the server accepts shorter prompts than the context window says, and the answer so far fills the rest: set the context window to the server's room per request (llama-server divides -c by its slots, -np) and lower num_output"
         }
-    }
+    };
+    remedy.to_string()
 }

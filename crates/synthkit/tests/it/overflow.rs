@@ -191,7 +191,8 @@ async fn a_reply_past_max_tokens_is_blamed_not_the_template() {
 #[tokio::test]
 async fn a_server_with_less_room_is_blamed_not_the_template() {
     // A server that accepts only 40-token prompts: after its rejections the budget shrinks
-    // until not even the template fits; the error names the server's smaller room.
+    // until not even the template fits; the error names the server's smaller room and
+    // that the fixed part alone is over it.
     let model = ScriptedModel::new(ModelInfo::new("tiny-slot"), |r| {
         if r.prompt_tokens > 40 {
             return Err(ModelError::ContextTooLong {
@@ -213,5 +214,6 @@ async fn a_server_with_less_room_is_blamed_not_the_template() {
         matches!(err, SynthError::NoRoomForContext { server_shrink, answer_tokens: 0, .. } if server_shrink > 0),
         "{err:?}"
     );
-    assert!(msg.contains("llama-server divides -c"), "{msg}");
+    assert!(msg.contains("tokens the server takes"), "{msg}");
+    assert!(msg.contains("shorten the query"), "{msg}");
 }

@@ -156,6 +156,10 @@ async fn context_too_long_is_never_retried() {
                 format!("typed error SynthError::Model({})", kind(source))
             }
             SynthError::Budget(b) => format!("typed error SynthError::Budget({})", kind(b)),
+            // The server's smaller room, named as the cause (not the template).
+            SynthError::NoRoomForContext { server_shrink, .. } if *server_shrink > 0 => {
+                "typed error SynthError::NoRoomForContext (the server's room)".to_string()
+            }
             other => panic!("unexpected {other:?}"),
         };
         // Re-packing may send smaller prompts (overlapping pieces can even repeat one),
