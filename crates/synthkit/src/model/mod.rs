@@ -24,6 +24,7 @@ use crate::text::SharedTokenizer;
 mod error;
 mod extensions;
 mod layer;
+pub(crate) mod tags;
 
 pub use error::{ModelError, TimeoutKind};
 pub use extensions::Extensions;

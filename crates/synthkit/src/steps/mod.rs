@@ -25,9 +25,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::origins::{CallTag, PromptInputs, PromptNodes};
 use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
+use crate::model::tags::{CallTag, PromptInputs, PromptNodes};
 use crate::observe::{CallReport, Observer, SynthEvent};
 
 mod attribute;
