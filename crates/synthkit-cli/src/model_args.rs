@@ -254,7 +254,7 @@ impl ModelArgs {
     pub fn openai_config(&self) -> Result<OpenAiConfig> {
         let mut config = OpenAiConfig::from_env_with_key_var(self.api_key_env());
         set_server_flags!(self, config, OpenAiConfig::DEFAULT_BASE_URL);
-        config.is_chat = !self.completion_api;
+        config.api.is_chat = !self.completion_api;
         Ok(config)
     }
 

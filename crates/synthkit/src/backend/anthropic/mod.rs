@@ -58,9 +58,9 @@ use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, props_window_error, slots_in,
 };
 use crate::backend::http::errors::clip;
-use crate::backend::http::key_headers;
 use crate::backend::http::server::{Server, http_model, parse_reply};
 use crate::backend::http::verdict::Held;
+use crate::backend::http::{HttpApi, key_headers};
 use crate::model::{Completion, ModelError, ModelRequest};
 use crate::secret::redact_url;
 
@@ -69,9 +69,24 @@ mod counter;
 mod stream;
 mod wire;
 
-pub use config::AnthropicConfig;
+pub use config::{AnthropicConfig, AnthropicOptions};
 pub use counter::CountTokens;
 pub use secrecy::SecretString;
+
+/// Anthropic's Messages API (`/v1/messages`), as Anthropic and llama.cpp serve it: the
+/// [`HttpApi`] of [`AnthropicConfig`] and [`AnthropicModel`].
+#[derive(Debug, Clone, Copy)]
+pub enum Anthropic {}
+
+impl HttpApi for Anthropic {
+    const NAME: &'static str = "anthropic";
+    const CONFIG_NAME: &'static str = "AnthropicConfig";
+    const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com";
+    const DEFAULT_MODEL: &'static str = "claude-haiku-4-5";
+    const DEFAULT_KEY_VAR: &'static str = "ANTHROPIC_API_KEY";
+    const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
+    type Options = AnthropicOptions;
+}
 
 /// The headers of every request: `x-api-key` (when there is a key) and
 /// `anthropic-version`.
@@ -81,10 +96,10 @@ pub(crate) fn api_headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelEr
         "",
         config.transport.api_key.as_ref(),
     )?;
-    let version = HeaderValue::from_str(&config.version).map_err(|_| {
+    let version = HeaderValue::from_str(&config.api.version).map_err(|_| {
         ModelError::Other(format!(
             "the anthropic-version `{}` is not a valid header value",
-            config.version
+            config.api.version
         ))
     })?;
     headers.insert(HeaderName::from_static("anthropic-version"), version);

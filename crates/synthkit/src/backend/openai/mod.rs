@@ -54,9 +54,9 @@ use crate::backend::http::discovery::{
     first_model_id, models_context_window, props_context_window, props_window_error, slots_in,
 };
 use crate::backend::http::errors::clip;
-use crate::backend::http::key_headers;
 use crate::backend::http::server::{Server, http_model, parse_reply};
 use crate::backend::http::verdict::Held;
+use crate::backend::http::{HttpApi, key_headers};
 use crate::model::{Completion, ModelError, ModelRequest};
 use crate::secret::redact_url;
 
@@ -66,10 +66,26 @@ mod stream;
 mod tokenizer;
 mod wire;
 
-pub use config::OpenAiConfig;
+pub use config::{OpenAiConfig, OpenAiOptions};
 pub use secrecy::SecretString;
 pub use slots::server_slots;
 pub use tokenizer::{ServerCounter, TokenizeDialect};
+
+/// The OpenAI API (`/v1/chat/completions`, `/v1/completions`), as OpenAI, vLLM,
+/// llama.cpp, Ollama and LM Studio serve it: the [`HttpApi`] of [`OpenAiConfig`] and
+/// [`OpenAiModel`].
+#[derive(Debug, Clone, Copy)]
+pub enum OpenAi {}
+
+impl HttpApi for OpenAi {
+    const NAME: &'static str = "openai";
+    const CONFIG_NAME: &'static str = "OpenAiConfig";
+    const DEFAULT_BASE_URL: &'static str = "https://api.openai.com/v1";
+    const DEFAULT_MODEL: &'static str = "gpt-4o-mini";
+    const DEFAULT_KEY_VAR: &'static str = "OPENAI_API_KEY";
+    const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
+    type Options = OpenAiOptions;
+}
 
 /// An OpenAI-compatible model over HTTP. Implements [`LanguageModel`](crate::model::LanguageModel).
 pub struct OpenAiModel {
@@ -236,7 +252,7 @@ impl OpenAiModel {
     }
 
     fn body(&self, request: &ModelRequest, stream: bool) -> Value {
-        let schema = if self.config.json_schema {
+        let schema = if self.config.api.json_schema {
             request.schema.as_deref()
         } else {
             None
@@ -245,10 +261,10 @@ impl OpenAiModel {
             request,
             &wire::BodyOptions {
                 model: &self.config.model,
-                chat: self.config.is_chat,
+                chat: self.config.api.is_chat,
                 sampling: &self.config.sampling,
                 stream,
-                stream_usage: self.config.stream_usage,
+                stream_usage: self.config.api.stream_usage,
                 schema,
                 extra: &self.config.extra_body,
             },
@@ -294,7 +310,7 @@ http_model! {
     config: OpenAiConfig,
     counter: ServerCounter,
     api: "openai",
-    is_chat: |config| config.is_chat,
+    is_chat: |config| config.api.is_chat,
     parse: parse_completion,
     stream_parser: stream::ChunkParser::new,
 }
