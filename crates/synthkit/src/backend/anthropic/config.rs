@@ -1,7 +1,5 @@
 //! [`AnthropicConfig`]: where the Messages API server is and what to ask of it.
 
-use serde_json::Value;
-
 use super::Anthropic;
 use crate::backend::http::HttpConfig;
 
@@ -41,26 +39,8 @@ impl AnthropicConfig {
     /// The `anthropic-version` sent by default.
     pub const API_VERSION: &'static str = "2023-06-01";
 
-    /// The Messages endpoint: `{root}/v1/messages`.
-    pub fn endpoint(&self) -> String {
-        self.root_join("/v1/messages")
-    }
-
     /// The counting endpoint: `{root}/v1/messages/count_tokens`.
     pub fn count_tokens_url(&self) -> String {
         self.root_join("/v1/messages/count_tokens")
-    }
-
-    /// What replies depend on beyond the request, for response-cache keys: the endpoint,
-    /// the API version and the sampling parameters (those not set are left out).
-    pub fn cache_identity(&self) -> crate::layer::stack::CacheIdentity {
-        let params = format!(
-            "version={} temperature={:?} extra_body={}{}",
-            self.api.version,
-            self.sampling.temperature,
-            Value::Object(self.extra_body.clone()),
-            self.sampling.identity_tail()
-        );
-        crate::layer::stack::CacheIdentity::new(format!("anthropic {}", self.endpoint()), params)
     }
 }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::api::HttpApi;
 use super::{Sampling, Transport};
+use crate::layer::stack::CacheIdentity;
 use crate::model::ModelInfo;
 
 /// How to reach a server of the API `A` and what to ask of it. The backends name it:
@@ -250,6 +251,19 @@ impl<A: HttpApi> HttpConfig<A> {
     /// models listing is no answer to "which model does it serve".
     pub fn is_api_server(&self) -> bool {
         self.transport.is_server(A::DEFAULT_BASE_URL)
+    }
+
+    /// Where model calls go (`{base}/chat/completions`, `{root}/v1/messages`, ...).
+    pub fn endpoint(&self) -> String {
+        A::endpoint(self)
+    }
+
+    /// What replies depend on beyond the request, for response-cache keys: the API and
+    /// its endpoint, the sampling parameters (those after the temperature only when
+    /// set), the API's options and the extra body fields. The model's name is part of
+    /// every key already.
+    pub fn cache_identity(&self) -> CacheIdentity {
+        A::cache_identity(self)
     }
 
     /// The model's facts: the name, the window (the config's, else `discovered`, else

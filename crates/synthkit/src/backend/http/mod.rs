@@ -22,6 +22,7 @@ pub(crate) mod count;
 pub(crate) mod count_cache;
 pub(crate) mod discovery;
 pub(crate) mod errors;
+mod model;
 mod sampling;
 pub(crate) mod server;
 pub(crate) mod sse;
@@ -33,6 +34,7 @@ pub(crate) mod verdict;
 pub use api::HttpApi;
 use clock::CallClock;
 pub use config::HttpConfig;
+pub use model::HttpModel;
 pub use sampling::Sampling;
 pub use transport::Transport;
 

@@ -1,7 +1,5 @@
 //! [`OpenAiConfig`]: where the server is and what to ask of it.
 
-use serde_json::Value;
-
 use super::OpenAi;
 use crate::backend::http::{HttpConfig, Sampling, Transport};
 
@@ -56,28 +54,5 @@ impl OpenAiConfig {
 
         /// Whether to ask for usage in streams.
         pub fn with_stream_usage(include: bool) => api.stream_usage;
-    }
-
-    /// The completion endpoint: `{base}/chat/completions` or `{base}/completions`.
-    pub fn endpoint(&self) -> String {
-        if self.api.is_chat {
-            self.api_url("/chat/completions")
-        } else {
-            self.api_url("/completions")
-        }
-    }
-
-    /// What replies depend on beyond the request, for response-cache keys: the endpoint,
-    /// and the sampling parameters, schema mode and extra body fields (the sampling
-    /// fields after the temperature only when set). The model's name is part of every key already.
-    pub fn cache_identity(&self) -> crate::layer::stack::CacheIdentity {
-        let params = format!(
-            "temperature={:?} json_schema={} extra_body={}{}",
-            self.sampling.temperature,
-            self.api.json_schema,
-            Value::Object(self.extra_body.clone()),
-            self.sampling.identity_tail()
-        );
-        crate::layer::stack::CacheIdentity::new(format!("openai {}", self.endpoint()), params)
     }
 }
