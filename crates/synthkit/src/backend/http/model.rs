@@ -270,6 +270,11 @@ impl<A: HttpApi> HttpModel<A> {
         self.server.served.get()
     }
 
+    /// Where the model the server names is recorded (shared: it follows later calls).
+    pub(crate) fn served(&self) -> super::clock::ServedModel {
+        self.server.served.clone()
+    }
+
     setters! {
         /// Uses `tokenizer` as the model's tokenizer ([`LanguageModel::tokenizer`]).
         pub fn with_tokenizer(tokenizer: SharedTokenizer) => Some(server.tokenizer);
