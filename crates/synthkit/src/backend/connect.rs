@@ -48,6 +48,16 @@ pub enum ServerSettings {
     /// A server of Anthropic's Messages API (Anthropic, llama.cpp).
     #[cfg(feature = "anthropic")]
     Anthropic(Box<AnthropicConfig>),
+    /// The test-only echo API (`backend::echo`): what a third API adds here.
+    #[cfg(test)]
+    Echo(Box<crate::backend::echo::EchoConfig>),
+}
+
+#[cfg(test)]
+impl From<crate::backend::echo::EchoConfig> for ServerSettings {
+    fn from(config: crate::backend::echo::EchoConfig) -> Self {
+        ServerSettings::Echo(Box::new(config))
+    }
 }
 
 #[cfg(feature = "openai")]
@@ -72,6 +82,8 @@ impl ServerSettings {
             ServerSettings::OpenAi(_) => OpenAiConfig::DEFAULT_BASE_URL,
             #[cfg(feature = "anthropic")]
             ServerSettings::Anthropic(_) => AnthropicConfig::DEFAULT_BASE_URL,
+            #[cfg(test)]
+            ServerSettings::Echo(_) => crate::backend::echo::EchoConfig::DEFAULT_BASE_URL,
         }
     }
 
@@ -82,6 +94,8 @@ impl ServerSettings {
             ServerSettings::OpenAi(c) => c.lacks_key(),
             #[cfg(feature = "anthropic")]
             ServerSettings::Anthropic(c) => c.lacks_key(),
+            #[cfg(test)]
+            ServerSettings::Echo(c) => c.lacks_key(),
         }
     }
 
@@ -170,6 +184,8 @@ impl Connect {
             ServerSettings::OpenAi(config) => connected(*config, self.counting).await,
             #[cfg(feature = "anthropic")]
             ServerSettings::Anthropic(config) => connected(*config, self.counting).await,
+            #[cfg(test)]
+            ServerSettings::Echo(config) => connected(*config, self.counting).await,
         }
     }
 }
