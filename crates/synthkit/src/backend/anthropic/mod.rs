@@ -116,7 +116,7 @@ impl HttpApi for Anthropic {
         api_headers(config).map(drop)
     }
 
-    /// [`api_headers`].
+    /// `x-api-key` (when there is a key) and `anthropic-version`.
     fn headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelError> {
         api_headers(config)
     }

@@ -31,7 +31,7 @@
 //! - **Streaming** uses SSE with `stream_options.include_usage`; see [`LanguageModel::stream`](crate::model::LanguageModel::stream)
 //!   for the guarantees (deltas, then exactly one `Done`; a cut stream is an error).
 //! - **Structured** calls (a request with a [`ModelRequest::schema`], plain or streamed)
-//!   send `response_format: json_schema` (strict) when [`OpenAiConfig::json_schema`] is
+//!   send `response_format: json_schema` (strict) when [`OpenAiOptions::json_schema`] is
 //!   set; the engine parses and checks the reply.
 //! - **Reply size** is capped by [`Transport::max_reply_bytes`](crate::backend::http::Transport::max_reply_bytes) (8 MiB): bodies and
 //!   streams are read chunk by chunk and refused with [`ModelError::ReplyTooLarge`] as
