@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use synthkit::backend::anthropic::AnthropicConfig;
+use synthkit::backend::anthropic::{Anthropic, AnthropicConfig};
 use synthkit::backend::connect::{Connect, ConnectError, Counting};
-use synthkit::backend::http::{Sampling, Transport};
-use synthkit::backend::openai::OpenAiConfig;
+use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
+use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::layer::sharing::Sharing;
 use synthkit::layer::stack::{ModelStack, ceiling};
 use synthkit::model::LanguageModel;
@@ -133,30 +133,28 @@ fn timeout(secs: Option<f64>) -> PyResult<Option<Duration>> {
         })
 }
 
-/// Either API's config (their fields and builders have the same names) with what the
-/// constructor says: the base URL (without trailing slashes), the model (else the
-/// server's, asked at `/models`, unless it is the API's own server `$api_url`), the
-/// output reserve, the window, the temperature and the timeout.
-macro_rules! configured {
-    ($config:expr, $opts:expr, $api_url:expr) => {{
-        let opts: &BackendOptions = $opts;
-        let mut config = $config.with_num_output(opts.num_output);
-        if let Some(url) = &opts.base_url {
-            config = config.with_base_url(url.trim_end_matches('/').to_string());
-        }
-        if let Some(m) = &opts.model {
-            config = config.with_model(m.clone());
-        }
-        let served_elsewhere = !config.transport.is_server($api_url);
-        config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
-        settings(
-            opts,
-            &mut config.transport,
-            &mut config.sampling,
-            &mut config.context_window,
-        )?;
-        config
-    }};
+/// The config of a server of the API `A` with what the constructor says: the key from
+/// `api_key_env` only, the base URL (without trailing slashes), the model (else the
+/// server's, asked at its models listing, unless it is the API's own server), the output
+/// reserve, the window, the temperature and the timeout.
+fn configured<A: HttpApi>(opts: &BackendOptions) -> PyResult<HttpConfig<A>> {
+    let mut config = HttpConfig::<A>::from_lookup(&opts.api_key_env, key_lookup(opts))
+        .with_num_output(opts.num_output);
+    if let Some(url) = &opts.base_url {
+        config = config.with_base_url(url.trim_end_matches('/').to_string());
+    }
+    if let Some(m) = &opts.model {
+        config = config.with_model(m.clone());
+    }
+    let served_elsewhere = !config.is_api_server();
+    config = config.with_model_discovery(opts.model.is_none() && served_elsewhere);
+    settings(
+        opts,
+        &mut config.transport,
+        &mut config.sampling,
+        &mut config.context_window,
+    )?;
+    Ok(config)
 }
 
 /// Builds the model. For a server this asks it which model it serves (when `model` is not
@@ -183,8 +181,7 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
             concurrency: opts.concurrency,
         });
     }
-    let config = OpenAiConfig::from_lookup(&opts.api_key_env, key_lookup(&opts));
-    let config = configured!(config, &opts, OpenAiConfig::DEFAULT_BASE_URL).with_chat(opts.chat);
+    let config = configured::<OpenAi>(&opts)?.with_chat(opts.chat);
     // Budgets match the model best when the server counts: use its /tokenize where it has
     // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
     server_stack(
@@ -258,8 +255,6 @@ fn key_lookup(opts: &BackendOptions) -> impl Fn(&str) -> Option<String> + use<> 
 /// one, its model from `/v1/models` when `model` is not given, and exact prompt counts
 /// from `/v1/messages/count_tokens` where the server counts.
 async fn connect_anthropic(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
-    let config = AnthropicConfig::from_lookup(&opts.api_key_env, key_lookup(&opts));
-    let config =
-        configured!(config, &opts, AnthropicConfig::DEFAULT_BASE_URL).with_server_tokenizer(true);
+    let config = configured::<Anthropic>(&opts)?.with_server_tokenizer(true);
     server_stack(Connect::new(config), &opts, "anthropic", sharing).await
 }

@@ -13,11 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
-use synthkit::backend::anthropic::AnthropicModel;
 use synthkit::backend::connect::{
     Connect, ConnectError, ConnectedServer, Counting, ServerSettings,
 };
-use synthkit::backend::openai::OpenAiModel;
 use synthkit::layer::cache::SqliteCache;
 use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
@@ -42,11 +40,9 @@ pub struct Backend {
     pub split_tokenizer: SharedTokenizer,
     /// Requests the server runs at once, when it says (llama.cpp `/props`).
     pub server_slots: Option<usize>,
-    /// The OpenAI-compatible model under the layers, for what only it knows (the model the
-    /// server says answered).
-    pub openai: Option<Arc<OpenAiModel>>,
-    /// The Anthropic model under the layers, likewise.
-    pub anthropic: Option<Arc<AnthropicModel>>,
+    /// The server's connection, for what only it knows (the model the server says
+    /// answered); none for the extractive backend.
+    pub server: Option<ConnectedServer>,
 }
 
 impl Backend {
@@ -62,10 +58,9 @@ impl Backend {
     /// The model's name in reports: the one the server gave in its latest reply, else the
     /// configured (or discovered) name.
     pub fn model_name(&self) -> String {
-        self.openai
+        self.server
             .as_ref()
-            .and_then(|m| m.served_model())
-            .or_else(|| self.anthropic.as_ref().and_then(|m| m.served_model()))
+            .and_then(ConnectedServer::served_model)
             .unwrap_or_else(|| self.model.info().name)
     }
 }
@@ -177,8 +172,7 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         budget_tokenizer,
         split_tokenizer,
         server_slots,
-        openai: server.as_ref().and_then(|s| s.openai.clone()),
-        anthropic: server.and_then(|s| s.anthropic),
+        server,
     })
 }
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use synthkit::backend::anthropic::AnthropicConfig;
-use synthkit::backend::http::{Sampling, Transport};
-use synthkit::backend::openai::OpenAiConfig;
+use synthkit::backend::anthropic::{Anthropic, AnthropicConfig};
+use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
+use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::text::BpeTokenizer;
 
 use crate::args::{
@@ -16,29 +16,6 @@ use crate::args::{
 };
 use crate::backend::OPENAI_BASE_URL_VAR;
 use crate::error::usage;
-
-/// Sets the flags both APIs share on `$config`, an [`OpenAiConfig`] or an
-/// [`AnthropicConfig`] (whose fields have the same names), for `$args`: the base URL,
-/// timeouts and reply cap, the sampling, whether to ask the server which model it serves
-/// (never the API's own server `$api_url`: OpenAI's list is no answer), the server
-/// tokenizer, the model's name, window and output reserve, and the extra body fields.
-/// Returns early with the error of a bad base URL or timeout.
-macro_rules! set_server_flags {
-    ($args:expr, $config:expr, $api_url:expr) => {{
-        let url = $args.transport(&mut $config.transport)?;
-        $args.sampling(&mut $config.sampling);
-        $config.discover_model = $args.discover_model(url.as_ref(), &$config.transport, $api_url);
-        $config.server_tokenizer = $args.server_tokenizer;
-        $args.model_facts(
-            &mut $config.model,
-            &mut $config.context_window,
-            &mut $config.num_output,
-        );
-        $config
-            .extra_body
-            .extend($args.extra_body.clone().unwrap_or_default());
-    }};
-}
 
 /// The model flags.
 #[derive(Debug, Clone, Args)]
@@ -231,10 +208,27 @@ impl ModelArgs {
         sampling.seed = self.seed.or(sampling.seed);
     }
 
-    /// Whether to ask the server which model it serves: no model named, a base URL
-    /// given, and not the API's own server (whose list is no answer).
-    fn discover_model(&self, url: Option<&String>, transport: &Transport, api_url: &str) -> bool {
-        !self.model_named() && url.is_some() && !transport.is_server(api_url)
+    /// The config of a server of the API `A` from the environment and the flags both APIs
+    /// share: the base URL, timeouts and reply cap, the sampling, whether to ask the
+    /// server which model it serves (no model named, a base URL given, and not the API's
+    /// own server, whose list is no answer), the server tokenizer, the model's name,
+    /// window and output reserve, and the extra body fields. Fails with the error of a
+    /// bad base URL or timeout.
+    fn server_config<A: HttpApi>(&self) -> Result<HttpConfig<A>> {
+        let mut config = HttpConfig::<A>::from_env_with_key_var(self.api_key_env());
+        let url = self.transport(&mut config.transport)?;
+        self.sampling(&mut config.sampling);
+        config.discover_model = !self.model_named() && url.is_some() && !config.is_api_server();
+        config.server_tokenizer = self.server_tokenizer;
+        if let Some(m) = &self.model {
+            config.model.clone_from(m);
+        }
+        config.context_window = self.context_window.or(config.context_window);
+        config.num_output = self.num_output.unwrap_or(config.num_output);
+        config
+            .extra_body
+            .extend(self.extra_body.clone().unwrap_or_default());
+        Ok(config)
     }
 
     /// The Anthropic Messages API config from the environment and the flags (`--seed`
@@ -245,26 +239,13 @@ impl ModelArgs {
                 "--seed and --completion-api are not part of Anthropic's Messages API: drop them, or use --api openai",
             ));
         }
-        let mut config = AnthropicConfig::from_env_with_key_var(self.api_key_env());
-        set_server_flags!(self, config, AnthropicConfig::DEFAULT_BASE_URL);
-        Ok(config)
+        self.server_config::<Anthropic>()
     }
 
     /// The OpenAI-compatible config from the environment and the flags.
     pub fn openai_config(&self) -> Result<OpenAiConfig> {
-        let mut config = OpenAiConfig::from_env_with_key_var(self.api_key_env());
-        set_server_flags!(self, config, OpenAiConfig::DEFAULT_BASE_URL);
-        config.is_chat = !self.completion_api;
-        Ok(config)
-    }
-
-    /// The model's name, window and output reserve from the flags, where given.
-    fn model_facts(&self, model: &mut String, window: &mut Option<usize>, num_output: &mut usize) {
-        if let Some(m) = &self.model {
-            model.clone_from(m);
-        }
-        *window = self.context_window.or(*window);
-        *num_output = self.num_output.unwrap_or(*num_output);
+        let config = self.server_config::<OpenAi>()?;
+        Ok(config.with_chat(!self.completion_api))
     }
 }
 

@@ -265,7 +265,7 @@ impl Backend {
                 let readiness = Readiness::Anthropic {
                     url: anthropic.root_join("/v1/models"),
                     key: anthropic.transport.api_key.clone(),
-                    version: anthropic.version.clone(),
+                    version: anthropic.api.version.clone(),
                 };
                 let server = connect(&config, (**anthropic).clone()).await?;
                 (

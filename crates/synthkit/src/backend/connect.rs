@@ -29,9 +29,11 @@
 use std::sync::Arc;
 
 #[cfg(feature = "anthropic")]
-use crate::backend::anthropic::{AnthropicConfig, AnthropicModel};
+use crate::backend::anthropic::AnthropicConfig;
+use crate::backend::http::clock::ServedModel;
+use crate::backend::http::{HttpApi, HttpConfig, HttpModel};
 #[cfg(feature = "openai")]
-use crate::backend::openai::{OpenAiConfig, OpenAiModel};
+use crate::backend::openai::OpenAiConfig;
 use crate::layer::stack::{CacheIdentity, ModelStack, StackBuilder};
 use crate::model::{LanguageModel, ModelError};
 use crate::text::SharedTokenizer;
@@ -46,6 +48,16 @@ pub enum ServerSettings {
     /// A server of Anthropic's Messages API (Anthropic, llama.cpp).
     #[cfg(feature = "anthropic")]
     Anthropic(Box<AnthropicConfig>),
+    /// The test-only echo API (`backend::echo`): what a third API adds here.
+    #[cfg(test)]
+    Echo(Box<crate::backend::echo::EchoConfig>),
+}
+
+#[cfg(test)]
+impl From<crate::backend::echo::EchoConfig> for ServerSettings {
+    fn from(config: crate::backend::echo::EchoConfig) -> Self {
+        ServerSettings::Echo(Box::new(config))
+    }
 }
 
 #[cfg(feature = "openai")]
@@ -70,6 +82,8 @@ impl ServerSettings {
             ServerSettings::OpenAi(_) => OpenAiConfig::DEFAULT_BASE_URL,
             #[cfg(feature = "anthropic")]
             ServerSettings::Anthropic(_) => AnthropicConfig::DEFAULT_BASE_URL,
+            #[cfg(test)]
+            ServerSettings::Echo(_) => crate::backend::echo::EchoConfig::DEFAULT_BASE_URL,
         }
     }
 
@@ -80,6 +94,8 @@ impl ServerSettings {
             ServerSettings::OpenAi(c) => c.lacks_key(),
             #[cfg(feature = "anthropic")]
             ServerSettings::Anthropic(c) => c.lacks_key(),
+            #[cfg(test)]
+            ServerSettings::Echo(c) => c.lacks_key(),
         }
     }
 
@@ -165,13 +181,11 @@ impl Connect {
         }
         match self.server {
             #[cfg(feature = "openai")]
-            ServerSettings::OpenAi(config) => {
-                connected::<OpenAiModel>(*config, self.counting).await
-            }
+            ServerSettings::OpenAi(config) => connected(*config, self.counting).await,
             #[cfg(feature = "anthropic")]
-            ServerSettings::Anthropic(config) => {
-                connected::<AnthropicModel>(*config, self.counting).await
-            }
+            ServerSettings::Anthropic(config) => connected(*config, self.counting).await,
+            #[cfg(test)]
+            ServerSettings::Echo(config) => connected(*config, self.counting).await,
         }
     }
 }
@@ -186,30 +200,16 @@ pub struct ConnectedServer {
     pub identity: CacheIdentity,
     /// The requests the server runs at once, when it said (llama.cpp's `/props`).
     pub server_slots: Option<usize>,
-    /// The OpenAI-compatible model, for what only it knows (the model the server says
-    /// answered).
-    #[cfg(feature = "openai")]
-    pub openai: Option<Arc<OpenAiModel>>,
-    /// The Anthropic model, likewise.
-    #[cfg(feature = "anthropic")]
-    pub anthropic: Option<Arc<AnthropicModel>>,
+    /// Where the model records the name the server says answered.
+    served: ServedModel,
 }
 
 impl ConnectedServer {
-    fn of(
-        model: Arc<dyn LanguageModel>,
-        identity: CacheIdentity,
-        server_slots: Option<usize>,
-    ) -> Self {
-        Self {
-            model,
-            identity,
-            server_slots,
-            #[cfg(feature = "openai")]
-            openai: None,
-            #[cfg(feature = "anthropic")]
-            anthropic: None,
-        }
+    /// The model name the server gave in its latest reply, if it gave one (it can
+    /// differ from the configured name: servers that serve one model, such as
+    /// llama.cpp's, answer with their own).
+    pub fn served_model(&self) -> Option<String> {
+        self.served.get()
     }
 
     /// The stack's builder over the model: at most `max_in_flight` calls in flight
@@ -231,75 +231,26 @@ impl std::fmt::Debug for ConnectedServer {
     }
 }
 
-/// A server model that [`Connect`] sets up: its config, connection, counting and place
-/// in [`ConnectedServer`].
-trait ServerModel: LanguageModel + Sized + 'static {
-    /// The backend's config.
-    type Config;
-    /// What the replies depend on beyond the request (for cache keys).
-    fn identity(config: &Self::Config) -> CacheIdentity;
-    /// The model, after the config's discovery.
-    async fn connect(config: Self::Config) -> Result<Self, ModelError>;
-    /// The requests the server runs at once, when it said.
-    fn server_slots(&self) -> Option<usize>;
-    /// The model counting with `tokenizer`.
-    fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self;
-    /// Counts with the server when it can; returns whether it does.
-    async fn use_server_counter(&mut self) -> bool;
-    /// Keeps the model in its own field of `server`.
-    fn keep(model: Arc<Self>, server: &mut ConnectedServer);
-}
-
-/// Implements [`ServerModel`] with the model's and the config's own methods of the same
-/// names.
-macro_rules! server_model {
-    ($model:ty, $config:ty, $field:ident) => {
-        impl ServerModel for $model {
-            type Config = $config;
-            fn identity(config: &$config) -> CacheIdentity {
-                config.cache_identity()
-            }
-            async fn connect(config: $config) -> Result<Self, ModelError> {
-                <$model>::connect(config).await
-            }
-            fn server_slots(&self) -> Option<usize> {
-                <$model>::server_slots(self)
-            }
-            fn with_tokenizer(self, tokenizer: SharedTokenizer) -> Self {
-                <$model>::with_tokenizer(self, tokenizer)
-            }
-            async fn use_server_counter(&mut self) -> bool {
-                <$model>::use_server_counter(self).await
-            }
-            fn keep(model: Arc<Self>, server: &mut ConnectedServer) {
-                server.$field = Some(model);
-            }
-        }
-    };
-}
-
-#[cfg(feature = "openai")]
-server_model!(OpenAiModel, OpenAiConfig, openai);
-#[cfg(feature = "anthropic")]
-server_model!(AnthropicModel, AnthropicConfig, anthropic);
-
 /// Connects to the server of `config`, counting as `counting` says.
-async fn connected<M: ServerModel>(
-    config: M::Config,
+async fn connected<A: HttpApi>(
+    config: HttpConfig<A>,
     counting: Counting,
 ) -> Result<ConnectedServer, ConnectError> {
-    let identity = M::identity(&config);
-    let model = M::connect(config).await.map_err(ConnectError::Setup)?;
-    let model = Arc::new(count(model, counting).await);
-    let slots = model.server_slots();
-    let shared: Arc<dyn LanguageModel> = Arc::clone(&model) as Arc<dyn LanguageModel>;
-    let mut server = ConnectedServer::of(shared, identity, slots);
-    M::keep(model, &mut server);
-    Ok(server)
+    let identity = config.cache_identity();
+    let model = HttpModel::connect(config)
+        .await
+        .map_err(ConnectError::Setup)?;
+    let model = count(model, counting).await;
+    Ok(ConnectedServer {
+        identity,
+        server_slots: model.server_slots(),
+        served: model.served(),
+        model: Arc::new(model),
+    })
 }
 
 /// `model`, counting as `counting` says.
-async fn count<M: ServerModel>(mut model: M, counting: Counting) -> M {
+async fn count<A: HttpApi>(mut model: HttpModel<A>, counting: Counting) -> HttpModel<A> {
     match counting {
         Counting::AsConfigured => {}
         Counting::ServerWhereAvailable => {

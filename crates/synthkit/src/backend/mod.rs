@@ -18,6 +18,8 @@
 pub mod anthropic;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod connect;
+#[cfg(all(test, any(feature = "openai", feature = "anthropic")))]
+pub(crate) mod echo;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod http;
 #[cfg(feature = "openai")]

@@ -54,24 +54,105 @@
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::backend::http::discovery::{
-    first_model_id, models_context_window, props_context_window, props_window_error, slots_in,
-};
+use crate::backend::http::clock::ServedModel;
 use crate::backend::http::errors::clip;
-use crate::backend::http::key_headers;
-use crate::backend::http::server::{Server, http_model, parse_reply};
+use crate::backend::http::server::parse_reply;
 use crate::backend::http::verdict::Held;
+use crate::backend::http::{HttpApi, HttpModel, key_headers};
+use crate::layer::stack::CacheIdentity;
 use crate::model::{Completion, ModelError, ModelRequest};
-use crate::secret::redact_url;
 
 mod config;
 mod counter;
 mod stream;
 mod wire;
 
-pub use config::AnthropicConfig;
+pub use config::{AnthropicConfig, AnthropicOptions};
 pub use counter::CountTokens;
 pub use secrecy::SecretString;
+
+/// Anthropic's Messages API (`/v1/messages`), as Anthropic and llama.cpp serve it: the
+/// [`HttpApi`] of [`AnthropicConfig`] and [`AnthropicModel`].
+#[derive(Debug, Clone, Copy)]
+pub enum Anthropic {}
+
+/// A model behind Anthropic's Messages API: the [`HttpModel`] of the [`Anthropic`]
+/// API. Implements [`LanguageModel`](crate::model::LanguageModel).
+///
+/// [`AnthropicModel::connect`] discovers what the config leaves open: the model from
+/// `GET {root}/v1/models` (with `discover_model`), the window and the slots from
+/// llama.cpp's `/props` (else the window from the listing, when it was asked for), and
+/// (with `server_tokenizer`) the server's `/v1/messages/count_tokens` as the exact
+/// prompt counter ([`CountTokens`]).
+pub type AnthropicModel = HttpModel<Anthropic>;
+
+impl HttpApi for Anthropic {
+    const NAME: &'static str = "anthropic";
+    const CONFIG_NAME: &'static str = "AnthropicConfig";
+    const MODEL_NAME: &'static str = "AnthropicModel";
+    const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com";
+    const DEFAULT_MODEL: &'static str = "claude-haiku-4-5";
+    const DEFAULT_KEY_VAR: &'static str = "ANTHROPIC_API_KEY";
+    const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
+    type Options = AnthropicOptions;
+    type Counter = CountTokens;
+    type StreamParser = stream::MessageParser;
+    const MODELS_PATH: &'static str = "/v1/models";
+    const WINDOW_FROM_LISTING: bool = false;
+    const COUNTER_PATH: &'static str = "/v1/messages/count_tokens";
+
+    /// `{root}/v1/messages`.
+    fn endpoint(config: &AnthropicConfig) -> String {
+        config.root_join("/v1/messages")
+    }
+
+    /// `{root}/v1/models`.
+    fn models_url(config: &AnthropicConfig) -> String {
+        config.root_join("/v1/models")
+    }
+
+    /// The key and the version must be valid header values.
+    fn check(config: &AnthropicConfig) -> Result<(), ModelError> {
+        api_headers(config).map(drop)
+    }
+
+    /// `x-api-key` (when there is a key) and `anthropic-version`.
+    fn headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelError> {
+        api_headers(config)
+    }
+
+    fn body(config: &AnthropicConfig, request: &ModelRequest, stream: bool) -> Value {
+        wire::request_body(request, config, stream)
+    }
+
+    fn parse_reply(
+        bytes: &[u8],
+        key: Option<&SecretString>,
+    ) -> Result<(Completion, Option<String>), ModelError> {
+        parse_message(bytes, key)
+    }
+
+    fn stream_parser(key: Option<SecretString>, served: ServedModel) -> stream::MessageParser {
+        stream::MessageParser::new(key, served)
+    }
+
+    /// The endpoint, the API version and the sampling parameters (those not set are
+    /// left out).
+    fn cache_identity(config: &AnthropicConfig) -> CacheIdentity {
+        let params = format!(
+            "version={} temperature={:?} extra_body={}{}",
+            config.api.version,
+            config.sampling.temperature,
+            Value::Object(config.extra_body.clone()),
+            config.sampling.identity_tail()
+        );
+        CacheIdentity::new(format!("anthropic {}", config.endpoint()), params)
+    }
+
+    async fn probe_counter(config: &AnthropicConfig) -> Option<CountTokens> {
+        CountTokens::probe(config).await
+    }
+}
 
 /// The headers of every request: `x-api-key` (when there is a key) and
 /// `anthropic-version`.
@@ -81,107 +162,14 @@ pub(crate) fn api_headers(config: &AnthropicConfig) -> Result<HeaderMap, ModelEr
         "",
         config.transport.api_key.as_ref(),
     )?;
-    let version = HeaderValue::from_str(&config.version).map_err(|_| {
+    let version = HeaderValue::from_str(&config.api.version).map_err(|_| {
         ModelError::Other(format!(
             "the anthropic-version `{}` is not a valid header value",
-            config.version
+            config.api.version
         ))
     })?;
     headers.insert(HeaderName::from_static("anthropic-version"), version);
     Ok(headers)
-}
-
-/// A model behind Anthropic's Messages API. Implements [`LanguageModel`](crate::model::LanguageModel).
-pub struct AnthropicModel {
-    config: AnthropicConfig,
-    server: Server,
-    counter: Option<CountTokens>,
-}
-
-impl AnthropicModel {
-    /// A model with `config`; makes no request. Fails only if the HTTP client cannot be
-    /// built, or the key or version cannot be sent as headers.
-    pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        api_headers(&config)?;
-        Self::unconnected(config)
-    }
-
-    /// A model with `config`, then: the model name from `GET {root}/v1/models` when
-    /// [`AnthropicConfig::discover_model`] is set; the window (unless the config sets
-    /// it) and the slots from llama.cpp's `GET {root}/props`, else the window from the
-    /// listing; the server's counter when [`AnthropicConfig::server_tokenizer`] is set.
-    /// None of them failing is an error; a discovery request that times out skips the
-    /// rest.
-    pub async fn connect(config: AnthropicConfig) -> Result<Self, ModelError> {
-        let mut model = Self::new(config)?;
-        let mut listing = None;
-        if model.config.discover_model {
-            listing = model.get_json("/v1/models").await;
-            match listing.as_ref().and_then(first_model_id) {
-                Some(id) => {
-                    tracing::info!(model = %id, "using the model the server lists first at /v1/models");
-                    model.config.model = id;
-                }
-                None => tracing::info!(
-                    model = %model.config.model,
-                    "the server lists no model at /v1/models; sending the configured model name"
-                ),
-            }
-        }
-        let props = model.get_json("/props").await;
-        model.server.discovered_slots = props.as_ref().and_then(slots_in);
-        if model.config.context_window.is_none() {
-            model.server.discovered_context_window =
-                props.as_ref().and_then(props_context_window).or_else(|| {
-                    let m = &model.config.model;
-                    listing.as_ref().and_then(|l| models_context_window(l, m))
-                });
-            // A window the server got wrong is an error, unless another answer gave one.
-            if model.server.discovered_context_window.is_none()
-                && let Some(e) = props
-                    .as_ref()
-                    .and_then(|p| props_window_error(p, &model.config.root_join("/props")))
-            {
-                return Err(e);
-            }
-        }
-        if model.config.server_tokenizer && !model.use_server_counter().await {
-            tracing::warn!(
-                root = %redact_url(model.config.root_url()),
-                "the server has no usable /v1/messages/count_tokens; counting with the built-in tokenizer"
-            );
-        }
-        Ok(model)
-    }
-
-    /// Probes the server's `/v1/messages/count_tokens` and, if it counts, uses it as the
-    /// model's exact prompt counter ([`LanguageModel::counter`](crate::model::LanguageModel::counter)). Returns whether it
-    /// does. Skipped (`false`) when a discovery request of this model timed out.
-    pub async fn use_server_counter(&mut self) -> bool {
-        if self.server.link.stalled() {
-            return false;
-        }
-        self.counter = CountTokens::probe(&self.config).await;
-        self.counter.is_some()
-    }
-
-    async fn get_json(&self, path: &str) -> Option<Value> {
-        let url = self.config.root_join(path);
-        let headers = self.request_headers().unwrap_or_default();
-        self.server
-            .link
-            .discover(&self.config.transport, &url, headers)
-            .await
-    }
-
-    /// The headers of every request ([`api_headers`]).
-    fn request_headers(&self) -> Result<HeaderMap, ModelError> {
-        api_headers(&self.config)
-    }
-
-    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
-        wire::request_body(request, &self.config, stream)
-    }
 }
 
 /// Parses a non-streamed reply: the completion and the model the server named.
@@ -210,16 +198,6 @@ fn parse_message(
         finish_reason: reply.stop_reason.as_deref().map(wire::finish_reason),
     };
     Ok((completion, reply.model_name().map(str::to_string)))
-}
-
-http_model! {
-    model: AnthropicModel,
-    config: AnthropicConfig,
-    counter: CountTokens,
-    api: "anthropic",
-    is_chat: |_| true,
-    parse: parse_message,
-    stream_parser: stream::MessageParser::new,
 }
 
 #[cfg(test)]

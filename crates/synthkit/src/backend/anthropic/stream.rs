@@ -51,7 +51,7 @@ struct Delta {
 
 /// The state of one streamed reply.
 #[derive(Debug, Default)]
-pub(crate) struct MessageParser {
+pub struct MessageParser {
     usage: Option<WireUsage>,
     finish_reason: Option<FinishReason>,
     deltas: usize,

@@ -12,7 +12,7 @@ use crate::model::{ModelError, TimeoutKind};
 
 /// The model the server named in its latest reply, shared with the streams it returns.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ServedModel(Arc<Mutex<Option<String>>>);
+pub struct ServedModel(Arc<Mutex<Option<String>>>);
 
 impl ServedModel {
     /// Records `name` (a no-op when it is the one already recorded).

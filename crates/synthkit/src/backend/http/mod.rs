@@ -14,13 +14,15 @@ use serde_json::Value;
 
 use crate::model::ModelError;
 
+mod api;
 pub(crate) mod body;
-pub(crate) mod builders;
 pub(crate) mod clock;
+mod config;
 pub(crate) mod count;
 pub(crate) mod count_cache;
 pub(crate) mod discovery;
 pub(crate) mod errors;
+mod model;
 mod sampling;
 pub(crate) mod server;
 pub(crate) mod sse;
@@ -29,7 +31,10 @@ pub(crate) mod test_support;
 mod transport;
 pub(crate) mod verdict;
 
+pub use api::HttpApi;
 use clock::CallClock;
+pub use config::HttpConfig;
+pub use model::HttpModel;
 pub use sampling::Sampling;
 pub use transport::Transport;
 

@@ -29,10 +29,10 @@ use super::errors::{describe, redact};
 use crate::model::{CompletionStream, ModelError, StreamEvent, TimeoutKind};
 
 /// What to emit after one event.
-pub(crate) type Emitted = VecDeque<Result<StreamEvent, ModelError>>;
+pub type Emitted = VecDeque<Result<StreamEvent, ModelError>>;
 
 /// A backend's reading of its SSE events.
-pub(crate) trait EventParser: Send + 'static {
+pub trait EventParser: Send + 'static {
     /// Handles one event (its `event` name and `data`), pushing what to emit; returns
     /// `true` when the stream is over (done or failed): nothing more is read.
     fn feed(&mut self, event: &Event, out: &mut Emitted) -> bool;

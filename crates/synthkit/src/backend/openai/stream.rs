@@ -23,7 +23,7 @@ use crate::model::{FinishReason, ModelError, StreamEvent, Usage};
 
 /// The state of one streamed reply, fed one SSE `data` payload at a time.
 #[derive(Debug, Default)]
-pub(crate) struct ChunkParser {
+pub struct ChunkParser {
     usage: Option<Usage>,
     finish_reason: Option<FinishReason>,
     deltas: usize,

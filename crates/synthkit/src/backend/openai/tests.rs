@@ -1,6 +1,9 @@
 //! Unit tests of the OpenAI-compatible backend: config, discovery, reply parsing.
 
 use super::*;
+use crate::backend::http::discovery::{
+    first_model_id, models_context_window, props_context_window,
+};
 use crate::backend::http::test_support::{assert_malformed, lookup_in};
 use crate::model::TimeoutKind;
 use serde_json::json;

@@ -227,7 +227,7 @@ impl ServerCounter {
             model: config.model.clone(),
         };
         let dialect = endpoint.detect().await?;
-        if config.is_chat && dialect == TokenizeDialect::LlamaCpp {
+        if config.api.is_chat && dialect == TokenizeDialect::LlamaCpp {
             // Chat prompts are counted through the server's chat template: without
             // /apply-template (llama.cpp before mid-2024) the counter could not be exact.
             let probe = RenderedPrompt::Chat(vec![crate::prompt::ChatMessage::new(

@@ -1,0 +1,120 @@
+//! [`HttpApi`]: what one HTTP API (OpenAI's, Anthropic's Messages API, ...) adds to the
+//! machinery every HTTP backend shares.
+//!
+//! An API is a type that implements [`HttpApi`] (an empty enum: it is never a value).
+//! [`HttpConfig<A>`](super::HttpConfig) holds the settings every API has, and the API's
+//! own options in its `api` field; [`HttpModel<A>`](super::HttpModel) is the model.
+//! The backends name them: `OpenAiConfig` is `HttpConfig<OpenAi>`, `AnthropicModel` is
+//! `HttpModel<Anthropic>`. A new API is one module that implements this trait, plus its
+//! arm in [`ServerSettings`](crate::backend::connect::ServerSettings).
+
+use std::fmt;
+use std::future::Future;
+
+use reqwest::header::HeaderMap;
+use secrecy::SecretString;
+use serde_json::Value;
+
+use super::HttpConfig;
+use super::clock::ServedModel;
+use super::sse::EventParser;
+use crate::layer::stack::CacheIdentity;
+use crate::model::{Completion, ModelError, ModelRequest, PromptCounter};
+
+/// One HTTP API: its defaults and its own options (the settings) and how it is spoken
+/// (the endpoint, headers, bodies, replies, streams, discovery and exact prompt
+/// counter). Implemented by the backends of this crate (its stream parsing is the
+/// crate's own).
+///
+/// Everything else is the same for every API and written once: the config's defaults,
+/// builders and constructors ([`HttpConfig`]); the call sent once under the transport's
+/// timeouts and reply cap, errors mapped and keys redacted, streams read under the idle
+/// timeout, discovery (the listed model, llama.cpp's `/props` window and slots) and the
+/// counter's probe ([`HttpModel`](super::HttpModel)).
+pub trait HttpApi: Sized + Send + Sync + 'static {
+    /// The API's name: the model's provider in
+    /// [`ModelInfo`](crate::model::ModelInfo) and the start of its cache identity
+    /// (`openai`, `anthropic`).
+    const NAME: &'static str;
+    /// The name of the config type in `Debug` output (`OpenAiConfig`).
+    const CONFIG_NAME: &'static str;
+    /// The name of the model type in `Debug` output (`OpenAiModel`).
+    const MODEL_NAME: &'static str;
+    /// The API's own server.
+    const DEFAULT_BASE_URL: &'static str;
+    /// The model used when none is named.
+    const DEFAULT_MODEL: &'static str;
+    /// The environment variable read for the API key by `from_env`.
+    const DEFAULT_KEY_VAR: &'static str;
+    /// The environment variable read for the base URL after `SYNTHKIT_BASE_URL`.
+    const BASE_URL_VAR: &'static str;
+
+    /// The API's own settings, the `api` field of its config (OpenAI's chat or
+    /// completion endpoint, Anthropic's version header, ...); `Default` gives the API's
+    /// defaults.
+    type Options: Clone + fmt::Debug + Default + Send + Sync + 'static;
+
+    /// The API's exact prompt counter (the server's own tokenizer).
+    type Counter: PromptCounter + Clone + fmt::Debug + 'static;
+    /// Reads one streamed reply's SSE events.
+    type StreamParser: EventParser;
+
+    /// The path of the server's models listing, as discovery names it in its messages
+    /// (`/models`, `/v1/models`).
+    const MODELS_PATH: &'static str;
+    /// Whether discovery reads the context window from the models listing when
+    /// llama.cpp's `/props` gives none (asking for the listing when model discovery did
+    /// not).
+    const WINDOW_FROM_LISTING: bool;
+    /// The path of the server's exact prompt counter, as the warning names it when the
+    /// config asks for it and the server has none (`/tokenize`).
+    const COUNTER_PATH: &'static str;
+
+    /// Where model calls go (`{base}/chat/completions`, `{root}/v1/messages`).
+    fn endpoint(config: &HttpConfig<Self>) -> String;
+
+    /// Where the server lists its models ([`Self::MODELS_PATH`] as a URL).
+    fn models_url(config: &HttpConfig<Self>) -> String;
+
+    /// Refuses, before any request, a config whose API options cannot be sent (none by
+    /// default).
+    fn check(config: &HttpConfig<Self>) -> Result<(), ModelError> {
+        let _ = config;
+        Ok(())
+    }
+
+    /// The headers of every request: the key as the API carries it (a secret header)
+    /// and the API's own.
+    fn headers(config: &HttpConfig<Self>) -> Result<HeaderMap, ModelError>;
+
+    /// The JSON body of one model call, streamed or not (the config's extra body fields
+    /// added last).
+    fn body(config: &HttpConfig<Self>, request: &ModelRequest, stream: bool) -> Value;
+
+    /// Parses a whole (non-streamed) reply: the completion and the model the server
+    /// named. `key` is redacted from every error.
+    fn parse_reply(
+        bytes: &[u8],
+        key: Option<&SecretString>,
+    ) -> Result<(Completion, Option<String>), ModelError>;
+
+    /// The parser of one streamed reply, which redacts `key` from errors and records
+    /// the model the events name in `served`.
+    fn stream_parser(key: Option<SecretString>, served: ServedModel) -> Self::StreamParser;
+
+    /// Whether the model takes chat prompts ([`ModelInfo::is_chat`](crate::model::ModelInfo::is_chat));
+    /// true by default.
+    fn is_chat(config: &HttpConfig<Self>) -> bool {
+        let _ = config;
+        true
+    }
+
+    /// What replies depend on beyond the request, for response-cache keys: the API's
+    /// name and endpoint, the sampling, the API's options and the extra body fields.
+    fn cache_identity(config: &HttpConfig<Self>) -> CacheIdentity;
+
+    /// Asks the server whether its exact prompt counter works; `None` when it does not.
+    fn probe_counter(
+        config: &HttpConfig<Self>,
+    ) -> impl Future<Output = Option<Self::Counter>> + Send;
+}
