@@ -87,16 +87,19 @@ where
     T: Send + 'static,
 {
     let rt = runtime()?;
-    let mut task = AbortOnDrop(rt.spawn(fut));
+    let mut task = synthkit::many::OwnedTask::from_handle(rt.spawn(fut));
     py.detach(|| {
         rt.block_on(async move {
             let mut tick = tokio::time::interval(SIGNAL_POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    out = &mut task.0 => {
-                        return out.map_err(|e| {
-                            SynthkitError::new_err(format!("the synthesis task failed: {e}"))
+                    out = &mut task => {
+                        return out.map_err(|e| match e {
+                            synthkit::SynthError::Task { source } => SynthkitError::new_err(
+                                format!("the synthesis task failed: {source}"),
+                            ),
+                            other => SynthkitError::new_err(other.to_string()),
                         })?;
                     }
                     _ = tick.tick() => Python::attach(|py| py.check_signals())?,
@@ -104,16 +107,6 @@ where
             }
         })
     })
-}
-
-/// Aborts a spawned task when its waiter goes away (a signal's exception, or the waiter
-/// unwinding): the task's future is dropped, which cancels its model calls.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// The extension module.

@@ -15,18 +15,12 @@
 //! [`FailedRequest`] in its slot; an exception raised by the iterable itself, or a
 //! `KeyboardInterrupt`, stops the whole call (and cancels the syntheses in flight).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use futures::StreamExt;
-use futures::stream::FuturesOrdered;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyString, PyTuple};
 use serde_json::Value;
+use synthkit::many::{Order, Window};
 use synthkit::request::{RequestDefaults, RequestError, SynthesizeRequest, error_kind};
 use synthkit::{Concurrency, SynthesisInput};
-use tokio::task::JoinHandle;
 
 use crate::errors::to_py;
 use crate::nodes::{from_json, nodes_from, to_json};
@@ -192,24 +186,39 @@ impl Many {
         })
     }
 
-    /// Runs every request, `jobs` at a time, and gives the outcomes in input order.
+    /// Runs every request, `jobs` at a time (the library's window), and gives the
+    /// outcomes in input order.
     async fn drive(self) -> PyResult<Vec<Outcome>> {
-        let mut window = FuturesOrdered::new();
+        let mut window = Window::new(self.jobs, Order::Input);
         let mut outcomes = Vec::new();
         let mut index = 0usize;
         let mut exhausted = false;
         loop {
-            while !exhausted && window.len() < self.jobs {
+            while !exhausted && window.has_room() {
                 match Python::attach(|py| self.read(py, index))? {
                     None => exhausted = true,
                     Some(started) => {
-                        window.push_back(run(index, started));
+                        start(&mut window, index, started);
                         index += 1;
                     }
                 }
             }
             match window.next().await {
-                Some(outcome) => outcomes.push(outcome),
+                Some(Done::Ready(outcome)) => outcomes.push(outcome),
+                Some(Done::Ran(index, id, result)) => outcomes.push(match result {
+                    Ok(response) => Outcome::Answered(response),
+                    Err(Lost::Synthesis(e)) => {
+                        Outcome::Failed(failure(index, id, error_kind(&e), to_py(e)))
+                    }
+                    Err(Lost::Task(e)) => Outcome::Failed(failure(
+                        index,
+                        id,
+                        "synthesis_failed",
+                        SynthkitError::new_err(format!(
+                            "requests[{index}]: the synthesis stopped: {e}"
+                        )),
+                    )),
+                }),
                 None => return Ok(outcomes),
             }
         }
@@ -324,27 +333,37 @@ impl Many {
     }
 }
 
-/// Runs one started request on its own task (so that a batch uses every worker thread).
-fn run(index: usize, started: Started) -> Pin<Box<dyn Future<Output = Outcome> + Send>> {
+/// What the window gives back: a request that failed before it ran, or one that ran (its
+/// index and id, and its response or why there is none). Errors become Python exceptions
+/// on the driving task, not on the synthesis's.
+enum Done {
+    Ready(Outcome),
+    Ran(usize, Option<Value>, Result<synthkit::Response, Lost>),
+}
+
+/// Why a request that ran has no response.
+enum Lost {
+    /// The synthesis failed.
+    Synthesis(synthkit::SynthError),
+    /// Its task panicked or was aborted.
+    Task(synthkit::SynthError),
+}
+
+/// Starts one request in `window`: its synthesis on its own task (so that a batch uses
+/// every worker thread), or its failure at once.
+fn start(window: &mut Window<Done>, index: usize, started: Started) {
     let (synth, input, id) = match started {
         Started::Run(synth, input, id) => (synth, input, id),
-        Started::Failed(f) => return Box::pin(std::future::ready(Outcome::Failed(f))),
+        Started::Failed(f) => return window.ready(Done::Ready(Outcome::Failed(f))),
     };
-    let task = AbortOnDrop(tokio::spawn(
-        async move { synth.synthesize_input(input).await },
-    ));
-    Box::pin(async move {
-        match task.await {
-            Ok(Ok(response)) => Outcome::Answered(response),
-            Ok(Err(e)) => Outcome::Failed(failure(index, id, error_kind(&e), to_py(e))),
-            Err(e) => Outcome::Failed(failure(
-                index,
-                id,
-                "synthesis_failed",
-                SynthkitError::new_err(format!("requests[{index}]: the synthesis stopped: {e}")),
-            )),
-        }
-    })
+    let id_again = id.clone();
+    window.spawn(
+        async move {
+            let result = synth.synthesize_input(input).await;
+            Done::Ran(index, id, result.map_err(Lost::Synthesis))
+        },
+        move |e| Done::Ran(index, id_again, Err(Lost::Task(e))),
+    );
 }
 
 fn failure(index: usize, id: Option<Value>, kind: &'static str, error: PyErr) -> Failure {
@@ -403,22 +422,4 @@ fn outcomes_to_list(py: Python<'_>, outcomes: Vec<Outcome>) -> PyResult<Py<PyLis
         }
     }
     Ok(list.unbind())
-}
-
-/// A spawned task that is aborted when its handle is dropped (a cancelled batch stops
-/// its syntheses, and so their model calls).
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
