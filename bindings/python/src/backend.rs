@@ -11,7 +11,7 @@ use synthkit::backend::connect::{Connect, ConnectError, Counting};
 use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
 use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::layer::sharing::Sharing;
-use synthkit::layer::stack::{ModelStack, ceiling};
+use synthkit::layer::stack::{ModelStack, calls_in_flight};
 use synthkit::model::LanguageModel;
 use synthkit_extractive::ExtractiveModel;
 
@@ -215,7 +215,7 @@ async fn server_stack(
     Ok(Backend {
         model: stack.model(),
         kind,
-        concurrency: ceiling(opts.concurrency, server.server_slots),
+        concurrency: calls_in_flight(Some(opts.concurrency), server.server_slots),
     })
 }
 

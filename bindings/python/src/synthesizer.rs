@@ -86,7 +86,7 @@ impl Synthesizer {
         api_key_env = None,
         context_window = None,
         num_output = None,
-        concurrency = 8,
+        concurrency = None,
         citations = false,
         temperature = None,
         timeout = None,
@@ -126,7 +126,7 @@ impl Synthesizer {
         api_key_env: Option<String>,
         context_window: Option<usize>,
         num_output: Option<usize>,
-        concurrency: usize,
+        concurrency: Option<usize>,
         citations: bool,
         temperature: Option<f32>,
         timeout: Option<f64>,
@@ -153,6 +153,8 @@ impl Synthesizer {
         max_prompt_tokens: Option<usize>,
         return_steps: bool,
     ) -> PyResult<Self> {
+        // The library's one default for calls in flight.
+        let concurrency = concurrency.unwrap_or(synthkit::synth::DEFAULT_CONCURRENCY);
         let mode: ResponseMode = mode.parse().map_err(|_| {
             InputError::new_err(format!(
                 "unknown mode `{mode}`: use one of {}",

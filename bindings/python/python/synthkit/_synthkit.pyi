@@ -176,7 +176,7 @@ class Synthesizer:
         api_key_env: Optional[str] = None,
         context_window: Optional[int] = None,
         num_output: Optional[int] = None,
-        concurrency: int = 8,
+        concurrency: Optional[int] = None,
         citations: bool = False,
         temperature: Optional[float] = None,
         timeout: Optional[float] = None,

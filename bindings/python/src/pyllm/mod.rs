@@ -19,7 +19,7 @@ use futures::stream;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use synthkit::layer::sharing::Sharing;
-use synthkit::layer::stack::{ModelStack, ceiling};
+use synthkit::layer::stack::{ModelStack, calls_in_flight};
 use synthkit::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelFuture, ModelInfo,
     ModelRequest, StreamEvent, Usage,
@@ -91,7 +91,7 @@ pub(crate) fn backend(
     Ok(Backend {
         model: stack.model(),
         kind: "python",
-        concurrency: ceiling(opts.concurrency, None),
+        concurrency: calls_in_flight(Some(opts.concurrency), None),
     })
 }
 
