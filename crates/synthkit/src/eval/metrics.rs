@@ -2,7 +2,7 @@
 //! nodes and in the prompts, citation precision and recall, abstention.
 //!
 //! **Correct.** An answer is correct when one alternative is found in it:
-//! a string when its normalised words ([`super::normalize`]) appear in the answer's
+//! a string when its normalised words ([`super::normalize()`]) appear in the answer's
 //! normalised words, in order and together (so `6` is not found in `16`, and `six
 //! months` is found in "every Six Months."); a list when each of its strings is found so;
 //! a regex when it matches the raw answer, case-insensitively.

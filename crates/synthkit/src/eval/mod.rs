@@ -7,11 +7,11 @@
 //!   (`answerable`). An **answer line** (`ANSWERS.jsonl`) is what one system answered to
 //!   one case in one mode, with its cost; synthkit's own runs are scored as answer lines
 //!   too, so every system is scored by the same code.
-//! - [`normalize`]: SQuAD-style normalisation (lowercase, punctuation dropped, articles
+//! - [`normalize`](mod@normalize): SQuAD-style normalisation (lowercase, punctuation dropped, articles
 //!   dropped, whitespace collapsed).
 //! - [`metrics`]: whether an answer is correct, its token F1, whether the answer was in
 //!   the nodes and in the prompts sent, citation precision and recall, abstention.
-//! - [`score`]: one [`Row`] per case, mode and system, and the [`Totals`] of each
+//! - [`score`](mod@score): one [`Row`] per case, mode and system, and the [`Totals`] of each
 //!   (system, mode).
 //! - [`noise`]: how much of a difference is chance: each correct rate's bootstrap
 //!   interval, and paired comparisons (sign test) of systems and modes on the same cases.

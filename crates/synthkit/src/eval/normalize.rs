@@ -1,6 +1,6 @@
 //! SQuAD-style answer normalisation.
 //!
-//! [`normalize`] lowercases the text, drops every character that is neither a letter, a
+//! [`normalize()`] lowercases the text, drops every character that is neither a letter, a
 //! digit nor whitespace (SQuAD drops ASCII punctuation; Unicode punctuation and symbols go
 //! too, so curly quotes and dashes make no difference), drops the articles `a`, `an` and
 //! `the`, and joins the words with one space. Answers and alternatives are compared after
