@@ -196,6 +196,7 @@ pub(crate) mod engine;
 pub mod error;
 #[cfg(feature = "eval")]
 pub mod eval;
+pub mod filtering;
 pub mod layer;
 pub mod many;
 pub mod mode;
@@ -218,8 +219,8 @@ pub mod testing;
 pub mod text;
 
 pub use citation::{Citation, Citations};
-pub use engine::CallDoor;
 pub use error::SynthError;
+pub use filtering::CallDoor;
 pub use mode::{ResponseMode, Step};
 pub use node::{Node, NodeJsonError};
 pub use observe::{CallReport, Observer, OnTruncation, SynthEvent, UsageTotals};

@@ -80,6 +80,13 @@ pub(crate) struct SpanParent {
 }
 
 impl Caller {
+    /// What the model is.
+    pub(crate) fn model_info(&self) -> crate::model::ModelInfo {
+        self.model.info()
+    }
+}
+
+impl Caller {
     // One private constructor with one caller (`engine::Job`), which names each part.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -504,38 +511,6 @@ impl Caller {
         )
         .filter(|item| futures::future::ready(!matches!(item, Ok(d) if d.is_empty())));
         Ok(Box::pin(s))
-    }
-}
-
-/// The call door as an evaluator sees it: calls made through it are checked against the
-/// budget, counted in usage, traced and reported like every other call of the synthesis.
-pub struct CallDoor {
-    pub(crate) caller: Arc<Caller>,
-}
-
-impl std::fmt::Debug for CallDoor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallDoor").finish_non_exhaustive()
-    }
-}
-
-impl CallDoor {
-    /// What the model is.
-    pub fn info(&self) -> crate::model::ModelInfo {
-        self.caller.model.info()
-    }
-
-    /// A plain call.
-    pub async fn complete(&self, request: &ModelRequest) -> Result<Completion, SynthError> {
-        self.caller.complete(request).await
-    }
-
-    /// A structured call (the request carries the schema).
-    pub async fn structured(
-        &self,
-        request: &ModelRequest,
-    ) -> Result<StructuredCompletion, SynthError> {
-        self.caller.structured(request).await
     }
 }
 

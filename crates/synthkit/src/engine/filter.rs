@@ -1,62 +1,11 @@
-//! Structured answer filtering: each refine step says whether its context answered the
-//! query; unsatisfied or unusable steps leave the answer unchanged.
+//! Running structured answer filtering's steps (the caller's side is
+//! [`crate::filtering`]).
 
-use std::fmt;
-use std::sync::Arc;
-
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
-use futures::future::BoxFuture;
-
-use super::{CallDoor, Job};
+use super::Job;
 use crate::error::SynthError;
+use crate::filtering::{CallDoor, StepVerdict};
 use crate::model::{ModelError, ModelRequest};
 use crate::observe::{OnTruncation, SynthEvent};
-
-/// A boxed future returning a step verdict (for [`StepEvaluator`]).
-pub type VerdictFuture<'a> = BoxFuture<'a, Result<StepVerdict, SynthError>>;
-
-/// A filtering step's verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepVerdict {
-    /// Whether the context was enough to answer the query.
-    pub query_satisfied: bool,
-    /// The answer from the context.
-    pub answer: String,
-}
-
-/// Decides a filtering step in place of the default structured call (the reference's
-/// program factory). Allowed only with structured answer filtering.
-///
-/// Make calls through `door`: they are checked against the budget, counted in usage and
-/// traced like every other call. Return a [`SynthError::Model`] with
-/// [`ModelError::Structured`] or [`ModelError::Malformed`] for a reply that cannot be used:
-/// the step is then skipped, as the reference does; other errors stop the synthesis.
-pub trait StepEvaluator: Send + Sync {
-    /// Evaluates one step: `request` is the rendered step (its `schema` is the verdict's).
-    fn evaluate<'a>(&'a self, request: &'a ModelRequest, door: &'a CallDoor) -> VerdictFuture<'a>;
-}
-
-/// The JSON schema of a [`StepVerdict`] (`query_satisfied` first, so a streaming parser
-/// can decide early).
-pub fn filter_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query_satisfied": {
-                "type": "boolean",
-                "description": "true when the context was enough to answer the query"
-            },
-            "answer": {
-                "type": "string",
-                "description": "the answer, from the context only"
-            }
-        },
-        "required": ["query_satisfied", "answer"],
-        "additionalProperties": false
-    })
-}
 
 /// Runs one filtering step: `Some(answer)` when satisfied, `None` when the step leaves the
 /// answer unchanged.
@@ -112,87 +61,5 @@ pub(crate) async fn filter_step(
             Ok(None)
         }
         Err(e) => Err(e),
-    }
-}
-
-/// Structured answer filtering for refine and compact: each step answers
-/// `{query_satisfied, answer}` and unsatisfied steps leave the answer unchanged.
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub enum AnswerFiltering {
-    /// Plain answers (the default).
-    #[default]
-    Off,
-    /// Every step is a filtering step.
-    On {
-        /// Stop at the first satisfied step (saves the remaining calls).
-        stop_when_satisfied: bool,
-        /// Decides each step in place of the default structured call (the reference's
-        /// program factory).
-        evaluator: Option<Arc<dyn StepEvaluator>>,
-    },
-}
-
-impl AnswerFiltering {
-    /// Filtering with the default structured call, visiting every step.
-    pub fn on() -> Self {
-        AnswerFiltering::On {
-            stop_when_satisfied: false,
-            evaluator: None,
-        }
-    }
-
-    /// Filtering that stops at the first satisfied step.
-    pub fn stop_when_satisfied() -> Self {
-        AnswerFiltering::On {
-            stop_when_satisfied: true,
-            evaluator: None,
-        }
-    }
-
-    /// Filtering decided by `evaluator`.
-    pub fn with_evaluator(evaluator: Arc<dyn StepEvaluator>, stop_when_satisfied: bool) -> Self {
-        AnswerFiltering::On {
-            stop_when_satisfied,
-            evaluator: Some(evaluator),
-        }
-    }
-
-    /// Whether filtering is on.
-    pub fn is_on(&self) -> bool {
-        matches!(self, AnswerFiltering::On { .. })
-    }
-
-    pub(crate) fn stops_when_satisfied(&self) -> bool {
-        matches!(
-            self,
-            AnswerFiltering::On {
-                stop_when_satisfied: true,
-                ..
-            }
-        )
-    }
-
-    pub(crate) fn evaluator(&self) -> Option<&Arc<dyn StepEvaluator>> {
-        match self {
-            AnswerFiltering::On { evaluator, .. } => evaluator.as_ref(),
-            AnswerFiltering::Off => None,
-        }
-    }
-}
-
-impl fmt::Debug for AnswerFiltering {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AnswerFiltering::Off => f.write_str("Off"),
-            AnswerFiltering::On {
-                stop_when_satisfied,
-                evaluator,
-            } => f
-                .debug_struct("On")
-                .field("stop_when_satisfied", stop_when_satisfied)
-                .field("evaluator", &evaluator.is_some())
-                .finish(),
-        }
     }
 }

@@ -28,7 +28,7 @@ use crate::prompt::{
 use crate::steps::StepRecorder;
 use crate::text::{Chunk, ChunkCursor};
 
-mod caller;
+pub(crate) mod caller;
 pub(crate) mod correction;
 pub(crate) mod fanout;
 pub(crate) mod filter;
@@ -36,7 +36,6 @@ pub(crate) mod finish;
 pub(crate) mod origins;
 mod settings;
 
-pub use caller::CallDoor;
 pub(crate) use caller::{Caller, SpanParent};
 pub(crate) use correction::{Corrections, Verdict};
 pub(crate) use finish::{Composite, FinalHow, Outcome};
@@ -137,7 +136,7 @@ impl Job {
 
     /// The schema of a structured-answer-filtering step's verdict.
     pub(crate) fn filter_schema() -> Arc<Value> {
-        Arc::new(filter::filter_schema())
+        Arc::new(crate::filtering::filter_schema())
     }
 
     fn vars<'a>(&'a self, vars: &'a [(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::filter::AnswerFiltering;
+use crate::filtering::AnswerFiltering;
 use crate::mode::ResponseMode;
 use crate::model::LanguageModel;
 use crate::observe::{Observer, OnTruncation};

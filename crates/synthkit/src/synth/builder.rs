@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::Synthesizer;
 use crate::engine::Settings;
-use crate::engine::filter::AnswerFiltering;
 use crate::error::SynthError;
+use crate::filtering::AnswerFiltering;
 use crate::mode::ResponseMode;
 use crate::model::LanguageModel;
 use crate::node::Node;

@@ -42,7 +42,7 @@ use crate::telemetry;
 
 mod builder;
 
-pub use crate::engine::filter::{
+pub use crate::filtering::{
     AnswerFiltering, StepEvaluator, StepVerdict, VerdictFuture, filter_schema,
 };
 pub use crate::observe::OnTruncation;
