@@ -199,7 +199,7 @@ fn no_room_remedy(
             "the answer so far is the model's own reply: lower num_output so replies stay short (a model that ignores max_tokens writes past it), or raise the context window"
         }
         (false, _) => {
-            "the server accepts shorter prompts than the context window says: set the context window to the server's room per request (llama-server divides -c by its slots, -np)"
+            "the server accepts shorter prompts than the context window says: set the context window to the server's room per request (llama-server divides -c by its slots, -np), or shorten the query, template or system prompt"
         }
         (true, true) => {
             "the server accepts shorter prompts than the context window says, and the answer so far fills the rest: set the context window to the server's room per request (llama-server divides -c by its slots, -np) and lower num_output"
