@@ -49,17 +49,19 @@ fn is_stdin(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// Reads all of standard input.
-/// Standard input, read up to one byte past `max` (`None`: no limit): a reader that
+/// What `reader` holds, read up to one byte past `max` (`None`: no limit): a caller that
 /// checks the size sees an input over the limit without holding all of it.
-pub fn read_stdin(max: Option<u64>) -> Result<Vec<u8>> {
+fn read_capped(reader: impl Read, max: Option<u64>) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
-    io::stdin()
-        .lock()
+    reader
         .take(max.map_or(u64::MAX, |m| m.saturating_add(1)))
-        .read_to_end(&mut buf)
-        .context("cannot read standard input")?;
+        .read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// Standard input, read up to one byte past `max` ([`read_capped`]).
+pub fn read_stdin(max: Option<u64>) -> Result<Vec<u8>> {
+    read_capped(io::stdin().lock(), max).context("cannot read standard input")
 }
 
 /// Text from bytes, whatever they hold (the library's rule: byte-order marks, UTF-8,
@@ -439,11 +441,7 @@ pub fn read_nodes(path: &Path, max: Option<u64>) -> Result<Vec<Node>> {
         let name = path.display().to_string();
         let cannot = |e: io::Error| usage(format!("cannot read --nodes `{name}`: {e}"));
         let file = fs::File::open(path).map_err(cannot)?;
-        let mut bytes = Vec::new();
-        file.take(max.map_or(u64::MAX, |m| m.saturating_add(1)))
-            .read_to_end(&mut bytes)
-            .map_err(cannot)?;
-        (bytes, name)
+        (read_capped(file, max).map_err(cannot)?, name)
     };
     if let Some(max) = max.filter(|&m| bytes.len() as u64 > m) {
         return Err(usage(format!(
