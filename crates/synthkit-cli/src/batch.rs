@@ -766,18 +766,14 @@ fn start_line(
             kind: "synthesis_failed".into(),
             message: format!("line {number}: the synthesis stopped: {e}"),
         });
-        Finished::of(&id_again, hash_again.as_deref(), Err(&failure))
+        let mut finished = Finished::of(&id_again, hash_again.as_deref(), Err(&failure));
+        finished.replaces = replaces;
+        finished
     };
-    window.spawn(
-        async move {
-            let mut finished = run.await;
-            finished.replaces = replaces;
-            finished
-        },
-        move |e| {
-            let mut finished = lost(e);
-            finished.replaces = replaces;
-            finished
-        },
-    );
+    let run = async move {
+        let mut finished = run.await;
+        finished.replaces = replaces;
+        finished
+    };
+    window.spawn(run, lost);
 }
