@@ -84,9 +84,7 @@ impl Caller {
     pub(crate) fn model_info(&self) -> crate::model::ModelInfo {
         self.model.info()
     }
-}
 
-impl Caller {
     // One private constructor with one caller (`engine::Job`), which names each part.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(

@@ -7,6 +7,11 @@ use std::sync::Arc;
 
 use crate::model::ModelRequest;
 
+/// The tag of type `T` that `request` carries, or the empty one.
+fn carried<T: Clone + Default + Send + Sync + 'static>(request: &ModelRequest) -> T {
+    request.extensions.get::<T>().cloned().unwrap_or_default()
+}
+
 /// The nodes whose text a request's context held, as positions among the synthesis's
 /// nodes, ascending and without repeats (a request extension).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,11 +25,7 @@ impl PromptNodes {
 
     /// The nodes `request` carries (none when it carries no [`PromptNodes`]).
     pub(crate) fn of(request: &ModelRequest) -> Self {
-        request
-            .extensions
-            .get::<Self>()
-            .cloned()
-            .unwrap_or_default()
+        carried(request)
     }
 
     /// The positions `request` carries, ascending (none when it carries no
@@ -75,11 +76,7 @@ pub(crate) struct PromptInputs(pub(crate) Arc<[u64]>);
 impl PromptInputs {
     /// The calls `request` carries (none when it carries no [`PromptInputs`]).
     pub(crate) fn of(request: &ModelRequest) -> Self {
-        request
-            .extensions
-            .get::<Self>()
-            .cloned()
-            .unwrap_or_default()
+        carried(request)
     }
 
     /// The union of `sets`.
