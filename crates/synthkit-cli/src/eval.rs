@@ -4,10 +4,11 @@
 //!
 //! The cases are read whole first (every error names its line, a usage error). Then each
 //! case runs in each `--modes` mode, `--jobs` syntheses at a time (default one), on one
-//! model stack (limits, retries, cache), and each `--answers` line is scored. With `-o ROWS` each scored row is
-//! appended as one JSON line as it is made, and the rows already there (same case id, mode
-//! and system) are kept and not run again: a stopped evaluation resumes. The results: a
-//! table on standard output, or `--json`, and `--html FILE`.
+//! model stack (limits, retries, cache), and each `--answers` line is scored. With
+//! `-o ROWS` each scored row is appended as one JSON line as it is made, and the rows
+//! already there (same case id, mode and system) are kept and not run again: a stopped
+//! evaluation resumes. The results: a table on standard output, or `--json`, and
+//! `--html FILE`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
