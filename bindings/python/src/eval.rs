@@ -3,8 +3,8 @@
 //!
 //! The cases and answers come as a JSON-lines file's path or as a list of dicts (or of
 //! JSON texts); every error names the case or answer (its line in a file, its number and
-//! index in a list). Each synthesizer given runs on every case, one synthesis at a time,
-//! through the library's [`synthkit::eval::run_case`] (its prompts, calls, tokens and,
+//! index in a list). Each synthesizer given runs on every case, `jobs` syntheses at a
+//! time, through the library's [`synthkit::eval::run_case`] (its prompts, calls, tokens and,
 //! when it cites, its citations recorded) with the GIL released; Ctrl-C cancels the model
 //! calls in flight.
 
@@ -13,6 +13,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::StreamExt as _;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use synthkit::eval::{
@@ -22,7 +23,7 @@ use synthkit::eval::{
 
 use crate::nodes::{from_json, to_json, type_name};
 use crate::synthesizer::Synthesizer;
-use crate::{InputError, SynthkitError, block_on};
+use crate::{InputError, SynthkitError, block_on, runtime};
 
 /// The longest line of a cases or answers file (bytes), as `synthkit eval`'s.
 const MAX_LINE_BYTES: usize = 64 << 20;
@@ -126,8 +127,9 @@ fn as_list<'py>(
 /// `calls`, `prompt_tokens`, `completion_tokens`, `truncated_calls`, `wall_ms`, `prompts`,
 /// `citations`) that any system produced, e.g. a LlamaIndex query engine.
 /// `synthesizers`: a dict `{name: Synthesizer}` or a list of Synthesizers (named by their
-/// modes): each runs on every case, one synthesis at a time with the GIL released, and its
-/// answers are scored with their calls, tokens, prompts and, when it was built with
+/// modes): each runs on every case with the GIL released, `jobs` syntheses in flight at
+/// once (default one; above one they share the server, so a row's wall time includes
+/// waiting for the others), and its answers are scored with their calls, tokens, prompts and, when it was built with
 /// `citations=True`, the node ids it cites; `name` is the rows' `mode`. `system` names the
 /// results' column of synthesizers' runs and of answers that name none.
 ///
@@ -138,107 +140,217 @@ fn as_list<'py>(
 /// repeated case id, an answer to an unknown case, or the same case, mode and system
 /// scored twice; a failed synthesis is a row with its `error`, scored wrong.
 #[pyfunction]
-#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit"))]
+#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit", jobs = 1))]
 pub(crate) fn evaluate(
     py: Python<'_>,
     cases: &Bound<'_, PyAny>,
     answers: Option<&Bound<'_, PyAny>>,
     synthesizers: Option<&Bound<'_, PyAny>>,
     system: &str,
+    jobs: usize,
 ) -> PyResult<EvalResult> {
-    if system.trim().is_empty() {
-        return Err(InputError::new_err(
-            "system must name the system (the results' column), not be empty",
-        ));
-    }
-    let cases = read_cases(cases)?;
-    let index: HashMap<&str, usize> = cases
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.id.as_str(), i))
-        .collect();
-    let answers = match answers.filter(|a| !a.is_none()) {
-        Some(a) => read_answers(a, &index)?,
-        None => Vec::new(),
-    };
-    let runners = match synthesizers.filter(|s| !s.is_none()) {
-        Some(s) => read_synthesizers(s)?,
-        None => Vec::new(),
-    };
-    if answers.is_empty() && runners.is_empty() {
-        return Err(InputError::new_err(
-            "nothing to score: give answers (a path or a list of answer dicts) and/or synthesizers",
-        ));
-    }
-    let mut rows: Vec<Row> = Vec::new();
-    let mut seen: HashMap<(String, String, String), String> = HashMap::new();
-    let mut add = |row: Row, from: String, rows: &mut Vec<Row>| -> PyResult<()> {
-        let key = (row.id.clone(), row.mode.clone(), row.system.clone());
-        if let Some(earlier) = seen.get(&key) {
+    let plan = Plan::read(py, cases, answers, synthesizers, system, jobs, false)?;
+    let runs = plan.runs();
+    let lines = block_on(py, runs.run())?;
+    plan.finish(lines)
+}
+
+/// Like `evaluate`, as an awaitable (asyncio): the synthesizers' runs go on while the
+/// event loop does other work; cancelling the awaiting task cancels the model calls in
+/// flight.
+#[pyfunction]
+#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit", jobs = 1))]
+pub(crate) fn aevaluate<'py>(
+    py: Python<'py>,
+    cases: &Bound<'py, PyAny>,
+    answers: Option<&Bound<'py, PyAny>>,
+    synthesizers: Option<&Bound<'py, PyAny>>,
+    system: &str,
+    jobs: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let plan = Plan::read(py, cases, answers, synthesizers, system, jobs, true)?;
+    runtime()?;
+    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        let lines = plan.runs().run().await?;
+        plan.finish(lines)
+    })
+}
+
+/// The most runs `jobs` may put in flight (as `synthkit eval --jobs`).
+const MAX_JOBS: usize = 256;
+
+/// What an evaluation scores: the cases, the answers given, and the synthesizers to run.
+struct Plan {
+    cases: Arc<Vec<Case>>,
+    system: String,
+    /// The answers given, each with where it came from.
+    answers: Vec<(String, AnswerLine)>,
+    /// Each synthesizer's name (the rows' mode), its synthesizer and whether it cites.
+    runners: Arc<Vec<(String, synthkit::Synthesizer, bool)>>,
+    jobs: usize,
+}
+
+/// The synthesizers' runs of a plan, owned so they can move into a task.
+struct Runs {
+    cases: Arc<Vec<Case>>,
+    runners: Arc<Vec<(String, synthkit::Synthesizer, bool)>>,
+    jobs: usize,
+}
+
+impl Plan {
+    /// Reads and checks the arguments; `asyncio`: the runs will be awaited from a
+    /// coroutine (a Python `llm` is then called the asyncio way).
+    fn read(
+        py: Python<'_>,
+        cases: &Bound<'_, PyAny>,
+        answers: Option<&Bound<'_, PyAny>>,
+        synthesizers: Option<&Bound<'_, PyAny>>,
+        system: &str,
+        jobs: usize,
+        asyncio: bool,
+    ) -> PyResult<Plan> {
+        if system.trim().is_empty() {
+            return Err(InputError::new_err(
+                "system must name the system (the results' column), not be empty",
+            ));
+        }
+        if !(1..=MAX_JOBS).contains(&jobs) {
             return Err(InputError::new_err(format!(
-                "{from} answers case `{}` in mode `{}` for system `{}`, as {earlier} does: each case, mode and system is scored once (name the systems or modes apart)",
-                key.0, key.1, key.2
+                "jobs must be 1 to {MAX_JOBS} (runs in flight at once), got {jobs}"
             )));
         }
-        seen.insert(key, from);
-        rows.push(row);
-        Ok(())
-    };
-    for (from, line) in answers {
-        let case = &cases[index.get(line.id.as_str()).copied().unwrap_or_default()];
-        let nodes = case.nodes().map(nodes_text);
-        add(
-            score(case, system, &line, nodes.as_deref()),
-            from,
-            &mut rows,
-        )?;
-    }
-    if !runners.is_empty() {
-        if let Some((n, case)) = cases.iter().enumerate().find(|(_, c)| c.nodes().is_none()) {
+        let cases = read_cases(cases)?;
+        let answers = {
+            let index = case_index(&cases);
+            match answers.filter(|a| !a.is_none()) {
+                Some(a) => read_answers(a, &index)?,
+                None => Vec::new(),
+            }
+        };
+        let named = match synthesizers.filter(|s| !s.is_none()) {
+            Some(s) => read_synthesizers(s)?,
+            None => Vec::new(),
+        };
+        if answers.is_empty() && named.is_empty() {
+            return Err(InputError::new_err(
+                "nothing to score: give answers (a path or a list of answer dicts) and/or synthesizers",
+            ));
+        }
+        if !named.is_empty()
+            && let Some((n, case)) = cases.iter().enumerate().find(|(_, c)| c.nodes().is_none())
+        {
             return Err(InputError::new_err(format!(
                 "case {} (`{}`) gives `paths`: the Python package reads no files, so it cannot run it; give the case's `nodes` (read the files yourself, e.g. with LlamaIndex's SimpleDirectoryReader and a splitter), or run `synthkit eval`",
                 n + 1,
                 case.id
             )));
         }
-        let mut jobs = Vec::new();
-        for (label, synth) in &runners {
+        let mut runners = Vec::new();
+        for (label, synth) in &named {
             let synth = synth.bind(py).borrow();
-            jobs.push((
+            runners.push((
                 label.clone(),
-                synth.for_caller(py, false)?,
+                synth.for_caller(py, asyncio)?,
                 synth.citations(),
             ));
         }
-        let shared = Arc::new(cases.clone());
-        let lines = block_on(py, async move {
-            let mut out = Vec::new();
-            for (i, case) in shared.iter().enumerate() {
-                let nodes = case.nodes().unwrap_or_default();
-                for (label, synth, cite) in &jobs {
-                    let mut run = run_case(synth, case, nodes.to_vec(), *cite).await;
-                    run.line.mode = label.clone();
-                    out.push((i, run.line));
-                }
+        Ok(Plan {
+            cases: Arc::new(cases),
+            system: system.to_string(),
+            answers,
+            runners: Arc::new(runners),
+            jobs,
+        })
+    }
+
+    fn runs(&self) -> Runs {
+        Runs {
+            cases: self.cases.clone(),
+            runners: self.runners.clone(),
+            jobs: self.jobs,
+        }
+    }
+
+    /// Scores the answers given and the runs' lines (each with its case's index).
+    fn finish(&self, lines: Vec<(usize, AnswerLine)>) -> PyResult<EvalResult> {
+        let cases = &self.cases;
+        let index = case_index(cases);
+        let mut rows: Vec<Row> = Vec::new();
+        let mut seen: HashMap<(String, String, String), String> = HashMap::new();
+        let mut add = |row: Row, from: String| -> PyResult<()> {
+            let key = (row.id.clone(), row.mode.clone(), row.system.clone());
+            if let Some(earlier) = seen.get(&key) {
+                return Err(InputError::new_err(format!(
+                    "{from} answers case `{}` in mode `{}` for system `{}`, as {earlier} does: each case, mode and system is scored once (name the systems or modes apart)",
+                    key.0, key.1, key.2
+                )));
             }
-            Ok(out)
-        })?;
+            seen.insert(key, from);
+            rows.push(row);
+            Ok(())
+        };
+        for (from, line) in &self.answers {
+            let case = &cases[index.get(line.id.as_str()).copied().unwrap_or_default()];
+            let nodes = case.nodes().map(nodes_text);
+            add(
+                score(case, &self.system, line, nodes.as_deref()),
+                from.clone(),
+            )?;
+        }
         for (i, line) in lines {
             let case = &cases[i];
             let text = case.nodes().map(nodes_text);
             let from = format!("synthesizer `{}`", line.mode);
-            add(score(case, system, &line, text.as_deref()), from, &mut rows)?;
+            add(score(case, &self.system, &line, text.as_deref()), from)?;
         }
+        // In case order, each case's rows in the order they were made (as `synthkit eval`).
+        rows.sort_by_key(|r| index.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
+        let totals = totals(&rows);
+        let paired = paired(&rows);
+        Ok(EvalResult {
+            rows,
+            totals,
+            paired,
+        })
     }
-    // In case order, each case's rows in the order they were made (as `synthkit eval`).
-    rows.sort_by_key(|r| index.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
-    let totals = totals(&rows);
-    let paired = paired(&rows);
-    Ok(EvalResult {
-        rows,
-        totals,
-        paired,
-    })
+}
+
+impl Runs {
+    /// Every synthesizer on every case, at most `jobs` runs in flight, the lines in case
+    /// order (each case's in the synthesizers' order), each with its case's index.
+    async fn run(self) -> PyResult<Vec<(usize, AnswerLine)>> {
+        let Runs {
+            cases,
+            runners,
+            jobs,
+        } = self;
+        let todo: Vec<(usize, usize)> = (0..cases.len())
+            .flat_map(|i| (0..runners.len()).map(move |r| (i, r)))
+            .collect();
+        let made = futures::stream::iter(todo)
+            .map(|(i, r)| {
+                let (cases, runners) = (&cases, &runners);
+                async move {
+                    let case = &cases[i];
+                    let (label, synth, cite) = &runners[r];
+                    let nodes = case.nodes().unwrap_or_default().to_vec();
+                    let mut run = run_case(synth, case, nodes, *cite).await;
+                    run.line.mode = label.clone();
+                    (i, run.line)
+                }
+            })
+            .buffered(jobs);
+        Ok(made.collect().await)
+    }
+}
+
+/// Each case's id and its index.
+fn case_index(cases: &[Case]) -> HashMap<&str, usize> {
+    cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i))
+        .collect()
 }
 
 /// Where an item came from, for errors: a file's line, or a list's item.

@@ -124,6 +124,7 @@ fn _synthkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<many::FailedRequest>()?;
     m.add_class::<eval::EvalResult>()?;
     m.add_function(wrap_pyfunction!(eval::evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(eval::aevaluate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MODES", synthesizer::mode_names())?;
     Ok(())

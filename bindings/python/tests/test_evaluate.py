@@ -3,8 +3,10 @@ synthesizers run on the cases (extractive, a fake OpenAI server, a Python callab
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any, List
 
@@ -254,3 +256,44 @@ def test_the_readme_example_runs() -> None:
     # The heading, three lines of totals, and synthkit's two modes compared case by case.
     assert len(str(result).splitlines()) == 5
     assert [(p["a"], p["b"]) for p in result.paired] == [("synthkit/compact", "synthkit/refine")]
+
+
+def test_jobs_run_cases_side_by_side_and_keep_case_order() -> None:
+    # Each reply waits until a second request is in flight: one run at a time would break
+    # the barrier (and the rows say so with their errors).
+    meet = threading.Barrier(2, timeout=20)
+
+    def answer(prompt: str) -> str:
+        meet.wait()
+        return "It opens at dusk." if "When does the dome open?" in prompt else "Every six months."
+
+    cases = CASES + [dict(CASES[0], id="q4")]
+    with FakeOpenAI(answer=answer) as server:
+        synth = synthkit.Synthesizer("compact", base_url=server.base_url, context_window=4096,
+                                     concurrency=2)
+        result = synthkit.evaluate(cases, synthesizers=[synth], jobs=2)
+        assert server.calls == 4
+    assert [r["id"] for r in result.rows] == ["q1", "q2", "q3", "q4"]
+    assert [r["error"] for r in result.rows] == [None] * 4
+    assert [r["correct"] for r in result.rows] == [True, True, False, True]
+    with pytest.raises(synthkit.InputError, match="jobs must be 1 to 256"):
+        synthkit.evaluate(CASES, synthesizers=[synth], jobs=0)
+
+
+def test_aevaluate_gives_what_evaluate_gives() -> None:
+    synths = {"extractive": synthkit.Synthesizer("compact"),
+              "refine": synthkit.Synthesizer("refine", citations=True)}
+    direct = synthkit.evaluate(CASES, ANSWERS, synthesizers=synths, system="sk")
+
+    async def main() -> synthkit.EvalResult:
+        return await synthkit.aevaluate(CASES, ANSWERS, synthesizers=synths, system="sk", jobs=3)
+
+    awaited = asyncio.run(main())
+
+    def timeless(rows: List[dict]) -> List[dict]:
+        return [{k: v for k, v in r.items() if k != "wall_ms"} for r in rows]
+
+    assert timeless(awaited.rows) == timeless(direct.rows)
+    assert [t["correct"] for t in awaited.totals] == [t["correct"] for t in direct.totals]
+    with pytest.raises(synthkit.InputError, match="nothing to score"):
+        synthkit.aevaluate(CASES)

@@ -15,7 +15,7 @@ LlamaIndex response modes (``compact``, ``refine``, ``tree_summarize``,
 With ``base_url="http://127.0.0.1:8080/v1"`` an OpenAI-compatible server answers.
 ``synthkit.llama_index.SynthkitSynthesizer`` plugs it into LlamaIndex query engines.
 ``synthkit.evaluate(cases, answers, synthesizers=...)`` scores answers without a judge, as
-``synthkit eval`` does.
+``synthkit eval`` does (``await synthkit.aevaluate(...)`` from a coroutine).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from synthkit._synthkit import (
     SynthkitError,
     Synthesizer,
     __version__,
+    aevaluate,
     evaluate,
 )
 
@@ -49,5 +50,6 @@ __all__ = [
     "SynthkitError",
     "Synthesizer",
     "__version__",
+    "aevaluate",
     "evaluate",
 ]

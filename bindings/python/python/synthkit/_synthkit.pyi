@@ -132,6 +132,7 @@ def evaluate(
     *,
     synthesizers: Union[Mapping[str, "Synthesizer"], Iterable["Synthesizer"], None] = None,
     system: str = "synthkit",
+    jobs: int = 1,
 ) -> EvalResult:
     """Scores answers to a benchmark's cases without a judge, as ``synthkit eval`` does.
 
@@ -145,8 +146,21 @@ def evaluate(
     case with its calls, tokens, prompts and (with ``citations=True``) cited node ids
     recorded; the name is the rows' ``mode``. ``system`` names synthesizers' rows and
     answers without ``system``. Cases with ``paths`` can be scored but not run (the
-    package reads no files). Bad input raises ``InputError`` naming the case or answer.
+    package reads no files). ``jobs``: syntheses in flight at once (1 to 256; rows stay in
+    case order; above one they share the server, so compare calls and tokens, not wall
+    time). Bad input raises ``InputError`` naming the case or answer.
     """
+
+def aevaluate(
+    cases: LinesLike,
+    answers: Optional[LinesLike] = None,
+    *,
+    synthesizers: Union[Mapping[str, "Synthesizer"], Iterable["Synthesizer"], None] = None,
+    system: str = "synthkit",
+    jobs: int = 1,
+) -> Awaitable[EvalResult]:
+    """Like ``evaluate``, awaited from a coroutine: cancelling the awaiting task cancels the
+    model calls in flight."""
 
 class ResponseStream(Iterator[str], AsyncIterator[str]):
     """Text deltas of a streamed answer, by ``for`` or ``async for``."""
