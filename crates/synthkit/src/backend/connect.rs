@@ -34,6 +34,7 @@ use crate::backend::http::clock::ServedModel;
 use crate::backend::http::{HttpApi, HttpConfig, HttpModel};
 #[cfg(feature = "openai")]
 use crate::backend::openai::OpenAiConfig;
+use crate::backend::probe::Readiness;
 use crate::layer::stack::{CacheIdentity, ModelStack, StackBuilder};
 use crate::model::{LanguageModel, ModelError};
 use crate::text::SharedTokenizer;
@@ -75,6 +76,31 @@ impl From<AnthropicConfig> for ServerSettings {
 }
 
 impl ServerSettings {
+    /// The API's name (`openai`, `anthropic`): the backend's name in reports.
+    pub fn api_name(&self) -> &'static str {
+        match self {
+            #[cfg(feature = "openai")]
+            ServerSettings::OpenAi(_) => <crate::backend::openai::OpenAi as HttpApi>::NAME,
+            #[cfg(feature = "anthropic")]
+            ServerSettings::Anthropic(_) => <crate::backend::anthropic::Anthropic as HttpApi>::NAME,
+            #[cfg(test)]
+            ServerSettings::Echo(_) => <crate::backend::echo::Echo as HttpApi>::NAME,
+        }
+    }
+
+    /// The probe that tells whether the server is there (its models listing, with the
+    /// headers of its API).
+    pub fn readiness(&self) -> Readiness {
+        match self {
+            #[cfg(feature = "openai")]
+            ServerSettings::OpenAi(c) => Readiness::of_server(c.as_ref()),
+            #[cfg(feature = "anthropic")]
+            ServerSettings::Anthropic(c) => Readiness::of_server(c.as_ref()),
+            #[cfg(test)]
+            ServerSettings::Echo(c) => Readiness::of_server(c.as_ref()),
+        }
+    }
+
     /// The API's own server (`https://api.openai.com/v1`, `https://api.anthropic.com`).
     pub fn api_url(&self) -> &'static str {
         match self {
@@ -200,6 +226,9 @@ pub struct ConnectedServer {
     pub identity: CacheIdentity,
     /// The requests the server runs at once, when it said (llama.cpp's `/props`).
     pub server_slots: Option<usize>,
+    /// How to ask whether the server is still there (its models listing, with the
+    /// headers of its API).
+    pub readiness: Readiness,
     /// Where the model records the name the server says answered.
     served: ServedModel,
 }
@@ -237,12 +266,14 @@ async fn connected<A: HttpApi>(
     counting: Counting,
 ) -> Result<ConnectedServer, ConnectError> {
     let identity = config.cache_identity();
+    let readiness = Readiness::of_server(&config);
     let model = HttpModel::connect(config)
         .await
         .map_err(ConnectError::Setup)?;
     let model = count(model, counting).await;
     Ok(ConnectedServer {
         identity,
+        readiness,
         server_slots: model.server_slots(),
         served: model.served(),
         model: Arc::new(model),

@@ -24,3 +24,5 @@ pub(crate) mod echo;
 pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub mod probe;

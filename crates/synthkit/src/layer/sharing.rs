@@ -292,7 +292,39 @@ debug_fields!(Sharing {
     cache: cache_kind
 });
 
+impl Default for Sharing {
+    /// No budget and no cache.
+    fn default() -> Self {
+        Self {
+            rates: (0, 0),
+            budget: None,
+            cache: None,
+            cache_kind: "none",
+        }
+    }
+}
+
 impl Sharing {
+    /// The in-process rates, requests and tokens per minute (0: none), where no shared
+    /// budget replaces them.
+    pub fn with_rates(mut self, requests_per_minute: u32, tokens_per_minute: u32) -> Self {
+        self.rates = (requests_per_minute, tokens_per_minute);
+        self
+    }
+
+    /// A budget of your own (shared between processes) in place of the rates.
+    pub fn with_budget(mut self, budget: Arc<dyn RateBudget>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// A cache store of your own (its kind in reports: `custom`).
+    pub fn with_cache(mut self, store: Arc<dyn ResponseCache>) -> Self {
+        self.cache = Some(store);
+        self.cache_kind = "custom";
+        self
+    }
+
     /// `builder` with the budget (shared, or the in-process rates) and the cache, whose
     /// keys carry `identity` (what the backend's replies depend on).
     pub fn apply(&self, builder: StackBuilder, identity: CacheIdentity) -> StackBuilder {
@@ -325,7 +357,7 @@ impl Sharing {
         }
     }
 
-    /// The cache's kind: `none`, `memory`, `sqlite` or `redis`.
+    /// The cache's kind: `none`, `memory`, `sqlite`, `redis` or `custom`.
     pub fn cache_kind(&self) -> &'static str {
         self.cache_kind
     }

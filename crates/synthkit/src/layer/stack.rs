@@ -262,8 +262,10 @@ impl fmt::Debug for ModelStack {
 }
 
 impl ModelStack {
-    /// The default cap on calls in flight at the backend.
-    pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
+    /// The default cap on calls in flight at the backend: the calls in flight of one
+    /// synthesis ([`DEFAULT_CONCURRENCY`](crate::synth::DEFAULT_CONCURRENCY)), the one
+    /// default of every front end.
+    pub const DEFAULT_MAX_IN_FLIGHT: usize = crate::synth::DEFAULT_CONCURRENCY;
 
     /// A builder for a stack around `backend`.
     pub fn builder(backend: impl LanguageModel + 'static) -> StackBuilder {
