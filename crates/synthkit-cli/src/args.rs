@@ -113,8 +113,6 @@ pub struct NoServeArgs {
 #[cfg(not(feature = "serve"))]
 pub const NO_SERVE: &str = "this synthkit was built without the HTTP service (cargo feature `serve`): reinstall with `cargo install synthkit-cli` (default features) or `--features serve`";
 
-pub use synthkit::layer::stack::calls_in_flight;
-
 impl Command {
     /// The OpenTelemetry flags (the synthesis verbs and serve have them).
     pub fn otel(&self) -> Option<&crate::otel_args::OtelArgs> {

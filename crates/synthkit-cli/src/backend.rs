@@ -10,60 +10,17 @@
 //! asked which model it serves (`GET /models`).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
-use synthkit::backend::connect::{
-    Connect, ConnectError, ConnectedServer, Counting, ServerSettings,
-};
-use synthkit::layer::cache::SqliteCache;
-use synthkit::layer::stack::ModelStack;
-use synthkit::model::LanguageModel;
-use synthkit::text::{BpeTokenizer, SharedTokenizer};
-use synthkit_extractive::ExtractiveModel;
+use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
+use synthkit::layer::sharing::{CacheLocation, Sharing};
+use synthkit_setup::{ModelSetup, StackOptions};
 
-use crate::args::{LimitArgs, LlmKind, ModelArgs, SynthArgs, calls_in_flight};
-use crate::error::usage;
+use crate::args::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
 
-/// The chosen model, behind the library's model stack, and the tokenizers that go with it.
-pub struct Backend {
-    /// The model with every layer (the stack's model).
-    pub model: Arc<dyn LanguageModel>,
-    /// The stack: calls in flight, attempts, retries, cache hits.
-    pub stack: ModelStack,
-    /// Which backend it is.
-    pub kind: LlmKind,
-    /// Counts prompts for the budget: the model's own tokenizer when it has one, else
-    /// `--tokenizer`, else `cl100k_base`.
-    pub budget_tokenizer: SharedTokenizer,
-    /// Splits files into nodes: `--tokenizer`, else `cl100k_base` (local, fast).
-    pub split_tokenizer: SharedTokenizer,
-    /// Requests the server runs at once, when it says (llama.cpp `/props`).
-    pub server_slots: Option<usize>,
-    /// The server's connection, for what only it knows (the model the server says
-    /// answered); none for the extractive backend.
-    pub server: Option<ConnectedServer>,
-}
-
-impl Backend {
-    /// The backend's name in reports: `extractive`, `openai` or `anthropic`.
-    pub fn name(&self) -> &'static str {
-        match self.kind {
-            LlmKind::Extractive => "extractive",
-            LlmKind::Openai => "openai",
-            LlmKind::Anthropic => "anthropic",
-        }
-    }
-
-    /// The model's name in reports: the one the server gave in its latest reply, else the
-    /// configured (or discovered) name.
-    pub fn model_name(&self) -> String {
-        self.server
-            .as_ref()
-            .and_then(ConnectedServer::served_model)
-            .unwrap_or_else(|| self.model.info().name)
-    }
-}
+/// The chosen model behind the library's model stack, with the tokenizers, slots and
+/// server that go with it: the setup every front end builds ([`synthkit_setup`]).
+pub type Backend = synthkit_setup::BuiltModel;
 
 /// The variable read for the base URL when neither `--base-url` nor `SYNTHKIT_BASE_URL`
 /// is set (as OpenAI's SDKs read it).
@@ -76,10 +33,10 @@ pub fn base_url(args: &SynthArgs) -> Option<(String, &'static str)> {
 }
 
 /// Builds the backend and its model stack (the library's order: adaptive concurrency,
-/// rate budget, retries, cache). For `openai` this may ask the server for its context
-/// window, model and slots (and probe `/tokenize`); it never makes a model call. With
-/// `--cache FILE` (not with `--plan`, which makes no call) the stack answers repeated
-/// calls from the file.
+/// rate budget, retries, cache). For a server this may ask it for its context window,
+/// model and slots (and probe `/tokenize`); it never makes a model call. With `--cache
+/// FILE` (not with `--plan`, which makes no call) the stack answers repeated calls from
+/// the file; with `--redis-url`, the budget and the cache are Redis's.
 pub async fn connect(args: &SynthArgs) -> Result<Backend> {
     connect_with(StackFlags::of(args)).await
 }
@@ -90,7 +47,7 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
 pub struct StackFlags<'a> {
     /// Which backend, where and which model.
     pub model_args: &'a ModelArgs,
-    /// Rates and retries.
+    /// Rates, retries and sharing.
     pub limits: &'a LimitArgs,
     /// `--concurrency`: calls in flight of one synthesis.
     pub concurrency: Option<usize>,
@@ -99,7 +56,7 @@ pub struct StackFlags<'a> {
     pub syntheses: usize,
     /// `--cache FILE`.
     pub cache: Option<&'a Path>,
-    /// `--plan`: no model call will be made (no key needed, no cache opened).
+    /// `--plan`: no model call will be made (no key needed, no cache or Redis opened).
     pub plan: bool,
 }
 
@@ -115,95 +72,64 @@ impl<'a> StackFlags<'a> {
             plan: args.dry_run.plan,
         }
     }
+
+    /// The setup the flags ask for: the backend (`--llm`, `--api`, the server's flags),
+    /// how prompts are counted (`--tokenizer`, else the server where it can count:
+    /// llama.cpp's `/tokenize`, vLLM's, `count_tokens`, quietly keeping ours where it
+    /// cannot; with `--server-tokenizer` the config's own probe warns, with
+    /// `--no-server-tokenizer` the server is not asked), and the stack.
+    pub fn setup(&self, sharing: Sharing) -> Result<ModelSetup> {
+        let flags = self.model_args;
+        let setup = match flags.kind() {
+            LlmKind::Extractive => ModelSetup::extractive()
+                .with_window(flags.context_window, flags.num_output)
+                .with_name(flags.model.clone()),
+            LlmKind::Openai | LlmKind::Anthropic => {
+                let settings: ServerSettings = match flags.kind() {
+                    LlmKind::Anthropic => flags.anthropic_config()?.into(),
+                    _ => flags.openai_config()?.into(),
+                };
+                let counting = if flags.server_tokenizer || flags.no_server_tokenizer {
+                    Counting::AsConfigured
+                } else {
+                    Counting::ServerWhereAvailable
+                };
+                ModelSetup::server(settings)
+                    .with_counting(counting)
+                    .require_key(!self.plan)
+            }
+        };
+        // `--tokenizer` counts and splits; without it, the extractive backend and the
+        // splitter use cl100k_base, a server counts as chosen above.
+        let setup = match flags.tokenizer {
+            Some(t) => setup.with_tokenizer(t.shared()),
+            None => setup,
+        };
+        let stack = StackOptions::default()
+            .with_calls_in_flight(self.concurrency)
+            .with_syntheses(self.syntheses)
+            .with_retry(self.limits.retry_policy()?)
+            .with_sharing(sharing);
+        Ok(setup.with_stack(stack))
+    }
 }
 
 /// [`connect`] with the flags of any verb.
 pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
-    let kind = args.model_args.kind();
-    let split_tokenizer: SharedTokenizer = args
-        .model_args
-        .tokenizer
-        .unwrap_or_else(BpeTokenizer::cl100k_base)
-        .shared();
-    let (model, identity, budget_tokenizer, server): (Arc<dyn LanguageModel>, _, _, _) = match kind
-    {
-        LlmKind::Extractive => {
-            let mut model = ExtractiveModel::new().with_tokenizer(split_tokenizer.clone());
-            if let Some(w) = args.model_args.context_window {
-                model = model.with_context_window(w);
-            }
-            if let Some(n) = args.model_args.num_output {
-                model = model.with_num_output(n);
-            }
-            if let Some(name) = &args.model_args.model {
-                model = model.with_name(name.clone());
-            }
-            let identity = model.cache_identity();
-            (Arc::new(model), identity, split_tokenizer.clone(), None)
-        }
-        LlmKind::Openai | LlmKind::Anthropic => {
-            let server = connect_server(&args).await?;
-            let budget = server
-                .model
-                .tokenizer()
-                .unwrap_or_else(|| split_tokenizer.clone());
-            let model = Arc::clone(&server.model);
-            (model, server.identity.clone(), budget, Some(server))
-        }
+    let sharing = if args.plan {
+        Sharing::default()
+    } else {
+        let local = match args.cache {
+            Some(path) => CacheLocation::Sqlite(path.to_path_buf()),
+            None => CacheLocation::None,
+        };
+        args.limits.open_sharing(local).await?
     };
-    let server_slots = server.as_ref().and_then(|s| s.server_slots);
-    // Calls in flight start at --concurrency (by default at most the server's slots),
-    // halve while the server is overloaded and grow back.
-    let per_synthesis = calls_in_flight(args.concurrency, server_slots);
-    let mut builder = ModelStack::builder_arc(model)
-        .max_in_flight(per_synthesis.saturating_mul(args.syntheses.max(1)))
-        .server_slots(server_slots);
-    builder = args.limits.apply(builder, false)?;
-    let cache_file = args.cache.filter(|_| !args.plan);
-    if let Some(path) = cache_file {
-        let store = SqliteCache::open(path).map_err(|e| usage(format!("{e} (--cache)")))?;
-        builder = builder.cache(Arc::new(store), identity);
-    }
-    let stack = builder.build();
-    Ok(Backend {
-        model: stack.model(),
-        stack,
-        kind,
-        budget_tokenizer,
-        split_tokenizer,
-        server_slots,
-        server,
-    })
-}
-
-/// Connects to the server the flags name (`--api`): refuses the API's own server without
-/// a key (but for `--plan`), connects (discovery), and counts with `--tokenizer`, else
-/// with the server where it can count (llama.cpp's `/tokenize`, vLLM's, `count_tokens`:
-/// budgets match the model best), quietly keeping ours where it cannot; with
-/// `--server-tokenizer` the config's own probe warns, with `--no-server-tokenizer` the
-/// server is not asked.
-async fn connect_server(args: &StackFlags<'_>) -> Result<ConnectedServer> {
     let flags = args.model_args;
-    let settings: ServerSettings = match flags.kind() {
-        LlmKind::Anthropic => flags.anthropic_config()?.into(),
-        _ => flags.openai_config()?.into(),
-    };
-    let counting = match flags.tokenizer {
-        Some(t) => Counting::Tokenizer(t.shared()),
-        None if !flags.server_tokenizer && !flags.no_server_tokenizer => {
-            Counting::ServerWhereAvailable
-        }
-        None => Counting::AsConfigured,
-    };
-    Connect::new(settings)
-        .counting(counting)
-        .require_key(!args.plan)
-        .connect()
-        .await
-        .map_err(|e| match e {
-            ConnectError::NoKey { url } => anyhow!(flags.no_key(url)),
-            other => anyhow!(other),
-        })
+    args.setup(sharing)?.build().await.map_err(|e| match e {
+        ConnectError::NoKey { url } => anyhow!(flags.no_key(url)),
+        other => anyhow!(other),
+    })
 }
 
 /// The note on standard error after a cached run: `N cached, M new calls`.

@@ -708,13 +708,11 @@ fn start_line(
         }
         // With reports, the request keeps a recorder of its calls (for failed lines too).
         r.report = reports.is_some();
-        r.prepare(Arc::clone(&backend.model), defaults, |b| {
-            b.observer(observer)
-        })
-        .map_err(|e| ErrorDetail {
-            kind: e.kind().into(),
-            message: format!("line {number}: {e}"),
-        })
+        r.prepare(backend.model(), defaults, |b| b.observer(observer))
+            .map_err(|e| ErrorDetail {
+                kind: e.kind().into(),
+                message: format!("line {number}: {e}"),
+            })
     });
     let run = match prepared {
         Ok(run) => run,

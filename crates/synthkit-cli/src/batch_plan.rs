@@ -2,7 +2,6 @@
 //! ([`synthkit::Synthesizer::plan`], no model call), the plans summed by step and level.
 
 use std::io::{self, BufRead, Write};
-use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use synthkit::Plan;
@@ -21,7 +20,7 @@ pub async fn run<R: BufRead>(
     defaults: RequestDefaults,
     mut reader: LineReader<R>,
 ) -> Result<()> {
-    let info = backend.model.info();
+    let info = backend.model().info();
     let mut total = Plan::default();
     let (mut planned, mut bad) = (0usize, 0usize);
     let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);
@@ -34,7 +33,7 @@ pub async fn run<R: BufRead>(
             Parsed::Request(_, r, _) => Ok(*r),
         };
         let outcome = match request {
-            Ok(r) => match r.prepare(Arc::clone(&backend.model), defaults, |b| b) {
+            Ok(r) => match r.prepare(backend.model(), defaults, |b| b) {
                 Ok(run) => run
                     .synthesizer
                     .plan_input(&run.input)

@@ -28,8 +28,8 @@ use synthkit::{Concurrency, Node, ResponseMode, Synthesizer};
 use synthkit_report::RunRecord;
 
 use crate::args::{
-    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, LlmKind, ModelArgs, PromptArgs, TopK,
-    parse_mode, parse_top_k,
+    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, ModelArgs, PromptArgs, TopK, parse_mode,
+    parse_top_k,
 };
 use crate::backend::{self, Backend, StackFlags};
 use crate::batch_io::{self, LineReader, RawLine};
@@ -290,7 +290,7 @@ impl Runner<'_> {
         mode: ResponseMode,
         nodes: &[Node],
     ) -> Result<(Synthesizer, Option<Arc<synthkit::steps::StepRecorder>>)> {
-        let info = self.backend.model.info();
+        let info = self.backend.model().info();
         let budget = PromptBudget::new(info.context_window, info.num_output)
             .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
             .with_tokenizer(self.backend.budget_tokenizer.clone())
@@ -298,8 +298,8 @@ impl Runner<'_> {
             .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
         // The extractive backend always cites (it says which sentences it took); the
         // markers stay out of the answer without --cite.
-        let citations = self.args.cite || self.backend.kind == LlmKind::Extractive;
-        let builder = Synthesizer::builder(Arc::clone(&self.backend.model))
+        let citations = self.args.cite || self.backend.is_extractive();
+        let builder = Synthesizer::builder(self.backend.model())
             .mode(mode)
             .budget(budget)
             .concurrency(Concurrency::for_server(

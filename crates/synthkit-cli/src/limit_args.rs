@@ -1,11 +1,19 @@
-//! The limit and retry flags shared by `ask`, `summarize` and `serve`: one definition,
-//! checked once, applied to the library's model stack.
+//! The limit, retry and sharing flags of every verb that calls a model (`ask`,
+//! `summarize`, `batch`, `eval`, `serve`): one definition, checked once, read into the
+//! library's retry policy and [`SharingOptions`] (where the budget and the cache live).
 
-use anyhow::Result;
+#[cfg(feature = "redis")]
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
 use clap::Args;
 use synthkit::layer::retry::RetryPolicy;
-use synthkit::layer::stack::StackBuilder;
+use synthkit::layer::sharing::{
+    CacheLocation, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TTL_SECS, Sharing, SharingError,
+    SharingOptions,
+};
 
+use crate::error::usage;
 use crate::model_args::positive_seconds;
 
 /// The default of `--retries`.
@@ -33,6 +41,22 @@ pub struct LimitArgs {
     /// budget and Retry-After included: no send is started that would wait past it.
     #[arg(long, value_name = "SECS", default_value_t = RetryPolicy::DEFAULT_MAX_ELAPSED.as_secs_f64())]
     pub retry_max_secs: f64,
+    /// Redis for sharing: the --rpm/--tpm budget and the response cache are shared by
+    /// every process given the same URL and --redis-prefix (`ask`, `batch`, `serve`
+    /// replicas, Python), unless --cache (or `serve --memory-cache`) keeps the cache local.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SYNTHKIT_REDIS_URL",
+        help_heading = "Sharing"
+    )]
+    pub redis_url: Option<String>,
+    /// The prefix of every Redis key.
+    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_REDIS_PREFIX, help_heading = "Sharing")]
+    pub redis_prefix: String,
+    /// Seconds a reply stays in the Redis cache.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_REDIS_TTL_SECS, help_heading = "Sharing")]
+    pub cache_ttl: u64,
 }
 
 impl LimitArgs {
@@ -49,14 +73,53 @@ impl LimitArgs {
         (self.rpm.unwrap_or(0), self.tpm.unwrap_or(0))
     }
 
-    /// `builder` with the retry policy and, unless a shared budget replaces them, the
-    /// per-process rates.
-    pub fn apply(&self, builder: StackBuilder, shared_budget: bool) -> Result<StackBuilder> {
-        let builder = builder.retry(self.retry_policy()?);
-        if shared_budget {
-            return Ok(builder);
-        }
+    /// Where the budget and the cache live: the rates (in Redis with --redis-url); the
+    /// cache `local` when the verb keeps one (--cache FILE), else in Redis with
+    /// --redis-url, else none.
+    pub fn sharing_options(&self, local: CacheLocation) -> Result<SharingOptions> {
         let (rpm, tpm) = self.rates();
-        Ok(builder.rates_per_minute(rpm, tpm))
+        let cache = match local {
+            CacheLocation::None => self.redis_cache(),
+            local => local,
+        };
+        let opts = SharingOptions::default()
+            .with_rates(rpm, tpm)
+            .with_cache(cache);
+        let opts = match &self.redis_url {
+            None => opts,
+            #[cfg(feature = "redis")]
+            Some(url) => opts.with_redis(url.clone(), Some(self.redis_prefix.clone())),
+            #[cfg(not(feature = "redis"))]
+            Some(_) => {
+                return Err(usage(
+                    "this synthkit was built without Redis support (cargo feature `redis`): leave out --redis-url (and SYNTHKIT_REDIS_URL), or reinstall with `cargo install synthkit-cli` (default features) or `--features redis`",
+                ));
+            }
+        };
+        opts.check()
+            .map_err(|e| usage(format!("{e} (--redis-url)")))?;
+        Ok(opts)
+    }
+
+    /// [`LimitArgs::sharing_options`], opened: the Redis connection, the cache file.
+    pub async fn open_sharing(&self, local: CacheLocation) -> Result<Sharing> {
+        self.sharing_options(local)?
+            .open()
+            .await
+            .map_err(|e| match e {
+                SharingError::Cache(e) => usage(format!("{e} (--cache)")),
+                other => anyhow!(other),
+            })
+    }
+
+    /// The cache in Redis when --redis-url is given (and the build has Redis).
+    fn redis_cache(&self) -> CacheLocation {
+        #[cfg(feature = "redis")]
+        if self.redis_url.is_some() {
+            return CacheLocation::Redis {
+                ttl: Duration::from_secs(self.cache_ttl),
+            };
+        }
+        CacheLocation::None
     }
 }

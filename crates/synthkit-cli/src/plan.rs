@@ -78,16 +78,13 @@ pub fn refusal_message(estimate: &Estimate, args: &SynthArgs) -> String {
 
 /// Prints the plan of a run refused for its size on standard error.
 pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate) -> Result<()> {
-    let info = backend.model.info();
+    let info = backend.model().info();
     let stderr = io::stderr();
     let mut out = stderr.lock();
     writeln!(
         out,
         "plan: {mode}, backend {} (model {}), context window {}, up to {} output tokens per call",
-        backend.name(),
-        info.name,
-        info.context_window,
-        info.num_output
+        backend.backend, info.name, info.context_window, info.num_output
     )?;
     write_table(&mut out, &estimate.rows)?;
     Ok(out.flush()?)
@@ -163,7 +160,7 @@ impl<'a> Synthesis<'a> {
 /// Counts the calls a synthesis of `nodes` will make, with the same packing and the same
 /// counter as the run (and as `--plan`) and no model call: [`Synthesizer::plan`].
 pub async fn estimate(synthesis: &Synthesis<'_>, nodes: Vec<Node>) -> Result<Estimate> {
-    let model = Arc::clone(&synthesis.backend.model);
+    let model = synthesis.backend.model();
     let synth = synthesis.synthesizer(model, Arc::new(Fanout::default()), true)?;
     let plan = synth.plan(synthesis.query, nodes).await?;
     Ok(Estimate::of(plan, synthesis.mode))
@@ -176,9 +173,9 @@ pub async fn run(
     trace: Option<Arc<Trace>>,
 ) -> Result<()> {
     let (backend, mode, args) = (synthesis.backend, synthesis.mode, synthesis.args);
-    let info = backend.model.info();
+    let info = backend.model().info();
     let observer = trace.map(|t| t as Arc<dyn Observer>);
-    let model = Arc::clone(&backend.model);
+    let model = backend.model();
     let synth = synthesis.synthesizer(model, Arc::new(Fanout::default()), true)?;
     let node_count = nodes.len();
     let input = SynthesisInput::new(synthesis.query, nodes);
@@ -211,7 +208,7 @@ pub async fn run(
         let mut report = json!({
             "plan": true,
             "mode": mode.as_str(),
-            "backend": backend.name(),
+            "backend": backend.backend,
             "model": info.name,
             "context_window": info.context_window,
             "num_output": info.num_output,
@@ -284,11 +281,7 @@ impl TextPlan<'_> {
         writeln!(
             out,
             "plan: {}, backend {} (model {}), context window {}, up to {} output tokens per call",
-            self.subject,
-            backend.name(),
-            info.name,
-            info.context_window,
-            info.num_output
+            self.subject, backend.backend, info.name, info.context_window, info.num_output
         )?;
         writeln!(out, "dry run: no model was called")?;
         writeln!(out)?;

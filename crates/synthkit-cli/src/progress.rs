@@ -385,7 +385,7 @@ mod tests {
         let mut fanout = Fanout::default();
         fanout.push(recorder.clone());
         let synth = planned
-            .synthesizer(backend.model.clone(), Arc::new(fanout), false)
+            .synthesizer(backend.model(), Arc::new(fanout), false)
             .unwrap();
         synth.synthesize(query, nodes).await.unwrap();
         progress.clear();

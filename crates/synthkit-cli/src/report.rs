@@ -59,7 +59,7 @@ impl RunFacts<'_> {
     fn record(&self, start: impl FnOnce(&str, ResponseMode) -> RunRecord) -> RunRecord {
         let backend = self.synthesis.backend;
         start(self.synthesis.query, self.synthesis.mode)
-            .with_model(backend.name(), backend.model_name())
+            .with_model(backend.backend, backend.model_name())
             .with_budget(BudgetRecord::of(self.budget))
             .with_total_ms(self.total_ms)
     }
@@ -179,7 +179,7 @@ impl BatchReports {
         })?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            backend: backend.name(),
+            backend: backend.backend,
             model: backend.model_name(),
         })
     }

@@ -6,17 +6,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-#[cfg(feature = "redis")]
-use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use synthkit::backend::connect::{ConnectError, ServerSettings};
+use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
 use synthkit::layer::cache::MemoryCache;
-use synthkit::layer::sharing::{CacheLocation, SharingError, SharingOptions};
+use synthkit::layer::sharing::CacheLocation;
 use synthkit_serve::{
-    AccessPolicy, ApiKeys, AppState, Backend, BackendConfig, CacheChoice, Metrics, ServiceLimits,
+    AccessPolicy, ApiKeys, AppState, Backend, Metrics, ModelSetup, ServiceLimits, StackOptions,
 };
 
 use crate::args::{LimitArgs, LlmKind, ModelArgs};
@@ -196,17 +193,6 @@ pub struct CacheArgs {
         requires = "memory_cache"
     )]
     pub memory_cache_bytes: u64,
-    /// Redis for scale-out: the --rpm/--tpm budget and the response cache are shared by
-    /// every replica given the same URL and --redis-prefix (unless --cache or
-    /// --memory-cache keeps the cache local).
-    #[arg(long, value_name = "URL", env = "SYNTHKIT_REDIS_URL")]
-    pub redis_url: Option<String>,
-    /// The prefix of every Redis key.
-    #[arg(long, value_name = "PREFIX", default_value = "synthkit")]
-    pub redis_prefix: String,
-    /// Seconds a reply stays in the Redis cache.
-    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
-    pub cache_ttl: u64,
 }
 
 /// Runs the service until SIGTERM or Ctrl-C.
@@ -273,82 +259,38 @@ fn access_policy(args: &ServeArgs) -> Result<AccessPolicy> {
 }
 
 /// The backend, limits, retries and cache the flags ask for.
-async fn backend_config(args: &ServeArgs) -> Result<BackendConfig> {
+async fn backend_config(args: &ServeArgs) -> Result<ModelSetup> {
     let m = &args.model_args;
     if m.tokenizer.is_some() {
         return Err(usage(
             "serve counts tokens with the server's /tokenize where it has one, else with the model's tokenizer; --tokenizer is for ask and summarize",
         ));
     }
-    let mut backend = match m.kind() {
-        LlmKind::Extractive => {
-            BackendConfig::extractive().with_window(m.context_window, m.num_output)
-        }
-        LlmKind::Openai => BackendConfig::openai(with_key(m, m.openai_config()?)?),
-        LlmKind::Anthropic => BackendConfig::anthropic(with_key(m, m.anthropic_config()?)?),
+    let setup = match m.kind() {
+        LlmKind::Extractive => ModelSetup::extractive().with_window(m.context_window, m.num_output),
+        LlmKind::Openai => ModelSetup::openai(with_key(m, m.openai_config()?)?),
+        LlmKind::Anthropic => ModelSetup::anthropic(with_key(m, m.anthropic_config()?)?),
     };
-    backend.server_tokenizer = !m.no_server_tokenizer;
-    let (rpm, tpm) = args.limits.rates();
-    backend = backend
-        .with_max_in_flight(args.concurrency)
-        .with_rates(rpm, tpm)
-        .with_retry(Some(args.limits.retry_policy()?));
-    let sharing = sharing_options(args)?.open().await.map_err(|e| match e {
-        SharingError::Cache(e) => usage(format!("{e} (--cache)")),
-        other => anyhow!(other),
-    })?;
-    if let Some(budget) = sharing.shared_budget() {
-        backend = backend.with_shared_budget(Arc::clone(budget));
-    }
-    let cache = match sharing.cache() {
-        Some(store) => CacheChoice::Store(Arc::clone(store)),
-        None => CacheChoice::None,
+    let setup = if m.no_server_tokenizer {
+        setup.with_counting(Counting::AsConfigured)
+    } else {
+        setup
     };
-    Ok(backend.with_cache(cache))
-}
-
-/// Where the flags put the budget and the cache: `--cache FILE` or `--memory-cache` keep
-/// the cache local; else, with `--redis-url`, it is in Redis, as the `--rpm`/`--tpm` budget.
-fn sharing_options(args: &ServeArgs) -> Result<SharingOptions> {
-    let (rpm, tpm) = args.limits.rates();
-    let cache = if let Some(path) = &args.cache.cache {
+    let local = if let Some(path) = &args.cache.cache {
         CacheLocation::Sqlite(path.clone())
     } else if args.cache.memory_cache {
         CacheLocation::Memory {
             max_bytes: args.cache.memory_cache_bytes,
         }
     } else {
-        redis_cache(args)
+        CacheLocation::None
     };
-    let opts = SharingOptions::default()
-        .with_rates(rpm, tpm)
-        .with_cache(cache);
-    let opts = match &args.cache.redis_url {
-        None => opts,
-        #[cfg(feature = "redis")]
-        Some(url) => opts.with_redis(url.clone(), Some(args.cache.redis_prefix.clone())),
-        #[cfg(not(feature = "redis"))]
-        Some(_) => {
-            return Err(usage(
-                "this synthkit was built without Redis support (cargo feature `redis`): leave out --redis-url (and SYNTHKIT_REDIS_URL), or reinstall with `cargo install synthkit-cli` (default features) or `--features redis`",
-            ));
-        }
-    };
-    opts.check()
-        .map_err(|e| usage(format!("{e} (--redis-url)")))?;
-    Ok(opts)
-}
-
-/// The cache in Redis when `--redis-url` is given (and the build has Redis).
-fn redis_cache(args: &ServeArgs) -> CacheLocation {
-    #[cfg(feature = "redis")]
-    if args.cache.redis_url.is_some() {
-        return CacheLocation::Redis {
-            ttl: Duration::from_secs(args.cache.cache_ttl),
-        };
-    }
-    let _ = args;
-    CacheLocation::None
+    let sharing = args.limits.open_sharing(local).await?;
+    let stack = StackOptions::default()
+        .with_calls_in_flight(Some(args.concurrency))
+        .with_retry(args.limits.retry_policy()?)
+        .with_sharing(sharing);
+    Ok(setup.with_stack(stack))
 }
 
 /// A server's config from the flags (as `ask` reads them) and the environment; without a

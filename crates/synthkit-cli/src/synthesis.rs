@@ -16,7 +16,7 @@ use synthkit::{
 };
 use synthkit_extractive::ExtractiveModel;
 
-use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, LlmKind, SynthArgs, TopK, TruncationPolicy};
+use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, SynthArgs, TopK, TruncationPolicy};
 use crate::backend::{self, Backend};
 use crate::error::usage;
 use crate::input;
@@ -148,7 +148,7 @@ pub fn build_synthesizer(
 /// Whether the model sees numbered sources: with `--cite`, and always for the extractive
 /// backend (it cites what it quotes).
 fn shows_citations(args: &SynthArgs, backend: &Backend) -> bool {
-    args.cite || backend.kind == LlmKind::Extractive
+    args.cite || backend.is_extractive()
 }
 
 /// Whether the response carries its steps: for `--steps` (a plan makes no call). The
@@ -263,7 +263,7 @@ pub async fn run(
     }
 
     let progress = Arc::new(Progress::new(!args.quiet));
-    let guarded = backend.kind != LlmKind::Extractive && !args.yes;
+    let guarded = !backend.is_extractive() && !args.yes;
     if (progress.draws() || guarded) && mode.calls_model() {
         // The bar's length and the size check: the calls counted up front with the run's
         // packing (no model call). If counting fails, the run reports the error; the bar
@@ -292,7 +292,7 @@ pub async fn run(
     // The report's and the trace's calls, kept when the run fails too (what was called
     // before the failure).
     let failure_record = (trace.is_some() || args.report.report.is_some()).then(|| {
-        let recorder = Synthesizer::builder(Arc::clone(&backend.model))
+        let recorder = Synthesizer::builder(backend.model())
             .citations(shows_citations(args, &backend))
             .step_recorder(&nodes);
         (Arc::new(recorder), nodes.clone())
@@ -300,8 +300,8 @@ pub async fn run(
     if let Some((recorder, _)) = &failure_record {
         fanout.push(recorder.clone());
     }
-    let synth = planned.synthesizer(Arc::clone(&backend.model), Arc::new(fanout), false)?;
-    if backend.kind == LlmKind::Extractive && mode.calls_model() {
+    let synth = planned.synthesizer(backend.model(), Arc::new(fanout), false)?;
+    if backend.is_extractive() && mode.calls_model() {
         note(args.quiet, EXTRACTIVE_NOTE);
     }
 
@@ -315,7 +315,7 @@ pub async fn run(
     let grounded_answer = outcome
         .as_ref()
         .ok()
-        .and_then(|r| grounded(r, backend.kind, mode));
+        .and_then(|r| grounded(r, backend.is_extractive(), mode));
     let facts = crate::report::RunFacts {
         synthesis: &planned,
         budget: synth.budget(),
@@ -372,7 +372,7 @@ pub async fn run(
     } else if args.json {
         let info = output::ReportInfo {
             mode,
-            backend: backend.name(),
+            backend: backend.backend,
             model: &backend.model_name(),
             query,
             total_ms: start.elapsed().as_secs_f64() * 1000.0,
@@ -434,13 +434,13 @@ async fn stream_answer(
 /// alone) and `no_text` (no answer), always in `context_only` (the answer is the
 /// sources); the extractive backend knows (it says so when nothing matched well); with
 /// citations, an answer citing nothing is not; otherwise unknown.
-fn grounded(response: &Response, kind: LlmKind, mode: ResponseMode) -> Option<bool> {
+fn grounded(response: &Response, extractive: bool, mode: ResponseMode) -> Option<bool> {
     match mode {
         ResponseMode::Generation | ResponseMode::NoText => return Some(false),
         ResponseMode::ContextOnly => return Some(!response.text.trim().is_empty()),
         _ => {}
     }
-    if kind == LlmKind::Extractive {
+    if extractive {
         let text = response.text_without_markers();
         return Some(!text.is_empty() && text != ExtractiveModel::NOT_ANSWERED);
     }

@@ -141,7 +141,7 @@ fn ms(d: Duration) -> String {
 async fn main() {
     let secs = arg("--secs", 10.0);
     let fake = slow_fake(Duration::from_millis(50));
-    let backend = openai_backend(&fake.base).with_max_in_flight(0);
+    let backend = openai_backend(&fake.base).map_stack(|s| s.with_calls_in_flight(Some(0)));
     let limits = ServiceLimits::default();
     let service = Service::start(backend, limits, None).await;
     let urls = vec![service.synthesize_url()];
@@ -173,6 +173,7 @@ async fn redis_phase() {
 #[cfg(feature = "redis")]
 async fn redis_phase() {
     use std::sync::Arc;
+    use synthkit::layer::sharing::Sharing;
 
     use synthkit_serve::redis::{RedisBudget, connect};
     let secs = arg("--redis-secs", 40.0);
@@ -193,8 +194,8 @@ async fn redis_phase() {
         let budget = RedisBudget::new(conn, "load", 0, tpm).with_burst(Duration::from_secs(1));
         budgets.push(budget.clone());
         let backend = openai_backend(&fake.base)
-            .with_max_in_flight(0)
-            .with_shared_budget(Arc::new(budget));
+            .map_stack(|s| s.with_calls_in_flight(Some(0)))
+            .map_stack(|s| s.with_sharing(Sharing::default().with_budget(Arc::new(budget))));
         replicas.push(Service::start(backend, ServiceLimits::default(), None).await);
     }
     let urls: Vec<String> = replicas.iter().map(Service::synthesize_url).collect();

@@ -22,10 +22,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), synthkit_serve::ServeError> {
-//! use synthkit_serve::{AppState, Backend, BackendConfig, Metrics, ServiceLimits};
+//! use synthkit_serve::{AppState, Backend, Metrics, ModelSetup, ServiceLimits};
 //!
 //! let metrics = Metrics::new();
-//! let backend = Backend::build(BackendConfig::extractive(), metrics.clone()).await?;
+//! let backend = Backend::build(ModelSetup::extractive(), metrics.clone()).await?;
 //! let state = AppState::new(backend, ServiceLimits::default(), None, metrics);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! synthkit_serve::serve(listener, state, synthkit_serve::shutdown_signal()).await
@@ -54,7 +54,7 @@ mod trace_context;
 
 pub use access::AccessPolicy;
 pub use auth::{ApiKeys, check_bind};
-pub use backend::{Backend, BackendConfig, BackendKind, CacheChoice, Readiness};
+pub use backend::{Backend, ModelSetup, Readiness, StackOptions};
 pub use error::{ApiError, ServeError};
 pub use handlers::SYNTHESIZE_PATH;
 pub use limits::ServiceLimits;

@@ -3,8 +3,8 @@
 //! probe reads the last answer. A slow provider therefore never makes a probe slow, and
 //! probes never multiply the calls to the provider.
 //!
-//! [`Readiness`] (how to ask the backend) lives with the model stack in
-//! [`crate::backend`]; this module only schedules it and keeps its answer.
+//! [`Readiness`] (how to ask the backend) is the backend's own probe
+//! ([`synthkit::backend::probe`]); this module only schedules it and keeps its answer.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -39,6 +39,7 @@ mod report;
 mod resume;
 mod secrets;
 mod serve;
+mod sharing;
 mod smollm2_cli;
 mod tokens_split;
 mod truncation;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use synthkit::backend::anthropic::AnthropicConfig;
-use synthkit_serve::{Backend, BackendConfig, Metrics, ServiceLimits};
+use synthkit_serve::{Backend, Metrics, ModelSetup, ServiceLimits};
 use synthkit_testkit::llama;
 
 use crate::common::{Service, nodes};
@@ -20,7 +20,7 @@ async fn synthesizes_through_the_messages_api_and_is_ready() {
         .with_base_url(&server.base)
         .with_num_output(8)
         .with_timeout(Duration::from_secs(60));
-    let backend = BackendConfig::anthropic(config.clone());
+    let backend = ModelSetup::anthropic(config.clone());
     let built = Backend::build(backend.clone(), Metrics::new())
         .await
         .unwrap();

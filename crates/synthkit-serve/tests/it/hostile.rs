@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use synthkit_serve::{
-    AccessPolicy, ApiKeys, AppState, Backend, BackendConfig, Metrics, ServiceLimits,
+    AccessPolicy, ApiKeys, AppState, Backend, Metrics, ModelSetup, ServiceLimits,
 };
 use synthkit_testkit::gated::GatedOpenAi;
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
@@ -36,7 +36,7 @@ async fn post(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
 
 async fn service_with(limits: ServiceLimits, access: AccessPolicy, keys: Option<&str>) -> Service {
     let metrics = Metrics::new();
-    let stack = Backend::build(BackendConfig::extractive(), metrics.clone())
+    let stack = Backend::build(ModelSetup::extractive(), metrics.clone())
         .await
         .unwrap();
     let keys = keys.map(|k| ApiKeys::parse(k).unwrap());

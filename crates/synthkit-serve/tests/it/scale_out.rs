@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use synthkit::layer::retry::RetryPolicy;
+use synthkit::layer::sharing::Sharing;
 use synthkit_serve::redis::{ConnectionManager, RedisBudget, RedisCache, connect};
-use synthkit_serve::{BackendConfig, CacheChoice, ServiceLimits};
+use synthkit_serve::{ModelSetup, ServiceLimits};
 use synthkit_testkit::redis::RedisServer;
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
@@ -23,9 +25,7 @@ struct Cluster {
 
 /// Starts a [`Cluster`] whose replicas each get the backend `with` makes of the fake and
 /// a fresh connection to Redis; `None` (the test is skipped) without `redis-server`.
-async fn cluster(
-    with: impl Fn(BackendConfig, ConnectionManager) -> BackendConfig,
-) -> Option<Cluster> {
+async fn cluster(with: impl Fn(ModelSetup, ConnectionManager) -> ModelSetup) -> Option<Cluster> {
     let redis = RedisServer::for_test()?;
     let fake = FakeOpenAi::start(FakeConfig::default());
     let mut replicas = Vec::new();
@@ -42,9 +42,9 @@ async fn cluster(
 }
 
 /// The offline backend with no retries (a failure is seen at once) and `with` applied.
-async fn offline(with: impl FnOnce(BackendConfig) -> BackendConfig) -> Service {
+async fn offline(with: impl FnOnce(ModelSetup) -> ModelSetup) -> Service {
     Service::start(
-        with(BackendConfig::extractive().with_retry(None)),
+        with(ModelSetup::extractive().map_stack(|s| s.with_retry(RetryPolicy::none()))),
         ServiceLimits::default(),
         None,
     )
@@ -74,7 +74,7 @@ async fn two_replicas_hold_one_combined_request_rate() {
         replicas,
     }) = cluster(|backend, conn| {
         let budget = RedisBudget::new(conn, "rate-test", 240, 0).with_burst(Duration::from_secs(1));
-        backend.with_shared_budget(Arc::new(budget))
+        backend.map_stack(|s| s.with_sharing(Sharing::default().with_budget(Arc::new(budget))))
     })
     .await
     else {
@@ -120,7 +120,7 @@ async fn a_reply_cached_by_one_replica_is_served_by_the_other() {
         replicas,
     }) = cluster(|backend, conn| {
         let cache = RedisCache::new(conn, "cache-test", Duration::from_secs(120));
-        backend.with_cache(CacheChoice::Store(Arc::new(cache)))
+        backend.map_stack(|s| s.with_sharing(Sharing::default().with_cache(Arc::new(cache))))
     })
     .await
     else {
@@ -166,7 +166,10 @@ async fn a_call_larger_than_the_token_budget_fails_with_the_flag_to_raise() {
     };
     let conn = connect(&redis.url).await.unwrap();
     let budget = RedisBudget::new(conn, "over-test", 0, 50);
-    let service = offline(|b| b.with_shared_budget(Arc::new(budget))).await;
+    let service = offline(|b| {
+        b.map_stack(|s| s.with_sharing(Sharing::default().with_budget(Arc::new(budget))))
+    })
+    .await;
     let answer = ask(&service).await;
     assert!(model_error(&answer).contains("raise --tpm"), "{answer:?}");
 }
@@ -180,11 +183,17 @@ async fn without_redis_the_budget_fails_calls_and_the_cache_misses() {
     let budget = RedisBudget::new(conn.clone(), "down-test", 600, 0);
     let cache = RedisCache::new(conn, "down-test", Duration::from_secs(60));
     drop(redis);
-    let service = offline(|b| b.with_cache(CacheChoice::Store(Arc::new(cache)))).await;
+    let service = offline(|b| {
+        b.map_stack(|s| s.with_sharing(Sharing::default().with_cache(Arc::new(cache))))
+    })
+    .await;
     let (status, r) = ask(&service).await;
     assert_eq!(status, 200, "a cache that cannot be reached is a miss: {r}");
 
-    let service = offline(|b| b.with_shared_budget(Arc::new(budget))).await;
+    let service = offline(|b| {
+        b.map_stack(|s| s.with_sharing(Sharing::default().with_budget(Arc::new(budget))))
+    })
+    .await;
     let answer = ask(&service).await;
     assert!(model_error(&answer).contains("redis budget"), "{answer:?}");
 }
@@ -200,7 +209,10 @@ async fn a_hung_redis_fails_calls_fast_and_readyz_says_not_ready() {
     let redis = HungRedis::start();
     let conn = connect(&redis.url).await.unwrap();
     let budget = RedisBudget::new(conn.clone(), "hung-test", 6000, 0);
-    let service = offline(|b| b.with_shared_budget(Arc::new(budget))).await;
+    let service = offline(|b| {
+        b.map_stack(|s| s.with_sharing(Sharing::default().with_budget(Arc::new(budget))))
+    })
+    .await;
     let client = reqwest::Client::new();
     assert_eq!(service.get(&client, "/readyz").await.status(), 200);
     redis.hang();
@@ -231,7 +243,10 @@ async fn a_hung_redis_fails_calls_fast_and_readyz_says_not_ready() {
 
     // The cache: a few misses that wait for the timeout, then none.
     let cache = RedisCache::new(conn, "hung-test", Duration::from_secs(60));
-    let service = offline(|b| b.with_cache(CacheChoice::Store(Arc::new(cache)))).await;
+    let service = offline(|b| {
+        b.map_stack(|s| s.with_sharing(Sharing::default().with_cache(Arc::new(cache))))
+    })
+    .await;
     for _ in 0..3 {
         assert_eq!(ask(&service).await.0, 200);
     }

@@ -8,8 +8,10 @@ pub mod raw;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use synthkit::backend::connect::Counting;
 use synthkit::backend::openai::OpenAiConfig;
-use synthkit_serve::{ApiKeys, AppState, Backend, BackendConfig, Metrics, ServiceLimits, serve};
+use synthkit::layer::retry::RetryPolicy;
+use synthkit_serve::{ApiKeys, AppState, Backend, Metrics, ModelSetup, ServiceLimits, serve};
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -25,7 +27,7 @@ pub struct Service {
 
 impl Service {
     /// Starts the service for `backend` with `limits` and optional keys.
-    pub async fn start(backend: BackendConfig, limits: ServiceLimits, keys: Option<&str>) -> Self {
+    pub async fn start(backend: ModelSetup, limits: ServiceLimits, keys: Option<&str>) -> Self {
         let metrics = Metrics::new();
         let stack = Backend::build(backend, metrics.clone()).await.unwrap();
         let keys = keys.map(|k| ApiKeys::parse(k).unwrap());
@@ -35,14 +37,14 @@ impl Service {
 
     /// The offline (extractive) backend with `limits`, no keys.
     pub async fn extractive(limits: ServiceLimits) -> Self {
-        Self::start(BackendConfig::extractive(), limits, None).await
+        Self::start(ModelSetup::extractive(), limits, None).await
     }
 
     /// The offline (extractive) backend with the default limits, asking for one of `keys`
     /// (an API key file's text).
     pub async fn extractive_with_keys(keys: &str) -> Self {
         Self::start(
-            BackendConfig::extractive(),
+            ModelSetup::extractive(),
             ServiceLimits::default(),
             Some(keys),
         )
@@ -133,14 +135,14 @@ impl Drop for Service {
 
 /// The OpenAI backend for a fake model at `base`: no retries, no discovery of the
 /// tokenizer, a short timeout.
-pub fn openai_backend(base: &str) -> BackendConfig {
+pub fn openai_backend(base: &str) -> ModelSetup {
     let config = OpenAiConfig::new("fake-model")
         .with_base_url(base)
         .with_timeout(Duration::from_secs(20))
         .with_context_window(4096);
-    let mut backend = BackendConfig::openai(config).with_retry(None);
-    backend.server_tokenizer = false;
-    backend
+    ModelSetup::openai(config)
+        .with_counting(Counting::AsConfigured)
+        .map_stack(|s| s.with_retry(RetryPolicy::none()))
 }
 
 /// The ids of a response's `source_nodes`, in order.
