@@ -1,19 +1,18 @@
 //! The model behind a synthesizer: the offline extractive backend, an OpenAI-compatible
-//! server, or a server of Anthropic's Messages API, set up with the library calls the CLI
-//! uses.
+//! server, or a server of Anthropic's Messages API, chosen from the constructor's
+//! arguments and built by the setup every front end shares (`synthkit_setup`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use synthkit::backend::anthropic::{Anthropic, AnthropicConfig};
-use synthkit::backend::connect::{Connect, ConnectError, Counting};
+use synthkit::backend::connect::{ConnectError, Counting};
 use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
 use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::layer::sharing::Sharing;
-use synthkit::layer::stack::{ModelStack, calls_in_flight};
 use synthkit::model::LanguageModel;
-use synthkit_extractive::ExtractiveModel;
+use synthkit_setup::{ModelSetup, StackOptions};
 
 use crate::{InputError, SynthkitError};
 
@@ -157,65 +156,42 @@ fn configured<A: HttpApi>(opts: &BackendOptions) -> PyResult<HttpConfig<A>> {
     Ok(config)
 }
 
-/// Builds the model. For a server this asks it which model it serves (when `model` is not
-/// given), its context window (when not given) and whether it counts tokens (`/tokenize`);
-/// it never makes a model call. `sharing` is the rate budget and the cache (`crate::sharing`).
+/// Builds the model through the setup every front end shares (`synthkit_setup`). For a
+/// server this asks it which model it serves (when `model` is not given), its context
+/// window (when not given) and whether it counts tokens (`/tokenize`); it never makes a
+/// model call. `sharing` is the rate budget and the cache (`crate::sharing`).
 pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
-    if opts.api == Api::Anthropic {
-        return connect_anthropic(opts, sharing).await;
-    }
-    if opts.base_url.is_none() {
-        let mut model = ExtractiveModel::new().with_num_output(opts.num_output);
-        if let Some(w) = opts.context_window {
-            model = model.with_context_window(w);
+    let setup = match (opts.api, &opts.base_url) {
+        // Anthropic's Messages API: its window and slots from llama.cpp's `/props` where
+        // the server has one, its model from `/v1/models` when not given, exact prompt
+        // counts from `/v1/messages/count_tokens` where the server counts.
+        (Api::Anthropic, _) => {
+            ModelSetup::anthropic(configured::<Anthropic>(&opts)?.with_server_tokenizer(true))
+                .with_counting(Counting::AsConfigured)
         }
-        if let Some(name) = &opts.model {
-            model = model.with_name(name.clone());
+        (Api::OpenAi, None) => ModelSetup::extractive()
+            .with_window(opts.context_window, Some(opts.num_output))
+            .with_name(opts.model.clone()),
+        // Budgets match the model best when the server counts: its /tokenize where it has
+        // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
+        (Api::OpenAi, Some(_)) => {
+            ModelSetup::openai(configured::<OpenAi>(&opts)?.with_chat(opts.chat))
         }
-        let identity = model.cache_identity();
-        let stack = ModelStack::builder(model).max_in_flight(opts.concurrency);
-        let stack = sharing.apply(stack, identity).build();
-        return Ok(Backend {
-            model: stack.model(),
-            kind: "extractive",
-            concurrency: opts.concurrency,
-        });
-    }
-    let config = configured::<OpenAi>(&opts)?.with_chat(opts.chat);
-    // Budgets match the model best when the server counts: use its /tokenize where it has
-    // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
-    server_stack(
-        Connect::new(config).counting(Counting::ServerWhereAvailable),
-        &opts,
-        "openai",
-        sharing,
-    )
-    .await
-}
-
-/// A server's model (`connect`: the key check, discovery, counting) behind the library's
-/// stack: at most `concurrency` calls in flight, and no more than the server runs at once
-/// when it says (llama.cpp's slots), halved while the server is overloaded; the default
-/// retries (429s and overloads included).
-async fn server_stack(
-    connect: Connect,
-    opts: &BackendOptions,
-    kind: &'static str,
-    sharing: &Sharing,
-) -> PyResult<Backend> {
-    let server = connect.connect().await.map_err(|e| match e {
+    };
+    let stack = StackOptions::default()
+        .with_calls_in_flight(Some(opts.concurrency))
+        .with_sharing(sharing.clone());
+    let built = setup.with_stack(stack).build().await.map_err(|e| match e {
         ConnectError::NoKey { url } => InputError::new_err(format!(
             "no API key for {url}: set the environment variable {} (or name another one with api_key_env=)",
             opts.api_key_env
         )),
         other => SynthkitError::new_err(other.to_string()),
     })?;
-    let stack = server.stack_builder(opts.concurrency);
-    let stack = sharing.apply(stack, server.identity.clone()).build();
     Ok(Backend {
-        model: stack.model(),
-        kind,
-        concurrency: calls_in_flight(Some(opts.concurrency), server.server_slots),
+        model: built.model(),
+        kind: built.backend,
+        concurrency: built.calls_in_flight,
     })
 }
 
@@ -248,13 +224,4 @@ fn key_lookup(opts: &BackendOptions) -> impl Fn(&str) -> Option<String> + use<> 
             .then(|| std::env::var(name).ok())
             .flatten()
     }
-}
-
-/// A server of Anthropic's Messages API (`base_url`, with or without `/v1`; Anthropic's
-/// own when not given), with its window and slots from llama.cpp's `/props` where it has
-/// one, its model from `/v1/models` when `model` is not given, and exact prompt counts
-/// from `/v1/messages/count_tokens` where the server counts.
-async fn connect_anthropic(opts: BackendOptions, sharing: &Sharing) -> PyResult<Backend> {
-    let config = configured::<Anthropic>(&opts)?.with_server_tokenizer(true);
-    server_stack(Connect::new(config), &opts, "anthropic", sharing).await
 }
