@@ -13,13 +13,13 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::StreamExt as _;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use synthkit::eval::{
     AnswerLine, Case, CaseError, Paired, Row, Totals, nodes_text, paired, parse_answer_line,
     parse_case, run_case, score, table, totals,
 };
+use synthkit::many::{Order, Window};
 
 use crate::nodes::{from_json, to_json, type_name};
 use crate::synthesizer::Synthesizer;
@@ -316,31 +316,45 @@ impl Plan {
 }
 
 impl Runs {
-    /// Every synthesizer on every case, at most `jobs` runs in flight, the lines in case
-    /// order (each case's in the synthesizers' order), each with its case's index.
+    /// Every synthesizer on every case in the library's window of runs (at most `jobs`
+    /// in flight, each on its own task, all aborted when the evaluation is dropped), the
+    /// lines in case order (each case's in the synthesizers' order), each with its case's
+    /// index. A run whose task is lost is a line with its error, scored wrong.
     async fn run(self) -> PyResult<Vec<(usize, AnswerLine)>> {
         let Runs {
             cases,
             runners,
             jobs,
         } = self;
-        let todo: Vec<(usize, usize)> = (0..cases.len())
-            .flat_map(|i| (0..runners.len()).map(move |r| (i, r)))
-            .collect();
-        let made = futures::stream::iter(todo)
-            .map(|(i, r)| {
-                let (cases, runners) = (&cases, &runners);
-                async move {
-                    let case = &cases[i];
-                    let (label, synth, cite) = &runners[r];
-                    let nodes = case.nodes().unwrap_or_default().to_vec();
-                    let mut run = run_case(synth, case, nodes, *cite).await;
-                    run.line.mode = label.clone();
-                    (i, run.line)
-                }
-            })
-            .buffered(jobs);
-        Ok(made.collect().await)
+        let mut todo = (0..cases.len()).flat_map(|i| (0..runners.len()).map(move |r| (i, r)));
+        let mut window = Window::new(jobs, Order::Input);
+        let mut out = Vec::with_capacity(cases.len() * runners.len());
+        loop {
+            while window.has_room() {
+                let Some((i, r)) = todo.next() else { break };
+                let case = cases[i].clone();
+                let (label, synth, cite) = runners[r].clone();
+                let lost = AnswerLine::new(case.id.clone(), label.clone(), "");
+                window.spawn(
+                    async move {
+                        let nodes = case.nodes().unwrap_or_default().to_vec();
+                        let mut run = run_case(&synth, &case, nodes, cite).await;
+                        run.line.mode = label;
+                        (i, run.line)
+                    },
+                    move |e| {
+                        let mut line = lost;
+                        line.error = Some(format!("the run was lost: {e}"));
+                        (i, line)
+                    },
+                );
+            }
+            match window.next().await {
+                Some(line) => out.push(line),
+                None => break,
+            }
+        }
+        Ok(out)
     }
 }
 
