@@ -268,12 +268,7 @@ impl Synthesizer {
                 .return_steps(return_steps)
                 .concurrency(allowed);
             for t in &overrides {
-                builder = match t.kind() {
-                    TemplateKind::Qa => builder.qa_template(t.clone()),
-                    TemplateKind::Refine => builder.refine_template(t.clone()),
-                    TemplateKind::Simple => builder.simple_template(t.clone()),
-                    _ => builder.summary_template(t.clone()),
-                };
+                builder = builder.template(t.clone());
             }
             if let Some(b) = &budget {
                 builder = builder.budget(b.clone());

@@ -329,13 +329,7 @@ impl SynthesizeRequest {
             ];
             for (text, kind) in pairs {
                 let Some(text) = text else { continue };
-                let template = PromptTemplate::completion(kind, text);
-                builder = match kind {
-                    TemplateKind::Qa => builder.qa_template(template),
-                    TemplateKind::Refine => builder.refine_template(template),
-                    TemplateKind::Summary => builder.summary_template(template),
-                    _ => builder.simple_template(template),
-                };
+                builder = builder.template(PromptTemplate::completion(kind, text));
             }
         }
         let nodes = crate::node::nodes_from_json(self.nodes)?;

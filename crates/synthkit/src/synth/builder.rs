@@ -141,6 +141,11 @@ impl SynthesizerBuilder {
     pub fn simple_template(self, t: PromptTemplate) -> Self {
         self.with_template(t.with_kind(TemplateKind::Simple))
     }
+    /// The template of `t`'s own kind ([`PromptTemplate::kind`]): the one way from a
+    /// template a user gave to the builder, for the front ends that read them.
+    pub fn template(self, t: PromptTemplate) -> Self {
+        self.with_template(t)
+    }
     fn with_template(mut self, t: PromptTemplate) -> Self {
         self.overrides.push(t);
         self
