@@ -50,8 +50,10 @@ const MAX_COUNT_ATTEMPTS: usize = 3;
 /// job's prompt limit. Cheap to clone (its state is shared), so call tasks can own a copy.
 #[derive(Clone)]
 pub(crate) struct Job {
-    pub(crate) s: Arc<Settings>,
-    pub(crate) caller: Arc<Caller>,
+    /// The synthesizer's settings: the engine's own; modes ask the job's methods.
+    pub(in crate::engine) s: Arc<Settings>,
+    /// The call door: the engine's own; modes call through the job.
+    pub(in crate::engine) caller: Arc<Caller>,
     pub(crate) query: String,
     pub(crate) variables: Vec<(String, String)>,
     /// The job's prompt limit and its corrections (shared with the call door).
@@ -543,8 +545,63 @@ impl Job {
             .saturating_add(1)
     }
 
+    /// The text of an answer with nothing to say.
     pub(crate) fn empty(&self) -> String {
         self.s.empty_response.clone()
+    }
+
+    /// The mode the synthesis runs.
+    pub(crate) fn mode(&self) -> crate::mode::ResponseMode {
+        self.s.mode
+    }
+
+    /// The answer's output schema, when it is structured.
+    pub(crate) fn output_schema(&self) -> Option<Arc<Value>> {
+        self.s.output_schema.clone()
+    }
+
+    /// How the answers of the steps are filtered.
+    pub(crate) fn filtering(&self) -> &crate::filtering::AnswerFiltering {
+        &self.s.filtering
+    }
+
+    /// What joins accumulated answers.
+    pub(crate) fn separator(&self) -> &str {
+        &self.s.separator
+    }
+
+    /// Announces `n` more calls to the observers (progress).
+    pub(crate) fn plan_calls(&self, n: usize) {
+        self.caller.plan(n);
+    }
+
+    /// Closes the steps' span totals (when the job's last call has ended).
+    pub(crate) fn close_steps(&self) {
+        self.caller.close_steps();
+    }
+
+    /// The usage of every call so far.
+    pub(crate) fn totals(&self) -> crate::observe::UsageTotals {
+        self.caller.totals()
+    }
+
+    /// Reports `event` to the observers.
+    pub(crate) fn event(&self, event: crate::observe::SynthEvent) {
+        self.caller.event(event);
+    }
+
+    /// Waits until the local counts are calibrated against the server's (the first
+    /// verified prompt), so that packing after it is exact.
+    pub(crate) async fn calibrated(&self) {
+        self.caller.calibrated().await;
+    }
+
+    /// One streamed call through the call door (see [`Caller::stream`]).
+    pub(crate) async fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Result<futures::stream::BoxStream<'static, Result<String, SynthError>>, SynthError> {
+        self.caller.stream(request).await
     }
 }
 

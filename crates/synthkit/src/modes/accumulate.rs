@@ -43,7 +43,7 @@ pub(crate) fn run_compact(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, 
 
 fn requests_for(job: &Job, mode: ResponseMode, chunks: Sourced) -> Result<Outcome, SynthError> {
     if chunks.is_empty() {
-        return Ok(Outcome::Text(job.s.empty_response.clone()));
+        return Ok(Outcome::Text(job.empty()));
     }
     let chunks = Arc::new(chunks);
     // Fail now, before any call, if the template leaves no room.
@@ -82,16 +82,13 @@ impl Composite for Numbered {
 /// empty response.
 fn numbered(job: &Job, answers: &[String]) -> String {
     let mut out = String::new();
+    let empty = job.empty();
     for (i, a) in answers.iter().enumerate() {
         if i > 0 {
-            out.push_str(&job.s.separator);
+            out.push_str(job.separator());
         }
         out.push_str(&format!("Response {}: ", i + 1));
-        out.push_str(if a.is_empty() {
-            &job.s.empty_response
-        } else {
-            a
-        });
+        out.push_str(if a.is_empty() { &empty } else { a });
     }
     out
 }
@@ -114,7 +111,7 @@ struct NumberedRequests<'a> {
 impl<'a> NumberedRequests<'a> {
     fn new(job: &'a Job, mode: ResponseMode, source: &'a Sourced) -> Result<Self, SynthError> {
         let template = job.template(TemplateKind::Qa);
-        let schema = job.s.output_schema.clone();
+        let schema = job.output_schema();
         let size = job.room(&template, schema.as_deref())?;
         Ok(Self {
             job,
@@ -212,7 +209,7 @@ fn stream_numbered(
                 break;
             };
             let (tx, pieces) = tokio::sync::mpsc::unbounded_channel::<Piece>();
-            job.caller.plan(1);
+            job.plan_calls(1);
             let call_job = job.clone();
             let task = OwnedTask::spawn(async move {
                 stream_one(&call_job, request, &tx).await;
@@ -227,11 +224,11 @@ fn stream_numbered(
                 return Ok(());
             }
             // The first call goes alone while the limit may be calibrated from it.
-            job.caller.calibrated().await;
+            job.calibrated().await;
         }
         Ok(())
     };
-    let separator = job.s.separator.clone();
+    let separator = job.separator().to_string();
     let empty = job.empty();
     let state = Numbering {
         mode,
@@ -263,7 +260,7 @@ async fn stream_one(
     let mut pending = std::collections::VecDeque::from([request]);
     let mut first = true;
     while let Some(request) = pending.pop_front() {
-        match job.caller.stream(request.clone()).await {
+        match job.stream(request.clone()).await {
             Ok(mut s) => {
                 if !first && tx.send(Piece::Next).is_err() {
                     return;
@@ -283,7 +280,7 @@ async fn stream_one(
             Err(e) if job.absorb(&e, &request) == Verdict::Repack => {
                 match job.resplit(&request).await {
                     Ok(parts) => {
-                        job.caller.plan(parts.len().saturating_sub(1));
+                        job.plan_calls(parts.len().saturating_sub(1));
                         for p in parts.into_iter().rev() {
                             pending.push_front(p);
                         }

@@ -9,7 +9,7 @@ use crate::prompt::TemplateKind;
 
 pub(crate) async fn run(job: &Job) -> Result<Outcome, SynthError> {
     let template = job.template(TemplateKind::Simple);
-    let schema = job.s.output_schema.clone();
+    let schema = job.output_schema();
     let overhead = job.overhead(&template, schema.as_deref());
     job.budget()
         .available_context(TemplateKind::Simple, overhead)?;

@@ -28,11 +28,11 @@ pub(crate) async fn run(
     previous: Option<&str>,
     texts: &[Cow<'_, str>],
 ) -> Result<Outcome, SynthError> {
-    let mode = job.s.mode;
+    let mode = job.mode();
     // Zero nodes: the empty response without a call, except generation, which answers
     // the query alone.
     if nodes.is_empty() && mode != ResponseMode::Generation {
-        return Ok(Outcome::Text(job.s.empty_response.clone()));
+        return Ok(Outcome::Text(job.empty()));
     }
     match mode {
         ResponseMode::Refine | ResponseMode::Compact => {
@@ -93,7 +93,7 @@ pub(crate) async fn resume(
         .to_string();
     // The context came from the nodes the rejected prompt held.
     let held = PromptNodes::of(&r.request);
-    match job.s.mode {
+    match job.mode() {
         mode @ (ResponseMode::Refine | ResponseMode::Compact) => {
             let source = Sourced::side_by_side([(context.as_str(), held)]);
             refine::refine_texts(job, mode, &source, r.fallback).await

@@ -31,11 +31,11 @@ pub(crate) async fn refine_texts(
     previous: Option<String>,
 ) -> Result<Outcome, SynthError> {
     let chunks = source.parts();
-    let filtering = job.s.filtering.is_on();
+    let filtering = job.filtering().is_on();
     let schema = if filtering {
         Some(Job::filter_schema())
     } else {
-        job.s.output_schema.clone()
+        job.output_schema()
     };
     let how = if filtering {
         FinalHow::Filter
@@ -53,7 +53,7 @@ pub(crate) async fn refine_texts(
     let mut queue: VecDeque<(&str, bool)> = chunks.iter().map(|c| (*c, true)).collect();
     // Progress: one call per chunk is planned up front (the final call is planned when it
     // is made); pieces beyond a chunk's first are planned as they appear.
-    job.caller.plan(chunks.len().saturating_sub(1));
+    job.plan_calls(chunks.len().saturating_sub(1));
     while let Some((chunk, mut preplanned)) = queue.pop_front() {
         let last_text = queue.is_empty();
         let mut cursor = job.budget().cursor(chunk);
@@ -99,7 +99,7 @@ pub(crate) async fn refine_texts(
                 });
             }
             if !preplanned || last_text {
-                job.caller.plan(1);
+                job.plan_calls(1);
             }
             preplanned = false;
             let result = if filtering {
@@ -125,13 +125,11 @@ pub(crate) async fn refine_texts(
             };
             if let Some(r) = result.filter(|r| !r.is_empty()) {
                 answer = Some(r);
-                if job.s.filtering.stops_when_satisfied() {
+                if job.filtering().stops_when_satisfied() {
                     return Ok(Outcome::Text(answer.unwrap_or_default()));
                 }
             }
         }
     }
-    Ok(Outcome::Text(
-        answer.unwrap_or_else(|| job.s.empty_response.clone()),
-    ))
+    Ok(Outcome::Text(answer.unwrap_or_else(|| job.empty())))
 }

@@ -29,10 +29,10 @@ pub(crate) async fn run(
         false,
     );
     if joined.is_empty() {
-        return Ok(Outcome::Text(job.s.empty_response.clone()));
+        return Ok(Outcome::Text(job.empty()));
     }
     let template = job.template(TemplateKind::Qa);
-    let schema = job.s.output_schema.clone();
+    let schema = job.output_schema();
     let size = job.room(&template, schema.as_deref())?;
     let mut cursor = job.budget().cursor(joined.text());
     let step = StepInfo::new(ResponseMode::SimpleSummarize, Step::Qa);
@@ -69,7 +69,7 @@ pub(crate) async fn run(
             dropped_tokens,
             dropped_node_ids,
         };
-        job.caller.event(SynthEvent::Truncated {
+        job.event(SynthEvent::Truncated {
             dropped_tokens: t.dropped_tokens,
             dropped_node_ids: t.dropped_node_ids.clone(),
         });

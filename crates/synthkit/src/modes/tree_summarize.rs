@@ -90,10 +90,10 @@ pub(crate) async fn summarize(
 ) -> Result<Outcome, SynthError> {
     current.retain(|(t, _)| !t.trim().is_empty());
     if current.is_empty() {
-        return Ok(Outcome::Text(job.s.empty_response.clone()));
+        return Ok(Outcome::Text(job.empty()));
     }
     let template = job.template(TemplateKind::Summary);
-    let schema = job.s.output_schema.clone();
+    let schema = job.output_schema();
     let how = FinalHow::for_schema(schema.as_deref());
     let mut level: u32 = 0;
     loop {
@@ -168,7 +168,7 @@ pub(crate) async fn summarize(
         };
         drop(requests);
         current = answers;
-        job.caller.event(SynthEvent::TreeLevel {
+        job.event(SynthEvent::TreeLevel {
             level: level + 1,
             chunks: current.len(),
         });

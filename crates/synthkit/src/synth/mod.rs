@@ -216,7 +216,7 @@ impl Synthesizer {
             .await;
         // The totals go on the synthesis's span when the job's caller is dropped (a
         // stream's final call is still to come).
-        job.caller.close_steps();
+        job.close_steps();
         ended
     }
 
@@ -324,7 +324,7 @@ impl Ending for Response {
     async fn end(job: &Job, outcome: engine::Outcome) -> Result<Self, SynthError> {
         let mut response = Response::default();
         job.finish(outcome, &mut response).await?;
-        response.usage = job.caller.totals();
+        response.usage = job.totals();
         response.steps = job.steps.as_ref().map(|r| r.take());
         Ok(response)
     }
