@@ -7,6 +7,8 @@
 //! line (`synthkit-cli`). With its default features it adds an OpenAI-compatible HTTP
 //! backend.
 //!
+//! `use synthkit::prelude::*;` brings what most programs need ([`prelude`]).
+//!
 //! # Concepts
 //!
 //! - A [`Node`] is one retrieved chunk: an id, its text, metadata and a score.
@@ -206,6 +208,7 @@ pub mod node;
 pub mod observe;
 pub mod options;
 pub mod plan;
+pub mod prelude;
 pub mod prompt;
 pub mod request;
 pub mod response;
