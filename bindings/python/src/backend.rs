@@ -81,6 +81,9 @@ pub(crate) struct Backend {
     pub kind: &'static str,
     /// Calls in flight the synthesizer allows (the server's slots may lower it).
     pub concurrency: usize,
+    /// A Python LLM's adapter (its `id()`): a synthesis started from inside one of its
+    /// calls is refused.
+    pub llm_adapter: Option<usize>,
 }
 
 /// Checks what can be checked without the network.
@@ -192,6 +195,7 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
         model: built.model(),
         kind: built.backend,
         concurrency: built.calls_in_flight,
+        llm_adapter: None,
     })
 }
 

@@ -26,25 +26,25 @@ mod structured;
 mod synthesizer;
 
 pyo3::create_exception!(
-    _synthkit,
+    synthkit,
     SynthkitError,
     PyException,
     "Every error synthkit raises: the message is synthkit's own, saying what to change."
 );
 pyo3::create_exception!(
-    _synthkit,
+    synthkit,
     InputError,
     SynthkitError,
     "Bad input or options: an unknown mode, a node without text, a template without its variables, a budget that cannot hold the prompt."
 );
 pyo3::create_exception!(
-    _synthkit,
+    synthkit,
     ModelError,
     SynthkitError,
     "A model call failed (connection, HTTP status, timeout, a reply cut at the output limit, an exception the `llm` raised: then it is the `__cause__`)."
 );
 pyo3::create_exception!(
-    _synthkit,
+    synthkit,
     RefusalError,
     ModelError,
     "The model refused to answer (a refusal, a reply stopped by the server's content filter) or its reply held no text (only tool calls or reasoning). Never retried: rephrase the question or use another model."

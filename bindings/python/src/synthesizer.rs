@@ -66,6 +66,8 @@ pub struct Synthesizer {
     concurrency: usize,
     citations: bool,
     sharing: Sharing,
+    /// A Python LLM's adapter (its `id()`), when the synthesizer calls one.
+    llm_adapter: Option<usize>,
 }
 
 /// The constructor's template arguments.
@@ -300,6 +302,7 @@ impl Synthesizer {
             concurrency: backend.concurrency,
             citations,
             sharing,
+            llm_adapter: backend.llm_adapter,
         })
     }
 
@@ -345,7 +348,13 @@ impl Synthesizer {
     /// Answers `query` from `nodes` as a stream of text deltas: iterate it (`for`) or
     /// iterate it asynchronously (`async for`); afterwards `.response` is the `Response`.
     /// Nothing is sent before the first delta is asked for.
-    fn stream(&self, query: &str, nodes: &Bound<'_, PyAny>) -> PyResult<ResponseStream> {
+    fn stream(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        nodes: &Bound<'_, PyAny>,
+    ) -> PyResult<ResponseStream> {
+        self.refuse_reentry(py)?;
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
         Ok(ResponseStream::new(self.inner.clone(), input))
     }
@@ -419,6 +428,7 @@ impl Synthesizer {
         py: Python<'_>,
         asyncio: bool,
     ) -> PyResult<synthkit::Synthesizer> {
+        self.refuse_reentry(py)?;
         if !self.inner.needs_caller() {
             return Ok(self.inner.built().clone());
         }
@@ -428,6 +438,20 @@ impl Synthesizer {
             Caller::blocking(py)?
         };
         self.inner.for_caller(caller).map_err(to_py)
+    }
+
+    /// Refuses a synthesis started from inside one of this synthesizer's own `llm` calls:
+    /// it would wait for a place in flight that the call it came from holds.
+    fn refuse_reentry(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(adapter) = self.llm_adapter else {
+            return Ok(());
+        };
+        if crate::pyllm::in_call(py, adapter)? {
+            return Err(InputError::new_err(
+                "this Synthesizer was called from inside its own llm: the inner synthesis would wait for the calls in flight that the outer one holds; build a second Synthesizer (synthkit.Synthesizer(..., llm=...)) for the inner call",
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -70,6 +70,37 @@ def _is_llama_index_llm(obj: Any) -> bool:
 # --- LlamaIndex ------------------------------------------------------------------------
 
 
+#: The adapters whose call is running in this context (their ids). A synthesis started
+#: from inside one of them on a synthesizer built on it would wait for a place in flight
+#: that its own caller holds: ``synthkit`` refuses it at once instead (``in_call``).
+_IN_CALL: "contextvars.ContextVar[frozenset[int]]" = contextvars.ContextVar(
+    "synthkit_in_llm_call", default=frozenset()
+)
+
+
+def in_call(adapter_id: int) -> bool:
+    """Whether the adapter ``adapter_id`` is running a call in this context."""
+    return adapter_id in _IN_CALL.get()
+
+
+def call_adapter(adapter: Any, prompt: Any, stream: bool) -> Any:
+    """``adapter.call(prompt, stream)``, marked as running in this context."""
+    token = _IN_CALL.set(_IN_CALL.get() | {id(adapter)})
+    try:
+        return adapter.call(prompt, stream)
+    finally:
+        _IN_CALL.reset(token)
+
+
+async def acall_adapter(adapter: Any, prompt: Any, stream: bool) -> Any:
+    """``await adapter.acall(prompt, stream)``, marked as running in this task's context."""
+    token = _IN_CALL.set(_IN_CALL.get() | {id(adapter)})
+    try:
+        return await adapter.acall(prompt, stream)
+    finally:
+        _IN_CALL.reset(token)
+
+
 class LlamaIndexLLM:
     """A LlamaIndex LLM as an adapter.
 
@@ -117,12 +148,12 @@ class LlamaIndexLLM:
         if self.is_chat:
             messages = self._messages(prompt)
             if stream:
-                return (_item(r) for r in llm.stream_chat(messages))
-            return _reply(llm.chat(messages))
+                return _capped(_item(r) for r in llm.stream_chat(messages))
+            return _checked(_reply(llm.chat(messages)))
         text = self._text(prompt)
         if stream:
-            return (_item(r) for r in llm.stream_complete(text, formatted=True))
-        return _reply(llm.complete(text, formatted=True))
+            return _capped(_item(r) for r in llm.stream_complete(text, formatted=True))
+        return _checked(_reply(llm.complete(text, formatted=True)))
 
     async def acall(self, prompt: Prompt, stream: bool) -> Any:
         try:
@@ -137,12 +168,12 @@ class LlamaIndexLLM:
         if self.is_chat:
             messages = self._messages(prompt)
             if stream:
-                return _aitems(await llm.astream_chat(messages))
-            return _reply(await llm.achat(messages))
+                return _acapped(_aitems(await llm.astream_chat(messages)))
+            return _checked(_reply(await llm.achat(messages)))
         text = self._text(prompt)
         if stream:
-            return _aitems(await llm.astream_complete(text, formatted=True))
-        return _reply(await llm.acomplete(text, formatted=True))
+            return _acapped(_aitems(await llm.astream_complete(text, formatted=True)))
+        return _checked(_reply(await llm.acomplete(text, formatted=True)))
 
 
 def configured_tokenizer() -> Any:
@@ -254,6 +285,56 @@ async def _aiter_of(items: Iterator[Item]) -> AsyncIterator[Item]:
         yield item
 
 
+# --- the cap on one reply ----------------------------------------------------------------
+
+#: The most bytes (UTF-8) of one reply's text, as the HTTP backends read at most
+#: (``Transport::DEFAULT_MAX_REPLY_BYTES`` on the Rust side): an LLM whose reply never
+#: ends fails the call instead of filling memory.
+MAX_REPLY_BYTES = 8 << 20
+
+
+class ReplyTooLarge(RuntimeError):
+    """An LLM reply over ``MAX_REPLY_BYTES``."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the llm's reply is over {MAX_REPLY_BYTES} bytes, the cap on one reply (as for "
+            "HTTP replies): a reply that never ends, such as an endless iterator, is cut here"
+        )
+
+
+def _text_size(d: Any) -> int:
+    text = d if isinstance(d, str) else (d[0] if isinstance(d, tuple) and d else "")
+    return len(text.encode("utf-8", "replace")) if isinstance(text, str) else 0
+
+
+def _capped(items: Any) -> Iterator[Any]:
+    """``items`` (deltas or items), failing once their text is over the cap."""
+    size = 0
+    for d in items:
+        size += _text_size(d)
+        if size > MAX_REPLY_BYTES:
+            raise ReplyTooLarge()
+        yield d
+
+
+async def _acapped(items: Any) -> AsyncIterator[Any]:
+    """An async iterator's deltas or items, failing once their text is over the cap."""
+    size = 0
+    async for d in items:
+        size += _text_size(d)
+        if size > MAX_REPLY_BYTES:
+            raise ReplyTooLarge()
+        yield d
+
+
+def _checked(reply: Reply) -> Reply:
+    """A whole reply, refused when its text is over the cap."""
+    if _text_size(reply) > MAX_REPLY_BYTES:
+        raise ReplyTooLarge()
+    return reply
+
+
 # --- any callable ----------------------------------------------------------------------
 
 
@@ -298,7 +379,7 @@ class CallableLLM:
         if inspect.isawaitable(out):
             out = await out
         if hasattr(out, "__aiter__"):
-            gen = (_as_item(d) async for d in out)
+            gen = _acapped(_as_item(d) async for d in out)
             return gen if stream else _join([i async for i in gen])
         return _aiter_of(iter(_shape(out, True))) if stream else _shape(out, False)
 
@@ -314,7 +395,7 @@ async def _collect(out: Any) -> Any:
     if inspect.isawaitable(out):
         out = await out
     if hasattr(out, "__aiter__"):
-        return [d async for d in out]
+        return [d async for d in _acapped(out)]
     return out
 
 
@@ -335,9 +416,10 @@ def _join(items: Sequence[Item]) -> Reply:
 def _shape(out: Any, stream: bool) -> Any:
     """A callable's return value as a reply (or, with ``stream``, an iterator of items)."""
     if isinstance(out, str):
-        return iter([(out, None, None)]) if stream else (out, None, None)
+        reply = _checked((out, None, None))
+        return iter([reply]) if stream else reply
     if isinstance(out, (list, tuple)) or inspect.isgenerator(out) or hasattr(out, "__next__"):
-        items = (_as_item(d) for d in out)
+        items = _capped(_as_item(d) for d in out)
         return items if stream else _join(list(items))
     raise TypeError(
         f"the llm callable must return a string (or an iterator of strings), got {type(out).__name__}"

@@ -203,13 +203,13 @@ class Synthesizer:
         llm: Any = None,
         retry_on: Union[Type[BaseException], Tuple[Type[BaseException], ...], None] = None,
         tokenizer: Union[Callable[[str], List[Any]], str, None] = None,
-        # issue 20 options
+        # the API, structured answers, call events, generation
         api: str = "openai",
         output_schema: Union[Mapping[str, Any], str, Type[Any], None] = None,
         structured_answer_filtering: bool = False,
         on_call: Any = None,
         simple_template: Optional[TemplateLike] = None,
-        # issue 21 options
+        # where the rate budget and the response cache live
         rpm: Optional[int] = None,
         tpm: Optional[int] = None,
         redis_url: Optional[str] = None,

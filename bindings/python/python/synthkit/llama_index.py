@@ -250,7 +250,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         output_cls: Any = None,
         structured_answer_filtering: bool = False,
         program_factory: Any = None,
-        # issue 20 options
+        # the API, structured answers, call events, generation
         simple_template: TemplateArg = None,
         api: str = "openai",
         multimodal: bool = False,

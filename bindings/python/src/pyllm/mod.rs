@@ -60,6 +60,12 @@ pub(crate) struct LlmOptions<'a, 'py> {
     pub chat: bool,
 }
 
+/// Whether the adapter `adapter` (its `id()`) is running a call in the current Python
+/// context (a synthesis started from inside it).
+pub(crate) fn in_call(py: Python<'_>, adapter: usize) -> PyResult<bool> {
+    helpers(py)?.call_method1("in_call", (adapter,))?.extract()
+}
+
 /// The model for `opts.llm`, behind the library's stack, with `sharing`'s budget and cache.
 pub(crate) fn backend(
     py: Python<'_>,
@@ -92,6 +98,7 @@ pub(crate) fn backend(
         model: stack.model(),
         kind: "python",
         concurrency: calls_in_flight(Some(opts.concurrency), None),
+        llm_adapter: Some(adapter.as_ptr() as usize),
     })
 }
 
@@ -204,15 +211,26 @@ impl PyLlm {
         stream: bool,
     ) -> PyResult<Py<PyAny>> {
         let adapter = Arc::clone(&self.adapter);
-        let method = if runner.is_async() { "acall" } else { "call" };
+        // Through `_llm`'s wrappers, which mark the adapter as running in the call's
+        // context (a synthesis started from inside it is then refused, see
+        // `Synthesizer::for_caller`).
+        let function = if runner.is_async() {
+            "acall_adapter"
+        } else {
+            "call_adapter"
+        };
         runner
             .run(move |py| {
                 let prompt = convert::prompt_to_py(py, &prompt)?;
                 let args = PyTuple::new(
                     py,
-                    [prompt, stream.into_pyobject(py)?.to_owned().into_any()],
+                    [
+                        adapter.bind(py).clone().into_any(),
+                        prompt,
+                        stream.into_pyobject(py)?.to_owned().into_any(),
+                    ],
                 )?;
-                Ok((adapter.bind(py).getattr(method)?, args))
+                Ok((helpers(py)?.getattr(function)?, args))
             })
             .await
     }

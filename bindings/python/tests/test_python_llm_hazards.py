@@ -1,0 +1,123 @@
+"""``llm=`` hazards: a synthesis started from inside the synthesizer's own ``llm`` is refused
+at once (it would wait for itself), and an ``llm`` whose reply never ends is cut at the
+cap on one reply (as HTTP replies are)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any, Dict
+
+import pytest
+
+import synthkit
+
+NODES = ["The mirror is cleaned every six months.", "The dome opens at dusk."]
+REENTRY = "called from inside its own llm"
+
+
+def chain(exc: BaseException) -> str:
+    """The exception's text with its causes'."""
+    parts = []
+    seen = 0
+    e: Any = exc
+    while e is not None and seen < 10:
+        parts.append(str(e))
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return " | ".join(parts)
+
+
+@pytest.mark.timeout(60)
+def test_a_blocking_llm_calling_its_own_synthesizer_fails_at_once() -> None:
+    holder: Dict[str, Any] = {}
+
+    def llm(prompt: str) -> str:
+        if "inner" in prompt:
+            return "inner answer"
+        return holder["synth"].synthesize("inner question", ["inner node"]).response
+
+    # One call in flight: the inner synthesis would wait for the outer call's place.
+    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+                                 num_output=64, concurrency=1)
+    holder["synth"] = synth
+    with pytest.raises(synthkit.SynthkitError) as caught:
+        synth.synthesize("outer question", NODES)
+    assert REENTRY in chain(caught.value)
+    # The synthesizer still works afterwards.
+    holder["synth"] = synthkit.Synthesizer("compact", llm=lambda p: "inner answer", chat=False,
+                                           context_window=2048, num_output=64)
+    assert synth.synthesize("outer question", NODES).response == "inner answer"
+
+
+@pytest.mark.timeout(60)
+def test_an_async_llm_awaiting_its_own_synthesizer_fails_at_once() -> None:
+    holder: Dict[str, Any] = {}
+
+    async def llm(prompt: str) -> str:
+        response = await holder["synth"].asynthesize("inner question", ["inner node"])
+        return response.response
+
+    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+                                 num_output=64, concurrency=1)
+    holder["synth"] = synth
+
+    async def main() -> None:
+        await synth.asynthesize("outer question", NODES)
+
+    with pytest.raises(synthkit.SynthkitError) as caught:
+        asyncio.run(main())
+    assert REENTRY in chain(caught.value)
+
+
+@pytest.mark.timeout(60)
+def test_another_synthesizer_may_be_called_from_an_llm() -> None:
+    inner = synthkit.Synthesizer("compact")  # the offline backend
+
+    def llm(prompt: str) -> str:
+        return inner.synthesize("How often is the mirror cleaned?", NODES).response
+
+    outer = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+                                 num_output=64, concurrency=1)
+    assert "six months" in outer.synthesize("anything", NODES).response
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["iterator", "async iterator", "string"])
+def test_a_reply_that_never_ends_is_cut_at_the_reply_cap(shape: str) -> None:
+    cap = 8 << 20
+
+    def endless(prompt: str) -> Any:
+        return itertools.repeat("x" * 4096)
+
+    async def aendless(prompt: str) -> Any:
+        while True:
+            yield "x" * 4096
+
+    def huge(prompt: str) -> str:
+        return "x" * (cap + 1)
+
+    llm = {"iterator": endless, "async iterator": aendless, "string": huge}[shape]
+    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048, num_output=64)
+    with pytest.raises(synthkit.ModelError) as caught:
+        synth.synthesize("How often is the mirror cleaned?", NODES)
+    assert f"over {cap} bytes" in chain(caught.value)
+    # Streamed too.
+    with pytest.raises(synthkit.ModelError) as caught:
+        for _ in synth.stream("How often is the mirror cleaned?", NODES):
+            pass
+    assert f"over {cap} bytes" in chain(caught.value)
+
+
+def test_exceptions_are_shown_and_pickled_as_the_package_s() -> None:
+    import pickle
+
+    for cls in (synthkit.SynthkitError, synthkit.InputError, synthkit.ModelError,
+                synthkit.RefusalError):
+        assert cls.__module__ == "synthkit", cls
+        assert getattr(synthkit, cls.__name__) is cls
+    with pytest.raises(synthkit.InputError) as caught:
+        synthkit.Synthesizer("no-such-mode")
+    assert type(caught.value).__module__ + "." + type(caught.value).__name__ == "synthkit.InputError"
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is synthkit.InputError and str(again) == str(caught.value)
