@@ -50,6 +50,13 @@ pyo3::create_exception!(
     "The model refused to answer (a refusal, a reply stopped by the server's content filter) or its reply held no text (only tool calls or reasoning). Never retried: rephrase the question or use another model."
 );
 
+pyo3::create_exception!(
+    synthkit,
+    TruncationWarning,
+    pyo3::exceptions::PyUserWarning,
+    "A model reply was cut at the output limit (`num_output`): the answer may be incomplete. Raised as a warning with on_truncation=\"warn\" (the default)."
+);
+
 /// How often a blocking call wakes to let Python handle signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
@@ -117,6 +124,7 @@ fn _synthkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InputError", py.get_type::<InputError>())?;
     m.add("ModelError", py.get_type::<ModelError>())?;
     m.add("RefusalError", py.get_type::<RefusalError>())?;
+    m.add("TruncationWarning", py.get_type::<TruncationWarning>())?;
     m.add_class::<synthesizer::Synthesizer>()?;
     m.add_class::<response::Response>()?;
     m.add_class::<response::SourceNode>()?;

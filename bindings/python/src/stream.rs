@@ -11,6 +11,7 @@ use crate::errors::to_py;
 use crate::pyllm::bridge::Caller;
 use crate::pyllm::scope::PerCaller;
 use crate::response::Response;
+use crate::synthesizer::TruncationPolicy;
 use crate::{SynthkitError, block_on, runtime};
 
 /// Where a stream stands.
@@ -32,6 +33,8 @@ struct Shared {
     state: tokio::sync::Mutex<State>,
     /// The text received so far (readable without waiting for the state).
     text: Mutex<String>,
+    /// Whether a reply cut at the output limit warns when the stream ends.
+    on_truncation: TruncationPolicy,
 }
 
 impl Shared {
@@ -77,7 +80,9 @@ impl Shared {
                     }
                     None => match s.finish().await {
                         Ok(r) => {
+                            let warned = Python::attach(|py| self.on_truncation.check(py, &r));
                             *state = State::Finished(Box::new(r));
+                            warned?;
                             return Ok(None);
                         }
                         Err(e) => {
@@ -124,9 +129,14 @@ pub struct ResponseStream {
 
 impl ResponseStream {
     /// A stream that will run `input` through `synth`.
-    pub(crate) fn new(synth: PerCaller, input: SynthesisInput) -> Self {
+    pub(crate) fn new(
+        synth: PerCaller,
+        input: SynthesisInput,
+        on_truncation: TruncationPolicy,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
+                on_truncation,
                 needs_caller: synth.needs_caller(),
                 state: tokio::sync::Mutex::new(State::NotStarted(Box::new((synth, input)))),
                 text: Mutex::new(String::new()),

@@ -68,6 +68,56 @@ pub struct Synthesizer {
     sharing: Sharing,
     /// A Python LLM's adapter (its `id()`), when the synthesizer calls one.
     llm_adapter: Option<usize>,
+    /// What a reply cut at the output limit does.
+    on_truncation: TruncationPolicy,
+}
+
+/// `on_truncation=`: what a model reply cut at the output limit (`num_output`) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TruncationPolicy {
+    /// Keep the answer and warn (`synthkit.TruncationWarning`): the default.
+    Warn,
+    /// Fail the synthesis with `synthkit.ModelError`.
+    Error,
+    /// Keep the answer silently (`usage["truncated_calls"]` still counts).
+    Ignore,
+}
+
+impl TruncationPolicy {
+    fn parse(name: &str) -> PyResult<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "warn" => Ok(Self::Warn),
+            "error" => Ok(Self::Error),
+            "ignore" => Ok(Self::Ignore),
+            _ => Err(InputError::new_err(format!(
+                "on_truncation must be \"warn\", \"error\" or \"ignore\", got `{name}`"
+            ))),
+        }
+    }
+
+    /// The library's policy (the library keeps a cut reply unless told to fail).
+    fn library(self) -> synthkit::OnTruncation {
+        match self {
+            Self::Error => synthkit::OnTruncation::Error,
+            Self::Warn | Self::Ignore => synthkit::OnTruncation::Warn,
+        }
+    }
+
+    /// Warns (`synthkit.TruncationWarning`) when `response` holds replies cut at the
+    /// output limit and the policy says to.
+    pub(crate) fn check(self, py: Python<'_>, response: &synthkit::Response) -> PyResult<()> {
+        let cut = response.usage.truncated_calls;
+        if self != Self::Warn || cut == 0 {
+            return Ok(());
+        }
+        let message = format!(
+            "{cut} model repl{} cut at the output limit (num_output): the answer may be incomplete; raise num_output, or pass on_truncation=\"error\" to fail instead (\"ignore\" to keep quiet)",
+            if cut == 1 { "y was" } else { "ies were" }
+        );
+        let category = py.get_type::<crate::TruncationWarning>();
+        let message = std::ffi::CString::new(message).unwrap_or_default();
+        PyErr::warn(py, &category, &message, 1)
+    }
 }
 
 /// The constructor's template arguments.
@@ -101,13 +151,13 @@ impl Synthesizer {
         llm = None,
         retry_on = None,
         tokenizer = None,
-        // issue 20 options
+        // the API, structured answers, call events, generation
         api = "openai",
         output_schema = None,
         structured_answer_filtering = false,
         on_call = None,
         simple_template = None,
-        // issue 21 options
+        // where the rate budget and the response cache live
         rpm = None,
         tpm = None,
         redis_url = None,
@@ -116,8 +166,10 @@ impl Synthesizer {
         cache_ttl = None,
         // the prompt limit
         max_prompt_tokens = None,
-        // issue 22: the intermediate steps
+        // the intermediate steps
         return_steps = false,
+        // replies cut at the output limit
+        on_truncation = "warn",
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -154,7 +206,9 @@ impl Synthesizer {
         cache_ttl: Option<f64>,
         max_prompt_tokens: Option<usize>,
         return_steps: bool,
+        on_truncation: &str,
     ) -> PyResult<Self> {
+        let on_truncation = TruncationPolicy::parse(on_truncation)?;
         // The library's one default for calls in flight.
         let concurrency = concurrency.unwrap_or(synthkit::synth::DEFAULT_CONCURRENCY);
         let mode: ResponseMode = mode.parse().map_err(|_| {
@@ -266,6 +320,7 @@ impl Synthesizer {
         let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
             let mut builder = synthkit::Synthesizer::builder(model)
                 .mode(mode)
+                .on_truncation(on_truncation.library())
                 .citations(citations)
                 .return_steps(return_steps)
                 .concurrency(allowed);
@@ -303,6 +358,7 @@ impl Synthesizer {
             citations,
             sharing,
             llm_adapter: backend.llm_adapter,
+            on_truncation,
         })
     }
 
@@ -316,13 +372,15 @@ impl Synthesizer {
     ) -> PyResult<Response> {
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
         let synth = self.for_caller(py, false)?;
-        block_on(py, async move {
+        let response = block_on(py, async move {
             synth
                 .synthesize_input(input)
                 .await
                 .map(Response::new)
                 .map_err(to_py)
-        })
+        })?;
+        self.on_truncation.check(py, response.inner())?;
+        Ok(response)
     }
 
     /// Like `synthesize`, as an awaitable (asyncio). Cancelling the awaiting task cancels
@@ -335,13 +393,16 @@ impl Synthesizer {
     ) -> PyResult<Bound<'py, PyAny>> {
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
         let synth = self.for_caller(py, true)?;
+        let policy = self.on_truncation;
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            synth
+            let response = synth
                 .synthesize_input(input)
                 .await
                 .map(Response::new)
-                .map_err(to_py)
+                .map_err(to_py)?;
+            Python::attach(|py| policy.check(py, response.inner()))?;
+            Ok(response)
         })
     }
 
@@ -356,7 +417,7 @@ impl Synthesizer {
     ) -> PyResult<ResponseStream> {
         self.refuse_reentry(py)?;
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
-        Ok(ResponseStream::new(self.inner.clone(), input))
+        Ok(ResponseStream::new(self.inner.clone(), input, self.on_truncation))
     }
 
     /// The response mode.

@@ -99,17 +99,24 @@ def test_async_query(fake_server: FakeOpenAI) -> None:
 
 
 def test_streaming_query(fake_server: FakeOpenAI) -> None:
-    engine = RetrieverQueryEngine(FixedRetriever(make_nodes()), response_synthesizer=SynthkitSynthesizer(llm=llm_for(fake_server), streaming=True))
+    synth = SynthkitSynthesizer(llm=llm_for(fake_server), streaming=True)
+    engine = RetrieverQueryEngine(FixedRetriever(make_nodes()), response_synthesizer=synth)
     resp = engine.query(QUERY)
     assert isinstance(resp, StreamingResponse)
+    assert synth.last_response is None
     deltas = list(resp.response_gen)
     assert len(deltas) > 1 and "".join(deltas) == DEFAULT_ANSWER
     assert fake_server.requests[-1].stream
     assert len(resp.source_nodes) == 3
+    # Once drained, the stream's full response is kept: its usage and sources.
+    assert synth.last_response is not None
+    assert synth.last_response.response == DEFAULT_ANSWER
+    assert synth.last_response.usage["calls"] == 1
 
 
 def test_async_streaming_query(fake_server: FakeOpenAI) -> None:
-    engine = RetrieverQueryEngine(FixedRetriever(make_nodes()), response_synthesizer=SynthkitSynthesizer(llm=llm_for(fake_server), streaming=True))
+    synth = SynthkitSynthesizer(llm=llm_for(fake_server), streaming=True)
+    engine = RetrieverQueryEngine(FixedRetriever(make_nodes()), response_synthesizer=synth)
 
     async def main() -> str:
         resp = await engine.aquery(QUERY)
@@ -120,6 +127,7 @@ def test_async_streaming_query(fake_server: FakeOpenAI) -> None:
         return text
 
     assert asyncio.run(main()) == DEFAULT_ANSWER
+    assert synth.last_response is not None and synth.last_response.usage["calls"] == 1
 
 
 def test_vector_index_as_query_engine(fake_server: FakeOpenAI) -> None:

@@ -121,3 +121,41 @@ def test_exceptions_are_shown_and_pickled_as_the_package_s() -> None:
     assert type(caught.value).__module__ + "." + type(caught.value).__name__ == "synthkit.InputError"
     again = pickle.loads(pickle.dumps(caught.value))
     assert type(again) is synthkit.InputError and str(again) == str(caught.value)
+
+
+def cut(prompt: str) -> Any:
+    """A reply the model stopped at its output limit."""
+    return [("The mirror is cleaned every", None, "length")]
+
+
+def test_a_cut_reply_warns_by_default() -> None:
+    synth = synthkit.Synthesizer("compact", llm=cut, chat=False, context_window=2048, num_output=64)
+    with pytest.warns(synthkit.TruncationWarning, match="1 model reply was cut at the output limit"):
+        response = synth.synthesize("How often is the mirror cleaned?", NODES)
+    assert response.usage["truncated_calls"] == 1
+    with pytest.warns(synthkit.TruncationWarning):
+        for _ in synth.stream("How often is the mirror cleaned?", NODES):
+            pass
+
+    async def main() -> Any:
+        return await synth.asynthesize("How often is the mirror cleaned?", NODES)
+
+    with pytest.warns(synthkit.TruncationWarning):
+        asyncio.run(main())
+
+
+def test_on_truncation_error_fails_and_ignore_keeps_quiet() -> None:
+    import warnings
+
+    strict = synthkit.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
+                                  num_output=64, on_truncation="error")
+    with pytest.raises(synthkit.ModelError):
+        strict.synthesize("How often is the mirror cleaned?", NODES)
+    quiet = synthkit.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
+                                 num_output=64, on_truncation="ignore")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        response = quiet.synthesize("How often is the mirror cleaned?", NODES)
+    assert response.usage["truncated_calls"] == 1
+    with pytest.raises(synthkit.InputError, match="on_truncation must be"):
+        synthkit.Synthesizer("compact", on_truncation="sometimes")

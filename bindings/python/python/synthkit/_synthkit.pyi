@@ -162,6 +162,10 @@ def aevaluate(
     """Like ``evaluate``, awaited from a coroutine: cancelling the awaiting task cancels the
     model calls in flight."""
 
+class TruncationWarning(UserWarning):
+    """A model reply was cut at the output limit (``num_output``): the answer may be
+    incomplete (``on_truncation="warn"``, the default)."""
+
 class ResponseStream(Iterator[str], AsyncIterator[str]):
     """Text deltas of a streamed answer, by ``for`` or ``async for``."""
 
@@ -220,6 +224,8 @@ class Synthesizer:
         max_prompt_tokens: Optional[int] = None,
         # the intermediate steps
         return_steps: bool = False,
+        # replies cut at the output limit: "warn" (TruncationWarning), "error", "ignore"
+        on_truncation: str = "warn",
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -210,6 +210,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
         return_steps: keep every model call's step (the refine chain's answers, each tree
             level's summaries, with node ids, tokens and time) in
             ``last_response.steps``; off by default.
+        on_truncation: a model reply cut at the output limit ``"warn"``s
+            (``synthkit.TruncationWarning``, the default), is an ``"error"``
+            (``synthkit.ModelError``) or is ``"ignore"``d.
         program_factory: refused (``synthkit.InputError``): it builds a LlamaIndex program
             that would make the refine steps' calls itself, outside synthkit's budgets,
             retries and concurrency limit; use ``structured_answer_filtering`` or
@@ -260,6 +263,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         chat_prompt_helper: Any = None,
         max_prompt_tokens: Optional[int] = None,
         return_steps: bool = False,
+        on_truncation: str = "warn",
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -354,6 +358,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "structured_answer_filtering": bool(structured_answer_filtering),
             "max_prompt_tokens": max_prompt_tokens,
             "return_steps": bool(return_steps),
+            "on_truncation": on_truncation,
         }
         if self._direct or "llm" not in settings:
             self._options.update(api_key_env=api_key_env, timeout=timeout)
@@ -377,8 +382,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
                 "backend answers (it quotes the nodes; no model is called)",
                 stacklevel=2,
             )
-        #: The synthkit ``Response`` of the latest non-streamed synthesis (usage, citations,
-        #: and its ``steps`` with ``return_steps=True``).
+        #: The synthkit ``Response`` of the latest synthesis, a stream's once it is
+        #: drained (usage, citations, and its ``steps`` with ``return_steps=True``).
         self.last_response: Optional[synthkit.Response] = None
 
     def _build(self) -> synthkit.Synthesizer:
@@ -427,7 +432,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         """Answers from plain text chunks: a string, or a generator when streaming."""
         nodes = [{"id": str(i), "text": t} for i, t in enumerate(text_chunks)]
         if self._streaming:
-            return _deltas(self._synth.stream(query_str, nodes))
+            return _deltas(self._synth.stream(query_str, nodes), self)
         result = self._synth.synthesize(query_str, nodes)
         self.last_response = result
         return result.response
@@ -441,7 +446,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         """Like ``get_response``, awaited (an async generator when streaming)."""
         nodes = [{"id": str(i), "text": t} for i, t in enumerate(text_chunks)]
         if self._streaming:
-            return _adeltas(self._synth.stream(query_str, nodes))
+            return _adeltas(self._synth.stream(query_str, nodes), self)
         result = await self._synth.asynthesize(query_str, nodes)
         self.last_response = result
         return result.response
@@ -590,7 +595,7 @@ class _Synthesis:
     def _stream(self) -> None:
         """The streamed response: ``_deltas`` or ``_adeltas`` over the stream."""
         response_str: RESPONSE_TEXT_TYPE = self._deltas(
-            self._synthesizer._synth.stream(self.query_str, self.items)
+            self._synthesizer._synth.stream(self.query_str, self.items), self._synthesizer
         )
         self.response = self._synthesizer._prepare_response_output(
             response_str, self.source_nodes
@@ -601,18 +606,28 @@ class _Synthesis:
         self.response = self._synthesizer._finished(result, self.source_nodes)
 
 
-def _deltas(stream: synthkit.ResponseStream) -> Generator[str, None, None]:
-    """The stream's deltas as a generator (what LlamaIndex's StreamingResponse takes)."""
+def _deltas(
+    stream: synthkit.ResponseStream, owner: Any = None
+) -> Generator[str, None, None]:
+    """The stream's deltas as a generator (what LlamaIndex's StreamingResponse takes); once
+    drained, the full response is ``owner.last_response`` (usage, citations)."""
     try:
         yield from stream
+        if owner is not None:
+            owner.last_response = stream.response
     finally:
         stream.close()
 
 
-async def _adeltas(stream: synthkit.ResponseStream) -> AsyncGenerator[str, None]:
-    """The stream's deltas as an async generator (for AsyncStreamingResponse)."""
+async def _adeltas(
+    stream: synthkit.ResponseStream, owner: Any = None
+) -> AsyncGenerator[str, None]:
+    """The stream's deltas as an async generator (for AsyncStreamingResponse); once
+    drained, the full response is ``owner.last_response``."""
     try:
         async for delta in stream:
             yield delta
+        if owner is not None:
+            owner.last_response = stream.response
     finally:
         stream.close()
