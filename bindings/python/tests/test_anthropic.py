@@ -210,3 +210,22 @@ def test_anthropic_backend_without_key_for_anthropic_itself(monkeypatch: pytest.
         synthkit.Synthesizer(api="anthropic", chat=False)
     with pytest.raises(synthkit.InputError, match="unknown api"):
         synthkit.Synthesizer(api="gemini")
+
+
+def test_an_llm_that_overstates_its_window_recovers_from_the_servers_context_error(
+    server: LlamaServer,
+) -> None:
+    # LlamaIndex's Anthropic says 200,000 tokens; the server's slot holds SERVER_CTX. The
+    # first prompt (every node, far over the slot) is refused with the server's "exceeds
+    # the available context size", raised by the SDK: synthkit lowers its limit and packs
+    # again, as on its own HTTP path.
+    llm = anthropic_llm(server)
+    assert llm.metadata.context_window >= 100_000
+    many = [NodeWithScore(node=TextNode(id_=f"m{i}", text=t))
+            for i, t in enumerate(texts() * 6)]
+    synth = SynthkitSynthesizer(llm=llm, response_mode="compact")
+    response = synth.synthesize(QUERY, many)
+    assert str(response).strip()
+    usage = synth.last_response.usage
+    assert usage["calls"] >= 2
+    assert usage["prompt_tokens"] <= usage["calls"] * SERVER_CTX

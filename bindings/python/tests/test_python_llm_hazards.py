@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pytest
 
@@ -159,3 +159,31 @@ def test_on_truncation_error_fails_and_ignore_keeps_quiet() -> None:
     assert response.usage["truncated_calls"] == 1
     with pytest.raises(synthkit.InputError, match="on_truncation must be"):
         synthkit.Synthesizer("compact", on_truncation="sometimes")
+
+
+def test_a_context_error_raised_by_the_llm_lowers_the_limit_and_packs_again() -> None:
+    # The LLM says its window is large; the server behind it takes 400 words and says so
+    # in the words of OpenAI's and vLLM's errors (as an SDK raises them).
+    calls: List[int] = []
+
+    class BadRequestError(Exception):
+        pass
+
+    def llm(prompt: str) -> str:
+        words = len(prompt.split())
+        calls.append(words)
+        if words > 400:
+            raise BadRequestError(
+                "Error code: 400 - {'error': {'message': \"This model's maximum context length is "
+                f"400 tokens. However, your messages resulted in {words} tokens.\"}}"
+            )
+        return "Every six months."
+
+    nodes = [f"Passage {i}: " + " ".join(["filler"] * 60) for i in range(20)]
+    nodes[7] = "The mirror is cleaned every six months. " + nodes[7]
+    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=8192,
+                                 num_output=64, concurrency=1)
+    response = synth.synthesize("How often is the mirror cleaned?", nodes)
+    assert response.response == "Every six months."
+    assert any(w > 400 for w in calls), calls  # the first prompt was refused...
+    assert calls[-1] <= 400, calls  # ...and the answer came from smaller ones

@@ -246,6 +246,12 @@ struct Failures {
 impl Failures {
     fn map(&self, error: PyErr) -> ModelError {
         Python::attach(|py| {
+            // A server's "prompt too long", raised by the LLM's client: the engine lowers
+            // its prompt limit and packs again, as on the HTTP path.
+            let text = convert::describe(py, &error);
+            if let Some(context) = synthkit::backend::http::context_error_in(&text) {
+                return context;
+            }
             if error.is_instance(py, self.retry_on.bind(py))
                 && let Some(last) = &self.last
             {

@@ -38,6 +38,31 @@ pub use model::HttpModel;
 pub use sampling::Sampling;
 pub use transport::Transport;
 
+/// The context-length error that a server's error message describes, if it describes one:
+/// llama.cpp's `exceed_context_size_error`, OpenAI's `context_length_exceeded`, and the
+/// wording of vLLM, llama.cpp and Anthropic ("maximum context length", "exceeds the
+/// available context size", "longer than the maximum model length", "prompt is too
+/// long"), with the prompt's tokens and the window when the message gives them. For front
+/// ends that get a server's message from elsewhere (an SDK's exception): the engine lowers
+/// its prompt limit and packs again on [`ModelError::ContextTooLong`](crate::model::ModelError::ContextTooLong).
+///
+/// ```
+/// use synthkit::backend::http::context_error_in;
+/// use synthkit::model::ModelError;
+/// let said = "Error code: 400 - {'error': {'message': \"This model's maximum context length is 2048 tokens. However, your messages resulted in 3027 tokens.\"}}";
+/// match context_error_in(said) {
+///     Some(ModelError::ContextTooLong { prompt_tokens, context_window, .. }) => {
+///         assert_eq!((prompt_tokens, context_window), (Some(3027), Some(2048)));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// assert!(context_error_in("connection refused").is_none());
+/// ```
+pub fn context_error_in(message: &str) -> Option<crate::model::ModelError> {
+    let json: Option<serde_json::Value> = serde_json::from_str(message).ok();
+    errors::context_error(json.as_ref(), message, None)
+}
+
 /// An HTTP client with synthkit's user agent and `connect_timeout`.
 pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client, ModelError> {
     reqwest::Client::builder()
