@@ -35,7 +35,7 @@ const QA_COMPLETION: &str = "Passages:
 ---
 {context_str}
 ---
-Answer the question using only these passages; do not mention them.
+Answer the question in one full sentence, using only these passages; do not mention them.
 Question: {query_str}
 Answer:";
 
@@ -43,7 +43,8 @@ const QA_CHAT_USER: &str = "Passages:
 ---
 {context_str}
 ---
-Question: {query_str}";
+Question: {query_str}
+Answer in one full sentence.";
 
 const REFINE_COMPLETION: &str = "Question: {query_str}
 Current answer: {existing_answer}
