@@ -185,7 +185,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
             ``llm`` (``model`` and ``temperature`` for the direct path only).
         api_key_env: the environment variable holding the API key (direct path; default
             ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` with ``api="anthropic"``).
-        concurrency: model calls in flight at most (tree levels, accumulate); 0: no limit.
+        concurrency: model calls in flight at most (tree levels, accumulate); 0: no limit;
+            ``None``: synthkit's default (8), never more than the server's slots.
         citations: numbered sources and checked ``[n]`` markers in the answer.
         timeout: the request timeout in seconds.
         system_prompt: a system prompt for every call.
@@ -241,7 +242,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         num_output: Optional[int] = None,
         temperature: Optional[float] = None,
         api_key_env: Optional[str] = None,
-        concurrency: int = 8,
+        concurrency: Optional[int] = None,
         citations: bool = False,
         timeout: Optional[float] = None,
         system_prompt: Optional[str] = None,
