@@ -16,7 +16,7 @@ use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
 use synthkit::layer::sharing::{CacheLocation, Sharing};
 use synthkit_setup::{ModelSetup, StackOptions};
 
-use crate::args::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
+use crate::flags::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
 
 /// The chosen model behind the library's model stack, with the tokenizers, slots and
 /// server that go with it: the setup every front end builds ([`synthkit_setup`]).

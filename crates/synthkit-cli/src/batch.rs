@@ -25,10 +25,10 @@ use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_k
 use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_report::RunRecord;
 
-use crate::args::{FileSize, LimitArgs, ModelArgs, parse_mode, parse_size};
 use crate::backend::{self, Backend, StackFlags};
 use crate::batch_io::{self, Existing, LineReader, RawLine, Verdict};
 use crate::error::usage;
+use crate::flags::{FileSize, LimitArgs, ModelArgs, parse_mode, parse_size};
 use crate::output::note;
 use crate::progress::BatchProgress;
 use crate::report::BatchReports;
@@ -100,7 +100,7 @@ pub struct BatchArgs {
     pub model_args: ModelArgs,
     /// OpenTelemetry export.
     #[command(flatten)]
-    pub otel: crate::otel_args::OtelArgs,
+    pub otel: crate::flags::OtelArgs,
     /// Keep every model reply in the SQLite file FILE and answer repeated calls from it:
     /// a resumed batch repeats no model call that had finished. Ignored with --plan.
     #[arg(long, value_name = "FILE", help_heading = "Model")]

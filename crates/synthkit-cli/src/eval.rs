@@ -27,13 +27,13 @@ use synthkit::text::TokenTextSplitter;
 use synthkit::{Concurrency, Node, ResponseMode, Synthesizer};
 use synthkit_report::RunRecord;
 
-use crate::args::{
-    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, ModelArgs, PromptArgs, TopK, parse_mode,
-    parse_top_k,
-};
 use crate::backend::{self, Backend, StackFlags};
 use crate::batch_io::{self, LineReader, RawLine};
 use crate::error::usage;
+use crate::flags::{
+    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, ModelArgs, PromptArgs, TopK, parse_mode,
+    parse_top_k,
+};
 use crate::observe::Fanout;
 use crate::output::{note, warn};
 use crate::progress::BatchProgress;

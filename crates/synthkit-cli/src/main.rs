@@ -4,20 +4,17 @@
 //! `main` only parses the arguments, runs the verb and turns errors into exit codes
 //! (0 success, 2 usage errors, 1 anything else); the work lives in the modules.
 
-mod args;
 mod backend;
 mod batch;
 mod batch_io;
 mod batch_plan;
 mod error;
 mod eval;
+mod flags;
 mod input;
-mod limit_args;
 mod logging;
-mod model_args;
 mod node_json;
 mod observe;
-mod otel_args;
 mod output;
 mod plan;
 mod progress;
@@ -34,7 +31,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command};
+use crate::flags::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -71,13 +68,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Split(a) => text::split(&a),
         Command::Ask(a) => block_on(synthesis::run(
             &a.question,
-            args::ASK_DEFAULT_MODE,
-            Some(args::DEFAULT_FOLDER_TOP_K),
+            flags::ASK_DEFAULT_MODE,
+            Some(flags::DEFAULT_FOLDER_TOP_K),
             &a.synth,
         )),
         Command::Summarize(a) => block_on(synthesis::run(
             &a.query,
-            args::SUMMARIZE_DEFAULT_MODE,
+            flags::SUMMARIZE_DEFAULT_MODE,
             None,
             &a.synth,
         )),
@@ -87,7 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(a),
         #[cfg(not(feature = "serve"))]
-        Command::Serve(_) => Err(crate::error::usage(args::NO_SERVE)),
+        Command::Serve(_) => Err(crate::error::usage(flags::NO_SERVE)),
     }
 }
 

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use synthkit::model::{LanguageModel, ModelInfo};
 use synthkit::{Node, Observer, Plan, PlanRow, ResponseMode, SynthesisInput, Synthesizer};
 
-use crate::args::SynthArgs;
 use crate::backend::Backend;
+use crate::flags::SynthArgs;
 use crate::observe::Fanout;
 use crate::output::write_json;
 use crate::synthesis::{CustomTemplates, build_synthesizer};

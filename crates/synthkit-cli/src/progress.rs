@@ -240,7 +240,7 @@ mod tests {
     use clap::Parser;
     use synthkit::ResponseMode;
 
-    use crate::args::{Cli, Command, SynthArgs};
+    use crate::flags::{Cli, Command, SynthArgs};
     use crate::observe::Fanout;
     use crate::spinner::Spinner;
     use crate::synthesis::{CustomTemplates, gather_nodes};

@@ -16,9 +16,9 @@ use synthkit_serve::{
     AccessPolicy, ApiKeys, AppState, Backend, Metrics, ModelSetup, ServiceLimits, StackOptions,
 };
 
-use crate::args::{LimitArgs, LlmKind, ModelArgs};
 use crate::error::usage;
-use crate::model_args::positive_seconds;
+use crate::flags::positive_seconds;
+use crate::flags::{LimitArgs, LlmKind, ModelArgs};
 
 /// `synthkit serve`.
 #[derive(Debug, Args)]
@@ -43,7 +43,7 @@ pub struct ServeArgs {
     pub model_args: ModelArgs,
     /// OpenTelemetry export; each request continues its caller's `traceparent`.
     #[command(flatten)]
-    pub otel: crate::otel_args::OtelArgs,
+    pub otel: crate::flags::OtelArgs,
     /// Model calls in flight at the backend across all requests (0: no cap; never more
     /// than the server's slots when it says).
     #[arg(long, value_name = "N", default_value_t = 32, help_heading = "Model")]

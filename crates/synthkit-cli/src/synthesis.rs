@@ -16,9 +16,9 @@ use synthkit::{
 };
 use synthkit_extractive::ExtractiveModel;
 
-use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, SynthArgs, TopK, TruncationPolicy};
 use crate::backend::{self, Backend};
 use crate::error::usage;
+use crate::flags::{DEFAULT_CHUNK_OVERLAP, JsonFormat, SynthArgs, TopK, TruncationPolicy};
 use crate::input;
 use crate::observe::{Fanout, ModelTime};
 use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
@@ -43,7 +43,7 @@ impl CustomTemplates {
     }
 
     /// Reads the template files named in `prompts`.
-    pub fn read_prompts(prompts: &crate::args::PromptArgs) -> Result<Self> {
+    pub fn read_prompts(prompts: &crate::flags::PromptArgs) -> Result<Self> {
         let read = |path: &Option<std::path::PathBuf>,
                     kind: TemplateKind|
          -> Result<Option<PromptTemplate>> {

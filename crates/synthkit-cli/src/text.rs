@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use anyhow::Result;
 use synthkit::text::{TokenTextSplitter, Tokenizer};
 
-use crate::args::{SplitArgs, TokensArgs};
 use crate::error::usage;
+use crate::flags::{SplitArgs, TokensArgs};
 use crate::input;
 use crate::output::write_json;
 use crate::synthesis::default_overlap;

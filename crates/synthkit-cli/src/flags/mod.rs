@@ -6,8 +6,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use synthkit::ResponseMode;
 use synthkit::text::BpeTokenizer;
 
-pub use crate::limit_args::LimitArgs;
-pub use crate::model_args::ModelArgs;
+mod limits;
+mod model;
+mod otel;
+
+pub use limits::LimitArgs;
+pub use model::ModelArgs;
+pub(crate) use model::positive_seconds;
+pub use otel::OtelArgs;
 
 /// The default response mode of `ask`.
 pub const ASK_DEFAULT_MODE: ResponseMode = ResponseMode::Compact;
@@ -115,7 +121,7 @@ pub const NO_SERVE: &str = "this synthkit was built without the HTTP service (ca
 
 impl Command {
     /// The OpenTelemetry flags (the synthesis verbs and serve have them).
-    pub fn otel(&self) -> Option<&crate::otel_args::OtelArgs> {
+    pub fn otel(&self) -> Option<&crate::flags::OtelArgs> {
         match self {
             Command::Ask(a) => Some(&a.synth.otel),
             Command::Summarize(a) => Some(&a.synth.otel),
@@ -374,7 +380,7 @@ pub struct SynthArgs {
     pub report: crate::report::ReportArgs,
     /// OpenTelemetry export.
     #[command(flatten)]
-    pub otel: crate::otel_args::OtelArgs,
+    pub otel: crate::flags::OtelArgs,
     /// `--plan` and `--price-per-1k`.
     #[command(flatten)]
     pub dry_run: crate::plan::PlanArgs,

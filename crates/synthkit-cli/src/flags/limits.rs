@@ -14,7 +14,7 @@ use synthkit::layer::sharing::{
 };
 
 use crate::error::usage;
-use crate::model_args::positive_seconds;
+use crate::flags::positive_seconds;
 
 /// The default of `--retries`.
 pub const DEFAULT_RETRIES: u32 = RetryPolicy::DEFAULT_MAX_ATTEMPTS;

@@ -11,11 +11,11 @@ use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
 use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::text::BpeTokenizer;
 
-use crate::args::{
-    Api, LlmKind, parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p,
-};
 use crate::backend::OPENAI_BASE_URL_VAR;
 use crate::error::usage;
+use crate::flags::{
+    Api, LlmKind, parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p,
+};
 
 /// The model flags.
 #[derive(Debug, Clone, Args)]
