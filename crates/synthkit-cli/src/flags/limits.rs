@@ -13,8 +13,8 @@ use synthkit::layer::sharing::{
     SharingOptions,
 };
 
+use super::values::positive_seconds;
 use crate::error::usage;
-use crate::flags::positive_seconds;
 
 /// The default of `--retries`.
 pub const DEFAULT_RETRIES: u32 = RetryPolicy::DEFAULT_MAX_ATTEMPTS;
