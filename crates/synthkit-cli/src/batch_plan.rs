@@ -8,8 +8,9 @@ use synthkit::Plan;
 use synthkit::request::RequestDefaults;
 
 use crate::backend::Backend;
-use crate::batch::{BatchArgs, HashDefaults, Parsed, parse_line};
+use crate::batch::{HashDefaults, Parsed, parse_line};
 use crate::batch_io::LineReader;
+use crate::flags::BatchArgs;
 use crate::plan::TextPlan;
 
 /// Plans every line of the input and prints the batch's plan; lines that cannot run are

@@ -90,18 +90,6 @@ pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate)
     Ok(out.flush()?)
 }
 
-/// `--plan` and `--price-per-1k`, shared by `ask`, `summarize` and `batch` (whose
-/// `--plan` help names the whole batch).
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub struct PlanArgs {
-    /// Dry run: make no model call; print the calls and prompt tokens each step needs.
-    #[arg(long, help_heading = "Output")]
-    pub plan: bool,
-    /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
-    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
-    pub price_per_1k: Option<f64>,
-}
-
 /// The synthesis a plan is made for: the backend, the mode, the flags, the templates and
 /// the query (the nodes are given beside it).
 #[derive(Clone, Copy)]

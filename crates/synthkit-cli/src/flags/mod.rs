@@ -3,22 +3,32 @@
 
 use clap::{Parser, Subcommand};
 
+mod batch;
+mod eval;
 mod limits;
 mod model;
 mod otel;
+mod report;
+#[cfg(feature = "serve")]
+mod serve;
 mod synth;
 mod text;
 mod values;
 
+pub use batch::BatchArgs;
+pub use eval::EvalArgs;
 pub use limits::LimitArgs;
 pub use model::{LlmKind, ModelArgs};
 pub use otel::OtelArgs;
+pub use report::ReportVerbArgs;
+#[cfg(feature = "serve")]
+pub use serve::ServeArgs;
 pub use synth::{
-    ASK_DEFAULT_MODE, AskArgs, DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K,
-    JsonFormat, PromptArgs, SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TruncationPolicy,
+    ASK_DEFAULT_MODE, AskArgs, DEFAULT_CHUNK_OVERLAP, DEFAULT_FOLDER_TOP_K, JsonFormat, PromptArgs,
+    SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TruncationPolicy,
 };
 pub use text::{SplitArgs, TokensArgs};
-pub use values::{FileSize, TopK, parse_mode, parse_size, parse_top_k, positive_seconds};
+pub use values::TopK;
 
 /// Answer questions over your files with LlamaIndex-style response synthesis.
 ///
@@ -63,12 +73,12 @@ pub enum Command {
         echo '{\"id\": \"q1\", \"query\": \"When?\", \"nodes\": [\"The dome opens at dusk.\"]}' > in.jsonl\n  \
         synthkit batch in.jsonl -o out.jsonl --base-url http://127.0.0.1:8080/v1 --jobs 4 --cache replies.db"
     )]
-    Batch(crate::batch::BatchArgs),
+    Batch(BatchArgs),
     /// Write the HTML report of a run from its trace (`ask --trace FILE`).
     #[command(after_help = "Example:\n  \
         synthkit ask \"How often is the mirror cleaned?\" docs/ --trace run.jsonl\n  \
         synthkit report run.jsonl -o run.html")]
-    Report(crate::report::ReportVerbArgs),
+    Report(ReportVerbArgs),
     /// Measure the answers: run each case of a benchmark in each mode (or score answers
     /// produced elsewhere) and print judge-free scores per mode.
     #[command(
@@ -76,11 +86,11 @@ pub enum Command {
         synthkit eval cases.jsonl --modes compact,refine,tree_summarize -o rows.jsonl --html eval.html\n  \
         synthkit eval cases.jsonl --answers llamaindex.jsonl --json"
     )]
-    Eval(crate::eval::EvalArgs),
+    Eval(EvalArgs),
     /// Run the HTTP service: POST /v1/synthesize (JSON or server-sent events), /healthz,
     /// /readyz, /metrics, /openapi.json.
     #[cfg(feature = "serve")]
-    Serve(crate::serve::ServeArgs),
+    Serve(ServeArgs),
     /// Run the HTTP service (not in this build: it was installed without the cargo feature
     /// `serve`).
     #[cfg(not(feature = "serve"))]
@@ -103,7 +113,7 @@ pub const NO_SERVE: &str = "this synthkit was built without the HTTP service (ca
 
 impl Command {
     /// The OpenTelemetry flags (the synthesis verbs and serve have them).
-    pub fn otel(&self) -> Option<&crate::flags::OtelArgs> {
+    pub fn otel(&self) -> Option<&OtelArgs> {
         match self {
             Command::Ask(a) => Some(&a.synth.otel),
             Command::Summarize(a) => Some(&a.synth.otel),
@@ -130,6 +140,7 @@ impl Command {
 
 #[cfg(test)]
 mod tests {
+    use super::values::{FileSize, parse_size, parse_top_k};
     use super::*;
     use clap::CommandFactory;
     use synthkit::ResponseMode;

@@ -8,6 +8,8 @@ use synthkit::ResponseMode;
 
 use super::limits::LimitArgs;
 use super::model::ModelArgs;
+use super::otel::OtelArgs;
+use super::report::ReportArgs;
 use super::values::{
     DEFAULT_MAX_FILE_SIZE, FileSize, TopK, parse_mode, parse_question, parse_size, parse_top_k,
 };
@@ -200,13 +202,13 @@ pub struct SynthArgs {
     pub trace: Option<PathBuf>,
     /// `--steps` and `--report FILE`.
     #[command(flatten)]
-    pub report: crate::report::ReportArgs,
+    pub report: ReportArgs,
     /// OpenTelemetry export.
     #[command(flatten)]
-    pub otel: super::otel::OtelArgs,
+    pub otel: OtelArgs,
     /// `--plan` and `--price-per-1k`.
     #[command(flatten)]
-    pub dry_run: crate::plan::PlanArgs,
+    pub dry_run: PlanArgs,
     /// No progress bar and no notes on standard error (warnings and errors still show).
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
@@ -259,4 +261,16 @@ pub struct PromptArgs {
     /// A system prompt added to every call.
     #[arg(long, value_name = "TEXT")]
     pub system_prompt: Option<String>,
+}
+
+/// `--plan` and `--price-per-1k`, shared by `ask`, `summarize` and `batch` (whose
+/// `--plan` help names the whole batch).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct PlanArgs {
+    /// Dry run: make no model call; print the calls and prompt tokens each step needs.
+    #[arg(long, help_heading = "Output")]
+    pub plan: bool,
+    /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
+    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
+    pub price_per_1k: Option<f64>,
 }
