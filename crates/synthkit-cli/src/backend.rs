@@ -22,10 +22,6 @@ use crate::flags::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
 /// server that go with it: the setup every front end builds ([`synthkit_setup`]).
 pub type Backend = synthkit_setup::BuiltModel;
 
-/// The variable read for the base URL when neither `--base-url` nor `SYNTHKIT_BASE_URL`
-/// is set (as OpenAI's SDKs read it).
-pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
-
 /// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
 /// with the name of where it came from.
 pub fn base_url(args: &SynthArgs) -> Option<(String, &'static str)> {

@@ -29,7 +29,7 @@ use synthkit_report::RunRecord;
 use crate::backend::{self, Backend, StackFlags};
 use crate::batch_io::{self, LineReader, RawLine};
 use crate::error::usage;
-use crate::flags::{DEFAULT_FOLDER_TOP_K, EvalArgs, TopK};
+use crate::flags::{DEFAULT_FOLDER_TOP_K, EvalArgs, TopK, default_overlap};
 use crate::observe::Fanout;
 use crate::output::{note, warn};
 use crate::progress::BatchProgress;
@@ -415,7 +415,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         .collect();
     let mut runs = 0usize;
     if !todo.is_empty() {
-        let overlap = crate::synthesis::default_overlap(args.chunk_size);
+        let overlap = default_overlap(args.chunk_size);
         let flags = StackFlags {
             model_args: &args.model_args,
             limits: &args.limits,

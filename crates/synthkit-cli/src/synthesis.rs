@@ -18,7 +18,7 @@ use synthkit_extractive::ExtractiveModel;
 
 use crate::backend::{self, Backend};
 use crate::error::usage;
-use crate::flags::{DEFAULT_CHUNK_OVERLAP, JsonFormat, SynthArgs, TopK, TruncationPolicy};
+use crate::flags::{JsonFormat, SynthArgs, TopK, TruncationPolicy, default_overlap};
 use crate::input;
 use crate::observe::{Fanout, ModelTime};
 use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
@@ -88,11 +88,6 @@ impl CustomTemplates {
         }
         builder
     }
-}
-
-/// The default overlap between the chunks of a file: 20 tokens, capped below the size.
-pub fn default_overlap(chunk_size: usize) -> usize {
-    DEFAULT_CHUNK_OVERLAP.min(chunk_size.saturating_sub(1))
 }
 
 /// Builds a synthesizer for `model` (the backend's, or a planner standing in for it) with

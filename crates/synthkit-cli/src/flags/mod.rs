@@ -1,5 +1,8 @@
-//! Command-line arguments (clap derive): the top of the command line here, one file per
-//! group of flags beside it.
+//! The command line (clap derive), as ripgrep's `flags`: every flag of every verb, one
+//! file per group, with the flags' value parsers and defaults, the methods that turn flags
+//! into settings (a retry policy, a server's config, the service's limits) and the usage
+//! error of a flag the command cannot take. It imports nothing else of the command: the
+//! verbs and the services read these structs.
 
 use clap::{Parser, Subcommand};
 
@@ -24,11 +27,11 @@ pub use report::ReportVerbArgs;
 #[cfg(feature = "serve")]
 pub use serve::ServeArgs;
 pub use synth::{
-    ASK_DEFAULT_MODE, AskArgs, DEFAULT_CHUNK_OVERLAP, DEFAULT_FOLDER_TOP_K, JsonFormat, PromptArgs,
-    SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TruncationPolicy,
+    ASK_DEFAULT_MODE, AskArgs, DEFAULT_FOLDER_TOP_K, JsonFormat, PromptArgs,
+    SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TruncationPolicy, default_overlap,
 };
 pub use text::{SplitArgs, TokensArgs};
-pub use values::TopK;
+pub use values::{TopK, UsageError, usage};
 
 /// Answer questions over your files with LlamaIndex-style response synthesis.
 ///

@@ -9,10 +9,13 @@ use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
 use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::text::BpeTokenizer;
 
-use crate::backend::OPENAI_BASE_URL_VAR;
-use crate::error::usage;
+use super::values::{
+    parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p, seconds, usage,
+};
 
-use super::values::{parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p, seconds};
+/// The variable read for the base URL when neither `--base-url` nor `SYNTHKIT_BASE_URL`
+/// is set (as OpenAI's SDKs read it).
+pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
 
 /// Which backend answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

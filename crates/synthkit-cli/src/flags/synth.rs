@@ -24,6 +24,11 @@ pub const DEFAULT_SUMMARY_QUERY: &str = "Summarize the text.";
 pub const DEFAULT_CHUNK_SIZE: usize = 1024;
 /// The default overlap (tokens) between the chunks of one file.
 pub const DEFAULT_CHUNK_OVERLAP: usize = 20;
+/// The default overlap between the chunks of a file: 20 tokens, capped below the size.
+pub fn default_overlap(chunk_size: usize) -> usize {
+    DEFAULT_CHUNK_OVERLAP.min(chunk_size.saturating_sub(1))
+}
+
 /// `ask`'s default `--top-k` when a folder is read: the chunks most relevant to the
 /// question (BM25). Chosen on the 33-question trial of issue 23 (README, "The command
 /// line"): the answer's chunk is among the best 20 for 28 of the 33 questions (40 add one

@@ -1,13 +1,30 @@
 //! The flags' value types and parsers: sizes, `--top-k`, modes, tokenizers, sampling
-//! numbers, JSON bodies and seconds.
+//! numbers, JSON bodies and seconds; and the usage error of a value the command cannot
+//! take.
 
+use std::fmt;
 use std::time::Duration;
 
 use anyhow::Result;
 use synthkit::ResponseMode;
 use synthkit::text::BpeTokenizer;
 
-use crate::error::usage;
+/// A usage error: the command line asks for something impossible. Exits with 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A usage error as an [`anyhow::Error`].
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message.into()))
+}
 
 /// The default `--max-file-size`: the library's limit, 64 MiB.
 pub const DEFAULT_MAX_FILE_SIZE: &str = "64M";
