@@ -35,6 +35,7 @@ use crate::output::{note, warn};
 use crate::progress::BatchProgress;
 use crate::report::{BatchReports, batch_report_path};
 use crate::spinner::Spinner;
+use crate::templates::CustomTemplates;
 
 /// The longest line of a cases or answers file (bytes).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -163,7 +164,7 @@ struct Runner<'a> {
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
     splitter: TokenTextSplitter,
-    templates: crate::synthesis::CustomTemplates,
+    templates: CustomTemplates,
 }
 
 impl Runner<'_> {
@@ -432,7 +433,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             Some(dir) => Some(BatchReports::create(dir, &backend)?),
             None => None,
         };
-        let templates = crate::synthesis::CustomTemplates::read_prompts(&args.prompts)?;
+        let templates = CustomTemplates::read(&args.prompts)?;
         let progress = Arc::new(BatchProgress::new(!args.quiet, Some(todo.len() as u64)));
         let runner = Runner {
             args,

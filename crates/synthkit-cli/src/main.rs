@@ -24,6 +24,7 @@ mod report;
 mod serve;
 mod spinner;
 mod synthesis;
+mod templates;
 mod text;
 mod trace;
 

@@ -14,7 +14,8 @@ use crate::backend::Backend;
 use crate::flags::SynthArgs;
 use crate::observe::Fanout;
 use crate::output::write_json;
-use crate::synthesis::{CustomTemplates, build_synthesizer};
+use crate::synthesis::build_synthesizer;
+use crate::templates::CustomTemplates;
 use crate::trace::Trace;
 
 /// The calls a run is expected to make, counted before it starts (for the progress bar

@@ -243,7 +243,8 @@ mod tests {
     use crate::flags::{Cli, Command, SynthArgs};
     use crate::observe::Fanout;
     use crate::spinner::Spinner;
-    use crate::synthesis::{CustomTemplates, gather_nodes};
+    use crate::synthesis::gather_nodes;
+    use crate::templates::CustomTemplates;
     use crate::{backend, plan};
 
     fn len(p: &Progress) -> u64 {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use futures::StreamExt;
 use synthkit::model::{LanguageModel, ModelError, TimeoutKind};
-use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use synthkit::prompt::PromptBudget;
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
 use synthkit::{
     AnswerFiltering, Concurrency, Node, Observer, OnTruncation, Response, ResponseMode, SynthError,
@@ -26,69 +26,8 @@ use crate::plan;
 use crate::progress::Progress;
 use crate::rank;
 use crate::spinner::{Spinner, thousands};
+use crate::templates::CustomTemplates;
 use crate::trace::Trace;
-
-/// Custom templates read from `--qa-template`, `--refine-template`, `--summary-template`.
-#[derive(Debug, Clone, Default)]
-pub struct CustomTemplates {
-    qa: Option<PromptTemplate>,
-    refine: Option<PromptTemplate>,
-    summary: Option<PromptTemplate>,
-}
-
-impl CustomTemplates {
-    /// Reads the template files named in `args`.
-    pub fn read(args: &SynthArgs) -> Result<Self> {
-        Self::read_prompts(&args.prompts)
-    }
-
-    /// Reads the template files named in `prompts`.
-    pub fn read_prompts(prompts: &crate::flags::PromptArgs) -> Result<Self> {
-        let read = |path: &Option<std::path::PathBuf>,
-                    kind: TemplateKind|
-         -> Result<Option<PromptTemplate>> {
-            let Some(p) = path else { return Ok(None) };
-            let bytes = std::fs::read(p).map_err(|e| {
-                usage(format!(
-                    "cannot read the {kind} template `{}`: {e}",
-                    p.display()
-                ))
-            })?;
-            Ok(Some(PromptTemplate::completion(
-                kind,
-                input::decode(bytes, &p.display().to_string()),
-            )))
-        };
-        Ok(Self {
-            qa: read(&prompts.qa_template, TemplateKind::Qa)?,
-            refine: read(&prompts.refine_template, TemplateKind::Refine)?,
-            summary: read(&prompts.summary_template, TemplateKind::Summary)?,
-        })
-    }
-}
-
-impl CustomTemplates {
-    /// `builder` with these templates and `system_prompt`, where given.
-    pub fn apply(
-        &self,
-        mut builder: synthkit::SynthesizerBuilder,
-        system_prompt: Option<&str>,
-    ) -> synthkit::SynthesizerBuilder {
-        if let Some(sp) = system_prompt {
-            builder = builder.system_prompt(sp.to_string());
-        }
-        if let Some(t) = &self.qa {
-            builder = builder.qa_template(t.clone());
-        }
-        if let Some(t) = &self.refine {
-            builder = builder.refine_template(t.clone());
-        }
-        if let Some(t) = &self.summary {
-            builder = builder.summary_template(t.clone());
-        }
-        builder
-    }
-}
 
 /// Builds a synthesizer for `model` (the backend's, or a planner standing in for it) with
 /// the options in `args`.
@@ -239,7 +178,7 @@ pub async fn run(
             "--format llamaindex shapes an answer; --plan makes no answer (leave one out)",
         ));
     }
-    let templates = CustomTemplates::read(args)?;
+    let templates = CustomTemplates::read(&args.prompts)?;
     let backend = backend::connect(args).await?;
     let spinner = Spinner::new(!args.quiet);
     let nodes = gather_nodes(args, query, &backend, folder_top_k, &spinner)?;
