@@ -10,15 +10,18 @@ use synthkit::steps::StepRecorder;
 use synthkit::{Response, ResponseMode};
 use synthkit_report::{BudgetRecord, RunRecord};
 
+use crate::backend::Backend;
 use crate::error::usage;
 use crate::flags::ReportVerbArgs;
-use crate::plan::Synthesis;
 
 /// What a run's record needs besides the response.
 pub struct RunFacts<'a> {
-    /// The synthesis that ran: its query, mode and backend (whose kind and model name
-    /// the record names).
-    pub synthesis: &'a Synthesis<'a>,
+    /// The backend that ran the synthesis (its kind and model name are recorded).
+    pub backend: &'a Backend,
+    /// The query.
+    pub query: &'a str,
+    /// The response mode.
+    pub mode: ResponseMode,
     /// The budget.
     pub budget: &'a PromptBudget,
     /// Whether the answer is grounded, when known.
@@ -31,8 +34,8 @@ impl RunFacts<'_> {
     /// The record's common part: query and mode (given to `start`), the model, the
     /// budget and the time.
     fn record(&self, start: impl FnOnce(&str, ResponseMode) -> RunRecord) -> RunRecord {
-        let backend = self.synthesis.backend;
-        start(self.synthesis.query, self.synthesis.mode)
+        let backend = self.backend;
+        start(self.query, self.mode)
             .with_model(backend.backend, backend.model_name())
             .with_budget(BudgetRecord::of(self.budget))
             .with_total_ms(self.total_ms)
@@ -144,7 +147,7 @@ pub struct BatchReports {
 
 impl BatchReports {
     /// Creates `dir` if missing (a usage error when it cannot be).
-    pub fn create(dir: &Path, backend: &crate::backend::Backend) -> Result<Self> {
+    pub fn create(dir: &Path, backend: &Backend) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
             usage(format!(
                 "cannot create the report folder {}: {e}",

@@ -12,7 +12,7 @@ use synthkit::prompt::PromptBudget;
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
 use synthkit::{
     AnswerFiltering, Concurrency, Node, Observer, OnTruncation, Response, ResponseMode, SynthError,
-    Synthesizer,
+    SynthesisInput, Synthesizer,
 };
 use synthkit_extractive::ExtractiveModel;
 
@@ -22,12 +22,92 @@ use crate::flags::{JsonFormat, SynthArgs, TopK, TruncationPolicy, default_overla
 use crate::input;
 use crate::observe::{Fanout, ModelTime};
 use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
-use crate::plan;
+use crate::plan::{self, Estimate};
 use crate::progress::Progress;
 use crate::rank;
 use crate::spinner::{Spinner, thousands};
 use crate::templates::CustomTemplates;
 use crate::trace::Trace;
+
+/// One synthesis of `ask` or `summarize`: the backend, the mode, the flags, the templates
+/// and the query (the nodes are given beside it). Its run, its estimate and its `--plan`
+/// build their synthesizers from it, so that a plan mirrors the run.
+#[derive(Clone, Copy)]
+pub struct Synthesis<'a> {
+    /// The backend whose model answers (or that a plan mirrors).
+    pub backend: &'a Backend,
+    /// The response mode.
+    pub mode: ResponseMode,
+    /// The flags of `ask` or `summarize`.
+    pub args: &'a SynthArgs,
+    /// The template files read.
+    pub templates: &'a CustomTemplates,
+    /// The question (or summarize's query).
+    pub query: &'a str,
+}
+
+impl<'a> Synthesis<'a> {
+    /// The synthesis of `query` in `mode` with `backend`'s limits, the flags and the
+    /// templates.
+    pub fn new(
+        backend: &'a Backend,
+        mode: ResponseMode,
+        args: &'a SynthArgs,
+        templates: &'a CustomTemplates,
+        query: &'a str,
+    ) -> Self {
+        Self {
+            backend,
+            mode,
+            args,
+            templates,
+            query,
+        }
+    }
+
+    /// The synthesizer over `model` with these flags and templates, reporting to
+    /// `observer`; a `dry_run` (one that plans, [`Synthesizer::plan`]) makes no spans.
+    pub fn synthesizer(
+        &self,
+        model: Arc<dyn LanguageModel>,
+        observer: Arc<dyn Observer>,
+        dry_run: bool,
+    ) -> Result<Synthesizer> {
+        build_synthesizer(
+            model,
+            self.backend,
+            self.mode,
+            self.args,
+            self.templates,
+            observer,
+            dry_run,
+        )
+    }
+
+    /// Counts the calls this synthesis of `nodes` will make (no model call): [`plan::estimate`]
+    /// with a dry run's synthesizer.
+    pub async fn estimate(&self, nodes: Vec<Node>) -> Result<Estimate> {
+        let synth = self.synthesizer(self.backend.model(), Arc::new(Fanout::default()), true)?;
+        plan::estimate(&synth, self.query, nodes).await
+    }
+
+    /// `--plan`: plans the synthesis of `nodes` (no model call, the plan's steps on
+    /// `trace`) and prints the plan.
+    async fn dry_run(&self, nodes: Vec<Node>, trace: Option<Arc<Trace>>) -> Result<()> {
+        let info = self.backend.model().info();
+        let observer = trace.map(|t| t as Arc<dyn Observer>);
+        let synth = self.synthesizer(self.backend.model(), Arc::new(Fanout::default()), true)?;
+        let node_count = nodes.len();
+        let input = SynthesisInput::new(self.query, nodes);
+        let plan = synth.plan_observed(&input, observer).await.map_err(|e| {
+            anyhow!(
+                "planning failed, assuming every answer takes all {} output tokens: {e}",
+                info.num_output
+            )
+        })?;
+        plan::print(&plan, self.backend, &info, self.mode, node_count, self.args)
+    }
+}
 
 /// Builds a synthesizer for `model` (the backend's, or a planner standing in for it) with
 /// the options in `args`.
@@ -187,9 +267,9 @@ pub async fn run(
         Some(p) => Some(Arc::new(Trace::create(p, args.dry_run.plan)?)),
         None => None,
     };
-    let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
+    let planned = Synthesis::new(&backend, mode, args, &templates, query);
     if args.dry_run.plan {
-        let outcome = plan::run(&planned, nodes, trace.clone()).await;
+        let outcome = planned.dry_run(nodes, trace.clone()).await;
         if let Some(t) = &trace {
             t.finish()?;
         }
@@ -206,7 +286,7 @@ pub async fn run(
             "planning the calls over {} chunks",
             thousands(nodes.len())
         ));
-        let counted = plan::estimate(&planned, nodes.clone()).await;
+        let counted = planned.estimate(nodes.clone()).await;
         spinner.clear();
         if let Ok(estimate) = counted {
             if guarded && plan::too_large(&estimate, args) {
@@ -251,7 +331,9 @@ pub async fn run(
         .ok()
         .and_then(|r| grounded(r, backend.is_extractive(), mode));
     let facts = crate::report::RunFacts {
-        synthesis: &planned,
+        backend: &backend,
+        query,
+        mode,
         budget: synth.budget(),
         grounded: grounded_answer,
         total_ms: start.elapsed().as_secs_f64() * 1000.0,
