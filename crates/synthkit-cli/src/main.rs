@@ -7,7 +7,6 @@
 mod backend;
 mod batch;
 mod batch_io;
-mod batch_plan;
 mod error;
 mod eval;
 mod flags;

@@ -11,6 +11,8 @@
 //! flight, and the next run skips the ids already in the output (see
 //! [`crate::batch_io::open_output`]).
 
+mod plan;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -413,7 +415,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     if args.dry_run.plan {
         let reader = LineReader::new(open_input(&args.input)?, max_line);
         let backend = backend::connect_with(flags).await?;
-        return crate::batch_plan::run(args, &backend, defaults(args, &backend), reader).await;
+        return plan::run(args, &backend, defaults(args, &backend), reader).await;
     }
     let output = args
         .output
