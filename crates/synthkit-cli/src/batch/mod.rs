@@ -11,6 +11,7 @@
 //! flight, and the next run skips the ids already in the output (see
 //! [`crate::batch_io::open_output`]).
 
+mod lines;
 mod plan;
 
 use std::path::Path;
@@ -19,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use synthkit::many::{Order, Window};
 use synthkit::model::ModelError;
 use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_kind};
@@ -27,114 +28,14 @@ use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend, StackFlags};
-use crate::batch_io::{self, Existing, LineReader, RawLine, Verdict};
+use crate::batch_io::{self, Existing, LineReader, Verdict};
 use crate::error::usage;
 use crate::flags::BatchArgs;
 use crate::output::note;
 use crate::progress::BatchProgress;
 use crate::report::BatchReports;
 
-/// An input line, read.
-pub(crate) enum Parsed {
-    /// A blank line: skipped.
-    Blank,
-    /// A line that cannot run: its id (the line number when it has none), why, and its
-    /// hash (of its text; none for a line too long or not UTF-8).
-    Bad(Value, ErrorDetail, Option<String>),
-    /// A request, its id and its request hash ([`batch_io::request_hash`]).
-    Request(Value, Box<SynthesizeRequest>, String),
-}
-
-/// What a line's request hash takes from the batch's flags: `--mode` and
-/// `--max-prompt-tokens`, for the lines that set neither.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct HashDefaults {
-    mode: ResponseMode,
-    max_prompt_tokens: Option<usize>,
-}
-
-impl HashDefaults {
-    pub(crate) fn of(args: &BatchArgs) -> Self {
-        Self {
-            mode: args.mode.unwrap_or(ResponseMode::Compact),
-            max_prompt_tokens: args.max_prompt_tokens,
-        }
-    }
-}
-
-/// An `invalid_request` error naming line `number`.
-fn invalid(number: usize, message: impl std::fmt::Display) -> ErrorDetail {
-    ErrorDetail {
-        kind: "invalid_request".into(),
-        message: format!("line {number}: {message}"),
-    }
-}
-
-/// Reads line `number`; the id is read first, so that a bad line's error line carries it.
-pub(crate) fn parse_line(
-    number: usize,
-    raw: RawLine,
-    max: usize,
-    defaults: HashDefaults,
-) -> Parsed {
-    let text = match raw {
-        RawLine::Text(t) if t.trim().is_empty() => return Parsed::Blank,
-        RawLine::Text(t) => t,
-        RawLine::TooLong(n) => {
-            let why = format!("{n} bytes, more than --max-line-bytes {max}");
-            return Parsed::Bad(Value::from(number), invalid(number, why), None);
-        }
-        RawLine::NotUtf8 => {
-            let why = "not UTF-8 text";
-            return Parsed::Bad(Value::from(number), invalid(number, why), None);
-        }
-    };
-    let mut fields: Map<String, Value> = match serde_json::from_str(&text) {
-        Ok(Value::Object(fields)) => fields,
-        Ok(_) => {
-            let why = "expected a JSON object (a synthesis request)";
-            let hash = Some(batch_io::text_hash(&text));
-            return Parsed::Bad(Value::from(number), invalid(number, why), hash);
-        }
-        Err(e) => {
-            let why = format!("not JSON: {e}");
-            let hash = Some(batch_io::text_hash(&text));
-            return Parsed::Bad(Value::from(number), invalid(number, why), hash);
-        }
-    };
-    drop(text);
-    let hash = batch_io::request_hash(&fields, defaults.mode, defaults.max_prompt_tokens);
-    let id = match fields.remove("id") {
-        None | Some(Value::Null) => Value::from(number),
-        Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        Some(_) => {
-            let why = "`id` must be a string or a number";
-            return Parsed::Bad(Value::from(number), invalid(number, why), Some(hash));
-        }
-    };
-    match serde_json::from_value::<SynthesizeRequest>(Value::Object(fields)) {
-        Ok(request) => Parsed::Request(id, Box::new(request), hash),
-        Err(e) => {
-            let why = format!("not a synthesis request: {e}");
-            Parsed::Bad(id, invalid(number, why), Some(hash))
-        }
-    }
-}
-
-/// The id of a line, as [`parse_line`] names it, and its request hash; without building
-/// the request (the survey of the input before a run).
-fn line_id(
-    number: usize,
-    raw: RawLine,
-    max: usize,
-    defaults: HashDefaults,
-) -> Option<(Value, Option<String>)> {
-    match parse_line(number, raw, max, defaults) {
-        Parsed::Blank => None,
-        Parsed::Bad(id, _, hash) => Some((id, hash)),
-        Parsed::Request(id, _, hash) => Some((id, Some(hash))),
-    }
-}
+use lines::{HashDefaults, Parsed, line_id, open_input, parse_line};
 
 /// One output line.
 #[derive(Serialize)]
@@ -249,16 +150,6 @@ impl Tally {
     fn total(&self) -> usize {
         self.answered + self.failed + self.skipped
     }
-}
-
-/// Opens IN (a usage error when it cannot be read).
-fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
-    if path == Path::new("-") {
-        return Ok(Box::new(std::io::BufReader::new(std::io::stdin())));
-    }
-    let file = std::fs::File::open(path)
-        .map_err(|e| usage(format!("cannot read the input {}: {e}", path.display())))?;
-    Ok(Box::new(std::io::BufReader::with_capacity(1 << 16, file)))
 }
 
 /// The request defaults of the batch: `--mode`, `--concurrency` (else the default capped
