@@ -32,8 +32,8 @@ use crate::error::usage;
 use crate::flags::{DEFAULT_FOLDER_TOP_K, EvalArgs, TopK, default_overlap};
 use crate::observe::Fanout;
 use crate::output::{note, warn};
+use crate::pages::{BatchReports, batch_report_path};
 use crate::progress::BatchProgress;
-use crate::report::{BatchReports, batch_report_path};
 use crate::spinner::Spinner;
 use crate::templates::CustomTemplates;
 

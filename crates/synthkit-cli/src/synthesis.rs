@@ -330,7 +330,7 @@ pub async fn run(
         .as_ref()
         .ok()
         .and_then(|r| grounded(r, backend.is_extractive(), mode));
-    let facts = crate::report::RunFacts {
+    let facts = crate::pages::RunFacts {
         backend: &backend,
         query,
         mode,
@@ -347,7 +347,7 @@ pub async fn run(
                 Err(error.as_str())
             }
         };
-        crate::report::record(ended, &nodes, &recorder, &facts)
+        crate::pages::record(ended, &nodes, &recorder, &facts)
     });
     if let Some(t) = &trace {
         if let Some(run) = &run_record {
@@ -359,7 +359,7 @@ pub async fn run(
         note(args.quiet, &n);
     }
     if let (Some(path), Some(run)) = (&args.report.report, &run_record) {
-        crate::report::write(path, run)?;
+        crate::pages::write(path, run)?;
         let what = if outcome.is_ok() {
             "report"
         } else {

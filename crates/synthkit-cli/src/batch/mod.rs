@@ -32,8 +32,8 @@ use crate::batch_io::{self, Existing, LineReader, Verdict};
 use crate::error::usage;
 use crate::flags::BatchArgs;
 use crate::output::note;
+use crate::pages::BatchReports;
 use crate::progress::BatchProgress;
-use crate::report::BatchReports;
 
 use lines::{HashDefaults, Parsed, line_id, open_input, parse_line};
 
