@@ -19,6 +19,7 @@ mod pages;
 mod plan;
 mod progress;
 mod rank;
+mod report;
 #[cfg(feature = "serve")]
 mod serve;
 mod spinner;
@@ -80,7 +81,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         )),
         Command::Batch(a) => block_on(batch::run(&a)),
         Command::Eval(a) => block_on(eval::run(&a)),
-        Command::Report(a) => pages::run_verb(&a),
+        Command::Report(a) => report::run(&a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(a),
         #[cfg(not(feature = "serve"))]

@@ -1,7 +1,7 @@
-//! The HTML report and the steps: `--steps` and `--report FILE` on `ask` and
-//! `summarize`, `--report-dir DIR` on `batch`, and `synthkit report TRACE -o FILE`.
+//! The HTML pages of runs: the record of a run of `ask` or `summarize` and its page
+//! (`--report FILE`), and a folder of pages, one per line or run (`batch --report-dir`,
+//! `eval --report-dir`). `synthkit report` writes its page with [`write`] too.
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
@@ -12,7 +12,6 @@ use synthkit_report::{BudgetRecord, RunRecord};
 
 use crate::backend::Backend;
 use crate::error::usage;
-use crate::flags::ReportVerbArgs;
 
 /// What a run's record needs besides the response.
 pub struct RunFacts<'a> {
@@ -70,31 +69,6 @@ pub fn write(path: &Path, run: &RunRecord) -> Result<()> {
     let page = synthkit_report::render(run);
     std::fs::write(path, page)
         .map_err(|e| anyhow!("cannot write the report {}: {e}", path.display()))
-}
-
-/// `synthkit report TRACE -o FILE`.
-pub fn run_verb(args: &ReportVerbArgs) -> Result<()> {
-    let file = std::fs::File::open(&args.trace).map_err(|e| {
-        usage(format!(
-            "cannot read the trace {}: {e}",
-            args.trace.display()
-        ))
-    })?;
-    let run = synthkit_report::read_trace(BufReader::new(file))
-        .map_err(|e| usage(format!("{}: {e}", args.trace.display())))?;
-    write(&args.output, &run)?;
-    if let Some(error) = &run.error {
-        eprintln!(
-            "note: the run of {} failed ({error}): the report shows its calls up to the failure",
-            args.trace.display()
-        );
-    } else if run.answer.is_none() {
-        eprintln!(
-            "note: {} holds the calls but not the run's end (the run failed or was stopped): the report shows the calls alone",
-            args.trace.display()
-        );
-    }
-    Ok(())
 }
 
 /// The report file for a batch line with `id` in `dir`: the id itself when it is a plain
