@@ -2,14 +2,20 @@
 //! synthesis, offline (extractive) or with an OpenAI-compatible model.
 //!
 //! `main` only parses the arguments, runs the verb and turns errors into exit codes
-//! (0 success, 2 usage errors, 1 anything else); the work lives in the modules.
+//! (0 success, 2 usage errors, 1 anything else); the work lives in the modules, in three
+//! tiers whose imports run one way, as ripgrep's do: the verbs use the services and the
+//! flags, the services use the flags (and each other, one way), and `flags` imports
+//! nothing else of the command.
+//! The verbs never import each other: what two of them share is a service.
 
+// Every flag of every verb, with its parsers and defaults.
+mod flags;
+
+// The services the verbs share: reading (input, nodes, templates), the model and its
+// stack, plans, progress, output, traces, report pages, JSON-lines files, errors.
 mod backend;
-mod batch;
 mod batch_io;
 mod error;
-mod eval;
-mod flags;
 mod input;
 mod logging;
 mod node_json;
@@ -19,14 +25,19 @@ mod pages;
 mod plan;
 mod progress;
 mod rank;
+mod spinner;
+mod templates;
+mod trace;
+
+// The verbs: ask and summarize (synthesis), tokens and split (text), batch, eval, serve,
+// report.
+mod batch;
+mod eval;
 mod report;
 #[cfg(feature = "serve")]
 mod serve;
-mod spinner;
 mod synthesis;
-mod templates;
 mod text;
-mod trace;
 
 use std::process::ExitCode;
 
