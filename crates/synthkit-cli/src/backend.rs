@@ -16,15 +16,11 @@ use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
 use synthkit::layer::sharing::{CacheLocation, Sharing};
 use synthkit_setup::{ModelSetup, StackOptions};
 
-use crate::args::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
+use crate::flags::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
 
 /// The chosen model behind the library's model stack, with the tokenizers, slots and
 /// server that go with it: the setup every front end builds ([`synthkit_setup`]).
 pub type Backend = synthkit_setup::BuiltModel;
-
-/// The variable read for the base URL when neither `--base-url` nor `SYNTHKIT_BASE_URL`
-/// is set (as OpenAI's SDKs read it).
-pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
 
 /// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
 /// with the name of where it came from.

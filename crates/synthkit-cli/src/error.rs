@@ -1,28 +1,15 @@
 //! Errors and exit codes: 0 success, 2 usage errors, 1 everything else.
+//!
+//! A usage error is made where a flag is checked ([`crate::flags::usage`]); the verbs make
+//! theirs through this module too (a file named on the command line that cannot be read).
 
-use std::fmt;
+use crate::flags::UsageError;
+pub use crate::flags::usage;
 
 /// Exit code of a usage error (bad flags, unreadable arguments), as clap uses.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code of every other failure.
 pub const EXIT_FAILURE: u8 = 1;
-
-/// A usage error: the command line asks for something impossible. Exits with 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// A usage error as an [`anyhow::Error`].
-pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UsageError(message.into()))
-}
 
 /// The exit code for `err`.
 pub fn exit_code(err: &anyhow::Error) -> u8 {

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
-use clap::Args;
 use futures::StreamExt as _;
 use serde_json::json;
 use synthkit::eval::{
@@ -27,108 +26,19 @@ use synthkit::text::TokenTextSplitter;
 use synthkit::{Concurrency, Node, ResponseMode, Synthesizer};
 use synthkit_report::RunRecord;
 
-use crate::args::{
-    DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, LimitArgs, ModelArgs, PromptArgs, TopK, parse_mode,
-    parse_top_k,
-};
 use crate::backend::{self, Backend, StackFlags};
 use crate::batch_io::{self, LineReader, RawLine};
 use crate::error::usage;
+use crate::flags::{DEFAULT_FOLDER_TOP_K, EvalArgs, TopK, default_overlap};
 use crate::observe::Fanout;
 use crate::output::{note, warn};
+use crate::pages::{BatchReports, batch_report_path};
 use crate::progress::BatchProgress;
-use crate::report::{BatchReports, batch_report_path};
 use crate::spinner::Spinner;
+use crate::templates::CustomTemplates;
 
 /// The longest line of a cases or answers file (bytes).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
-
-/// `synthkit eval`.
-#[derive(Debug, Args)]
-pub struct EvalArgs {
-    /// The cases, one JSON object per line: {"id", "query", "nodes" | "paths", "top_k",
-    /// "answers", "evidence", "answerable", "tags"} (README, "Measuring answers").
-    /// Relative `paths` are read from the cases file's folder.
-    #[arg(value_name = "CASES")]
-    pub cases: PathBuf,
-    /// Run synthkit in these response modes, comma-separated [default: compact, unless
-    /// --answers is given].
-    #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = parse_mode,
-          help_heading = "Eval")]
-    pub modes: Vec<ResponseMode>,
-    /// Score answers produced elsewhere: JSON lines {"id", "mode", "system", "answer",
-    /// "error", "abstained", "calls", "prompt_tokens", "completion_tokens",
-    /// "truncated_calls", "wall_ms", "prompts", "citations"}; repeatable.
-    #[arg(long, value_name = "FILE", help_heading = "Eval")]
-    pub answers: Vec<PathBuf>,
-    /// The name of synthkit's runs in the results (and of answers lines that name no
-    /// system).
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "synthkit",
-        help_heading = "Eval"
-    )]
-    pub system: String,
-    /// Append each scored row to ROWS (JSON lines); rows already there (same id, mode and
-    /// system) are kept and not run again, so running the same command again resumes.
-    #[arg(long, short = 'o', value_name = "ROWS", help_heading = "Eval")]
-    pub output: Option<PathBuf>,
-    /// Runs (case and mode) in flight at once, each with up to --concurrency calls in
-    /// flight; rows are written in case order. Above 1 the runs share the server, so each
-    /// row's wall time includes waiting for the others: compare calls and tokens then.
-    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=256), help_heading = "Eval")]
-    pub jobs: u32,
-    /// On a resume, keep synthkit's failed runs already in ROWS (a connection refused, a
-    /// timeout, an error reply) instead of running them again.
-    #[arg(long, help_heading = "Eval")]
-    pub no_retry_failed: bool,
-    /// With `paths` cases that set no `top_k`: keep the N chunks most relevant to the
-    /// query; `all` keeps every chunk [default: 20 when a folder is read, else all].
-    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
-    pub top_k: Option<TopK>,
-    /// The most tokens in a node when `paths` are split.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
-    pub chunk_size: usize,
-    /// Number the sources and have the answers cite them: scores citation precision and
-    /// recall against each case's `evidence`.
-    #[arg(long, help_heading = "Synthesis")]
-    pub cite: bool,
-    /// Model calls in flight of each synthesis; 0 means no limit. Default: 8, or the
-    /// server's slots when it says fewer.
-    #[arg(long, value_name = "N", help_heading = "Synthesis")]
-    pub concurrency: Option<usize>,
-    /// The most tokens one prompt may have, below the model's window.
-    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
-    pub max_prompt_tokens: Option<usize>,
-    /// Other prompts than the defaults (to measure a prompt before making it one).
-    #[command(flatten)]
-    pub prompts: PromptArgs,
-    /// Requests and tokens per minute, retries: one budget for the whole evaluation.
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    /// The backend and how to reach and sample the model.
-    #[command(flatten)]
-    pub model_args: ModelArgs,
-    /// Keep every model reply in the SQLite file FILE and answer repeated calls from it.
-    #[arg(long, value_name = "FILE", help_heading = "Model")]
-    pub cache: Option<PathBuf>,
-    /// Print one JSON object: {"rows": [...], "totals": [...]} instead of the table.
-    #[arg(long, help_heading = "Output")]
-    pub json: bool,
-    /// Write an HTML page of the results to FILE: the totals, then each case with the
-    /// answers of every system and mode side by side.
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub html: Option<PathBuf>,
-    /// Write the HTML report of each synthkit run into DIR (`ID.MODE.html`), linked from
-    /// the --html page.
-    #[arg(long, value_name = "DIR", help_heading = "Output")]
-    pub report_dir: Option<PathBuf>,
-    /// No progress bar and no notes on standard error.
-    #[arg(long, short, help_heading = "Output")]
-    pub quiet: bool,
-}
 
 /// Reads a JSON-lines file with `parse` (each line's number given), a usage error naming
 /// the file and line when a line is bad.
@@ -254,7 +164,7 @@ struct Runner<'a> {
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
     splitter: TokenTextSplitter,
-    templates: crate::synthesis::CustomTemplates,
+    templates: CustomTemplates,
 }
 
 impl Runner<'_> {
@@ -506,7 +416,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         .collect();
     let mut runs = 0usize;
     if !todo.is_empty() {
-        let overlap = crate::synthesis::default_overlap(args.chunk_size);
+        let overlap = default_overlap(args.chunk_size);
         let flags = StackFlags {
             model_args: &args.model_args,
             limits: &args.limits,
@@ -523,7 +433,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             Some(dir) => Some(BatchReports::create(dir, &backend)?),
             None => None,
         };
-        let templates = crate::synthesis::CustomTemplates::read_prompts(&args.prompts)?;
+        let templates = CustomTemplates::read(&args.prompts)?;
         let progress = Arc::new(BatchProgress::new(!args.quiet, Some(todo.len() as u64)));
         let runner = Runner {
             args,

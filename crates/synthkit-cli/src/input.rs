@@ -23,8 +23,8 @@ use synthkit_documents::{
     Format, LeftOut, LeftOutReason, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
 };
 
-use crate::args::SynthArgs;
 use crate::error::usage;
+use crate::flags::SynthArgs;
 use crate::output::{note, warn};
 use crate::spinner::Spinner;
 

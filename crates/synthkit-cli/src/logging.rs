@@ -18,7 +18,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{LevelFilter, filter_fn};
 
-use crate::otel_args::OtelArgs;
+use crate::flags::OtelArgs;
 
 /// Installs the subscriber once for the process; returns the guard that flushes the
 /// exported spans when dropped (after the answer is out). A malformed endpoint is a

@@ -2,39 +2,48 @@
 //! synthesis, offline (extractive) or with an OpenAI-compatible model.
 //!
 //! `main` only parses the arguments, runs the verb and turns errors into exit codes
-//! (0 success, 2 usage errors, 1 anything else); the work lives in the modules.
+//! (0 success, 2 usage errors, 1 anything else); the work lives in the modules, in three
+//! tiers whose imports run one way, as ripgrep's do: the verbs use the services and the
+//! flags, the services use the flags (and each other, one way), and `flags` imports
+//! nothing else of the command.
+//! The verbs never import each other: what two of them share is a service.
 
-mod args;
+// Every flag of every verb, with its parsers and defaults.
+mod flags;
+
+// The services the verbs share: reading (input, nodes, templates), the model and its
+// stack, plans, progress, output, traces, report pages, JSON-lines files, errors.
 mod backend;
-mod batch;
 mod batch_io;
-mod batch_plan;
 mod error;
-mod eval;
 mod input;
-mod limit_args;
 mod logging;
-mod model_args;
 mod node_json;
 mod observe;
-mod otel_args;
 mod output;
+mod pages;
 mod plan;
 mod progress;
 mod rank;
+mod spinner;
+mod templates;
+mod trace;
+
+// The verbs: ask and summarize (synthesis), tokens and split (text), batch, eval, serve,
+// report.
+mod batch;
+mod eval;
 mod report;
 #[cfg(feature = "serve")]
 mod serve;
-mod spinner;
 mod synthesis;
 mod text;
-mod trace;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command};
+use crate::flags::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -71,23 +80,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Split(a) => text::split(&a),
         Command::Ask(a) => block_on(synthesis::run(
             &a.question,
-            args::ASK_DEFAULT_MODE,
-            Some(args::DEFAULT_FOLDER_TOP_K),
+            flags::ASK_DEFAULT_MODE,
+            Some(flags::DEFAULT_FOLDER_TOP_K),
             &a.synth,
         )),
         Command::Summarize(a) => block_on(synthesis::run(
             &a.query,
-            args::SUMMARIZE_DEFAULT_MODE,
+            flags::SUMMARIZE_DEFAULT_MODE,
             None,
             &a.synth,
         )),
         Command::Batch(a) => block_on(batch::run(&a)),
         Command::Eval(a) => block_on(eval::run(&a)),
-        Command::Report(a) => report::run_verb(&a),
+        Command::Report(a) => report::run(&a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(a),
         #[cfg(not(feature = "serve"))]
-        Command::Serve(_) => Err(crate::error::usage(args::NO_SERVE)),
+        Command::Serve(_) => Err(crate::error::usage(flags::NO_SERVE)),
     }
 }
 

@@ -1,21 +1,19 @@
-//! `--plan`: a dry run that makes no model call, and the size guard of `--max-calls` /
-//! `--max-total-prompt-tokens` and the progress bar's length, all from one plan: the
-//! library's [`Synthesizer::plan`] (its first step exact, later steps upper bounds).
+//! Plans, counted and printed: the dry run of `--plan` (`ask`, `summarize`, `batch`) that
+//! makes no model call, the size guard of `--max-calls` / `--max-total-prompt-tokens` and
+//! the progress bar's length, all from one plan: the library's [`Synthesizer::plan`] (its
+//! first step exact, later steps upper bounds). The verbs build the synthesizer; this
+//! module counts with it and prints.
 
 use std::io::{self, Write};
-use std::sync::Arc;
 
 use anyhow::Result;
 use serde_json::{Value, json};
-use synthkit::model::{LanguageModel, ModelInfo};
-use synthkit::{Node, Observer, Plan, PlanRow, ResponseMode, SynthesisInput, Synthesizer};
+use synthkit::model::ModelInfo;
+use synthkit::{Node, Plan, PlanRow, ResponseMode, Synthesizer};
 
-use crate::args::SynthArgs;
 use crate::backend::Backend;
-use crate::observe::Fanout;
+use crate::flags::SynthArgs;
 use crate::output::write_json;
-use crate::synthesis::{CustomTemplates, build_synthesizer};
-use crate::trace::Trace;
 
 /// The calls a run is expected to make, counted before it starts (for the progress bar
 /// and the size check of `--max-calls` / `--max-total-prompt-tokens`): the numbers of
@@ -46,6 +44,13 @@ impl Estimate {
             rows: plan.rows,
         }
     }
+}
+
+/// Counts the calls `synth` will make over `nodes`, with the same packing and the same
+/// counter as the run (and as `--plan`) and no model call: [`Synthesizer::plan`].
+pub async fn estimate(synth: &Synthesizer, query: &str, nodes: Vec<Node>) -> Result<Estimate> {
+    let plan = synth.plan(query, nodes).await?;
+    Ok(Estimate::of(plan, synth.mode()))
 }
 
 /// Whether a run of `estimate` needs `--yes`: more calls than `--max-calls` or more
@@ -90,101 +95,17 @@ pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate)
     Ok(out.flush()?)
 }
 
-/// `--plan` and `--price-per-1k`, shared by `ask`, `summarize` and `batch` (whose
-/// `--plan` help names the whole batch).
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub struct PlanArgs {
-    /// Dry run: make no model call; print the calls and prompt tokens each step needs.
-    #[arg(long, help_heading = "Output")]
-    pub plan: bool,
-    /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
-    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
-    pub price_per_1k: Option<f64>,
-}
-
-/// The synthesis a plan is made for: the backend, the mode, the flags, the templates and
-/// the query (the nodes are given beside it).
-#[derive(Clone, Copy)]
-pub struct Synthesis<'a> {
-    /// The backend whose model the plan mirrors.
-    pub backend: &'a Backend,
-    /// The response mode.
-    pub mode: ResponseMode,
-    /// The flags of `ask` or `summarize`.
-    pub args: &'a SynthArgs,
-    /// The template files read.
-    pub templates: &'a CustomTemplates,
-    /// The question (or summarize's query).
-    pub query: &'a str,
-}
-
-impl<'a> Synthesis<'a> {
-    /// The synthesis of `query` in `mode` with `backend`'s limits, the flags and the
-    /// templates.
-    pub fn new(
-        backend: &'a Backend,
-        mode: ResponseMode,
-        args: &'a SynthArgs,
-        templates: &'a CustomTemplates,
-        query: &'a str,
-    ) -> Self {
-        Self {
-            backend,
-            mode,
-            args,
-            templates,
-            query,
-        }
-    }
-
-    /// The synthesizer over `model` with these flags and templates, reporting to
-    /// `observer`; a `dry_run` (one that plans, [`Synthesizer::plan`]) makes no spans.
-    pub fn synthesizer(
-        &self,
-        model: Arc<dyn LanguageModel>,
-        observer: Arc<dyn Observer>,
-        dry_run: bool,
-    ) -> Result<Synthesizer> {
-        build_synthesizer(
-            model,
-            self.backend,
-            self.mode,
-            self.args,
-            self.templates,
-            observer,
-            dry_run,
-        )
-    }
-}
-
-/// Counts the calls a synthesis of `nodes` will make, with the same packing and the same
-/// counter as the run (and as `--plan`) and no model call: [`Synthesizer::plan`].
-pub async fn estimate(synthesis: &Synthesis<'_>, nodes: Vec<Node>) -> Result<Estimate> {
-    let model = synthesis.backend.model();
-    let synth = synthesis.synthesizer(model, Arc::new(Fanout::default()), true)?;
-    let plan = synth.plan(synthesis.query, nodes).await?;
-    Ok(Estimate::of(plan, synthesis.mode))
-}
-
-/// Plans the synthesis and prints the plan.
-pub async fn run(
-    synthesis: &Synthesis<'_>,
-    nodes: Vec<Node>,
-    trace: Option<Arc<Trace>>,
+/// Prints `plan`, the plan of one synthesis in `mode` over `node_count` nodes (`ask
+/// --plan`, `summarize --plan`) by `backend`'s model (`info`): one JSON object with
+/// `--json`, else the text of [`TextPlan`] and the note of a cut context.
+pub fn print(
+    plan: &Plan,
+    backend: &Backend,
+    info: &ModelInfo,
+    mode: ResponseMode,
+    node_count: usize,
+    args: &SynthArgs,
 ) -> Result<()> {
-    let (backend, mode, args) = (synthesis.backend, synthesis.mode, synthesis.args);
-    let info = backend.model().info();
-    let observer = trace.map(|t| t as Arc<dyn Observer>);
-    let model = backend.model();
-    let synth = synthesis.synthesizer(model, Arc::new(Fanout::default()), true)?;
-    let node_count = nodes.len();
-    let input = SynthesisInput::new(synthesis.query, nodes);
-    let plan = synth.plan_observed(&input, observer).await.map_err(|e| {
-        anyhow::anyhow!(
-            "planning failed, assuming every answer takes all {} output tokens: {e}",
-            info.num_output
-        )
-    })?;
     let rows = &plan.rows;
     let (calls, prompt_tokens, exact) = (plan.calls, plan.prompt_tokens, plan.exact);
     let max_completion = plan.max_completion_tokens;
@@ -244,7 +165,7 @@ pub async fn run(
         price_per_1k: args.dry_run.price_per_1k,
         without_calls: &without_calls,
     };
-    text.write(&mut out, backend, &info)?;
+    text.write(&mut out, backend, info)?;
     if rows.is_empty() {
         return Ok(out.flush()?);
     }

@@ -240,11 +240,12 @@ mod tests {
     use clap::Parser;
     use synthkit::ResponseMode;
 
-    use crate::args::{Cli, Command, SynthArgs};
+    use crate::backend;
+    use crate::flags::{Cli, Command, SynthArgs};
     use crate::observe::Fanout;
     use crate::spinner::Spinner;
-    use crate::synthesis::{CustomTemplates, gather_nodes};
-    use crate::{backend, plan};
+    use crate::synthesis::{Synthesis, gather_nodes};
+    use crate::templates::CustomTemplates;
 
     fn len(p: &Progress) -> u64 {
         p.bar.length().unwrap_or(0)
@@ -374,8 +375,8 @@ mod tests {
         let nodes = gather_nodes(args, query, &backend, None, &Spinner::new(false)).unwrap();
         let progress = Arc::new(Progress::new(false));
         let t = Instant::now();
-        let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
-        let estimate = plan::estimate(&planned, nodes.clone()).await.unwrap();
+        let planned = Synthesis::new(&backend, mode, args, &templates, query);
+        let estimate = planned.estimate(nodes.clone()).await.unwrap();
         let took = t.elapsed();
         progress.fix_total(&estimate);
         let recorder = Arc::new(Recorder {

@@ -8,91 +8,105 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use futures::StreamExt;
 use synthkit::model::{LanguageModel, ModelError, TimeoutKind};
-use synthkit::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use synthkit::prompt::PromptBudget;
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
 use synthkit::{
     AnswerFiltering, Concurrency, Node, Observer, OnTruncation, Response, ResponseMode, SynthError,
-    Synthesizer,
+    SynthesisInput, Synthesizer,
 };
 use synthkit_extractive::ExtractiveModel;
 
-use crate::args::{DEFAULT_CHUNK_OVERLAP, JsonFormat, SynthArgs, TopK, TruncationPolicy};
 use crate::backend::{self, Backend};
 use crate::error::usage;
+use crate::flags::{JsonFormat, SynthArgs, TopK, TruncationPolicy, default_overlap};
 use crate::input;
 use crate::observe::{Fanout, ModelTime};
 use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
-use crate::plan;
+use crate::plan::{self, Estimate};
 use crate::progress::Progress;
 use crate::rank;
 use crate::spinner::{Spinner, thousands};
+use crate::templates::CustomTemplates;
 use crate::trace::Trace;
 
-/// Custom templates read from `--qa-template`, `--refine-template`, `--summary-template`.
-#[derive(Debug, Clone, Default)]
-pub struct CustomTemplates {
-    qa: Option<PromptTemplate>,
-    refine: Option<PromptTemplate>,
-    summary: Option<PromptTemplate>,
+/// One synthesis of `ask` or `summarize`: the backend, the mode, the flags, the templates
+/// and the query (the nodes are given beside it). Its run, its estimate and its `--plan`
+/// build their synthesizers from it, so that a plan mirrors the run.
+#[derive(Clone, Copy)]
+pub struct Synthesis<'a> {
+    /// The backend whose model answers (or that a plan mirrors).
+    pub backend: &'a Backend,
+    /// The response mode.
+    pub mode: ResponseMode,
+    /// The flags of `ask` or `summarize`.
+    pub args: &'a SynthArgs,
+    /// The template files read.
+    pub templates: &'a CustomTemplates,
+    /// The question (or summarize's query).
+    pub query: &'a str,
 }
 
-impl CustomTemplates {
-    /// Reads the template files named in `args`.
-    pub fn read(args: &SynthArgs) -> Result<Self> {
-        Self::read_prompts(&args.prompts)
+impl<'a> Synthesis<'a> {
+    /// The synthesis of `query` in `mode` with `backend`'s limits, the flags and the
+    /// templates.
+    pub fn new(
+        backend: &'a Backend,
+        mode: ResponseMode,
+        args: &'a SynthArgs,
+        templates: &'a CustomTemplates,
+        query: &'a str,
+    ) -> Self {
+        Self {
+            backend,
+            mode,
+            args,
+            templates,
+            query,
+        }
     }
 
-    /// Reads the template files named in `prompts`.
-    pub fn read_prompts(prompts: &crate::args::PromptArgs) -> Result<Self> {
-        let read = |path: &Option<std::path::PathBuf>,
-                    kind: TemplateKind|
-         -> Result<Option<PromptTemplate>> {
-            let Some(p) = path else { return Ok(None) };
-            let bytes = std::fs::read(p).map_err(|e| {
-                usage(format!(
-                    "cannot read the {kind} template `{}`: {e}",
-                    p.display()
-                ))
-            })?;
-            Ok(Some(PromptTemplate::completion(
-                kind,
-                input::decode(bytes, &p.display().to_string()),
-            )))
-        };
-        Ok(Self {
-            qa: read(&prompts.qa_template, TemplateKind::Qa)?,
-            refine: read(&prompts.refine_template, TemplateKind::Refine)?,
-            summary: read(&prompts.summary_template, TemplateKind::Summary)?,
-        })
-    }
-}
-
-impl CustomTemplates {
-    /// `builder` with these templates and `system_prompt`, where given.
-    pub fn apply(
+    /// The synthesizer over `model` with these flags and templates, reporting to
+    /// `observer`; a `dry_run` (one that plans, [`Synthesizer::plan`]) makes no spans.
+    pub fn synthesizer(
         &self,
-        mut builder: synthkit::SynthesizerBuilder,
-        system_prompt: Option<&str>,
-    ) -> synthkit::SynthesizerBuilder {
-        if let Some(sp) = system_prompt {
-            builder = builder.system_prompt(sp.to_string());
-        }
-        if let Some(t) = &self.qa {
-            builder = builder.qa_template(t.clone());
-        }
-        if let Some(t) = &self.refine {
-            builder = builder.refine_template(t.clone());
-        }
-        if let Some(t) = &self.summary {
-            builder = builder.summary_template(t.clone());
-        }
-        builder
+        model: Arc<dyn LanguageModel>,
+        observer: Arc<dyn Observer>,
+        dry_run: bool,
+    ) -> Result<Synthesizer> {
+        build_synthesizer(
+            model,
+            self.backend,
+            self.mode,
+            self.args,
+            self.templates,
+            observer,
+            dry_run,
+        )
     }
-}
 
-/// The default overlap between the chunks of a file: 20 tokens, capped below the size.
-pub fn default_overlap(chunk_size: usize) -> usize {
-    DEFAULT_CHUNK_OVERLAP.min(chunk_size.saturating_sub(1))
+    /// Counts the calls this synthesis of `nodes` will make (no model call): [`plan::estimate`]
+    /// with a dry run's synthesizer.
+    pub async fn estimate(&self, nodes: Vec<Node>) -> Result<Estimate> {
+        let synth = self.synthesizer(self.backend.model(), Arc::new(Fanout::default()), true)?;
+        plan::estimate(&synth, self.query, nodes).await
+    }
+
+    /// `--plan`: plans the synthesis of `nodes` (no model call, the plan's steps on
+    /// `trace`) and prints the plan.
+    async fn dry_run(&self, nodes: Vec<Node>, trace: Option<Arc<Trace>>) -> Result<()> {
+        let info = self.backend.model().info();
+        let observer = trace.map(|t| t as Arc<dyn Observer>);
+        let synth = self.synthesizer(self.backend.model(), Arc::new(Fanout::default()), true)?;
+        let node_count = nodes.len();
+        let input = SynthesisInput::new(self.query, nodes);
+        let plan = synth.plan_observed(&input, observer).await.map_err(|e| {
+            anyhow!(
+                "planning failed, assuming every answer takes all {} output tokens: {e}",
+                info.num_output
+            )
+        })?;
+        plan::print(&plan, self.backend, &info, self.mode, node_count, self.args)
+    }
 }
 
 /// Builds a synthesizer for `model` (the backend's, or a planner standing in for it) with
@@ -244,7 +258,7 @@ pub async fn run(
             "--format llamaindex shapes an answer; --plan makes no answer (leave one out)",
         ));
     }
-    let templates = CustomTemplates::read(args)?;
+    let templates = CustomTemplates::read(&args.prompts)?;
     let backend = backend::connect(args).await?;
     let spinner = Spinner::new(!args.quiet);
     let nodes = gather_nodes(args, query, &backend, folder_top_k, &spinner)?;
@@ -253,9 +267,9 @@ pub async fn run(
         Some(p) => Some(Arc::new(Trace::create(p, args.dry_run.plan)?)),
         None => None,
     };
-    let planned = plan::Synthesis::new(&backend, mode, args, &templates, query);
+    let planned = Synthesis::new(&backend, mode, args, &templates, query);
     if args.dry_run.plan {
-        let outcome = plan::run(&planned, nodes, trace.clone()).await;
+        let outcome = planned.dry_run(nodes, trace.clone()).await;
         if let Some(t) = &trace {
             t.finish()?;
         }
@@ -272,7 +286,7 @@ pub async fn run(
             "planning the calls over {} chunks",
             thousands(nodes.len())
         ));
-        let counted = plan::estimate(&planned, nodes.clone()).await;
+        let counted = planned.estimate(nodes.clone()).await;
         spinner.clear();
         if let Ok(estimate) = counted {
             if guarded && plan::too_large(&estimate, args) {
@@ -316,8 +330,10 @@ pub async fn run(
         .as_ref()
         .ok()
         .and_then(|r| grounded(r, backend.is_extractive(), mode));
-    let facts = crate::report::RunFacts {
-        synthesis: &planned,
+    let facts = crate::pages::RunFacts {
+        backend: &backend,
+        query,
+        mode,
         budget: synth.budget(),
         grounded: grounded_answer,
         total_ms: start.elapsed().as_secs_f64() * 1000.0,
@@ -331,7 +347,7 @@ pub async fn run(
                 Err(error.as_str())
             }
         };
-        crate::report::record(ended, &nodes, &recorder, &facts)
+        crate::pages::record(ended, &nodes, &recorder, &facts)
     });
     if let Some(t) = &trace {
         if let Some(run) = &run_record {
@@ -343,7 +359,7 @@ pub async fn run(
         note(args.quiet, &n);
     }
     if let (Some(path), Some(run)) = (&args.report.report, &run_record) {
-        crate::report::write(path, run)?;
+        crate::pages::write(path, run)?;
         let what = if outcome.is_ok() {
             "report"
         } else {

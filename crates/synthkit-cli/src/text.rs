@@ -6,11 +6,10 @@ use std::io::{self, Write};
 use anyhow::Result;
 use synthkit::text::{TokenTextSplitter, Tokenizer};
 
-use crate::args::{SplitArgs, TokensArgs};
 use crate::error::usage;
+use crate::flags::{SplitArgs, TokensArgs, default_overlap};
 use crate::input;
 use crate::output::write_json;
-use crate::synthesis::default_overlap;
 
 /// `synthkit tokens`: prints the token count.
 pub fn tokens(args: &TokensArgs) -> Result<()> {

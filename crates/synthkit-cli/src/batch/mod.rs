@@ -11,219 +11,31 @@
 //! flight, and the next run skips the ids already in the output (see
 //! [`crate::batch_io::open_output`]).
 
-use std::path::{Path, PathBuf};
+mod lines;
+mod plan;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
-use clap::Args;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use synthkit::many::{Order, Window};
 use synthkit::model::ModelError;
 use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_kind};
 use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_report::RunRecord;
 
-use crate::args::{FileSize, LimitArgs, ModelArgs, parse_mode, parse_size};
 use crate::backend::{self, Backend, StackFlags};
-use crate::batch_io::{self, Existing, LineReader, RawLine, Verdict};
+use crate::batch_io::{self, Existing, LineReader, Verdict};
 use crate::error::usage;
+use crate::flags::BatchArgs;
 use crate::output::note;
+use crate::pages::BatchReports;
 use crate::progress::BatchProgress;
-use crate::report::BatchReports;
 
-/// The default `--max-line-bytes`: the service's default body limit, 10 MiB.
-pub const DEFAULT_MAX_LINE_BYTES: &str = "10M";
-/// The default `--jobs`.
-pub const DEFAULT_JOBS: u32 = 4;
-
-/// `synthkit batch`.
-#[derive(Debug, Args)]
-#[command(mut_arg("plan", |plan| plan.help(
-    "Dry run: make no model call; print the calls and prompt tokens of the whole batch \
-     (every line of IN), and name the lines that cannot run"
-)))]
-pub struct BatchArgs {
-    /// The requests, one JSON object per line (`-`: standard input): the body of the
-    /// service's POST /v1/synthesize (query, nodes, mode, templates, citations,
-    /// output_schema, concurrency, system_prompt, citation_markers, max_prompt_tokens)
-    /// plus an optional `id` (a string or a number; default: the line number). Blank
-    /// lines are skipped.
-    #[arg(value_name = "IN")]
-    pub input: PathBuf,
-    /// The results, one JSON line per input line: {"id", "request_sha256", "response"}
-    /// or {"id", "request_sha256", "error": {"kind", "message", "transient"?}}. Running
-    /// the same command again resumes a stopped batch: results whose request is
-    /// unchanged are kept, failed lines with a transient cause and lines whose request
-    /// changed run again, and OUT ends with one line per id.
-    #[arg(
-        long,
-        short = 'o',
-        value_name = "OUT",
-        required_unless_present = "plan",
-        help_heading = "Batch"
-    )]
-    pub output: Option<PathBuf>,
-    /// Syntheses run at once, each with up to --concurrency calls in flight.
-    #[arg(long, short = 'j', value_name = "N", default_value_t = DEFAULT_JOBS,
-          value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batch")]
-    pub jobs: u32,
-    /// Write each result as it finishes instead of in input order.
-    #[arg(long, help_heading = "Batch")]
-    pub unordered: bool,
-    /// On a resume, keep the error lines already in OUT, even those whose failure was
-    /// transient (connection, timeout, rate limit, 5xx), instead of running them again.
-    #[arg(long, help_heading = "Batch")]
-    pub no_retry_failed: bool,
-    /// The longest input line: bytes, or with K, M or G; `none` for no limit. A longer
-    /// line becomes an error line (it is never held whole).
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_LINE_BYTES,
-          value_parser = parse_size, help_heading = "Batch")]
-    pub max_line_bytes: FileSize,
-    /// The mode of a line that names none [default: compact].
-    #[arg(long, value_name = "MODE", value_parser = parse_mode, help_heading = "Synthesis")]
-    pub mode: Option<ResponseMode>,
-    /// Model calls in flight of each synthesis, and the most a line's `concurrency` may
-    /// ask for; 0 means no limit. Default: 8, or the server's slots when it says fewer.
-    #[arg(long, value_name = "N", help_heading = "Synthesis")]
-    pub concurrency: Option<usize>,
-    /// The most tokens one prompt may have, below the model's window, for the lines that
-    /// set no `max_prompt_tokens`: smaller prompts, more calls.
-    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
-    pub max_prompt_tokens: Option<usize>,
-    /// Requests and tokens per minute, retries: one budget for the whole batch.
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    /// The backend and how to reach and sample the model.
-    #[command(flatten)]
-    pub model_args: ModelArgs,
-    /// OpenTelemetry export.
-    #[command(flatten)]
-    pub otel: crate::otel_args::OtelArgs,
-    /// Keep every model reply in the SQLite file FILE and answer repeated calls from it:
-    /// a resumed batch repeats no model call that had finished. Ignored with --plan.
-    #[arg(long, value_name = "FILE", help_heading = "Model")]
-    pub cache: Option<PathBuf>,
-    /// `--plan` (over the whole batch) and `--price-per-1k`.
-    #[command(flatten)]
-    pub dry_run: crate::plan::PlanArgs,
-    /// No progress bar and no notes on standard error (the summary line still shows).
-    #[arg(long, short, help_heading = "Output")]
-    pub quiet: bool,
-    /// Write one HTML report per answered line into DIR (created if missing), named
-    /// after the line's id (`q1.html`; an id that is not a plain file name gets its plain
-    /// characters and a hash).
-    #[arg(
-        long,
-        value_name = "DIR",
-        conflicts_with = "plan",
-        help_heading = "Output"
-    )]
-    pub report_dir: Option<PathBuf>,
-}
-
-/// An input line, read.
-pub(crate) enum Parsed {
-    /// A blank line: skipped.
-    Blank,
-    /// A line that cannot run: its id (the line number when it has none), why, and its
-    /// hash (of its text; none for a line too long or not UTF-8).
-    Bad(Value, ErrorDetail, Option<String>),
-    /// A request, its id and its request hash ([`batch_io::request_hash`]).
-    Request(Value, Box<SynthesizeRequest>, String),
-}
-
-/// What a line's request hash takes from the batch's flags: `--mode` and
-/// `--max-prompt-tokens`, for the lines that set neither.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct HashDefaults {
-    mode: ResponseMode,
-    max_prompt_tokens: Option<usize>,
-}
-
-impl HashDefaults {
-    pub(crate) fn of(args: &BatchArgs) -> Self {
-        Self {
-            mode: args.mode.unwrap_or(ResponseMode::Compact),
-            max_prompt_tokens: args.max_prompt_tokens,
-        }
-    }
-}
-
-/// An `invalid_request` error naming line `number`.
-fn invalid(number: usize, message: impl std::fmt::Display) -> ErrorDetail {
-    ErrorDetail {
-        kind: "invalid_request".into(),
-        message: format!("line {number}: {message}"),
-    }
-}
-
-/// Reads line `number`; the id is read first, so that a bad line's error line carries it.
-pub(crate) fn parse_line(
-    number: usize,
-    raw: RawLine,
-    max: usize,
-    defaults: HashDefaults,
-) -> Parsed {
-    let text = match raw {
-        RawLine::Text(t) if t.trim().is_empty() => return Parsed::Blank,
-        RawLine::Text(t) => t,
-        RawLine::TooLong(n) => {
-            let why = format!("{n} bytes, more than --max-line-bytes {max}");
-            return Parsed::Bad(Value::from(number), invalid(number, why), None);
-        }
-        RawLine::NotUtf8 => {
-            let why = "not UTF-8 text";
-            return Parsed::Bad(Value::from(number), invalid(number, why), None);
-        }
-    };
-    let mut fields: Map<String, Value> = match serde_json::from_str(&text) {
-        Ok(Value::Object(fields)) => fields,
-        Ok(_) => {
-            let why = "expected a JSON object (a synthesis request)";
-            let hash = Some(batch_io::text_hash(&text));
-            return Parsed::Bad(Value::from(number), invalid(number, why), hash);
-        }
-        Err(e) => {
-            let why = format!("not JSON: {e}");
-            let hash = Some(batch_io::text_hash(&text));
-            return Parsed::Bad(Value::from(number), invalid(number, why), hash);
-        }
-    };
-    drop(text);
-    let hash = batch_io::request_hash(&fields, defaults.mode, defaults.max_prompt_tokens);
-    let id = match fields.remove("id") {
-        None | Some(Value::Null) => Value::from(number),
-        Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        Some(_) => {
-            let why = "`id` must be a string or a number";
-            return Parsed::Bad(Value::from(number), invalid(number, why), Some(hash));
-        }
-    };
-    match serde_json::from_value::<SynthesizeRequest>(Value::Object(fields)) {
-        Ok(request) => Parsed::Request(id, Box::new(request), hash),
-        Err(e) => {
-            let why = format!("not a synthesis request: {e}");
-            Parsed::Bad(id, invalid(number, why), Some(hash))
-        }
-    }
-}
-
-/// The id of a line, as [`parse_line`] names it, and its request hash; without building
-/// the request (the survey of the input before a run).
-fn line_id(
-    number: usize,
-    raw: RawLine,
-    max: usize,
-    defaults: HashDefaults,
-) -> Option<(Value, Option<String>)> {
-    match parse_line(number, raw, max, defaults) {
-        Parsed::Blank => None,
-        Parsed::Bad(id, _, hash) => Some((id, hash)),
-        Parsed::Request(id, _, hash) => Some((id, Some(hash))),
-    }
-}
+use lines::{HashDefaults, Parsed, line_id, open_input, parse_line};
 
 /// One output line.
 #[derive(Serialize)]
@@ -338,16 +150,6 @@ impl Tally {
     fn total(&self) -> usize {
         self.answered + self.failed + self.skipped
     }
-}
-
-/// Opens IN (a usage error when it cannot be read).
-fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
-    if path == Path::new("-") {
-        return Ok(Box::new(std::io::BufReader::new(std::io::stdin())));
-    }
-    let file = std::fs::File::open(path)
-        .map_err(|e| usage(format!("cannot read the input {}: {e}", path.display())))?;
-    Ok(Box::new(std::io::BufReader::with_capacity(1 << 16, file)))
 }
 
 /// The request defaults of the batch: `--mode`, `--concurrency` (else the default capped
@@ -504,7 +306,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     if args.dry_run.plan {
         let reader = LineReader::new(open_input(&args.input)?, max_line);
         let backend = backend::connect_with(flags).await?;
-        return crate::batch_plan::run(args, &backend, defaults(args, &backend), reader).await;
+        return plan::run(args, &backend, defaults(args, &backend), reader).await;
     }
     let output = args
         .output

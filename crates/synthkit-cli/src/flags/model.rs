@@ -2,20 +2,43 @@
 //! server is, which model, its window and output reserve, timeouts, sampling and the
 //! tokenizer. One definition, so every verb takes the same flags with the same meaning.
 
-use std::time::Duration;
-
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use synthkit::backend::anthropic::{Anthropic, AnthropicConfig};
 use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
 use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::text::BpeTokenizer;
 
-use crate::args::{
-    Api, LlmKind, parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p,
+use super::values::{
+    parse_extra_body, parse_temperature, parse_tokenizer, parse_top_p, seconds, usage,
 };
-use crate::backend::OPENAI_BASE_URL_VAR;
-use crate::error::usage;
+
+/// The variable read for the base URL when neither `--base-url` nor `SYNTHKIT_BASE_URL`
+/// is set (as OpenAI's SDKs read it).
+pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
+
+/// Which backend answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LlmKind {
+    /// Offline: sentences selected from your documents, no language model.
+    Extractive,
+    /// A model server: OpenAI-compatible (OpenAI, vLLM, llama.cpp, Ollama, ...), or
+    /// Anthropic's Messages API with --api anthropic.
+    Openai,
+    /// A server of Anthropic's Messages API (chosen with --api anthropic, not --llm).
+    #[value(skip)]
+    Anthropic,
+}
+
+/// The API a model server speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Api {
+    /// OpenAI's: `/v1/chat/completions` (or `/v1/completions`), `Authorization: Bearer`.
+    #[default]
+    Openai,
+    /// Anthropic's Messages API: `/v1/messages`, `x-api-key`.
+    Anthropic,
+}
 
 /// The model flags.
 #[derive(Debug, Clone, Args)]
@@ -247,21 +270,4 @@ impl ModelArgs {
         let config = self.server_config::<OpenAi>()?;
         Ok(config.with_chat(!self.completion_api))
     }
-}
-
-/// A positive number of seconds given to `flag`, as a duration (`None` when not given).
-pub(crate) fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>> {
-    secs.map(|s| positive_seconds(flag, s)).transpose()
-}
-
-/// A positive number of seconds given to `flag`, as a duration.
-pub(crate) fn positive_seconds(flag: &str, secs: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(secs)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            usage(format!(
-                "{flag} must be a positive number of seconds, got {secs}"
-            ))
-        })
 }

@@ -13,8 +13,7 @@ use synthkit::layer::sharing::{
     SharingOptions,
 };
 
-use crate::error::usage;
-use crate::model_args::positive_seconds;
+use super::values::{positive_seconds, usage};
 
 /// The default of `--retries`.
 pub const DEFAULT_RETRIES: u32 = RetryPolicy::DEFAULT_MAX_ATTEMPTS;

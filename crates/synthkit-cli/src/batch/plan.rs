@@ -8,9 +8,11 @@ use synthkit::Plan;
 use synthkit::request::RequestDefaults;
 
 use crate::backend::Backend;
-use crate::batch::{BatchArgs, HashDefaults, Parsed, parse_line};
 use crate::batch_io::LineReader;
+use crate::flags::BatchArgs;
 use crate::plan::TextPlan;
+
+use super::lines::{HashDefaults, Parsed, parse_line};
 
 /// Plans every line of the input and prints the batch's plan; lines that cannot run are
 /// named on standard error (and make the exit code 1).

@@ -1,0 +1,102 @@
+//! The flags of `batch`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use synthkit::ResponseMode;
+
+use super::limits::LimitArgs;
+use super::model::ModelArgs;
+use super::otel::OtelArgs;
+use super::synth::PlanArgs;
+use super::values::{FileSize, parse_mode, parse_size};
+
+/// The default `--max-line-bytes`: the service's default body limit, 10 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: &str = "10M";
+/// The default `--jobs`.
+pub const DEFAULT_JOBS: u32 = 4;
+
+/// `synthkit batch`.
+#[derive(Debug, Args)]
+#[command(mut_arg("plan", |plan| plan.help(
+    "Dry run: make no model call; print the calls and prompt tokens of the whole batch \
+     (every line of IN), and name the lines that cannot run"
+)))]
+pub struct BatchArgs {
+    /// The requests, one JSON object per line (`-`: standard input): the body of the
+    /// service's POST /v1/synthesize (query, nodes, mode, templates, citations,
+    /// output_schema, concurrency, system_prompt, citation_markers, max_prompt_tokens)
+    /// plus an optional `id` (a string or a number; default: the line number). Blank
+    /// lines are skipped.
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+    /// The results, one JSON line per input line: {"id", "request_sha256", "response"}
+    /// or {"id", "request_sha256", "error": {"kind", "message", "transient"?}}. Running
+    /// the same command again resumes a stopped batch: results whose request is
+    /// unchanged are kept, failed lines with a transient cause and lines whose request
+    /// changed run again, and OUT ends with one line per id.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "OUT",
+        required_unless_present = "plan",
+        help_heading = "Batch"
+    )]
+    pub output: Option<PathBuf>,
+    /// Syntheses run at once, each with up to --concurrency calls in flight.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = DEFAULT_JOBS,
+          value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Batch")]
+    pub jobs: u32,
+    /// Write each result as it finishes instead of in input order.
+    #[arg(long, help_heading = "Batch")]
+    pub unordered: bool,
+    /// On a resume, keep the error lines already in OUT, even those whose failure was
+    /// transient (connection, timeout, rate limit, 5xx), instead of running them again.
+    #[arg(long, help_heading = "Batch")]
+    pub no_retry_failed: bool,
+    /// The longest input line: bytes, or with K, M or G; `none` for no limit. A longer
+    /// line becomes an error line (it is never held whole).
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_LINE_BYTES,
+          value_parser = parse_size, help_heading = "Batch")]
+    pub max_line_bytes: FileSize,
+    /// The mode of a line that names none [default: compact].
+    #[arg(long, value_name = "MODE", value_parser = parse_mode, help_heading = "Synthesis")]
+    pub mode: Option<ResponseMode>,
+    /// Model calls in flight of each synthesis, and the most a line's `concurrency` may
+    /// ask for; 0 means no limit. Default: 8, or the server's slots when it says fewer.
+    #[arg(long, value_name = "N", help_heading = "Synthesis")]
+    pub concurrency: Option<usize>,
+    /// The most tokens one prompt may have, below the model's window, for the lines that
+    /// set no `max_prompt_tokens`: smaller prompts, more calls.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
+    pub max_prompt_tokens: Option<usize>,
+    /// Requests and tokens per minute, retries: one budget for the whole batch.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// The backend and how to reach and sample the model.
+    #[command(flatten)]
+    pub model_args: ModelArgs,
+    /// OpenTelemetry export.
+    #[command(flatten)]
+    pub otel: OtelArgs,
+    /// Keep every model reply in the SQLite file FILE and answer repeated calls from it:
+    /// a resumed batch repeats no model call that had finished. Ignored with --plan.
+    #[arg(long, value_name = "FILE", help_heading = "Model")]
+    pub cache: Option<PathBuf>,
+    /// `--plan` (over the whole batch) and `--price-per-1k`.
+    #[command(flatten)]
+    pub dry_run: PlanArgs,
+    /// No progress bar and no notes on standard error (the summary line still shows).
+    #[arg(long, short, help_heading = "Output")]
+    pub quiet: bool,
+    /// Write one HTML report per answered line into DIR (created if missing), named
+    /// after the line's id (`q1.html`; an id that is not a plain file name gets its plain
+    /// characters and a hash).
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "plan",
+        help_heading = "Output"
+    )]
+    pub report_dir: Option<PathBuf>,
+}

@@ -1,0 +1,98 @@
+//! The flags of `eval`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use synthkit::ResponseMode;
+
+use super::limits::LimitArgs;
+use super::model::ModelArgs;
+use super::synth::{DEFAULT_CHUNK_SIZE, PromptArgs};
+use super::values::{TopK, parse_mode, parse_top_k};
+
+/// `synthkit eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The cases, one JSON object per line: {"id", "query", "nodes" | "paths", "top_k",
+    /// "answers", "evidence", "answerable", "tags"} (README, "Measuring answers").
+    /// Relative `paths` are read from the cases file's folder.
+    #[arg(value_name = "CASES")]
+    pub cases: PathBuf,
+    /// Run synthkit in these response modes, comma-separated [default: compact, unless
+    /// --answers is given].
+    #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = parse_mode,
+          help_heading = "Eval")]
+    pub modes: Vec<ResponseMode>,
+    /// Score answers produced elsewhere: JSON lines {"id", "mode", "system", "answer",
+    /// "error", "abstained", "calls", "prompt_tokens", "completion_tokens",
+    /// "truncated_calls", "wall_ms", "prompts", "citations"}; repeatable.
+    #[arg(long, value_name = "FILE", help_heading = "Eval")]
+    pub answers: Vec<PathBuf>,
+    /// The name of synthkit's runs in the results (and of answers lines that name no
+    /// system).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "synthkit",
+        help_heading = "Eval"
+    )]
+    pub system: String,
+    /// Append each scored row to ROWS (JSON lines); rows already there (same id, mode and
+    /// system) are kept and not run again, so running the same command again resumes.
+    #[arg(long, short = 'o', value_name = "ROWS", help_heading = "Eval")]
+    pub output: Option<PathBuf>,
+    /// Runs (case and mode) in flight at once, each with up to --concurrency calls in
+    /// flight; rows are written in case order. Above 1 the runs share the server, so each
+    /// row's wall time includes waiting for the others: compare calls and tokens then.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=256), help_heading = "Eval")]
+    pub jobs: u32,
+    /// On a resume, keep synthkit's failed runs already in ROWS (a connection refused, a
+    /// timeout, an error reply) instead of running them again.
+    #[arg(long, help_heading = "Eval")]
+    pub no_retry_failed: bool,
+    /// With `paths` cases that set no `top_k`: keep the N chunks most relevant to the
+    /// query; `all` keeps every chunk [default: 20 when a folder is read, else all].
+    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
+    pub top_k: Option<TopK>,
+    /// The most tokens in a node when `paths` are split.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
+    pub chunk_size: usize,
+    /// Number the sources and have the answers cite them: scores citation precision and
+    /// recall against each case's `evidence`.
+    #[arg(long, help_heading = "Synthesis")]
+    pub cite: bool,
+    /// Model calls in flight of each synthesis; 0 means no limit. Default: 8, or the
+    /// server's slots when it says fewer.
+    #[arg(long, value_name = "N", help_heading = "Synthesis")]
+    pub concurrency: Option<usize>,
+    /// The most tokens one prompt may have, below the model's window.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
+    pub max_prompt_tokens: Option<usize>,
+    /// Other prompts than the defaults (to measure a prompt before making it one).
+    #[command(flatten)]
+    pub prompts: PromptArgs,
+    /// Requests and tokens per minute, retries: one budget for the whole evaluation.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// The backend and how to reach and sample the model.
+    #[command(flatten)]
+    pub model_args: ModelArgs,
+    /// Keep every model reply in the SQLite file FILE and answer repeated calls from it.
+    #[arg(long, value_name = "FILE", help_heading = "Model")]
+    pub cache: Option<PathBuf>,
+    /// Print one JSON object: {"rows": [...], "totals": [...]} instead of the table.
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+    /// Write an HTML page of the results to FILE: the totals, then each case with the
+    /// answers of every system and mode side by side.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub html: Option<PathBuf>,
+    /// Write the HTML report of each synthkit run into DIR (`ID.MODE.html`), linked from
+    /// the --html page.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub report_dir: Option<PathBuf>,
+    /// No progress bar and no notes on standard error.
+    #[arg(long, short, help_heading = "Output")]
+    pub quiet: bool,
+}
