@@ -44,7 +44,7 @@ pub use transport::Transport;
 /// available context size", "longer than the maximum model length", "prompt is too
 /// long"), with the prompt's tokens and the window when the message gives them. For front
 /// ends that get a server's message from elsewhere (an SDK's exception): the engine lowers
-/// its prompt limit and packs again on [`ModelError::ContextTooLong`](crate::model::ModelError::ContextTooLong).
+/// its prompt limit and packs again on [`ContextTooLong`](crate::model::ModelError::ContextTooLong).
 ///
 /// ```
 /// use synthkit::backend::http::context_error_in;
