@@ -181,22 +181,39 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
             ModelSetup::openai(configured::<OpenAi>(&opts)?.with_chat(opts.chat))
         }
     };
-    let stack = StackOptions::default()
-        .with_calls_in_flight(Some(opts.concurrency))
-        .with_sharing(sharing.clone());
-    let built = setup.with_stack(stack).build().await.map_err(|e| match e {
-        ConnectError::NoKey { url } => InputError::new_err(format!(
-            "no API key for {url}: set the environment variable {} (or name another one with api_key_env=)",
-            opts.api_key_env
-        )),
-        other => SynthkitError::new_err(other.to_string()),
-    })?;
-    Ok(Backend {
-        model: built.model(),
-        kind: built.backend,
-        concurrency: built.calls_in_flight,
-        llm_adapter: None,
-    })
+    Backend::build(setup, opts.concurrency, sharing, None)
+        .await
+        .map_err(|e| match e {
+            ConnectError::NoKey { url } => InputError::new_err(format!(
+                "no API key for {url}: set the environment variable {} (or name another one with api_key_env=)",
+                opts.api_key_env
+            )),
+            other => SynthkitError::new_err(other.to_string()),
+        })
+}
+
+impl Backend {
+    /// Builds `setup` behind the stack every Python synthesizer has: at most
+    /// `concurrency` calls in flight (0: no cap; never more than the server's slots),
+    /// the default retries, `sharing`'s budget and cache. `llm_adapter`: a Python LLM's
+    /// adapter (its `id()`).
+    pub(crate) async fn build(
+        setup: ModelSetup,
+        concurrency: usize,
+        sharing: &Sharing,
+        llm_adapter: Option<usize>,
+    ) -> Result<Self, ConnectError> {
+        let stack = StackOptions::default()
+            .with_calls_in_flight(Some(concurrency))
+            .with_sharing(sharing.clone());
+        let built = setup.with_stack(stack).build().await?;
+        Ok(Backend {
+            model: built.model(),
+            kind: built.backend,
+            concurrency: built.calls_in_flight,
+            llm_adapter,
+        })
+    }
 }
 
 /// The window, temperature and timeout given to the constructor, set on either API's

@@ -417,7 +417,11 @@ impl Synthesizer {
     ) -> PyResult<ResponseStream> {
         self.refuse_reentry(py)?;
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
-        Ok(ResponseStream::new(self.inner.clone(), input, self.on_truncation))
+        Ok(ResponseStream::new(
+            self.inner.clone(),
+            input,
+            self.on_truncation,
+        ))
     }
 
     /// The response mode.

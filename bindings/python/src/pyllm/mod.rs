@@ -19,16 +19,16 @@ use futures::stream;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use synthkit::layer::sharing::Sharing;
-use synthkit::layer::stack::{ModelStack, calls_in_flight};
 use synthkit::model::{
     Completion, CompletionStream, FinishReason, LanguageModel, ModelError, ModelFuture, ModelInfo,
     ModelRequest, StreamEvent, Usage,
 };
 use synthkit::prompt::RenderedPrompt;
 use synthkit::text::SharedTokenizer;
+use synthkit_setup::ModelSetup;
 
-use crate::InputError;
 use crate::backend::Backend;
+use crate::{InputError, block_on};
 
 pub(crate) mod bridge;
 mod convert;
@@ -92,13 +92,14 @@ pub(crate) fn backend(
         Some(_) => crate::sharing::llm_identity(opts.llm, &model.info.name, model.info.is_chat),
         None => Default::default(),
     };
-    let stack = ModelStack::builder(model).max_in_flight(opts.concurrency);
-    let stack = sharing.apply(stack, identity).build();
-    Ok(Backend {
-        model: stack.model(),
-        kind: "python",
-        concurrency: calls_in_flight(Some(opts.concurrency), None),
-        llm_adapter: Some(adapter.as_ptr() as usize),
+    let adapter_id = adapter.as_ptr() as usize;
+    let setup = ModelSetup::custom("python", Arc::new(model), identity);
+    let sharing = sharing.clone();
+    let concurrency = opts.concurrency;
+    block_on(py, async move {
+        Backend::build(setup, concurrency, &sharing, Some(adapter_id))
+            .await
+            .map_err(|e| crate::SynthkitError::new_err(e.to_string()))
     })
 }
 
