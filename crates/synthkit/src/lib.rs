@@ -231,4 +231,6 @@ pub use options::{Concurrency, Templates};
 pub use plan::{Plan, PlanRow};
 pub use response::{Response, StreamingResponse, Truncation};
 pub use steps::SynthStep;
-pub use synth::{AnswerFiltering, SynthesisInput, Synthesizer, SynthesizerBuilder};
+pub use synth::{
+    AnswerFiltering, SynthesisInput, SynthesisOptions, Synthesizer, SynthesizerBuilder,
+};

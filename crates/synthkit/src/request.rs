@@ -41,7 +41,7 @@ use crate::node::NodeJsonError;
 use crate::options::Concurrency;
 use crate::prompt::{PromptTemplate, TemplateKind};
 use crate::steps::StepRecorder;
-use crate::synth::{SynthesisInput, Synthesizer, SynthesizerBuilder};
+use crate::synth::{SynthesisInput, SynthesisOptions, Synthesizer, SynthesizerBuilder};
 
 /// A synthesis request: the query, the retrieved nodes and how to answer.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -301,25 +301,18 @@ impl SynthesizeRequest {
             (Some(n), max) => Concurrency::limit(n.min(max.get())),
             (None, max) => max,
         };
-        let mut builder = builder
-            .mode(mode)
-            .concurrency(concurrency)
-            .citations(self.citations);
-        if self.return_steps {
-            builder = builder.return_steps(true);
-        }
-        if let Some(show) = self.citation_markers {
-            builder = builder.citation_markers(show);
-        }
-        if let Some(schema) = self.output_schema {
-            builder = builder.output_schema(schema);
-        }
-        if let Some(prompt) = self.system_prompt {
-            builder = builder.system_prompt(prompt);
-        }
-        if let Some(limit) = self.max_prompt_tokens.or(defaults.max_prompt_tokens) {
-            builder = builder.max_prompt_tokens(limit);
-        }
+        let mut options = SynthesisOptions {
+            mode: Some(mode),
+            concurrency: Some(concurrency),
+            citations: Some(self.citations),
+            citation_markers: self.citation_markers,
+            // Left out, the base's setting stays.
+            return_steps: self.return_steps.then_some(true),
+            output_schema: self.output_schema,
+            system_prompt: self.system_prompt,
+            max_prompt_tokens: self.max_prompt_tokens.or(defaults.max_prompt_tokens),
+            ..SynthesisOptions::default()
+        };
         if let Some(t) = self.templates {
             let pairs = [
                 (t.qa, TemplateKind::Qa),
@@ -327,11 +320,12 @@ impl SynthesizeRequest {
                 (t.summary, TemplateKind::Summary),
                 (t.simple, TemplateKind::Simple),
             ];
-            for (text, kind) in pairs {
-                let Some(text) = text else { continue };
-                builder = builder.template(PromptTemplate::completion(kind, text));
-            }
+            options.templates = pairs
+                .into_iter()
+                .filter_map(|(text, kind)| Some(PromptTemplate::completion(kind, text?)))
+                .collect();
         }
+        let mut builder = options.apply(builder);
         let nodes = crate::node::nodes_from_json(self.nodes)?;
         let steps = self.report.then(|| Arc::new(builder.step_recorder(&nodes)));
         if let Some(recorder) = &steps {

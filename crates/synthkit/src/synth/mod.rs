@@ -41,6 +41,7 @@ use crate::steps::StepRecorder;
 use crate::telemetry;
 
 mod builder;
+mod options;
 
 pub use crate::filtering::{
     AnswerFiltering, StepEvaluator, StepVerdict, VerdictFuture, filter_schema,
@@ -51,6 +52,7 @@ pub use crate::options::{
     Templates,
 };
 pub use builder::SynthesizerBuilder;
+pub use options::SynthesisOptions;
 
 /// What to synthesize from: the query, the nodes and optional extras.
 #[derive(Debug, Clone, Default)]
@@ -65,7 +67,7 @@ pub struct SynthesisInput {
     pub previous_response: Option<String>,
     /// Extra template variables for this synthesis (added to the synthesizer's, whose
     /// values they override). A template's variables must be known when the synthesizer
-    /// is built ([`crate::prompt::PromptTemplate::check_known`]): give a variable set here a
+    /// is built (the builder checks them): give a variable set here a
     /// default with [`crate::SynthesizerBuilder::variable`].
     pub variables: Vec<(String, String)>,
 }
