@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
-use synthkit::{AnswerFiltering, ResponseMode, SynthesizerBuilder};
+use synthkit::{AnswerFiltering, ResponseMode};
 
 use crate::InputError;
 
@@ -43,15 +43,12 @@ impl Structured {
         Ok(Self { schema, filtering })
     }
 
-    /// `builder` with these options.
-    pub(crate) fn apply(&self, mut builder: SynthesizerBuilder) -> SynthesizerBuilder {
-        if let Some(schema) = &self.schema {
-            builder = builder.output_schema(schema.clone());
-        }
+    /// Sets these options in `options`.
+    pub(crate) fn set(self, options: &mut synthkit::SynthesisOptions) {
+        options.output_schema = self.schema;
         if self.filtering {
-            builder = builder.answer_filtering(AnswerFiltering::on());
+            options.answer_filtering = Some(AnswerFiltering::on());
         }
-        builder
     }
 }
 

@@ -317,26 +317,19 @@ impl Synthesizer {
             0 => Concurrency::Unlimited,
             n => Concurrency::limit(n),
         };
+        let mut options = synthkit::SynthesisOptions::default();
+        options.mode = Some(mode);
+        options.on_truncation = Some(on_truncation.library());
+        options.citations = Some(citations);
+        options.return_steps = Some(return_steps);
+        options.concurrency = Some(allowed);
+        options.templates = overrides;
+        options.budget = budget;
+        options.system_prompt = system_prompt;
+        options.max_prompt_tokens = max_prompt_tokens;
+        structured.set(&mut options);
         let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
-            let mut builder = synthkit::Synthesizer::builder(model)
-                .mode(mode)
-                .on_truncation(on_truncation.library())
-                .citations(citations)
-                .return_steps(return_steps)
-                .concurrency(allowed);
-            for t in &overrides {
-                builder = builder.template(t.clone());
-            }
-            if let Some(b) = &budget {
-                builder = builder.budget(b.clone());
-            }
-            if let Some(p) = &system_prompt {
-                builder = builder.system_prompt(p.clone());
-            }
-            if let Some(limit) = max_prompt_tokens {
-                builder = builder.max_prompt_tokens(limit);
-            }
-            structured.apply(builder).build()
+            options.clone().apply(synthkit::Synthesizer::builder(model)).build()
         });
         let built = configure(backend.model.clone()).map_err(to_py)?;
         let mut inner = if backend.kind == "python" {

@@ -16,14 +16,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
-use futures::StreamExt as _;
 use serde_json::json;
 use synthkit::eval::{
     AnswerLine, Case, CaseInput, Row, Totals, nodes_text, parse_answer_line, parse_case, run_case,
 };
+use synthkit::many::{Order, Window};
 use synthkit::prompt::PromptBudget;
 use synthkit::text::TokenTextSplitter;
-use synthkit::{Concurrency, Node, ResponseMode, Synthesizer};
+use synthkit::{Concurrency, Node, ResponseMode, SynthesisOptions, Synthesizer};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend, StackFlags};
@@ -158,8 +158,8 @@ fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
 }
 
 /// What every synthkit run shares.
-struct Runner<'a> {
-    args: &'a EvalArgs,
+struct Runner {
+    args: EvalArgs,
     backend: Backend,
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
@@ -167,7 +167,7 @@ struct Runner<'a> {
     templates: CustomTemplates,
 }
 
-impl Runner<'_> {
+impl Runner {
     /// A case's nodes: its own, or its paths read, split and ranked as `ask` does.
     fn nodes(&self, case: &Case) -> std::result::Result<Vec<Node>, String> {
         let paths = match &case.input {
@@ -209,18 +209,18 @@ impl Runner<'_> {
         // The extractive backend always cites (it says which sentences it took); the
         // markers stay out of the answer without --cite.
         let citations = self.args.cite || self.backend.is_extractive();
-        let builder = Synthesizer::builder(self.backend.model())
-            .mode(mode)
-            .budget(budget)
-            .concurrency(Concurrency::for_server(
-                self.args.concurrency,
-                self.backend.server_slots,
-            ))
-            .citations(citations)
-            .citation_markers(self.args.cite);
-        let builder = self
-            .templates
-            .apply(builder, self.args.prompts.system_prompt.as_deref());
+        let mut options = SynthesisOptions::default();
+        options.mode = Some(mode);
+        options.budget = Some(budget);
+        options.concurrency = Some(Concurrency::for_server(
+            self.args.concurrency,
+            self.backend.server_slots,
+        ));
+        options.citations = Some(citations);
+        options.citation_markers = Some(self.args.cite);
+        options.system_prompt = self.args.prompts.system_prompt.clone();
+        options.templates = self.templates.list();
+        let builder = options.apply(Synthesizer::builder(self.backend.model()));
         let mut fanout = Fanout::default();
         fanout.push(self.progress.clone());
         let recorder = self
@@ -435,21 +435,30 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         };
         let templates = CustomTemplates::read(&args.prompts)?;
         let progress = Arc::new(BatchProgress::new(!args.quiet, Some(todo.len() as u64)));
-        let runner = Runner {
-            args,
+        let runner = Arc::new(Runner {
+            args: args.clone(),
             backend,
             progress: progress.clone(),
             reports,
             splitter,
             templates,
-        };
-        // At most --jobs runs in flight, their rows taken in case order.
-        let runner = &runner;
-        let made = futures::stream::iter(todo)
-            .map(|(i, mode)| runner.row(&cases[i], mode))
-            .buffered(args.jobs as usize);
-        futures::pin_mut!(made);
-        while let Some(row) = made.next().await {
+        });
+        // At most --jobs runs in flight, each on its own task (aborted if this is
+        // dropped), their rows taken in case order.
+        let cases = Arc::new(cases.clone());
+        let mut window: Window<Result<Row>> = Window::new(args.jobs as usize, Order::Input);
+        let mut todo = todo.into_iter();
+        loop {
+            while window.has_room() {
+                let Some((i, mode)) = todo.next() else { break };
+                let (runner, cases) = (Arc::clone(&runner), Arc::clone(&cases));
+                window.spawn(async move { runner.row(&cases[i], mode).await }, |e| {
+                    Err(anyhow!("a run was lost: {e}"))
+                });
+            }
+            let Some(row) = window.next().await else {
+                break;
+            };
             append(row?, &mut rows)?;
             runs += 1;
             progress.line_done();

@@ -12,7 +12,7 @@ use synthkit::prompt::PromptBudget;
 use synthkit::text::{SharedTokenizer, TokenTextSplitter};
 use synthkit::{
     AnswerFiltering, Concurrency, Node, Observer, OnTruncation, Response, ResponseMode, SynthError,
-    SynthesisInput, Synthesizer,
+    SynthesisInput, SynthesisOptions, Synthesizer,
 };
 use synthkit_extractive::ExtractiveModel;
 
@@ -133,29 +133,32 @@ pub fn build_synthesizer(
         .with_tokenizer(tokenizer)
         .with_max_prompt_tokens(args.max_prompt_tokens)
         .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
-    let mut builder = Synthesizer::builder(model)
-        .mode(mode)
-        .budget(budget)
-        .concurrency(Concurrency::for_server(
-            args.concurrency,
-            backend.server_slots,
-        ))
-        .answer_filtering(if args.structured_filtering {
-            AnswerFiltering::on()
-        } else {
-            AnswerFiltering::Off
-        })
-        .on_truncation(match args.on_truncation {
-            TruncationPolicy::Warn => OnTruncation::Warn,
-            TruncationPolicy::Error => OnTruncation::Error,
-        })
-        .citations(shows_citations(args, backend))
-        .citation_markers(args.cite)
-        .return_steps(wants_steps(args))
-        .observer(observer);
-    builder = templates.apply(builder, args.prompts.system_prompt.as_deref());
+    let mut options = SynthesisOptions::default();
+    options.mode = Some(mode);
+    options.budget = Some(budget);
+    options.concurrency = Some(Concurrency::for_server(
+        args.concurrency,
+        backend.server_slots,
+    ));
+    options.answer_filtering = Some(if args.structured_filtering {
+        AnswerFiltering::on()
+    } else {
+        AnswerFiltering::Off
+    });
+    options.on_truncation = Some(match args.on_truncation {
+        TruncationPolicy::Warn => OnTruncation::Warn,
+        TruncationPolicy::Error => OnTruncation::Error,
+    });
+    options.citations = Some(shows_citations(args, backend));
+    options.citation_markers = Some(args.cite);
+    options.return_steps = Some(wants_steps(args));
+    options.system_prompt = args.prompts.system_prompt.clone();
+    options.templates = templates.list();
     // A dry run makes no spans: no trace shows calls that were never made.
-    builder = builder.spans(!dry_run);
+    let builder = options
+        .apply(Synthesizer::builder(model))
+        .observer(observer)
+        .spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
 }
 

@@ -1,11 +1,9 @@
 //! The prompt templates of `--qa-template`, `--refine-template` and `--summary-template`
-//! (`ask`, `summarize`, `eval`): read from their files, and set with `--system-prompt` on
-//! a synthesizer's builder.
+//! (`ask`, `summarize`, `eval`), read from their files.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use synthkit::SynthesizerBuilder;
 use synthkit::prompt::{PromptTemplate, TemplateKind};
 
 use crate::error::usage;
@@ -43,24 +41,12 @@ impl CustomTemplates {
         })
     }
 
-    /// `builder` with these templates and `system_prompt`, where given.
-    pub fn apply(
-        &self,
-        mut builder: SynthesizerBuilder,
-        system_prompt: Option<&str>,
-    ) -> SynthesizerBuilder {
-        if let Some(sp) = system_prompt {
-            builder = builder.system_prompt(sp.to_string());
-        }
-        if let Some(t) = &self.qa {
-            builder = builder.qa_template(t.clone());
-        }
-        if let Some(t) = &self.refine {
-            builder = builder.refine_template(t.clone());
-        }
-        if let Some(t) = &self.summary {
-            builder = builder.summary_template(t.clone());
-        }
-        builder
+    /// The templates read, to lay over the defaults ([`synthkit::SynthesisOptions::templates`]).
+    pub fn list(&self) -> Vec<PromptTemplate> {
+        [&self.qa, &self.refine, &self.summary]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
     }
 }

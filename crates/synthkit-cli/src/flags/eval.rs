@@ -11,7 +11,7 @@ use super::synth::{DEFAULT_CHUNK_SIZE, PromptArgs};
 use super::values::{TopK, parse_mode, parse_top_k};
 
 /// `synthkit eval`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct EvalArgs {
     /// The cases, one JSON object per line: {"id", "query", "nodes" | "paths", "top_k",
     /// "answers", "evidence", "answerable", "tags"} (README, "Measuring answers").

@@ -251,7 +251,7 @@ pub struct WalkArgs {
 }
 
 /// The prompts of a synthesis: the template files and the system prompt.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Synthesis")]
 pub struct PromptArgs {
     /// A completion template file for question answering ({context_str}, {query_str}).
