@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 
 use futures::future::BoxFuture;
 
-use crate::engine::caller::Caller;
 use crate::error::SynthError;
 #[cfg(doc)]
 use crate::model::ModelError;
@@ -147,7 +146,24 @@ impl fmt::Debug for AnswerFiltering {
 /// The call door as an evaluator sees it: calls made through it are checked against the
 /// budget, counted in usage, traced and reported like every other call of the synthesis.
 pub struct CallDoor {
-    pub(crate) caller: Arc<Caller>,
+    pub(crate) caller: Arc<dyn DoorCalls>,
+}
+
+/// What a call door calls through: the engine's caller implements it, so this module
+/// names nothing of the engine.
+pub(crate) trait DoorCalls: Send + Sync {
+    /// What the model is.
+    fn model_info(&self) -> crate::model::ModelInfo;
+    /// A plain call, through the budget, usage, traces and reports.
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, SynthError>>;
+    /// A structured call, likewise.
+    fn structured<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<StructuredCompletion, SynthError>>;
 }
 
 impl fmt::Debug for CallDoor {

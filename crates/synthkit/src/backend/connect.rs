@@ -102,7 +102,7 @@ impl ServerSettings {
     }
 
     /// The API's own server (`https://api.openai.com/v1`, `https://api.anthropic.com`).
-    pub fn api_url(&self) -> &'static str {
+    pub(crate) fn api_url(&self) -> &'static str {
         match self {
             #[cfg(feature = "openai")]
             ServerSettings::OpenAi(_) => OpenAiConfig::DEFAULT_BASE_URL,
@@ -114,7 +114,7 @@ impl ServerSettings {
     }
 
     /// Whether the settings point at the API's own server without a key.
-    pub fn lacks_key(&self) -> bool {
+    pub(crate) fn lacks_key(&self) -> bool {
         match self {
             #[cfg(feature = "openai")]
             ServerSettings::OpenAi(c) => c.lacks_key(),

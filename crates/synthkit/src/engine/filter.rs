@@ -1,10 +1,13 @@
 //! Running structured answer filtering's steps (the caller's side is
 //! [`crate::filtering`]).
 
+use futures::future::BoxFuture;
+
 use super::Job;
+use super::caller::Caller;
 use crate::error::SynthError;
-use crate::filtering::{CallDoor, StepVerdict};
-use crate::model::{ModelError, ModelRequest};
+use crate::filtering::{CallDoor, DoorCalls, StepVerdict};
+use crate::model::{Completion, ModelError, ModelRequest, StructuredCompletion};
 use crate::observe::{OnTruncation, SynthEvent};
 
 /// Runs one filtering step: `Some(answer)` when satisfied, `None` when the step leaves the
@@ -16,7 +19,7 @@ pub(crate) async fn filter_step(
     let verdict = match job.s.filtering.evaluator() {
         Some(evaluator) => {
             let door = CallDoor {
-                caller: std::sync::Arc::clone(&job.caller),
+                caller: std::sync::Arc::clone(&job.caller) as std::sync::Arc<dyn DoorCalls>,
             };
             evaluator.evaluate(request, &door).await
         }
@@ -61,5 +64,25 @@ pub(crate) async fn filter_step(
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+impl DoorCalls for Caller {
+    fn model_info(&self) -> crate::model::ModelInfo {
+        Caller::model_info(self)
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<Completion, SynthError>> {
+        Box::pin(Caller::complete(self, request))
+    }
+
+    fn structured<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<StructuredCompletion, SynthError>> {
+        Box::pin(Caller::structured(self, request))
     }
 }

@@ -72,7 +72,7 @@ pub fn abstains(answer: &str, said: Option<bool>) -> bool {
 
 /// Text made ready for matching: its normalised words and the raw text.
 #[derive(Debug, Clone)]
-pub struct Haystack<'a> {
+pub(crate) struct Haystack<'a> {
     raw: &'a str,
     words: Vec<String>,
 }
@@ -88,7 +88,7 @@ impl<'a> Haystack<'a> {
 
     /// Whether `needle`'s normalised words appear here in order and together (an empty
     /// needle never does).
-    pub fn has_words(&self, needle: &str) -> bool {
+    pub(crate) fn has_words(&self, needle: &str) -> bool {
         let needle = tokens(needle);
         !needle.is_empty()
             && self.words.len() >= needle.len()
@@ -108,7 +108,7 @@ impl<'a> Haystack<'a> {
     }
 
     /// Whether some alternative is found here.
-    pub fn has_any(&self, alternatives: &[Alternative]) -> bool {
+    pub(crate) fn has_any(&self, alternatives: &[Alternative]) -> bool {
         alternatives.iter().any(|a| self.has(a))
     }
 }

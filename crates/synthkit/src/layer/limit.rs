@@ -324,7 +324,10 @@ impl Limiter {
 
     /// Waits for a slot and for one request and [`Limiter::charge`] tokens of budget; the
     /// slot is held until the permit is dropped.
-    pub async fn acquire_for(&self, request: &ModelRequest) -> Result<LimitPermit, LimitError> {
+    pub(crate) async fn acquire_for(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<LimitPermit, LimitError> {
         self.acquire(Self::charge(request)).await
     }
 
@@ -337,7 +340,7 @@ impl Limiter {
 
     /// [`Limiter::acquire`], but fails with [`LimitError::Deadline`] instead of waiting
     /// for the budgets past `deadline`.
-    pub async fn acquire_until(
+    pub(crate) async fn acquire_until(
         &self,
         tokens: u64,
         deadline: Option<tokio::time::Instant>,

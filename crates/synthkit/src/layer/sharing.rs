@@ -159,7 +159,7 @@ impl SharingOptions {
     }
 
     /// Whether a rate budget was asked for.
-    pub fn has_rates(&self) -> bool {
+    pub(crate) fn has_rates(&self) -> bool {
         self.requests_per_minute > 0 || self.tokens_per_minute > 0
     }
 

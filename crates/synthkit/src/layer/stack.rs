@@ -64,7 +64,7 @@ pub fn ceiling(max_in_flight: usize, server_slots: Option<usize>) -> usize {
 }
 
 /// The calls in flight of one synthesis: `asked` (0: no cap), else
-/// [`DEFAULT_CONCURRENCY`](crate::synth::DEFAULT_CONCURRENCY), never more than the server's slots
+/// [`DEFAULT_CONCURRENCY`](crate::options::DEFAULT_CONCURRENCY), never more than the server's slots
 /// when it says how many it has ([`ceiling`]). The one rule of every front end: the
 /// CLI's `--concurrency`, the service's `concurrency` field and Python's `concurrency=`.
 ///
@@ -78,7 +78,7 @@ pub fn ceiling(max_in_flight: usize, server_slots: Option<usize>) -> usize {
 /// ```
 pub fn calls_in_flight(asked: Option<usize>, server_slots: Option<usize>) -> usize {
     ceiling(
-        asked.unwrap_or(crate::synth::DEFAULT_CONCURRENCY),
+        asked.unwrap_or(crate::options::DEFAULT_CONCURRENCY),
         server_slots,
     )
 }
@@ -263,9 +263,9 @@ impl fmt::Debug for ModelStack {
 
 impl ModelStack {
     /// The default cap on calls in flight at the backend: the calls in flight of one
-    /// synthesis ([`DEFAULT_CONCURRENCY`](crate::synth::DEFAULT_CONCURRENCY)), the one
+    /// synthesis ([`DEFAULT_CONCURRENCY`](crate::options::DEFAULT_CONCURRENCY)), the one
     /// default of every front end.
-    pub const DEFAULT_MAX_IN_FLIGHT: usize = crate::synth::DEFAULT_CONCURRENCY;
+    pub const DEFAULT_MAX_IN_FLIGHT: usize = crate::options::DEFAULT_CONCURRENCY;
 
     /// A builder for a stack around `backend`.
     pub fn builder(backend: impl LanguageModel + 'static) -> StackBuilder {

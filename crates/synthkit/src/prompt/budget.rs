@@ -280,7 +280,11 @@ impl PromptBudget {
 
     /// [`PromptBudget::count_prompt`] if the count is at most `limit`, else `None` (stops
     /// counting early).
-    pub fn count_prompt_till_limit(&self, prompt: &RenderedPrompt, limit: usize) -> Option<usize> {
+    pub(crate) fn count_prompt_till_limit(
+        &self,
+        prompt: &RenderedPrompt,
+        limit: usize,
+    ) -> Option<usize> {
         match prompt {
             RenderedPrompt::Text(t) => self.tokenizer.count_till_limit(t, limit),
             RenderedPrompt::Chat(messages) => {
@@ -302,7 +306,7 @@ impl PromptBudget {
     }
 
     /// Tokens left for context beside a prompt of `prompt_tokens`.
-    pub fn available_context(
+    pub(crate) fn available_context(
         &self,
         kind: TemplateKind,
         prompt_tokens: usize,
@@ -357,7 +361,7 @@ impl PromptBudget {
     }
 
     /// The overlap for chunks of `chunk_size` tokens: `floor(ratio * chunk_size)`.
-    pub fn overlap_for(&self, chunk_size: usize) -> usize {
+    pub(crate) fn overlap_for(&self, chunk_size: usize) -> usize {
         ((self.chunk_overlap_ratio * chunk_size as f64) as usize).min(chunk_size)
     }
 
@@ -386,7 +390,7 @@ impl PromptBudget {
 
     /// Joins the non-empty, trimmed `texts` with blank lines: the text that repacking
     /// splits.
-    pub fn join_for_packing<S: AsRef<str>>(texts: &[S]) -> String {
+    pub(crate) fn join_for_packing<S: AsRef<str>>(texts: &[S]) -> String {
         let mut out = String::new();
         for t in texts {
             let t = t.as_ref().trim();

@@ -335,7 +335,7 @@ impl PromptTemplate {
     /// value. An unknown variable would be sent as written, uncounted by the budget:
     /// [`TemplateError::UnknownVariables`] names the first [`MAX_NAMED_VARIABLES`] of them
     /// and the known ones.
-    pub fn check_known(&self, extra: &[&str]) -> Result<(), TemplateError> {
+    pub(crate) fn check_known(&self, extra: &[&str]) -> Result<(), TemplateError> {
         let filled = self.kind.filled_variables();
         let mut seen = std::collections::HashSet::new();
         let mut unknown = Vec::new();
@@ -386,7 +386,7 @@ impl PromptTemplate {
     }
 
     /// The partial value of `name`, if set.
-    pub fn partial_value(&self, name: &str) -> Option<&str> {
+    pub(crate) fn partial_value(&self, name: &str) -> Option<&str> {
         self.partials
             .iter()
             .find(|(n, _)| n == name)

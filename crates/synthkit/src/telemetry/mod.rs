@@ -75,7 +75,7 @@ pub fn set_capture_content(on: bool) {
 }
 
 /// Whether prompts, replies and queries are recorded on spans.
-pub fn capture_content() -> bool {
+pub(crate) fn capture_content() -> bool {
     CAPTURE_CONTENT.load(Ordering::Relaxed)
 }
 

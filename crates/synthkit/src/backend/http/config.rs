@@ -237,13 +237,13 @@ impl<A: HttpApi> HttpConfig<A> {
 
     /// `path` under the server root, with the base URL's query
     /// ([`Transport::root_join`]).
-    pub fn root_join(&self, path: &str) -> String {
+    pub(crate) fn root_join(&self, path: &str) -> String {
         self.transport.root_join(path)
     }
 
     /// Whether this is the API's own server ([`Self::DEFAULT_BASE_URL`]) with no key:
     /// front ends refuse such a config before any call.
-    pub fn lacks_key(&self) -> bool {
+    pub(crate) fn lacks_key(&self) -> bool {
         self.transport.lacks_key_for(A::DEFAULT_BASE_URL)
     }
 

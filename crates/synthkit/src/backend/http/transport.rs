@@ -182,14 +182,14 @@ impl Transport {
 
     /// Whether the server is the one at `api_url` (the same root, with or without
     /// `/v1`): an API's own server, whose model listing is no answer.
-    pub fn is_server(&self, api_url: &str) -> bool {
+    pub(crate) fn is_server(&self, api_url: &str) -> bool {
         let other = api_url.trim_end_matches('/');
         self.root_url() == other.strip_suffix("/v1").unwrap_or(other)
     }
 
     /// Whether this is the server at `api_url` (an API's own, which wants a key) with
     /// no key: front ends refuse such a config before any call.
-    pub fn lacks_key_for(&self, api_url: &str) -> bool {
+    pub(crate) fn lacks_key_for(&self, api_url: &str) -> bool {
         self.api_key.is_none() && self.is_server(api_url)
     }
 

@@ -122,7 +122,7 @@ impl Message {
     }
 
     /// Whether it holds tool calls.
-    pub fn has_tool_calls(&self) -> bool {
+    pub(crate) fn has_tool_calls(&self) -> bool {
         let present = |v: &Option<Value>| match v {
             None | Some(Value::Null) => false,
             Some(Value::Array(a)) => !a.is_empty(),
@@ -132,7 +132,7 @@ impl Message {
     }
 
     /// Whether it holds reasoning text.
-    pub fn has_reasoning(&self) -> bool {
+    pub(crate) fn has_reasoning(&self) -> bool {
         [&self.reasoning_content, &self.reasoning].iter().any(|v| {
             v.as_ref()
                 .and_then(Value::as_str)
@@ -192,7 +192,7 @@ impl Choice {
     }
 
     /// Whether this is the first (or only) choice.
-    pub fn is_first(&self) -> bool {
+    pub(crate) fn is_first(&self) -> bool {
         self.index.unwrap_or(0) == 0
     }
 }

@@ -90,7 +90,7 @@ pub struct CachedReply {
 
 impl CachedReply {
     /// The reply as a [`Completion`].
-    pub fn to_completion(&self) -> Completion {
+    pub(crate) fn to_completion(&self) -> Completion {
         Completion {
             text: self.text.clone(),
             usage: self.usage,

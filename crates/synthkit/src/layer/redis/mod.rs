@@ -82,7 +82,7 @@ pub async fn connect(url: &str) -> Result<ConnectionManager, RedisError> {
 }
 
 /// `url` without its password.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://[redacted]@{}", &url[..scheme], &url[at + 1..])

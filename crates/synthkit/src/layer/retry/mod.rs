@@ -166,7 +166,8 @@ impl RetryPolicy {
 
     /// The backoff ceilings before retry 1, 2, ...: `initial_backoff` doubling, capped at
     /// `max_backoff`, without jitter. Endless; the attempt and time bounds stop retries.
-    pub fn ceilings(&self) -> impl Iterator<Item = Duration> + Send + Sync + Unpin + use<> {
+    #[cfg(test)]
+    pub(crate) fn ceilings(&self) -> impl Iterator<Item = Duration> + Send + Sync + Unpin + use<> {
         self.exponential(None)
     }
 

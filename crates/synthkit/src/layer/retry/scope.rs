@@ -78,7 +78,7 @@ pub fn deadline() -> Option<Instant> {
 
 /// Records that the running call's send is going out now (the first one starts the
 /// call's time limit). Does nothing outside a retry layer.
-pub fn mark_send() {
+pub(crate) fn mark_send() {
     let _ = CALL.try_with(|scope| {
         let mut first = scope
             .first_send
@@ -91,7 +91,7 @@ pub fn mark_send() {
 /// Records that the running call queued for a place among the calls in flight from
 /// `since` until now; the part after its first send is left out of its time limit. Does
 /// nothing outside a retry layer.
-pub fn queued_since(since: Instant) {
+pub(crate) fn queued_since(since: Instant) {
     let _ = CALL.try_with(|scope| {
         let first = *scope
             .first_send

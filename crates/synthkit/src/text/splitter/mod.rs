@@ -143,7 +143,8 @@ impl TokenTextSplitter {
     }
 
     /// The backup separators.
-    pub fn backup_separators(&self) -> &[String] {
+    #[cfg(test)]
+    pub(crate) fn backup_separators(&self) -> &[String] {
         &self.backup_separators
     }
 
@@ -283,7 +284,7 @@ impl<'t> ChunkCursor<'t> {
     /// is counted once, together with its template. `fits` must accept smaller chunks when
     /// it accepts larger ones; a single character that never fits is handed out alone,
     /// flagged `oversized`, without asking `fits`.
-    pub fn next_chunk_fitting(
+    pub(crate) fn next_chunk_fitting(
         &mut self,
         chunk_size: usize,
         chunk_overlap: usize,
