@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
-# Builds the Python package (bindings/python) and runs its pytest suite.
+# Builds the Python package's wheel (scripts/build-wheel.sh), installs it into virtual
+# environments outside the repository and runs the pytest suites against it with no Rust
+# toolchain on PATH, as a user who ran `pip install <wheel>` has it:
 #
-# The virtual environment lives outside the repository and is reused between runs
-# ($SYNTHKIT_PYTHON_VENV, default ~/.cache/synthkit-python-venv), and so does the Rust build
-# ($CARGO_TARGET_DIR, default ~/.cache/synthkit-python-target): the first run compiles
-# synthkit in release (a few minutes on two cores), later runs take seconds.
+#   1. the main suite (bindings/python/tests) in $SYNTHKIT_PYTHON_VENV (default
+#      ~/.cache/synthkit-python-venv): the wheel plus the pinned test dependencies below;
+#   2. each extra ([llama-index], [anthropic], [openai], [ray]) in a venv of its own holding
+#      only `<wheel>[extra]` and pytest (~/.cache/synthkit-python-extras/EXTRA-KEY, KEY a
+#      hash of the extra's requirements as the wheel declares them): its test in
+#      tests/extras (and, for [ray], the Ray example's test, tests/test_ray_batch.py).
 #
-# Exit status: pytest's; 77 when python3 or venv/pip is missing (the Rust driver test
-# skips on it outside CI).
+# Venvs are created once and reused; the wheel is reinstalled when it changed. The first run
+# compiles synthkit in release (10-20 minutes on two cores) and installs the extras (Ray is
+# the largest); later runs take seconds plus pytest's time. Arguments go to the main suite's
+# pytest. SYNTHKIT_PYTHON_EXTRAS="" skips the extras (never in CI); "openai ray" runs those.
+#
+# Exit status: 0 when every suite passed, else the first failure's; 77 when python3 or
+# venv/pip is missing (the Rust driver test skips on it outside CI).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${SYNTHKIT_PYTHON_VENV:-$HOME/.cache/synthkit-python-venv}"
-export CARGO_TARGET_DIR="${SYNTHKIT_PYTHON_TARGET:-$HOME/.cache/synthkit-python-target}"
+extras_root="${SYNTHKIT_PYTHON_EXTRAS_DIR:-$HOME/.cache/synthkit-python-extras}"
+extras="${SYNTHKIT_PYTHON_EXTRAS-llama-index anthropic openai ray}"
 python="${PYTHON:-python3}"
+if [ -n "${CI:-}" ] && [ "$extras" != "llama-index anthropic openai ray" ]; then
+  echo "python-tests: SYNTHKIT_PYTHON_EXTRAS is not allowed in CI" >&2
+  exit 1
+fi
 
-# Pinned test dependencies: bump them together.
+# Pinned test dependencies of the main suite: bump them together.
 deps=(
-  "maturin==1.16.0"
   "pytest==8.4.2"
   "pytest-timeout==2.4.0"
   "llama-index-core==0.14.25"
@@ -28,30 +41,98 @@ deps=(
   "llama-index-llms-anthropic==0.12.3"
   "anthropic==0.125.0"
 )
+# What each extra's venv gets beside `<wheel>[extra]`: pytest, and for [ray] the Ray example's
+# test's own need (tests/sharing_support.py counts tokens with LlamaIndex's cl100k_base).
+extra_test_deps=("pytest==8.4.2" "pytest-timeout==2.4.0")
+declare -A extra_more_deps=([ray]="llama-index-core==0.14.25")
 
 # shellcheck source=scripts/venv-lib.sh
 source "$repo/scripts/venv-lib.sh"
 ensure_venv python-tests "$venv" "$python" "${deps[@]}"
 
-# Ray for the Ray example's test (tests/test_ray_batch.py): installed apart, since it is large
-# and not every platform has a wheel. 2.60.0 has CPython 3.11 wheels; `data` brings Ray Data
-# (pyarrow, pandas). Outside CI a failed install only skips that test (it says so); in CI
-# (CI set) it fails the run.
-ray_dep="ray[data]==2.60.0"
-ray_stamp="$venv/.synthkit-ray"
-if [ ! -f "$ray_stamp" ] || [ "$(cat "$ray_stamp")" != "$ray_dep" ]; then
-  echo "python-tests: installing $ray_dep" >&2
-  if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$ray_dep"; then
-    echo "$ray_dep" > "$ray_stamp"
-  elif [ -n "${CI:-}" ]; then
-    echo "python-tests: pip could not install $ray_dep (required in CI)" >&2
-    exit 1
-  else
-    echo "python-tests: pip could not install $ray_dep: the Ray example's test will be skipped" >&2
+wheel="$("$repo/scripts/build-wheel.sh")"
+wheel_sum="$(sha256sum "$wheel" | cut -d' ' -f1)"
+
+# install_wheel VENV: (re)installs the wheel, without its dependencies, when it changed.
+install_wheel() {
+  local v="$1" stamp="$1/.synthkit-wheel"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wheel_sum" ]; then
+    PATH="$no_rust_path" "$v/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+      --force-reinstall "$wheel"
+    echo "$wheel_sum" >"$stamp"
   fi
+}
+
+# A PATH without any directory holding cargo or rustc (~/.cargo/bin, rustup's toolchains):
+# the tests run as on a machine that never had Rust.
+no_rust_path="$venv/bin"
+IFS=: read -r -a path_dirs <<<"$PATH"
+for d in "${path_dirs[@]}"; do
+  [ -n "$d" ] || continue
+  if [ -e "$d/cargo" ] || [ -e "$d/rustc" ]; then
+    continue
+  fi
+  no_rust_path="$no_rust_path:$d"
+done
+if PATH="$no_rust_path" command -v cargo >/dev/null 2>&1; then
+  echo "python-tests: cargo is still reachable on the PATH built without it" >&2
+  exit 1
 fi
 
 cd "$repo/bindings/python"
-echo "python-tests: building the extension (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
-VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --release --quiet
-exec "$venv/bin/python" -m pytest -q -p no:cacheprovider --timeout=300 tests "$@"
+# No bytecode written into the source tree's tests/.
+export PYTHONDONTWRITEBYTECODE=1
+install_wheel "$venv"
+status=0
+echo "python-tests: main suite, $wheel installed into $venv" >&2
+env PATH="$no_rust_path" SYNTHKIT_TEST_WHEEL="$wheel" "$venv/bin/python" -m pytest -q \
+  -p no:cacheprovider --timeout=300 --ignore=tests/extras --ignore=tests/test_ray_batch.py \
+  tests "$@" || status=$?
+
+# extra_key EXTRA TEST_DEP...: a hash of the requirements the wheel declares for EXTRA (what
+# pip installs), and of the extra's venv's test dependencies.
+extra_key() {
+  "$venv/bin/python" - "$wheel" "$@" <<'PY'
+import hashlib, sys, zipfile
+wheel, extra, test_deps = sys.argv[1], sys.argv[2], sys.argv[3:]
+with zipfile.ZipFile(wheel) as z:
+    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    lines = z.read(meta).decode().splitlines()
+reqs = sorted(l for l in lines if l.startswith("Requires-Dist:") and f"extra == '{extra}'" in l.replace('"', "'"))
+if not reqs:
+    sys.exit(f"the wheel declares no extra {extra!r}")
+print(hashlib.sha256("\n".join(reqs + test_deps).encode()).hexdigest()[:16])
+PY
+}
+
+for extra in $extras; do
+  # shellcheck disable=SC2206 # a list of pins, no spaces inside one
+  test_deps=("${extra_test_deps[@]}" ${extra_more_deps[$extra]:-})
+  key="$(extra_key "$extra" "${test_deps[@]}")"
+  ev="$extras_root/$extra-$key"
+  started=$SECONDS
+  if [ ! -f "$ev/.synthkit-extra" ]; then
+    # A changed extra gets a new venv: the old one goes (Ray's is about 1 GB).
+    rm -rf "$extras_root/$extra"-*
+    echo "python-tests: creating $ev with the wheel's [$extra] extra" >&2
+    "$python" -m venv "$ev"
+    if ! PATH="$no_rust_path" "$ev/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "$wheel[$extra]" "${test_deps[@]}"; then
+      echo "python-tests: pip could not install the wheel with [$extra]" >&2
+      rm -rf "$ev"
+      status=1
+      continue
+    fi
+    echo "$extra" >"$ev/.synthkit-extra"
+    echo "$wheel_sum" >"$ev/.synthkit-wheel"
+    echo "python-tests: $ev created in $((SECONDS - started)) s" >&2
+  fi
+  install_wheel "$ev"
+  tests=("tests/extras/test_${extra//-/_}_extra.py")
+  [ "$extra" = ray ] && tests+=(tests/test_ray_batch.py)
+  echo "python-tests: [$extra] extra: ${tests[*]} in $ev" >&2
+  env PATH="$ev/bin:${no_rust_path#"$venv/bin:"}" SYNTHKIT_EXTRA="$extra" \
+    "$ev/bin/python" -m pytest -q -p no:cacheprovider --timeout=300 "${tests[@]}" ||
+    { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+done
+exit "$status"

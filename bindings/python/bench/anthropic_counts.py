@@ -4,9 +4,9 @@ Starts llama.cpp's llama-server with SmolLM2-135M-Instruct (``tests/llama_server
 ``scripts/llama-server.sh``, built once) and synthesizes a few bench-corpus nodes in compact
 and tree_summarize (window 1024, output 32), through:
 
-- ``synthkit.Synthesizer(api="anthropic")``: synthkit's own Messages API client, which
+- ``synthkit_rs.Synthesizer(api="anthropic")``: synthkit's own Messages API client, which
   counts prompts with the server's ``/v1/messages/count_tokens``;
-- ``synthkit.Synthesizer(llm=Anthropic(...))``: LlamaIndex's ``Anthropic`` LLM (SDK 0.x),
+- ``synthkit_rs.Synthesizer(llm=Anthropic(...))``: LlamaIndex's ``Anthropic`` LLM (SDK 0.x),
   counted with cl100k_base and calibrated from the usage the LLM reports.
 
 For every call, an ``on_call`` hook records synthkit's count of the prompt
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from llama_index.llms.anthropic import Anthropic  # noqa: E402
 
-import synthkit  # noqa: E402
+import synthkit_rs  # noqa: E402
 from llama_server import start_smollm2  # noqa: E402
 from _markdown import print_table  # noqa: E402
 
@@ -73,12 +73,12 @@ def main(argv: Sequence[str]) -> None:
             for mode in ("compact", "tree_summarize"):
                 counts = Counts()
                 if path == "api=anthropic":
-                    synth = synthkit.Synthesizer(
+                    synth = synthkit_rs.Synthesizer(
                         mode, api="anthropic", base_url=server.root, context_window=WINDOW,
                         num_output=NUM_OUTPUT, on_call=counts,
                     )
                 else:
-                    synth = synthkit.Synthesizer(
+                    synth = synthkit_rs.Synthesizer(
                         mode, llm=llm, context_window=WINDOW, num_output=NUM_OUTPUT, on_call=counts
                     )
                 synth.synthesize(QUERY, nodes)

@@ -125,9 +125,9 @@ def llamaindex_child(base: str, input_path: str, output: str, jobs: int) -> None
 
 
 def synthesize_many_child(base: str, input_path: str, output: str, jobs: int) -> None:
-    import synthkit
+    import synthkit_rs
 
-    synth = synthkit.Synthesizer(
+    synth = synthkit_rs.Synthesizer(
         base_url=base, context_window=WINDOW, num_output=NUM_OUTPUT, concurrency=jobs
     )
     ids: List[str] = []
@@ -142,7 +142,7 @@ def synthesize_many_child(base: str, input_path: str, output: str, jobs: int) ->
     results = synth.synthesize_many(requests(), jobs=jobs)
     with open(output, "w", encoding="utf-8") as out:
         for rid, r in zip(ids, results):
-            key = "error" if isinstance(r, synthkit.FailedRequest) else "response"
+            key = "error" if isinstance(r, synthkit_rs.FailedRequest) else "response"
             out.write(json.dumps({"id": rid, key: r.to_dict()}) + "\n")
 
 

@@ -47,8 +47,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from fake_openai import FakeOpenAI  # noqa: E402
 
-import synthkit  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+import synthkit_rs  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 from _markdown import print_table  # noqa: E402
 
 QUERY = "What does the text say about iterables and exceptions?"
@@ -172,7 +172,7 @@ def main(argv: Sequence[str]) -> None:
             variants.append(("SynthkitSynthesizer(direct=True)", SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper, direct=True)))
             # The same HTTP path without LlamaIndex around it (no spans, no events): what
             # dispatching the LLM events costs on the direct path.
-            variants.append(("synthkit.Synthesizer(base_url=...) (no events)", PlainRun(synthkit.Synthesizer(
+            variants.append(("synthkit_rs.Synthesizer(base_url=...) (no events)", PlainRun(synthkit_rs.Synthesizer(
                 mode.value, base_url=server.base_url, model="fake-model", context_window=WINDOW,
                 num_output=NUM_OUTPUT, chunk_overlap_ratio=OVERLAP, api_key_env="FAKE_KEY"))))
             for name, synth in variants:
@@ -195,7 +195,7 @@ def main(argv: Sequence[str]) -> None:
             rows.append({"mode": mode.value, "synthesizer": "LlamaIndex get_response_synthesizer", "model": "in-process CustomLLM", "seconds": secs, "calls": calls, "events": starts})
 
     print(f"N={args.n} nodes, window {WINDOW}, num_output {NUM_OUTPUT}, overlap {OVERLAP}, best of {args.repeat}")
-    print(f"synthkit {synthkit.__version__}, Python {sys.version.split()[0]}\n")
+    print(f"synthkit {synthkit_rs.__version__}, Python {sys.version.split()[0]}\n")
     print_table(
         ["mode", "synthesizer", "model", "time", "calls", "LLM events"],
         [(r["mode"], r["synthesizer"], r["model"], f"{r['seconds']:.3f} s", r["calls"], r["events"]) for r in rows],

@@ -45,7 +45,7 @@ class SynthesizeBatch:
     ``synthesize_many``."""
 
     def __init__(self, options: Dict[str, Any], jobs: int) -> None:
-        import synthkit
+        import synthkit_rs as synthkit
 
         self._synth = synthkit.Synthesizer(**options)
         self._jobs = jobs
@@ -86,7 +86,7 @@ class SynthesizeBatch:
 
 
 def _failed_type() -> type:
-    import synthkit
+    import synthkit_rs as synthkit
 
     return synthkit.FailedRequest
 

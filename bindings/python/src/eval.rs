@@ -1,4 +1,4 @@
-//! `synthkit.evaluate`: the judge-free scores of [`synthkit::eval`] from Python, on the
+//! `synthkit_rs.evaluate`: the judge-free scores of [`synthkit::eval`] from Python, on the
 //! same cases and answer lines as `synthkit eval`, scored by the same code.
 //!
 //! The cases and answers come as a JSON-lines file's path or as a list of dicts (or of
@@ -31,7 +31,7 @@ const MAX_LINE_BYTES: usize = 64 << 20;
 /// The scores of an evaluation: `rows` (one dict per case, mode and system), `totals`
 /// (one dict per system and mode), and `table()` (what `synthkit eval` prints, also
 /// `str(result)`).
-#[pyclass(module = "synthkit._synthkit", frozen)]
+#[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct EvalResult {
     rows: Vec<Row>,
     totals: Vec<Totals>,
@@ -530,7 +530,7 @@ fn read_synthesizers(value: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Py<Synth
             .map(|s| s.clone().unbind())
             .map_err(|_| {
                 InputError::new_err(format!(
-                    "{at} must be a synthkit.Synthesizer, got {}",
+                    "{at} must be a synthkit_rs.Synthesizer, got {}",
                     type_name(v)
                 ))
             })

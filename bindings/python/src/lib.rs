@@ -1,4 +1,4 @@
-//! `synthkit._synthkit`: the Python extension module behind the `synthkit` package.
+//! `synthkit_rs._synthkit`: the Python extension module behind the `synthkit_rs` package.
 //!
 //! One shared multi-threaded tokio runtime runs every synthesis. Blocking calls release
 //! the GIL while they wait and check for signals every 50 ms, so Ctrl-C interrupts them
@@ -26,32 +26,32 @@ mod structured;
 mod synthesizer;
 
 pyo3::create_exception!(
-    synthkit,
+    synthkit_rs,
     SynthkitError,
     PyException,
     "Every error synthkit raises: the message is synthkit's own, saying what to change."
 );
 pyo3::create_exception!(
-    synthkit,
+    synthkit_rs,
     InputError,
     SynthkitError,
     "Bad input or options: an unknown mode, a node without text, a template without its variables, a budget that cannot hold the prompt."
 );
 pyo3::create_exception!(
-    synthkit,
+    synthkit_rs,
     ModelError,
     SynthkitError,
     "A model call failed (connection, HTTP status, timeout, a reply cut at the output limit, an exception the `llm` raised: then it is the `__cause__`)."
 );
 pyo3::create_exception!(
-    synthkit,
+    synthkit_rs,
     RefusalError,
     ModelError,
     "The model refused to answer (a refusal, a reply stopped by the server's content filter) or its reply held no text (only tool calls or reasoning). Never retried: rephrase the question or use another model."
 );
 
 pyo3::create_exception!(
-    synthkit,
+    synthkit_rs,
     TruncationWarning,
     pyo3::exceptions::PyUserWarning,
     "A model reply was cut at the output limit (`num_output`): the answer may be incomplete. Raised as a warning with on_truncation=\"warn\" (the default)."

@@ -38,7 +38,7 @@ const MAX_JOBS: usize = 4096;
 /// `schema_mismatch`, `synthesis_failed`); `message` says what to change; `error` is the
 /// exception `synthesize` would have raised (an `InputError` or `ModelError`, with the
 /// LLM's own exception as its `__cause__`).
-#[pyclass(module = "synthkit._synthkit", frozen, get_all)]
+#[pyclass(module = "synthkit_rs._synthkit", frozen, get_all)]
 pub struct FailedRequest {
     /// The request's position in `requests` (0-based).
     index: usize,

@@ -9,7 +9,7 @@ use crate::nodes::{from_json, map_to_dict};
 /// A finished synthesis: the answer, its sources, usage and citations.
 ///
 /// `str(response)` is the answer.
-#[pyclass(module = "synthkit._synthkit", frozen)]
+#[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct Response {
     inner: synthkit::Response,
 }
@@ -139,7 +139,7 @@ impl Response {
 }
 
 /// One source node of a response: `id`, `text`, `metadata`, `score`.
-#[pyclass(module = "synthkit._synthkit", frozen)]
+#[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct SourceNode {
     inner: synthkit::Node,
 }

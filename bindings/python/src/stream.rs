@@ -122,7 +122,7 @@ impl Shared {
 /// deltas; once drained, `.response` is the full `Response` (`.get_response()` drains what
 /// is left first). Nothing is sent before the first delta is asked for; `close()` (or
 /// dropping it) cancels the model calls in flight.
-#[pyclass(module = "synthkit._synthkit", frozen)]
+#[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct ResponseStream {
     shared: Arc<Shared>,
 }

@@ -1,4 +1,4 @@
-//! `synthkit.Synthesizer`: the Python face of [`synthkit::Synthesizer`].
+//! `synthkit_rs.Synthesizer`: the Python face of [`synthkit::Synthesizer`].
 
 use std::sync::Arc;
 
@@ -55,7 +55,7 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 ///
 /// `max_prompt_tokens` caps every prompt below the window (LangChain's `token_max`): less
 /// context in each call, more calls.
-#[pyclass(module = "synthkit._synthkit", frozen)]
+#[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct Synthesizer {
     inner: PerCaller,
     kind: &'static str,
@@ -75,9 +75,9 @@ pub struct Synthesizer {
 /// `on_truncation=`: what a model reply cut at the output limit (`num_output`) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TruncationPolicy {
-    /// Keep the answer and warn (`synthkit.TruncationWarning`): the default.
+    /// Keep the answer and warn (`synthkit_rs.TruncationWarning`): the default.
     Warn,
-    /// Fail the synthesis with `synthkit.ModelError`.
+    /// Fail the synthesis with `synthkit_rs.ModelError`.
     Error,
     /// Keep the answer silently (`usage["truncated_calls"]` still counts).
     Ignore,
@@ -103,7 +103,7 @@ impl TruncationPolicy {
         }
     }
 
-    /// Warns (`synthkit.TruncationWarning`) when `response` holds replies cut at the
+    /// Warns (`synthkit_rs.TruncationWarning`) when `response` holds replies cut at the
     /// output limit and the policy says to.
     pub(crate) fn check(self, py: Python<'_>, response: &synthkit::Response) -> PyResult<()> {
         let cut = response.usage.truncated_calls;
@@ -506,7 +506,7 @@ impl Synthesizer {
         };
         if crate::pyllm::in_call(py, adapter)? {
             return Err(InputError::new_err(
-                "this Synthesizer was called from inside its own llm: the inner synthesis would wait for the calls in flight that the outer one holds; build a second Synthesizer (synthkit.Synthesizer(..., llm=...)) for the inner call",
+                "this Synthesizer was called from inside its own llm: the inner synthesis would wait for the calls in flight that the outer one holds; build a second Synthesizer (synthkit_rs.Synthesizer(..., llm=...)) for the inner call",
             ));
         }
         Ok(())

@@ -2,7 +2,7 @@
 
 - ``Anthropic`` from ``llama-index-llms-anthropic`` (its SDK pointed at llama-server's
   ``/v1/messages``) as the ``llm`` of ``SynthkitSynthesizer``, in every mode and streamed;
-- ``synthkit.Synthesizer(api="anthropic")``: synthkit's own Messages API backend against
+- ``synthkit_rs.Synthesizer(api="anthropic")``: synthkit's own Messages API backend against
   the same server, in every mode, its budgets counted exactly by the server's
   ``/v1/messages/count_tokens``, and the key read from ``ANTHROPIC_API_KEY`` by default.
 
@@ -22,9 +22,9 @@ pytest.importorskip("llama_index.llms.anthropic")
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 from llama_index.llms.anthropic import Anthropic  # noqa: E402
 
-import synthkit  # noqa: E402
+import synthkit_rs  # noqa: E402
 from llama_server import LlamaServer, start_smollm2  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 
 #: The first test may build llama-server (about 10 minutes on 2 cores) and fetch SmolLM2
 #: inside the module's server fixture: more than the suite's 300 s per test.
@@ -36,7 +36,7 @@ SERVER_CTX = 2048
 WINDOW = 700
 NUM_OUTPUT = 32
 QUERY = "How often is the mirror cleaned?"
-CALLING_MODES = [m for m in synthkit.MODES if m not in ("no_text", "context_only")]
+CALLING_MODES = [m for m in synthkit_rs.MODES if m not in ("no_text", "context_only")]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def anthropic_llm(server: LlamaServer) -> Anthropic:
     )
 
 
-@pytest.mark.parametrize("mode", synthkit.MODES)
+@pytest.mark.parametrize("mode", synthkit_rs.MODES)
 def test_every_mode_through_llama_index_anthropic(server: LlamaServer, mode: str) -> None:
     synth = SynthkitSynthesizer(llm=anthropic_llm(server), response_mode=mode, context_window=WINDOW)
     assert synth.synthesizer.backend == "python"
@@ -111,14 +111,14 @@ class Calls:
         self.usage.append({"failed": message})
 
 
-@pytest.mark.parametrize("mode", synthkit.MODES)
+@pytest.mark.parametrize("mode", synthkit_rs.MODES)
 def test_every_mode_through_synthkit_anthropic_backend(
     server: LlamaServer, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A local server needs no key; one set in the environment is sent, never shown.
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-value")
     calls = Calls()
-    synth = synthkit.Synthesizer(
+    synth = synthkit_rs.Synthesizer(
         mode, api="anthropic", base_url=server.root, context_window=WINDOW,
         num_output=NUM_OUTPUT, on_call=calls,
     )
@@ -140,7 +140,7 @@ def test_llm_usage_counts_the_prompt_cache_too(server: LlamaServer) -> None:
     # The same prompts twice: llama-server serves the second from its prompt cache and
     # reports those tokens as cache_read_input_tokens, apart from input_tokens.
     calls = Calls()
-    synth = synthkit.Synthesizer(
+    synth = synthkit_rs.Synthesizer(
         "compact", llm=anthropic_llm(server), context_window=WINDOW, num_output=NUM_OUTPUT,
         on_call=calls,
     )
@@ -187,7 +187,7 @@ def test_adapter_direct_anthropic_path_dispatches_llm_events(server: LlamaServer
 
 def test_anthropic_backend_streams_and_takes_v1_urls(server: LlamaServer) -> None:
     # A window that holds two of the nodes: the tree has two levels.
-    synth = synthkit.Synthesizer(
+    synth = synthkit_rs.Synthesizer(
         "tree_summarize", api="anthropic", base_url=server.root + "/v1/",
         context_window=400, num_output=NUM_OUTPUT,
     )
@@ -199,17 +199,17 @@ def test_anthropic_backend_streams_and_takes_v1_urls(server: LlamaServer) -> Non
 
 def test_anthropic_backend_without_key_for_anthropic_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    with pytest.raises(synthkit.InputError, match="ANTHROPIC_API_KEY"):
-        synthkit.Synthesizer(api="anthropic")
+    with pytest.raises(synthkit_rs.InputError, match="ANTHROPIC_API_KEY"):
+        synthkit_rs.Synthesizer(api="anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-x")
     monkeypatch.delenv("MY_ANTHROPIC", raising=False)
-    with pytest.raises(synthkit.InputError, match="MY_ANTHROPIC") as e:
-        synthkit.Synthesizer(api="anthropic", api_key_env="MY_ANTHROPIC")
+    with pytest.raises(synthkit_rs.InputError, match="MY_ANTHROPIC") as e:
+        synthkit_rs.Synthesizer(api="anthropic", api_key_env="MY_ANTHROPIC")
     assert "sk-ant-x" not in str(e.value)
-    with pytest.raises(synthkit.InputError, match="chat=False"):
-        synthkit.Synthesizer(api="anthropic", chat=False)
-    with pytest.raises(synthkit.InputError, match="unknown api"):
-        synthkit.Synthesizer(api="gemini")
+    with pytest.raises(synthkit_rs.InputError, match="chat=False"):
+        synthkit_rs.Synthesizer(api="anthropic", chat=False)
+    with pytest.raises(synthkit_rs.InputError, match="unknown api"):
+        synthkit_rs.Synthesizer(api="gemini")
 
 
 def test_an_llm_that_overstates_its_window_recovers_from_the_servers_context_error(

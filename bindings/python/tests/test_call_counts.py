@@ -26,7 +26,7 @@ from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 
 from fake_openai import FakeOpenAI  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 
 TRACES = os.path.join(
     os.path.dirname(__file__), "..", "..", "..", "crates", "synthkit", "tests", "conformance", "traces"

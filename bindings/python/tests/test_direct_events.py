@@ -20,10 +20,10 @@ from llama_index.core.instrumentation.events import BaseEvent  # noqa: E402
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 
-import synthkit  # noqa: E402
+import synthkit_rs  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
 from instrumentation_support import root_recording  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 
 QUERY = "How often is the mirror cleaned?"
 
@@ -129,7 +129,7 @@ def test_failed_call_drops_its_span(seen: Any) -> None:
     events, spans = seen
     with FakeOpenAI(status=400) as server:
         synth = SynthkitSynthesizer(llm=llm(server), response_mode="compact", direct=True)
-        with pytest.raises(synthkit.ModelError):
+        with pytest.raises(synthkit_rs.ModelError):
             synth.synthesize(QUERY, nodes(1))
     starts = named(events, "LLMChatStartEvent")
     assert len(starts) == 1 and not named(events, "LLMChatEndEvent")
@@ -151,11 +151,11 @@ def test_on_call_hook_for_plain_users(fake_server: FakeOpenAI) -> None:
         def call_failed(self, token: int, message: str) -> None:
             seen.append(("failed", token, message))
 
-    synth = synthkit.Synthesizer(base_url=fake_server.base_url, on_call=Hook())
+    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url, on_call=Hook())
     synth.synthesize(QUERY, ["The mirror is cleaned every six months."])
     assert [s[0] for s in seen] == ["start", "end"]
     assert seen[0][1][-1][0] == "user" and QUERY in seen[0][1][-1][1]
     assert seen[1][1] == 1 and seen[1][2] == fake_server.answer
     assert seen[1][3]["reported"] is True
-    with pytest.raises(synthkit.InputError, match="call_finished"):
-        synthkit.Synthesizer(base_url=fake_server.base_url, on_call=object())
+    with pytest.raises(synthkit_rs.InputError, match="call_finished"):
+        synthkit_rs.Synthesizer(base_url=fake_server.base_url, on_call=object())

@@ -1,4 +1,4 @@
-"""``synthkit.evaluate``: judge-free scores of answers given as dicts or files, and of
+"""``synthkit_rs.evaluate``: judge-free scores of answers given as dicts or files, and of
 synthesizers run on the cases (extractive, a fake OpenAI server, a Python callable)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, List
 
 import pytest
 
-import synthkit
+import synthkit_rs
 from fake_openai import DEFAULT_ANSWER, FakeOpenAI
 
 MIRROR = {"id": "m", "text": "The mirror is cleaned every six months by the crew."}
@@ -44,13 +44,13 @@ def cells(line: str) -> List[str]:
     return [c for c in re.split(r"\s{2,}", line.strip()) if c]
 
 
-def by_id(result: synthkit.EvalResult, mode: str) -> dict:
+def by_id(result: synthkit_rs.EvalResult, mode: str) -> dict:
     return {r["id"]: r for r in result.rows if r["mode"] == mode}
 
 
 def test_answers_given_as_dicts_are_scored_as_counted_by_hand() -> None:
-    result = synthkit.evaluate(CASES, ANSWERS, system="li")
-    assert isinstance(result, synthkit.EvalResult)
+    result = synthkit_rs.evaluate(CASES, ANSWERS, system="li")
+    assert isinstance(result, synthkit_rs.EvalResult)
     assert [r["id"] for r in result.rows] == ["q1", "q2", "q3"]
     q1, q2, q3 = result.rows
     assert (q1["system"], q1["mode"], q1["answer"]) == ("li", "compact", "Every six months.")
@@ -95,15 +95,15 @@ def test_paths_and_json_texts_give_the_same_scores(tmp_path: Path) -> None:
     answers = tmp_path / "answers.jsonl"
     # No `system`: the answers get evaluate's.
     answers.write_text("".join(json.dumps(a) + "\n" for a in ANSWERS))
-    from_dicts = synthkit.evaluate(CASES, ANSWERS, system="li")
+    from_dicts = synthkit_rs.evaluate(CASES, ANSWERS, system="li")
     for c, a in [(cases, answers), (str(cases), str(answers)),
                  ([json.dumps(c) for c in CASES], [json.dumps(a) for a in ANSWERS])]:
-        got = synthkit.evaluate(c, a, system="li")
+        got = synthkit_rs.evaluate(c, a, system="li")
         assert got.rows == from_dicts.rows
         assert got.totals == from_dicts.totals
     # An answer naming its system keeps it: two columns.
     other = [dict(a, system="other") for a in ANSWERS]
-    both = synthkit.evaluate(cases, ANSWERS + other)
+    both = synthkit_rs.evaluate(cases, ANSWERS + other)
     assert [(t["system"], t["correct"]) for t in both.totals] == [("synthkit", 2), ("other", 2)]
     # Compared case by case: the same answers, so no case only one side got right.
     [p] = both.paired
@@ -116,38 +116,38 @@ def test_paths_and_json_texts_give_the_same_scores(tmp_path: Path) -> None:
 def test_bad_input_names_the_case_or_answer(tmp_path: Path) -> None:
     bad = tmp_path / "cases.jsonl"
     bad.write_text(json.dumps(CASES[0]) + "\n" + json.dumps({"id": "x", "nodes": ["t"], "answers": ["a"]}) + "\n")
-    with pytest.raises(synthkit.InputError, match=r"cases\.jsonl: line 2: `query` is missing"):
-        synthkit.evaluate(bad, ANSWERS[:1])
+    with pytest.raises(synthkit_rs.InputError, match=r"cases\.jsonl: line 2: `query` is missing"):
+        synthkit_rs.evaluate(bad, ANSWERS[:1])
     bad.write_text(json.dumps(CASES[0]) + "\nnot json\n")
-    with pytest.raises(synthkit.InputError, match=r"line 2: not JSON"):
-        synthkit.evaluate(bad, ANSWERS[:1])
+    with pytest.raises(synthkit_rs.InputError, match=r"line 2: not JSON"):
+        synthkit_rs.evaluate(bad, ANSWERS[:1])
     no_answers = dict(CASES[1], answers=[])
-    with pytest.raises(synthkit.InputError, match=r"^case 2 \(cases\[1\]\): an answerable case needs at least one accepted answer"):
-        synthkit.evaluate([CASES[0], no_answers], ANSWERS[:1])
-    with pytest.raises(synthkit.InputError, match=r"case 3 \(cases\[2\]\): the id `q1` is already used by case 1 \(cases\[0\]\)"):
-        synthkit.evaluate([CASES[0], CASES[1], CASES[0]], ANSWERS[:1])
-    with pytest.raises(synthkit.InputError, match=r"case 2 \(cases\[1\]\): must be a dict"):
-        synthkit.evaluate([CASES[0], 7], ANSWERS[:1])
-    with pytest.raises(synthkit.InputError, match=r"answer 2 \(answers\[1\]\) names the case `nope`"):
-        synthkit.evaluate(CASES, [ANSWERS[0], dict(ANSWERS[1], id="nope")])
-    with pytest.raises(synthkit.InputError, match=r"answer 1 \(answers\[0\]\): `answer` is missing"):
-        synthkit.evaluate(CASES, [{"id": "q1", "mode": "compact"}])
-    with pytest.raises(synthkit.InputError, match=r"answer 2 \(answers\[1\]\) answers case `q1` in mode `compact` for system `synthkit`, as answer 1"):
-        synthkit.evaluate(CASES, [ANSWERS[0], ANSWERS[0]])
-    with pytest.raises(synthkit.InputError, match="nothing to score"):
-        synthkit.evaluate(CASES)
-    with pytest.raises(synthkit.InputError, match="cannot read the cases file"):
-        synthkit.evaluate(tmp_path / "missing.jsonl", ANSWERS)
-    with pytest.raises(synthkit.InputError, match="not a single dict"):
-        synthkit.evaluate(CASES[0], ANSWERS)
-    with pytest.raises(synthkit.InputError, match="no case given"):
-        synthkit.evaluate([], ANSWERS)
+    with pytest.raises(synthkit_rs.InputError, match=r"^case 2 \(cases\[1\]\): an answerable case needs at least one accepted answer"):
+        synthkit_rs.evaluate([CASES[0], no_answers], ANSWERS[:1])
+    with pytest.raises(synthkit_rs.InputError, match=r"case 3 \(cases\[2\]\): the id `q1` is already used by case 1 \(cases\[0\]\)"):
+        synthkit_rs.evaluate([CASES[0], CASES[1], CASES[0]], ANSWERS[:1])
+    with pytest.raises(synthkit_rs.InputError, match=r"case 2 \(cases\[1\]\): must be a dict"):
+        synthkit_rs.evaluate([CASES[0], 7], ANSWERS[:1])
+    with pytest.raises(synthkit_rs.InputError, match=r"answer 2 \(answers\[1\]\) names the case `nope`"):
+        synthkit_rs.evaluate(CASES, [ANSWERS[0], dict(ANSWERS[1], id="nope")])
+    with pytest.raises(synthkit_rs.InputError, match=r"answer 1 \(answers\[0\]\): `answer` is missing"):
+        synthkit_rs.evaluate(CASES, [{"id": "q1", "mode": "compact"}])
+    with pytest.raises(synthkit_rs.InputError, match=r"answer 2 \(answers\[1\]\) answers case `q1` in mode `compact` for system `synthkit`, as answer 1"):
+        synthkit_rs.evaluate(CASES, [ANSWERS[0], ANSWERS[0]])
+    with pytest.raises(synthkit_rs.InputError, match="nothing to score"):
+        synthkit_rs.evaluate(CASES)
+    with pytest.raises(synthkit_rs.InputError, match="cannot read the cases file"):
+        synthkit_rs.evaluate(tmp_path / "missing.jsonl", ANSWERS)
+    with pytest.raises(synthkit_rs.InputError, match="not a single dict"):
+        synthkit_rs.evaluate(CASES[0], ANSWERS)
+    with pytest.raises(synthkit_rs.InputError, match="no case given"):
+        synthkit_rs.evaluate([], ANSWERS)
 
 
 def test_extractive_synthesizers_run_on_every_case() -> None:
-    plain = synthkit.Synthesizer("compact")
-    cited = synthkit.Synthesizer("refine", citations=True)
-    result = synthkit.evaluate(CASES, synthesizers={"compact": plain, "refine-cited": cited})
+    plain = synthkit_rs.Synthesizer("compact")
+    cited = synthkit_rs.Synthesizer("refine", citations=True)
+    result = synthkit_rs.evaluate(CASES, synthesizers={"compact": plain, "refine-cited": cited})
     assert [(r["id"], r["mode"]) for r in result.rows] == [
         (c["id"], m) for c in CASES for m in ("compact", "refine-cited")]
     assert [(t["system"], t["mode"], t["cases"]) for t in result.totals] == [
@@ -167,33 +167,33 @@ def test_extractive_synthesizers_run_on_every_case() -> None:
     assert "[" not in by_id(result, "refine-cited")["q1"]["answer"]
 
     # A list is named by the modes; two of one mode must be named apart.
-    listed = synthkit.evaluate(CASES, synthesizers=[plain])
+    listed = synthkit_rs.evaluate(CASES, synthesizers=[plain])
     assert {r["mode"] for r in listed.rows} == {"compact"}
-    with pytest.raises(synthkit.InputError, match="second synthesizer in mode `compact`"):
-        synthkit.evaluate(CASES, synthesizers=[plain, synthkit.Synthesizer("compact")])
-    with pytest.raises(synthkit.InputError, match=r"synthesizers\[1\] must be a synthkit.Synthesizer"):
-        synthkit.evaluate(CASES, synthesizers=[plain, "refine"])
+    with pytest.raises(synthkit_rs.InputError, match="second synthesizer in mode `compact`"):
+        synthkit_rs.evaluate(CASES, synthesizers=[plain, synthkit_rs.Synthesizer("compact")])
+    with pytest.raises(synthkit_rs.InputError, match=r"synthesizers\[1\] must be a synthkit_rs.Synthesizer"):
+        synthkit_rs.evaluate(CASES, synthesizers=[plain, "refine"])
     # Answers and runs in one table; the same case, mode and system twice is refused.
-    mixed = synthkit.evaluate(CASES, ANSWERS, synthesizers={"extractive": plain}, system="sk")
+    mixed = synthkit_rs.evaluate(CASES, ANSWERS, synthesizers={"extractive": plain}, system="sk")
     assert [t["mode"] for t in mixed.totals] == ["compact", "extractive"]
-    with pytest.raises(synthkit.InputError, match="each case, mode and system is scored once"):
-        synthkit.evaluate(CASES, ANSWERS, synthesizers=[plain])
+    with pytest.raises(synthkit_rs.InputError, match="each case, mode and system is scored once"):
+        synthkit_rs.evaluate(CASES, ANSWERS, synthesizers=[plain])
 
 
 def test_paths_cases_are_scored_but_not_run() -> None:
     cases = [dict(CASES[0]), dict(CASES[1])]
     del cases[1]["nodes"]
     cases[1]["paths"] = ["docs/dome.md"]
-    result = synthkit.evaluate(cases, ANSWERS[:2])
+    result = synthkit_rs.evaluate(cases, ANSWERS[:2])
     q2 = by_id(result, "compact")["q2"]
     assert q2["in_nodes"] is None and q2["in_prompts"] is False
-    with pytest.raises(synthkit.InputError, match=r"case 2 \(`q2`\) gives `paths`: the Python package reads no files"):
-        synthkit.evaluate(cases, synthesizers=[synthkit.Synthesizer()])
+    with pytest.raises(synthkit_rs.InputError, match=r"case 2 \(`q2`\) gives `paths`: the Python package reads no files"):
+        synthkit_rs.evaluate(cases, synthesizers=[synthkit_rs.Synthesizer()])
 
 
 def test_a_server_synthesizer_records_calls_tokens_and_prompts(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer("refine", base_url=fake_server.base_url, context_window=4096)
-    result = synthkit.evaluate(CASES, synthesizers={"refine": synth}, system="served")
+    synth = synthkit_rs.Synthesizer("refine", base_url=fake_server.base_url, context_window=4096)
+    result = synthkit_rs.evaluate(CASES, synthesizers={"refine": synth}, system="served")
     # Refine: one call per node, the cases one after the other.
     assert fake_server.calls == 6
     words = [len(r.prompt.split()) for r in fake_server.requests]
@@ -214,8 +214,8 @@ def test_a_server_synthesizer_records_calls_tokens_and_prompts(fake_server: Fake
 
 def test_a_failed_synthesis_is_a_wrong_row_with_its_error() -> None:
     with FakeOpenAI(status=400) as server:
-        synth = synthkit.Synthesizer("compact", base_url=server.base_url, context_window=4096)
-        result = synthkit.evaluate(CASES[:1], synthesizers=[synth])
+        synth = synthkit_rs.Synthesizer("compact", base_url=server.base_url, context_window=4096)
+        result = synthkit_rs.evaluate(CASES[:1], synthesizers=[synth])
         assert server.calls >= 1
     [row] = result.rows
     assert row["error"] and "400" in row["error"]
@@ -230,8 +230,8 @@ def test_a_python_llm_runs_with_its_prompts_recorded() -> None:
         seen.append(prompt)
         return "It opens at dusk." if "When does the dome open?" in prompt else "I don't know."
 
-    synth = synthkit.Synthesizer("compact", llm=complete, chat=False, context_window=2048, num_output=64)
-    result = synthkit.evaluate(CASES, synthesizers=[synth])
+    synth = synthkit_rs.Synthesizer("compact", llm=complete, chat=False, context_window=2048, num_output=64)
+    result = synthkit_rs.evaluate(CASES, synthesizers=[synth])
     assert len(seen) == 3
     q1, q2, q3 = result.rows
     assert not q1["correct"] and q1["abstained"] and q1["in_prompts"] is True
@@ -248,8 +248,8 @@ def test_the_readme_example_runs() -> None:
     ]
     other = [{"id": "q1", "mode": "query_engine", "system": "llamaindex", "answer": "At dusk."},
              {"id": "q2", "mode": "query_engine", "system": "llamaindex", "answer": "Nobody knows."}]
-    result = synthkit.evaluate(cases, other, synthesizers={"compact": synthkit.Synthesizer("compact"),
-                                                           "refine": synthkit.Synthesizer("refine", citations=True)})
+    result = synthkit_rs.evaluate(cases, other, synthesizers={"compact": synthkit_rs.Synthesizer("compact"),
+                                                           "refine": synthkit_rs.Synthesizer("refine", citations=True)})
     assert result.totals[0]["correct"] == 1 and result.rows[0]["f1"] == 1.0
     assert [(t["system"], t["mode"]) for t in result.totals] == [
         ("llamaindex", "query_engine"), ("synthkit", "compact"), ("synthkit", "refine")]
@@ -269,24 +269,24 @@ def test_jobs_run_cases_side_by_side_and_keep_case_order() -> None:
 
     cases = CASES + [dict(CASES[0], id="q4")]
     with FakeOpenAI(answer=answer) as server:
-        synth = synthkit.Synthesizer("compact", base_url=server.base_url, context_window=4096,
+        synth = synthkit_rs.Synthesizer("compact", base_url=server.base_url, context_window=4096,
                                      concurrency=2)
-        result = synthkit.evaluate(cases, synthesizers=[synth], jobs=2)
+        result = synthkit_rs.evaluate(cases, synthesizers=[synth], jobs=2)
         assert server.calls == 4
     assert [r["id"] for r in result.rows] == ["q1", "q2", "q3", "q4"]
     assert [r["error"] for r in result.rows] == [None] * 4
     assert [r["correct"] for r in result.rows] == [True, True, False, True]
-    with pytest.raises(synthkit.InputError, match="jobs must be 1 to 256"):
-        synthkit.evaluate(CASES, synthesizers=[synth], jobs=0)
+    with pytest.raises(synthkit_rs.InputError, match="jobs must be 1 to 256"):
+        synthkit_rs.evaluate(CASES, synthesizers=[synth], jobs=0)
 
 
 def test_aevaluate_gives_what_evaluate_gives() -> None:
-    synths = {"extractive": synthkit.Synthesizer("compact"),
-              "refine": synthkit.Synthesizer("refine", citations=True)}
-    direct = synthkit.evaluate(CASES, ANSWERS, synthesizers=synths, system="sk")
+    synths = {"extractive": synthkit_rs.Synthesizer("compact"),
+              "refine": synthkit_rs.Synthesizer("refine", citations=True)}
+    direct = synthkit_rs.evaluate(CASES, ANSWERS, synthesizers=synths, system="sk")
 
-    async def main() -> synthkit.EvalResult:
-        return await synthkit.aevaluate(CASES, ANSWERS, synthesizers=synths, system="sk", jobs=3)
+    async def main() -> synthkit_rs.EvalResult:
+        return await synthkit_rs.aevaluate(CASES, ANSWERS, synthesizers=synths, system="sk", jobs=3)
 
     awaited = asyncio.run(main())
 
@@ -295,5 +295,5 @@ def test_aevaluate_gives_what_evaluate_gives() -> None:
 
     assert timeless(awaited.rows) == timeless(direct.rows)
     assert [t["correct"] for t in awaited.totals] == [t["correct"] for t in direct.totals]
-    with pytest.raises(synthkit.InputError, match="nothing to score"):
-        synthkit.aevaluate(CASES)
+    with pytest.raises(synthkit_rs.InputError, match="nothing to score"):
+        synthkit_rs.aevaluate(CASES)

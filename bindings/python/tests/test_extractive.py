@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import synthkit
+import synthkit_rs
 
 QUERY = "How often is the mirror cleaned?"
 NODES = [
@@ -18,9 +18,9 @@ NODES = [
 
 
 def test_synthesize_strings() -> None:
-    synth = synthkit.Synthesizer()
+    synth = synthkit_rs.Synthesizer()
     r = synth.synthesize(QUERY, NODES)
-    assert isinstance(r, synthkit.Response)
+    assert isinstance(r, synthkit_rs.Response)
     assert "six months" in r.response
     assert str(r) == r.response
     assert r.usage["calls"] == 1
@@ -32,9 +32,9 @@ def test_synthesize_strings() -> None:
     assert synth.mode == "compact"
 
 
-@pytest.mark.parametrize("mode", synthkit.MODES)
+@pytest.mark.parametrize("mode", synthkit_rs.MODES)
 def test_every_mode_runs(mode: str) -> None:
-    r = synthkit.Synthesizer(mode).synthesize(QUERY, NODES)
+    r = synthkit_rs.Synthesizer(mode).synthesize(QUERY, NODES)
     assert isinstance(r.response, str)
     if mode in ("no_text", "context_only"):
         assert r.usage["calls"] == 0
@@ -55,7 +55,7 @@ def test_dict_and_object_nodes() -> None:
         ),
         SimpleNamespace(id_="d", text="Plain object text.", metadata=None),
     ]
-    r = synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
+    r = synthkit_rs.Synthesizer("no_text").synthesize(QUERY, nodes)
     ids = [n.id for n in r.source_nodes]
     assert ids == ["a", "b", "c", "d"]
     assert r.source_nodes[0].metadata == {"file": "m.md", "n": 3, "tags": ["x"]}
@@ -70,7 +70,7 @@ def test_ids_follow_the_one_rule() -> None:
     """One id rule for every front end (issue 17): ``id``, else ``id_``, else ``node_id``,
     else the 1-based position. Before, this list gave ``li-7, 1, x`` here."""
     nodes: list[Any] = [{"node": {"id_": "li-7", "text": "a"}}, {"text": "b"}, {"id": "x", "text": "c"}]
-    r = synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
+    r = synthkit_rs.Synthesizer("no_text").synthesize(QUERY, nodes)
     assert [n.id for n in r.source_nodes] == ["li-7", "2", "x"]
     # Objects read by attribute follow it too; numpy-like scores are floats.
     objects: list[Any] = [
@@ -78,7 +78,7 @@ def test_ids_follow_the_one_rule() -> None:
         SimpleNamespace(text="b"),
         SimpleNamespace(id="x", text="c", score=1),
     ]
-    r = synthkit.Synthesizer("no_text").synthesize(QUERY, objects)
+    r = synthkit_rs.Synthesizer("no_text").synthesize(QUERY, objects)
     assert [n.id for n in r.source_nodes] == ["li-7", "2", "x"]
     assert [n.score for n in r.source_nodes] == [0.5, None, 1.0]
 
@@ -96,21 +96,21 @@ def test_ids_follow_the_one_rule() -> None:
 )
 def test_duplicate_and_conflicting_ids_are_refused(nodes: Any, message: str) -> None:
     """Accepted before (the later node kept its id; the first id field won)."""
-    with pytest.raises(synthkit.InputError, match=message):
-        synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
+    with pytest.raises(synthkit_rs.InputError, match=message):
+        synthkit_rs.Synthesizer("no_text").synthesize(QUERY, nodes)
 
 
 def test_context_only_shows_metadata_as_llamaindex() -> None:
     nodes = [{"id": "a", "text": "Body.", "metadata": {"file": "m.md", "hidden": 1}, "excluded_llm_metadata_keys": ["hidden"]}]
-    r = synthkit.Synthesizer("context_only").synthesize(QUERY, nodes)
+    r = synthkit_rs.Synthesizer("context_only").synthesize(QUERY, nodes)
     assert "file: m.md\n\nBody." in r.response
     assert "hidden" not in r.response
 
 
 def test_async() -> None:
-    synth = synthkit.Synthesizer("tree_summarize")
+    synth = synthkit_rs.Synthesizer("tree_summarize")
 
-    async def main() -> list[synthkit.Response]:
+    async def main() -> list[synthkit_rs.Response]:
         return await asyncio.gather(*(synth.asynthesize(QUERY, NODES) for _ in range(5)))
 
     results = asyncio.run(main())
@@ -119,7 +119,7 @@ def test_async() -> None:
 
 
 def test_stream_sync_equals_plain() -> None:
-    synth = synthkit.Synthesizer("compact")
+    synth = synthkit_rs.Synthesizer("compact")
     plain = synth.synthesize(QUERY, NODES).response
     stream = synth.stream(QUERY, NODES)
     assert stream.response is None
@@ -135,9 +135,9 @@ def test_stream_sync_equals_plain() -> None:
 
 
 def test_stream_async() -> None:
-    synth = synthkit.Synthesizer("refine")
+    synth = synthkit_rs.Synthesizer("refine")
 
-    async def main() -> tuple[str, synthkit.Response]:
+    async def main() -> tuple[str, synthkit_rs.Response]:
         stream = synth.stream(QUERY, NODES)
         text = ""
         async for delta in stream:
@@ -150,12 +150,12 @@ def test_stream_async() -> None:
 
 
 def test_get_response_drains() -> None:
-    stream = synthkit.Synthesizer().stream(QUERY, NODES)
+    stream = synthkit_rs.Synthesizer().stream(QUERY, NODES)
     assert "six months" in stream.get_response().response
 
 
 def test_citations() -> None:
-    r = synthkit.Synthesizer(citations=True).synthesize(QUERY, NODES)
+    r = synthkit_rs.Synthesizer(citations=True).synthesize(QUERY, NODES)
     assert r.citations is not None
     assert isinstance(r.citations, list)
     for c in r.citations:
@@ -163,19 +163,19 @@ def test_citations() -> None:
 
 
 def test_empty_nodes() -> None:
-    r = synthkit.Synthesizer().synthesize(QUERY, [])
+    r = synthkit_rs.Synthesizer().synthesize(QUERY, [])
     assert r.source_nodes == []
 
 
 def test_unknown_mode() -> None:
-    with pytest.raises(synthkit.InputError, match="unknown mode `fastest`.*compact"):
-        synthkit.Synthesizer("fastest")
+    with pytest.raises(synthkit_rs.InputError, match="unknown mode `fastest`.*compact"):
+        synthkit_rs.Synthesizer("fastest")
 
 
 def test_errors_are_exceptions() -> None:
-    assert issubclass(synthkit.InputError, synthkit.SynthkitError)
-    assert issubclass(synthkit.ModelError, synthkit.SynthkitError)
-    assert issubclass(synthkit.SynthkitError, Exception)
+    assert issubclass(synthkit_rs.InputError, synthkit_rs.SynthkitError)
+    assert issubclass(synthkit_rs.ModelError, synthkit_rs.SynthkitError)
+    assert issubclass(synthkit_rs.SynthkitError, Exception)
 
 
 @pytest.mark.parametrize(
@@ -197,32 +197,32 @@ def test_errors_are_exceptions() -> None:
     ],
 )
 def test_bad_nodes(nodes: Any, message: str) -> None:
-    with pytest.raises(synthkit.InputError, match=message):
-        synthkit.Synthesizer().synthesize(QUERY, nodes)
+    with pytest.raises(synthkit_rs.InputError, match=message):
+        synthkit_rs.Synthesizer().synthesize(QUERY, nodes)
 
 
 def test_bad_options() -> None:
-    with pytest.raises(synthkit.InputError, match="base_url must start with http"):
-        synthkit.Synthesizer(base_url="localhost:8080")
-    with pytest.raises(synthkit.InputError, match="context_window"):
-        synthkit.Synthesizer(context_window=100, num_output=256)
-    with pytest.raises(synthkit.InputError, match="timeout"):
-        synthkit.Synthesizer(timeout=-1)
-    with pytest.raises(synthkit.InputError):
-        synthkit.Synthesizer(qa_template="no variables here")
-    with pytest.raises(synthkit.InputError, match="qa_template must be a string"):
-        synthkit.Synthesizer(qa_template=3)
+    with pytest.raises(synthkit_rs.InputError, match="base_url must start with http"):
+        synthkit_rs.Synthesizer(base_url="localhost:8080")
+    with pytest.raises(synthkit_rs.InputError, match="context_window"):
+        synthkit_rs.Synthesizer(context_window=100, num_output=256)
+    with pytest.raises(synthkit_rs.InputError, match="timeout"):
+        synthkit_rs.Synthesizer(timeout=-1)
+    with pytest.raises(synthkit_rs.InputError):
+        synthkit_rs.Synthesizer(qa_template="no variables here")
+    with pytest.raises(synthkit_rs.InputError, match="qa_template must be a string"):
+        synthkit_rs.Synthesizer(qa_template=3)
 
 
 def test_custom_template() -> None:
     t = "Context:\n{context_str}\nQ: {query_str}\nA:"
-    r = synthkit.Synthesizer("compact", qa_template=t).synthesize(QUERY, NODES)
+    r = synthkit_rs.Synthesizer("compact", qa_template=t).synthesize(QUERY, NODES)
     assert "six months" in r.response
 
 
 def test_repr() -> None:
-    s = repr(synthkit.Synthesizer("refine", context_window=2048))
+    s = repr(synthkit_rs.Synthesizer("refine", context_window=2048))
     assert "mode=\"refine\"" in s and "context_window=2048" in s
-    r = synthkit.Synthesizer().synthesize(QUERY, NODES)
+    r = synthkit_rs.Synthesizer().synthesize(QUERY, NODES)
     assert repr(r).startswith("Response(")
     assert repr(r.source_nodes[0]).startswith("SourceNode(")

@@ -24,9 +24,9 @@ from llama_index.core.retrievers import BaseRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 
-import synthkit  # noqa: E402
+import synthkit_rs  # noqa: E402
 from fake_openai import DEFAULT_ANSWER, FakeOpenAI  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 
 QUERY = "How often is the mirror cleaned?"
 
@@ -184,7 +184,7 @@ def test_get_response_with_text_chunks(fake_server: FakeOpenAI) -> None:
 
 
 def test_bad_mode_raises() -> None:
-    with pytest.raises(synthkit.InputError, match="unknown mode"):
+    with pytest.raises(synthkit_rs.InputError, match="unknown mode"):
         SynthkitSynthesizer(response_mode="fastest")
 
 
@@ -220,12 +220,12 @@ def test_any_llm_is_called_with_its_metadata() -> None:
 def test_llama_index_objects_follow_the_one_id_rule() -> None:
     """The plain API reads LlamaIndex objects by attribute, with the library's id rule."""
     nodes: list = [NodeWithScore(node=TextNode(id_="li-7", text="a"), score=0.5), "b", TextNode(id_="x", text="c")]
-    r = synthkit.Synthesizer("no_text").synthesize(QUERY, nodes)
+    r = synthkit_rs.Synthesizer("no_text").synthesize(QUERY, nodes)
     assert [n.id for n in r.source_nodes] == ["li-7", "2", "x"]
     assert r.source_nodes[0].score == 0.5
     twice = [NodeWithScore(node=TextNode(id_="n", text="a")), NodeWithScore(node=TextNode(id_="n", text="a"), score=0.1)]
-    with pytest.raises(synthkit.InputError, match='node 2 has the id "n", as node 1 does'):
-        synthkit.Synthesizer("no_text").synthesize(QUERY, twice)
+    with pytest.raises(synthkit_rs.InputError, match='node 2 has the id "n", as node 1 does'):
+        synthkit_rs.Synthesizer("no_text").synthesize(QUERY, twice)
 
 
 def test_adapter_keeps_a_node_retrieved_twice(fake_server: FakeOpenAI) -> None:

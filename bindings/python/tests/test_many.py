@@ -10,14 +10,14 @@ from typing import Iterator
 
 import pytest
 
-import synthkit
+import synthkit_rs
 from fake_openai import FakeOpenAI
 
 NODES = ["The primary mirror is cleaned every six months.", "The dome opens at dusk."]
 
 
 def test_results_come_in_input_order_with_failures_in_their_slots() -> None:
-    synth = synthkit.Synthesizer("compact")
+    synth = synthkit_rs.Synthesizer("compact")
     requests = [
         ("When does the dome open?", NODES),
         {"id": "r2", "query": "How often is the mirror cleaned?", "nodes": NODES},
@@ -28,8 +28,8 @@ def test_results_come_in_input_order_with_failures_in_their_slots() -> None:
     ]
     results = synth.synthesize_many(requests, jobs=2)
     assert len(results) == len(requests)
-    assert isinstance(results[0], synthkit.Response)
-    assert isinstance(results[1], synthkit.Response)
+    assert isinstance(results[0], synthkit_rs.Response)
+    assert isinstance(results[1], synthkit_rs.Response)
     assert "six months" in results[1].response
     kinds = [(r.index, r.id, r.kind) for r in results[2:]]
     assert kinds == [
@@ -39,7 +39,7 @@ def test_results_come_in_input_order_with_failures_in_their_slots() -> None:
         (5, None, "invalid_request"),
     ]
     failed = results[3]
-    assert isinstance(failed.error, synthkit.InputError)
+    assert isinstance(failed.error, synthkit_rs.InputError)
     assert "nope" in failed.message and failed.message == str(failed.error)
     assert failed.to_dict() == {"kind": "invalid_request", "message": failed.message}
     assert "unknown_field" in results[5].message
@@ -52,7 +52,7 @@ def test_results_come_in_input_order_with_failures_in_their_slots() -> None:
 def test_dict_requests_keep_the_synthesizers_settings_they_leave_out(
     fake_server: FakeOpenAI,
 ) -> None:
-    synth = synthkit.Synthesizer(
+    synth = synthkit_rs.Synthesizer(
         base_url=fake_server.base_url,
         citations=True,
         system_prompt="You are terse.",
@@ -65,7 +65,7 @@ def test_dict_requests_keep_the_synthesizers_settings_they_leave_out(
              "templates": {"qa": "OTHER {context_str} {query_str}"}},
         ]
     )
-    assert all(isinstance(r, synthkit.Response) for r in results), results
+    assert all(isinstance(r, synthkit_rs.Response) for r in results), results
     # The two run at once: tell them apart by their templates.
     first, second = sorted(fake_server.requests, key=lambda r: "OTHER" in r.prompt)
     assert "CTX" in first.prompt and "You are terse." in first.prompt
@@ -83,12 +83,12 @@ def test_a_model_failure_is_a_failed_request_with_the_llms_exception() -> None:
             raise Broken("the model is down")
         return "fine"
 
-    synth = synthkit.Synthesizer(llm=llm, chat=False)
+    synth = synthkit_rs.Synthesizer(llm=llm, chat=False)
     results = synth.synthesize_many([("ok?", NODES), ("broken?", NODES), ("ok again?", NODES)])
     assert [type(r).__name__ for r in results] == ["Response", "FailedRequest", "Response"]
     failed = results[1]
     assert failed.kind == "model_error"
-    assert isinstance(failed.error, synthkit.ModelError)
+    assert isinstance(failed.error, synthkit_rs.ModelError)
     assert isinstance(failed.error.__cause__, Broken)
 
 
@@ -106,9 +106,9 @@ def test_at_most_jobs_syntheses_run_at_once() -> None:
             state["now"] -= 1
         return "ok"
 
-    synth = synthkit.Synthesizer(llm=llm, chat=False, concurrency=64)
+    synth = synthkit_rs.Synthesizer(llm=llm, chat=False, concurrency=64)
     results = synth.synthesize_many([(f"q{i}?", NODES) for i in range(24)], jobs=3)
-    assert all(isinstance(r, synthkit.Response) for r in results)
+    assert all(isinstance(r, synthkit_rs.Response) for r in results)
     assert state["peak"] <= 3
 
 
@@ -121,7 +121,7 @@ def test_requests_are_read_lazily_and_the_iterables_own_error_stops_the_call() -
             yield (f"q{i}?", NODES)
         raise ValueError("the input broke")
 
-    synth = synthkit.Synthesizer()
+    synth = synthkit_rs.Synthesizer()
     with pytest.raises(ValueError, match="the input broke"):
         synth.synthesize_many(requests(), jobs=1)
     assert read == [0, 1, 2]
@@ -129,17 +129,17 @@ def test_requests_are_read_lazily_and_the_iterables_own_error_stops_the_call() -
 
 @pytest.mark.parametrize("jobs", [0, 10_000])
 def test_jobs_out_of_range_is_an_input_error(jobs: int) -> None:
-    with pytest.raises(synthkit.InputError, match="jobs must be between 1 and 4096"):
-        synthkit.Synthesizer().synthesize_many([("q", NODES)], jobs=jobs)
+    with pytest.raises(synthkit_rs.InputError, match="jobs must be between 1 and 4096"):
+        synthkit_rs.Synthesizer().synthesize_many([("q", NODES)], jobs=jobs)
 
 
 def test_a_single_request_is_not_taken_for_many() -> None:
-    with pytest.raises(synthkit.InputError, match="not a single string or dict"):
-        synthkit.Synthesizer().synthesize_many({"query": "q", "nodes": NODES})
+    with pytest.raises(synthkit_rs.InputError, match="not a single string or dict"):
+        synthkit_rs.Synthesizer().synthesize_many({"query": "q", "nodes": NODES})
 
 
 def test_asynthesize_many_runs_on_asyncio(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer(base_url=fake_server.base_url)
+    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url)
 
     async def main() -> list:
         return await synth.asynthesize_many(
@@ -148,5 +148,5 @@ def test_asynthesize_many_runs_on_asyncio(fake_server: FakeOpenAI) -> None:
 
     results = asyncio.run(main())
     assert len(results) == 10
-    assert all(isinstance(r, synthkit.Response) for r in results)
+    assert all(isinstance(r, synthkit_rs.Response) for r in results)
     assert fake_server.calls == 10

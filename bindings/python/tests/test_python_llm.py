@@ -23,10 +23,10 @@ from llama_index.core.utils import get_tokenizer  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-import synthkit  # noqa: E402
+import synthkit_rs  # noqa: E402
 from instrumentation_support import root_recording  # noqa: E402
 from fake_openai import DEFAULT_ANSWER, FakeOpenAI  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 
 QUERY = "How often is the mirror cleaned?"
 #: LlamaIndex's default tokenizer: tiktoken's cl100k_base, from LlamaIndex's own cache.
@@ -236,7 +236,7 @@ def test_plain_callable_gets_messages_or_prompt() -> None:
         seen.append(messages)
         return "from a function"
 
-    r = synthkit.Synthesizer("compact", llm=chat, context_window=2048, num_output=64).synthesize(QUERY, ["The mirror is cleaned yearly."])
+    r = synthkit_rs.Synthesizer("compact", llm=chat, context_window=2048, num_output=64).synthesize(QUERY, ["The mirror is cleaned yearly."])
     assert r.response == "from a function"
     assert [m["role"] for m in seen[0]] == ["system", "user"]
     assert "cleaned yearly" in seen[0][-1]["content"]
@@ -245,7 +245,7 @@ def test_plain_callable_gets_messages_or_prompt() -> None:
         seen.append(prompt)
         return "from a prompt"
 
-    synth = synthkit.Synthesizer("compact", llm=complete, chat=False)
+    synth = synthkit_rs.Synthesizer("compact", llm=complete, chat=False)
     assert synth.backend == "python" and synth.model == "complete"
     assert synth.synthesize(QUERY, ["x"]).response == "from a prompt"
     assert isinstance(seen[-1], str) and QUERY in seen[-1]
@@ -262,25 +262,25 @@ def test_coroutine_and_async_iterator_callables() -> None:
 
     # The blocking API runs coroutine functions on synthkit's own event loop.
     async def ask() -> str:
-        return (await synthkit.Synthesizer("compact", llm=answer).asynthesize(QUERY, ["x"])).response
+        return (await synthkit_rs.Synthesizer("compact", llm=answer).asynthesize(QUERY, ["x"])).response
 
-    assert synthkit.Synthesizer("compact", llm=answer).synthesize(QUERY, ["x"]).response == "awaited"
+    assert synthkit_rs.Synthesizer("compact", llm=answer).synthesize(QUERY, ["x"]).response == "awaited"
     assert asyncio.run(ask()) == "awaited"
-    streamed = synthkit.Synthesizer("compact", llm=deltas).stream(QUERY, ["x"])
+    streamed = synthkit_rs.Synthesizer("compact", llm=deltas).stream(QUERY, ["x"])
     assert list(streamed) == ["one ", "two ", "three"]
-    assert synthkit.Synthesizer("compact", llm=deltas).synthesize(QUERY, ["x"]).response == "one two three"
+    assert synthkit_rs.Synthesizer("compact", llm=deltas).synthesize(QUERY, ["x"]).response == "one two three"
 
 
 def test_options_that_do_not_apply_are_errors(fake_server: FakeOpenAI) -> None:
-    with pytest.raises(synthkit.InputError, match="base_url does not apply with llm="):
-        synthkit.Synthesizer(llm=lambda m: "x", base_url=fake_server.base_url)
-    with pytest.raises(synthkit.InputError, match="must be a LlamaIndex LLM or a callable"):
-        synthkit.Synthesizer(llm=42)
-    with pytest.raises(synthkit.InputError, match="retry_on takes exception classes"):
-        synthkit.Synthesizer(llm=lambda m: "x", retry_on=(int,))
-    with pytest.raises(synthkit.InputError, match="temperature= applies to the direct HTTP path"):
+    with pytest.raises(synthkit_rs.InputError, match="base_url does not apply with llm="):
+        synthkit_rs.Synthesizer(llm=lambda m: "x", base_url=fake_server.base_url)
+    with pytest.raises(synthkit_rs.InputError, match="must be a LlamaIndex LLM or a callable"):
+        synthkit_rs.Synthesizer(llm=42)
+    with pytest.raises(synthkit_rs.InputError, match="retry_on takes exception classes"):
+        synthkit_rs.Synthesizer(llm=lambda m: "x", retry_on=(int,))
+    with pytest.raises(synthkit_rs.InputError, match="temperature= applies to the direct HTTP path"):
         SynthkitSynthesizer(llm=MockLLM(), temperature=0.2)
-    with pytest.raises(synthkit.InputError, match="direct=True needs an OpenAI-compatible llm"):
+    with pytest.raises(synthkit_rs.InputError, match="direct=True needs an OpenAI-compatible llm"):
         SynthkitSynthesizer(llm=MockLLM(), direct=True)
 
 
@@ -317,7 +317,7 @@ def test_llm_without_async_methods_is_called_off_the_loop() -> None:
             raise NotImplementedError
 
     llm = SyncOnly(window=2048)
-    synth = synthkit.Synthesizer("compact", llm=llm)
+    synth = synthkit_rs.Synthesizer("compact", llm=llm)
 
     async def main() -> List[str]:
         plain = (await synth.asynthesize(QUERY, ["x"])).response
@@ -359,7 +359,7 @@ def test_llama_index_only_arguments_are_accepted_or_refused_clearly() -> None:
     with pytest.warns(UserWarning, match="prints no progress"):
         SynthkitSynthesizer(llm=llm, verbose=True)
     # output_cls and structured_answer_filtering: tests/test_structured.py.
-    with pytest.raises(synthkit.InputError, match="program_factory is not supported"):
+    with pytest.raises(synthkit_rs.InputError, match="program_factory is not supported"):
         SynthkitSynthesizer(llm=llm, program_factory=print)
 
 
@@ -371,5 +371,5 @@ def test_max_prompt_tokens_packs_smaller_prompts_into_more_calls() -> None:
     synth.synthesize(QUERY, nodes(8, 60))
     assert len(limited.prompts) > len(whole.prompts) == 1
     assert max(len(CL100K(p)) for p in limited.prompts) <= 200
-    with pytest.raises(synthkit.InputError, match="max_prompt_tokens"):
-        synthkit.Synthesizer(llm=whole, max_prompt_tokens=0)
+    with pytest.raises(synthkit_rs.InputError, match="max_prompt_tokens"):
+        synthkit_rs.Synthesizer(llm=whole, max_prompt_tokens=0)

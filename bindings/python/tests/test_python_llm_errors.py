@@ -20,8 +20,8 @@ from llama_index.core.llms import CustomLLM  # noqa: E402
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 from pydantic import Field, PrivateAttr  # noqa: E402
 
-import synthkit  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+import synthkit_rs  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 
 QUERY = "How often is the mirror cleaned?"
 NODES = ["The mirror is cleaned every six months.", "The dome opens at dusk."]
@@ -57,7 +57,7 @@ class Flaky(CustomLLM):
 def test_llm_exception_is_model_error_with_cause(use_async: bool) -> None:
     llm = Flaky(errors=[ValueError])
     synth = SynthkitSynthesizer(llm=llm)
-    with pytest.raises(synthkit.ModelError, match="ValueError: the provider said no") as info:
+    with pytest.raises(synthkit_rs.ModelError, match="ValueError: the provider said no") as info:
         if use_async:
             asyncio.run(synth.asynthesize(QUERY, [NodeWithScore(node=TextNode(text=t)) for t in NODES]))
         else:
@@ -68,15 +68,15 @@ def test_llm_exception_is_model_error_with_cause(use_async: bool) -> None:
 
 def test_retry_on_retries_within_the_limits() -> None:
     llm = Flaky(errors=[Overloaded, Overloaded, None])
-    synth = synthkit.Synthesizer("compact", llm=llm, retry_on=Overloaded)
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, retry_on=Overloaded)
     assert synth.synthesize(QUERY, NODES).response == "fine"
     assert llm.calls == 3
 
 
 def test_retry_on_gives_up_with_the_last_exception_as_cause() -> None:
     llm = Flaky(errors=[Overloaded] * 10)
-    synth = synthkit.Synthesizer("compact", llm=llm, retry_on=(KeyError, Overloaded))
-    with pytest.raises(synthkit.ModelError, match="Overloaded: the provider said no") as info:
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, retry_on=(KeyError, Overloaded))
+    with pytest.raises(synthkit_rs.ModelError, match="Overloaded: the provider said no") as info:
         synth.synthesize(QUERY, NODES)
     assert isinstance(info.value.__cause__, Overloaded)
     assert llm.calls == 4  # the library's default retry policy: 4 attempts in all
@@ -87,8 +87,8 @@ def test_exception_in_a_stream_is_model_error() -> None:
         yield "a delta, then "
         raise RuntimeError("stream broke")
 
-    stream = synthkit.Synthesizer("compact", llm=broken).stream(QUERY, NODES)
-    with pytest.raises(synthkit.ModelError, match="RuntimeError: stream broke") as info:
+    stream = synthkit_rs.Synthesizer("compact", llm=broken).stream(QUERY, NODES)
+    with pytest.raises(synthkit_rs.ModelError, match="RuntimeError: stream broke") as info:
         list(stream)
     assert isinstance(info.value.__cause__, RuntimeError)
 
@@ -145,7 +145,7 @@ def long_nodes(tag: str) -> List[str]:
 
 def test_cancelling_the_task_cancels_the_calls_in_flight() -> None:
     llm = Hanging()
-    synth = synthkit.Synthesizer("tree_summarize", llm=llm, concurrency=2)
+    synth = synthkit_rs.Synthesizer("tree_summarize", llm=llm, concurrency=2)
 
     async def main() -> None:
         llm.arm()
@@ -186,5 +186,5 @@ def test_ctrl_c_cancels_a_coroutine_llm_in_flight(ctrl_c_raises: None) -> None:
 
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
-        synthkit.Synthesizer("compact", llm=slow).synthesize(QUERY, NODES)
+        synthkit_rs.Synthesizer("compact", llm=slow).synthesize(QUERY, NODES)
     assert cancelled.wait(timeout=30)

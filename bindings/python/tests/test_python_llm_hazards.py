@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-import synthkit
+import synthkit_rs
 
 NODES = ["The mirror is cleaned every six months.", "The dome opens at dusk."]
 REENTRY = "called from inside its own llm"
@@ -38,14 +38,14 @@ def test_a_blocking_llm_calling_its_own_synthesizer_fails_at_once() -> None:
         return holder["synth"].synthesize("inner question", ["inner node"]).response
 
     # One call in flight: the inner synthesis would wait for the outer call's place.
-    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
                                  num_output=64, concurrency=1)
     holder["synth"] = synth
-    with pytest.raises(synthkit.SynthkitError) as caught:
+    with pytest.raises(synthkit_rs.SynthkitError) as caught:
         synth.synthesize("outer question", NODES)
     assert REENTRY in chain(caught.value)
     # The synthesizer still works afterwards.
-    holder["synth"] = synthkit.Synthesizer("compact", llm=lambda p: "inner answer", chat=False,
+    holder["synth"] = synthkit_rs.Synthesizer("compact", llm=lambda p: "inner answer", chat=False,
                                            context_window=2048, num_output=64)
     assert synth.synthesize("outer question", NODES).response == "inner answer"
 
@@ -58,26 +58,26 @@ def test_an_async_llm_awaiting_its_own_synthesizer_fails_at_once() -> None:
         response = await holder["synth"].asynthesize("inner question", ["inner node"])
         return response.response
 
-    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
                                  num_output=64, concurrency=1)
     holder["synth"] = synth
 
     async def main() -> None:
         await synth.asynthesize("outer question", NODES)
 
-    with pytest.raises(synthkit.SynthkitError) as caught:
+    with pytest.raises(synthkit_rs.SynthkitError) as caught:
         asyncio.run(main())
     assert REENTRY in chain(caught.value)
 
 
 @pytest.mark.timeout(60)
 def test_another_synthesizer_may_be_called_from_an_llm() -> None:
-    inner = synthkit.Synthesizer("compact")  # the offline backend
+    inner = synthkit_rs.Synthesizer("compact")  # the offline backend
 
     def llm(prompt: str) -> str:
         return inner.synthesize("How often is the mirror cleaned?", NODES).response
 
-    outer = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+    outer = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
                                  num_output=64, concurrency=1)
     assert "six months" in outer.synthesize("anything", NODES).response
 
@@ -98,12 +98,12 @@ def test_a_reply_that_never_ends_is_cut_at_the_reply_cap(shape: str) -> None:
         return "x" * (cap + 1)
 
     llm = {"iterator": endless, "async iterator": aendless, "string": huge}[shape]
-    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=2048, num_output=64)
-    with pytest.raises(synthkit.ModelError) as caught:
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048, num_output=64)
+    with pytest.raises(synthkit_rs.ModelError) as caught:
         synth.synthesize("How often is the mirror cleaned?", NODES)
     assert f"over {cap} bytes" in chain(caught.value)
     # Streamed too.
-    with pytest.raises(synthkit.ModelError) as caught:
+    with pytest.raises(synthkit_rs.ModelError) as caught:
         for _ in synth.stream("How often is the mirror cleaned?", NODES):
             pass
     assert f"over {cap} bytes" in chain(caught.value)
@@ -112,15 +112,15 @@ def test_a_reply_that_never_ends_is_cut_at_the_reply_cap(shape: str) -> None:
 def test_exceptions_are_shown_and_pickled_as_the_package_s() -> None:
     import pickle
 
-    for cls in (synthkit.SynthkitError, synthkit.InputError, synthkit.ModelError,
-                synthkit.RefusalError):
-        assert cls.__module__ == "synthkit", cls
-        assert getattr(synthkit, cls.__name__) is cls
-    with pytest.raises(synthkit.InputError) as caught:
-        synthkit.Synthesizer("no-such-mode")
-    assert type(caught.value).__module__ + "." + type(caught.value).__name__ == "synthkit.InputError"
+    for cls in (synthkit_rs.SynthkitError, synthkit_rs.InputError, synthkit_rs.ModelError,
+                synthkit_rs.RefusalError):
+        assert cls.__module__ == "synthkit_rs", cls
+        assert getattr(synthkit_rs, cls.__name__) is cls
+    with pytest.raises(synthkit_rs.InputError) as caught:
+        synthkit_rs.Synthesizer("no-such-mode")
+    assert type(caught.value).__module__ + "." + type(caught.value).__name__ == "synthkit_rs.InputError"
     again = pickle.loads(pickle.dumps(caught.value))
-    assert type(again) is synthkit.InputError and str(again) == str(caught.value)
+    assert type(again) is synthkit_rs.InputError and str(again) == str(caught.value)
 
 
 def cut(prompt: str) -> Any:
@@ -129,36 +129,36 @@ def cut(prompt: str) -> Any:
 
 
 def test_a_cut_reply_warns_by_default() -> None:
-    synth = synthkit.Synthesizer("compact", llm=cut, chat=False, context_window=2048, num_output=64)
-    with pytest.warns(synthkit.TruncationWarning, match="1 model reply was cut at the output limit"):
+    synth = synthkit_rs.Synthesizer("compact", llm=cut, chat=False, context_window=2048, num_output=64)
+    with pytest.warns(synthkit_rs.TruncationWarning, match="1 model reply was cut at the output limit"):
         response = synth.synthesize("How often is the mirror cleaned?", NODES)
     assert response.usage["truncated_calls"] == 1
-    with pytest.warns(synthkit.TruncationWarning):
+    with pytest.warns(synthkit_rs.TruncationWarning):
         for _ in synth.stream("How often is the mirror cleaned?", NODES):
             pass
 
     async def main() -> Any:
         return await synth.asynthesize("How often is the mirror cleaned?", NODES)
 
-    with pytest.warns(synthkit.TruncationWarning):
+    with pytest.warns(synthkit_rs.TruncationWarning):
         asyncio.run(main())
 
 
 def test_on_truncation_error_fails_and_ignore_keeps_quiet() -> None:
     import warnings
 
-    strict = synthkit.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
+    strict = synthkit_rs.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
                                   num_output=64, on_truncation="error")
-    with pytest.raises(synthkit.ModelError):
+    with pytest.raises(synthkit_rs.ModelError):
         strict.synthesize("How often is the mirror cleaned?", NODES)
-    quiet = synthkit.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
+    quiet = synthkit_rs.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
                                  num_output=64, on_truncation="ignore")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         response = quiet.synthesize("How often is the mirror cleaned?", NODES)
     assert response.usage["truncated_calls"] == 1
-    with pytest.raises(synthkit.InputError, match="on_truncation must be"):
-        synthkit.Synthesizer("compact", on_truncation="sometimes")
+    with pytest.raises(synthkit_rs.InputError, match="on_truncation must be"):
+        synthkit_rs.Synthesizer("compact", on_truncation="sometimes")
 
 
 def test_a_context_error_raised_by_the_llm_lowers_the_limit_and_packs_again() -> None:
@@ -181,7 +181,7 @@ def test_a_context_error_raised_by_the_llm_lowers_the_limit_and_packs_again() ->
 
     nodes = [f"Passage {i}: " + " ".join(["filler"] * 60) for i in range(20)]
     nodes[7] = "The mirror is cleaned every six months. " + nodes[7]
-    synth = synthkit.Synthesizer("compact", llm=llm, chat=False, context_window=8192,
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=8192,
                                  num_output=64, concurrency=1)
     response = synth.synthesize("How often is the mirror cleaned?", nodes)
     assert response.response == "Every six months."

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-import synthkit
+import synthkit_rs
 from fake_openai import FakeOpenAI
 from sharing_support import charges, redis_server, steady_tokens_per_minute
 
@@ -41,7 +41,7 @@ def test_ray_actors_answer_every_request_once_within_one_shared_budget(
     tpm = 30_000
     steady_s = 25
     with redis_server() as redis_url, FakeOpenAI() as server:
-        probe = synthkit.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT)
+        probe = synthkit_rs.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT)
         probe.synthesize("question 1000?", NODES)
         charge = charges(server.requests)[0]
         server.reset()

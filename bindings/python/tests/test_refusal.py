@@ -1,4 +1,4 @@
-"""A refusal (or a reply without text) is ``synthkit.RefusalError``, a ``ModelError``."""
+"""A refusal (or a reply without text) is ``synthkit_rs.RefusalError``, a ``ModelError``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
-import synthkit
+import synthkit_rs
 
 QUERY = "How often is the mirror cleaned?"
 NODES = ["The mirror is cleaned every six months."]
@@ -60,7 +60,7 @@ def refusing_url() -> Iterator[str]:
 
 
 def test_a_refusal_is_a_refusal_error(refusing_url: str) -> None:
-    assert issubclass(synthkit.RefusalError, synthkit.ModelError)
-    synth = synthkit.Synthesizer(base_url=refusing_url, model="m", context_window=4096)
-    with pytest.raises(synthkit.RefusalError, match="refused"):
+    assert issubclass(synthkit_rs.RefusalError, synthkit_rs.ModelError)
+    synth = synthkit_rs.Synthesizer(base_url=refusing_url, model="m", context_window=4096)
+    with pytest.raises(synthkit_rs.RefusalError, match="refused"):
         synth.synthesize(QUERY, NODES)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-import synthkit
+import synthkit_rs
 from fake_openai import DEFAULT_ANSWER, FakeOpenAI
 
 QUERY = "How often is the mirror cleaned?"
@@ -18,7 +18,7 @@ NODES = [f"Chunk {i}: the mirror is cleaned every six months, says page {i}." fo
 
 
 def test_json_call(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer("compact", base_url=fake_server.base_url, context_window=4096)
+    synth = synthkit_rs.Synthesizer("compact", base_url=fake_server.base_url, context_window=4096)
     r = synth.synthesize(QUERY, NODES)
     assert r.response == DEFAULT_ANSWER
     assert r.usage["calls"] == fake_server.calls == 1
@@ -34,13 +34,13 @@ def test_json_call(fake_server: FakeOpenAI) -> None:
 
 def test_model_and_window_from_server() -> None:
     with FakeOpenAI(model="served-7b", context_window=2048) as server:
-        synth = synthkit.Synthesizer(base_url=server.base_url)
+        synth = synthkit_rs.Synthesizer(base_url=server.base_url)
         assert synth.model == "served-7b"
         assert synth.context_window == 2048
 
 
 def test_named_model_and_options(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer(
+    synth = synthkit_rs.Synthesizer(
         base_url=fake_server.base_url + "/",
         model="given",
         temperature=0.7,
@@ -56,13 +56,13 @@ def test_named_model_and_options(fake_server: FakeOpenAI) -> None:
 
 
 def test_completion_api(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer(base_url=fake_server.base_url, chat=False)
+    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url, chat=False)
     assert synth.synthesize(QUERY, NODES).response == DEFAULT_ANSWER
     assert fake_server.requests[0].path == "/v1/completions"
 
 
 def test_stream_sse(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer("compact", base_url=fake_server.base_url)
+    synth = synthkit_rs.Synthesizer("compact", base_url=fake_server.base_url)
     stream = synth.stream(QUERY, NODES)
     deltas = list(stream)
     assert len(deltas) > 1
@@ -75,9 +75,9 @@ def test_stream_sse(fake_server: FakeOpenAI) -> None:
 
 
 def test_async_and_async_stream(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer("tree_summarize", base_url=fake_server.base_url)
+    synth = synthkit_rs.Synthesizer("tree_summarize", base_url=fake_server.base_url)
 
-    async def main() -> tuple[synthkit.Response, str]:
+    async def main() -> tuple[synthkit_rs.Response, str]:
         r = await synth.asynthesize(QUERY, NODES)
         text = ""
         async for d in synth.stream(QUERY, NODES):
@@ -90,7 +90,7 @@ def test_async_and_async_stream(fake_server: FakeOpenAI) -> None:
 
 def test_small_window_makes_more_calls_in_refine(fake_server: FakeOpenAI) -> None:
     long_nodes = [("word " * 300 + f"end {i}") for i in range(4)]
-    synth = synthkit.Synthesizer("compact", base_url=fake_server.base_url, context_window=1024)
+    synth = synthkit_rs.Synthesizer("compact", base_url=fake_server.base_url, context_window=1024)
     r = synth.synthesize(QUERY, long_nodes)
     assert r.usage["calls"] == fake_server.calls >= 2
     # Later calls refine the earlier answer.
@@ -99,10 +99,10 @@ def test_small_window_makes_more_calls_in_refine(fake_server: FakeOpenAI) -> Non
 
 def test_http_error_is_model_error() -> None:
     with FakeOpenAI(status=400) as server:
-        synth = synthkit.Synthesizer(base_url=server.base_url)
-        with pytest.raises(synthkit.ModelError, match="400"):
+        synth = synthkit_rs.Synthesizer(base_url=server.base_url)
+        with pytest.raises(synthkit_rs.ModelError, match="400"):
             synth.synthesize(QUERY, NODES)
-        with pytest.raises(synthkit.ModelError):
+        with pytest.raises(synthkit_rs.ModelError):
             list(synth.stream(QUERY, NODES))
 
 
@@ -110,27 +110,27 @@ def test_unreachable_server_is_model_error() -> None:
     with FakeOpenAI() as server:
         url = server.base_url
     # Stopped: nothing listens on that port any more.
-    synth = synthkit.Synthesizer(base_url=url, model="m", context_window=4096, timeout=5)
-    with pytest.raises(synthkit.ModelError):
+    synth = synthkit_rs.Synthesizer(base_url=url, model="m", context_window=4096, timeout=5)
+    with pytest.raises(synthkit_rs.ModelError):
         synth.synthesize(QUERY, NODES)
 
 
 def test_api_key_from_env_never_shown(fake_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-test-very-secret-123"
     monkeypatch.setenv("MY_KEY", secret)
-    synth = synthkit.Synthesizer(base_url=fake_server.base_url, api_key_env="MY_KEY")
+    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url, api_key_env="MY_KEY")
     assert secret not in repr(synth)
     synth.synthesize(QUERY, NODES)
     with FakeOpenAI(status=401) as failing:
-        bad = synthkit.Synthesizer(base_url=failing.base_url, api_key_env="MY_KEY")
-        with pytest.raises(synthkit.ModelError) as info:
+        bad = synthkit_rs.Synthesizer(base_url=failing.base_url, api_key_env="MY_KEY")
+        with pytest.raises(synthkit_rs.ModelError) as info:
             bad.synthesize(QUERY, NODES)
         assert secret not in str(info.value)
 
 
 def test_asyncio_cancel_stops_the_call() -> None:
     with FakeOpenAI(delay=3.0) as server:
-        synth = synthkit.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
+        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
 
         async def main() -> float:
             task = asyncio.ensure_future(synth.asynthesize(QUERY, NODES))
@@ -147,7 +147,7 @@ def test_asyncio_cancel_stops_the_call() -> None:
 @pytest.mark.skipif(os.name != "posix", reason="interrupt_main delivers SIGINT handling on POSIX")
 def test_ctrl_c_interrupts_a_blocking_call(ctrl_c_raises: None) -> None:
     with FakeOpenAI(delay=5.0) as server:
-        synth = synthkit.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
+        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
         timer = threading.Timer(0.3, _thread.interrupt_main)
         timer.start()
         start = time.monotonic()
@@ -159,7 +159,7 @@ def test_ctrl_c_interrupts_a_blocking_call(ctrl_c_raises: None) -> None:
 
 def test_gil_released_while_waiting() -> None:
     with FakeOpenAI(delay=0.5) as server:
-        synth = synthkit.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
+        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
         ticks = 0
         stop = threading.Event()
 

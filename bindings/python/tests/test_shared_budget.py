@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-import synthkit
+import synthkit_rs
 from fake_openai import FakeOpenAI
 from sharing_support import charges, redis_server, steady_tokens_per_minute
 
@@ -25,16 +25,16 @@ NUM_OUTPUT = 64
 WORKER = textwrap.dedent(
     """
     import json, sys
-    import synthkit
+    import synthkit_rs
     base_url, redis_url, prefix, tpm, first, count = sys.argv[1:7]
-    synth = synthkit.Synthesizer(
+    synth = synthkit_rs.Synthesizer(
         base_url=base_url, num_output=%d, tpm=int(tpm),
         redis_url=redis_url, redis_prefix=prefix,
     )
     nodes = %r
     requests = [(f"question {i}?", nodes) for i in range(int(first), int(first) + int(count))]
     results = synth.synthesize_many(requests, jobs=8)
-    failed = [r.to_dict() for r in results if isinstance(r, synthkit.FailedRequest)]
+    failed = [r.to_dict() for r in results if isinstance(r, synthkit_rs.FailedRequest)]
     print(json.dumps({"answered": len(results) - len(failed), "failed": failed}))
     """
     % (NUM_OUTPUT, NODES)
@@ -43,7 +43,7 @@ WORKER = textwrap.dedent(
 
 def _charge_of_one(server: FakeOpenAI) -> int:
     """The charge of one request of the test's shape (no budget spent on it)."""
-    synth = synthkit.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT)
+    synth = synthkit_rs.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT)
     synth.synthesize("question 100?", NODES)
     charge = charges(server.requests[-1:])[0]
     server.reset()
@@ -89,16 +89,16 @@ def test_two_processes_hold_one_tokens_per_minute_budget() -> None:
 def test_a_reply_cached_in_redis_serves_another_synthesizer() -> None:
     with redis_server() as redis_url, FakeOpenAI() as server:
         options = dict(base_url=server.base_url, redis_url=redis_url, cache="redis")
-        first = synthkit.Synthesizer(**options)
+        first = synthkit_rs.Synthesizer(**options)
         assert 'cache="redis"' in repr(first)
         a = first.synthesize("How often is the mirror cleaned?", NODES)
         assert server.calls == 1
-        second = synthkit.Synthesizer(**options)
+        second = synthkit_rs.Synthesizer(**options)
         b = second.synthesize("How often is the mirror cleaned?", NODES)
         assert server.calls == 1
         assert b.response == a.response
         # Another prefix is another cache.
-        third = synthkit.Synthesizer(**options, redis_prefix="other")
+        third = synthkit_rs.Synthesizer(**options, redis_prefix="other")
         third.synthesize("How often is the mirror cleaned?", NODES)
         assert server.calls == 2
 
@@ -112,17 +112,17 @@ def test_the_llm_path_shares_the_redis_cache_too() -> None:
 
     with redis_server() as redis_url:
         options = dict(llm=llm, chat=False, redis_url=redis_url, cache="redis", rpm=600)
-        one = synthkit.Synthesizer(**options)
+        one = synthkit_rs.Synthesizer(**options)
         assert one.synthesize("How often?", NODES).response == "Every six months."
-        two = synthkit.Synthesizer(**options)
+        two = synthkit_rs.Synthesizer(**options)
         assert two.synthesize("How often?", NODES).response == "Every six months."
         assert len(calls) == 1
         assert 'budget="redis"' in repr(two)
 
 
 def test_an_unreachable_redis_is_a_clear_error_without_the_password() -> None:
-    with pytest.raises(synthkit.SynthkitError) as e:
-        synthkit.Synthesizer(tpm=1000, redis_url="redis://:hunter2@127.0.0.1:1/")
+    with pytest.raises(synthkit_rs.SynthkitError) as e:
+        synthkit_rs.Synthesizer(tpm=1000, redis_url="redis://:hunter2@127.0.0.1:1/")
     message = str(e.value)
     assert "hunter2" not in message
     assert "127.0.0.1:1" in message

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-import synthkit
+import synthkit_rs
 from fake_openai import FakeOpenAI
 
 NODES = ["The primary mirror is cleaned every six months."]
@@ -31,12 +31,12 @@ NODES = ["The primary mirror is cleaned every six months."]
     ],
 )
 def test_bad_options_are_input_errors(kwargs: dict, words: str) -> None:
-    with pytest.raises(synthkit.InputError, match=words):
-        synthkit.Synthesizer(**kwargs)
+    with pytest.raises(synthkit_rs.InputError, match=words):
+        synthkit_rs.Synthesizer(**kwargs)
 
 
 def test_the_memory_cache_answers_a_repeated_request(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer(base_url=fake_server.base_url, cache="memory", rpm=1000)
+    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url, cache="memory", rpm=1000)
     assert 'budget="local", cache="memory"' in repr(synth)
     a = synth.synthesize("How often is the mirror cleaned?", NODES)
     b = synth.synthesize("How often is the mirror cleaned?", NODES)
@@ -48,10 +48,10 @@ def test_an_sqlite_cache_outlives_its_synthesizer(
     fake_server: FakeOpenAI, tmp_path: pathlib.Path
 ) -> None:
     path = tmp_path / "replies.db"
-    first = synthkit.Synthesizer(base_url=fake_server.base_url, cache=path)
+    first = synthkit_rs.Synthesizer(base_url=fake_server.base_url, cache=path)
     first.synthesize("How often is the mirror cleaned?", NODES)
     del first
-    second = synthkit.Synthesizer(base_url=fake_server.base_url, cache=str(path))
+    second = synthkit_rs.Synthesizer(base_url=fake_server.base_url, cache=str(path))
     assert 'cache="sqlite"' in repr(second)
     second.synthesize("How often is the mirror cleaned?", NODES)
     assert fake_server.calls == 1
@@ -60,5 +60,5 @@ def test_an_sqlite_cache_outlives_its_synthesizer(
 def test_a_cache_file_that_cannot_be_opened_is_named(tmp_path: pathlib.Path) -> None:
     not_a_db = tmp_path / "notes.txt"
     not_a_db.write_text("not a database " * 100)
-    with pytest.raises(synthkit.SynthkitError, match="notes.txt"):
-        synthkit.Synthesizer(cache=not_a_db)
+    with pytest.raises(synthkit_rs.SynthkitError, match="notes.txt"):
+        synthkit_rs.Synthesizer(cache=not_a_db)

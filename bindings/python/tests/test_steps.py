@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-import synthkit
+import synthkit_rs
 from fake_openai import FakeOpenAI
 
 QUERY = "How often is the mirror cleaned?"
@@ -48,7 +48,7 @@ def check_common(steps: List[Dict[str, Any]], server: FakeOpenAI, mode: str) -> 
 
 def test_refine_chain_steps() -> None:
     with FakeOpenAI(answer=numbered_answers()) as server:
-        synth = synthkit.Synthesizer(
+        synth = synthkit_rs.Synthesizer(
             "refine", base_url=server.base_url, context_window=512, num_output=64, return_steps=True
         )
         r = synth.synthesize(QUERY, NODES)
@@ -69,7 +69,7 @@ def test_refine_chain_steps() -> None:
 
 def test_tree_levels_steps() -> None:
     with FakeOpenAI(answer=numbered_answers()) as server:
-        synth = synthkit.Synthesizer(
+        synth = synthkit_rs.Synthesizer(
             "tree_summarize",
             base_url=server.base_url,
             context_window=512,
@@ -91,7 +91,7 @@ def test_tree_levels_steps() -> None:
 
 
 def test_off_by_default(fake_server: FakeOpenAI) -> None:
-    synth = synthkit.Synthesizer("refine", base_url=fake_server.base_url)
+    synth = synthkit_rs.Synthesizer("refine", base_url=fake_server.base_url)
     r = synth.synthesize(QUERY, NODES[:2])
     assert r.steps is None
     assert "steps" not in r.to_dict()
@@ -103,7 +103,7 @@ def test_llama_index_adapter_keeps_steps() -> None:
     from llama_index.core.schema import NodeWithScore, TextNode
     from llama_index.llms.openai_like import OpenAILike
 
-    from synthkit.llama_index import SynthkitSynthesizer
+    from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer
 
     with FakeOpenAI(answer=numbered_answers()) as server:
         llm = OpenAILike(

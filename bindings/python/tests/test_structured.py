@@ -32,9 +32,9 @@ from llama_index.core.utils import get_tokenizer  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-import synthkit  # noqa: E402
+import synthkit_rs  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
-from synthkit.llama_index import SynthkitSynthesizer  # noqa: E402
+from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer  # noqa: E402
 from test_call_counts import TRACES, nodes_of  # noqa: E402
 
 CASES = ["n50_w1024.json", "n50_mixed_sizes.json", "overlap_0.json"]
@@ -112,7 +112,7 @@ def test_unsatisfied_steps_leave_the_answer_unchanged() -> None:
 
     texts = ["Nothing here.", "KEY FACT: the mirror is cleaned.", "Nothing here either."]
     with FakeOpenAI(answer=answer) as server:
-        synth = synthkit.Synthesizer(
+        synth = synthkit_rs.Synthesizer(
             "refine", base_url=server.base_url, structured_answer_filtering=True
         )
         r = synth.synthesize("What is the key fact?", texts)
@@ -124,47 +124,47 @@ def test_output_schema_on_the_synthesizer() -> None:
     schema = Answer.model_json_schema()
     with FakeOpenAI(answer=json.dumps(REPLY)) as server:
         for given in (schema, json.dumps(schema), Answer):
-            synth = synthkit.Synthesizer(base_url=server.base_url, output_schema=given)
+            synth = synthkit_rs.Synthesizer(base_url=server.base_url, output_schema=given)
             r = synth.synthesize("How often?", ["The mirror is cleaned every six months."])
             assert r.structured == REPLY
         # The schema reached the server as OpenAI's response_format.
         assert "response_format" in server.requests[-1].body
-        with pytest.raises(synthkit.InputError, match="output_schema"):
-            synthkit.Synthesizer(base_url=server.base_url, output_schema=[1, 2])
-        with pytest.raises(synthkit.InputError, match="output_schema"):
-            synthkit.Synthesizer(base_url=server.base_url, output_schema={"bad": {1, 2}})
-        with pytest.raises(synthkit.InputError, match="not a valid JSON schema"):
-            synthkit.Synthesizer(base_url=server.base_url, output_schema={"type": "nope"})
-        with pytest.raises(synthkit.InputError, match="cannot be combined"):
-            synthkit.Synthesizer(
+        with pytest.raises(synthkit_rs.InputError, match="output_schema"):
+            synthkit_rs.Synthesizer(base_url=server.base_url, output_schema=[1, 2])
+        with pytest.raises(synthkit_rs.InputError, match="output_schema"):
+            synthkit_rs.Synthesizer(base_url=server.base_url, output_schema={"bad": {1, 2}})
+        with pytest.raises(synthkit_rs.InputError, match="not a valid JSON schema"):
+            synthkit_rs.Synthesizer(base_url=server.base_url, output_schema={"type": "nope"})
+        with pytest.raises(synthkit_rs.InputError, match="cannot be combined"):
+            synthkit_rs.Synthesizer(
                 base_url=server.base_url, output_schema=schema, structured_answer_filtering=True
             )
-        with pytest.raises(synthkit.InputError, match="citations"):
-            synthkit.Synthesizer(base_url=server.base_url, output_schema=schema, citations=True)
+        with pytest.raises(synthkit_rs.InputError, match="citations"):
+            synthkit_rs.Synthesizer(base_url=server.base_url, output_schema=schema, citations=True)
 
 
 @pytest.mark.parametrize("mode", ["tree_summarize", "simple_summarize", "accumulate", "generation"])
 def test_filtering_outside_refine_and_compact_is_refused(mode: str) -> None:
-    with pytest.raises(synthkit.InputError, match="refine and compact"):
-        synthkit.Synthesizer(mode, structured_answer_filtering=True)
-    with pytest.raises(synthkit.InputError, match="refine and compact"):
+    with pytest.raises(synthkit_rs.InputError, match="refine and compact"):
+        synthkit_rs.Synthesizer(mode, structured_answer_filtering=True)
+    with pytest.raises(synthkit_rs.InputError, match="refine and compact"):
         SynthkitSynthesizer(llm=MockLLM(), response_mode=mode, structured_answer_filtering=True)
 
 
 def test_refused_arguments_say_why() -> None:
-    with pytest.raises(synthkit.InputError, match="program_factory is not supported: it builds"):
+    with pytest.raises(synthkit_rs.InputError, match="program_factory is not supported: it builds"):
         SynthkitSynthesizer(llm=MockLLM(), program_factory=lambda t: None)
-    with pytest.raises(synthkit.InputError, match="multimodal"):
+    with pytest.raises(synthkit_rs.InputError, match="multimodal"):
         SynthkitSynthesizer(llm=MockLLM(), multimodal=True)
-    with pytest.raises(synthkit.InputError, match="chat_content_qa_template"):
+    with pytest.raises(synthkit_rs.InputError, match="chat_content_qa_template"):
         SynthkitSynthesizer(llm=MockLLM(), chat_content_qa_template=PromptTemplate("{query_str}"))
-    with pytest.raises(synthkit.InputError, match="api='anthropic' applies to the direct"):
+    with pytest.raises(synthkit_rs.InputError, match="api='anthropic' applies to the direct"):
         SynthkitSynthesizer(llm=MockLLM(), api="anthropic")
-    with pytest.raises(synthkit.InputError, match="chat_prompt_helper"):
+    with pytest.raises(synthkit_rs.InputError, match="chat_prompt_helper"):
         SynthkitSynthesizer(llm=MockLLM(), chat_prompt_helper=object())
-    with pytest.raises(synthkit.InputError, match="streaming"):
+    with pytest.raises(synthkit_rs.InputError, match="streaming"):
         SynthkitSynthesizer(llm=MockLLM(), output_cls=Answer, streaming=True)
-    with pytest.raises(synthkit.InputError, match="pydantic"):
+    with pytest.raises(synthkit_rs.InputError, match="pydantic"):
         SynthkitSynthesizer(llm=MockLLM(), output_cls=dict)
 
 
@@ -224,5 +224,5 @@ def test_templates_in_either_form_give_llamaindex_prompts(mode: str, form: str) 
 
 def test_template_variable_mappings_are_refused() -> None:
     t = PromptTemplate("{ctx} {query_str}", template_var_mappings={"context_str": "ctx"})
-    with pytest.raises(synthkit.InputError, match="template_var_mappings"):
+    with pytest.raises(synthkit_rs.InputError, match="template_var_mappings"):
         SynthkitSynthesizer(llm=MockLLM(), text_qa_template=t)

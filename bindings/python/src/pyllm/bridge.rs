@@ -13,7 +13,7 @@ use crate::SynthkitError;
 
 /// The Python module with the adapters and the helpers used here.
 pub(crate) fn helpers(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    py.import("synthkit._llm")
+    py.import("synthkit_rs._llm")
 }
 
 /// Who waits for a synthesis, which says where its Python calls run.
@@ -156,7 +156,7 @@ impl Runner {
 
 /// The done-callback of a scheduled coroutine: hands its result (or exception) to the
 /// waiting Rust future.
-#[pyclass(module = "synthkit._synthkit")]
+#[pyclass(module = "synthkit_rs._synthkit")]
 struct Notify {
     tx: Mutex<Option<oneshot::Sender<PyResult<Py<PyAny>>>>>,
 }

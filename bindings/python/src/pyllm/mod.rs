@@ -1,7 +1,7 @@
 //! A model implemented over a Python object: `Synthesizer(llm=...)` with a LlamaIndex LLM
 //! or any callable.
 //!
-//! The Python side (`synthkit._llm`) turns the object into an *adapter* with `call`
+//! The Python side (`synthkit_rs._llm`) turns the object into an *adapter* with `call`
 //! (blocking) and `acall` (a coroutine); [`PyLlm`] calls it and sits at the bottom of the
 //! same [`ModelStack`] as the HTTP backend, so concurrency limits, retries and everything
 //! above them apply to it. Where a call runs depends on its caller ([`bridge::Caller`]):

@@ -1,10 +1,12 @@
 //! Runs the Python package's test suite (`bindings/python/tests`, pytest) through
 //! `scripts/python-tests.sh`, so `cargo test --workspace` covers the bindings too.
 //!
-//! The script builds the extension with maturin into a virtual environment outside the
-//! repository (`~/.cache/synthkit-python-venv`, reused), with its own Rust target directory
-//! (`~/.cache/synthkit-python-target`): the first run compiles synthkit in release (a few
-//! minutes on two cores); later runs take seconds plus pytest's time.
+//! The script builds the package's wheel (`scripts/build-wheel.sh`, with its Rust target
+//! directory outside the repository, `~/.cache/synthkit-wheel-target`), installs it into
+//! virtual environments outside the repository (`~/.cache/synthkit-python-venv`, and one per
+//! extra under `~/.cache/synthkit-python-extras`, reused) and runs the tests against it with
+//! no Rust toolchain on PATH: the first run compiles synthkit in release (10-20 minutes on two
+//! cores) and installs the extras; later runs take seconds plus pytest's time.
 //!
 //! When python3, venv or pip is not available (the script exits 77) the test prints a skip
 //! message and passes, unless `CI` is set: then it fails. `SYNTHKIT_SKIP_PYTHON=1` skips it

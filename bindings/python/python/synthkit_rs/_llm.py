@@ -1,4 +1,4 @@
-"""Python models for ``synthkit.Synthesizer(llm=...)``: the adapters the Rust engine calls.
+"""Python models for ``synthkit_rs.Synthesizer(llm=...)``: the adapters the Rust engine calls.
 
 The engine only knows one protocol, an *adapter*:
 

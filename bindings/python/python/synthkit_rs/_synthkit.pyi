@@ -1,4 +1,4 @@
-"""Type stubs for the compiled extension module ``synthkit._synthkit``."""
+"""Type stubs for the compiled extension module ``synthkit_rs._synthkit``."""
 
 from __future__ import annotations
 

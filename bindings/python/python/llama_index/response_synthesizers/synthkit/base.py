@@ -3,7 +3,7 @@
 ``SynthkitSynthesizer`` is a ``BaseSynthesizer``: pass it wherever LlamaIndex takes a
 response synthesizer::
 
-    from synthkit.llama_index import SynthkitSynthesizer
+    from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer
 
     synth = SynthkitSynthesizer(llm=llm, response_mode="compact")
     engine = index.as_query_engine(llm=llm, response_synthesizer=synth)
@@ -60,8 +60,8 @@ from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 import llama_index.core.instrumentation as instrument
 
-import synthkit
-from synthkit._llama_index_events import LlmEvents
+import synthkit_rs
+from llama_index.response_synthesizers.synthkit._events import LlmEvents
 
 __all__ = ["SynthkitSynthesizer"]
 
@@ -129,7 +129,7 @@ def _template_text(t: TemplateArg) -> Optional[Union[str, BasePromptTemplate]]:
     default = getattr(t, "default_template", None)
     if default is not None:
         return _template_text(default)
-    raise synthkit.InputError(
+    raise synthkit_rs.InputError(
         f"unsupported template type {type(t).__name__}: pass a string or a PromptTemplate"
     )
 
@@ -137,14 +137,14 @@ def _template_text(t: TemplateArg) -> Optional[Union[str, BasePromptTemplate]]:
 def _refuse_unsupported(**given: Any) -> None:
     """Raises ``InputError`` for a ``get_response_synthesizer`` argument synthkit cannot honour."""
     if given.pop("program_factory") is not None:
-        raise synthkit.InputError(
+        raise synthkit_rs.InputError(
             "program_factory is not supported: it builds a LlamaIndex program that would make "
             "each refine step's model call itself, outside synthkit's budgets, retries and "
             "concurrency limit; use structured_answer_filtering=True (synthkit's own "
             "structured steps) or output_cls"
         )
     if given.pop("multimodal"):
-        raise synthkit.InputError(
+        raise synthkit_rs.InputError(
             "multimodal=True is not supported: synthkit synthesizes text nodes (no image "
             "blocks); use LlamaIndex's get_response_synthesizer for multimodal synthesis"
         )
@@ -156,7 +156,7 @@ def _refuse_unsupported(**given: Any) -> None:
                 else "pass a ChatPromptTemplate as text_qa_template, refine_template or "
                 "summary_template"
             )
-            raise synthkit.InputError(
+            raise synthkit_rs.InputError(
                 f"{name} is part of LlamaIndex's multimodal synthesis (used with "
                 f"multimodal=True), which synthkit does not support; {instead} instead"
             )
@@ -204,7 +204,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             ``streaming``; no ``citations``).
         structured_answer_filtering: refine and compact: each step answers
             ``{query_satisfied, answer}`` and unsatisfied steps leave the answer unchanged
-            (other modes raise ``synthkit.InputError``).
+            (other modes raise ``synthkit_rs.InputError``).
         api: ``openai`` (default) or ``anthropic``: the API of ``base_url``'s server.
         max_prompt_tokens: the most tokens one prompt may have, below the window
             (LangChain's ``token_max``): smaller prompts, more calls.
@@ -212,9 +212,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
             level's summaries, with node ids, tokens and time) in
             ``last_response.steps``; off by default.
         on_truncation: a model reply cut at the output limit ``"warn"``s
-            (``synthkit.TruncationWarning``, the default), is an ``"error"``
-            (``synthkit.ModelError``) or is ``"ignore"``d.
-        program_factory: refused (``synthkit.InputError``): it builds a LlamaIndex program
+            (``synthkit_rs.TruncationWarning``, the default), is an ``"error"``
+            (``synthkit_rs.ModelError``) or is ``"ignore"``d.
+        program_factory: refused (``synthkit_rs.InputError``): it builds a LlamaIndex program
             that would make the refine steps' calls itself, outside synthkit's budgets,
             retries and concurrency limit; use ``structured_answer_filtering`` or
             ``output_cls``.
@@ -222,7 +222,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             chat_summary_template, chat_prompt_helper: LlamaIndex's multimodal synthesis
             (image blocks); synthkit
             synthesizes text nodes, so anything but their defaults raises
-            ``synthkit.InputError`` (a ``ChatPromptTemplate`` goes in ``text_qa_template``).
+            ``synthkit_rs.InputError`` (a ``ChatPromptTemplate`` goes in ``text_qa_template``).
     """
 
     def __init__(
@@ -276,11 +276,11 @@ class SynthkitSynthesizer(BaseSynthesizer):
         )
         if output_cls is not None:
             if not (isinstance(output_cls, type) and hasattr(output_cls, "model_json_schema")):
-                raise synthkit.InputError(
+                raise synthkit_rs.InputError(
                     f"output_cls must be a pydantic model class, got {output_cls!r}"
                 )
             if streaming:
-                raise synthkit.InputError(
+                raise synthkit_rs.InputError(
                     "streaming=True with output_cls: synthkit returns the object once it "
                     "is whole and validated; drop one of them"
                 )
@@ -304,7 +304,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         self._output_cls: Optional[Type[Any]] = output_cls
         self._direct = base_url is not None or (direct and _api_base(base_llm) is not None)
         if direct and not self._direct:
-            raise synthkit.InputError(
+            raise synthkit_rs.InputError(
                 f"direct=True needs an OpenAI-compatible llm (with api_base) or base_url=; "
                 f"{type(base_llm).__name__} has no api_base"
             )
@@ -325,21 +325,21 @@ class SynthkitSynthesizer(BaseSynthesizer):
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if not self._direct:
             if api != "openai":
-                raise synthkit.InputError(
+                raise synthkit_rs.InputError(
                     f"api={api!r} applies to the direct HTTP path (base_url=): without it "
                     "synthkit calls the llm"
                 )
             if base_llm is not None:
                 for name in ("model", "temperature"):
                     if overrides[name] is not None:
-                        raise synthkit.InputError(
+                        raise synthkit_rs.InputError(
                             f"{name}= applies to the direct HTTP path (direct=True or "
                             "base_url=); without it synthkit calls the llm, so set it there"
                         )
                 settings["llm"] = base_llm
                 settings["retry_on"] = retry_on
         elif retry_on is not None:
-            raise synthkit.InputError(
+            raise synthkit_rs.InputError(
                 "retry_on applies when synthkit calls the llm; the direct HTTP path retries "
                 "rate limits and overloads itself"
             )
@@ -369,7 +369,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             # span with its start/end events (filled in once the model is known).
             self._options["on_call"] = LlmEvents({}, owner=self)
         elif timeout is not None:
-            raise synthkit.InputError(
+            raise synthkit_rs.InputError(
                 "timeout= applies to the direct HTTP path: without it synthkit calls the llm, "
                 "so set the timeout on the llm"
             )
@@ -385,10 +385,10 @@ class SynthkitSynthesizer(BaseSynthesizer):
             )
         #: The synthkit ``Response`` of the latest synthesis, a stream's once it is
         #: drained (usage, citations, and its ``steps`` with ``return_steps=True``).
-        self.last_response: Optional[synthkit.Response] = None
+        self.last_response: Optional[synthkit_rs.Response] = None
 
-    def _build(self) -> synthkit.Synthesizer:
-        return synthkit.Synthesizer(
+    def _build(self) -> synthkit_rs.Synthesizer:
+        return synthkit_rs.Synthesizer(
             self._mode,
             qa_template=_template_text(self._templates["text_qa_template"]),
             refine_template=_template_text(self._templates["refine_template"]),
@@ -398,7 +398,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         )
 
     @property
-    def synthesizer(self) -> synthkit.Synthesizer:
+    def synthesizer(self) -> synthkit_rs.Synthesizer:
         """The synthkit synthesizer underneath."""
         return self._synth
 
@@ -494,7 +494,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         return StreamingResponse(response_gen=self._empty_response_generator())
 
     def _finished(
-        self, result: synthkit.Response, source_nodes: List[NodeWithScore]
+        self, result: synthkit_rs.Response, source_nodes: List[NodeWithScore]
     ) -> RESPONSE_TYPE:
         """The LlamaIndex response for a finished synthesis: a ``PydanticResponse`` with
         the validated object when there is an ``output_cls``, else a ``Response``."""
@@ -602,13 +602,13 @@ class _Synthesis:
             response_str, self.source_nodes
         )
 
-    def finish(self, result: synthkit.Response) -> None:
+    def finish(self, result: synthkit_rs.Response) -> None:
         """The response of a finished synthesis."""
         self.response = self._synthesizer._finished(result, self.source_nodes)
 
 
 def _deltas(
-    stream: synthkit.ResponseStream, owner: Any = None
+    stream: synthkit_rs.ResponseStream, owner: Any = None
 ) -> Generator[str, None, None]:
     """The stream's deltas as a generator (what LlamaIndex's StreamingResponse takes); once
     drained, the full response is ``owner.last_response`` (usage, citations)."""
@@ -621,7 +621,7 @@ def _deltas(
 
 
 async def _adeltas(
-    stream: synthkit.ResponseStream, owner: Any = None
+    stream: synthkit_rs.ResponseStream, owner: Any = None
 ) -> AsyncGenerator[str, None]:
     """The stream's deltas as an async generator (for AsyncStreamingResponse); once
     drained, the full response is ``owner.last_response``."""

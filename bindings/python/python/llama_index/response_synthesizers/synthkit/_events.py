@@ -2,7 +2,7 @@
 
 On the ``llm`` path the LlamaIndex LLM makes every call and emits its own events; on the
 direct path (``direct=True``, ``base_url=``) synthkit calls the server, and this hook
-(``synthkit.Synthesizer(on_call=...)``) gives LlamaIndex's instrumentation what an LLM
+(``synthkit_rs.Synthesizer(on_call=...)``) gives LlamaIndex's instrumentation what an LLM
 would: each call is a span (``SynthkitSynthesizer.model_call-<uuid>``, a child of the
 span active when the synthesis started: ``SynthkitSynthesizer.synthesize``) with
 ``LLMChatStartEvent`` / ``LLMChatEndEvent`` (chat prompts) or ``LLMCompletionStartEvent``
@@ -33,7 +33,7 @@ from llama_index.core.instrumentation.events.llm import (
 )
 from llama_index.core.instrumentation.span import active_span_id
 
-dispatcher = instrument.get_dispatcher("synthkit.llama_index")
+dispatcher = instrument.get_dispatcher("llama_index.response_synthesizers.synthkit")
 
 Prompt = Union[str, List[Tuple[str, str]]]
 

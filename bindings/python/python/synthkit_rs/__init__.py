@@ -5,22 +5,22 @@ LlamaIndex response modes (``compact``, ``refine``, ``tree_summarize``,
 ``simple_summarize``, ``accumulate``, ``compact_accumulate``, ``generation``, ``no_text``,
 ``context_only``), with exact token budgets and bounded concurrency::
 
-    import synthkit
+    import synthkit_rs
 
-    synth = synthkit.Synthesizer("compact")          # offline extractive backend
+    synth = synthkit_rs.Synthesizer("compact")          # offline extractive backend
     r = synth.synthesize("How often is the mirror cleaned?",
                          ["The mirror is cleaned every six months."])
     print(r.response, r.usage["calls"])
 
 With ``base_url="http://127.0.0.1:8080/v1"`` an OpenAI-compatible server answers.
-``synthkit.llama_index.SynthkitSynthesizer`` plugs it into LlamaIndex query engines.
-``synthkit.evaluate(cases, answers, synthesizers=...)`` scores answers without a judge, as
-``synthkit eval`` does (``await synthkit.aevaluate(...)`` from a coroutine).
+``llama_index.response_synthesizers.synthkit.SynthkitSynthesizer`` plugs it into LlamaIndex query engines.
+``synthkit_rs.evaluate(cases, answers, synthesizers=...)`` scores answers without a judge, as
+``synthkit eval`` does (``await synthkit_rs.aevaluate(...)`` from a coroutine).
 """
 
 from __future__ import annotations
 
-from synthkit._synthkit import (
+from synthkit_rs._synthkit import (
     MODES,
     EvalResult,
     FailedRequest,
