@@ -13,6 +13,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 mod backend;
+mod batch;
 mod call_events;
 mod errors;
 mod eval;
@@ -130,6 +131,8 @@ fn _synthkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<response::SourceNode>()?;
     m.add_class::<stream::ResponseStream>()?;
     m.add_class::<many::FailedRequest>()?;
+    m.add_class::<batch::BatchFiles>()?;
+    m.add_class::<batch::Pending>()?;
     m.add_class::<eval::EvalResult>()?;
     m.add_function(wrap_pyfunction!(eval::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(eval::aevaluate, m)?)?;

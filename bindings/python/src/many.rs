@@ -50,15 +50,23 @@ pub struct FailedRequest {
     message: String,
     /// The exception `synthesize` would have raised.
     error: Py<PyAny>,
+    /// Why sending the request again may succeed (`transport`, `timeout`,
+    /// `rate_limited`, `server_error`), else `None`: `synthkit batch`'s
+    /// `error.transient`.
+    transient: Option<&'static str>,
 }
 
 #[pymethods]
 impl FailedRequest {
-    /// `{"kind", "message"}`: the `error` object of a `synthkit batch` output line.
+    /// `{"kind", "message"}`, and `"transient"` when the failure may pass: the `error`
+    /// object of a `synthkit batch` output line.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("kind", &self.kind)?;
         d.set_item("message", &self.message)?;
+        if let Some(cause) = self.transient {
+            d.set_item("transient", cause)?;
+        }
         Ok(d)
     }
 
@@ -139,6 +147,7 @@ struct Failure {
     id: Option<Value>,
     kind: &'static str,
     error: PyErr,
+    transient: Option<&'static str>,
 }
 
 /// A read request, ready to run (or already failed).
@@ -208,7 +217,10 @@ impl Many {
                 Some(Done::Ran(index, id, result)) => outcomes.push(match result {
                     Ok(response) => Outcome::Answered(response),
                     Err(Lost::Synthesis(e)) => {
-                        Outcome::Failed(failure(index, id, error_kind(&e), to_py(e)))
+                        let transient = synthkit::batch::transient_cause(&e);
+                        let mut f = failure(index, id, error_kind(&e), to_py(e));
+                        f.transient = transient;
+                        Outcome::Failed(f)
                     }
                     Err(Lost::Task(e)) => Outcome::Failed(failure(
                         index,
@@ -372,6 +384,7 @@ fn failure(index: usize, id: Option<Value>, kind: &'static str, error: PyErr) ->
         id,
         kind,
         error,
+        transient: None,
     }
 }
 
@@ -416,6 +429,7 @@ fn outcomes_to_list(py: Python<'_>, outcomes: Vec<Outcome>) -> PyResult<Py<PyLis
                     kind: f.kind.to_string(),
                     message: message_of(py, &f.error),
                     error: f.error.value(py).clone().into_any().unbind(),
+                    transient: f.transient,
                 };
                 list.append(Py::new(py, failed)?)?;
             }

@@ -27,15 +27,14 @@ use synthkit::{Concurrency, Node, ResponseMode, SynthesisOptions, Synthesizer};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend, StackFlags};
-use crate::batch_io::{self, LineReader, RawLine};
 use crate::error::usage;
-use crate::flags::{DEFAULT_FOLDER_TOP_K, EvalArgs, TopK, default_overlap};
+use crate::flags::{EvalArgs, default_overlap};
 use crate::observe::Fanout;
 use crate::output::{note, warn};
 use crate::pages::{BatchReports, batch_report_path};
 use crate::progress::BatchProgress;
-use crate::spinner::Spinner;
 use crate::templates::CustomTemplates;
+use synthkit::batch::{self as batch_io, LineReader, RawLine};
 
 /// The longest line of a cases or answers file (bytes).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -137,7 +136,7 @@ fn key(row: &Row) -> Key {
 
 /// The rows file: opened for appending (a cut last line removed), with its rows.
 fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
-    let (file, _) = batch_io::open_output(path).map_err(|e| usage(crate::error::message(&e)))?;
+    let (file, _) = crate::batch::open_output(path)?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("cannot read the rows {}: {e}", path.display())))?;
     let mut rows = Vec::new();
@@ -176,22 +175,14 @@ impl Runner {
             _ => return Err("this kind of case input is not supported".into()),
         };
         let paths: Vec<PathBuf> = paths.iter().map(|p| resolve(&self.args.cases, p)).collect();
-        let spinner = Spinner::new(false);
-        let read =
-            crate::input::read_paths(&paths, true, &spinner).map_err(|e| format!("{e:#}"))?;
-        let nodes = crate::input::nodes_from_documents(&read.docs, &self.splitter);
-        if nodes.is_empty() {
-            return Err("no text to work on: every file of `paths` is empty or skipped".into());
-        }
-        let k = match (case.top_k, self.args.top_k) {
-            (Some(k), _) | (None, Some(TopK::Best(k))) => Some(k),
-            (None, Some(TopK::All)) => None,
-            (None, None) => read.from_folder.then_some(DEFAULT_FOLDER_TOP_K),
-        };
-        Ok(match k {
-            Some(k) => crate::rank::top_k(nodes, &case.query, k),
-            None => nodes,
-        })
+        crate::input::nodes_from_paths(
+            &paths,
+            &case.query,
+            case.top_k,
+            self.args.top_k,
+            &self.splitter,
+            false,
+        )
     }
 
     /// The synthesizer of one run, observed by the progress and `recorder`.

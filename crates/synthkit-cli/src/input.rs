@@ -432,6 +432,87 @@ pub fn nodes_from_documents(docs: &[Document], splitter: &TokenTextSplitter) -> 
         .collect()
 }
 
+/// What one request (a `batch` line) may read through `paths`: at most this many files...
+pub const MAX_PATHS_FILES: usize = 10_000;
+/// ... and at most this many bytes of files in all (64 MiB), counted before any is read.
+pub const MAX_PATHS_BYTES: u64 = 64 << 20;
+
+/// Refuses `paths` that hold more than [`MAX_PATHS_FILES`] files or [`MAX_PATHS_BYTES`]
+/// bytes (the files the walk would read, by their size on disk), before reading any.
+fn within_paths_bound(paths: &[PathBuf], options: &ReadOptions) -> std::result::Result<(), String> {
+    let (mut files, mut bytes) = (0usize, 0u64);
+    let mut add = |path: &Path| -> std::result::Result<(), String> {
+        files += 1;
+        bytes = bytes.saturating_add(fs::metadata(path).map_or(0, |m| m.len()));
+        if files > MAX_PATHS_FILES || bytes > MAX_PATHS_BYTES {
+            return Err(format!(
+                "`paths` hold more than {MAX_PATHS_FILES} files or {} MiB, the most one line \
+                 may read: name fewer files or a smaller folder",
+                MAX_PATHS_BYTES >> 20
+            ));
+        }
+        Ok(())
+    };
+    for path in paths {
+        if !path.is_dir() {
+            add(path)?;
+            continue;
+        }
+        let walker = synthkit_documents::walk::walk(path, options.walk_options())
+            .map_err(|e| e.to_string())?;
+        for found in walker {
+            if let synthkit_documents::walk::Found::File(file) = found {
+                add(&file)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `paths` (files and folders, with the default reading options) into nodes as
+/// `ask` does (the same reader and chunking), then ranks them for `query` as `ask` does:
+/// `top_k` (a line's or a case's), else `flag` (`--top-k`), else the
+/// [`DEFAULT_FOLDER_TOP_K`](crate::flags::DEFAULT_FOLDER_TOP_K) best when a folder was
+/// read, else every chunk. `bounded`: refuse more than [`MAX_PATHS_FILES`] files or
+/// [`MAX_PATHS_BYTES`] bytes first. `synthkit eval`'s `paths` cases and `batch`'s `paths`
+/// lines. The error says why there is nothing to answer from.
+pub fn nodes_from_paths(
+    paths: &[PathBuf],
+    query: &str,
+    top_k: Option<usize>,
+    flag: Option<crate::flags::TopK>,
+    splitter: &TokenTextSplitter,
+    bounded: bool,
+) -> std::result::Result<Vec<Node>, String> {
+    use crate::flags::TopK;
+    if bounded {
+        if paths.iter().any(|p| is_stdin(p)) {
+            return Err("`-` (standard input) is not a path a line can read".into());
+        }
+        within_paths_bound(paths, &ReadOptions::new())?;
+    }
+    let spinner = Spinner::new(false);
+    let read = read_paths(paths, true, &spinner).map_err(|e| format!("{e:#}"))?;
+    let nodes = nodes_from_documents(&read.docs, splitter);
+    if nodes.is_empty() {
+        return Err("no text to work on: every file of `paths` is empty or skipped".into());
+    }
+    let k = match (top_k, flag) {
+        (Some(k), _) | (None, Some(TopK::Best(k))) => Some(k),
+        (None, Some(TopK::All)) => None,
+        (None, None) => read
+            .from_folder
+            .then_some(crate::flags::DEFAULT_FOLDER_TOP_K),
+    };
+    let Some(k) = k else { return Ok(nodes) };
+    let total = nodes.len();
+    let kept = crate::rank::top_k(nodes, query, k);
+    if kept.is_empty() {
+        return Err(crate::rank::nothing_relevant(total));
+    }
+    Ok(kept)
+}
+
 /// Reads pre-retrieved nodes from a file (`-`: standard input), refusing one larger than
 /// `max` bytes (`--max-file-size`; `None`: no limit) before reading past it.
 pub fn read_nodes(path: &Path, max: Option<u64>) -> Result<Vec<Node>> {

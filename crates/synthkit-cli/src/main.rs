@@ -14,7 +14,6 @@ mod flags;
 // The services the verbs share: reading (input, nodes, templates), the model and its
 // stack, plans, progress, output, traces, report pages, JSON-lines files, errors.
 mod backend;
-mod batch_io;
 mod error;
 mod input;
 mod logging;

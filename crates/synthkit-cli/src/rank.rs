@@ -9,12 +9,24 @@
 //! "recent", "current") weighs each file's first chunk 1.5 times: NEWS files and
 //! changelogs put the newest release first. Each kept node's `score`
 //! is set to its BM25 score; nodes are returned best first (ties keep their input order),
-//! as a retriever would return them.
+//! as a retriever would return them. A chunk whose score is 0 (it shares no word with the
+//! question) is never kept, however large `k` is: fewer than `k`, or none, may come back
+//! ([`nothing_relevant`] says so).
 
 use bm25::{EmbedderBuilder, Language, Scorer};
 use synthkit::Node;
 
-/// The `k` nodes most relevant to `query`, best first, with their scores set.
+/// What to say when no chunk of `total` is relevant to the question (the "nothing to
+/// answer from" of `ask`, `batch` and `eval`).
+pub fn nothing_relevant(total: usize) -> String {
+    format!(
+        "no text to work on: none of the {total} chunks read shares a word with the question \
+         (their relevance is 0); ask with other words, or give --top-k all to send every chunk"
+    )
+}
+
+/// The `k` nodes most relevant to `query`, best first, with their scores set; a node
+/// whose score is 0 is left out.
 pub fn top_k(nodes: Vec<Node>, query: &str, k: usize) -> Vec<Node> {
     if nodes.is_empty() || k == 0 {
         return Vec::new();
@@ -43,6 +55,7 @@ pub fn top_k(nodes: Vec<Node>, query: &str, k: usize) -> Vec<Node> {
         let sb = scores.get(b).copied().unwrap_or(0.0);
         sb.total_cmp(&sa).then(a.cmp(&b))
     });
+    order.retain(|&i| scores.get(i).is_some_and(|&s| s > 0.0));
     order.truncate(k);
     let mut slots: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
     order
@@ -110,10 +123,10 @@ mod tests {
             Node::new("c", "Visitors park behind the cafe."),
         ];
         let out = top_k(nodes, "How often is the mirror cleaned?", 2);
-        assert_eq!(out.len(), 2);
+        // The two others share no word with the question: left out.
+        assert_eq!(out.len(), 1);
         assert_eq!(out[0].id, "b");
         assert!(out[0].score.unwrap() > 0.0);
-        assert_eq!(out[1].score, Some(0.0));
     }
 
     #[test]
@@ -128,7 +141,12 @@ mod tests {
 
     #[test]
     fn more_than_available() {
-        let out = top_k(vec![Node::new("a", "x")], "y", 5);
+        let nodes = vec![
+            Node::new("a", "The mirror is clean."),
+            Node::new("b", "The dome is white."),
+        ];
+        let out = top_k(nodes.clone(), "mirror", 5);
         assert_eq!(out.len(), 1);
+        assert!(top_k(nodes, "zebras", 5).is_empty());
     }
 }

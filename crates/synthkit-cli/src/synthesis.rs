@@ -227,11 +227,17 @@ pub(crate) fn gather_nodes(
         Some(TopK::Best(k)) => Some(k),
         None => folder_top_k.filter(|_| from_folder),
     };
-    if let Some(k) = k.filter(|&k| k < nodes.len() || args.top_k.is_some()) {
+    // A folder's chunks are ranked however few they are: chunks with no relevance to
+    // the question are never sent.
+    if let Some(k) = k {
         spinner.set(format!("ranking {} chunks", thousands(nodes.len())));
         let total = nodes.len();
         nodes = rank::top_k(nodes, query, k);
-        if args.top_k.is_none() {
+        if nodes.is_empty() {
+            spinner.clear();
+            return Err(anyhow!(rank::nothing_relevant(total)));
+        }
+        if args.top_k.is_none() && nodes.len() < total {
             note(
                 args.quiet,
                 &format!(

@@ -193,6 +193,7 @@ mod debug_fields;
 #[macro_use]
 mod setters;
 pub mod backend;
+pub mod batch;
 pub mod citation;
 pub(crate) mod engine;
 pub mod error;

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from synthkit_rs._synthkit import (
     MODES,
+    BatchFiles,
     EvalResult,
     FailedRequest,
     InputError,
     ModelError,
+    Pending,
     RefusalError,
     Response,
     ResponseStream,
@@ -40,10 +42,12 @@ from synthkit_rs._synthkit import (
 
 __all__ = [
     "MODES",
+    "BatchFiles",
     "EvalResult",
     "FailedRequest",
     "InputError",
     "ModelError",
+    "Pending",
     "RefusalError",
     "Response",
     "ResponseStream",

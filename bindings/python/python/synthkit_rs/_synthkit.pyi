@@ -83,7 +83,42 @@ class FailedRequest:
     #: The exception ``synthesize`` would have raised.
     error: SynthkitError
     def to_dict(self) -> dict[str, str]:
-        """``{"kind", "message"}``, as a ``synthkit batch`` error line's ``error``."""
+        """``{"kind", "message"}``, as a ``synthkit batch`` error line's ``error``, with
+        ``"transient"`` (the cause) when the failure may pass on a later try."""
+
+class BatchFiles:
+    """A batch's input (JSON lines of requests) and output (JSON lines of results), read
+    and written as ``synthkit batch`` does: ids (a line's ``id``, else its line number),
+    duplicate ids refused (``InputError``), request hashes and the resume (lines answered
+    in OUT kept, transient error lines and changed lines run again, OUT appended to and
+    compacted to one line per id by ``finish``)."""
+
+    def __init__(
+        self,
+        input: Union[str, "os.PathLike[str]"],
+        output: Union[str, "os.PathLike[str]"],
+        mode: Optional[str] = None,
+        max_prompt_tokens: Optional[int] = None,
+        retry_failed: bool = True,
+        max_line_bytes: int = 10 << 20,
+    ) -> None: ...
+    #: What opening found: ``{"kept", "kept_errors", "retry", "changed", "new",
+    #: "cut_bytes", "not_results"}``.
+    @property
+    def survey(self) -> dict[str, Any]: ...
+    def pending(self) -> "Pending":
+        """The lines to run, in input order (kept lines left out)."""
+    def append(self, line: str) -> None:
+        """Appends one result line (a JSON object's text, no newline) in one write."""
+    def finish(self) -> dict[str, Any]:
+        """Syncs OUT and rewrites it to one line per id: ``{"lines", "errors"}``."""
+
+class Pending:
+    """The lines of a ``BatchFiles`` to run: dicts ``{"number", "id", "request_sha256",
+    "request"}``, or ``{..., "error": {"kind", "message"}}`` for a line that cannot run."""
+
+    def __iter__(self) -> "Pending": ...
+    def __next__(self) -> dict[str, Any]: ...
 
 #: A request of ``synthesize_many``: ``(query, nodes)``, or a dict in the shape of the
 #: service's ``POST /v1/synthesize`` body (``query``, ``nodes``, ``mode``, ``templates``,

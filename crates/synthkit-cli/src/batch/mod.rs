@@ -9,9 +9,9 @@
 //! flight, so memory is bounded by `--jobs`, not by the input. Each result is appended as
 //! one write, and the file is synced at the end: a killed run loses only the syntheses in
 //! flight, and the next run skips the ids already in the output (see
-//! [`crate::batch_io::open_output`]).
+//! [`synthkit::batch::open_output`]). Reading, ids, hashes and the resume's bookkeeping
+//! are the library's ([`synthkit::batch`]), shared with the Python package.
 
-mod lines;
 mod plan;
 
 use std::path::Path;
@@ -21,21 +21,55 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use serde_json::Value;
+use synthkit::batch::{
+    self as batch_io, Existing, HashDefaults, LineReader, LineRequest, Parsed, SeenIds, Verdict,
+    line_id, parse_line, transient_cause,
+};
 use synthkit::many::{Order, Window};
-use synthkit::model::ModelError;
-use synthkit::request::{ErrorDetail, RequestDefaults, SynthesizeRequest, error_kind};
+use synthkit::request::{ErrorDetail, RequestDefaults, error_kind};
 use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend, StackFlags};
-use crate::batch_io::{self, Existing, LineReader, Verdict};
 use crate::error::usage;
 use crate::flags::BatchArgs;
 use crate::output::note;
 use crate::pages::BatchReports;
 use crate::progress::BatchProgress;
 
-use lines::{HashDefaults, Parsed, line_id, open_input, parse_line};
+/// The request hash's defaults of a batch: `--mode` and `--max-prompt-tokens`.
+fn hash_defaults(args: &BatchArgs) -> HashDefaults {
+    HashDefaults::new(args.mode, args.max_prompt_tokens)
+}
+
+/// Opens IN (a usage error when it cannot be read).
+fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
+    if path == Path::new("-") {
+        return Ok(Box::new(std::io::BufReader::new(std::io::stdin())));
+    }
+    let file = std::fs::File::open(path)
+        .map_err(|e| usage(format!("cannot read the input {}: {e}", path.display())))?;
+    Ok(Box::new(std::io::BufReader::with_capacity(1 << 16, file)))
+}
+
+/// Opens OUT for appending ([`batch_io::open_output`]; a usage error when it cannot be
+/// opened), saying which of its lines are not results and whether a cut line was removed.
+pub fn open_output(path: &Path) -> Result<(std::fs::File, Existing)> {
+    let (file, existing) = batch_io::open_output(path).map_err(|e| usage(e.to_string()))?;
+    for number in &existing.not_results {
+        crate::output::warn(&format!(
+            "line {number} of the output {} is not a batch result (no `id`): left as it is",
+            path.display()
+        ));
+    }
+    if let Some(bytes) = existing.cut {
+        note(
+            false,
+            &format!("the output's last line was cut ({bytes} bytes): rewriting it"),
+        );
+    }
+    Ok((file, existing))
+}
 
 /// One output line.
 #[derive(Serialize)]
@@ -72,27 +106,6 @@ impl From<ErrorDetail> for Failure {
             detail,
             transient: None,
         }
-    }
-}
-
-/// Why sending the same request again may succeed, if it may: the model's connection
-/// failed or its reply was cut (`transport`), it timed out (`timeout`), it was rate
-/// limited or overloaded (`rate_limited`: 429, 529, a rate budget's deadline) or failed
-/// on its side (`server_error`: 5xx).
-fn transient_cause(e: &SynthError) -> Option<&'static str> {
-    let (SynthError::Model { source, .. } | SynthError::Count { source, .. }) = e else {
-        return None;
-    };
-    match source {
-        ModelError::Connection(_) | ModelError::Incomplete(_) => Some("transport"),
-        ModelError::Timeout { .. } => Some("timeout"),
-        ModelError::RateLimited { .. } => Some("rate_limited"),
-        ModelError::Server { .. } => Some("server_error"),
-        ModelError::Layer { layer, .. } if *layer == "redis budget" => Some("transport"),
-        ModelError::Layer { .. } => synthkit::layer::limit::limit_error(source)
-            .filter(|l| matches!(l, synthkit::layer::limit::LimitError::Deadline { .. }))
-            .map(|_| "rate_limited"),
-        _ => None,
     }
 }
 
@@ -159,24 +172,6 @@ fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
         mode: args.mode.unwrap_or(ResponseMode::Compact),
         concurrency: Concurrency::for_server(args.concurrency, backend.server_slots),
         max_prompt_tokens: args.max_prompt_tokens,
-    }
-}
-
-/// The ids of the input met so far, with their line numbers: a second line with an id
-/// is refused, naming both lines.
-#[derive(Default)]
-struct SeenIds(std::collections::HashMap<String, usize>);
-
-impl SeenIds {
-    fn check(&mut self, id: &Value, number: usize) -> Result<()> {
-        match self.0.insert(batch_io::id_key(id), number) {
-            None => Ok(()),
-            Some(first) => Err(usage(format!(
-                "lines {first} and {number} of the input have the same id {id}: give each line \
-                 its own `id` (a line without one is named by its line number; 1 and \"1\" are \
-                 different ids)"
-            ))),
-        }
     }
 }
 
@@ -281,7 +276,7 @@ fn survey(
         let Some((id, hash)) = line_id(number, raw, max_line, hash_defaults) else {
             continue;
         };
-        seen.check(&id, number)?;
+        seen.check(&id, number).map_err(|e| usage(e.to_string()))?;
         survey.add(existing.verdict(&batch_io::id_key(&id), hash.as_deref(), retry));
     }
     Ok(survey)
@@ -294,7 +289,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         .max_line_bytes
         .0
         .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
-    let hash_defaults = HashDefaults::of(args);
+    let hash_defaults = hash_defaults(args);
     let flags = StackFlags {
         model_args: &args.model_args,
         limits: &args.limits,
@@ -314,8 +309,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         .ok_or_else(|| usage("give the output file with -o OUT"))?;
     let retry = !args.no_retry_failed;
     let from_stdin = args.input == Path::new("-");
-    let (mut out, existing) =
-        batch_io::open_output(output).map_err(|e| usage(crate::error::message(&e)))?;
+    let (mut out, existing) = open_output(output)?;
     // A file's ids are checked before any call; standard input's as they come.
     let planned = if from_stdin {
         None
@@ -331,6 +325,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     let mut reader = LineReader::new(open_input(&args.input)?, max_line);
     let backend = backend::connect_with(flags).await?;
     let defaults = defaults(args, &backend);
+    let files = LineFiles::new(args, &backend)?;
     let reports = match &args.report_dir {
         Some(dir) => Some(Arc::new(BatchReports::create(dir, &backend)?)),
         None => None,
@@ -380,7 +375,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
                 Parsed::Bad(id, e, hash) => (id, Err(e), hash),
                 Parsed::Request(id, r, hash) => (id, Ok(*r), Some(hash)),
             };
-            seen.check(&id, number)?;
+            seen.check(&id, number).map_err(|e| usage(e.to_string()))?;
             let key = batch_io::id_key(&id);
             let replaces = match existing.verdict(&key, hash.as_deref(), retry) {
                 Verdict::Keep(_) => {
@@ -407,6 +402,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
                 defaults,
                 &observer,
                 reports.clone(),
+                &files,
             );
         }
         let Some(finished) = window.next().await else {
@@ -428,7 +424,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     // OUT ends with one line per id: a replaced line's old result goes.
     let errors = if replaced || existing.superseded > 0 {
         let compacted = batch_io::compact(output)
-            .map_err(|e| anyhow!("cannot rewrite {}: {e:#}", output.display()))?;
+            .map_err(|e| anyhow!("cannot rewrite {}: {e}", output.display()))?;
         compacted.errors.values().sum()
     } else {
         existing.errors() - replaced_errors.min(existing.errors()) + tally.failed
@@ -470,13 +466,55 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     Ok(())
 }
 
+/// How the `paths` of a line are read: `ask`'s reader and chunking (`--chunk-size`), ranked
+/// with the line's `top_k`, else `--top-k`, else ask's default for a folder; at most
+/// [`crate::input::MAX_PATHS_FILES`] files and [`crate::input::MAX_PATHS_BYTES`] bytes a
+/// line. Relative paths are read from the current folder.
+#[derive(Clone)]
+struct LineFiles {
+    splitter: Arc<synthkit::text::TokenTextSplitter>,
+    top_k: Option<crate::flags::TopK>,
+}
+
+impl LineFiles {
+    fn new(args: &BatchArgs, backend: &Backend) -> Result<Self> {
+        let overlap = crate::flags::default_overlap(args.chunk_size);
+        let splitter = synthkit::text::TokenTextSplitter::new(
+            args.chunk_size,
+            overlap,
+            backend.split_tokenizer.clone(),
+        )
+        .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
+        Ok(Self {
+            splitter: Arc::new(splitter),
+            top_k: args.top_k,
+        })
+    }
+
+    /// The nodes of `paths` for `query`, read on a blocking thread (never a runtime's).
+    async fn read(
+        &self,
+        paths: Vec<String>,
+        query: String,
+        top_k: Option<usize>,
+    ) -> std::result::Result<Vec<synthkit::Node>, String> {
+        let (splitter, flag) = (Arc::clone(&self.splitter), self.top_k);
+        let paths: Vec<std::path::PathBuf> = paths.into_iter().map(Into::into).collect();
+        tokio::task::spawn_blocking(move || {
+            crate::input::nodes_from_paths(&paths, &query, top_k, flag, &splitter, true)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))
+    }
+}
+
 /// An input line to run: its number, id, request hash, request (or why it cannot run),
 /// and whether its result replaces one in OUT.
 struct Line {
     number: usize,
     id: Value,
     hash: Option<String>,
-    request: Result<SynthesizeRequest, ErrorDetail>,
+    request: Result<LineRequest, ErrorDetail>,
     replaces: bool,
 }
 
@@ -489,6 +527,7 @@ fn start_line(
     defaults: RequestDefaults,
     observer: &Arc<dyn Observer>,
     reports: Option<Arc<BatchReports>>,
+    files: &LineFiles,
 ) {
     let Line {
         number,
@@ -498,7 +537,15 @@ fn start_line(
         replaces,
     } = line;
     let observer = Arc::clone(observer);
-    let prepared = request.and_then(|mut r| {
+    let mut paths = None;
+    let prepared = request.and_then(|line| {
+        let LineRequest {
+            request: mut r,
+            paths: line_paths,
+            top_k,
+            ..
+        } = line;
+        paths = line_paths.map(|p| (p, top_k));
         if r.plan {
             // A line that asks for its plan is never run for real.
             return Err(ErrorDetail {
@@ -526,7 +573,22 @@ fn start_line(
         }
     };
     let (id_again, hash_again) = (id.clone(), hash.clone());
+    let files = files.clone();
     let run = async move {
+        let mut run = run;
+        if let Some((paths, top_k)) = paths {
+            let query = run.input.query.clone();
+            match files.read(paths, query, top_k).await {
+                Ok(nodes) => run.input.nodes = nodes,
+                Err(why) => {
+                    let failure = Failure::from(ErrorDetail {
+                        kind: "invalid_request".into(),
+                        message: format!("line {number}: cannot read `paths`: {why}"),
+                    });
+                    return Finished::of(&id, hash.as_deref(), Err(&failure));
+                }
+            }
+        }
         // What the line's report needs once the input has gone to the synthesis.
         let report = reports
             .zip(run.steps.clone())

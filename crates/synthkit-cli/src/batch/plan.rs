@@ -7,12 +7,11 @@ use anyhow::{Result, anyhow};
 use synthkit::Plan;
 use synthkit::request::RequestDefaults;
 
+use synthkit::batch::{LineReader, Parsed, parse_line};
+
 use crate::backend::Backend;
-use crate::batch_io::LineReader;
 use crate::flags::BatchArgs;
 use crate::plan::TextPlan;
-
-use super::lines::{HashDefaults, Parsed, parse_line};
 
 /// Plans every line of the input and prints the batch's plan; lines that cannot run are
 /// named on standard error (and make the exit code 1).
@@ -27,7 +26,8 @@ pub async fn run<R: BufRead>(
     let (mut planned, mut bad) = (0usize, 0usize);
     let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);
     let max_line = usize::try_from(max_line).unwrap_or(usize::MAX);
-    let hash_defaults = HashDefaults::of(args);
+    let hash_defaults = super::hash_defaults(args);
+    let files = super::LineFiles::new(args, backend)?;
     while let Some((number, raw)) = reader.next_line()? {
         let request = match parse_line(number, raw, max_line, hash_defaults) {
             Parsed::Blank => continue,
@@ -35,12 +35,28 @@ pub async fn run<R: BufRead>(
             Parsed::Request(_, r, _) => Ok(*r),
         };
         let outcome = match request {
-            Ok(r) => match r.prepare(backend.model(), defaults, |b| b) {
-                Ok(run) => run
-                    .synthesizer
-                    .plan_input(&run.input)
-                    .await
-                    .map_err(|e| format!("line {number}: {e}")),
+            Ok(line) => match line.request.prepare(backend.model(), defaults, |b| b) {
+                Ok(mut run) => {
+                    let read = match line.paths {
+                        Some(paths) => {
+                            let query = run.input.query.clone();
+                            files
+                                .read(paths, query, line.top_k)
+                                .await
+                                .map(|nodes| run.input.nodes = nodes)
+                                .map_err(|why| format!("line {number}: cannot read `paths`: {why}"))
+                        }
+                        None => Ok(()),
+                    };
+                    match read {
+                        Ok(()) => run
+                            .synthesizer
+                            .plan_input(&run.input)
+                            .await
+                            .map_err(|e| format!("line {number}: {e}")),
+                        Err(e) => Err(e),
+                    }
+                }
                 Err(e) => Err(format!("line {number}: {e}")),
             },
             Err(message) => Err(message),

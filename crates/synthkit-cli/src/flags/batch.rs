@@ -8,8 +8,8 @@ use synthkit::ResponseMode;
 use super::limits::LimitArgs;
 use super::model::ModelArgs;
 use super::otel::OtelArgs;
-use super::synth::PlanArgs;
-use super::values::{FileSize, parse_mode, parse_size};
+use super::synth::{DEFAULT_CHUNK_SIZE, PlanArgs};
+use super::values::{FileSize, TopK, parse_mode, parse_size, parse_top_k};
 
 /// The default `--max-line-bytes`: the service's default body limit, 10 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: &str = "10M";
@@ -26,8 +26,9 @@ pub struct BatchArgs {
     /// The requests, one JSON object per line (`-`: standard input): the body of the
     /// service's POST /v1/synthesize (query, nodes, mode, templates, citations,
     /// output_schema, concurrency, system_prompt, citation_markers, max_prompt_tokens)
-    /// plus an optional `id` (a string or a number; default: the line number). Blank
-    /// lines are skipped.
+    /// plus an optional `id` (a string or a number; default: the line number). Instead of
+    /// `nodes`, a line may give `paths` (files and folders, relative to the current
+    /// folder, read as `ask` reads them) and `top_k`. Blank lines are skipped.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The results, one JSON line per input line: {"id", "request_sha256", "response"}
@@ -59,6 +60,13 @@ pub struct BatchArgs {
     #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_LINE_BYTES,
           value_parser = parse_size, help_heading = "Batch")]
     pub max_line_bytes: FileSize,
+    /// With `paths` lines that set no `top_k`: keep the N chunks most relevant to the
+    /// query; `all` keeps every chunk [default: 20 when a folder is read, else all].
+    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
+    pub top_k: Option<TopK>,
+    /// The most tokens in a node when `paths` are split.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
+    pub chunk_size: usize,
     /// The mode of a line that names none [default: compact].
     #[arg(long, value_name = "MODE", value_parser = parse_mode, help_heading = "Synthesis")]
     pub mode: Option<ResponseMode>,

@@ -713,3 +713,96 @@ fn an_empty_query_is_an_error_line_and_no_call() {
     }
     assert_eq!(fake.requests(), 0);
 }
+
+/// The prompts the fake was sent, as one text.
+fn prompts_sent(fake: &FakeOpenAi) -> String {
+    fake.bodies()
+        .iter()
+        .map(|b| b["messages"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_line_with_paths_reads_and_ranks_its_files_as_ask_does() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("mirror.md"),
+        "The primary mirror is cleaned every three months.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("dome.md"),
+        "The dome opens when the sky is clear.\n",
+    )
+    .unwrap();
+    std::fs::write(docs.join("cafe.md"), "Visitors park behind the cafe.\n").unwrap();
+    let question = "How often is the primary mirror cleaned, and when does the dome open?";
+    let lines = vec![
+        // A folder, relative to the current folder: ranked, the cafe (no shared word) left out.
+        json!({"id": "folder", "query": question, "paths": ["docs"]}).to_string(),
+        // Its own top_k.
+        json!({"id": "one", "query": question, "paths": ["docs"], "top_k": 1}).to_string(),
+        // A file: read whole, not ranked.
+        json!({"id": "file", "query": "What is behind the cafe?", "paths": ["docs/cafe.md"]})
+            .to_string(),
+        json!({"id": "both", "query": question, "nodes": ["n"], "paths": ["docs"]}).to_string(),
+        json!({"id": "missing", "query": question, "paths": ["nowhere"]}).to_string(),
+        json!({"id": "nothing", "query": "Zebras?", "paths": ["docs"]}).to_string(),
+    ];
+    let input = write_lines(dir.path(), "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    let out = run(batch(&fake, &input, &output).current_dir(dir.path()));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let by_id: HashMap<String, Value> = results(&output)
+        .into_iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r))
+        .collect();
+    let sources = |id: &str| -> Vec<String> {
+        let r = &by_id[id];
+        r["response"]["source_nodes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|n| {
+                n["node"]["id_"]
+                    .as_str()
+                    .or(n["id"].as_str())
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let folder = sources("folder");
+    assert_eq!(folder.len(), 2, "{folder:?}");
+    assert!(folder.iter().all(|s| !s.contains("cafe")), "{folder:?}");
+    assert_eq!(sources("one").len(), 1);
+    assert_eq!(sources("file").len(), 1);
+    let error = |id: &str| by_id[id]["error"].clone();
+    assert_eq!(error("both")["kind"], "invalid_request");
+    assert!(
+        error("both")["message"]
+            .as_str()
+            .unwrap()
+            .contains("not both"),
+        "{}",
+        error("both")
+    );
+    assert_eq!(error("missing")["kind"], "invalid_request");
+    assert!(
+        error("nothing")["message"]
+            .as_str()
+            .unwrap()
+            .contains("shares a word with the question"),
+        "{}",
+        error("nothing")
+    );
+    // What reached the model: the mirror and the dome, never the cafe of a folder.
+    let sent = prompts_sent(&fake);
+    assert!(sent.contains("primary mirror is cleaned"), "{sent}");
+    assert_eq!(fake.requests(), 3, "{sent}");
+    assert_eq!(sent.matches("Visitors park").count(), 1, "{sent}");
+}

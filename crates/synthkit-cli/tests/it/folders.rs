@@ -163,7 +163,8 @@ fn ask_keeps_the_best_chunks_of_a_folder_by_default() {
         write(
             dir.path(),
             &format!("docs/{i:02}.md"),
-            prose(&format!("topic{i}"), 3),
+            // Every file shares "primary" with the question: ranked, none has no relevance.
+            prose(&format!("primary topic{i}"), 3),
         );
     }
     write(
@@ -358,4 +359,41 @@ fn grounded_is_false_where_no_source_is_used() {
     assert_eq!(grounded("no_text"), Value::Bool(false));
     assert_eq!(grounded("compact"), Value::Bool(true));
     assert_eq!(grounded("context_only"), Value::Bool(true));
+}
+
+#[test]
+fn folder_top_k_never_sends_a_chunk_with_no_relevance() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "docs/mirror.md",
+        "The primary mirror is cleaned every three months.\n",
+    );
+    write(
+        dir.path(),
+        "docs/cafe.md",
+        "Visitors park behind the cafe.\n",
+    );
+    let ask = |question: &str| {
+        synthkit()
+            .args(["ask", question, "--json"])
+            .arg(dir.path().join("docs"))
+            .output()
+            .unwrap()
+    };
+    let out = ask("How often is the primary mirror cleaned?");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sources = v["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 1, "{v}");
+    assert!(sources[0].to_string().contains("mirror.md"), "{v}");
+    assert!(!v.to_string().contains("cafe"), "{v}");
+    // Nothing relevant: said as the other "no text to work on" cases say it, exit 1.
+    let out = ask("Where do zebras sleep?");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_stderr_has(
+        &out,
+        "no text to work on: none of the 2 chunks read shares a word",
+    );
+    assert!(out.stdout.is_empty());
 }

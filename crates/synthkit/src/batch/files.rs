@@ -1,4 +1,4 @@
-//! `batch`'s files: the input read line by line with a size cap, the request hash of a
+//! A batch's files: the input read line by line with a size cap, the request hash of a
 //! line, the output's results read back for a resume (a cut last line removed; the last
 //! line of an id wins), the output appended a whole line at a time and compacted to one
 //! line per id at the end of a run.
@@ -9,10 +9,15 @@ use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use anyhow::{Context, Result, anyhow};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use synthkit::ResponseMode;
+
+use crate::ResponseMode;
+
+/// `e` with `what` before its message (same kind).
+fn context(e: io::Error, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
 
 /// One line of the input, as read.
 #[derive(Debug, PartialEq, Eq)]
@@ -221,6 +226,11 @@ pub struct Existing {
     entries: HashMap<String, Entry>,
     /// Lines superseded by a later line with the same id (removed at the end of the run).
     pub superseded: usize,
+    /// The numbers of the output's lines that are not batch results (no `id`): left as
+    /// they are.
+    pub not_results: Vec<usize>,
+    /// The bytes of a cut last line (a run killed while writing it), removed.
+    pub cut: Option<u64>,
 }
 
 impl Existing {
@@ -308,13 +318,14 @@ fn read_entry(line: &[u8]) -> Option<(String, Entry)> {
 /// Opens the output for appending. An existing file is read first: the result of each
 /// id in its complete lines is returned (the last line of an id wins), and a cut last
 /// line (no final newline: a run killed while writing it) is truncated away.
-pub fn open_output(path: &Path) -> Result<(File, Existing)> {
+/// Errors: the file cannot be opened, read or truncated (the message names it).
+pub fn open_output(path: &Path) -> io::Result<(File, Existing)> {
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
         .create(true)
         .open(path)
-        .with_context(|| format!("cannot open the output {}", path.display()))?;
+        .map_err(|e| context(e, format_args!("cannot open the output {}", path.display())))?;
     let mut existing = Existing::default();
     let mut complete: u64 = 0;
     let mut reader = BufReader::new(&file);
@@ -334,24 +345,15 @@ pub fn open_output(path: &Path) -> Result<(File, Existing)> {
                     existing.superseded += 1;
                 }
             }
-            None => crate::output::warn(&format!(
-                "line {number} of the output {} is not a batch result (no `id`): left as it is",
-                path.display()
-            )),
+            None => existing.not_results.push(number),
         }
     }
     drop(reader);
     let length = file.metadata()?.len();
     if length > complete {
-        crate::output::note(
-            false,
-            &format!(
-                "the output's last line was cut ({} bytes): rewriting it",
-                length - complete
-            ),
-        );
+        existing.cut = Some(length - complete);
         file.set_len(complete)
-            .map_err(|e| anyhow!("cannot truncate the output's cut last line: {e}"))?;
+            .map_err(|e| context(e, "cannot truncate the output's cut last line"))?;
     }
     file.seek(SeekFrom::End(0))?;
     Ok((file, existing))
@@ -381,7 +383,7 @@ pub fn compact_path(path: &Path) -> PathBuf {
 /// renamed over it: a run killed here leaves the old output whole (the last line of an
 /// id still wins when it is read again) and at worst a stale temporary file, replaced
 /// next time.
-pub fn compact(path: &Path) -> Result<Compacted> {
+pub fn compact(path: &Path) -> io::Result<Compacted> {
     // Pass 1: where each id's last line starts.
     let mut last: HashMap<String, u64> = HashMap::new();
     let mut reader = BufReader::new(File::open(path)?);
@@ -401,7 +403,8 @@ pub fn compact(path: &Path) -> Result<Compacted> {
     // Pass 2: each id's last line where its first was.
     let temp = compact_path(path);
     let mut out = std::io::BufWriter::new(
-        File::create(&temp).with_context(|| format!("cannot write {}", temp.display()))?,
+        File::create(&temp)
+            .map_err(|e| context(e, format_args!("cannot write {}", temp.display())))?,
     );
     let mut reader = BufReader::new(File::open(path)?);
     let mut lookup = File::open(path)?;
@@ -445,8 +448,10 @@ pub fn compact(path: &Path) -> Result<Compacted> {
     let file = out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
     drop(file);
-    std::fs::rename(&temp, path)
-        .with_context(|| format!("cannot replace {} by {}", path.display(), temp.display()))?;
+    std::fs::rename(&temp, path).map_err(|e| {
+        let what = format!("cannot replace {} by {}", path.display(), temp.display());
+        context(e, what)
+    })?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         // Best effort: the rename reaches the disk with the folder's entry.
         let _ = File::open(dir).and_then(|d| d.sync_all());
