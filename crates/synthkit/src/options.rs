@@ -11,6 +11,39 @@ pub const DEFAULT_EMPTY_RESPONSE: &str = "Empty Response";
 /// The default number of model calls in flight for tree levels and accumulate.
 pub const DEFAULT_CONCURRENCY: usize = 8;
 
+/// The ceiling on calls in flight when no cap is asked for and the server names no
+/// slot count.
+pub const UNLIMITED_IN_FLIGHT: usize = 4096;
+
+/// The calls in flight for a cap of `max_in_flight` (0: no cap) and the server's slot
+/// count, when it says: the smaller of the two, the slots without a cap, and
+/// [`UNLIMITED_IN_FLIGHT`] with neither.
+pub fn ceiling(max_in_flight: usize, server_slots: Option<usize>) -> usize {
+    match (max_in_flight, server_slots.filter(|s| *s > 0)) {
+        (0, Some(slots)) => slots,
+        (0, None) => UNLIMITED_IN_FLIGHT,
+        (n, Some(slots)) => n.min(slots),
+        (n, None) => n,
+    }
+}
+
+/// The calls in flight of one synthesis: `asked` (0: no cap), else
+/// [`DEFAULT_CONCURRENCY`], never more than the server's slots
+/// when it says how many it has ([`ceiling`]). The one rule of every front end: the
+/// CLI's `--concurrency`, the service's `concurrency` field and Python's `concurrency=`.
+///
+/// ```
+/// use synthkit::layer::stack::calls_in_flight;
+/// assert_eq!(calls_in_flight(None, None), synthkit::synth::DEFAULT_CONCURRENCY);
+/// assert_eq!(calls_in_flight(None, Some(4)), 4);
+/// assert_eq!(calls_in_flight(Some(16), Some(4)), 4);
+/// assert_eq!(calls_in_flight(Some(2), Some(4)), 2);
+/// assert_eq!(calls_in_flight(Some(0), Some(4)), 4);
+/// ```
+pub fn calls_in_flight(asked: Option<usize>, server_slots: Option<usize>) -> usize {
+    ceiling(asked.unwrap_or(DEFAULT_CONCURRENCY), server_slots)
+}
+
 /// The templates a synthesizer uses, one per kind.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -66,10 +99,9 @@ impl Concurrency {
     }
 
     /// The calls in flight that a front end asked for (`None`: the default; 0: no cap),
-    /// under the server's slots ([`calls_in_flight`](crate::layer::stack::calls_in_flight),
-    /// the one rule).
+    /// under the server's slots ([`calls_in_flight`], the one rule).
     pub fn for_server(asked: Option<usize>, server_slots: Option<usize>) -> Self {
-        Concurrency::limit(crate::layer::stack::calls_in_flight(asked, server_slots))
+        Concurrency::limit(calls_in_flight(asked, server_slots))
     }
 
     /// The limit as a number (a very large one for `Unlimited`).
