@@ -500,9 +500,11 @@ pub fn nodes_from_paths(
     let k = match (top_k, flag) {
         (Some(k), _) | (None, Some(TopK::Best(k))) => Some(k),
         (None, Some(TopK::All)) => None,
+        // As `ask`: a folder of no more chunks than the default top-k goes whole.
         (None, None) => read
             .from_folder
-            .then_some(crate::flags::DEFAULT_FOLDER_TOP_K),
+            .then_some(crate::flags::DEFAULT_FOLDER_TOP_K)
+            .filter(|&k| k < nodes.len()),
     };
     let Some(k) = k else { return Ok(nodes) };
     let total = nodes.len();

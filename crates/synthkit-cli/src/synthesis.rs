@@ -227,9 +227,9 @@ pub(crate) fn gather_nodes(
         Some(TopK::Best(k)) => Some(k),
         None => folder_top_k.filter(|_| from_folder),
     };
-    // A folder's chunks are ranked however few they are: chunks with no relevance to
-    // the question are never sent.
-    if let Some(k) = k {
+    // Ranked when the folder holds more than `k` chunks, or with --top-k: then a chunk
+    // with no relevance to the question is never sent. A small folder goes whole.
+    if let Some(k) = k.filter(|&k| k < nodes.len() || args.top_k.is_some()) {
         spinner.set(format!("ranking {} chunks", thousands(nodes.len())));
         let total = nodes.len();
         nodes = rank::top_k(nodes, query, k);

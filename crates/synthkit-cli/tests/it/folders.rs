@@ -376,7 +376,8 @@ fn folder_top_k_never_sends_a_chunk_with_no_relevance() {
     );
     let ask = |question: &str| {
         synthkit()
-            .args(["ask", question, "--json"])
+            // Ranked: a folder of more chunks than the top-k is ranked likewise.
+            .args(["ask", question, "--json", "--top-k", "5"])
             .arg(dir.path().join("docs"))
             .output()
             .unwrap()
