@@ -742,8 +742,11 @@ fn a_line_with_paths_reads_and_ranks_its_files_as_ask_does() {
     std::fs::write(docs.join("cafe.md"), "Visitors park behind the cafe.\n").unwrap();
     let question = "How often is the primary mirror cleaned, and when does the dome open?";
     let lines = vec![
-        // A folder, relative to the current folder: ranked, the cafe (no shared word) left out.
-        json!({"id": "folder", "query": question, "paths": ["docs"]}).to_string(),
+        // A folder, relative to the current folder, ranked (its top_k): the cafe (no
+        // shared word) left out.
+        json!({"id": "folder", "query": question, "paths": ["docs"], "top_k": 5}).to_string(),
+        // A folder of no more chunks than the default top-k: sent whole, as `ask` does.
+        json!({"id": "small", "query": question, "paths": ["docs"]}).to_string(),
         // Its own top_k.
         json!({"id": "one", "query": question, "paths": ["docs"], "top_k": 1}).to_string(),
         // A file: read whole, not ranked.
@@ -751,7 +754,7 @@ fn a_line_with_paths_reads_and_ranks_its_files_as_ask_does() {
             .to_string(),
         json!({"id": "both", "query": question, "nodes": ["n"], "paths": ["docs"]}).to_string(),
         json!({"id": "missing", "query": question, "paths": ["nowhere"]}).to_string(),
-        json!({"id": "nothing", "query": "Zebras?", "paths": ["docs"]}).to_string(),
+        json!({"id": "nothing", "query": "Zebras?", "paths": ["docs"], "top_k": 5}).to_string(),
     ];
     let input = write_lines(dir.path(), "in.jsonl", &lines);
     let output = dir.path().join("out.jsonl");
@@ -779,6 +782,7 @@ fn a_line_with_paths_reads_and_ranks_its_files_as_ask_does() {
     let folder = sources("folder");
     assert_eq!(folder.len(), 2, "{folder:?}");
     assert!(folder.iter().all(|s| !s.contains("cafe")), "{folder:?}");
+    assert_eq!(sources("small").len(), 3);
     assert_eq!(sources("one").len(), 1);
     assert_eq!(sources("file").len(), 1);
     let error = |id: &str| by_id[id]["error"].clone();
@@ -800,9 +804,10 @@ fn a_line_with_paths_reads_and_ranks_its_files_as_ask_does() {
         "{}",
         error("nothing")
     );
-    // What reached the model: the mirror and the dome, never the cafe of a folder.
+    // What reached the model: the cafe only from the small folder sent whole and from
+    // the file, never from a ranked folder.
     let sent = prompts_sent(&fake);
     assert!(sent.contains("primary mirror is cleaned"), "{sent}");
-    assert_eq!(fake.requests(), 3, "{sent}");
-    assert_eq!(sent.matches("Visitors park").count(), 1, "{sent}");
+    assert_eq!(fake.requests(), 4, "{sent}");
+    assert_eq!(sent.matches("Visitors park").count(), 2, "{sent}");
 }
