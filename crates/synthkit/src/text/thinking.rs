@@ -304,7 +304,13 @@ mod tests {
 
     #[test]
     fn thinking_plain_text_is_all_answer() {
-        for t in ["Every six months.", "", "  a < b and c > d  ", "x <th", "<b>bold</b>"] {
+        for t in [
+            "Every six months.",
+            "",
+            "  a < b and c > d  ",
+            "x <th",
+            "<b>bold</b>",
+        ] {
             let s = split_thinking(t);
             assert_eq!(s.answer, t);
             assert!(!s.thought());
@@ -327,7 +333,10 @@ mod tests {
         }
         // A closing tag of another name does not close the block.
         let s = split_thinking("<think>a</thinking>b</think>c");
-        assert_eq!((s.thinking.as_str(), s.answer.as_str()), ("a</thinking>b", "c"));
+        assert_eq!(
+            (s.thinking.as_str(), s.answer.as_str()),
+            ("a</thinking>b", "c")
+        );
         // Two blocks, text between them kept.
         let s = split_thinking("<think>a</think>One. <think>b</think>Two.");
         assert_eq!(s.answer, "One. Two.");
