@@ -188,3 +188,54 @@ async fn reasoning_content_beside_content_stays_in_the_steps() {
     assert!(steps[0].thinking.contains(SECRET), "{steps:?}");
     assert_eq!(steps[0].reply, "It runs daily.");
 }
+
+#[tokio::test]
+async fn the_thinking_reserve_raises_max_tokens_and_comes_off_the_prompt_room() {
+    use synthkit::testing::ScriptedModel;
+    let info = crate::common::fixtures::scripted(2048, 256);
+    let nodes: Vec<Node> = (0..6)
+        .map(|i| Node::new(format!("n{i}"), "word ".repeat(400)))
+        .collect();
+    // Without a reserve: max_tokens is num_output, as before.
+    let model = Arc::new(ScriptedModel::constant(info.clone(), "ok"));
+    let synth = Synthesizer::builder(model.clone())
+        .mode(ResponseMode::TreeSummarize)
+        .build()
+        .unwrap();
+    synth.synthesize("q", nodes.clone()).await.unwrap();
+    let plain = model.requests();
+    assert!(plain.iter().all(|r| r.max_tokens == 256));
+    // With one: every call may write 256 + 512 tokens, and prompts leave room for them.
+    let model = Arc::new(ScriptedModel::constant(info.clone(), "ok"));
+    let synth = Synthesizer::builder(model.clone())
+        .mode(ResponseMode::TreeSummarize)
+        .thinking_reserve(512)
+        .build()
+        .unwrap();
+    assert_eq!(synth.budget().max_prompt_tokens(), 2048 - 256 - 512);
+    synth.synthesize("q", nodes).await.unwrap();
+    let reserved = model.requests();
+    assert!(reserved.len() > plain.len(), "smaller prompts, more calls");
+    for r in &reserved {
+        assert_eq!(r.max_tokens, 768);
+        assert!(r.prompt_tokens + r.max_tokens <= 2048, "{r:?}");
+    }
+    // A variant keeps the reserve without taking it off twice.
+    assert_eq!(
+        synth
+            .to_builder()
+            .build()
+            .unwrap()
+            .budget()
+            .max_prompt_tokens(),
+        2048 - 256 - 512
+    );
+    // A reserve that leaves no room for prompts is refused.
+    let e = Synthesizer::builder(Arc::new(ScriptedModel::constant(info, "ok")))
+        .thinking_reserve(1792)
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("thinking reserve"), "{e}");
+}
