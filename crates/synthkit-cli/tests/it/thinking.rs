@@ -49,7 +49,7 @@ fn a_reply_that_only_thought_fails_and_says_so() {
     let reply = format!("<think>{SECRET}: hmm, let me see.</think>");
     for extra in [&[][..], &["--stream"][..]] {
         let (code, stdout, stderr) = ask(&reply, extra);
-        assert_ne!(code, Some(0), "{extra:?}: {stdout}");
+        assert_eq!(code, Some(1), "{extra:?}: {stdout}");
         assert!(
             stderr.contains("thought and wrote no answer"),
             "{extra:?}: {stderr}"
