@@ -58,3 +58,41 @@ fn a_reply_that_only_thought_fails_and_says_so() {
         assert!(!stdout.contains(SECRET), "{extra:?}: {stdout}");
     }
 }
+
+#[test]
+fn the_trace_and_the_report_keep_the_thinking_beside_the_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let html = dir.path().join("report.html");
+    let reply = format!("<think>{SECRET}: weigh it.</think>\n\nEvery six months.");
+    let (code, _, stderr) = ask(&reply, &["--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let calls: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("call").is_some())
+        .collect();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        assert!(c["thinking"].as_str().unwrap().contains(SECRET), "{c}");
+        assert!(!c["response"].as_str().unwrap().contains(SECRET), "{c}");
+        assert!(c["reasoning_tokens"].as_u64().unwrap() > 0, "{c}");
+    }
+    let out = synthkit()
+        .args([
+            "report",
+            trace.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("class=\"thinking\""),
+        "no thinking in the report"
+    );
+    assert!(page.contains(SECRET));
+}
