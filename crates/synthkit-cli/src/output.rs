@@ -304,6 +304,15 @@ pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonRep
         },
     });
     if let Some(obj) = report.as_object_mut() {
+        // Reasoning models only: of the completion tokens, those spent thinking.
+        if response.usage.reasoning_tokens > 0
+            && let Some(usage) = obj.get_mut("usage").and_then(Value::as_object_mut)
+        {
+            usage.insert(
+                "reasoning_tokens".into(),
+                response.usage.reasoning_tokens.into(),
+            );
+        }
         if let Some(t) = &response.truncation {
             obj.insert(
                 "truncation".into(),

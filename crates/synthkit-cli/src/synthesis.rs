@@ -158,6 +158,7 @@ pub fn build_synthesizer(
     let builder = options
         .apply(Synthesizer::builder(model))
         .observer(observer)
+        .thinking_reserve(args.thinking_reserve)
         .spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
 }

@@ -5,7 +5,8 @@
 //! `kind` (template kind), `prompt` (the full prompt text), `prompt_tokens`,
 //! `counted_prompt_tokens` (ours), `max_tokens`, `response`, `completion_tokens`,
 //! `usage_reported` (whether the server counted the tokens), `ms`, `retries` and
-//! `truncated` (the reply was cut at the output limit), `nodes` (how many nodes the prompt
+//! `truncated` (the reply was cut at the output limit), `thinking` and `reasoning_tokens`
+//! (a reasoning model's thinking, never part of `response`; only when it thought), `nodes` (how many nodes the prompt
 //! held; above a tree's first level, the nodes under the summaries it read) and
 //! `node_ids` (the first 100 of their ids, as a call's span lists them; a report rebuilt
 //! from a killed run's trace still says what each call read). When the run succeeds, a last line
@@ -113,6 +114,16 @@ impl Observer for Trace {
             let listed: Vec<&str> = ids.take(MAX_NODE_IDS).collect();
             obj.insert("nodes".into(), nodes.into());
             obj.insert("node_ids".into(), listed.into());
+        }
+        // A reasoning model's thinking, apart from its reply (never in `response`).
+        if !report.thinking.is_empty()
+            && let Some(obj) = line.as_object_mut()
+        {
+            obj.insert("thinking".into(), report.thinking.into());
+            obj.insert(
+                "reasoning_tokens".into(),
+                report.usage.reasoning_tokens.into(),
+            );
         }
         if self.dry_run
             && let Some(obj) = line.as_object_mut()

@@ -555,6 +555,7 @@ impl LanguageModel for ExtractiveModel {
             let usage = Usage {
                 prompt_tokens: request.prompt_tokens as u64,
                 completion_tokens,
+                ..Default::default()
             };
             let finish = if truncated {
                 FinishReason::Length

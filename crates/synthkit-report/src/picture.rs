@@ -213,7 +213,17 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
             .value(thousands(hidden as u64))
             .markup(" more bytes not kept</span>");
     }
-    h.markup("</pre></div></details>");
+    h.markup("</pre>");
+    if !s.thinking.is_empty() {
+        // A reasoning model's thinking: beside the reply, never part of it.
+        let (shown, _) = synthkit::steps::cap_text(&s.thinking, caps::REPLY_EXCERPT_BYTES);
+        h.markup("<details class=\"thinking\"><summary>thinking (")
+            .value(thousands(s.reasoning_tokens))
+            .markup(" reasoning tokens)</summary><pre class=\"reply\">");
+        h.text(shown);
+        h.markup("</pre></details>");
+    }
+    h.markup("</div></details>");
 }
 
 /// The `Budget` section: the window, the output reserve and each prompt's fill.

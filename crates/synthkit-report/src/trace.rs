@@ -126,6 +126,10 @@ fn step_of(mut obj: Map<String, Value>) -> Result<SynthStep, String> {
     obj.insert("reply_bytes".into(), reply.len().into());
     obj.insert("reply_cut".into(), cut.into());
     obj.insert("reply".into(), kept.into());
+    if let Some(Value::String(thinking)) = obj.get_mut("thinking") {
+        let (kept, _) = cap_text(thinking, MAX_STEP_REPLY_BYTES);
+        *thinking = kept.to_string();
+    }
     obj.entry("max_tokens").or_insert(0.into());
     // `nodes` counts what `node_ids` lists at most 100 of.
     if let Some(n) = obj.remove("nodes").and_then(|n| n.as_u64()) {

@@ -19,9 +19,17 @@ pub struct UsageTotals {
     pub prompt_tokens: u64,
     /// Completion tokens: the server's counts where it reported them, else ours.
     pub completion_tokens: u64,
+    /// Of the completion tokens, those reasoning models spent thinking
+    /// ([`crate::model::Usage::reasoning_tokens`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
     /// Calls whose reply was cut at the output limit (`finish_reason: length`); each one is
     /// also reported as [`SynthEvent::ReplyTruncated`].
     pub truncated_calls: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a finished call looked like (for traces and progress).
@@ -30,8 +38,12 @@ pub struct UsageTotals {
 pub struct CallReport<'a> {
     /// The request as sent.
     pub request: &'a ModelRequest,
-    /// The reply's text (for a stream, all of it).
+    /// The reply's text (for a stream, all of it): its answer, a reasoning model's
+    /// thinking left out.
     pub response: &'a str,
+    /// A reasoning model's thinking (sent apart, or taken out of the text; at most
+    /// [`crate::text::thinking::MAX_THINKING_BYTES`]); empty for other models.
+    pub thinking: &'a str,
     /// Usage of this call.
     pub usage: Usage,
     /// Whether the server reported the usage (else it is our count).

@@ -458,6 +458,9 @@ pub struct UsageBody {
     pub completion_tokens: u64,
     /// Replies cut at the output limit.
     pub truncated_calls: u64,
+    /// Of the completion tokens, those reasoning models spent thinking (absent when 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// What truncation dropped.

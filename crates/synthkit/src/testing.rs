@@ -156,6 +156,7 @@ impl ScriptedModel {
         Usage {
             prompt_tokens: request.prompt_tokens as u64 + self.prompt_overhead,
             completion_tokens: text.split_whitespace().count() as u64,
+            ..Default::default()
         }
     }
 
@@ -185,6 +186,7 @@ impl LanguageModel for ScriptedModel {
                 text,
                 usage,
                 finish_reason: Some(self.finish_reason(request)),
+                thinking: String::new(),
             })
         })
     }
@@ -312,8 +314,10 @@ impl LanguageModel for FixedModel {
                 usage: Some(Usage {
                     prompt_tokens: request.prompt_tokens as u64,
                     completion_tokens: self.answer_tokens,
+                    ..Default::default()
                 }),
                 finish_reason: Some(FinishReason::Stop),
+                thinking: String::new(),
             })
         })
     }

@@ -45,6 +45,7 @@ fn usage(u: Option<(u64, u64)>) -> Option<Usage> {
     u.map(|(prompt_tokens, completion_tokens)| Usage {
         prompt_tokens,
         completion_tokens,
+        ..Default::default()
     })
 }
 

@@ -157,6 +157,17 @@ pub struct SynthArgs {
     /// less --num-output.
     #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
     pub max_prompt_tokens: Option<usize>,
+    /// Reasoning models (Qwen3, DeepSeek-R1, ...): extra output tokens for thinking on
+    /// every call, on top of --num-output and taken off the prompt room, so a model that
+    /// thinks before it answers is not cut while thinking. Thinking never goes into a
+    /// prompt or the answer either way.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        help_heading = "Synthesis"
+    )]
+    pub thinking_reserve: usize,
     /// Refine/compact: each step says whether its context answered; others are ignored.
     #[arg(long, help_heading = "Synthesis")]
     pub structured_filtering: bool,

@@ -41,5 +41,6 @@ mod secrets;
 mod serve;
 mod sharing;
 mod smollm2_cli;
+mod thinking;
 mod tokens_split;
 mod truncation;

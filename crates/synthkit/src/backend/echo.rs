@@ -68,6 +68,7 @@ impl Reply {
         Some(Usage {
             prompt_tokens: self.prompt_tokens?,
             completion_tokens: self.completion_tokens.unwrap_or_default(),
+            ..Default::default()
         })
     }
 
@@ -167,6 +168,7 @@ impl HttpApi for Echo {
             text: reply.text.clone().unwrap_or_default(),
             usage: reply.usage(),
             finish_reason: reply.finish_reason(),
+            thinking: String::new(),
         };
         Ok((
             completion,

@@ -22,10 +22,29 @@ use crate::observe::{
 };
 use crate::prompt::BudgetError;
 use crate::telemetry::{self, CallEnd, CallModel, StepSpans};
+use crate::text::thinking::{MAX_THINKING_BYTES, ThinkingSplitter, push_capped, split_thinking};
+
+/// Takes a reply's inline thinking out of its text into [`Completion::thinking`] (after
+/// what the server sent apart); returns whether the reply thought and said nothing.
+fn take_thinking(c: &mut Completion) -> bool {
+    let split = split_thinking(&c.text);
+    let thought = split.thought();
+    if thought {
+        c.text = split.answer;
+        if !c.thinking.is_empty() && !split.thinking.is_empty() {
+            push_capped(&mut c.thinking, "\n\n", MAX_THINKING_BYTES);
+        }
+        push_capped(&mut c.thinking, &split.thinking, MAX_THINKING_BYTES);
+    }
+    c.text.trim().is_empty() && (thought || !c.thinking.is_empty())
+}
 
 /// A finished call's reply, as [`Caller::finish`] records it.
 struct Reply<'a> {
+    /// The answer: the reply's text without its thinking.
     text: &'a str,
+    /// The reply's thinking (sent apart, or taken out of the text).
+    thinking: &'a str,
     /// The server's usage, if it reported one.
     usage: Option<Usage>,
     finish_reason: Option<FinishReason>,
@@ -223,14 +242,21 @@ impl Caller {
     ) -> Usage {
         let Reply {
             text,
+            thinking,
             usage: reported,
             finish_reason,
             retries,
         } = reply;
-        let usage = reported.unwrap_or_else(|| Usage {
+        let thought = || self.tokenizer.count(thinking) as u64;
+        let mut usage = reported.unwrap_or_else(|| Usage {
             prompt_tokens: request.prompt_tokens as u64,
-            completion_tokens: self.tokenizer.count(text) as u64,
+            completion_tokens: (self.tokenizer.count(text) as u64).saturating_add(thought()),
+            ..Usage::default()
         });
+        if usage.reasoning_tokens == 0 && !thinking.is_empty() {
+            // The server did not say how many tokens the thinking took: our count.
+            usage.reasoning_tokens = thought().min(usage.completion_tokens);
+        }
         span.record("completion_tokens", usage.completion_tokens);
         self.warn_over_cap(request, usage.completion_tokens, reported.is_some());
         span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
@@ -249,6 +275,7 @@ impl Caller {
             // Saturating: the counts are the server's.
             u.prompt_tokens = u.prompt_tokens.saturating_add(usage.prompt_tokens);
             u.completion_tokens = u.completion_tokens.saturating_add(usage.completion_tokens);
+            u.reasoning_tokens = u.reasoning_tokens.saturating_add(usage.reasoning_tokens);
         }
         // Calibration learns from the first reply only, so that every run of the same
         // job packs the same prompts (a resumed run finds them in its cache).
@@ -280,6 +307,7 @@ impl Caller {
             o.call_finished(&CallReport {
                 request,
                 response: text,
+                thinking,
                 usage,
                 usage_reported: reported.is_some(),
                 elapsed,
@@ -361,6 +389,18 @@ impl Caller {
         }
     }
 
+    /// The error of a reply that thought and said nothing: never an answer.
+    fn only_thought(request: &ModelRequest, finish_reason: Option<FinishReason>) -> SynthError {
+        let what = match finish_reason {
+            Some(FinishReason::Length) => format!(
+                "reasoning (thinking): the reply was cut at the output limit of {} tokens while the model was still thinking, before any answer; raise the thinking reserve (SynthesizerBuilder::thinking_reserve) or the output reserve (num_output)",
+                request.max_tokens
+            ),
+            _ => "reasoning (thinking): the model thought and wrote no answer".to_string(),
+        };
+        Self::model_error(request, ModelError::NoText { what })
+    }
+
     fn model_error(request: &ModelRequest, source: ModelError) -> SynthError {
         SynthError::Model {
             mode: request.step().mode,
@@ -376,21 +416,28 @@ impl Caller {
         let start = Instant::now();
         let call = self.model.complete(request).instrument(span.clone());
         let (out, retries) = counting_retries(call).await;
-        let c = out.map_err(|e| {
+        let mut c = out.map_err(|e| {
             self.end_first();
             let e = Self::model_error(request, e);
             telemetry::record_error(&span, &e);
             e
         })?;
+        let only_thought = take_thinking(&mut c);
         let reply = Reply {
             text: &c.text,
+            thinking: &c.thinking,
             usage: c.usage,
             finish_reason: c.finish_reason,
             retries,
         };
         let usage = self.finish(request, reply, start.elapsed(), &span);
-        self.check_reply(request, c.finish_reason, usage)
-            .inspect_err(|e| telemetry::record_error(&span, e))?;
+        let checked = self.check_reply(request, c.finish_reason, usage);
+        if only_thought {
+            let e = Self::only_thought(request, c.finish_reason);
+            telemetry::record_error(&span, &e);
+            return Err(e);
+        }
+        checked.inspect_err(|e| telemetry::record_error(&span, e))?;
         Ok(c)
     }
 
@@ -456,42 +503,65 @@ impl Caller {
             e
         })?;
         let caller = Arc::clone(self);
-        let state = (inner, String::new(), false, request, span, start, caller);
+        // Inline thinking is taken out delta by delta: none of it is let out.
+        let splitter = ThinkingSplitter::default();
+        let state = (
+            inner,
+            String::new(),
+            false,
+            request,
+            span,
+            start,
+            caller,
+            splitter,
+        );
         let s = futures::stream::unfold(
             state,
-            move |(mut inner, mut text, done, request, span, start, caller)| async move {
+            move |(mut inner, mut text, done, request, span, start, caller, mut splitter)| async move {
                 if done {
                     return None;
                 }
                 match inner.next().await {
                     Some(Ok(StreamEvent::Delta(d))) => {
+                        let d = splitter.feed(&d);
                         text.push_str(&d);
-                        Some((Ok(d), (inner, text, false, request, span, start, caller)))
+                        Some((vec![Ok(d)], (inner, text, false, request, span, start, caller, splitter)))
                     }
                     Some(Ok(StreamEvent::Done {
                         usage,
                         finish_reason,
                     })) => {
+                        let tail = splitter.finish();
+                        text.push_str(&tail);
+                        let only_thought = splitter.thought() && text.trim().is_empty();
+                        let thinking = splitter.thinking().trim().to_string();
                         let reply = Reply {
                             text: &text,
+                            thinking: &thinking,
                             usage,
                             finish_reason,
                             retries,
                         };
                         let usage = caller.finish(&request, reply, start.elapsed(), &span);
-                        // Emit nothing more (an empty delta is filtered out), or the
-                        // truncation error as the last item.
-                        let last = caller
-                            .check_reply(&request, finish_reason, usage)
+                        // Emit what the splitter held back, then nothing more (an empty
+                        // delta is filtered out), or the error as the last item: a
+                        // truncation, or a reply that only thought.
+                        let checked = caller.check_reply(&request, finish_reason, usage);
+                        let last = if only_thought {
+                            Err(Caller::only_thought(&request, finish_reason))
+                        } else {
+                            checked
+                        };
+                        let last = last
                             .inspect_err(|e| telemetry::record_error(&span, e))
                             .map(|()| String::new());
-                        Some((last, (inner, text, true, request, span, start, caller)))
+                        Some((vec![Ok(tail), last], (inner, text, true, request, span, start, caller, splitter)))
                     }
                     Some(Err(e)) => {
                         caller.end_first();
                         let err = Caller::model_error(&request, e);
                         telemetry::record_error(&span, &err);
-                        Some((Err(err), (inner, text, true, request, span, start, caller)))
+                        Some((vec![Err(err)], (inner, text, true, request, span, start, caller, splitter)))
                     }
                     None => {
                         caller.end_first();
@@ -502,11 +572,12 @@ impl Caller {
                             ),
                         );
                         telemetry::record_error(&span, &err);
-                        Some((Err(err), (inner, text, true, request, span, start, caller)))
+                        Some((vec![Err(err)], (inner, text, true, request, span, start, caller, splitter)))
                     }
                 }
             },
         )
+        .flat_map(futures::stream::iter)
         .filter(|item| futures::future::ready(!matches!(item, Ok(d) if d.is_empty())));
         Ok(Box::pin(s))
     }

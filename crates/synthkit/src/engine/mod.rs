@@ -86,7 +86,7 @@ impl Job {
         };
         let corrections = Arc::new(Corrections::new(
             s.budget.max_prompt_tokens(),
-            s.budget.num_output(),
+            s.budget.num_output().saturating_add(s.thinking_reserve),
         ));
         let caller = Arc::new(
             Caller::new(
@@ -116,6 +116,13 @@ impl Job {
 
     pub(crate) fn budget(&self) -> &PromptBudget {
         &self.s.budget
+    }
+
+    /// Every call's output limit: the output reserve, plus the thinking reserve.
+    pub(crate) fn max_tokens(&self) -> usize {
+        self.budget()
+            .num_output()
+            .saturating_add(self.s.thinking_reserve)
     }
 
     /// Tokens taken off the budget by context corrections so far.
@@ -311,7 +318,7 @@ impl Job {
         }
         ModelRequest::new(prompt)
             .with_schema(schema)
-            .with_max_tokens(self.budget().num_output())
+            .with_max_tokens(self.max_tokens())
             .with_prompt_tokens(prompt_tokens)
             .with_extension(step)
             .with_extension(PromptSource::new(template.kind(), variables))

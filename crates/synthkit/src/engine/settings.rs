@@ -17,7 +17,12 @@ pub(crate) struct Settings {
     pub(crate) counter: Option<crate::model::SharedCounter>,
     pub(crate) mode: ResponseMode,
     pub(crate) templates: Templates,
+    /// The budget, the thinking reserve taken off its prompt room.
     pub(crate) budget: PromptBudget,
+    /// The budget as given, before the thinking reserve came off it.
+    pub(crate) base_budget: PromptBudget,
+    /// Extra output tokens for a reasoning model's thinking, on every call's `max_tokens`.
+    pub(crate) thinking_reserve: usize,
     pub(crate) filtering: AnswerFiltering,
     pub(crate) output_schema: Option<Arc<Value>>,
     pub(crate) concurrency: Concurrency,

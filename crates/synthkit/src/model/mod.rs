@@ -92,6 +92,15 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
+    /// Of the completion tokens, those the model spent thinking (a reasoning model's
+    /// `usage.completion_tokens_details.reasoning_tokens`; for a server that does not
+    /// report them, synthkit's count of the thinking text). 0 for other models.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -106,6 +115,7 @@ impl std::ops::AddAssign for Usage {
         // Saturating: a server's counts may be anything up to `u64::MAX`.
         self.prompt_tokens = self.prompt_tokens.saturating_add(rhs.prompt_tokens);
         self.completion_tokens = self.completion_tokens.saturating_add(rhs.completion_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(rhs.reasoning_tokens);
     }
 }
 
@@ -220,6 +230,12 @@ pub struct Completion {
     pub usage: Option<Usage>,
     /// Why the model stopped, if known.
     pub finish_reason: Option<FinishReason>,
+    /// A reasoning model's thinking, apart from [`Completion::text`]: what the server sent
+    /// apart (`reasoning_content`, Anthropic's thinking blocks) and, once the synthesis
+    /// has received the reply, the inline blocks it took out of the text
+    /// ([`crate::text::thinking`]). Empty for other models. It never goes into a prompt
+    /// or an answer; steps, traces and spans keep it.
+    pub thinking: String,
 }
 
 impl Completion {
@@ -238,7 +254,7 @@ impl Completion {
         /// ```
         /// use synthkit::model::{Completion, FinishReason, Usage};
         /// let c = Completion::text("Every six months.")
-        ///     .with_usage(Usage { prompt_tokens: 120, completion_tokens: 4 })
+        ///     .with_usage(Usage { prompt_tokens: 120, completion_tokens: 4, ..Usage::default() })
         ///     .with_finish_reason(FinishReason::Stop);
         /// assert_eq!(c.usage.map(|u| u.total()), Some(124));
         /// ```
@@ -246,6 +262,9 @@ impl Completion {
 
         /// The same reply with the reason the model stopped.
         pub fn with_finish_reason(reason: FinishReason) => Some(finish_reason);
+
+        /// The same reply with the thinking the server sent apart from the text.
+        pub fn with_thinking(thinking: impl Into<String>) => thinking;
     }
 }
 

@@ -91,6 +91,18 @@ pub struct SynthStep {
     /// Whether [`SynthStep::reply`] was shortened to the cap.
     #[serde(default)]
     pub reply_cut: bool,
+    /// A reasoning model's thinking on this call, at most [`MAX_STEP_REPLY_BYTES`] of it
+    /// (sent apart by the server, or taken out of the reply's text: it is not in
+    /// [`SynthStep::reply`], nor in any prompt or answer); empty for other models.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thinking: String,
+    /// Of [`SynthStep::completion_tokens`], those spent thinking.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SynthStep {
@@ -119,6 +131,10 @@ impl SynthStep {
             reply: reply.to_string(),
             reply_bytes: report.response.len(),
             reply_cut,
+            thinking: cap_text(report.thinking, MAX_STEP_REPLY_BYTES)
+                .0
+                .to_string(),
+            reasoning_tokens: report.usage.reasoning_tokens,
         }
     }
 

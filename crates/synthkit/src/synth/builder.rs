@@ -40,7 +40,8 @@ impl Synthesizer {
             mode: s.mode,
             templates: Some(s.templates.clone()),
             overrides: Vec::new(),
-            budget: Some(s.budget.clone()),
+            // The budget before the thinking reserve came off it (build takes it off again).
+            budget: Some(s.base_budget.clone()),
             // The budget carries the prompt limit.
             max_prompt_tokens: None,
             filtering: s.filtering.clone(),
@@ -61,6 +62,7 @@ impl Synthesizer {
             return_steps: s.return_steps,
             spans: s.spans,
             dry_run: s.dry_run,
+            thinking_reserve: s.thinking_reserve,
         }
     }
 }
@@ -89,6 +91,7 @@ pub struct SynthesizerBuilder {
     spans: bool,
     /// A plan's dry run: replies are filler, so no structured reply is checked.
     dry_run: bool,
+    thinking_reserve: usize,
 }
 
 impl SynthesizerBuilder {
@@ -115,6 +118,7 @@ impl SynthesizerBuilder {
             return_steps: false,
             spans: true,
             dry_run: false,
+            thinking_reserve: 0,
         }
     }
 
@@ -307,6 +311,15 @@ impl SynthesizerBuilder {
 
         /// What to do with a reply cut at the output limit (default [`OnTruncation::Warn`]).
         pub fn on_truncation(policy: OnTruncation) => on_truncation;
+
+        /// Extra output tokens for a reasoning model's thinking (default 0): every call's
+        /// `max_tokens` is the output reserve (num_output) plus these, and they come off
+        /// the room for prompts, so a model that thinks before it answers is not cut
+        /// while thinking. The answers carried into later prompts (refine's existing
+        /// answer, a tree level's summaries) are still planned at num_output: thinking
+        /// never goes on ([`crate::text::thinking`]). `build` fails when the reserve
+        /// leaves no room for prompts.
+        pub fn thinking_reserve(tokens: usize) => thinking_reserve;
     }
 
     /// The same settings for a dry run ([`crate::plan`]): over `model` (the stand-in),
@@ -348,6 +361,18 @@ impl SynthesizerBuilder {
         };
         if self.max_prompt_tokens.is_some() {
             budget = budget.with_max_prompt_tokens(self.max_prompt_tokens)?;
+        }
+        let base_budget = budget.clone();
+        if self.thinking_reserve > 0 {
+            let room = budget.max_prompt_tokens();
+            let limit = room.checked_sub(self.thinking_reserve).filter(|l| *l > 0);
+            let Some(limit) = limit else {
+                return Err(SynthError::InvalidOption(format!(
+                    "the thinking reserve ({} tokens) leaves no room for prompts of at most {room} tokens: lower the thinking reserve or num_output, or raise the context window",
+                    self.thinking_reserve
+                )));
+            };
+            budget = budget.with_max_prompt_tokens(Some(limit))?;
         }
         if !budget.has_explicit_tokenizer()
             && let Some(t) = self.model.tokenizer()
@@ -394,6 +419,8 @@ impl SynthesizerBuilder {
                 mode: self.mode,
                 templates,
                 budget,
+                base_budget,
+                thinking_reserve: self.thinking_reserve,
                 filtering: self.filtering,
                 output_schema: self.output_schema.map(Arc::new),
                 concurrency: self.concurrency,

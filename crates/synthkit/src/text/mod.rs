@@ -3,6 +3,7 @@
 pub mod plain;
 pub mod printable;
 pub mod splitter;
+pub mod thinking;
 pub mod tokenizer;
 
 pub use splitter::{Chunk, ChunkCursor, SplitError, TokenTextSplitter};

@@ -184,7 +184,8 @@ async fn streamed_calls_are_cached_and_replay_as_a_stream() {
                 Ok::<_, ModelError>(StreamEvent::Done {
                     usage: Some(Usage {
                         prompt_tokens: 3,
-                        completion_tokens: text.split_whitespace().count() as u64
+                        completion_tokens: text.split_whitespace().count() as u64,
+                        ..Default::default()
                     }),
                     finish_reason: Some(FinishReason::Stop),
                 })
@@ -423,6 +424,7 @@ mod sqlite {
             usage: Some(Usage {
                 prompt_tokens: 12,
                 completion_tokens: 3,
+                ..Default::default()
             }),
             finish_reason: Some(FinishReason::Stop),
         }

@@ -382,6 +382,7 @@ async fn nonsense_usage_counts_are_ignored_and_the_reply_kept() {
     let mut total = synthkit::model::Usage {
         prompt_tokens: u64::MAX - 1,
         completion_tokens: u64::MAX,
+        ..Default::default()
     };
     total += total;
     assert_eq!(total.total(), u64::MAX);

@@ -51,6 +51,7 @@ mod spans;
 mod splitter_props;
 mod stack;
 mod steps;
+mod thinking;
 mod truncation;
 #[cfg(feature = "openai")]
 mod url_secrets;

@@ -196,6 +196,7 @@ fn parse_message(
         text: reply.text(),
         usage: reply.usage.map(Into::into),
         finish_reason: reply.stop_reason.as_deref().map(wire::finish_reason),
+        thinking: reply.thinking(),
     };
     Ok((completion, reply.model_name().map(str::to_string)))
 }

@@ -97,3 +97,20 @@ fn info_and_cache_identity() {
     );
     assert!(id.params.contains("top_p=0.9") && id.params.contains("version=2023-06-01"));
 }
+
+#[test]
+fn thinking_blocks_are_kept_apart_from_the_text() {
+    let body = br#"{"type":"message","model":"m","content":[
+        {"type":"thinking","thinking":"The user asks when.","signature":"x"},
+        {"type":"redacted_thinking","data":"zzz"},
+        {"type":"text","text":"Every six months."}],
+        "stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":30}}"#;
+    let (c, _) = parse_message(body, None).unwrap_or_default();
+    assert_eq!(c.text, "Every six months.");
+    assert_eq!(c.thinking, "The user asks when.");
+    // A thinking block of another type is no thinking, never a failure.
+    let body = br#"{"type":"message","content":[{"type":"thinking","thinking":7},
+        {"type":"text","text":"ok"}],"stop_reason":"end_turn"}"#;
+    let (c, _) = parse_message(body, None).unwrap_or_default();
+    assert_eq!((c.text.as_str(), c.thinking.as_str()), ("ok", ""));
+}

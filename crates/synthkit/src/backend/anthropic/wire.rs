@@ -1,7 +1,8 @@
 //! The Messages API wire format: request bodies and the parts of replies we read.
 //!
 //! Replies are parsed leniently: every field is optional and unknown fields and content
-//! blocks (`thinking`, `tool_use`, `cache_creation`, ...) are ignored.
+//! blocks (`tool_use`, `cache_creation`, ...) are ignored; thinking blocks are kept apart
+//! from the text, as the reply's thinking.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -10,6 +11,7 @@ use super::AnthropicConfig;
 use crate::backend::http::count::lenient_count;
 use crate::model::{FinishReason, ModelRequest, Usage};
 use crate::prompt::{RenderedPrompt, Role};
+use crate::text::thinking::{MAX_THINKING_BYTES, push_capped};
 
 /// The `system` text and the `messages` of a prompt: a text prompt is one user message;
 /// a chat's system messages are joined into `system` (the API has no system role), the
@@ -94,6 +96,8 @@ pub(crate) struct Block {
     #[serde(rename = "type")]
     pub kind: Option<String>,
     pub text: Option<String>,
+    /// A `thinking` block's (or a stream's `thinking_delta`'s) text.
+    pub thinking: Option<Value>,
 }
 
 impl Block {
@@ -104,6 +108,15 @@ impl Block {
             Some("tool_use" | "server_tool_use") => held.tool_calls = true,
             Some("thinking" | "redacted_thinking" | "thinking_delta") => held.reasoning = true,
             _ => {}
+        }
+    }
+
+    /// The block's thinking, when it is a thinking block (`thinking`, or a stream's
+    /// `thinking_delta`); a value of another type counts as none.
+    pub fn thinking(&self) -> Option<&str> {
+        match self.kind.as_deref() {
+            Some("thinking" | "thinking_delta") => self.thinking.as_ref().and_then(Value::as_str),
+            _ => None,
         }
     }
 
@@ -161,6 +174,7 @@ impl From<WireUsage> for Usage {
                 .flatten()
                 .fold(0u64, |a, n| a.saturating_add(*n)),
             completion_tokens: u.output_tokens.unwrap_or(0),
+            ..Default::default()
         }
     }
 }
@@ -178,6 +192,15 @@ impl Message {
             .flatten()
             .filter_map(Block::text)
             .collect()
+    }
+
+    /// The text of its thinking blocks, at most [`MAX_THINKING_BYTES`].
+    pub fn thinking(&self) -> String {
+        let mut out = String::new();
+        for t in self.content.iter().flatten().filter_map(Block::thinking) {
+            push_capped(&mut out, t, MAX_THINKING_BYTES);
+        }
+        out
     }
 }
 
@@ -244,7 +267,8 @@ mod tests {
             Usage::from(start.updated(delta)),
             Usage {
                 prompt_tokens: 29,
-                completion_tokens: 4
+                completion_tokens: 4,
+                ..Default::default()
             }
         );
     }

@@ -233,6 +233,7 @@ pub(crate) fn assert_hello_cut_at_length<E: std::fmt::Display>(
             usage: Some(crate::model::Usage {
                 prompt_tokens: 29,
                 completion_tokens: 2,
+                ..Default::default()
             }),
             finish_reason: Some(crate::model::FinishReason::Length),
         }),

@@ -200,6 +200,12 @@ fn parse_completion(
         text: text.to_string(),
         usage: reply.usage.map(Into::into),
         finish_reason: choice.finish_reason.as_deref().map(wire::finish_reason),
+        thinking: choice
+            .message()
+            .and_then(wire::Message::reasoning_text)
+            .map(|t| crate::steps::cap_text(t, crate::text::thinking::MAX_THINKING_BYTES).0)
+            .unwrap_or_default()
+            .to_string(),
     };
     Ok((completion, reply.model_name().map(str::to_string)))
 }

@@ -193,7 +193,8 @@ mod tests {
             Some(&StreamEvent::Done {
                 usage: Some(Usage {
                     prompt_tokens: 2,
-                    completion_tokens: 1
+                    completion_tokens: 1,
+                    ..Default::default()
                 }),
                 finish_reason: Some(FinishReason::Stop)
             })

@@ -145,3 +145,23 @@ fn timeout_messages_name_the_timeout_and_the_time_waited() {
     assert!(e.to_string().contains("with_connect_timeout"));
     assert!(e.is_transient());
 }
+
+#[test]
+fn reasoning_content_and_reasoning_tokens_are_read() {
+    let body = br#"{"model":"m","choices":[{"index":0,"finish_reason":"stop",
+        "message":{"content":"Every six months.","reasoning_content":"The user asks."}}],
+        "usage":{"prompt_tokens":9,"completion_tokens":30,
+        "completion_tokens_details":{"reasoning_tokens":21}}}"#;
+    let (c, _) = parse_completion(body, None).unwrap_or_default();
+    assert_eq!(c.text, "Every six months.");
+    assert_eq!(c.thinking, "The user asks.");
+    assert_eq!(c.usage.map(|u| u.reasoning_tokens), Some(21));
+    // Details of another shape count as none, never a failure.
+    let body = br#"{"choices":[{"index":0,"message":{"content":"ok"}}],
+        "usage":{"prompt_tokens":1,"completion_tokens":2,"completion_tokens_details":"x"}}"#;
+    let (c, _) = parse_completion(body, None).unwrap_or_default();
+    assert_eq!(
+        (c.text.as_str(), c.usage.map(|u| u.reasoning_tokens)),
+        ("ok", Some(0))
+    );
+}

@@ -1,7 +1,8 @@
 //! The OpenAI wire format: request bodies and the parts of responses we read.
 //!
 //! Responses are parsed leniently: every field is optional or defaulted and unknown fields
-//! (`timings`, `system_fingerprint`, `reasoning_content`, ...) are ignored, so servers that
+//! (`timings`, `system_fingerprint`, ...) are ignored; reasoning text
+//! (`reasoning_content`, `reasoning`) is kept apart from the text, as the reply's thinking, so servers that
 //! add their own fields keep working.
 
 use serde::Deserialize;
@@ -131,6 +132,14 @@ impl Message {
         present(&self.tool_calls) || present(&self.function_call)
     }
 
+    /// Its reasoning text (`reasoning_content`, else `reasoning`), if any.
+    pub(crate) fn reasoning_text(&self) -> Option<&str> {
+        [&self.reasoning_content, &self.reasoning]
+            .into_iter()
+            .filter_map(|v| v.as_ref().and_then(Value::as_str))
+            .find(|t| !t.is_empty())
+    }
+
     /// Whether it holds reasoning text.
     pub(crate) fn has_reasoning(&self) -> bool {
         [&self.reasoning_content, &self.reasoning].iter().any(|v| {
@@ -158,6 +167,23 @@ pub(crate) struct WireUsage {
     pub prompt_tokens: Option<u64>,
     #[serde(deserialize_with = "lenient_count")]
     pub completion_tokens: Option<u64>,
+    /// Where OpenAI, vLLM and llama.cpp report the reasoning tokens
+    /// (`completion_tokens_details.reasoning_tokens`; read leniently: anything but a
+    /// count there counts as none).
+    #[serde(
+        rename = "completion_tokens_details",
+        deserialize_with = "lenient_reasoning_tokens"
+    )]
+    pub reasoning_tokens: Option<u64>,
+}
+
+fn lenient_reasoning_tokens<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u64>, D::Error> {
+    let v = Option::<Value>::deserialize(d)?;
+    Ok(v.as_ref()
+        .and_then(|v| v.get("reasoning_tokens"))
+        .and_then(Value::as_u64))
 }
 
 impl From<WireUsage> for Usage {
@@ -165,6 +191,7 @@ impl From<WireUsage> for Usage {
         Usage {
             prompt_tokens: u.prompt_tokens.unwrap_or(0),
             completion_tokens: u.completion_tokens.unwrap_or(0),
+            reasoning_tokens: u.reasoning_tokens.unwrap_or(0),
         }
     }
 }
@@ -285,7 +312,8 @@ mod tests {
             r.usage.map(Usage::from),
             Some(Usage {
                 prompt_tokens: 3,
-                completion_tokens: 0
+                completion_tokens: 0,
+                ..Default::default()
             })
         );
     }

@@ -95,6 +95,7 @@ impl CachedReply {
             text: self.text.clone(),
             usage: self.usage,
             finish_reason: self.finish_reason,
+            thinking: String::new(),
         }
     }
 }
@@ -356,6 +357,7 @@ fn replay(reply: CachedReply) -> CompletionStream {
         text: reply.text,
         usage: reply.usage,
         finish_reason: reply.finish_reason,
+        thinking: String::new(),
     })
 }
 

@@ -295,6 +295,7 @@ fn read(conn: &Connection, key: &str) -> rusqlite::Result<Option<CachedReply>> {
                 (Some(p), Some(c)) => Some(Usage {
                     prompt_tokens: from_sql_count(p),
                     completion_tokens: from_sql_count(c),
+                    ..Default::default()
                 }),
                 _ => None,
             },
@@ -346,6 +347,7 @@ mod tests {
             usage: Some(Usage {
                 prompt_tokens: 1,
                 completion_tokens: 2,
+                ..Default::default()
             }),
             finish_reason: Some(FinishReason::Length),
         }

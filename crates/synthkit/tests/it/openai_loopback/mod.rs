@@ -179,7 +179,8 @@ async fn chat_completion_sends_the_expected_body_and_reads_usage() {
         c.usage,
         Some(Usage {
             prompt_tokens: 29,
-            completion_tokens: 8
+            completion_tokens: 8,
+            ..Default::default()
         })
     );
     assert_eq!(c.finish_reason, Some(FinishReason::Length));
@@ -303,7 +304,8 @@ async fn chat_stream_yields_deltas_then_one_done_with_usage() {
                 Ok::<_, ModelError>(StreamEvent::Done {
                     usage: Some(Usage {
                         prompt_tokens: 29,
-                        completion_tokens: 2
+                        completion_tokens: 2,
+                        ..Default::default()
                     }),
                     finish_reason: Some(FinishReason::Length)
                 }),
@@ -339,7 +341,8 @@ async fn completion_stream_with_usage_on_the_finish_chunk() {
             Some(&Ok::<_, ModelError>(StreamEvent::Done {
                 usage: Some(Usage {
                     prompt_tokens: 2,
-                    completion_tokens: 2
+                    completion_tokens: 2,
+                    ..Default::default()
                 }),
                 finish_reason: Some(FinishReason::Length)
             }))
