@@ -14,7 +14,9 @@ import importlib.util
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
+import textwrap
 import zipfile
 
 import pytest
@@ -86,3 +88,28 @@ def test_the_adapter_imports_from_llama_index_s_namespace() -> None:
     assert issubclass(SynthkitSynthesizer, BaseSynthesizer)
     assert SynthkitSynthesizer.__module__ == "llama_index.response_synthesizers.synthkit.base"
     import llama_index.core  # noqa: F401  (the other half of the namespace still imports)
+
+
+def test_the_adapter_without_llama_index_core_names_the_extra_to_install():
+    # llama_index.core hidden from the import system: what a user without the extra sees.
+    code = textwrap.dedent(
+        """
+        import sys
+        class Hide:
+            def find_spec(self, name, path=None, target=None):
+                if name == "llama_index.core" or name.startswith("llama_index.core."):
+                    raise ImportError("No module named " + repr(name))
+                return None
+        sys.meta_path.insert(0, Hide())
+        try:
+            import llama_index.response_synthesizers.synthkit
+        except ImportError as e:
+            print(e)
+        import synthkit_rs
+        print(synthkit_rs.Synthesizer("compact").synthesize("q?", ["q is a letter."]).response != "")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "[llama-index] extra" in out.stdout, out.stdout
+    assert out.stdout.strip().endswith("True"), out.stdout

@@ -12,6 +12,16 @@ Installed by the ``llama-index-response-synthesizers-synthkit`` distribution, be
 plain API ``synthkit_rs``. Requires ``llama-index-core`` (0.14): the ``[llama-index]`` extra.
 """
 
+try:
+    import llama_index.core  # noqa: F401
+except ImportError as e:  # pragma: no cover - depends on what is installed
+    raise ImportError(
+        "llama_index.response_synthesizers.synthkit needs llama-index-core 0.14: install the "
+        "wheel with its [llama-index] extra (pip install "
+        "'llama-index-response-synthesizers-synthkit[llama-index]'), or use the plain API, "
+        "`import synthkit_rs`, which needs nothing else"
+    ) from e
+
 from llama_index.response_synthesizers.synthkit.base import SynthkitSynthesizer
 
 __all__ = ["SynthkitSynthesizer"]
