@@ -25,7 +25,7 @@ use synthkit::{Concurrency, SynthesisInput};
 use crate::errors::to_py;
 use crate::nodes::{from_json, nodes_from, to_json};
 use crate::response::Response;
-use crate::synthesizer::Synthesizer;
+use crate::synthesizer::{Synthesizer, TruncationPolicy};
 use crate::{InputError, SynthkitError, block_on, runtime};
 
 /// The most syntheses `jobs` may ask for at once.
@@ -105,6 +105,7 @@ impl Synthesizer {
     ) -> PyResult<Py<PyList>> {
         let run = Many::new(self, requests, jobs, false)?;
         let outcomes = block_on(py, run.drive())?;
+        warn_truncated(py, TruncationPolicy::of(self), &outcomes)?;
         outcomes_to_list(py, outcomes)
     }
 
@@ -118,12 +119,25 @@ impl Synthesizer {
         jobs: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         let run = Many::new(self, requests, jobs, true)?;
+        let policy = TruncationPolicy::of(self);
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             let outcomes = run.drive().await?;
-            Python::attach(|py| outcomes_to_list(py, outcomes))
+            Python::attach(|py| {
+                warn_truncated(py, policy, &outcomes)?;
+                outcomes_to_list(py, outcomes)
+            })
         })
     }
+}
+
+/// One `TruncationWarning` for the results of a batch whose answers hold cut replies.
+fn warn_truncated(py: Python<'_>, policy: TruncationPolicy, outcomes: &[Outcome]) -> PyResult<()> {
+    let cut = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Answered(r) if r.usage.truncated_calls > 0))
+        .count();
+    policy.check_many(py, cut, outcomes.len())
 }
 
 /// One batch: the requests still to read, and how to run them.

@@ -114,9 +114,30 @@ impl TruncationPolicy {
             "{cut} model repl{} cut at the output limit (num_output): the answer may be incomplete; raise num_output, or pass on_truncation=\"error\" to fail instead (\"ignore\" to keep quiet)",
             if cut == 1 { "y was" } else { "ies were" }
         );
+        Self::warn(py, message)
+    }
+
+    /// Warns once for a batch (`synthesize_many`) where `cut` of its `total` results
+    /// hold replies cut at the output limit, when the policy says to.
+    pub(crate) fn check_many(self, py: Python<'_>, cut: usize, total: usize) -> PyResult<()> {
+        if self != Self::Warn || cut == 0 {
+            return Ok(());
+        }
+        let message = format!(
+            "{cut} of {total} results hold model replies cut at the output limit (num_output): their answers may be incomplete (Response.truncation says which); raise num_output, or pass on_truncation=\"error\" to have them fail instead (\"ignore\" to keep quiet)"
+        );
+        Self::warn(py, message)
+    }
+
+    fn warn(py: Python<'_>, message: String) -> PyResult<()> {
         let category = py.get_type::<crate::TruncationWarning>();
         let message = std::ffi::CString::new(message).unwrap_or_default();
         PyErr::warn(py, &category, &message, 1)
+    }
+
+    /// The policy of `synth`.
+    pub(crate) fn of(synth: &Synthesizer) -> Self {
+        synth.on_truncation
     }
 }
 
@@ -329,7 +350,10 @@ impl Synthesizer {
         options.max_prompt_tokens = max_prompt_tokens;
         structured.set(&mut options);
         let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
-            options.clone().apply(synthkit::Synthesizer::builder(model)).build()
+            options
+                .clone()
+                .apply(synthkit::Synthesizer::builder(model))
+                .build()
         });
         let built = configure(backend.model.clone()).map_err(to_py)?;
         let mut inner = if backend.kind == "python" {

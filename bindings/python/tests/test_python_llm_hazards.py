@@ -161,6 +161,36 @@ def test_on_truncation_error_fails_and_ignore_keeps_quiet() -> None:
         synthkit_rs.Synthesizer("compact", on_truncation="sometimes")
 
 
+def test_synthesize_many_warns_once_for_its_cut_replies() -> None:
+    import warnings
+
+    synth = synthkit_rs.Synthesizer("compact", llm=cut, chat=False, context_window=2048, num_output=64)
+    requests = [("How often is the mirror cleaned?", NODES)] * 3
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        results = synth.synthesize_many(requests, jobs=2)
+    cut_warnings = [w for w in seen if issubclass(w.category, synthkit_rs.TruncationWarning)]
+    assert len(cut_warnings) == 1, [str(w.message) for w in seen]
+    assert "3 of 3 results" in str(cut_warnings[0].message)
+    assert all(r.usage["truncated_calls"] == 1 for r in results)
+
+    async def main() -> Any:
+        return await synth.asynthesize_many(requests, jobs=2)
+
+    with pytest.warns(synthkit_rs.TruncationWarning, match="3 of 3 results"):
+        asyncio.run(main())
+    # "error": each cut request is a FailedRequest of kind `truncated`; "ignore": quiet.
+    strict = synthkit_rs.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
+                                     num_output=64, on_truncation="error")
+    failed = strict.synthesize_many(requests[:1])
+    assert isinstance(failed[0], synthkit_rs.FailedRequest) and failed[0].kind == "truncated"
+    quiet = synthkit_rs.Synthesizer("compact", llm=cut, chat=False, context_window=2048,
+                                    num_output=64, on_truncation="ignore")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet.synthesize_many(requests[:1])
+
+
 def test_a_context_error_raised_by_the_llm_lowers_the_limit_and_packs_again() -> None:
     # The LLM says its window is large; the server behind it takes 400 words and says so
     # in the words of OpenAI's and vLLM's errors (as an SDK raises them).
