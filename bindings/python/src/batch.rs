@@ -208,6 +208,31 @@ impl Pending {
     }
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        // Reading (and skipping kept lines, which may be many) runs without the GIL.
+        let Some(next) = py.detach(|| self.next_pending())? else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("number", next.number)?;
+        d.set_item("id", from_json(py, &next.id)?)?;
+        d.set_item("request_sha256", next.hash)?;
+        d.set_item(next.kind, from_json(py, &next.value)?)?;
+        Ok(Some(d))
+    }
+}
+
+/// A line of the input to run (or its ready error line), before it becomes a dict.
+struct NextLine {
+    number: usize,
+    id: Value,
+    hash: Option<String>,
+    kind: &'static str,
+    value: Value,
+}
+
+impl Pending {
+    /// The next line that is not kept, read from the input.
+    fn next_pending(&mut self) -> PyResult<Option<NextLine>> {
         loop {
             let Some((number, raw)) = self
                 .reader
@@ -243,12 +268,13 @@ impl Pending {
             if let Verdict::Keep(_) = self.existing.verdict(&key, hash.as_deref(), self.retry) {
                 continue;
             }
-            let d = PyDict::new(py);
-            d.set_item("number", number)?;
-            d.set_item("id", from_json(py, &id)?)?;
-            d.set_item("request_sha256", hash)?;
-            d.set_item(item.0, from_json(py, &item.1)?)?;
-            return Ok(Some(d));
+            return Ok(Some(NextLine {
+                number,
+                id,
+                hash,
+                kind: item.0,
+                value: item.1,
+            }));
         }
     }
 }
