@@ -50,10 +50,10 @@ pub use case::{
     Alternative, AnswerLine, AnswerRegex, Case, CaseError, CaseInput, parse_answer_line, parse_case,
 };
 pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
-pub use noise::{Paired, paired};
+pub use noise::Paired;
 pub use normalize::normalize;
 pub use run::{
     CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, PromptCapture, answer_line, nodes_text,
     run_case,
 };
-pub use score::{Row, TABLE_HEADINGS, Totals, score, table, totals};
+pub use score::{Row, TABLE_HEADINGS, Totals, paired, score, table, totals};

@@ -8,7 +8,7 @@
 //!   answers: the cases are drawn again with replacement [`BOOTSTRAP_RESAMPLES`] times
 //!   (a fixed seed, so the same rows always give the same interval) and the middle 95 % of
 //!   the resampled shares is kept.
-//! - [`paired`]: on the cases both answered, how many only the first got right and how
+//! - [`paired`](super::score::paired): on the cases both answered, how many only the first got right and how
 //!   many only the second, and the exact two-sided sign test on those discordant cases
 //!   (McNemar's exact test): the chance of a split at least that uneven if neither were
 //!   better. Cases both got right or both got wrong say nothing about which is better.
@@ -25,8 +25,6 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
-
-use super::score::Row;
 
 /// How many times [`bootstrap_interval`] draws the cases again.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
@@ -121,30 +119,6 @@ pub struct Paired {
 }
 
 impl Paired {
-    /// Compares the rows of side `a` with those of side `b`, matched by case id (a case
-    /// one side lacks is left out).
-    pub fn of(a: &str, a_rows: &[&Row], b: &str, b_rows: &[&Row]) -> Self {
-        let mut p = Paired {
-            a: a.to_string(),
-            b: b.to_string(),
-            ..Paired::default()
-        };
-        for ra in a_rows {
-            let Some(rb) = b_rows.iter().find(|r| r.id == ra.id) else {
-                continue;
-            };
-            p.cases += 1;
-            match (ra.correct, rb.correct) {
-                (true, true) => p.both += 1,
-                (true, false) => p.only_a += 1,
-                (false, true) => p.only_b += 1,
-                (false, false) => p.neither += 1,
-            }
-        }
-        p.p_value = sign_test(p.only_a, p.only_b);
-        p
-    }
-
     /// One line for a reader: `a vs b on N cases: only a right in X, only b in Y (sign
     /// test p = P)`.
     pub fn describe(&self) -> String {
@@ -164,42 +138,10 @@ impl Paired {
     }
 }
 
-/// Every pair of systems that ran the same mode, and every pair of modes of one system,
-/// compared on the cases both answered; in the order the sides first appear in `rows`.
-pub fn paired(rows: &[Row]) -> Vec<Paired> {
-    let sides = super::score::groups(rows);
-    let mut out = Vec::new();
-    for (i, (a, a_rows)) in sides.iter().enumerate() {
-        for (b, b_rows) in sides.get(i + 1..).unwrap_or_default() {
-            // Same mode across systems, or same system across modes.
-            if a.0 != b.0 && a.1 != b.1 {
-                continue;
-            }
-            out.push(Paired::of(
-                &format!("{}/{}", a.0, a.1),
-                a_rows,
-                &format!("{}/{}", b.0, b.1),
-                b_rows,
-            ));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn row(id: &str, system: &str, mode: &str, correct: bool) -> Row {
-        Row {
-            id: id.into(),
-            system: system.into(),
-            mode: mode.into(),
-            correct,
-            ..Row::default()
-        }
-    }
 
     #[test]
     fn sign_test_matches_the_binomial() {
@@ -232,45 +174,5 @@ mod tests {
         assert!(mhi - mlo < (hi - lo) / 3.0, "{mlo} {mhi}");
         // Deterministic.
         assert_eq!(bootstrap_interval(&outcomes), Some((lo, hi)));
-    }
-
-    #[test]
-    fn paired_counts_matched_cases_only() {
-        let rows = vec![
-            row("1", "sk", "compact", true),
-            row("2", "sk", "compact", true),
-            row("3", "sk", "compact", false),
-            row("4", "sk", "compact", true),
-            row("1", "ref", "compact", true),
-            row("2", "ref", "compact", false),
-            row("3", "ref", "compact", true),
-            // Case 4 has no reference row: left out.
-            row("1", "sk", "refine", false),
-            row("1", "ref", "refine", false),
-        ];
-        let pairs = paired(&rows);
-        // sk/compact-ref/compact, sk/compact-sk/refine, ref/compact-ref/refine,
-        // sk/refine-ref/refine; never ref/compact with sk/refine.
-        let names: Vec<(String, String)> =
-            pairs.iter().map(|p| (p.a.clone(), p.b.clone())).collect();
-        assert_eq!(
-            names,
-            [
-                ("sk/compact".to_string(), "ref/compact".to_string()),
-                ("sk/compact".to_string(), "sk/refine".to_string()),
-                ("ref/compact".to_string(), "ref/refine".to_string()),
-                ("sk/refine".to_string(), "ref/refine".to_string()),
-            ]
-        );
-        let p = &pairs[0];
-        assert_eq!(
-            (p.cases, p.both, p.only_a, p.only_b, p.neither),
-            (3, 1, 1, 1, 0)
-        );
-        assert_eq!(p.p_value, 1.0);
-        assert!(
-            p.describe()
-                .contains("sk/compact vs ref/compact on 3 cases")
-        );
     }
 }
