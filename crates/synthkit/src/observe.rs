@@ -67,7 +67,7 @@ impl<'a> CallReport<'a> {
         let all = self.all_node_ids;
         let positions = match all.is_empty() {
             true => &[][..],
-            false => crate::engine::origins::PromptNodes::positions_in(self.request),
+            false => crate::model::tags::PromptNodes::positions_in(self.request),
         };
         positions
             .iter()

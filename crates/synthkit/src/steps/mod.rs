@@ -147,17 +147,8 @@ impl SynthStep {
     }
 }
 
-/// At most `max` bytes of `text`, cut at a character boundary, and whether it was cut.
-pub fn cap_text(text: &str, max: usize) -> (&str, bool) {
-    if text.len() <= max {
-        return (text, false);
-    }
-    let end = (0..=max)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    (text.get(..end).unwrap_or_default(), true)
-}
+// A text utility, named here too where step records use it.
+pub use crate::text::cap_text;
 
 /// One recorded call with what attribution needs (dropped at the end).
 struct Recorded {

@@ -284,7 +284,7 @@ pub(crate) fn push_capped(out: &mut String, text: &str, cap: usize) {
     if room == 0 {
         return;
     }
-    let (part, _) = crate::steps::cap_text(text, room);
+    let (part, _) = crate::text::cap_text(text, room);
     out.push_str(part);
 }
 

@@ -203,7 +203,7 @@ fn parse_completion(
         thinking: choice
             .message()
             .and_then(wire::Message::reasoning_text)
-            .map(|t| crate::steps::cap_text(t, crate::text::thinking::MAX_THINKING_BYTES).0)
+            .map(|t| crate::text::cap_text(t, crate::text::thinking::MAX_THINKING_BYTES).0)
             .unwrap_or_default()
             .to_string(),
     };
