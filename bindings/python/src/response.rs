@@ -51,8 +51,10 @@ impl Response {
         map_to_dict(py, &self.inner.metadata)
     }
 
-    /// `{"calls", "prompt_tokens", "completion_tokens", "truncated_calls"}`: the server's
-    /// token counts where it reported them, else synthkit's.
+    /// `{"calls", "prompt_tokens", "completion_tokens", "truncated_calls",
+    /// "reasoning_tokens"}`: the server's token counts where it reported them, else
+    /// synthkit's (`reasoning_tokens`: the completion tokens a reasoning model spent
+    /// thinking, 0 for others).
     #[getter]
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let u = &self.inner.usage;
@@ -61,6 +63,7 @@ impl Response {
         d.set_item("prompt_tokens", u.prompt_tokens)?;
         d.set_item("completion_tokens", u.completion_tokens)?;
         d.set_item("truncated_calls", u.truncated_calls)?;
+        d.set_item("reasoning_tokens", u.reasoning_tokens)?;
         Ok(d)
     }
 

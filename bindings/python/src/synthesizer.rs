@@ -191,6 +191,8 @@ impl Synthesizer {
         return_steps = false,
         // replies cut at the output limit
         on_truncation = "warn",
+        // extra output tokens for a reasoning model's thinking
+        thinking_reserve = 0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -228,6 +230,7 @@ impl Synthesizer {
         max_prompt_tokens: Option<usize>,
         return_steps: bool,
         on_truncation: &str,
+        thinking_reserve: usize,
     ) -> PyResult<Self> {
         let on_truncation = TruncationPolicy::parse(on_truncation)?;
         // The library's one default for calls in flight.
@@ -348,6 +351,7 @@ impl Synthesizer {
         options.budget = budget;
         options.system_prompt = system_prompt;
         options.max_prompt_tokens = max_prompt_tokens;
+        options.thinking_reserve = Some(thinking_reserve);
         structured.set(&mut options);
         let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
             options

@@ -217,3 +217,25 @@ def test_a_context_error_raised_by_the_llm_lowers_the_limit_and_packs_again() ->
     assert response.response == "Every six months."
     assert any(w > 400 for w in calls), calls  # the first prompt was refused...
     assert calls[-1] <= 400, calls  # ...and the answer came from smaller ones
+
+
+def test_a_thinking_llm_s_thoughts_stay_out_of_prompts_and_the_answer() -> None:
+    prompts: List[str] = []
+
+    def thinker(prompt: str) -> str:
+        prompts.append(prompt)
+        return "<think>The passages say six months; maybe I should check.</think>Every six months."
+
+    synth = synthkit_rs.Synthesizer("refine", llm=thinker, chat=False, context_window=2048,
+                                    num_output=64, chunk_overlap_ratio=0.0)
+    nodes = ["The mirror is cleaned every six months. " * 150, "The dome opens at dusk. " * 150]
+    response = synth.synthesize("How often is the mirror cleaned?", nodes)
+    assert response.response == "Every six months."
+    assert response.usage["reasoning_tokens"] > 0
+    # The refine step after the first got the answer without its thinking.
+    assert len(prompts) >= 2 and all("maybe I should check" not in p for p in prompts)
+    # thinking_reserve is taken and a reply that only thought is an error saying so.
+    only = synthkit_rs.Synthesizer("compact", llm=lambda p: "<think>Hmm.</think>", chat=False,
+                                   context_window=2048, num_output=64, thinking_reserve=128)
+    with pytest.raises(synthkit_rs.ModelError, match="thought and wrote no answer"):
+        only.synthesize("How often is the mirror cleaned?", NODES)

@@ -154,11 +154,11 @@ pub fn build_synthesizer(
     options.return_steps = Some(wants_steps(args));
     options.system_prompt = args.prompts.system_prompt.clone();
     options.templates = templates.list();
+    options.thinking_reserve = Some(args.thinking_reserve);
     // A dry run makes no spans: no trace shows calls that were never made.
     let builder = options
         .apply(Synthesizer::builder(model))
         .observer(observer)
-        .thinking_reserve(args.thinking_reserve)
         .spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
 }

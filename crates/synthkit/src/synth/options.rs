@@ -56,6 +56,9 @@ pub struct SynthesisOptions {
     pub templates: Vec<PromptTemplate>,
     /// What a reply cut at the output limit does.
     pub on_truncation: Option<OnTruncation>,
+    /// Extra output tokens for a reasoning model's thinking on every call
+    /// ([`SynthesizerBuilder::thinking_reserve`]).
+    pub thinking_reserve: Option<usize>,
 }
 
 impl SynthesisOptions {
@@ -96,6 +99,9 @@ impl SynthesisOptions {
         }
         if let Some(policy) = self.on_truncation {
             builder = builder.on_truncation(policy);
+        }
+        if let Some(tokens) = self.thinking_reserve {
+            builder = builder.thinking_reserve(tokens);
         }
         builder
     }
