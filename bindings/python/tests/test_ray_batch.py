@@ -18,13 +18,13 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
 import synthkit_rs
-from fake_openai import FakeOpenAI
+from fake_openai import FakeOpenAI, JsonHandler
 from sharing_support import charges, redis_server, steady_tokens_per_minute
 
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "ray_batch.py"
@@ -157,42 +157,31 @@ class FakeAnthropic:
     def __enter__(self) -> "FakeAnthropic":
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def _send(self, status: int, payload: Any) -> None:
-                body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.startswith("/v1/models"):
-                    self._send(200, {"data": [{"id": "fake", "type": "model"}],
+                    self._send_json(200, {"data": [{"id": "fake", "type": "model"}],
                                      "has_more": False})
                 else:
-                    self._send(404, {"type": "error", "error": {"type": "not_found_error"}})
+                    self._send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if self.path == "/v1/messages/count_tokens":
-                    self._send(200, {"input_tokens": len(body) // 3 + 1})
+                    self._send_json(200, {"input_tokens": len(body) // 3 + 1})
                     return
                 if self.path != "/v1/messages":
-                    self._send(404, {"type": "error", "error": {"type": "not_found_error"}})
+                    self._send_json(404, {"type": "error", "error": {"type": "not_found_error"}})
                     return
                 with fake._lock:
                     fake.calls += 1
                     seen = fake._seen[body] = fake._seen.get(body, 0) + 1
                 time.sleep(fake.delay)
                 if seen <= fake.fail_first:
-                    self._send(500, {"type": "error",
+                    self._send_json(500, {"type": "error",
                                      "error": {"type": "api_error", "message": "down"}})
                     return
-                self._send(200, {
+                self._send_json(200, {
                     "type": "message", "role": "assistant", "model": "fake",
                     "content": [{"type": "text", "text": "Every six months."}],
                     "stop_reason": "end_turn",

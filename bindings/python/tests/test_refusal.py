@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Iterator
 
 import pytest
 
 import synthkit_rs
+from fake_openai import JsonHandler
 
 QUERY = "How often is the mirror cleaned?"
 NODES = ["The mirror is cleaned every six months."]
@@ -26,25 +26,15 @@ REFUSAL = {
 }
 
 
-class _Refusing(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-    def _send(self, status: int, payload: Any) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class _Refusing(JsonHandler):
 
     def do_GET(self) -> None:  # noqa: N802
-        self._send(404, {"error": {"message": "not found"}})
+        self._send_json(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        self._send(200, REFUSAL)
+        self._send_json(200, REFUSAL)
 
 
 @pytest.fixture
