@@ -279,7 +279,8 @@ impl Runner {
 /// Runs `synthkit eval`.
 pub async fn run(args: &EvalArgs) -> Result<()> {
     let start = Instant::now();
-    let (cases, _) = read_cases(&args.cases)?;
+    // Shared with the runs' tasks, never copied.
+    let cases = Arc::new(read_cases(&args.cases)?.0);
     let index: HashMap<&str, usize> = cases
         .iter()
         .enumerate()
@@ -436,7 +437,6 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         });
         // At most --jobs runs in flight, each on its own task (aborted if this is
         // dropped), their rows taken in case order.
-        let cases = Arc::new(cases.clone());
         let mut window: Window<Result<Row>> = Window::new(args.jobs as usize, Order::Input);
         let mut todo = todo.into_iter();
         loop {
