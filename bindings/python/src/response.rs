@@ -34,6 +34,13 @@ impl Response {
         &self.inner.text
     }
 
+    /// `False` when the sources do not answer: no nodes, the model said so (then
+    /// `response` is the `not_in_sources_answer`), or no step found anything.
+    #[getter]
+    fn answerable(&self) -> bool {
+        self.inner.answerable
+    }
+
     /// The nodes given, in order, as `SourceNode`s.
     #[getter]
     fn source_nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

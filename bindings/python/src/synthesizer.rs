@@ -193,6 +193,8 @@ impl Synthesizer {
         on_truncation = "warn",
         // extra output tokens for a reasoning model's thinking
         thinking_reserve = 0,
+        // the answer when the sources do not answer
+        not_in_sources_answer = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -231,6 +233,7 @@ impl Synthesizer {
         return_steps: bool,
         on_truncation: &str,
         thinking_reserve: usize,
+        not_in_sources_answer: Option<String>,
     ) -> PyResult<Self> {
         let on_truncation = TruncationPolicy::parse(on_truncation)?;
         // The library's one default for calls in flight.
@@ -352,6 +355,7 @@ impl Synthesizer {
         options.system_prompt = system_prompt;
         options.max_prompt_tokens = max_prompt_tokens;
         options.thinking_reserve = Some(thinking_reserve);
+        options.not_in_sources_answer = not_in_sources_answer;
         structured.set(&mut options);
         let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
             options

@@ -287,6 +287,7 @@ impl Serialize for JsonReport<'_> {
 pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonReport<'a> {
     let mut report = json!({
         "answer": response.text,
+        "answerable": response.answerable,
         "mode": info.mode.as_str(),
         "backend": info.backend,
         "model": info.model,

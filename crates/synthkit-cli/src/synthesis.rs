@@ -155,6 +155,7 @@ pub fn build_synthesizer(
     options.system_prompt = args.prompts.system_prompt.clone();
     options.templates = templates.list();
     options.thinking_reserve = Some(args.thinking_reserve);
+    options.not_in_sources_answer = args.not_in_sources.clone();
     // A dry run makes no spans: no trace shows calls that were never made.
     let builder = options
         .apply(Synthesizer::builder(model))

@@ -134,6 +134,29 @@ pub enum SynthEvent {
         /// The output limit the request carried (the budget's output reserve).
         max_tokens: usize,
     },
+    /// An intermediate reply reached its output bound, the size of its input
+    /// ([`crate::options::OUTPUT_GROWTH`]), and was cut there (a summary may not outgrow
+    /// what it summarises). Not a truncation: not in
+    /// [`UsageTotals::truncated_calls`], never an error.
+    OutputBounded {
+        /// The call's step.
+        step: StepInfo,
+        /// The bounded output limit the request carried.
+        max_tokens: usize,
+        /// The tokens the call read.
+        input_tokens: usize,
+    },
+    /// A reply was not used as an answer: it said the sources do not answer, or (in a
+    /// step that had an answer) talked about that answer instead of giving one; see
+    /// [`crate::text::abstention`].
+    ReplyNotUsed {
+        /// The call's step.
+        step: StepInfo,
+        /// How the reply read.
+        reading: crate::text::abstention::ReplyReading,
+        /// Whether the step's previous answer was kept in its place.
+        kept_previous: bool,
+    },
     /// A tree level was summarised.
     TreeLevel {
         /// The level (1 = the first summaries).

@@ -11,6 +11,17 @@ pub const DEFAULT_EMPTY_RESPONSE: &str = "Empty Response";
 /// The default number of model calls in flight for tree levels and accumulate.
 pub const DEFAULT_CONCURRENCY: usize = 8;
 
+/// An intermediate call's output limit is at most this many times the tokens it reads
+/// (its context and the answer it refines): a summary may not outgrow what it
+/// summarises. Applies to plain-text intermediate calls (tree levels below the last,
+/// refine steps before the last, accumulate's answers); final calls and JSON replies
+/// keep the whole output reserve.
+pub const OUTPUT_GROWTH: f64 = 1.0;
+
+/// The least output limit [`OUTPUT_GROWTH`] leaves an intermediate call (for short
+/// inputs, whose answer may fairly be longer than they are).
+pub const MIN_BOUNDED_OUTPUT: usize = 64;
+
 /// The ceiling on calls in flight when no cap is asked for and the server names no
 /// slot count.
 pub const UNLIMITED_IN_FLIGHT: usize = 4096;

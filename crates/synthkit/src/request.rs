@@ -111,6 +111,14 @@ pub struct SynthesizeRequest {
     /// is planned with `--plan` instead.
     #[serde(default)]
     pub plan: bool,
+    /// The answer when the model says the sources do not answer (the response then says
+    /// `"answerable": false`); default "The sources do not answer this question."
+    #[serde(default)]
+    pub not_in_sources_answer: Option<String>,
+    /// Reasoning models: extra output tokens for thinking on every call, taken off the
+    /// prompt room (default 0); thinking never reaches a prompt or the answer.
+    #[serde(default)]
+    pub thinking_reserve: Option<usize>,
 }
 
 /// Custom templates, each optional.
@@ -311,6 +319,8 @@ impl SynthesizeRequest {
             output_schema: self.output_schema,
             system_prompt: self.system_prompt,
             max_prompt_tokens: self.max_prompt_tokens.or(defaults.max_prompt_tokens),
+            not_in_sources_answer: self.not_in_sources_answer,
+            thinking_reserve: self.thinking_reserve,
             ..SynthesisOptions::default()
         };
         if let Some(t) = self.templates {

@@ -26,11 +26,17 @@ pub struct Truncation {
 }
 
 /// A finished synthesis.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Response {
     /// The answer's text (for a structured answer, its JSON).
     pub text: String,
+    /// `false` when the sources do not answer: there were no nodes, the model said so
+    /// (then [`Response::text`] is the configured "not in the sources" answer, or the
+    /// model's own short words), or no step of the mode found anything
+    /// ([`crate::text::abstention`]). `true` otherwise, and for modes that ask no
+    /// question of the sources (`generation`, `no_text`, `context_only`).
+    pub answerable: bool,
     /// The structured answer, when an output schema was set.
     pub structured: Option<Value>,
     /// The nodes given, then the additional sources, as given.
@@ -48,6 +54,22 @@ pub struct Response {
     /// ([`crate::SynthesizerBuilder::return_steps`]); see [`crate::steps`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<SynthStep>>,
+}
+
+impl Default for Response {
+    fn default() -> Self {
+        Self {
+            text: String::new(),
+            answerable: true,
+            structured: None,
+            source_nodes: Vec::new(),
+            metadata: Map::new(),
+            usage: UsageTotals::default(),
+            truncation: None,
+            citations: None,
+            steps: None,
+        }
+    }
 }
 
 impl Response {
@@ -83,6 +105,10 @@ impl std::fmt::Display for Response {
 /// Where a stream leaves its citations when it ends.
 pub(crate) type CitationSlot = Arc<std::sync::Mutex<Option<Citations>>>;
 
+/// Where a stream's final call leaves whether the sources answered (set when the reply
+/// said they do not).
+pub(crate) type AnswerableSlot = Arc<std::sync::atomic::AtomicBool>;
+
 /// A synthesis whose answer arrives as text deltas.
 ///
 /// Poll it as a [`Stream`] of deltas; once drained, [`StreamingResponse::text`] holds the
@@ -97,6 +123,7 @@ pub struct StreamingResponse {
     pub(crate) caller: Option<Arc<dyn UsageSource>>,
     citations: Option<CitationSlot>,
     steps: Option<Arc<StepRecorder>>,
+    answerable: Option<AnswerableSlot>,
 }
 
 debug_fields!(StreamingResponse {
@@ -120,6 +147,7 @@ impl StreamingResponse {
             caller,
             citations: None,
             steps: None,
+            answerable: None,
         }
     }
 
@@ -129,6 +157,9 @@ impl StreamingResponse {
 
         /// Takes the citations from `slot` when the stream has ended.
         pub(crate) fn with_citations(slot: CitationSlot) => Some(citations);
+
+        /// Takes whether the sources answered from `slot` when the stream has ended.
+        pub(crate) fn with_answerable(slot: AnswerableSlot) => Some(answerable);
     }
 
     /// The text received so far (all of it once the stream is drained).
@@ -163,6 +194,9 @@ impl StreamingResponse {
         }
         if let Some(recorder) = &self.steps {
             response.steps = Some(recorder.take());
+        }
+        if let Some(slot) = &self.answerable {
+            response.answerable = slot.load(std::sync::atomic::Ordering::Acquire);
         }
         if let Some(slot) = &self.citations {
             response.citations = slot

@@ -49,6 +49,10 @@ class Response:
     @property
     def response(self) -> str: ...
     @property
+    def answerable(self) -> bool:
+        """``False`` when the sources do not answer (no nodes, the model said so, or no
+        step found anything)."""
+    @property
     def source_nodes(self) -> list[SourceNode]: ...
     @property
     def metadata(self) -> dict[str, dict[str, Any]]: ...
@@ -263,6 +267,8 @@ class Synthesizer:
         on_truncation: str = "warn",
         # extra output tokens for a reasoning model's thinking, on every call
         thinking_reserve: int = 0,
+        # the answer when the model says the sources do not answer
+        not_in_sources_answer: Optional[str] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -168,6 +168,11 @@ pub struct SynthArgs {
         help_heading = "Synthesis"
     )]
     pub thinking_reserve: usize,
+    /// The answer printed when the model says the sources do not answer (the default
+    /// prompts ask it to reply "Not in the sources"; --json then says "answerable":
+    /// false). Default: "The sources do not answer this question."
+    #[arg(long, value_name = "TEXT", help_heading = "Synthesis")]
+    pub not_in_sources: Option<String>,
     /// Refine/compact: each step says whether its context answered; others are ignored.
     #[arg(long, help_heading = "Synthesis")]
     pub structured_filtering: bool,

@@ -357,6 +357,23 @@ impl Caller {
         if finish_reason != Some(FinishReason::Length) {
             return Ok(());
         }
+        if let Some(bound) = request.extensions.get::<super::OutputBound>() {
+            // The engine's own bound on an intermediate reply (it may not outgrow its
+            // input), not the output reserve: reported, not a truncation.
+            tracing::info!(
+                target: "synthkit",
+                step = request.step().step.as_str(),
+                max_tokens = request.max_tokens,
+                input_tokens = bound.input_tokens,
+                "an intermediate reply reached the size of its input and was cut there"
+            );
+            self.event(SynthEvent::OutputBounded {
+                step: request.step(),
+                max_tokens: request.max_tokens,
+                input_tokens: bound.input_tokens,
+            });
+            return Ok(());
+        }
         if let Ok(mut u) = self.usage.lock() {
             u.truncated_calls += 1;
         }

@@ -17,7 +17,7 @@ use super::origins::{CallTag, Origin};
 use super::{Job, Verdict};
 use crate::error::SynthError;
 use crate::many::OwnedTask;
-use crate::model::ModelRequest;
+use crate::model::{ModelRequest, StepInfo};
 
 /// Where a map step's requests come from, built one at a time as calls free up (so packing
 /// overlaps the calls in flight).
@@ -53,11 +53,11 @@ impl Job {
     pub(crate) async fn call_all(
         &self,
         mut source: impl RequestSource,
-    ) -> Result<Vec<(String, Origin)>, SynthError> {
+    ) -> Result<Vec<Reply>, SynthError> {
         let limit = self.concurrency().max(1);
         let mut running: FuturesUnordered<OwnedTask<(Slot, ModelRequest, CallResult)>> =
             FuturesUnordered::new();
-        let mut answers: BTreeMap<Slot, (String, Origin)> = BTreeMap::new();
+        let mut answers: BTreeMap<Slot, Reply> = BTreeMap::new();
         // Parts of re-split requests, started before new requests.
         let mut parts: VecDeque<(Slot, ModelRequest)> = VecDeque::new();
         let mut next_index = 0;
@@ -96,7 +96,12 @@ impl Job {
             let (slot, request, result) = finished?;
             match result {
                 Ok(answer) => {
-                    answers.insert(slot, (answer, Origin::of_reply(&request)));
+                    let reply = Reply {
+                        text: answer,
+                        origin: Origin::of_reply(&request),
+                        step: request.step(),
+                    };
+                    answers.insert(slot, reply);
                 }
                 Err(e) => match self.absorb(&e, &request) {
                     Verdict::Repack => {
@@ -115,6 +120,13 @@ impl Job {
 }
 
 type CallResult = Result<String, SynthError>;
+
+/// One answer of [`Job::call_all`]: its text, where it came from, and its call's step.
+pub(crate) struct Reply {
+    pub(crate) text: String,
+    pub(crate) origin: Origin,
+    pub(crate) step: StepInfo,
+}
 
 /// A stream whose items are produced by a driver future it owns: polling the stream polls
 /// the driver, and dropping the stream drops the driver (and every task the driver owns).

@@ -10,17 +10,21 @@ use futures::stream::BoxStream;
 use serde_json::Value;
 
 use super::fanout::Driven;
+use super::reading::FinalText;
 use super::{Job, filter};
 use crate::citation::{CitationLedger, MarkerRewriter, numbers_in};
 use crate::error::SynthError;
 use crate::model::ModelRequest;
 use crate::observe::UsageSource;
-use crate::response::{CitationSlot, Response, StreamingResponse, Truncation};
+use crate::response::{AnswerableSlot, CitationSlot, Response, StreamingResponse, Truncation};
 
 /// How the final answer is produced once a mode has done its intermediate work.
 pub(crate) enum Outcome {
     /// The answer is known (no call needed).
     Text(String),
+    /// The sources do not answer: this text is the answer, and the response says
+    /// `answerable: false` (no nodes, or no step found anything).
+    Unanswered(String),
     /// One last call; `fallback` is the answer if the call's answer is empty or unusable;
     /// `truncation` is what simple_summarize dropped.
     Final {
@@ -73,6 +77,10 @@ impl Job {
     ) -> Result<(), SynthError> {
         match outcome {
             Outcome::Text(t) => response.text = self.cite_final(t, None, response),
+            Outcome::Unanswered(t) => {
+                response.answerable = false;
+                response.text = self.cite_final(t, None, response);
+            }
             Outcome::Final {
                 request,
                 fallback,
@@ -83,10 +91,18 @@ impl Job {
                 let (text, structured) = self.final_call(&request, how).await?;
                 response.structured = structured;
                 response.truncation = truncation;
+                let text = match (text, how) {
+                    (Some(t), FinalHow::Plain) => Some(self.read_final(&request, t, &fallback)),
+                    (t, _) => t.map(FinalText::Answer),
+                };
                 response.text = match text {
-                    Some(t) if !t.is_empty() => {
+                    Some(FinalText::Answer(t)) if !t.is_empty() => {
                         let shown = self.shown_sources(&request);
                         self.cite_final(t, Some(shown), response)
+                    }
+                    Some(FinalText::Unanswered(t)) => {
+                        response.answerable = false;
+                        self.cite_final(t, None, response)
                     }
                     _ => {
                         let t = fallback.unwrap_or_else(|| self.empty());
@@ -217,13 +233,18 @@ impl Job {
                     shown.extend(fallback.as_deref().map(numbers_in).unwrap_or_default());
                     shown
                 });
+                let step = request.step();
                 let inner = self.caller.stream(request).await?;
+                let answerable = AnswerableSlot::new(true.into());
+                let inner = self.gate_final(inner, step, fallback.clone(), &answerable);
                 let fallback = fallback.unwrap_or_else(|| self.empty());
                 let mut base = base;
                 base.truncation = truncation;
                 let slot = CitationSlot::default();
                 let deltas = self.cite_stream(with_fallback(inner, fallback), shown, &slot);
-                Ok(StreamingResponse::new(deltas, base, Some(caller)).with_citations(slot))
+                Ok(StreamingResponse::new(deltas, base, Some(caller))
+                    .with_citations(slot)
+                    .with_answerable(answerable))
             }
             Outcome::Composite(composite) if self.s.output_schema.is_none() => {
                 let s = composite.stream(self.clone());

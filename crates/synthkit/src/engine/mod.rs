@@ -34,6 +34,7 @@ pub(crate) mod fanout;
 pub(crate) mod filter;
 pub(crate) mod finish;
 pub(crate) mod origins;
+mod reading;
 mod settings;
 
 pub(crate) use caller::{Caller, SpanParent};
@@ -45,6 +46,14 @@ pub(crate) use settings::Settings;
 const MAX_FIT_ATTEMPTS: usize = 8;
 /// Attempts at one exact count (transient failures are retried).
 const MAX_COUNT_ATTEMPTS: usize = 3;
+
+/// Marks a request whose output limit [`Job::bound_output`] lowered to its input's size:
+/// a reply cut there is the bound at work, not a truncation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutputBound {
+    /// The tokens the call reads (its context and the answer it refines).
+    pub(crate) input_tokens: usize,
+}
 
 /// One synthesis in progress: the synthesizer's settings, the call door, the query and the
 /// job's prompt limit. Cheap to clone (its state is shared), so call tasks can own a copy.
@@ -484,14 +493,43 @@ impl Job {
     }
 
     /// Makes an intermediate call whose answer is text (JSON text with an output schema).
+    /// A plain-text call's output limit is bounded by its input ([`Job::bound_output`]).
     pub(crate) async fn call_text(&self, request: &ModelRequest) -> Result<String, SynthError> {
         if request.schema.is_some() {
             let c = self.caller.structured(request).await?;
             Ok(c.value.to_string())
         } else {
-            let text = self.caller.complete(request).await?.text;
+            let bounded = self.bound_output(request);
+            let text = self
+                .caller
+                .complete(bounded.as_ref().unwrap_or(request))
+                .await?
+                .text;
             Ok(self.checked(request, text))
         }
+    }
+
+    /// `request` with its output limit lowered to what its input allows
+    /// ([`crate::options::OUTPUT_GROWTH`] times the tokens of its context and of the
+    /// answer it refines, at least [`crate::options::MIN_BOUNDED_OUTPUT`]), marked with
+    /// [`OutputBound`]; `None` when the output reserve is already within that.
+    fn bound_output(&self, request: &ModelRequest) -> Option<ModelRequest> {
+        use crate::options::{MIN_BOUNDED_OUTPUT, OUTPUT_GROWTH};
+        let source = request.source()?;
+        let tokenizer = self.budget().tokenizer();
+        let input_tokens: usize = ["context_str", "context_msg", "existing_answer"]
+            .iter()
+            .filter_map(|v| source.variable(v))
+            .map(|text| tokenizer.count(text))
+            .sum();
+        let allowed = ((input_tokens as f64) * OUTPUT_GROWTH).ceil() as usize;
+        let allowed = allowed.max(MIN_BOUNDED_OUTPUT);
+        if allowed >= self.budget().num_output() {
+            return None;
+        }
+        let mut bounded = request.clone();
+        bounded.max_tokens = allowed.saturating_add(self.s.thinking_reserve);
+        Some(bounded.with_extension(OutputBound { input_tokens }))
     }
 
     /// What to do after `request` failed with `error`: [`Verdict::Repack`] when the step
@@ -555,6 +593,11 @@ impl Job {
     /// The text of an answer with nothing to say.
     pub(crate) fn empty(&self) -> String {
         self.s.empty_response.clone()
+    }
+
+    /// The answer when the sources do not answer.
+    pub(crate) fn not_in_sources(&self) -> String {
+        self.s.not_in_sources.clone()
     }
 
     /// The mode the synthesis runs.

@@ -28,6 +28,8 @@ pub(crate) struct Settings {
     pub(crate) concurrency: Concurrency,
     pub(crate) variables: Vec<(String, String)>,
     pub(crate) empty_response: String,
+    /// The answer when the model says the sources do not answer.
+    pub(crate) not_in_sources: String,
     pub(crate) separator: String,
     pub(crate) observer: Option<Arc<dyn Observer>>,
     pub(crate) system_prompt: Option<String>,

@@ -27,42 +27,10 @@
 //!   extractive backend).
 
 use std::collections::HashSet;
-use std::sync::LazyLock;
 
 use super::case::Alternative;
 use super::normalize::tokens;
-
-/// The phrasings that make an answer an abstention (regexes, matched case-insensitively;
-/// the module documentation lists them in words).
-pub const ABSTENTION_PATTERNS: &[&str] = &[
-    r"\bnot (?:mentioned |found |given |stated |specified |provided |included |present )?in the (?:provided |given |supplied )?(?:sources?|context|texts?|documents?|passages?|information)\b",
-    r"\b(?:context|sources?|texts?|documents?|passages?|information) (?:does|do|did) ?n[o']t (?:mention|say|contain|provide|specify|include|state|give|answer)",
-    r"\bcannot be answered\b",
-    r"\b(?:cannot|can ?not|can't) answer\b",
-    r"\bunable to (?:answer|determine|find)\b",
-    r"\bno information\b",
-    r"\b(?:not enough|insufficient) information\b",
-    r"\bi (?:do not|don't) know\b",
-    r"^\s*empty response\s*$",
-    r"\bno answer found\b",
-];
-
-/// The compiled patterns (`None` only if one failed to compile, which a test rules out).
-static ABSTENTION_SET: LazyLock<Option<regex::RegexSet>> = LazyLock::new(|| {
-    regex::RegexSetBuilder::new(ABSTENTION_PATTERNS)
-        .case_insensitive(true)
-        .build()
-        .ok()
-});
-
-/// Whether `text` reads as an abstention: empty, or one of [`ABSTENTION_PATTERNS`].
-pub fn text_abstains(text: &str) -> bool {
-    let text = text.replace('\u{2019}', "'");
-    text.trim().is_empty()
-        || ABSTENTION_SET
-            .as_ref()
-            .is_some_and(|set| set.is_match(&text))
-}
+pub use crate::text::abstention::{ABSTENTION_PATTERNS, text_abstains};
 
 /// Whether an answer abstains: the system said so (`said`), or its text does
 /// ([`text_abstains`]).
@@ -268,7 +236,6 @@ mod tests {
         ] {
             assert!(!text_abstains(no), "{no:?} should not abstain");
         }
-        assert!(ABSTENTION_SET.is_some());
         assert!(abstains("Blue.", Some(true)));
         assert!(!abstains("Blue.", Some(false)));
         assert!(abstains("Not in the sources.", Some(false)));

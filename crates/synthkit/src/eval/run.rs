@@ -143,6 +143,8 @@ pub fn answer_line(
             line.prompt_tokens = Some(response.usage.prompt_tokens);
             line.completion_tokens = Some(response.usage.completion_tokens);
             line.truncated_calls = Some(response.usage.truncated_calls);
+            // The engine's own reading: the model said the sources do not answer.
+            line.abstained = Some(!response.answerable);
             if cite {
                 line.citations = Some(response.citations.as_ref().map_or_else(Vec::new, |c| {
                     c.cited_node_ids().into_iter().map(str::to_string).collect()

@@ -67,7 +67,7 @@ impl Composite for Numbered {
                 .call_all(requests)
                 .await?
                 .into_iter()
-                .map(|(answer, _)| answer)
+                .map(|reply| reply.text)
                 .collect();
             Ok(numbered(job, &answers))
         })

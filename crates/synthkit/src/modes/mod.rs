@@ -29,10 +29,16 @@ pub(crate) async fn run(
     texts: &[Cow<'_, str>],
 ) -> Result<Outcome, SynthError> {
     let mode = job.mode();
-    // Zero nodes: the empty response without a call, except generation, which answers
-    // the query alone.
-    if nodes.is_empty() && mode != ResponseMode::Generation {
-        return Ok(Outcome::Text(job.empty()));
+    // Zero nodes: the empty response without a call (the sources cannot answer), except
+    // generation, which answers the query alone.
+    if nodes.is_empty() {
+        match mode {
+            ResponseMode::Generation => {}
+            ResponseMode::NoText | ResponseMode::ContextOnly => {
+                return Ok(Outcome::Text(job.empty()));
+            }
+            _ => return Ok(Outcome::Unanswered(job.empty())),
+        }
     }
     match mode {
         ResponseMode::Refine | ResponseMode::Compact => {

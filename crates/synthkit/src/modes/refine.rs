@@ -123,7 +123,13 @@ pub(crate) async fn refine_texts(
                 }
                 Err(e) => return Err(e),
             };
-            if let Some(r) = result.filter(|r| !r.is_empty()) {
+            // A reply that says the passages do not answer, or that only talks about the
+            // answer so far, leaves the answer as it was (none yet: the next chunk is
+            // asked the question again).
+            let result = result.filter(|r| {
+                !r.is_empty() && job.read_step(&request, r, answer.is_some()).is_answer()
+            });
+            if let Some(r) = result {
                 answer = Some(r);
                 if job.filtering().stops_when_satisfied() {
                     return Ok(Outcome::Text(answer.unwrap_or_default()));
@@ -131,5 +137,10 @@ pub(crate) async fn refine_texts(
             }
         }
     }
-    Ok(Outcome::Text(answer.unwrap_or_else(|| job.empty())))
+    Ok(match answer {
+        Some(a) => Outcome::Text(a),
+        // Steps were asked and none found anything.
+        None if index > 0 => Outcome::Unanswered(job.not_in_sources()),
+        None => Outcome::Unanswered(job.empty()),
+    })
 }

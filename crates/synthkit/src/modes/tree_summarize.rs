@@ -167,7 +167,15 @@ pub(crate) async fn summarize(
             job.call_all(Prebuilt(all.into_iter())).await?
         };
         drop(requests);
-        current = answers;
+        // Summaries that say their passages do not answer carry nothing up the tree.
+        current = answers
+            .into_iter()
+            .filter(|reply| !job.drops_unanswered(reply, schema.is_some()))
+            .map(|reply| (reply.text, reply.origin))
+            .collect();
+        if current.is_empty() {
+            return Ok(Outcome::Unanswered(job.not_in_sources()));
+        }
         job.event(SynthEvent::TreeLevel {
             level: level + 1,
             chunks: current.len(),

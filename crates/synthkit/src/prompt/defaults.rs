@@ -29,13 +29,14 @@ use crate::prompt::{PromptTemplate, Role, TemplateKind};
 
 /// The system message of the question-answering and summary chat templates.
 const SYSTEM_PERSONA: &str = "Answer only from the passages the user gives, never from prior knowledge. \
-Be direct and do not mention the passages. If they lack the answer, say so briefly.";
+Be direct and do not mention the passages. If they lack the answer, reply only: Not in the sources.";
 
 const QA_COMPLETION: &str = "Passages:
 ---
 {context_str}
 ---
-Answer the question in one full sentence, using only these passages; do not mention them.
+Answer the question in one full sentence, using only these passages; do not mention them. \
+If they do not answer it, reply only: Not in the sources.
 Question: {query_str}
 Answer:";
 
@@ -44,7 +45,7 @@ const QA_CHAT_USER: &str = "Passages:
 {context_str}
 ---
 Question: {query_str}
-Answer in one full sentence.";
+Answer in one full sentence; if the passages do not answer it, reply only: Not in the sources.";
 
 const REFINE_COMPLETION: &str = "Question: {query_str}
 Current answer: {existing_answer}
@@ -69,7 +70,8 @@ const SUMMARY_COMPLETION: &str = "Passages from several sources:
 ---
 {context_str}
 ---
-Combine them into one answer using only these passages; keep names and numbers.
+Combine them into one answer using only these passages; keep names and numbers. \
+If they do not answer the question, reply only: Not in the sources.
 Question: {query_str}
 Answer:";
 
@@ -77,7 +79,8 @@ const SUMMARY_CHAT_USER: &str = "Passages from several sources:
 ---
 {context_str}
 ---
-Combine them into one answer; merge repeated points and keep names and numbers.
+Combine them into one answer; merge repeated points and keep names and numbers. \
+If they do not answer the question, reply only: Not in the sources.
 Question: {query_str}";
 
 const SIMPLE: &str = "{query_str}";

@@ -29,6 +29,7 @@ use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::model::tags::{CallTag, PromptInputs, PromptNodes};
 use crate::observe::{CallReport, Observer, SynthEvent};
+use crate::text::abstention::ReplyReading;
 
 mod attribute;
 
@@ -99,6 +100,13 @@ pub struct SynthStep {
     /// Of [`SynthStep::completion_tokens`], those spent thinking.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Set when the reply was not used as an answer: how it read (it said the sources do
+    /// not answer, or talked about the previous answer); see [`crate::text::abstention`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_used: Option<ReplyReading>,
+    /// Whether the step's previous answer was kept in place of the reply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept_previous: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -135,6 +143,8 @@ impl SynthStep {
                 .0
                 .to_string(),
             reasoning_tokens: report.usage.reasoning_tokens,
+            not_used: None,
+            kept_previous: false,
         }
     }
 
@@ -169,6 +179,8 @@ struct Log {
     calls: Vec<Recorded>,
     /// Steps whose prompt the server rejected as too long.
     corrected: Vec<StepInfo>,
+    /// Steps whose reply was not used as an answer.
+    not_used: Vec<(StepInfo, ReplyReading, bool)>,
 }
 
 /// An [`Observer`] that records every call as a [`SynthStep`]; the synthesizer installs
@@ -237,6 +249,13 @@ impl StepRecorder {
         }
         attribute::node_ids(&mut calls, &self.nodes);
         let mut steps: Vec<SynthStep> = calls.into_iter().map(|c| c.step).collect();
+        for (info, reading, kept) in &log.not_used {
+            // The last call at this place is the one whose reply was read.
+            if let Some(s) = steps.iter_mut().rev().find(|s| s.is(info)) {
+                s.not_used = Some(*reading);
+                s.kept_previous = *kept;
+            }
+        }
         for info in &log.corrected {
             // The re-packed call carries the rejected step's place.
             if let Some(s) = steps.iter_mut().find(|s| s.is(info)) {
@@ -270,12 +289,18 @@ impl Observer for StepRecorder {
     }
 
     fn event(&self, event: &SynthEvent) {
-        if let SynthEvent::ContextCorrected { step, .. } = event {
-            self.log
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .corrected
-                .push(*step);
+        let mut log = self
+            .log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match event {
+            SynthEvent::ContextCorrected { step, .. } => log.corrected.push(*step),
+            SynthEvent::ReplyNotUsed {
+                step,
+                reading,
+                kept_previous,
+            } => log.not_used.push((*step, *reading, *kept_previous)),
+            _ => {}
         }
     }
 }

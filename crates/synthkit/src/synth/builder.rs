@@ -16,6 +16,7 @@ use crate::options::{
     Concurrency, DEFAULT_ACCUMULATE_SEPARATOR, DEFAULT_EMPTY_RESPONSE, Templates,
 };
 use crate::prompt::{PromptBudget, PromptTemplate, TemplateKind};
+use crate::text::abstention::DEFAULT_NOT_IN_SOURCES_ANSWER;
 
 /// Where the system prompt comes from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,6 +50,7 @@ impl Synthesizer {
             concurrency: s.concurrency,
             variables: s.variables.clone(),
             empty_response: s.empty_response.clone(),
+            not_in_sources: s.not_in_sources.clone(),
             separator: s.separator.clone(),
             observer: s.observer.clone(),
             system_prompt: match &s.system_prompt {
@@ -80,6 +82,7 @@ pub struct SynthesizerBuilder {
     concurrency: Concurrency,
     variables: Vec<(String, String)>,
     empty_response: String,
+    not_in_sources: String,
     separator: String,
     observer: Option<Arc<dyn Observer>>,
     system_prompt: SystemPrompt,
@@ -108,6 +111,7 @@ impl SynthesizerBuilder {
             concurrency: Concurrency::default(),
             variables: Vec::new(),
             empty_response: DEFAULT_EMPTY_RESPONSE.to_string(),
+            not_in_sources: DEFAULT_NOT_IN_SOURCES_ANSWER.to_string(),
             separator: DEFAULT_ACCUMULATE_SEPARATOR.to_string(),
             observer: None,
             system_prompt: SystemPrompt::FromModel,
@@ -207,6 +211,12 @@ impl SynthesizerBuilder {
     setters! {
         /// The text of an empty response (default `Empty Response`).
         pub fn empty_response(text: impl Into<String>) => empty_response;
+
+        /// The answer given when the model says the sources do not answer (the default
+        /// prompts ask it to reply `Not in the sources`); the response then says
+        /// `answerable: false`. Default: "The sources do not answer this question."
+        /// See [`crate::text::abstention`].
+        pub fn not_in_sources_answer(text: impl Into<String>) => not_in_sources;
 
         /// The separator between accumulated answers.
         pub fn accumulate_separator(sep: impl Into<String>) => separator;
@@ -426,6 +436,7 @@ impl SynthesizerBuilder {
                 concurrency: self.concurrency,
                 variables: self.variables,
                 empty_response: self.empty_response,
+                not_in_sources: self.not_in_sources,
                 separator: self.separator,
                 observer: self.observer,
                 system_prompt,

@@ -59,6 +59,9 @@ pub struct SynthesisOptions {
     /// Extra output tokens for a reasoning model's thinking on every call
     /// ([`SynthesizerBuilder::thinking_reserve`]).
     pub thinking_reserve: Option<usize>,
+    /// The answer when the model says the sources do not answer
+    /// ([`SynthesizerBuilder::not_in_sources_answer`]).
+    pub not_in_sources_answer: Option<String>,
 }
 
 impl SynthesisOptions {
@@ -102,6 +105,9 @@ impl SynthesisOptions {
         }
         if let Some(tokens) = self.thinking_reserve {
             builder = builder.thinking_reserve(tokens);
+        }
+        if let Some(text) = self.not_in_sources_answer {
+            builder = builder.not_in_sources_answer(text);
         }
         builder
     }

@@ -1,5 +1,6 @@
 //! Text handling: tokenizers and the token text splitter.
 
+pub mod abstention;
 pub mod plain;
 pub mod printable;
 pub mod splitter;

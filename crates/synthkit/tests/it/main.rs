@@ -15,6 +15,7 @@
 
 mod common;
 
+mod abstention;
 #[cfg(feature = "anthropic")]
 mod anthropic;
 mod cache;

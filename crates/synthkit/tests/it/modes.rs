@@ -189,8 +189,9 @@ async fn streaming_equals_non_streaming_in_every_mode() {
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
     for mode in ResponseMode::ALL {
         let model = ScriptedModel::new(info(), |r| {
+            // More words than a final refine step holds back to read its opening.
             Ok(format!(
-                "{} answer with several words {}",
+                "{} answer with several words, enough to stream {}",
                 r.source().unwrap().kind,
                 r.step().index
             ))

@@ -1,0 +1,46 @@
+""""Not in the sources": a reply that says so gives ``answerable`` False and the configured
+answer, streamed or not; a refine reply that only talks about the answer keeps it."""
+
+from __future__ import annotations
+
+from typing import List
+
+import synthkit_rs
+
+NODES = ["The mirror is cleaned every six months.", "The dome opens at dusk."]
+
+
+def test_not_in_the_sources_is_answerable_false_with_the_configured_answer() -> None:
+    synth = synthkit_rs.Synthesizer("compact", llm=lambda p: "Not in the sources.", chat=False,
+                                    context_window=2048, num_output=64,
+                                    not_in_sources_answer="No idea.")
+    r = synth.synthesize("Who built the dome?", NODES)
+    assert r.answerable is False
+    assert r.response == "No idea."
+    stream = synth.stream("Who built the dome?", NODES)
+    assert "".join(stream) == "No idea."
+
+
+def test_an_answer_is_answerable_and_the_prompts_say_how_to_abstain() -> None:
+    prompts: List[str] = []
+
+    def llm(prompt: str) -> str:
+        prompts.append(prompt)
+        return "Every six months."
+
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+                                    num_output=64)
+    r = synth.synthesize("How often is the mirror cleaned?", NODES)
+    assert r.answerable is True
+    assert r.response == "Every six months."
+    assert "Not in the sources" in prompts[0]
+
+
+def test_a_refine_reply_about_the_answer_keeps_the_answer() -> None:
+    replies = iter(["Every six months.", "The original answer remains accurate."])
+    synth = synthkit_rs.Synthesizer("refine", llm=lambda p: next(replies), chat=False,
+                                    context_window=2048, num_output=64, return_steps=True)
+    r = synth.synthesize("How often is the mirror cleaned?", NODES)
+    assert r.response == "Every six months."
+    assert r.steps is not None and r.steps[-1]["kept_previous"] is True
+    assert r.steps[-1]["not_used"] == "talks_about_answer"
