@@ -30,6 +30,7 @@ mod faults;
 mod fuzz_props;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
 mod hostile_peers;
+mod images;
 mod limit;
 #[cfg(feature = "openai")]
 mod llama_server;
