@@ -56,3 +56,5 @@ mod thinking;
 mod truncation;
 #[cfg(feature = "openai")]
 mod url_secrets;
+#[cfg(feature = "openai")]
+mod vision_server;
