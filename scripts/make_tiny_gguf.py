@@ -39,21 +39,17 @@ def read_field(reader, key):
     return field.parts[field.data[0]][0].item()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("vocab", help="a vocabulary-only GGUF with a gpt2 BPE tokenizer")
-    parser.add_argument("out", help="where to write the model")
-    parser.add_argument("--ctx", type=int, default=4096, help="the trained context length")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+def write_model(vocab_path, out_path, ctx, seed):
+    """Write the model to out_path; returns the vocabulary size.
 
-    vocab = GGUFReader(args.vocab)
+    make_tiny_vision_gguf.py writes its language model with this too."""
+    vocab = GGUFReader(vocab_path)
     tokens = read_field(vocab, "tokenizer.ggml.tokens")
     n_vocab = len(tokens)
 
-    out = GGUFWriter(args.out, "llama")
+    out = GGUFWriter(out_path, "llama")
     out.add_name("tiny-random-llama")
-    out.add_context_length(args.ctx)
+    out.add_context_length(ctx)
     out.add_embedding_length(EMBED)
     out.add_block_count(LAYERS)
     out.add_feed_forward_length(FEED_FORWARD)
@@ -72,7 +68,7 @@ def main():
     out.add_eos_token_id(read_field(vocab, "tokenizer.ggml.eos_token_id"))
     out.add_chat_template(CHAT_TEMPLATE)
 
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(seed)
 
     def random(name, *shape):
         out.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float16))
@@ -97,6 +93,17 @@ def main():
     out.write_kv_data_to_file()
     out.write_tensors_to_file()
     out.close()
+    return n_vocab
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("vocab", help="a vocabulary-only GGUF with a gpt2 BPE tokenizer")
+    parser.add_argument("out", help="where to write the model")
+    parser.add_argument("--ctx", type=int, default=4096, help="the trained context length")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    n_vocab = write_model(args.vocab, args.out, args.ctx, args.seed)
     print(f"wrote {args.out}: vocab {n_vocab}, embd {EMBED}, layers {LAYERS}, ctx {args.ctx}")
 
 

@@ -14,10 +14,12 @@
 //! - [`here::serve`]: an app served by the calling runtime, for tests that must share it.
 //! - [`scripted::ScriptedLlama`]: a llama.cpp-like model with its own tokenizer and chat
 //!   template (`/tokenize`, `/apply-template`, `/props`) whose replies vary in length.
-//! - [`llamaindex`]: LlamaIndex's JSON shapes (a `TextNode`), as fixtures.
+//! - [`llamaindex`]: LlamaIndex's JSON shapes (a `TextNode`, an `ImageNode`), as fixtures.
+//! - [`png`]: small PNG images of any size, written here (no image files in the repository).
 //! - [`redis::RedisServer`]: a real `redis-server` on a free loopback port.
-//! - [`llama`]: a real `llama-server` (tiny random model or SmolLM2) for end-to-end tests,
-//!   skipped with a message outside CI when it cannot be built, failing under `CI`.
+//! - [`llama`]: a real `llama-server` (tiny random model, its vision pair, or SmolLM2) for
+//!   end-to-end tests, skipped with a message outside CI when it cannot be built, failing
+//!   under `CI`.
 //!
 //! In-process model doubles (no HTTP) live in `synthkit::testing`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -29,6 +31,7 @@ pub mod hostile;
 pub mod llama;
 pub mod llamaindex;
 pub mod openai;
+pub mod png;
 pub mod record;
 pub mod redis;
 pub mod scripted;

@@ -3,7 +3,8 @@
 //!
 //! The server: `SYNTHKIT_LLAMA_SERVER` (a base URL such as `http://127.0.0.1:8080/v1`) if
 //! set; else `scripts/llama-server.sh PORT CTX` starts one (built once into
-//! `~/.cache/llama-server-tiny`), stopped when the guard is dropped. When llama-server cannot
+//! `~/.cache/llama-server-tiny`), stopped when the guard is dropped. [`smollm2`] and
+//! [`tiny_vision`] always start their own. When llama-server cannot
 //! be built here the tests print a skip message, unless `CI` is set: then they fail.
 
 use std::io::Write as _;
@@ -73,6 +74,19 @@ pub fn server_with_ctx(ctx: usize) -> Option<LlamaServer> {
 pub fn smollm2(ctx: usize, args: &str) -> Option<LlamaServer> {
     start(ctx, Some("smollm2"), args)
 }
+
+/// A llama-server serving the tiny random-weight vision pair (the tiny model plus a
+/// LLaVA-style projector, `--mmproj`; written once into the cache by
+/// `scripts/make_tiny_vision_gguf.py`): it takes images in chat requests, each costing
+/// [`TINY_VISION_IMAGE_TOKENS`] prompt tokens whatever its pixel size. Started with
+/// `-c ctx` and `args`; `None` after a skip message when it cannot be had here (a failure
+/// under `CI`). `SYNTHKIT_LLAMA_SERVER` is not used: that server may have no projector.
+pub fn tiny_vision(ctx: usize, args: &str) -> Option<LlamaServer> {
+    start(ctx, Some("tiny-vision"), args)
+}
+
+/// The prompt tokens one image costs on [`tiny_vision`]'s server: (64 / 16)^2 patches.
+pub const TINY_VISION_IMAGE_TOKENS: u64 = 16;
 
 fn start(ctx: usize, model: Option<&str>, args: &str) -> Option<LlamaServer> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.sh");

@@ -11,6 +11,16 @@
 //! - a LlamaIndex `NodeWithScore`: `{"node": {...}, "score": 0.83}`, the score optional (when
 //!   it is absent or null, the inner node's own `score`, if any).
 //!
+//! **Images.** A node may carry an image ([`NodeImage`]): synthkit's `"image": {"data":
+//! "<base64>", "mime_type": "image/png"}`, or a LlamaIndex `ImageNode`'s `"image":
+//! "<base64>"` with `image_mimetype` (the mime type may be left out: the bytes say it), or
+//! an `image_url` that is a `data:<mime type>;base64,<data>` URL. PNG, JPEG, WebP and GIF,
+//! checked (base64, signature, mime type) and at most [`DEFAULT_MAX_IMAGE_BYTES`] decoded
+//! ([`NodeListReader::with_max_image_bytes`] sets another cap). An `image_url` that is not
+//! a data URL and an `image_path` are errors when the node has no `image` data: synthkit
+//! never fetches or reads an image (beside data, they are ignored, as LlamaIndex prefers
+//! the data). A node with an image may leave out `text` (it is then empty).
+//!
 //! **The id rule.** A node's id is its `id`, else its `id_`, else its `node_id`, else its
 //! 1-based position in the list (`"1"`, `"2"`, ...). A node giving two of `id`, `id_` and
 //! `node_id` with different values is an error, and so are two nodes of one list with the
@@ -24,6 +34,7 @@ use std::collections::hash_map::Entry;
 use serde_json::{Map, Value};
 
 use super::Node;
+use super::image::{DEFAULT_MAX_IMAGE_BYTES, ImageError, NodeImage};
 
 /// The fields that may hold a node's id, in the order the id rule reads them.
 const ID_FIELDS: [&str; 3] = ["id", "id_", "node_id"];
@@ -39,6 +50,11 @@ pub const NODE_FIELDS: [&str; 6] = [
     "metadata",
     "excluded_llm_metadata_keys",
 ];
+
+/// The image fields of a node object (synthkit's `image`, LlamaIndex `ImageNode`'s
+/// `image`, `image_mimetype`, `image_url` and `image_path`), held under a `NodeWithScore`'s
+/// `node` like [`NODE_FIELDS`].
+pub const IMAGE_FIELDS: [&str; 4] = ["image", "image_mimetype", "image_url", "image_path"];
 
 /// The most characters of an id, and the most keys, that an error message shows.
 const SHOWN_CHARS: usize = 80;
@@ -142,6 +158,18 @@ pub enum NodeJsonError {
         /// The field.
         field: &'static str,
     },
+    /// An image field that is not an image the node may carry (bad base64, an unknown
+    /// format, over the size cap, a URL or file path, ...).
+    #[error("node {position}: `{field}`: {error}")]
+    Image {
+        /// The node's position (1-based).
+        position: usize,
+        /// The field (`image`, `image.data`, `image_url`, `image_path`, ...).
+        field: &'static str,
+        /// What is wrong with it.
+        #[source]
+        error: ImageError,
+    },
 }
 
 impl NodeJsonError {
@@ -155,7 +183,8 @@ impl NodeJsonError {
             | NodeJsonError::ConflictingIds { position, .. }
             | NodeJsonError::DuplicateId { position, .. }
             | NodeJsonError::NestedNode { position }
-            | NodeJsonError::FieldBesideNode { position, .. } => *position,
+            | NodeJsonError::FieldBesideNode { position, .. }
+            | NodeJsonError::Image { position, .. } => *position,
         }
     }
 }
@@ -217,12 +246,13 @@ impl Node {
     /// # Ok::<(), synthkit::node::NodeJsonError>(())
     /// ```
     pub fn from_json(value: Value, position: usize) -> Result<Node, NodeJsonError> {
-        read_node(value, position).map(|(node, _)| node)
+        read_node(value, position, DEFAULT_MAX_IMAGE_BYTES).map(|(node, _)| node)
     }
 
     /// The node as a LlamaIndex `NodeWithScore` holding a `TextNode` (`id_`, `text`,
     /// `metadata`, `excluded_llm_metadata_keys`) and the node's `score`: the
-    /// `source_nodes` of a LlamaIndex `Response`, which [`Node::from_json`] reads back.
+    /// `source_nodes` of a LlamaIndex `Response`, which [`Node::from_json`] reads back. A
+    /// node with an image is an `ImageNode` (`image`: the base64 data, `image_mimetype`).
     ///
     /// ```
     /// use synthkit::Node;
@@ -232,16 +262,19 @@ impl Node {
     /// # Ok::<(), synthkit::node::NodeJsonError>(())
     /// ```
     pub fn to_node_with_score(&self) -> Value {
-        serde_json::json!({
-            "node": {
-                "id_": self.id,
-                "text": self.text,
-                "metadata": self.metadata,
-                "excluded_llm_metadata_keys": self.excluded_llm_metadata_keys,
-                "class_name": "TextNode",
-            },
-            "score": self.score,
-        })
+        let mut node = serde_json::json!({
+            "id_": self.id,
+            "text": self.text,
+            "metadata": self.metadata,
+            "excluded_llm_metadata_keys": self.excluded_llm_metadata_keys,
+            "class_name": "TextNode",
+        });
+        if let (Some(image), Value::Object(fields)) = (&self.image, &mut node) {
+            fields.insert("image".into(), image.base64().into());
+            fields.insert("image_mimetype".into(), image.mime_type().into());
+            fields.insert("class_name".into(), "ImageNode".into());
+        }
+        serde_json::json!({"node": node, "score": self.score})
     }
 }
 
@@ -293,11 +326,19 @@ where
 /// assert_eq!(nodes[0].id, "1");
 /// # Ok::<(), synthkit::node::NodeJsonError>(())
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NodeListReader {
     nodes: Vec<Node>,
     /// Each id read so far: its node's position and where the id came from.
     ids: HashMap<String, (usize, IdFrom)>,
+    /// The most decoded bytes of one node's image.
+    max_image_bytes: usize,
+}
+
+impl Default for NodeListReader {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
 }
 
 impl NodeListReader {
@@ -311,14 +352,23 @@ impl NodeListReader {
         Self {
             nodes: Vec::with_capacity(n),
             ids: HashMap::with_capacity(n),
+            max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
         }
+    }
+
+    /// Caps each node's image at `max_bytes` decoded (default
+    /// [`DEFAULT_MAX_IMAGE_BYTES`], 20 MiB); a larger one is [`NodeJsonError::Image`]
+    /// naming the node.
+    pub fn with_max_image_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_image_bytes = max_bytes;
+        self
     }
 
     /// Reads the next node (its position is [`NodeListReader::len`] + 1). On an error the
     /// node is not added, and the reader holds the nodes before it.
     pub fn push(&mut self, value: Value) -> Result<(), NodeJsonError> {
         let position = self.nodes.len() + 1;
-        let (node, from) = read_node(value, position)?;
+        let (node, from) = read_node(value, position, self.max_image_bytes)?;
         match self.ids.entry(node.id.clone()) {
             Entry::Occupied(earlier) => {
                 let (first, first_from) = *earlier.get();
@@ -361,10 +411,14 @@ impl NodeListReader {
 }
 
 /// One node and where its id came from.
-fn read_node(value: Value, position: usize) -> Result<(Node, IdFrom), NodeJsonError> {
+fn read_node(
+    value: Value,
+    position: usize,
+    max_image_bytes: usize,
+) -> Result<(Node, IdFrom), NodeJsonError> {
     match value {
         Value::String(text) => Ok((Node::new(position.to_string(), text), IdFrom::Position)),
-        Value::Object(map) => read_object(map, position),
+        Value::Object(map) => read_object(map, position, max_image_bytes),
         other => Err(NodeJsonError::NotANode {
             position,
             found: kind(&other),
@@ -376,12 +430,14 @@ fn read_node(value: Value, position: usize) -> Result<(Node, IdFrom), NodeJsonEr
 fn read_object(
     mut map: Map<String, Value>,
     position: usize,
+    max_image_bytes: usize,
 ) -> Result<(Node, IdFrom), NodeJsonError> {
     let Some(inner) = map.remove("node") else {
-        return read_fields(map, position);
+        return read_fields(map, position, max_image_bytes);
     };
     if let Some(field) = NODE_FIELDS
         .into_iter()
+        .chain(IMAGE_FIELDS)
         .find(|f| map.get(*f).is_some_and(|v| !v.is_null()))
     {
         return Err(NodeJsonError::FieldBesideNode { position, field });
@@ -398,7 +454,7 @@ fn read_object(
         return Err(NodeJsonError::NestedNode { position });
     }
     let score = read_score(map.remove("score"), position)?;
-    let (mut node, from) = read_fields(inner, position)?;
+    let (mut node, from) = read_fields(inner, position, max_image_bytes)?;
     if score.is_some() {
         node.score = score;
     }
@@ -409,9 +465,12 @@ fn read_object(
 fn read_fields(
     mut map: Map<String, Value>,
     position: usize,
+    max_image_bytes: usize,
 ) -> Result<(Node, IdFrom), NodeJsonError> {
+    let image = read_image(&mut map, position, max_image_bytes)?;
     let text = match map.remove("text") {
         Some(Value::String(text)) => text,
+        None | Some(Value::Null) if image.is_some() => String::new(),
         None | Some(Value::Null) => {
             return Err(NodeJsonError::MissingText {
                 position,
@@ -461,9 +520,93 @@ fn read_fields(
             metadata,
             excluded_llm_metadata_keys,
             score,
+            image,
         },
         from,
     ))
+}
+
+/// The node's image, if it gives one (see the module's **Images**); removes the image
+/// fields from `map`.
+fn read_image(
+    map: &mut Map<String, Value>,
+    position: usize,
+    max_bytes: usize,
+) -> Result<Option<NodeImage>, NodeJsonError> {
+    let image_error = |field, error| NodeJsonError::Image {
+        position,
+        field,
+        error,
+    };
+    let mut take_string = |field: &'static str| match map.remove(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(wrong_type(position, field, "a string", &other)),
+    };
+    let mime_type = take_string("image_mimetype")?;
+    let url = take_string("image_url")?;
+    let path = take_string("image_path")?;
+    let image = match map.remove("image") {
+        None | Some(Value::Null) => None,
+        // LlamaIndex's ImageNode: base64 data, its mime type beside it.
+        Some(Value::String(data)) => Some(
+            NodeImage::from_base64_capped(data, mime_type.as_deref(), max_bytes)
+                .map_err(|e| image_error("image", e))?,
+        ),
+        // synthkit's: {data, mime_type}.
+        Some(Value::Object(mut fields)) => {
+            let data = match fields.remove("data") {
+                Some(Value::String(data)) => data,
+                None | Some(Value::Null) => {
+                    return Err(NodeJsonError::WrongType {
+                        position,
+                        field: "image.data".into(),
+                        expected: "a string (the image's bytes in base64)",
+                        found: "nothing",
+                    });
+                }
+                Some(other) => {
+                    return Err(wrong_type(
+                        position,
+                        "image.data",
+                        "a string (the image's bytes in base64)",
+                        &other,
+                    ));
+                }
+            };
+            let mime = match fields.remove("mime_type") {
+                None | Some(Value::Null) => mime_type,
+                Some(Value::String(mime)) => Some(mime),
+                Some(other) => {
+                    return Err(wrong_type(position, "image.mime_type", "a string", &other));
+                }
+            };
+            Some(
+                NodeImage::from_base64_capped(data, mime.as_deref(), max_bytes)
+                    .map_err(|e| image_error("image.data", e))?,
+            )
+        }
+        Some(other) => {
+            return Err(wrong_type(
+                position,
+                "image",
+                "a string (base64) or an object {data, mime_type}",
+                &other,
+            ));
+        }
+    };
+    if image.is_some() {
+        return Ok(image);
+    }
+    if let Some(url) = url {
+        return NodeImage::from_data_url(&url, max_bytes)
+            .map(Some)
+            .map_err(|e| image_error("image_url", e));
+    }
+    if path.is_some() {
+        return Err(image_error("image_path", ImageError::Path));
+    }
+    Ok(None)
 }
 
 /// The id the node gives (`id`, else `id_`, else `node_id`), if any; two that differ are

@@ -2,10 +2,13 @@
 //!
 //! Build them with [`Node::new`] and its `with_*` methods, or read them from JSON in
 //! synthkit's form or LlamaIndex's with [`Node::from_json`] and [`nodes_from_json`] (the
-//! one reader of node JSON, with one id rule: see [`json`]).
+//! one reader of node JSON, with one id rule: see [`json`]). A node may carry an image
+//! ([`NodeImage`], LlamaIndex's `ImageNode`; not yet sent to models: see [`image`]).
 
+pub mod image;
 pub mod json;
 
+pub use image::{DEFAULT_MAX_IMAGE_BYTES, ImageError, ImageFormat, NodeImage};
 pub use json::{NodeJsonError, NodeListReader, nodes_from_json};
 
 use std::borrow::Cow;
@@ -46,6 +49,11 @@ pub struct Node {
     /// The retriever's relevance score, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// An image the node carries (LlamaIndex's `ImageNode`), if any; [`Node::text`] stays
+    /// the node's text (a caption, or empty). Not yet sent to models: a synthesis given an
+    /// image fails before any call rather than answer without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<NodeImage>,
 }
 
 impl Node {
@@ -73,6 +81,8 @@ impl Node {
     setters! {
         /// Sets the relevance score.
         pub fn with_score(score: f64) => Some(score);
+        /// Sets the image the node carries.
+        pub fn with_image(image: NodeImage) => Some(image);
     }
 
     /// The metadata lines the model sees (`key: value`, joined by newlines).

@@ -207,6 +207,7 @@ impl Synthesizer {
         span: tracing::Span,
     ) -> Result<E, SynthError> {
         unique_ids(&input.nodes)?;
+        crate::node::image::refuse_images(&input.nodes).map_err(SynthError::InvalidOption)?;
         let (job, texts) = self.prepare(input, span);
         let ended = self
             .end_job::<E>(

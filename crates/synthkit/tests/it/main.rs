@@ -31,6 +31,7 @@ mod faults;
 mod fuzz_props;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
 mod hostile_peers;
+mod images;
 mod limit;
 #[cfg(feature = "openai")]
 mod llama_server;
@@ -56,3 +57,5 @@ mod thinking;
 mod truncation;
 #[cfg(feature = "openai")]
 mod url_secrets;
+#[cfg(feature = "openai")]
+mod vision_server;

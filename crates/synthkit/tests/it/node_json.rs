@@ -429,3 +429,167 @@ fn random_lists_read_or_fail_cleanly() {
         failed.into_inner()
     );
 }
+
+/// The first bytes of a PNG file (enough for its signature), as base64.
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAABAAAAAQ";
+
+#[test]
+fn image_nodes_read_in_both_shapes_and_round_trip() {
+    use synthkit::node::ImageFormat;
+    let li = synthkit_testkit::llamaindex::image_node(
+        "img-1",
+        "a cat",
+        Some(PNG_B64),
+        Some("image/png"),
+    );
+    let node = Node::from_json(li.clone(), 1).unwrap();
+    assert_eq!(node.id, "img-1");
+    assert_eq!(node.text, "a cat");
+    let image = node.image.clone().unwrap();
+    assert_eq!(
+        (image.format(), image.base64(), image.len()),
+        (ImageFormat::Png, PNG_B64, 24)
+    );
+    // As a NodeWithScore; the mime type left out (the bytes say it).
+    let mut bare = li.clone();
+    bare["image_mimetype"] = Value::Null;
+    let scored = Node::from_json(json!({"node": bare, "score": 0.5}), 1).unwrap();
+    assert_eq!(scored.image, node.image);
+    // synthkit's own form, written and read back; an image node may leave out its text.
+    let own = json!({"id": "p", "image": {"data": PNG_B64, "mime_type": "image/png"}});
+    let p = Node::from_json(own, 1).unwrap();
+    assert_eq!(
+        (p.text.as_str(), p.image.as_ref()),
+        ("", node.image.as_ref())
+    );
+    let written = serde_json::to_value(&node).unwrap();
+    assert_eq!(
+        written["image"],
+        json!({"mime_type": "image/png", "data": PNG_B64})
+    );
+    assert_eq!(Node::from_json(written.clone(), 1).unwrap(), node);
+    assert_eq!(serde_json::from_value::<Node>(written).unwrap(), node);
+    // LlamaIndex's shape written back: an ImageNode.
+    let out = node.to_node_with_score();
+    assert_eq!(out["node"]["class_name"], "ImageNode");
+    assert_eq!(out["node"]["image"], PNG_B64);
+    assert_eq!(out["node"]["image_mimetype"], "image/png");
+    assert_eq!(Node::from_json(out, 1).unwrap(), node);
+    // A data URL in image_url.
+    let url = json!({"text": "t", "image_url": format!("data:image/png;base64,{PNG_B64}")});
+    assert_eq!(Node::from_json(url, 1).unwrap().image, node.image);
+    // Debug never shows the data.
+    assert!(!format!("{node:?}").contains(PNG_B64));
+}
+
+#[test]
+fn bad_images_name_the_node_and_field() {
+    use synthkit::node::ImageError;
+    let image = |image: Value, mime: Option<&str>| {
+        synthkit_testkit::llamaindex::image_node("i", "t", None, mime)
+            .as_object()
+            .cloned()
+            .map(|mut m| {
+                m.insert("image".into(), image);
+                Value::Object(m)
+            })
+            .unwrap()
+    };
+    let e = error(json!(["a", image(json!("iVBO%w0KGgo="), None)]));
+    assert!(
+        matches!(
+            &e,
+            NodeJsonError::Image {
+                position: 2,
+                field: "image",
+                error: ImageError::Base64 { .. }
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("node 2: `image`: not valid base64 (character 4 is '%')"),
+        "{e}"
+    );
+    // A PDF's bytes.
+    let e = error(json!([image(json!("JVBERi0xLjcK"), None)]));
+    assert!(
+        e.to_string().contains("not a PNG, JPEG, WebP or GIF image"),
+        "{e}"
+    );
+    // A mime type the bytes deny.
+    let e = error(json!([image(json!(PNG_B64), Some("image/jpeg"))]));
+    assert!(
+        e.to_string()
+            .contains("the mime type is image/jpeg but the bytes are a PNG image"),
+        "{e}"
+    );
+    // synthkit's form: the field is image.data; a wrong type is named.
+    let e = error(json!([{"text": "t", "image": {"data": "JVBERi0xLjcK"}}]));
+    assert!(e.to_string().starts_with("node 1: `image.data`:"), "{e}");
+    let e = error(json!([{"text": "t", "image": 3}]));
+    assert!(
+        e.to_string()
+            .contains("`image` must be a string (base64) or an object"),
+        "{e}"
+    );
+    // Over the cap: the reader's, naming the node.
+    let mut reader = NodeListReader::new().with_max_image_bytes(10);
+    reader.push(json!("a")).unwrap();
+    let e = reader.push(image(json!(PNG_B64), None)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "node 2: `image`: the image is 24 bytes, over the limit of 10 bytes an image: give a smaller image (scale it down or compress it)"
+    );
+    // URLs and paths are never fetched or read; the URL is not repeated.
+    let mut li = synthkit_testkit::llamaindex::image_node("u", "t", None, None);
+    li["image_url"] = json!("https://user:pw@example.com/cat.png?sig=s3cret");
+    let e = error(json!([li]));
+    assert!(
+        matches!(
+            &e,
+            NodeJsonError::Image {
+                field: "image_url",
+                error: ImageError::Url,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        !e.to_string().contains("s3cret") && !e.to_string().contains("pw@"),
+        "{e}"
+    );
+    let mut li = synthkit_testkit::llamaindex::image_node("p", "t", None, Some("image/png"));
+    li["image_path"] = json!("/etc/passwd.png");
+    let e = error(json!([li]));
+    assert!(
+        matches!(
+            &e,
+            NodeJsonError::Image {
+                field: "image_path",
+                error: ImageError::Path,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // Image fields beside a NodeWithScore's node.
+    let e = error(json!([{"node": {"text": "t"}, "image": PNG_B64}]));
+    assert!(
+        matches!(e, NodeJsonError::FieldBesideNode { field: "image", .. }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_text_node_without_image_fields_is_unchanged() {
+    let node = Node::from_json(text_node("a", "x"), 1).unwrap();
+    assert_eq!(node.image, None);
+    let li = synthkit_testkit::llamaindex::image_node("b", "caption only", None, None);
+    assert_eq!(
+        Node::from_json(li, 1).unwrap(),
+        Node::new("b", "caption only")
+    );
+}
