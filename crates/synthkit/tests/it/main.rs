@@ -19,6 +19,7 @@ mod common;
 mod anthropic;
 mod cache;
 mod cache_race;
+mod citation_quotes;
 mod citations;
 mod citations_many;
 mod conformance;
