@@ -49,7 +49,8 @@ mod quotes;
 
 pub(crate) use markers::{MarkerRewriter, label_lines, numbers_in, strip_markers};
 pub use quotes::{
-    MAX_QUOTE_CHARS, MAX_QUOTES, MAX_UNSUPPORTED_NUMBERS, Quote, QuoteStatus, UnsupportedNumber,
+    MAX_QUOTE_CHARS, MAX_QUOTES, MAX_UNSUPPORTED_NUMBERS, Quote, QuoteCounts, QuoteStatus,
+    UnsupportedNumber,
 };
 
 /// How the model is asked to cite ([`crate::SynthesizerBuilder::citation_style`]).
@@ -117,6 +118,11 @@ impl Citations {
         self.markers
             .iter()
             .any(|c| c.node_ids.iter().any(|n| n == id))
+    }
+
+    /// How many quotes had each status (all zero outside quote mode).
+    pub fn quote_counts(&self) -> QuoteCounts {
+        QuoteCounts::of(&self.quotes)
     }
 
     /// The ids of the cited nodes, in order of first citation, each once.

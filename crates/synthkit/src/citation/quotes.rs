@@ -73,6 +73,54 @@ pub struct Quote {
     pub end: Option<usize>,
 }
 
+/// How many quotes of an answer (or of many) had each status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct QuoteCounts {
+    /// Quotes found in the node their marker names.
+    #[serde(default)]
+    pub verified: u64,
+    /// Quotes found in another source (re-pointed).
+    #[serde(default)]
+    pub misattributed: u64,
+    /// Quotes found in no source shown (fabricated).
+    #[serde(default)]
+    pub not_found: u64,
+}
+
+impl QuoteCounts {
+    /// The counts of `quotes`.
+    pub fn of<'a>(quotes: impl IntoIterator<Item = &'a Quote>) -> Self {
+        let mut c = QuoteCounts::default();
+        for q in quotes {
+            c.add_status(q.status);
+        }
+        c
+    }
+
+    fn add_status(&mut self, status: QuoteStatus) {
+        match status {
+            QuoteStatus::Verified => self.verified += 1,
+            QuoteStatus::Misattributed => self.misattributed += 1,
+            QuoteStatus::NotFound => self.not_found += 1,
+        }
+    }
+
+    /// These counts plus `other`'s.
+    pub fn plus(self, other: QuoteCounts) -> Self {
+        QuoteCounts {
+            verified: self.verified + other.verified,
+            misattributed: self.misattributed + other.misattributed,
+            not_found: self.not_found + other.not_found,
+        }
+    }
+
+    /// All quotes counted.
+    pub fn total(&self) -> u64 {
+        self.verified + self.misattributed + self.not_found
+    }
+}
+
 /// A number in a cited sentence that none of the sentence's cited sources contains.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
