@@ -145,7 +145,8 @@ struct Many {
     requests: Py<PyIterator>,
     base: synthkit::Synthesizer,
     defaults: RequestDefaults,
-    citations: bool,
+    /// The synthesizer's `citations=`, as a request's `citations`.
+    citations: Value,
     jobs: usize,
 }
 
@@ -203,7 +204,7 @@ impl Many {
                 // The base synthesizer's budget already has its prompt limit.
                 max_prompt_tokens: None,
             },
-            citations: synth.citations(),
+            citations: synth.citations_value(),
             base,
             jobs,
         })
@@ -340,7 +341,7 @@ impl Many {
             }
         }
         body.entry("citations")
-            .or_insert(Value::Bool(self.citations));
+            .or_insert_with(|| self.citations.clone());
         let request: SynthesizeRequest =
             serde_json::from_value(Value::Object(body)).map_err(|e| invalid(e.to_string()))?;
         let prepared = request
