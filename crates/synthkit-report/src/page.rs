@@ -212,7 +212,8 @@ fn answer(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
             h.markup(" ");
             index.node_link(h, &q.node_id);
             if let (Some(a), Some(b)) = (q.start, q.end) {
-                h.markup(" ").element("span", "tag", &format!("chars {a}-{b}"));
+                h.markup(" ")
+                    .element("span", "tag", &format!("chars {a}-{b}"));
             }
             h.markup("</li>");
         }

@@ -102,7 +102,8 @@ async fn quotes_are_listed_with_their_status_and_highlighted_in_their_source() {
         Node::new("other", "Nothing here."),
     ];
     let response = synth.synthesize("When?", nodes).await.unwrap();
-    let record = synthkit_report::RunRecord::from_response("When?", ResponseMode::Compact, &response);
+    let record =
+        synthkit_report::RunRecord::from_response("When?", ResponseMode::Compact, &response);
     assert_eq!(record.quotes.len(), 2);
     let page = render(&record);
     assert!(page.contains("<ul class=\"quotes\">"), "{page}");
