@@ -145,13 +145,14 @@ struct Many {
     requests: Py<PyIterator>,
     base: synthkit::Synthesizer,
     defaults: RequestDefaults,
-    citations: bool,
+    /// The synthesizer's `citations=`, as a request's `citations`.
+    citations: Value,
     jobs: usize,
 }
 
 /// A request's result, before it becomes a Python object.
 enum Outcome {
-    Answered(synthkit::Response),
+    Answered(Box<synthkit::Response>),
     Failed(Failure),
 }
 
@@ -203,7 +204,7 @@ impl Many {
                 // The base synthesizer's budget already has its prompt limit.
                 max_prompt_tokens: None,
             },
-            citations: synth.citations(),
+            citations: synth.citations_value(),
             base,
             jobs,
         })
@@ -340,7 +341,7 @@ impl Many {
             }
         }
         body.entry("citations")
-            .or_insert(Value::Bool(self.citations));
+            .or_insert_with(|| self.citations.clone());
         let request: SynthesizeRequest =
             serde_json::from_value(Value::Object(body)).map_err(|e| invalid(e.to_string()))?;
         let prepared = request
@@ -364,7 +365,7 @@ impl Many {
 /// on the driving task, not on the synthesis's.
 enum Done {
     Ready(Outcome),
-    Ran(usize, Option<Value>, Result<synthkit::Response, Lost>),
+    Ran(usize, Option<Value>, Result<Box<synthkit::Response>, Lost>),
 }
 
 /// Why a request that ran has no response.
@@ -386,7 +387,7 @@ fn start(window: &mut Window<Done>, index: usize, started: Started) {
     window.spawn(
         async move {
             let result = synth.synthesize_input(input).await;
-            Done::Ran(index, id, result.map_err(Lost::Synthesis))
+            Done::Ran(index, id, result.map(Box::new).map_err(Lost::Synthesis))
         },
         move |e| Done::Ran(index, id_again, Err(Lost::Task(e))),
     );
@@ -431,7 +432,7 @@ fn outcomes_to_list(py: Python<'_>, outcomes: Vec<Outcome>) -> PyResult<Py<PyLis
     let list = PyList::empty(py);
     for outcome in outcomes {
         match outcome {
-            Outcome::Answered(r) => list.append(Py::new(py, Response::new(r))?)?,
+            Outcome::Answered(r) => list.append(Py::new(py, Response::new(*r))?)?,
             Outcome::Failed(f) => {
                 let id = match &f.id {
                     Some(v) => from_json(py, v)?.unbind(),

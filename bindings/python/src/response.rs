@@ -106,6 +106,34 @@ impl Response {
         Ok(Some(list))
     }
 
+    /// With `citations="quotes"`: every `[n] "quote"` of the answer, checked, as
+    /// `{"marker", "node_id", "marked_node_id", "quote", "status", "start", "end"}`;
+    /// `status` is `verified` (in the marked node; `start`/`end` are character offsets
+    /// into `node_id`'s text), `misattributed` (in another source: `node_id` is that
+    /// source) or `not_found` (offsets `None`, left out of `citations`). `None` without
+    /// citations; empty outside quote mode.
+    #[getter]
+    fn quotes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(c) = &self.inner.citations else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(&c.quotes)
+            .map_err(|e| SynthkitError::new_err(format!("cannot write the quotes: {e}")))?;
+        from_json(py, &value).map(Some)
+    }
+
+    /// With `citations="quotes"`: `{"number", "markers", "sentence"}` for each number of a
+    /// cited sentence that none of its cited sources contains. `None` without citations.
+    #[getter]
+    fn unsupported_numbers<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(c) = &self.inner.citations else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(&c.unsupported_numbers)
+            .map_err(|e| SynthkitError::new_err(format!("cannot write the numbers: {e}")))?;
+        from_json(py, &value).map(Some)
+    }
+
     /// For `simple_summarize`: `{"dropped_tokens", "dropped_node_ids"}` when the context
     /// was cut to fit one prompt, else `None`.
     #[getter]

@@ -65,6 +65,8 @@ pub struct Synthesizer {
     num_output: usize,
     concurrency: usize,
     citations: bool,
+    /// `citations="quotes"`: quoted citations, checked.
+    quotes: bool,
     sharing: Sharing,
     /// A Python LLM's adapter (its `id()`), when the synthesizer calls one.
     llm_adapter: Option<usize>,
@@ -160,7 +162,7 @@ impl Synthesizer {
         context_window = None,
         num_output = None,
         concurrency = None,
-        citations = false,
+        citations = None,
         temperature = None,
         timeout = None,
         system_prompt = None,
@@ -206,7 +208,7 @@ impl Synthesizer {
         context_window: Option<usize>,
         num_output: Option<usize>,
         concurrency: Option<usize>,
-        citations: bool,
+        citations: Option<&Bound<'_, PyAny>>,
         temperature: Option<f32>,
         timeout: Option<f64>,
         system_prompt: Option<String>,
@@ -347,7 +349,11 @@ impl Synthesizer {
         let mut options = synthkit::SynthesisOptions::default();
         options.mode = Some(mode);
         options.on_truncation = Some(on_truncation.library());
+        let (citations, quotes) = citing(citations)?;
         options.citations = Some(citations);
+        if quotes {
+            options.citation_style = Some(synthkit::CitationStyle::Quotes);
+        }
         options.return_steps = Some(return_steps);
         options.concurrency = Some(allowed);
         options.templates = overrides;
@@ -381,6 +387,7 @@ impl Synthesizer {
             num_output: info.num_output,
             concurrency: backend.concurrency,
             citations,
+            quotes,
             sharing,
             llm_adapter: backend.llm_adapter,
             on_truncation,
@@ -494,7 +501,11 @@ impl Synthesizer {
             self.context_window,
             self.num_output,
             self.concurrency,
-            if self.citations { "True" } else { "False" },
+            match (self.citations, self.quotes) {
+                (true, true) => "'quotes'",
+                (true, false) => "True",
+                _ => "False",
+            },
             sharing::describe(&self.sharing),
         )
     }
@@ -509,6 +520,15 @@ impl Synthesizer {
     /// Whether answers cite their sources (`citations=`).
     pub(crate) fn citations(&self) -> bool {
         self.citations
+    }
+
+    /// `citations=` as a request's `citations`: a boolean, or `"quotes"`.
+    pub(crate) fn citations_value(&self) -> serde_json::Value {
+        if self.citations && self.quotes {
+            serde_json::Value::String("quotes".into())
+        } else {
+            serde_json::Value::Bool(self.citations)
+        }
     }
 
     /// The synthesizer for one synthesis started from this thread: from a coroutine
@@ -636,4 +656,25 @@ fn bare_template(t: &Bound<'_, PyAny>, kind: TemplateKind, arg: &str) -> PyResul
             .map(|n| n.to_string())
             .unwrap_or_default()
     )))
+}
+
+/// Reads `citations=`: `True`/`False` (`None`: off), `"markers"` or `"quotes"`;
+/// (on, quotes).
+fn citing(value: Option<&Bound<'_, PyAny>>) -> PyResult<(bool, bool)> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok((false, false));
+    };
+    if let Ok(on) = value.extract::<bool>() {
+        return Ok((on, false));
+    }
+    let Ok(style) = value.extract::<String>() else {
+        return Err(InputError::new_err(
+            "citations= must be True, False, \"markers\" or \"quotes\"",
+        ));
+    };
+    match style.parse::<synthkit::CitationStyle>() {
+        Ok(synthkit::CitationStyle::Quotes) => Ok((true, true)),
+        Ok(_) => Ok((true, false)),
+        Err(e) => Err(InputError::new_err(format!("citations=: {e}"))),
+    }
 }

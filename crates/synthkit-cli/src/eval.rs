@@ -199,7 +199,7 @@ impl Runner {
             .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
         // The extractive backend always cites (it says which sentences it took); the
         // markers stay out of the answer without --cite.
-        let citations = self.args.cite || self.backend.is_extractive();
+        let citations = self.args.cites() || self.backend.is_extractive();
         let mut options = SynthesisOptions::default();
         options.mode = Some(mode);
         options.budget = Some(budget);
@@ -208,7 +208,8 @@ impl Runner {
             self.backend.server_slots,
         ));
         options.citations = Some(citations);
-        options.citation_markers = Some(self.args.cite);
+        options.citation_markers = Some(self.args.cites());
+        options.citation_style = Some(self.args.citation_style());
         options.system_prompt = self.args.prompts.system_prompt.clone();
         options.templates = self.templates.list();
         let builder = options.apply(Synthesizer::builder(self.backend.model()));
@@ -256,7 +257,7 @@ impl Runner {
         nodes: &[Node],
     ) -> Result<(AnswerLine, Option<String>)> {
         let (synth, recorder) = self.synthesizer(mode, nodes)?;
-        let run = run_case(&synth, case, nodes.to_vec(), self.args.cite).await;
+        let run = run_case(&synth, case, nodes.to_vec(), self.args.cites()).await;
         let (line, outcome) = (run.line, run.outcome);
         let report = match (&self.reports, &recorder, &self.args.report_dir) {
             (Some(reports), Some(recorder), Some(dir)) => {

@@ -326,6 +326,14 @@ pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonRep
         if let Some(c) = &response.citations {
             obj.insert("citations".into(), json!(c.markers));
             obj.insert("citations_removed".into(), json!(c.removed));
+            // Quote mode: each quote with its status and character offsets, and the
+            // numbers no cited source has.
+            if !c.quotes.is_empty() {
+                obj.insert("quotes".into(), json!(c.quotes));
+            }
+            if !c.unsupported_numbers.is_empty() {
+                obj.insert("unsupported_numbers".into(), json!(c.unsupported_numbers));
+            }
         }
         if let Some(g) = info.grounded {
             obj.insert("grounded".into(), Value::Bool(g));
@@ -434,6 +442,7 @@ mod tests {
                 node_ids: vec!["b".into()],
             }],
             removed: vec![],
+            ..synthkit::Citations::default()
         });
         let mut out = Vec::new();
         write_text(&mut out, &response, SourceStyle::Cited).unwrap();

@@ -150,7 +150,8 @@ pub fn build_synthesizer(
         TruncationPolicy::Error => OnTruncation::Error,
     });
     options.citations = Some(shows_citations(args, backend));
-    options.citation_markers = Some(args.cite);
+    options.citation_markers = Some(args.cites());
+    options.citation_style = Some(args.citation_style());
     options.return_steps = Some(wants_steps(args));
     options.system_prompt = args.prompts.system_prompt.clone();
     options.templates = templates.list();
@@ -167,7 +168,7 @@ pub fn build_synthesizer(
 /// Whether the model sees numbered sources: with `--cite`, and always for the extractive
 /// backend (it cites what it quotes).
 fn shows_citations(args: &SynthArgs, backend: &Backend) -> bool {
-    args.cite || backend.is_extractive()
+    args.cites() || backend.is_extractive()
 }
 
 /// Whether the response carries its steps: for `--steps` (a plan makes no call). The
@@ -392,7 +393,7 @@ pub async fn run(
             t.dropped_node_ids.join(", ")
         ));
     }
-    let style = output::SourceStyle::of(&response, args.cite);
+    let style = output::SourceStyle::of(&response, args.cites());
     let stdout = io::stdout();
     if args.json && args.format == JsonFormat::Llamaindex {
         output::write_json(&mut stdout.lock(), &output::report_llamaindex(&response))?;
@@ -452,7 +453,7 @@ async fn stream_answer(
     }
     let response = stream.finish().await.map_err(|e| explain(e, args))?;
     progress.clear();
-    let style = output::SourceStyle::of(&response, args.cite);
+    let style = output::SourceStyle::of(&response, args.cites());
     output::write_after_answer(&mut stdout.lock(), &response, style)?;
     Ok(response)
 }

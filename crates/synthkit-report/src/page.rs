@@ -198,6 +198,27 @@ fn answer(h: &mut Html, run: &RunRecord, index: &Index<'_>) {
             h.markup("</ul>");
         }
     }
+    if !run.quotes.is_empty() {
+        // Quote mode: each quote with its status, linked to the source it is in.
+        h.markup("<ul class=\"quotes\">");
+        for q in &run.quotes {
+            let class = match q.status.as_str() {
+                "verified" => "tag good",
+                _ => "tag bad",
+            };
+            h.markup("<li>[").value(q.marker).markup("] &ldquo;");
+            h.text(&q.quote).markup("&rdquo; ");
+            h.element("span", class, &q.status);
+            h.markup(" ");
+            index.node_link(h, &q.node_id);
+            if let (Some(a), Some(b)) = (q.start, q.end) {
+                h.markup(" ")
+                    .element("span", "tag", &format!("chars {a}-{b}"));
+            }
+            h.markup("</li>");
+        }
+        h.markup("</ul>");
+    }
     h.markup("</section>\n");
 }
 

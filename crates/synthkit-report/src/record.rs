@@ -35,6 +35,9 @@ pub struct RunRecord {
     /// The answer's citations (marker to node ids), when citations were on.
     #[serde(default)]
     pub citations: Option<Vec<CitationRecord>>,
+    /// Quote mode: the answer's quotes, checked (status and character offsets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quotes: Vec<QuoteRecord>,
     /// The sources, in the order given.
     #[serde(default)]
     pub sources: Vec<SourceRecord>,
@@ -65,6 +68,25 @@ pub struct CitationRecord {
     pub marker: u32,
     /// The cited nodes' ids.
     pub node_ids: Vec<String>,
+}
+
+/// One checked quote of the answer ([`synthkit::Quote`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuoteRecord {
+    /// The marker before the quote.
+    pub marker: u32,
+    /// The node the quote is in (or the marked node, when not found).
+    pub node_id: String,
+    /// The quote as written.
+    pub quote: String,
+    /// `verified`, `misattributed` or `not_found`.
+    pub status: String,
+    /// Character offsets into the node's text (none when not found).
+    #[serde(default)]
+    pub start: Option<usize>,
+    /// End (exclusive), in characters.
+    #[serde(default)]
+    pub end: Option<usize>,
 }
 
 /// One source node.
@@ -164,6 +186,19 @@ impl RunRecord {
                     })
                     .collect()
             }),
+            quotes: response
+                .citations
+                .iter()
+                .flat_map(|c| &c.quotes)
+                .map(|q| QuoteRecord {
+                    marker: q.marker,
+                    node_id: q.node_id.clone(),
+                    quote: q.quote.clone(),
+                    status: q.status.as_str().to_string(),
+                    start: q.start,
+                    end: q.end,
+                })
+                .collect(),
             sources: response.source_nodes[..kept]
                 .iter()
                 .map(|n| SourceRecord::of(n, excerpt))

@@ -99,7 +99,8 @@ fn source(h: &mut Html, run: &RunRecord, index: &Index<'_>, p: usize) {
         }
         h.markup("</span>");
     }
-    h.markup("</p><pre class=\"excerpt\">").text(&s.excerpt);
+    h.markup("</p><pre class=\"excerpt\">");
+    write_excerpt(h, run, &s.id, &s.excerpt);
     if !s.is_whole() {
         h.markup("<span class=\"more\">… ")
             .value(thousands(
@@ -108,4 +109,47 @@ fn source(h: &mut Html, run: &RunRecord, index: &Index<'_>, p: usize) {
             .markup(" more bytes</span>");
     }
     h.markup("</pre></article>\n");
+}
+
+/// `excerpt` escaped, the quotes found in node `id` highlighted (`<mark>`, titled with
+/// their status); character offsets past the excerpt are cut.
+fn write_excerpt(h: &mut Html, run: &RunRecord, id: &str, excerpt: &str) {
+    let mut spans: Vec<(usize, usize, &str)> = run
+        .quotes
+        .iter()
+        .filter(|q| q.node_id == id)
+        .filter_map(|q| Some((q.start?, q.end?, q.status.as_str())))
+        .filter(|(a, b, _)| a < b)
+        .collect();
+    spans.sort_unstable();
+    if spans.is_empty() {
+        h.text(excerpt);
+        return;
+    }
+    let chars: Vec<char> = excerpt.chars().collect();
+    let piece = |a: usize, b: usize| -> String {
+        chars
+            .get(a.min(chars.len())..b.min(chars.len()))
+            .unwrap_or_default()
+            .iter()
+            .collect()
+    };
+    let mut at = 0;
+    for (a, b, status) in spans {
+        // Overlapping quotes: the part already highlighted is not repeated.
+        let a = a.max(at);
+        if a >= b || a >= chars.len() {
+            continue;
+        }
+        h.text(&piece(at, a));
+        h.markup("<mark class=\"quote ")
+            .text(status)
+            .markup("\" title=\"")
+            .text(status)
+            .markup("\">")
+            .text(&piece(a, b))
+            .markup("</mark>");
+        at = b;
+    }
+    h.text(&piece(at, chars.len()));
 }

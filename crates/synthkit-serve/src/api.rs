@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use synthkit::Node;
 pub use synthkit::request::{
-    CitationBody, CitationsBody, ErrorDetail, NodeInput, NodeObject, RequestError, SourceNode,
-    SynthesizeRequest, SynthesizeResponse, TemplatesInput, TruncationBody, UsageBody,
+    CitationBody, CitationsBody, ErrorDetail, NodeInput, NodeObject, QuoteBody, RequestError,
+    SourceNode, SynthesizeRequest, SynthesizeResponse, TemplatesInput, TruncationBody,
+    UnsupportedNumberBody, UsageBody,
 };
 
 use crate::error::ApiError;

@@ -68,9 +68,13 @@ pub struct SynthesizeRequest {
     pub stream: bool,
     /// Numbered sources and `[n]` citations: the answer's markers are checked and mapped
     /// to node ids in the response's `citations`. Text answers only (not with
-    /// `output_schema`).
-    #[serde(default)]
-    pub citations: bool,
+    /// `output_schema`). `true` or `"markers"`: `[n]` markers; `"quotes"`: quoted
+    /// citations, `[n] "exact words"`, each quote checked against its node (the
+    /// response's `citations.quotes`: status and character offsets) and numbers of cited
+    /// sentences checked (`citations.unsupported_numbers`).
+    #[serde(default, deserialize_with = "citing")]
+    #[schemars(with = "Value")]
+    pub citations: Citing,
     /// With `citations`, whether the answer keeps its `[n]` markers (default true; false
     /// removes them from the text and keeps `citations`).
     #[serde(default)]
@@ -231,6 +235,35 @@ pub struct PreparedRequest {
     pub steps: Option<Arc<StepRecorder>>,
 }
 
+/// A request's `citations`: off, `[n]` markers, or quoted citations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Citing {
+    /// No citations (`false`, or left out).
+    #[default]
+    Off,
+    /// `[n]` markers (`true` or `"markers"`).
+    Markers,
+    /// Quoted citations (`"quotes"`).
+    Quotes,
+}
+
+/// Reads `citations`: a boolean, `"markers"` or `"quotes"`.
+fn citing<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Citing, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null | Value::Bool(false) => Ok(Citing::Off),
+        Value::Bool(true) => Ok(Citing::Markers),
+        Value::String(s) => match s.parse::<crate::CitationStyle>() {
+            Ok(crate::CitationStyle::Quotes) => Ok(Citing::Quotes),
+            Ok(_) => Ok(Citing::Markers),
+            Err(e) => Err(serde::de::Error::custom(format!("`citations`: {e}"))),
+        },
+        _ => Err(serde::de::Error::custom(
+            "`citations` must be true, false, \"markers\" or \"quotes\"",
+        )),
+    }
+}
+
 /// Why a request cannot run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -312,8 +345,13 @@ impl SynthesizeRequest {
         let mut options = SynthesisOptions {
             mode: Some(mode),
             concurrency: Some(concurrency),
-            citations: Some(self.citations),
+            citations: Some(self.citations != Citing::Off),
             citation_markers: self.citation_markers,
+            citation_style: match self.citations {
+                Citing::Quotes => Some(crate::CitationStyle::Quotes),
+                Citing::Markers => Some(crate::CitationStyle::Markers),
+                Citing::Off => None,
+            },
             // Left out, the base's setting stays.
             return_steps: self.return_steps.then_some(true),
             output_schema: self.output_schema,
@@ -430,6 +468,46 @@ pub struct CitationsBody {
     pub markers: Vec<CitationBody>,
     /// Markers removed because they named no source shown to the model, as written.
     pub removed: Vec<String>,
+    /// With `"citations": "quotes"`: every `[n] "quote"` of the answer, checked (absent
+    /// when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quotes: Vec<QuoteBody>,
+    /// With `"citations": "quotes"`: numbers of cited sentences that none of their cited
+    /// sources contains (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsupported_numbers: Vec<UnsupportedNumberBody>,
+}
+
+/// One checked quote of the answer (see `synthkit::citation::Quote`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct QuoteBody {
+    /// The marker written before the quote, as numbered in the answer.
+    pub marker: u32,
+    /// The node the quote was found in (re-pointed when misattributed), or the node the
+    /// marker names when not found.
+    pub node_id: String,
+    /// The node the marker names.
+    pub marked_node_id: String,
+    /// The quote as written, without its quote marks.
+    pub quote: String,
+    /// `verified` (in the marked node), `misattributed` (in another source shown: the
+    /// citation is re-pointed), `not_found` (left out of the citations).
+    pub status: String,
+    /// Where the quote starts in `node_id`'s text, in characters (null when not found).
+    pub start: Option<usize>,
+    /// Where it ends (exclusive), in characters.
+    pub end: Option<usize>,
+}
+
+/// A number of a cited sentence that none of its cited sources contains.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct UnsupportedNumberBody {
+    /// The number as written.
+    pub number: String,
+    /// The sentence's markers.
+    pub markers: Vec<u32>,
+    /// The sentence, without its markers.
+    pub sentence: String,
 }
 
 /// One marker of the answer.

@@ -61,6 +61,10 @@ class Response:
     @property
     def citations(self) -> Optional[list[dict[str, Any]]]: ...
     @property
+    def quotes(self) -> Optional[list[dict[str, Any]]]: ...
+    @property
+    def unsupported_numbers(self) -> Optional[list[dict[str, Any]]]: ...
+    @property
     def steps(self) -> Optional[list[dict[str, Any]]]:
         """With ``return_steps=True``, one dict per model call (step, level, index,
         node_ids, tokens, ms, retries, corrections, truncated, reply); else ``None``."""
@@ -234,7 +238,7 @@ class Synthesizer:
         context_window: Optional[int] = None,
         num_output: Optional[int] = None,
         concurrency: Optional[int] = None,
-        citations: bool = False,
+        citations: Union[bool, str] = False,
         temperature: Optional[float] = None,
         timeout: Optional[float] = None,
         system_prompt: Optional[str] = None,

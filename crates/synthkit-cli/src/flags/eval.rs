@@ -7,8 +7,20 @@ use synthkit::ResponseMode;
 
 use super::limits::LimitArgs;
 use super::model::ModelArgs;
-use super::synth::{DEFAULT_CHUNK_SIZE, PromptArgs};
+use super::synth::{CiteStyle, DEFAULT_CHUNK_SIZE, PromptArgs};
 use super::values::{TopK, parse_mode, parse_top_k};
+
+impl EvalArgs {
+    /// Whether `--cite` (any style) or `--cite-quotes` was given.
+    pub fn cites(&self) -> bool {
+        self.cite.is_some() || self.cite_quotes
+    }
+
+    /// The citation style asked for.
+    pub fn citation_style(&self) -> synthkit::CitationStyle {
+        CiteStyle::of(self.cite, self.cite_quotes)
+    }
+}
 
 /// `synthkit eval`.
 #[derive(Debug, Clone, Args)]
@@ -59,9 +71,15 @@ pub struct EvalArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
     pub chunk_size: usize,
     /// Number the sources and have the answers cite them: scores citation precision and
-    /// recall against each case's `evidence`.
+    /// recall against each case's `evidence`. `--cite=quotes` asks for quoted citations
+    /// and records, per row, how many quotes were verified, misattributed or not found
+    /// (the `=` is required: a bare `--cite` never takes the next argument).
+    #[arg(long, value_enum, value_name = "STYLE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "markers", help_heading = "Synthesis")]
+    pub cite: Option<CiteStyle>,
+    /// The same as --cite=quotes.
     #[arg(long, help_heading = "Synthesis")]
-    pub cite: bool,
+    pub cite_quotes: bool,
     /// Model calls in flight of each synthesis; 0 means no limit. Default: 8, or the
     /// server's slots when it says fewer.
     #[arg(long, value_name = "N", help_heading = "Synthesis")]

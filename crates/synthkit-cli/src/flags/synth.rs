@@ -72,6 +72,26 @@ pub enum TruncationPolicy {
     Error,
 }
 
+/// How answers cite their sources (`--cite[=STYLE]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum CiteStyle {
+    /// `[n]` markers.
+    #[default]
+    Markers,
+    /// `[n] "exact words from source n"`: each quote checked against its source.
+    Quotes,
+}
+
+impl CiteStyle {
+    /// The library's style for `--cite[=STYLE]` and `--cite-quotes`.
+    pub fn of(cite: Option<CiteStyle>, cite_quotes: bool) -> synthkit::CitationStyle {
+        match (cite, cite_quotes) {
+            (Some(CiteStyle::Quotes), _) | (_, true) => synthkit::CitationStyle::Quotes,
+            _ => synthkit::CitationStyle::Markers,
+        }
+    }
+}
+
 /// The shape of the `--json` report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum JsonFormat {
@@ -80,6 +100,18 @@ pub enum JsonFormat {
     Synthkit,
     /// LlamaIndex's `Response`: response, source_nodes (NodeWithScore), metadata.
     Llamaindex,
+}
+
+impl SynthArgs {
+    /// Whether `--cite` (any style) or `--cite-quotes` was given.
+    pub fn cites(&self) -> bool {
+        self.cite.is_some() || self.cite_quotes
+    }
+
+    /// The citation style asked for.
+    pub fn citation_style(&self) -> synthkit::CitationStyle {
+        CiteStyle::of(self.cite, self.cite_quotes)
+    }
 }
 
 /// Options shared by `ask` and `summarize`.
@@ -180,9 +212,17 @@ pub struct SynthArgs {
     /// are checked against the sources each call was shown (invalid ones are removed and
     /// reported), renumbered in order of first use, and the cited sources are listed
     /// first. The extractive backend cites exactly; without --cite it still lists only
-    /// the sources its sentences came from.
+    /// the sources its sentences came from. `--cite=quotes` asks for
+    /// `[n] "exact words from source n"` and checks each quote against its source
+    /// (verified, misattributed or not_found, with character offsets in --json), and flags
+    /// numbers of cited sentences that their sources lack. The `=` is required: a bare
+    /// `--cite` never takes the next argument.
+    #[arg(long, value_enum, value_name = "STYLE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "markers", help_heading = "Synthesis")]
+    pub cite: Option<CiteStyle>,
+    /// The same as --cite=quotes.
     #[arg(long, help_heading = "Synthesis")]
-    pub cite: bool,
+    pub cite_quotes: bool,
     /// What to do when a model reply is cut at the output limit (--num-output): warn keeps
     /// the answer and prints a warning (--json counts them in usage.truncated_calls);
     /// error fails with exit code 1.

@@ -20,6 +20,7 @@ mod bad_input;
 mod bad_nodes;
 mod batch;
 mod browser;
+mod cite_quotes;
 mod eval;
 #[cfg(unix)]
 mod folders;

@@ -83,3 +83,35 @@ async fn long_replies_and_sources_are_capped_on_the_page() {
     // The answer shows every reply whole; the boxes show only their start.
     assert_eq!(page.matches(long.as_str()).count(), run.steps.len());
 }
+
+#[tokio::test]
+async fn quotes_are_listed_with_their_status_and_highlighted_in_their_source() {
+    use std::sync::Arc;
+    use synthkit::model::ModelInfo;
+    use synthkit::testing::ScriptedModel;
+    use synthkit::{CitationStyle, Node, Synthesizer};
+    let reply = "Dawn [1] \"boats sail at dawn\" and [2] \"never written\".";
+    let model = ScriptedModel::constant(ModelInfo::new("s"), reply);
+    let synth = Synthesizer::builder(Arc::new(model))
+        .citations(true)
+        .citation_style(CitationStyle::Quotes)
+        .build()
+        .unwrap();
+    let nodes = vec![
+        Node::new("harbour", "Über alles: <b> boats sail at dawn."),
+        Node::new("other", "Nothing here."),
+    ];
+    let response = synth.synthesize("When?", nodes).await.unwrap();
+    let record =
+        synthkit_report::RunRecord::from_response("When?", ResponseMode::Compact, &response);
+    assert_eq!(record.quotes.len(), 2);
+    let page = render(&record);
+    assert!(page.contains("<ul class=\"quotes\">"), "{page}");
+    assert!(page.contains(">verified</span>"), "{page}");
+    assert!(page.contains(">not_found</span>"), "{page}");
+    assert!(
+        page.contains("Über alles: &lt;b&gt; <mark class=\"quote verified\" title=\"verified\">boats sail at dawn</mark>."),
+        "{page}"
+    );
+    crate::common::assert_anchors_resolve(&page);
+}

@@ -239,6 +239,38 @@ async fn health_readiness_metrics_and_openapi() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quoted_citations_are_checked_in_json_and_in_the_response_event() {
+    let fake = FakeOpenAi::start(FakeConfig {
+        reply: "Every six months [2] \"cleaned every six months\", by 7 [2] \"made up\".".into(),
+        ..FakeConfig::default()
+    });
+    let service = Service::openai(&fake, ServiceLimits::default()).await;
+    let body = json!({"query": QUERY, "nodes": nodes(), "citations": "quotes"});
+    let (status, r) = service.post(&body).await;
+    assert_eq!(status, 200, "{r}");
+    let quotes = &r["citations"]["quotes"];
+    assert_eq!(quotes[0]["status"], "verified", "{r}");
+    assert_eq!(quotes[0]["node_id"], "mirror");
+    assert!(quotes[0]["start"].as_u64().unwrap() < quotes[0]["end"].as_u64().unwrap());
+    assert_eq!(quotes[1]["status"], "not_found");
+    assert_eq!(
+        r["citations"]["unsupported_numbers"][0]["number"], "7",
+        "{r}"
+    );
+    let sent = fake.bodies().last().unwrap().to_string();
+    assert!(sent.contains("exact words from source n"), "{sent}");
+    let (_, _, events) = service.post_stream(&body).await;
+    let (name, last) = events.last().unwrap();
+    assert_eq!(name, "response");
+    assert_eq!(last["citations"], r["citations"]);
+    // A style that does not exist is refused.
+    let (status, r) = service
+        .post(&json!({"query": QUERY, "nodes": nodes(), "citations": "pages"}))
+        .await;
+    assert_eq!(status, 400, "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn citations_are_mapped_to_node_ids_in_json_and_in_the_response_event() {
     let fake = FakeOpenAi::start(FakeConfig {
         reply: "The primary mirror is cleaned every six months [2].".into(),

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 /// The longest marker considered, in bytes (`[100001, 100002, 100003]` is 25): room for a
 /// list of a dozen six-digit sources; anything longer in brackets is text. It also bounds
 /// what a stream holds back while a marker may still be open.
-const MAX_MARKER_LEN: usize = 160;
+pub(crate) const MAX_MARKER_LEN: usize = 160;
 /// A range such as `[2-40]` expands to at most this many numbers.
 const MAX_RANGE: u32 = 64;
 
@@ -42,7 +42,7 @@ fn number(s: &str) -> Option<u32> {
 }
 
 /// Whether `c` may appear inside a marker's brackets.
-fn marker_char(c: char) -> bool {
+pub(crate) fn marker_char(c: char) -> bool {
     c.is_ascii_digit() || matches!(c, ',' | ';' | ' ' | '-' | '–')
 }
 
@@ -232,6 +232,21 @@ impl MarkerRewriter {
     /// `order()[i]` is `i + 1` when renumbering).
     pub(crate) fn order(&self) -> &[u32] {
         &self.order
+    }
+
+    /// The number in the answer of original source `n` (itself without renumbering);
+    /// `None` when `n` was not cited.
+    pub(crate) fn new_number(&self, n: u32) -> Option<u32> {
+        if self.renumber {
+            self.new_numbers.get(&n).copied()
+        } else {
+            Some(n)
+        }
+    }
+
+    /// The source numbers the text may cite.
+    pub(crate) fn allowed(&self) -> &BTreeSet<u32> {
+        &self.allowed
     }
 
     /// The markers removed (wholly or in part) so far, as written.

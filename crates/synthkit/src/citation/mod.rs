@@ -45,8 +45,46 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::Serialize;
 
 mod markers;
+mod quotes;
 
 pub(crate) use markers::{MarkerRewriter, label_lines, numbers_in, strip_markers};
+pub use quotes::{
+    MAX_QUOTE_CHARS, MAX_QUOTES, MAX_UNSUPPORTED_NUMBERS, Quote, QuoteCounts, QuoteStatus,
+    UnsupportedNumber,
+};
+
+/// How the model is asked to cite ([`crate::SynthesizerBuilder::citation_style`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CitationStyle {
+    /// `[n]` markers (the default).
+    #[default]
+    Markers,
+    /// `[n] "exact words from source n"`: every quote is checked against the cited
+    /// node's text ([`Citations::quotes`]), and numbers of cited sentences against their
+    /// sources ([`Citations::unsupported_numbers`]).
+    Quotes,
+}
+
+impl std::str::FromStr for CitationStyle {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "markers" | "marker" => Ok(CitationStyle::Markers),
+            "quotes" | "quote" => Ok(CitationStyle::Quotes),
+            other => Err(format!(
+                "unknown citation style `{other}`: use `markers` or `quotes`"
+            )),
+        }
+    }
+}
+
+/// What the model is told in quote mode, instead of
+/// [`crate::prompt::defaults::CITATION_INSTRUCTIONS`]: short, as it rides on every call.
+pub const QUOTE_CITATION_INSTRUCTIONS: &str =
+    "Cite sources as [n] \"exact words from source n\"; keep existing [n] citations.";
 
 /// One marker of the final answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -65,6 +103,13 @@ pub struct Citations {
     /// Markers removed because they named no source shown to the model that wrote them,
     /// as written, from every step.
     pub removed: Vec<String>,
+    /// Quote mode ([`CitationStyle::Quotes`]): every `[n] "quote"` of the final answer,
+    /// checked, in order (empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quotes: Vec<Quote>,
+    /// Quote mode: numbers of cited sentences that none of their cited sources contains.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsupported_numbers: Vec<UnsupportedNumber>,
 }
 
 impl Citations {
@@ -73,6 +118,11 @@ impl Citations {
         self.markers
             .iter()
             .any(|c| c.node_ids.iter().any(|n| n == id))
+    }
+
+    /// How many quotes had each status (all zero outside quote mode).
+    pub fn quote_counts(&self) -> QuoteCounts {
+        QuoteCounts::of(&self.quotes)
     }
 
     /// The ids of the cited nodes, in order of first citation, each once.
@@ -134,15 +184,24 @@ fn starts_with_label(text: &str) -> bool {
 pub(crate) struct CitationLedger {
     /// Node id of source `n` at index `n - 1` (empty for nodes without text).
     node_ids: Vec<String>,
+    /// Quote mode: the text of source `n` at index `n - 1` (`None`: markers only).
+    texts: Option<Vec<String>>,
     removed: Mutex<Vec<String>>,
 }
 
 impl CitationLedger {
-    pub(crate) fn new(node_ids: Vec<String>) -> Arc<Self> {
+    /// A ledger that checks quotes against `texts` (quote mode) when given.
+    pub(crate) fn with_texts(node_ids: Vec<String>, texts: Option<Vec<String>>) -> Arc<Self> {
         Arc::new(Self {
             node_ids,
+            texts,
             removed: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Whether quotes are checked (quote mode).
+    pub(crate) fn checks_quotes(&self) -> bool {
+        self.texts.is_some()
     }
 
     /// Every source number.
@@ -169,20 +228,52 @@ impl CitationLedger {
             .extend(removed);
     }
 
-    /// The citations of a final answer rewritten by `rewriter` (renumbering).
-    pub(crate) fn citations(&self, rewriter: &mut MarkerRewriter) -> Citations {
+    /// The citations of a final answer rewritten by `rewriter` (renumbering); `raw` is
+    /// the answer as the model wrote it (read in quote mode only).
+    ///
+    /// In quote mode a marker names its node when at least one of its uses is not a
+    /// failed quote (no quote, or a verified one), plus every node one of its quotes was
+    /// found in instead (misattributed); a marker left naming none (all its quotes
+    /// fabricated) is left out of [`Citations::markers`].
+    pub(crate) fn citations(&self, rewriter: &mut MarkerRewriter, raw: &str) -> Citations {
         self.note_removed(rewriter.take_removed());
+        let report = self.texts.as_ref().map(|texts| {
+            let sources = quotes::Sources {
+                ids: &self.node_ids,
+                texts,
+                allowed: rewriter.allowed(),
+            };
+            quotes::check(raw, &sources, |n| rewriter.new_number(n))
+        });
+        let id = |n: u32| self.node_ids.get(n as usize - 1).cloned();
         let markers = rewriter
             .order()
             .iter()
             .enumerate()
-            .map(|(i, &n)| Citation {
-                marker: i as u32 + 1,
-                node_ids: self
-                    .node_ids
-                    .get(n as usize - 1)
-                    .map(|id| vec![id.clone()])
-                    .unwrap_or_default(),
+            .filter_map(|(i, &n)| {
+                let node_ids = match &report {
+                    None => id(n).into_iter().collect(),
+                    Some(r) => {
+                        let mut ids: Vec<String> = Vec::new();
+                        let own = r.supported.contains(&n).then_some(n);
+                        let moved = r.repointed.iter().filter(|(from, _)| *from == n);
+                        for m in own.into_iter().chain(moved.map(|(_, to)| *to)) {
+                            if let Some(x) = id(m)
+                                && !ids.contains(&x)
+                            {
+                                ids.push(x);
+                            }
+                        }
+                        if ids.is_empty() {
+                            return None;
+                        }
+                        ids
+                    }
+                };
+                Some(Citation {
+                    marker: i as u32 + 1,
+                    node_ids,
+                })
             })
             .collect();
         let removed = self
@@ -190,7 +281,15 @@ impl CitationLedger {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        Citations { markers, removed }
+        let (quotes, unsupported_numbers) = report
+            .map(|r| (r.quotes, r.unsupported_numbers))
+            .unwrap_or_default();
+        Citations {
+            markers,
+            removed,
+            quotes,
+            unsupported_numbers,
+        }
     }
 }
 
@@ -212,11 +311,11 @@ mod tests {
 
     #[test]
     fn ledger_maps_numbers_to_ids() {
-        let ledger = CitationLedger::new(vec!["a".into(), "b".into()]);
+        let ledger = CitationLedger::with_texts(vec!["a".into(), "b".into()], None);
         let mut r = MarkerRewriter::new(ledger.all(), true);
         let text = r.rewrite("x [2] y [1] z [3]");
         assert_eq!(text, "x [1] y [2] z");
-        let c = ledger.citations(&mut r);
+        let c = ledger.citations(&mut r, "");
         assert_eq!(c.markers[0].node_ids, vec!["b"]);
         assert_eq!(c.cited_node_ids(), vec!["b", "a"]);
         assert_eq!(c.removed, vec!["[3]"]);

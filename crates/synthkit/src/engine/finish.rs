@@ -132,7 +132,7 @@ impl Job {
         };
         let mut rewriter = self.final_rewriter(ledger, shown);
         let out = rewriter.rewrite(&text);
-        response.citations = Some(ledger.citations(&mut rewriter));
+        response.citations = Some(ledger.citations(&mut rewriter, &text));
         out
     }
 
@@ -151,7 +151,8 @@ impl Job {
     }
 
     /// `deltas` with their markers checked against `shown` and renumbered as they pass;
-    /// the citations land in `slot` when the stream ends. Unchanged without citations.
+    /// the citations land in `slot` when the stream ends (in quote mode the stream keeps
+    /// the answer as written for the quote check then). Unchanged without citations.
     fn cite_stream(
         &self,
         deltas: BoxStream<'static, Result<String, SynthError>>,
@@ -163,10 +164,10 @@ impl Job {
         };
         let rewriter = self.final_rewriter(&ledger, shown);
         let slot = Arc::clone(slot);
-        let state = (deltas, rewriter, false);
+        let state = (deltas, rewriter, String::new(), false);
         Box::pin(futures::stream::unfold(
             state,
-            move |(mut deltas, mut rewriter, done)| {
+            move |(mut deltas, mut rewriter, mut raw, done)| {
                 let ledger = Arc::clone(&ledger);
                 let slot = Arc::clone(&slot);
                 async move {
@@ -176,18 +177,23 @@ impl Job {
                     loop {
                         match deltas.next().await {
                             Some(Ok(d)) => {
+                                if ledger.checks_quotes() {
+                                    raw.push_str(&d);
+                                }
                                 let out = rewriter.push(&d);
                                 if !out.is_empty() {
-                                    return Some((Ok(out), (deltas, rewriter, false)));
+                                    return Some((Ok(out), (deltas, rewriter, raw, false)));
                                 }
                             }
-                            Some(Err(e)) => return Some((Err(e), (deltas, rewriter, true))),
+                            Some(Err(e)) => {
+                                return Some((Err(e), (deltas, rewriter, raw, true)));
+                            }
                             None => {
                                 let rest = rewriter.finish();
                                 *slot.lock().unwrap_or_else(PoisonError::into_inner) =
-                                    Some(ledger.citations(&mut rewriter));
+                                    Some(ledger.citations(&mut rewriter, &raw));
                                 return (!rest.is_empty())
-                                    .then_some((Ok(rest), (deltas, rewriter, true)));
+                                    .then_some((Ok(rest), (deltas, rewriter, raw, true)));
                             }
                         }
                     }

@@ -183,12 +183,16 @@ impl Job {
         // generation's query-only prompt): at the end of a chat's last message, where
         // small chat models heed them (as a system message they were ignored), and before
         // a completion prompt, whose end is the answer's cue.
+        let instructions = match self.s.citation_style {
+            citation::CitationStyle::Quotes => citation::QUOTE_CITATION_INSTRUCTIONS,
+            _ => defaults::CITATION_INSTRUCTIONS,
+        };
         let rendered = match rendered {
             RenderedPrompt::Chat(m) if self.cites(kind) => {
-                RenderedPrompt::Chat(append_to_last(m, defaults::CITATION_INSTRUCTIONS))
+                RenderedPrompt::Chat(append_to_last(m, instructions))
             }
             RenderedPrompt::Text(t) if self.cites(kind) => {
-                RenderedPrompt::Text(format!("{}\n\n{t}", defaults::CITATION_INSTRUCTIONS))
+                RenderedPrompt::Text(format!("{instructions}\n\n{t}"))
             }
             other => other,
         };

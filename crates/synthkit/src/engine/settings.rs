@@ -37,6 +37,8 @@ pub(crate) struct Settings {
     pub(crate) calibrate_from_usage: bool,
     pub(crate) citations: bool,
     pub(crate) citation_markers: bool,
+    /// How the model cites (quote mode checks quotes).
+    pub(crate) citation_style: crate::citation::CitationStyle,
     /// Whether responses carry their steps ([`crate::steps`]).
     pub(crate) return_steps: bool,
     /// Whether the synthesis makes its spans ([`crate::telemetry`]).

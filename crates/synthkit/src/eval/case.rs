@@ -356,6 +356,10 @@ pub struct AnswerLine {
     /// The ids of the nodes the answer cites.
     #[serde(default)]
     pub citations: Option<Vec<String>>,
+    /// Quote mode: how many of the answer's quotes were verified, misattributed or not
+    /// found (`None`: no quote checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes: Option<crate::citation::QuoteCounts>,
 }
 
 impl AnswerLine {

@@ -149,6 +149,11 @@ pub fn answer_line(
                 line.citations = Some(response.citations.as_ref().map_or_else(Vec::new, |c| {
                     c.cited_node_ids().into_iter().map(str::to_string).collect()
                 }));
+                line.quotes = response
+                    .citations
+                    .as_ref()
+                    .filter(|c| !c.quotes.is_empty())
+                    .map(|c| c.quote_counts());
             }
         }
         Err(e) => {
@@ -322,6 +327,34 @@ mod tests {
         let row = score(&case, "s", line, Some(&nodes_text(case.nodes().unwrap())));
         assert!(row.correct);
         assert_eq!((row.in_nodes, row.in_prompts), (Some(true), Some(true)));
+    }
+
+    #[test]
+    fn quote_mode_rows_count_quote_statuses_and_the_table_shows_them() {
+        let case = case();
+        let answer = "Every six months [1] \"cleaned every six months\" [2] \"at dusk\" \
+                      [1] \"every week\".";
+        let model = ScriptedModel::constant(ModelInfo::new("m"), answer);
+        let synth = Synthesizer::builder(Arc::new(model))
+            .citations(true)
+            .citation_style(crate::CitationStyle::Quotes)
+            .build()
+            .unwrap();
+        let nodes = case.nodes().unwrap().to_vec();
+        let run = block_on(run_case(&synth, &case, nodes, true));
+        let counts = run.line.quotes.unwrap();
+        assert_eq!(
+            (counts.verified, counts.misattributed, counts.not_found),
+            (2, 0, 1)
+        );
+        let row = score(&case, "s", &run.line, None);
+        assert_eq!(row.quotes, Some(counts));
+        let table = crate::eval::table(&crate::eval::totals(&[row]), &[]);
+        assert!(
+            table.lines().next().unwrap().ends_with("quotes v/m/nf"),
+            "{table}"
+        );
+        assert!(table.lines().nth(1).unwrap().ends_with("2/0/1"), "{table}");
     }
 
     #[test]

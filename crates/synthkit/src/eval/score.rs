@@ -53,6 +53,9 @@ pub struct Row {
     /// Citation recall against the evidence (`None`: no citations known, or no evidence).
     #[serde(default)]
     pub cite_recall: Option<f64>,
+    /// Quote mode: the answer's quotes by status (`None`: no quote checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes: Option<crate::citation::QuoteCounts>,
     /// Model calls.
     #[serde(default)]
     pub calls: u64,
@@ -117,6 +120,7 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
         in_prompts,
         cite_precision,
         cite_recall,
+        quotes: answer.quotes.filter(|_| !failed),
         calls: answer.calls.unwrap_or(0),
         prompt_tokens: answer.prompt_tokens.unwrap_or(0),
         completion_tokens: answer.completion_tokens.unwrap_or(0),
@@ -171,6 +175,9 @@ pub struct Totals {
     pub cite_precision: Option<f64>,
     /// Mean citation recall over the rows that have one.
     pub cite_recall: Option<f64>,
+    /// Quote mode: the quotes of every row by status (`None`: no row checked quotes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes: Option<crate::citation::QuoteCounts>,
     /// Model calls.
     pub calls: u64,
     /// Prompt tokens.
@@ -280,6 +287,10 @@ impl Totals {
         t.f1_mean = mean(rows.iter().map(|r| r.f1)).unwrap_or(0.0);
         t.cite_precision = mean(rows.iter().filter_map(|r| r.cite_precision));
         t.cite_recall = mean(rows.iter().filter_map(|r| r.cite_recall));
+        t.quotes = rows
+            .iter()
+            .filter_map(|r| r.quotes)
+            .reduce(crate::citation::QuoteCounts::plus);
         t
     }
 }
@@ -325,13 +336,25 @@ pub const TABLE_HEADINGS: [&str; 15] = [
     "wall s",
 ];
 
+/// The heading of the quote column [`table`] adds when a row checked quotes: verified,
+/// misattributed and not found quotes.
+pub const QUOTES_HEADING: &str = "quotes v/m/nf";
+
 /// The totals as a plain-text table, one line per (system, mode) under a line of
-/// [`TABLE_HEADINGS`], each column padded to its widest cell, then one line per paired
-/// comparison ([`super::noise::Paired::describe`]): what `synthkit eval` prints.
+/// [`TABLE_HEADINGS`] (and [`QUOTES_HEADING`] when a row checked quotes), each column
+/// padded to its widest cell, then one line per paired comparison
+/// ([`super::noise::Paired::describe`]): what `synthkit eval` prints.
 pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
+    let quotes = totals.iter().any(|t| t.quotes.is_some());
     let lines: Vec<Vec<String>> = totals
         .iter()
         .map(|t| {
+            let quote_cell = quotes.then(|| {
+                t.quotes.map_or_else(
+                    || "-".to_string(),
+                    |q| format!("{}/{}/{}", q.verified, q.misattributed, q.not_found),
+                )
+            });
             [t.system.clone(), t.mode.clone(), t.cases.to_string()]
                 .into_iter()
                 .chain(t.score_cells())
@@ -340,17 +363,23 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
                     t.prompt_tokens.to_string(),
                     format!("{:.1}", t.wall_ms / 1000.0),
                 ])
+                .chain(quote_cell)
                 .collect()
         })
         .collect();
-    let mut widths: Vec<usize> = TABLE_HEADINGS.iter().map(|h| h.chars().count()).collect();
+    let headings: Vec<&str> = TABLE_HEADINGS
+        .iter()
+        .copied()
+        .chain(quotes.then_some(QUOTES_HEADING))
+        .collect();
+    let mut widths: Vec<usize> = headings.iter().map(|h| h.chars().count()).collect();
     for line in &lines {
         for (w, cell) in widths.iter_mut().zip(line) {
             *w = (*w).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    table_line(&mut out, TABLE_HEADINGS.iter().copied(), &widths);
+    table_line(&mut out, headings.iter().copied(), &widths);
     for line in &lines {
         table_line(&mut out, line.iter().map(String::as_str), &widths);
     }

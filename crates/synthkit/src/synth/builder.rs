@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::Synthesizer;
+use crate::citation::CitationStyle;
 use crate::engine::Settings;
 use crate::error::SynthError;
 use crate::filtering::AnswerFiltering;
@@ -61,6 +62,7 @@ impl Synthesizer {
             calibrate_from_usage: s.calibrate_from_usage,
             citations: s.citations,
             citation_markers: s.citation_markers,
+            citation_style: s.citation_style,
             return_steps: s.return_steps,
             spans: s.spans,
             dry_run: s.dry_run,
@@ -90,6 +92,7 @@ pub struct SynthesizerBuilder {
     calibrate_from_usage: bool,
     citations: bool,
     citation_markers: bool,
+    citation_style: CitationStyle,
     return_steps: bool,
     spans: bool,
     /// A plan's dry run: replies are filler, so no structured reply is checked.
@@ -119,6 +122,7 @@ impl SynthesizerBuilder {
             calibrate_from_usage: true,
             citations: false,
             citation_markers: true,
+            citation_style: CitationStyle::Markers,
             return_steps: false,
             spans: true,
             dry_run: false,
@@ -308,6 +312,16 @@ impl SynthesizerBuilder {
         /// listing the sources an answer drew on without showing markers.
         pub fn citation_markers(show: bool) => citation_markers;
 
+        /// How the model is asked to cite, with citations on (default
+        /// [`CitationStyle::Markers`]). [`CitationStyle::Quotes`] asks for
+        /// `[n] "exact words from source n"`: each quote of the final answer is checked
+        /// against the text of the node it cites ([`crate::Citations::quotes`]: verified
+        /// with character offsets, misattributed and re-pointed, or not found and left out
+        /// of the citations), and numbers of cited sentences that none of their sources
+        /// contains are flagged ([`crate::Citations::unsupported_numbers`]). The quotes stay
+        /// in the answer as written. See [`crate::citation`].
+        pub fn citation_style(style: CitationStyle) => citation_style;
+
         /// Whether the response carries the synthesis's steps (default off): one
         /// [`crate::steps::SynthStep`] per model call in [`crate::Response::steps`], with its
         /// step, level, index, node ids, tokens, time and reply (each reply capped at
@@ -444,6 +458,7 @@ impl SynthesizerBuilder {
                 calibrate_from_usage: self.calibrate_from_usage,
                 citations: self.citations,
                 citation_markers: self.citation_markers,
+                citation_style: self.citation_style,
                 return_steps: self.return_steps,
                 spans: self.spans,
                 dry_run: self.dry_run,

@@ -262,10 +262,13 @@ impl Synthesizer {
         span: tracing::Span,
     ) -> (Job, Vec<Cow<'i, str>>) {
         let texts = model_texts(&input.nodes, self.s.citations);
-        let ledger = self
-            .s
-            .citations
-            .then(|| CitationLedger::new(input.nodes.iter().map(|n| n.id.clone()).collect()));
+        let ledger = self.s.citations.then(|| {
+            let ids = input.nodes.iter().map(|n| n.id.clone()).collect();
+            // Quote mode checks quotes against the nodes' texts at the end.
+            let texts = (self.s.citation_style == citation::CitationStyle::Quotes)
+                .then(|| input.nodes.iter().map(|n| n.text.clone()).collect());
+            CitationLedger::with_texts(ids, texts)
+        });
         // This synthesis's variables first: a name's first value is the one rendered, so
         // they override the synthesizer's (which give their defaults).
         let mut variables = input.variables.clone();

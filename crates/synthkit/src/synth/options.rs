@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::SynthesizerBuilder;
+use crate::citation::CitationStyle;
 use crate::filtering::AnswerFiltering;
 use crate::mode::ResponseMode;
 use crate::observe::OnTruncation;
@@ -40,6 +41,8 @@ pub struct SynthesisOptions {
     pub citations: Option<bool>,
     /// Whether citation markers stay in the answer's text.
     pub citation_markers: Option<bool>,
+    /// How the model cites: `[n]` markers, or quotes checked against the sources.
+    pub citation_style: Option<CitationStyle>,
     /// Whether the response keeps every step.
     pub return_steps: Option<bool>,
     /// The JSON schema of the final answer.
@@ -84,6 +87,9 @@ impl SynthesisOptions {
         }
         if let Some(show) = self.citation_markers {
             builder = builder.citation_markers(show);
+        }
+        if let Some(style) = self.citation_style {
+            builder = builder.citation_style(style);
         }
         if let Some(on) = self.return_steps {
             builder = builder.return_steps(on);

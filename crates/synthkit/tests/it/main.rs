@@ -20,6 +20,7 @@ mod abstention;
 mod anthropic;
 mod cache;
 mod cache_race;
+mod citation_quotes;
 mod citations;
 mod citations_many;
 mod conformance;
