@@ -360,6 +360,9 @@ pub struct AnswerLine {
     /// found (`None`: no quote checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quotes: Option<crate::citation::QuoteCounts>,
+    /// How often the engine's answer guards acted (synthkit's runs; absent when none did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guards: Option<super::run::GuardCounts>,
 }
 
 impl AnswerLine {

@@ -53,7 +53,8 @@ pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
 pub use noise::Paired;
 pub use normalize::normalize;
 pub use run::{
-    CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, PromptCapture, answer_line, nodes_text,
+    CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, GuardCounts, PromptCapture, answer_line,
+    nodes_text,
     run_case,
 };
 pub use score::{Row, TABLE_HEADINGS, Totals, paired, score, table, totals};

@@ -63,6 +63,29 @@ struct CaptureState {
     prompts: Vec<String>,
     bytes: usize,
     over: bool,
+    guards: GuardCounts,
+}
+
+/// How often the engine's answer guards acted in one synthesis
+/// ([`crate::text::abstention`], [`crate::options::OUTPUT_GROWTH`]): for the benchmark's
+/// account of what they do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct GuardCounts {
+    /// Replies not used as answers (they said the sources do not answer, or talked about
+    /// the previous answer).
+    pub set_aside: u64,
+    /// Of those, the ones whose step kept its previous answer.
+    pub kept_previous: u64,
+    /// Intermediate replies cut at the size of their input.
+    pub bounded: u64,
+}
+
+impl GuardCounts {
+    /// Whether no guard acted.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// What a [`PromptCapture`] saw.
@@ -73,6 +96,8 @@ pub struct CapturedPrompts {
     pub calls: usize,
     /// Each call's prompt text, in order; `None` when together they passed the cap.
     pub prompts: Option<Vec<String>>,
+    /// How often the answer guards acted.
+    pub guards: GuardCounts,
 }
 
 impl Default for PromptCapture {
@@ -102,6 +127,7 @@ impl PromptCapture {
         CapturedPrompts {
             calls: state.prompts.len(),
             prompts: (!state.over).then_some(state.prompts),
+            guards: state.guards,
         }
     }
 }
@@ -117,6 +143,18 @@ impl Observer for PromptCapture {
             g.prompts.push(String::new());
         } else {
             g.prompts.push(text);
+        }
+    }
+
+    fn event(&self, event: &SynthEvent) {
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            SynthEvent::ReplyNotUsed { kept_previous, .. } => {
+                g.guards.set_aside += 1;
+                g.guards.kept_previous += u64::from(*kept_previous);
+            }
+            SynthEvent::OutputBounded { .. } => g.guards.bounded += 1,
+            _ => {}
         }
     }
 }
@@ -136,6 +174,7 @@ pub fn answer_line(
     let mut line = AnswerLine::new(case_id, mode, "");
     line.wall_ms = Some(wall.as_secs_f64() * 1000.0);
     line.prompts = captured.prompts;
+    line.guards = (!captured.guards.is_zero()).then_some(captured.guards);
     match outcome {
         Ok(response) => {
             line.answer = response.text_without_markers();
@@ -245,6 +284,7 @@ impl Observer for Beside {
         }
     }
     fn event(&self, event: &SynthEvent) {
+        self.capture.event(event);
         if let Some(u) = &self.user {
             u.event(event);
         }
