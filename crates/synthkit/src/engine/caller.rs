@@ -264,6 +264,7 @@ impl Caller {
             span,
             &CallEnd {
                 text,
+                thinking,
                 usage,
                 usage_reported: reported.is_some(),
                 finish_reason,
