@@ -374,3 +374,68 @@ async fn a_lone_closing_tag_in_a_stream_is_split_or_fails_never_an_answer() {
         .unwrap();
     assert_eq!(r.text, "It runs daily.");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_hit_keeps_the_thinking_the_server_sent_apart() {
+    use synthkit::layer::cache::{CachedModel, MemoryCache};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let peer = HostilePeer::start(move |_, body: &Value| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        let usage = json!({"prompt_tokens": 50, "completion_tokens": 30,
+            "completion_tokens_details": {"reasoning_tokens": 20}});
+        if body["stream"] == json!(true) {
+            let deltas = [
+                json!({"reasoning_content": SECRET}),
+                json!({"content": "It runs daily."}),
+            ];
+            return synthkit_testkit::openai::chat_stream_deltas("m", &deltas, "stop", &usage);
+        }
+        let message = json!({"role": "assistant", "content": "It runs daily.",
+            "reasoning_content": SECRET});
+        let body = json!({"model": "m", "choices": [{"index": 0, "finish_reason": "stop",
+            "message": message}], "usage": usage});
+        json_with_headers(200, &[], &body)
+    });
+    for streamed in [false, true] {
+        let cached = Arc::new(CachedModel::new(
+            model(&peer.base),
+            Arc::new(MemoryCache::new()),
+            "openai",
+            "t=0",
+        ));
+        let before = calls.load(Ordering::SeqCst);
+        for round in 0..2 {
+            let r = if streamed {
+                stream_from(cached.clone()).await.unwrap().1
+            } else {
+                Synthesizer::builder(cached.clone())
+                    .mode(ResponseMode::Compact)
+                    .return_steps(true)
+                    .build()
+                    .unwrap()
+                    .synthesize("How often?", vec![Node::new("a", "It runs daily.")])
+                    .await
+                    .unwrap()
+            };
+            assert_eq!(
+                r.text, "It runs daily.",
+                "streamed {streamed}, round {round}"
+            );
+            assert_eq!(
+                r.usage.reasoning_tokens, 20,
+                "streamed {streamed}, round {round}"
+            );
+            let steps = r.steps.unwrap();
+            assert_eq!(
+                steps[0].thinking, SECRET,
+                "streamed {streamed}, round {round}"
+            );
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst) - before,
+            1,
+            "the second was a hit"
+        );
+    }
+}
