@@ -273,6 +273,8 @@ impl ModelLayer for Reported {
                             text.push_str(d);
                         }
                     }
+                    // Thinking is not the reply's text.
+                    Ok(StreamEvent::Thinking(_)) => {}
                     Ok(StreamEvent::Done { usage, .. }) => {
                         if let Some((pending, text)) = state.take() {
                             pending.finished(&text, *usage);

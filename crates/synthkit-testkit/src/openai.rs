@@ -221,6 +221,30 @@ pub fn chat_stream(model: &str, deltas: &[&str], finish_reason: &str, usage: &Va
         .unwrap()
 }
 
+/// A streamed chat completion of whole `delta` objects (`{"reasoning_content": ...}`,
+/// `{"content": ...}`), one chunk each, then the finish reason, the usage and `[DONE]`.
+pub fn chat_stream_deltas(
+    model: &str,
+    deltas: &[Value],
+    finish_reason: &str,
+    usage: &Value,
+) -> Response {
+    let mut out = String::new();
+    for delta in deltas {
+        let chunk = json!({"choices":[{"index":0,"finish_reason":null,"delta":delta}],
+            "object":"chat.completion.chunk","model":model});
+        out.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let end = json!({"choices":[{"index":0,"finish_reason":finish_reason,"delta":{}}],
+        "object":"chat.completion.chunk","model":model});
+    let usage = json!({"choices":[],"object":"chat.completion.chunk","usage":usage});
+    out.push_str(&format!("data: {end}\n\ndata: {usage}\n\ndata: [DONE]\n\n"));
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from(out))
+        .unwrap()
+}
+
 /// An OpenAI-style error reply with `status` (and `Retry-After` if given).
 pub fn error_reply(status: u16, retry_after: Option<u64>, message: &str) -> Response {
     let status = StatusCode::from_u16(status).unwrap();

@@ -289,6 +289,7 @@ mod tests {
         while let Some(event) = stream.next().await {
             match event {
                 Ok(StreamEvent::Delta(d)) => text.push_str(&d),
+                Ok(StreamEvent::Thinking(_)) => {}
                 Ok(StreamEvent::Done { finish_reason, .. }) => {
                     assert_eq!(finish_reason, Some(FinishReason::Stop));
                     done += 1;

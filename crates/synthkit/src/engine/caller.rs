@@ -264,6 +264,7 @@ impl Caller {
             span,
             &CallEnd {
                 text,
+                thinking,
                 usage,
                 usage_reported: reported.is_some(),
                 finish_reason,
@@ -520,83 +521,128 @@ impl Caller {
             e
         })?;
         let caller = Arc::clone(self);
-        // Inline thinking is taken out delta by delta: none of it is let out.
-        let splitter = ThinkingSplitter::default();
-        let state = (
+        let state = Streaming {
             inner,
-            String::new(),
-            false,
+            text: String::new(),
+            apart: String::new(),
+            done: false,
             request,
             span,
             start,
             caller,
-            splitter,
-        );
-        let s = futures::stream::unfold(
-            state,
-            move |(mut inner, mut text, done, request, span, start, caller, mut splitter)| async move {
-                if done {
-                    return None;
+            splitter: ThinkingSplitter::default(),
+        };
+        let s = futures::stream::unfold(state, move |mut st| async move {
+            if st.done {
+                return None;
+            }
+            let items = match st.inner.next().await {
+                Some(Ok(StreamEvent::Delta(d))) => {
+                    let d = st.splitter.feed(&d);
+                    st.text.push_str(&d);
+                    vec![Ok(d)]
                 }
-                match inner.next().await {
-                    Some(Ok(StreamEvent::Delta(d))) => {
-                        let d = splitter.feed(&d);
-                        text.push_str(&d);
-                        Some((vec![Ok(d)], (inner, text, false, request, span, start, caller, splitter)))
-                    }
-                    Some(Ok(StreamEvent::Done {
-                        usage,
-                        finish_reason,
-                    })) => {
-                        let tail = splitter.finish();
-                        text.push_str(&tail);
-                        let only_thought = splitter.thought() && text.trim().is_empty();
-                        let thinking = splitter.thinking().trim().to_string();
-                        let reply = Reply {
-                            text: &text,
-                            thinking: &thinking,
-                            usage,
-                            finish_reason,
-                            retries,
-                        };
-                        let usage = caller.finish(&request, reply, start.elapsed(), &span);
-                        // Emit what the splitter held back, then nothing more (an empty
-                        // delta is filtered out), or the error as the last item: a
-                        // truncation, or a reply that only thought.
-                        let checked = caller.check_reply(&request, finish_reason, usage);
-                        let last = if only_thought {
-                            Err(Caller::only_thought(&request, finish_reason))
-                        } else {
-                            checked
-                        };
-                        let last = last
-                            .inspect_err(|e| telemetry::record_error(&span, e))
-                            .map(|()| String::new());
-                        Some((vec![Ok(tail), last], (inner, text, true, request, span, start, caller, splitter)))
-                    }
-                    Some(Err(e)) => {
-                        caller.end_first();
-                        let err = Caller::model_error(&request, e);
-                        telemetry::record_error(&span, &err);
-                        Some((vec![Err(err)], (inner, text, true, request, span, start, caller, splitter)))
-                    }
-                    None => {
-                        caller.end_first();
-                        let err = Caller::model_error(
-                            &request,
-                            ModelError::Incomplete(
-                                "the stream ended before the model finished".into(),
-                            ),
-                        );
-                        telemetry::record_error(&span, &err);
-                        Some((vec![Err(err)], (inner, text, true, request, span, start, caller, splitter)))
-                    }
+                Some(Ok(StreamEvent::Thinking(t))) => {
+                    push_capped(&mut st.apart, &t, MAX_THINKING_BYTES);
+                    Vec::new()
                 }
-            },
-        )
+                Some(Ok(StreamEvent::Done {
+                    usage,
+                    finish_reason,
+                })) => {
+                    st.done = true;
+                    st.ended(usage, finish_reason, retries)
+                }
+                Some(Err(e)) => {
+                    st.done = true;
+                    st.caller.end_first();
+                    let err = Caller::model_error(&st.request, e);
+                    telemetry::record_error(&st.span, &err);
+                    vec![Err(err)]
+                }
+                None => {
+                    st.done = true;
+                    st.caller.end_first();
+                    let err = Caller::model_error(
+                        &st.request,
+                        ModelError::Incomplete("the stream ended before the model finished".into()),
+                    );
+                    telemetry::record_error(&st.span, &err);
+                    vec![Err(err)]
+                }
+            };
+            Some((items, st))
+        })
         .flat_map(futures::stream::iter)
         .filter(|item| futures::future::ready(!matches!(item, Ok(d) if d.is_empty())));
         Ok(Box::pin(s))
+    }
+}
+
+/// The error of a stream whose thinking was let out before its lone closing tag.
+const LATE_CLOSE: &str = "the streamed reply holds a lone `</think>` (the chat template opened the thinking block in the prompt, as DeepSeek-R1's and Qwen3's do), so the text streamed before it was the model's thinking, already let out as answer; have the server take the thinking apart (llama.cpp `--reasoning-format deepseek`, vLLM `--reasoning-parser`) or ask without streaming";
+
+/// A streamed call in flight, as [`Caller::stream`] unfolds it.
+struct Streaming {
+    inner: CompletionStream,
+    /// The answer let out so far.
+    text: String,
+    /// The thinking the server sent apart ([`StreamEvent::Thinking`]), bounded.
+    apart: String,
+    done: bool,
+    request: ModelRequest,
+    span: tracing::Span,
+    start: Instant,
+    caller: Arc<Caller>,
+    /// Inline thinking is taken out delta by delta: none of it is let out.
+    splitter: ThinkingSplitter,
+}
+
+impl Streaming {
+    /// The stream's `Done`: records the call; returns what the splitter held back, then
+    /// nothing more (an empty delta is filtered out), or the error as the last item: a
+    /// truncation, or a reply that only thought.
+    fn ended(
+        &mut self,
+        usage: Option<Usage>,
+        finish_reason: Option<FinishReason>,
+        retries: u32,
+    ) -> Vec<Result<String, SynthError>> {
+        let tail = self.splitter.finish();
+        self.text.push_str(&tail);
+        let mut thinking = self.apart.trim().to_string();
+        let inline = self.splitter.thinking().trim();
+        if !thinking.is_empty() && !inline.is_empty() {
+            push_capped(&mut thinking, "\n\n", MAX_THINKING_BYTES);
+        }
+        push_capped(&mut thinking, inline, MAX_THINKING_BYTES);
+        let only_thought =
+            (self.splitter.thought() || !thinking.is_empty()) && self.text.trim().is_empty();
+        let reply = Reply {
+            text: &self.text,
+            thinking: &thinking,
+            usage,
+            finish_reason,
+            retries,
+        };
+        let usage = self
+            .caller
+            .finish(&self.request, reply, self.start.elapsed(), &self.span);
+        let checked = self.caller.check_reply(&self.request, finish_reason, usage);
+        let last = if only_thought {
+            Err(Caller::only_thought(&self.request, finish_reason))
+        } else if self.splitter.late_close() {
+            Err(Caller::model_error(
+                &self.request,
+                ModelError::Malformed(LATE_CLOSE.into()),
+            ))
+        } else {
+            checked
+        };
+        let last = last
+            .inspect_err(|e| telemetry::record_error(&self.span, e))
+            .map(|()| String::new());
+        vec![Ok(tail), last]
     }
 }
 

@@ -285,6 +285,10 @@ pub struct StructuredCompletion {
 pub enum StreamEvent {
     /// More text.
     Delta(String),
+    /// More of the reply's thinking, sent apart from its text (OpenAI-compatible servers'
+    /// `reasoning_content` deltas, Anthropic's `thinking_delta`s): never part of the
+    /// answer. A consumer that only wants the text ignores it.
+    Thinking(String),
     /// The end of the reply, with usage when the server reported it.
     Done {
         /// Usage the server reported, if any.
@@ -368,15 +372,21 @@ pub trait PromptCounter: Send + Sync + fmt::Debug {
 /// A prompt counter shared between tasks.
 pub type SharedCounter = Arc<dyn PromptCounter>;
 
-/// A finished reply as a stream: one delta with its text, then `Done` with its usage.
+/// A finished reply as a stream: its thinking (when it has any, as one
+/// [`StreamEvent::Thinking`]), one delta with its text, then `Done` with its usage.
 pub fn one_delta_stream(completion: Completion) -> CompletionStream {
-    let events = vec![
-        Ok(StreamEvent::Delta(completion.text)),
-        Ok(StreamEvent::Done {
-            usage: completion.usage,
-            finish_reason: completion.finish_reason,
-        }),
-    ];
+    let thinking =
+        (!completion.thinking.is_empty()).then(|| Ok(StreamEvent::Thinking(completion.thinking)));
+    let events: Vec<_> = thinking
+        .into_iter()
+        .chain([
+            Ok(StreamEvent::Delta(completion.text)),
+            Ok(StreamEvent::Done {
+                usage: completion.usage,
+                finish_reason: completion.finish_reason,
+            }),
+        ])
+        .collect();
     Box::pin(futures::stream::iter(events))
 }
 

@@ -31,6 +31,10 @@ pub const REQUEST_TEMPERATURE: &str = "gen_ai.request.temperature";
 pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 /// Completion tokens: the server's count where it reported one, else synthkit's own.
 pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// Of the completion tokens, those a reasoning model spent thinking (the server's count,
+/// else synthkit's count of the thinking); only on calls that thought. The name of the
+/// GenAI conventions' `gen_ai.client.inference.usage.reasoning.output_tokens`.
+pub const USAGE_REASONING_OUTPUT_TOKENS: &str = "gen_ai.usage.reasoning.output_tokens";
 /// Why the model stopped (`stop`, `length`, `other`).
 pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 /// The output type: `json` for a structured call, `text` otherwise.

@@ -16,8 +16,8 @@
 //! - the call span (`LLM`), named `"{operation} {model}"` as the conventions ask (the
 //!   `tracing` name is `synthkit.call`): `gen_ai.operation.name`, `gen_ai.provider.name`,
 //!   `gen_ai.request.model`, `gen_ai.request.max_tokens`, `gen_ai.usage.input_tokens`,
-//!   `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`,
-//!   `gen_ai.output.type`, and synthkit's `synthkit.index`, `synthkit.retries`,
+//!   `gen_ai.usage.output_tokens`, `gen_ai.usage.reasoning.output_tokens` (a call that
+//!   thought), `gen_ai.response.finish_reasons`, `gen_ai.output.type`, and synthkit's `synthkit.index`, `synthkit.retries`,
 //!   `synthkit.truncated`, `synthkit.usage_reported`, `synthkit.counted_prompt_tokens`,
 //!   and `synthkit.nodes` / `synthkit.node_ids` (at most [`MAX_NODE_IDS`]): the nodes
 //!   whose text the prompt held (above a tree's first level, the nodes under the
@@ -31,7 +31,8 @@
 //! # Content capture
 //!
 //! Prompts, replies and the query are user data: they are recorded
-//! (`gen_ai.input.messages`, `gen_ai.output.messages`, `synthkit.query`, each at most
+//! (`gen_ai.input.messages`, `gen_ai.output.messages` with a reply's thinking as a
+//! `reasoning` part before its text, `synthkit.query`, each text at most
 //! [`MAX_CONTENT_BYTES`], `synthkit.content_cut` when shortened) only when content
 //! capture is on, and only on the exported OpenTelemetry span (feature `otel`), never as
 //! `tracing` fields: a log formatter never prints a prompt. It is off by default and process-wide: [`set_capture_content`] turns it
@@ -301,6 +302,7 @@ pub(crate) fn call_span<'a>(
             { genai::OUTPUT_TYPE } = if request.schema.is_some() { "json" } else { "text" },
             { genai::USAGE_INPUT_TOKENS } = tracing::field::Empty,
             { genai::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
+            { genai::USAGE_REASONING_OUTPUT_TOKENS } = tracing::field::Empty,
             { genai::RESPONSE_FINISH_REASONS } = tracing::field::Empty,
             { genai::SYNTHKIT_MODE } = step.mode.as_str(),
             { genai::SYNTHKIT_STEP } = step.step.as_str(),
@@ -340,6 +342,8 @@ pub(crate) fn call_span<'a>(
 /// What a finished call records on its span.
 pub(crate) struct CallEnd<'a> {
     pub(crate) text: &'a str,
+    /// The reply's thinking (empty when it did not think).
+    pub(crate) thinking: &'a str,
     pub(crate) usage: Usage,
     pub(crate) usage_reported: bool,
     pub(crate) finish_reason: Option<FinishReason>,
@@ -353,6 +357,12 @@ pub(crate) fn record_call_end(span: &tracing::Span, end: &CallEnd<'_>) {
     }
     span.record(genai::USAGE_INPUT_TOKENS, int(end.usage.prompt_tokens));
     span.record(genai::USAGE_OUTPUT_TOKENS, int(end.usage.completion_tokens));
+    if end.usage.reasoning_tokens > 0 {
+        span.record(
+            genai::USAGE_REASONING_OUTPUT_TOKENS,
+            int(end.usage.reasoning_tokens),
+        );
+    }
     span.record(genai::SYNTHKIT_USAGE_REPORTED, end.usage_reported);
     span.record(genai::SYNTHKIT_RETRIES, i64::from(end.retries));
     let truncated = end.finish_reason == Some(FinishReason::Length);
@@ -362,7 +372,7 @@ pub(crate) fn record_call_end(span: &tracing::Span, end: &CallEnd<'_>) {
         span.record(genai::RESPONSE_FINISH_REASONS, reason);
     }
     if capture_content() {
-        let (messages, cut) = output_messages(end.text, reason);
+        let (messages, cut) = output_messages(end.thinking, end.text, reason);
         record_content(span, genai::OUTPUT_MESSAGES, &messages);
         if cut {
             span.record(genai::SYNTHKIT_CONTENT_CUT, true);
@@ -426,15 +436,22 @@ fn input_messages(prompt: &RenderedPrompt) -> (String, bool) {
     (serde_json::Value::Array(messages).to_string(), cut_any)
 }
 
-/// The reply as GenAI output messages (JSON), capped, and whether it was cut.
-fn output_messages(text: &str, finish_reason: Option<&str>) -> (String, bool) {
+/// The reply as GenAI output messages (JSON): its thinking, if any, as a `reasoning`
+/// part before its text; each capped, and whether either was cut.
+fn output_messages(thinking: &str, text: &str, finish_reason: Option<&str>) -> (String, bool) {
     let (text, cut) = cap(text);
+    let (thinking, thinking_cut) = cap(thinking);
+    let mut parts = Vec::with_capacity(2);
+    if !thinking.is_empty() {
+        parts.push(serde_json::json!({"type": "reasoning", "content": thinking}));
+    }
+    parts.push(serde_json::json!({"type": "text", "content": text}));
     let message = serde_json::json!([{
         "role": "assistant",
-        "parts": [{"type": "text", "content": text}],
+        "parts": parts,
         "finish_reason": finish_reason.unwrap_or("other"),
     }]);
-    (message.to_string(), cut)
+    (message.to_string(), cut || thinking_cut)
 }
 
 #[cfg(test)]
@@ -462,10 +479,24 @@ mod tests {
 
     #[test]
     fn output_messages_carry_the_finish_reason() {
-        let (json, cut) = output_messages("Yes.", Some("stop"));
+        let (json, cut) = output_messages("", "Yes.", Some("stop"));
         assert!(!cut);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
         assert_eq!(v[0]["finish_reason"], "stop");
         assert_eq!(v[0]["parts"][0]["content"], "Yes.");
+        assert_eq!(v[0]["parts"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn output_messages_carry_the_thinking_as_a_reasoning_part_capped() {
+        let long = "é".repeat(MAX_CONTENT_BYTES);
+        let (json, cut) = output_messages(&long, "Yes.", Some("stop"));
+        assert!(cut);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        assert_eq!(v[0]["parts"][0]["type"], "reasoning");
+        let thinking = v[0]["parts"][0]["content"].as_str().unwrap_or_default();
+        assert!(thinking.len() <= MAX_CONTENT_BYTES && thinking.starts_with('é'));
+        assert_eq!(v[0]["parts"][1]["type"], "text");
+        assert_eq!(v[0]["parts"][1]["content"], "Yes.");
     }
 }

@@ -13,10 +13,17 @@
 //!   tag is held back (at most [`MAX_TAG_BYTES`]) until the next delta tells.
 //! - A block the reply never closes (a reply cut at the output limit while thinking)
 //!   holds the rest of the reply: [`Split::unclosed`] says so.
-//! - Whole replies only: a reply whose opening tag was in the prompt (DeepSeek-R1's chat
-//!   template ends the prompt with `<think>`) starts with thinking and closes it with a
-//!   lone `</think>`; [`split_thinking`] takes the text before it as thinking. A streamed
-//!   reply cannot be told apart until the closing tag comes, so the splitter does not.
+//! - A reply whose opening tag was in the prompt (DeepSeek-R1's and Qwen3's chat templates
+//!   end the prompt with `<think>`) starts with thinking and closes it with a lone
+//!   `</think>` (a closing tag before any opening one); the text before it is thinking.
+//!   [`split_thinking`] always tells. A stream cannot be told apart until the closing tag
+//!   comes, and holding the whole answer back for a tag that may never come would stop
+//!   streaming, so the splitter lets text out as it comes (holding back no more than a
+//!   possible tag): a lone closing tag in the same delta as all the text before it (a
+//!   one-delta replay, a cached reply) is split exactly as the whole reply; one that
+//!   comes after text was let out is left out, the rest is answer, and
+//!   [`ThinkingSplitter::late_close`] says the thinking before it was let out (the engine
+//!   then fails the stream rather than present thinking as an answer).
 //! - Bounds: the thinking kept is at most [`MAX_THINKING_BYTES`] (cut at a character
 //!   boundary; [`ThinkingSplitter::thinking_bytes`] is the whole length), so a block that
 //!   never closes is never held without bound; what a splitter holds back of a possible
@@ -30,6 +37,17 @@ pub const MAX_TAG_BYTES: usize = 12;
 
 /// The blocks' names: `<think>`, `<thinking>`, `<reasoning>`.
 const NAMES: [&str; 3] = ["think", "thinking", "reasoning"];
+
+/// What a reply that thought and wrote no answer held, for its
+/// [`crate::model::ModelError::NoText`]: `cut` when the server stopped it at the output
+/// limit (the model was still thinking).
+pub(crate) fn only_thought(cut: bool) -> &'static str {
+    if cut {
+        "reasoning (thinking): the reply was cut at the output limit while the model was still thinking, before any answer; raise the thinking reserve (SynthesizerBuilder::thinking_reserve, --thinking-reserve) or the output reserve (num_output)"
+    } else {
+        "reasoning (thinking): the model thought and wrote no answer"
+    }
+}
 
 /// A reply's text split into its thinking and its answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,6 +122,8 @@ pub struct ThinkingSplitter {
     skip_space: bool,
     /// Answer text has been let out.
     answered: bool,
+    /// A lone closing tag came after answer text had been let out.
+    late_close: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -186,13 +206,28 @@ impl ThinkingSplitter {
         loop {
             match self.open {
                 None => match find_named(rest, Tag::Open, None) {
+                    // A lone closing tag before any block: the opening tag was in the
+                    // prompt, and the text before it is thinking.
+                    _ if let Some((at, len)) = self.lone_close(rest) => {
+                        let before = rest.get(..at).unwrap_or_default();
+                        self.late_close = self.answered;
+                        self.keep_thinking(before);
+                        self.closed = true;
+                        self.skip_space = true;
+                        rest = rest.get(at + len..).unwrap_or_default();
+                    }
                     Some((at, len, name)) => {
                         self.answer(&mut answer, rest.get(..at).unwrap_or_default());
                         self.open = Some(name);
                         rest = rest.get(at + len..).unwrap_or_default();
                     }
                     None => {
-                        let keep = held_from(rest, Tag::Open, None).unwrap_or(rest.len());
+                        let mut keep = held_from(rest, Tag::Open, None).unwrap_or(rest.len());
+                        if !self.thought() {
+                            // It may be the start of a lone closing tag, too.
+                            let close = held_from(rest, Tag::Close, None).unwrap_or(rest.len());
+                            keep = keep.min(close);
+                        }
                         self.answer(&mut answer, rest.get(..keep).unwrap_or_default());
                         self.held = rest.get(keep..).unwrap_or_default().to_string();
                         return answer;
@@ -215,6 +250,23 @@ impl ThinkingSplitter {
                 },
             }
         }
+    }
+
+    /// A lone closing tag in `rest` (start, length): one that comes before any opening
+    /// tag, while no block has opened yet.
+    fn lone_close(&self, rest: &str) -> Option<(usize, usize)> {
+        if self.thought() {
+            return None;
+        }
+        let (at, len) = find_tag(rest, Tag::Close)?;
+        let opens_before = find_tag(rest.get(..at).unwrap_or_default(), Tag::Open).is_some();
+        (!opens_before).then_some((at, len))
+    }
+
+    /// Whether a lone closing tag came after answer text had been let out: the text let
+    /// out before it was thinking, and cannot be taken back.
+    pub fn late_close(&self) -> bool {
+        self.late_close
     }
 
     /// Ends the reply: the answer text held back, if any (a cut tag is text).
@@ -379,6 +431,44 @@ mod tests {
             let out = sp.feed(&ch.to_string());
             assert!(!out.contains("user") && !out.contains("think"), "{out}");
         }
+    }
+
+    #[test]
+    fn thinking_lone_closer_in_a_stream() {
+        let text = "Okay, the user asks.\n</think>\n\nEvery six months.";
+        let whole = split_thinking(text);
+        // In one delta (a replay): exactly the whole reply's split.
+        let mut sp = ThinkingSplitter::default();
+        let mut answer = sp.feed(text);
+        answer.push_str(&sp.finish());
+        assert!(!sp.late_close());
+        assert_eq!(sp.into_split(answer), whole);
+        let closer_end = text.find("</think>").unwrap() + "</think>".len();
+        // Cut at every byte: the closing tag is never let out; once text before it was
+        // let out, the splitter says so, and the answer after it is the same.
+        for cut in 1..text.len() {
+            let (a, b) = text.split_at(cut);
+            let mut sp = ThinkingSplitter::default();
+            let first = sp.feed(a);
+            let mut out = first.clone();
+            out.push_str(&sp.feed(b));
+            out.push_str(&sp.finish());
+            assert!(!out.contains("</"), "cut at {cut}: {out}");
+            let late = cut < closer_end;
+            assert_eq!(sp.late_close(), late, "cut at {cut}");
+            assert!(out.ends_with("Every six months."), "cut at {cut}: {out}");
+            if !late {
+                assert_eq!(sp.into_split(out), whole, "cut at {cut}");
+            }
+        }
+        // A closing tag after a block is text's business as before, and no late close.
+        let s = stream(&["<think>a</think>b", "</think>c"]);
+        assert_eq!(s.answer, "b</think>c");
+        // Text that only looks like the start of a closing tag is let out at the end.
+        let mut sp = ThinkingSplitter::default();
+        assert_eq!(sp.feed("a </thi"), "a ");
+        assert_eq!(sp.finish(), "</thi");
+        assert!(!sp.late_close());
     }
 
     #[test]

@@ -405,6 +405,7 @@ fn memory_cache_round_trip() {
         text: "t".into(),
         usage: None,
         finish_reason: Some(FinishReason::Length),
+        thinking: "hmm".into(),
     };
     assert_eq!(c.put("k", &v).now_or_never(), Some(()));
     assert_eq!(c.get("k").now_or_never(), Some(Some(v.clone())));
@@ -424,9 +425,10 @@ mod sqlite {
             usage: Some(Usage {
                 prompt_tokens: 12,
                 completion_tokens: 3,
-                ..Default::default()
+                reasoning_tokens: 2,
             }),
             finish_reason: Some(FinishReason::Stop),
+            thinking: format!("thought before {text}"),
         }
     }
 
@@ -444,6 +446,7 @@ mod sqlite {
                     text: "beta".into(),
                     usage: None,
                     finish_reason: None,
+                    thinking: String::new(),
                 },
             )
             .await;
@@ -458,11 +461,48 @@ mod sqlite {
                 text: "beta".into(),
                 usage: None,
                 finish_reason: None,
+                thinking: String::new(),
             })
         );
         assert_eq!(c.get("missing").await, None);
         // WAL mode.
         assert!(dir.path().join("cache.db-wal").exists());
+    }
+
+    #[tokio::test]
+    async fn a_file_made_before_thinking_was_kept_still_reads_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL,
+                 prompt_tokens INT, completion_tokens INT, finish_reason TEXT,
+                 created_at INT NOT NULL);
+                 INSERT INTO responses VALUES ('old', 'old reply', 4, 5, 'stop', 0);",
+            )
+            .unwrap();
+        }
+        let c = SqliteCache::open(&path).unwrap();
+        assert_eq!(
+            c.get("old").await,
+            Some(CachedReply {
+                text: "old reply".into(),
+                usage: Some(Usage {
+                    prompt_tokens: 4,
+                    completion_tokens: 5,
+                    ..Default::default()
+                }),
+                finish_reason: Some(FinishReason::Stop),
+                thinking: String::new(),
+            })
+        );
+        c.put("new", &reply("gamma")).await;
+        drop(c);
+        // Opened again (the columns are there now), both rows read.
+        let c = SqliteCache::open(&path).unwrap();
+        assert_eq!(c.get("new").await, Some(reply("gamma")));
+        assert_eq!(c.len(), 2);
     }
 
     #[tokio::test]

@@ -356,3 +356,31 @@ fn calls_on_worker_threads_make_their_spans_with_the_synthesis_subscriber() {
     assert!(calls > 1, "{calls} call spans");
     assert!(spans.values().all(|s| s.parent.is_some()));
 }
+
+#[test]
+fn a_call_that_thought_carries_its_reasoning_tokens() {
+    let model = ScriptedModel::constant(
+        ModelInfo::new("m").with_provider("test"),
+        "<think>The manual says monthly, the note says three months.</think>Every three months.",
+    );
+    let synth = Synthesizer::builder(model)
+        .mode(ResponseMode::Compact)
+        .build()
+        .unwrap();
+    let (ok, spans) = record(&synth, nodes());
+    assert!(ok);
+    let calls: Vec<&Seen> = spans
+        .values()
+        .filter(|s| s.name == "synthkit.call")
+        .collect();
+    assert!(!calls.is_empty());
+    for call in calls {
+        let reasoning: u64 = call.fields["gen_ai.usage.reasoning.output_tokens"]
+            .parse()
+            .unwrap();
+        let output: u64 = call.fields["gen_ai.usage.output_tokens"].parse().unwrap();
+        assert!(reasoning > 0 && reasoning <= output, "{call:?}");
+        // The thinking is content: never a tracing field.
+        assert!(!call.fields.values().any(|v| v.contains("monthly")));
+    }
+}

@@ -239,3 +239,203 @@ async fn the_thinking_reserve_raises_max_tokens_and_comes_off_the_prompt_room() 
         .to_string();
     assert!(e.contains("thinking reserve"), "{e}");
 }
+
+/// A synthesizer (compact, steps kept) over `peer`, streamed over one node: the streamed
+/// text and the response, or the error.
+async fn stream_from(
+    model: impl synthkit::model::LanguageModel + 'static,
+) -> Result<(String, synthkit::Response), String> {
+    let synth = Synthesizer::builder(model)
+        .mode(ResponseMode::Compact)
+        .return_steps(true)
+        .build()
+        .unwrap();
+    let mut s = synth
+        .stream("How often?", vec![Node::new("a", "It runs daily.")])
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut streamed = String::new();
+    while let Some(d) = s.next().await {
+        streamed.push_str(&d.map_err(|e| e.to_string())?);
+    }
+    let r = s.finish().await.map_err(|e| e.to_string())?;
+    Ok((streamed, r))
+}
+
+/// An OpenAI-compatible peer that streams `deltas` (whole delta objects) and `finish`.
+fn streaming_peer(deltas: Vec<Value>, finish: &'static str) -> HostilePeer {
+    HostilePeer::start(move |_, _| {
+        let usage = json!({"prompt_tokens": 50, "completion_tokens": 30,
+            "completion_tokens_details": {"reasoning_tokens": 20}});
+        synthkit_testkit::openai::chat_stream_deltas("m", &deltas, finish, &usage)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_reasoning_content_stays_in_the_steps_never_in_the_answer() {
+    let peer = streaming_peer(
+        vec![
+            json!({"role": "assistant", "content": null, "reasoning_content": SECRET}),
+            json!({"reasoning_content": ": the node says daily"}),
+            json!({"content": "It runs"}),
+            json!({"content": " daily."}),
+        ],
+        "stop",
+    );
+    let (streamed, r) = stream_from(model(&peer.base)).await.unwrap();
+    assert_eq!(streamed, "It runs daily.");
+    assert_eq!(r.text, "It runs daily.");
+    assert_eq!(r.usage.reasoning_tokens, 20);
+    let steps = r.steps.unwrap();
+    assert_eq!(steps[0].thinking, format!("{SECRET}: the node says daily"));
+    assert_eq!(steps[0].reply, "It runs daily.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_reasoning_content_only_is_the_thinking_error() {
+    let only = || vec![json!({"reasoning_content": "Hmm, daily? Let me see."})];
+    let e = stream_from(model(&streaming_peer(only(), "stop").base))
+        .await
+        .unwrap_err();
+    assert!(e.contains("thought and wrote no answer"), "{e}");
+    let e = stream_from(model(&streaming_peer(only(), "length").base))
+        .await
+        .unwrap_err();
+    assert!(e.contains("still thinking"), "{e}");
+    assert!(e.contains("thinking_reserve"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_thinking_blocks_whole_and_streamed_stay_in_the_steps() {
+    use synthkit::backend::anthropic::{AnthropicConfig, AnthropicModel};
+    let peer = HostilePeer::start(|_, body: &Value| {
+        if body["stream"] == json!(true) {
+            return synthkit_testkit::anthropic::message_stream(
+                &[("thinking", SECRET), ("text", "It runs daily.")],
+                "end_turn",
+                30,
+            );
+        }
+        let mut reply = synthkit_testkit::anthropic::message_reply("It runs daily.", 10, 30);
+        reply["content"] = json!([{"type": "thinking", "thinking": SECRET, "signature": "x"},
+            {"type": "text", "text": "It runs daily."}]);
+        json_with_headers(200, &[], &reply)
+    });
+    let anthropic = || {
+        AnthropicModel::new(
+            AnthropicConfig::new("m")
+                .with_base_url(&peer.base)
+                .with_context_window(1024),
+        )
+        .unwrap()
+    };
+    let synth = Synthesizer::builder(anthropic())
+        .mode(ResponseMode::Compact)
+        .return_steps(true)
+        .build()
+        .unwrap();
+    let r = synth
+        .synthesize("How often?", vec![Node::new("a", "It runs daily.")])
+        .await
+        .unwrap();
+    assert_eq!(r.text, "It runs daily.");
+    assert_eq!(r.steps.unwrap()[0].thinking, SECRET);
+    let (streamed, r) = stream_from(anthropic()).await.unwrap();
+    assert_eq!(streamed, "It runs daily.");
+    assert_eq!(r.steps.unwrap()[0].thinking, SECRET);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_closing_tag_in_a_stream_is_split_or_fails_never_an_answer() {
+    let text = format!("Okay, {SECRET}.\n</think>\n\nIt runs daily.");
+    // All in one delta: split exactly as the whole reply.
+    let peer = streaming_peer(vec![json!({"content": text})], "stop");
+    let (streamed, r) = stream_from(model(&peer.base)).await.unwrap();
+    assert_eq!(streamed, "It runs daily.");
+    assert_eq!(r.steps.unwrap()[0].thinking, format!("Okay, {SECRET}."));
+    // The thinking streamed before the closing tag came: the stream fails, saying why.
+    let (a, b) = text.split_at(10);
+    let peer = streaming_peer(vec![json!({"content": a}), json!({"content": b})], "stop");
+    let e = stream_from(model(&peer.base)).await.unwrap_err();
+    assert!(e.contains("lone `</think>`"), "{e}");
+    assert!(e.contains("--reasoning-format"), "{e}");
+    // Not streamed, the same reply is split.
+    let body = chat_reply(
+        "m",
+        &text,
+        "stop",
+        &json!({"prompt_tokens": 5, "completion_tokens": 9}),
+    );
+    let peer = HostilePeer::start(move |_, _| json_with_headers(200, &[], &body));
+    let synth = Synthesizer::builder(model(&peer.base)).build().unwrap();
+    let r = synth
+        .synthesize("How often?", vec![Node::new("a", "It runs daily.")])
+        .await
+        .unwrap();
+    assert_eq!(r.text, "It runs daily.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_hit_keeps_the_thinking_the_server_sent_apart() {
+    use synthkit::layer::cache::{CachedModel, MemoryCache};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let peer = HostilePeer::start(move |_, body: &Value| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        let usage = json!({"prompt_tokens": 50, "completion_tokens": 30,
+            "completion_tokens_details": {"reasoning_tokens": 20}});
+        if body["stream"] == json!(true) {
+            let deltas = [
+                json!({"reasoning_content": SECRET}),
+                json!({"content": "It runs daily."}),
+            ];
+            return synthkit_testkit::openai::chat_stream_deltas("m", &deltas, "stop", &usage);
+        }
+        let message = json!({"role": "assistant", "content": "It runs daily.",
+            "reasoning_content": SECRET});
+        let body = json!({"model": "m", "choices": [{"index": 0, "finish_reason": "stop",
+            "message": message}], "usage": usage});
+        json_with_headers(200, &[], &body)
+    });
+    for streamed in [false, true] {
+        let cached = Arc::new(CachedModel::new(
+            model(&peer.base),
+            Arc::new(MemoryCache::new()),
+            "openai",
+            "t=0",
+        ));
+        let before = calls.load(Ordering::SeqCst);
+        for round in 0..2 {
+            let r = if streamed {
+                stream_from(cached.clone()).await.unwrap().1
+            } else {
+                Synthesizer::builder(cached.clone())
+                    .mode(ResponseMode::Compact)
+                    .return_steps(true)
+                    .build()
+                    .unwrap()
+                    .synthesize("How often?", vec![Node::new("a", "It runs daily.")])
+                    .await
+                    .unwrap()
+            };
+            assert_eq!(
+                r.text, "It runs daily.",
+                "streamed {streamed}, round {round}"
+            );
+            assert_eq!(
+                r.usage.reasoning_tokens, 20,
+                "streamed {streamed}, round {round}"
+            );
+            let steps = r.steps.unwrap();
+            assert_eq!(
+                steps[0].thinking, SECRET,
+                "streamed {streamed}, round {round}"
+            );
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst) - before,
+            1,
+            "the second was a hit"
+        );
+    }
+}

@@ -2,8 +2,8 @@
 //!
 //! Events: `message_start` (the model and the prompt's usage), `content_block_start`,
 //! `content_block_delta` (`text_delta`s are the reply; other deltas, such as
-//! `input_json_delta` and `thinking_delta`, are not text; a `thinking_delta` restarts the
-//! idle timeout), `content_block_stop`,
+//! `input_json_delta` and `thinking_delta`, are not text; a `thinking_delta` comes as
+//! [`StreamEvent::Thinking`] and restarts the idle timeout), `content_block_stop`,
 //! `message_delta` (the `stop_reason` and the final usage), `message_stop` (the end),
 //! `ping`, and `error`. A stream yields the text deltas, then exactly one
 //! [`StreamEvent::Done`] at `message_stop` (or, when the server omits it, at the end of a
@@ -46,6 +46,8 @@ struct Delta {
     #[serde(rename = "type")]
     kind: Option<String>,
     text: Option<String>,
+    /// A `thinking_delta`'s text (read leniently: a value of another type is none).
+    thinking: Option<serde_json::Value>,
     stop_reason: Option<String>,
 }
 
@@ -132,6 +134,9 @@ impl EventParser for MessageParser {
             "content_block_start" => {
                 if let Some(block) = &data.content_block {
                     block.note(&mut self.held);
+                    if let Some(t) = block.thinking().filter(|t| !t.is_empty()) {
+                        out.push_back(Ok(StreamEvent::Thinking(t.to_string())));
+                    }
                 }
                 let text = data.content_block.as_ref().and_then(Block::text);
                 self.text(text, out);
@@ -144,6 +149,10 @@ impl EventParser for MessageParser {
                     Some("thinking_delta") => {
                         self.held.reasoning = true;
                         self.thought = true;
+                        let t = delta.and_then(|d| d.thinking.as_ref()?.as_str());
+                        if let Some(t) = t.filter(|t| !t.is_empty()) {
+                            out.push_back(Ok(StreamEvent::Thinking(t.to_string())));
+                        }
                     }
                     _ => {}
                 }
@@ -242,7 +251,10 @@ mod tests {
             ),
             ("message_stop", r#"{"type":"message_stop"}"#),
         ]);
-        assert_hello_cut_at_length(events);
+        // The thinking comes apart, never as text.
+        let thinking = |e: &Result<StreamEvent, String>| matches!(e, Ok(StreamEvent::Thinking(t)) if t == "hmm");
+        assert_eq!(events.iter().filter(|e| thinking(e)).count(), 1);
+        assert_hello_cut_at_length(events.into_iter().filter(|e| !thinking(e)));
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub(crate) struct Held {
     pub tool_calls: bool,
     /// Reasoning ("thinking") came.
     pub reasoning: bool,
+    /// The server stopped at the output limit (`length`, `max_tokens`).
+    pub cut: bool,
 }
 
 impl Held {
@@ -38,6 +40,7 @@ impl Held {
                 )
             }
             "refusal" => self.refused_by = Some("stop_reason `refusal`"),
+            "length" | "max_tokens" => self.cut = true,
             _ => {}
         }
     }
@@ -67,7 +70,7 @@ impl Held {
             let what = match (self.tool_calls, self.reasoning) {
                 (true, true) => "tool calls and reasoning",
                 (true, false) => "tool calls",
-                (false, true) => "reasoning (thinking)",
+                (false, true) => crate::text::thinking::only_thought(self.cut),
                 (false, false) => return Ok(()),
             };
             return Err(ModelError::NoText { what: what.into() });

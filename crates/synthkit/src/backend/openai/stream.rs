@@ -3,7 +3,8 @@
 //! A stream yields the text deltas, then exactly one [`StreamEvent::Done`] once the server
 //! sent `[DONE]` (or, for servers that omit it, a `finish_reason`). A stream that ends
 //! before either yields [`ModelError::Incomplete`], so a cut-off reply is never taken as a
-//! complete one. `reasoning_content` deltas are not text, but restart the idle timeout; a
+//! complete one. `reasoning_content` (or `reasoning`) deltas are not text: they come as
+//! [`StreamEvent::Thinking`], and restart the idle timeout; a
 //! reply that is a refusal (`refusal` deltas, `finish_reason: content_filter`) ends with
 //! [`ModelError::Refused`], and one of tool calls or reasoning only with
 //! [`ModelError::NoText`], in place of its `Done`.
@@ -87,6 +88,10 @@ impl ChunkParser {
             self.served.set(name);
         }
         for choice in chunk.choices.iter().flatten().filter(|c| c.is_first()) {
+            // Reasoning comes apart from the text, as the reply's thinking.
+            if let Some(t) = choice.message().and_then(wire::Message::reasoning_text) {
+                out.push_back(Ok(StreamEvent::Thinking(t.to_string())));
+            }
             if let Some(text) = choice.content().filter(|t| !t.is_empty()) {
                 self.deltas += 1;
                 self.held.text(text);
@@ -156,7 +161,9 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"content":"after"}}]}"#,
         ]);
         assert!(finished);
-        assert_hello_cut_at_length(events);
+        // The reasoning comes apart, as thinking, never as text.
+        assert!(matches!(&events[0], Ok(StreamEvent::Thinking(t)) if t == "thinking"));
+        assert_hello_cut_at_length(events.into_iter().skip(1));
     }
 
     #[test]

@@ -33,7 +33,10 @@ impl Weighter<String, Arc<CachedReply>> for ByBytes {
 }
 
 fn entry_weight(key: &str, reply: &CachedReply) -> u64 {
-    let bytes = key.len().saturating_add(reply.text.len());
+    let bytes = key
+        .len()
+        .saturating_add(reply.text.len())
+        .saturating_add(reply.thinking.len());
     u64::try_from(bytes)
         .unwrap_or(u64::MAX)
         .saturating_add(ENTRY_OVERHEAD)
@@ -42,7 +45,7 @@ fn entry_weight(key: &str, reply: &CachedReply) -> u64 {
 /// An in-memory store for one process, within a byte cap (default
 /// [`MemoryCache::DEFAULT_MAX_BYTES`], 64 MiB).
 ///
-/// An entry weighs its key plus its reply's text in bytes, plus a fixed 128 bytes for
+/// An entry weighs its key plus its reply's text and thinking in bytes, plus a fixed 128 bytes for
 /// its bookkeeping. Once the entries together would pass the cap, entries are evicted,
 /// those not used recently first (quick_cache's S3-FIFO policy): a new entry waits in a
 /// small queue (a tenth of the cap) and moves to the main part when it is read again;

@@ -34,7 +34,7 @@
 //! What is cached, and what is not:
 //! - **Only successes.** A failed call is never stored, so the next run asks again.
 //! - **Streams only when complete.** A streamed reply is stored (its full text, usage and
-//!   finish reason) only when the stream reached [`StreamEvent::Done`]; a stream cut off
+//!   finish reason, and the thinking the server sent apart) only when the stream reached [`StreamEvent::Done`]; a stream cut off
 //!   before that, or failing part-way, stores nothing. Streamed and plain calls share
 //!   their key: a stored reply replays as a stream of one delta with the full text, then
 //!   `Done` with the stored usage; a stored stream answers a plain call.
@@ -86,6 +86,11 @@ pub struct CachedReply {
     pub usage: Option<Usage>,
     /// Why the model stopped, if known.
     pub finish_reason: Option<FinishReason>,
+    /// The thinking the server sent apart ([`Completion::thinking`]; at most
+    /// [`crate::text::thinking::MAX_THINKING_BYTES`]), so that a hit's steps show it as the
+    /// call's did. Empty for other models and in entries stored before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thinking: String,
 }
 
 impl CachedReply {
@@ -95,7 +100,7 @@ impl CachedReply {
             text: self.text.clone(),
             usage: self.usage,
             finish_reason: self.finish_reason,
-            thinking: String::new(),
+            thinking: self.thinking.clone(),
         }
     }
 }
@@ -106,6 +111,7 @@ impl From<&Completion> for CachedReply {
             text: c.text.clone(),
             usage: c.usage,
             finish_reason: c.finish_reason,
+            thinking: c.thinking.clone(),
         }
     }
 }
@@ -357,7 +363,7 @@ fn replay(reply: CachedReply) -> CompletionStream {
         text: reply.text,
         usage: reply.usage,
         finish_reason: reply.finish_reason,
-        thinking: String::new(),
+        thinking: reply.thinking,
     })
 }
 
@@ -375,6 +381,7 @@ fn recording(
         cache: Arc<dyn ResponseCache>,
         key: String,
         text: String,
+        thinking: String,
         stored: bool,
         structured: bool,
     }
@@ -383,6 +390,7 @@ fn recording(
         cache,
         key,
         text: String::new(),
+        thinking: String::new(),
         stored: false,
         structured,
     };
@@ -390,6 +398,13 @@ fn recording(
         let item = st.inner.next().await?;
         match &item {
             Ok(StreamEvent::Delta(d)) if !st.stored => st.text.push_str(d),
+            Ok(StreamEvent::Thinking(t)) if !st.stored => {
+                crate::text::thinking::push_capped(
+                    &mut st.thinking,
+                    t,
+                    crate::text::thinking::MAX_THINKING_BYTES,
+                );
+            }
             Ok(StreamEvent::Done {
                 usage,
                 finish_reason,
@@ -399,6 +414,7 @@ fn recording(
                     text: std::mem::take(&mut st.text),
                     usage: *usage,
                     finish_reason: *finish_reason,
+                    thinking: std::mem::take(&mut st.thinking),
                 };
                 if !st.structured || parse_json_reply(&reply.text).is_ok() {
                     st.cache.put(&st.key, &reply).await;

@@ -18,13 +18,25 @@ const CREATE: &str = "CREATE TABLE IF NOT EXISTS responses (
     prompt_tokens INT,
     completion_tokens INT,
     finish_reason TEXT,
-    created_at INT NOT NULL
+    created_at INT NOT NULL,
+    reasoning_tokens INT,
+    thinking TEXT
 )";
-const SELECT: &str =
-    "SELECT text, prompt_tokens, completion_tokens, finish_reason FROM responses WHERE key = ?1";
+/// Columns added after the first release: a file made before them gets them on open
+/// (its rows read as without thinking).
+const ADDED: [(&str, &str); 2] = [
+    (
+        "reasoning_tokens",
+        "ALTER TABLE responses ADD COLUMN reasoning_tokens INT",
+    ),
+    ("thinking", "ALTER TABLE responses ADD COLUMN thinking TEXT"),
+];
+const SELECT: &str = "SELECT text, prompt_tokens, completion_tokens, finish_reason,
+    reasoning_tokens, thinking FROM responses WHERE key = ?1";
 const UPSERT: &str = "INSERT OR REPLACE INTO responses
-    (key, text, prompt_tokens, completion_tokens, finish_reason, created_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    (key, text, prompt_tokens, completion_tokens, finish_reason, created_at,
+     reasoning_tokens, thinking)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 /// How long a statement waits for another process holding the file's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,6 +68,9 @@ fn setup(conn: &Connection) -> rusqlite::Result<String> {
         conn.pragma_update(None, "synchronous", "NORMAL")
     })?;
     retry_busy(deadline, || conn.execute_batch(CREATE))?;
+    for (column, add) in ADDED {
+        retry_busy(deadline, || add_column(conn, column, add))?;
+    }
     // Both statements must compile against the table as it is (an older or foreign
     // table of the same name fails here, not at every call).
     retry_busy(deadline, || {
@@ -64,6 +79,23 @@ fn setup(conn: &Connection) -> rusqlite::Result<String> {
         Ok(())
     })?;
     Ok(mode)
+}
+
+/// Adds `column` with `add` unless the table has it (another process may have added it
+/// at the same moment: a duplicate column is taken as done).
+fn add_column(conn: &Connection, column: &str, add: &str) -> rusqlite::Result<()> {
+    let mut has = false;
+    conn.pragma(None, "table_info", "responses", |r| {
+        has |= r.get::<_, String>(1)? == column;
+        Ok(())
+    })?;
+    if has {
+        return Ok(());
+    }
+    match conn.execute_batch(add) {
+        Err(e) if e.to_string().contains("duplicate column") => Ok(()),
+        other => other,
+    }
 }
 
 /// Runs `step` until it succeeds, fails with something other than "busy", or
@@ -285,22 +317,25 @@ fn read(conn: &Connection, key: &str) -> rusqlite::Result<Option<CachedReply>> {
             r.get::<_, Option<i64>>(1)?,
             r.get::<_, Option<i64>>(2)?,
             r.get::<_, Option<String>>(3)?,
+            r.get::<_, Option<i64>>(4)?,
+            r.get::<_, Option<String>>(5)?,
         ))
     });
-    Ok(row
-        .optional()?
-        .map(|(text, prompt, completion, finish)| CachedReply {
+    Ok(row.optional()?.map(
+        |(text, prompt, completion, finish, reasoning, thinking)| CachedReply {
             text,
             usage: match (prompt, completion) {
                 (Some(p), Some(c)) => Some(Usage {
                     prompt_tokens: from_sql_count(p),
                     completion_tokens: from_sql_count(c),
-                    ..Default::default()
+                    reasoning_tokens: reasoning.map_or(0, from_sql_count),
                 }),
                 _ => None,
             },
             finish_reason: finish.as_deref().map(finish_reason_from),
-        }))
+            thinking: thinking.unwrap_or_default(),
+        },
+    ))
 }
 
 /// Stores `value` under `key` (one blocking statement, its own transaction).
@@ -315,6 +350,8 @@ fn write(conn: &Connection, key: &str, value: &CachedReply) -> rusqlite::Result<
         value.usage.map(|u| to_sql_count(u.completion_tokens)),
         value.finish_reason.map(finish_reason_name),
         now,
+        value.usage.map(|u| to_sql_count(u.reasoning_tokens)),
+        value.thinking,
     ])?;
     Ok(())
 }
@@ -350,6 +387,7 @@ mod tests {
                 ..Default::default()
             }),
             finish_reason: Some(FinishReason::Length),
+            thinking: String::new(),
         }
     }
 

@@ -299,6 +299,7 @@ async fn chat_stream_yields_deltas_then_one_done_with_usage() {
         format!(
             "{:?}",
             vec![
+                Ok::<_, ModelError>(StreamEvent::Thinking("let me think".into())),
                 Ok::<_, ModelError>(StreamEvent::Delta(" randomized".into())),
                 Ok::<_, ModelError>(StreamEvent::Delta("emade".into())),
                 Ok::<_, ModelError>(StreamEvent::Done {
@@ -364,7 +365,16 @@ async fn a_server_that_ignores_stream_true_still_streams() {
         Router::new().route("/v1/chat/completions", fixed(&seen, 200, &[JSON], CHAT_OK)),
     );
     let events = collect(server.model().stream(&chat_request()).await.unwrap()).await;
-    assert_eq!(events.len(), 2);
+    // The reasoning comes apart, as the reply's thinking; then the text and `Done`.
+    assert_eq!(events.len(), 3);
+    assert_eq!(
+        format!("{:?}", events[0]),
+        format!(
+            "{:?}",
+            Ok::<_, ModelError>(StreamEvent::Thinking("ignored".into()))
+        )
+    );
+    let events = &events[1..];
     assert_eq!(
         format!("{:?}", events[0]),
         format!(
