@@ -52,12 +52,23 @@ impl Job {
     /// carries from its start.
     pub(crate) async fn call_all(
         &self,
-        mut source: impl RequestSource,
+        source: impl RequestSource,
     ) -> Result<Vec<(String, Origin)>, SynthError> {
+        self.call_all_with(source, |job, request| Box::pin(job.call_text(request)))
+            .await
+    }
+
+    /// [`Job::call_all`] with each call made by `call` (which reads the reply its own
+    /// way, such as map_reduce's records).
+    pub(crate) async fn call_all_with<T: Send + 'static>(
+        &self,
+        mut source: impl RequestSource,
+        call: for<'a> fn(&'a Job, &'a ModelRequest) -> BoxFuture<'a, Result<T, SynthError>>,
+    ) -> Result<Vec<(T, Origin)>, SynthError> {
         let limit = self.concurrency().max(1);
-        let mut running: FuturesUnordered<OwnedTask<(Slot, ModelRequest, CallResult)>> =
+        let mut running: FuturesUnordered<OwnedTask<(Slot, ModelRequest, Result<T, SynthError>)>> =
             FuturesUnordered::new();
-        let mut answers: BTreeMap<Slot, (String, Origin)> = BTreeMap::new();
+        let mut answers: BTreeMap<Slot, (T, Origin)> = BTreeMap::new();
         // Parts of re-split requests, started before new requests.
         let mut parts: VecDeque<(Slot, ModelRequest)> = VecDeque::new();
         let mut next_index = 0;
@@ -86,7 +97,7 @@ impl Job {
                 let request = request.with_extension(CallTag(self.next_call_tag()));
                 let job = self.clone();
                 running.push(OwnedTask::spawn(async move {
-                    let answer = job.call_text(&request).await;
+                    let answer = call(&job, &request).await;
                     (slot, request, answer)
                 }));
             }
@@ -113,8 +124,6 @@ impl Job {
         Ok(answers.into_values().collect())
     }
 }
-
-type CallResult = Result<String, SynthError>;
 
 /// A stream whose items are produced by a driver future it owns: polling the stream polls
 /// the driver, and dropping the stream drops the driver (and every task the driver owns).
