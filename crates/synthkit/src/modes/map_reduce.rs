@@ -38,17 +38,18 @@ const MAX_LEVELS: u32 = 64;
 /// The confidence of a reply that is not a record (the middle of 1 to 5).
 const MIDDLE_CONFIDENCE: u8 = 3;
 
-/// The JSON schema of a record (map and collapse calls). Descriptions are short: a
-/// server without native structured output gets the schema in every map prompt.
+/// The JSON schema of a record (map and collapse calls). It has no descriptions: the
+/// map and reduce prompts say what each field holds, and a server without native
+/// structured output gets the schema in every prompt.
 pub(crate) fn record_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "information": {"type": "string", "description": "facts from the passages relevant to the question"},
-            "rationale": {"type": "string", "description": "how they bear on the question"},
-            "answer": {"type": "string", "description": "the answer they give"},
-            "confidence": {"type": "integer", "minimum": 1, "maximum": 5, "description": "5: stated outright; 1: a guess"},
-            "no_information": {"type": "boolean", "description": "true if they say nothing about the question"}
+            "information": {"type": "string"},
+            "rationale": {"type": "string"},
+            "answer": {"type": "string"},
+            "confidence": {"type": "integer", "minimum": 1, "maximum": 5},
+            "no_information": {"type": "boolean"}
         },
         "required": ["information", "rationale", "answer", "confidence", "no_information"]
     })

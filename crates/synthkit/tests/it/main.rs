@@ -33,6 +33,7 @@ mod hostile_peers;
 mod limit;
 #[cfg(feature = "openai")]
 mod llama_server;
+mod map_reduce;
 mod memory_cache;
 mod modes;
 mod node_json;
