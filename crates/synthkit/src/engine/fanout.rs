@@ -42,6 +42,9 @@ impl RequestSource for Prebuilt {
 /// Keys sort in output order.
 type Slot = Vec<usize>;
 
+/// A finished call of a map step: where its answer goes, its request, and its result.
+type Finished<T> = (Slot, ModelRequest, Result<T, SynthError>);
+
 impl Job {
     /// Runs the requests of `source` with bounded concurrency; answers keep the requests'
     /// order. A finished call frees its place at once, whatever the calls started before
@@ -66,8 +69,7 @@ impl Job {
         call: for<'a> fn(&'a Job, &'a ModelRequest) -> BoxFuture<'a, Result<T, SynthError>>,
     ) -> Result<Vec<(T, Origin)>, SynthError> {
         let limit = self.concurrency().max(1);
-        let mut running: FuturesUnordered<OwnedTask<(Slot, ModelRequest, Result<T, SynthError>)>> =
-            FuturesUnordered::new();
+        let mut running: FuturesUnordered<OwnedTask<Finished<T>>> = FuturesUnordered::new();
         let mut answers: BTreeMap<Slot, (T, Origin)> = BTreeMap::new();
         // Parts of re-split requests, started before new requests.
         let mut parts: VecDeque<(Slot, ModelRequest)> = VecDeque::new();
