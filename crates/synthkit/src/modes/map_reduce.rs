@@ -114,7 +114,8 @@ impl Record {
             self.information.trim()
         );
         for (label, value) in [("Rationale", &self.rationale), ("Answer", &self.answer)] {
-            if !value.trim().is_empty() {
+            // A field repeating the information (a best-effort filler's) is shown once.
+            if !value.trim().is_empty() && value.trim() != self.information.trim() {
                 out.push_str(&format!("\n{label}: {}", value.trim()));
             }
         }
