@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 /// JSON text for `schema` carrying `answer` and `satisfied`.
 ///
 /// Object schemas get every property filled: `query_satisfied` and booleans with
-/// `satisfied`, strings with the answer, arrays of strings with the answer as one item,
+/// `satisfied` (`no_information`, map_reduce's, with its opposite), strings with the answer, arrays of strings with the answer as one item,
 /// enums with their first value, numbers with 0, anything else with `null`. A string schema
 /// gets the answer as a JSON string; any other schema `{"answer": ...}`.
 pub(super) fn structured_reply(schema: &Value, answer: &str, satisfied: bool) -> String {
@@ -15,6 +15,9 @@ pub(super) fn structured_reply(schema: &Value, answer: &str, satisfied: bool) ->
             for (name, prop) in props {
                 let v = if name == "query_satisfied" {
                     Value::Bool(satisfied)
+                } else if name == "no_information" {
+                    // map_reduce's record: nothing found is the opposite of satisfied.
+                    Value::Bool(!satisfied)
                 } else if name == "answer" {
                     Value::String(answer.to_string())
                 } else {

@@ -37,7 +37,7 @@ pub fn document() -> Value {
         "info": {
             "title": "synthkit",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Response synthesis for retrieval-augmented generation: send a query and the retrieved nodes, get the answer (refine, compact, tree_summarize, simple_summarize, accumulate, compact_accumulate, generation, no_text, context_only)."
+            "description": "Response synthesis for retrieval-augmented generation: send a query and the retrieved nodes, get the answer (refine, compact, tree_summarize, simple_summarize, accumulate, compact_accumulate, generation, no_text, context_only, map_reduce)."
         },
         "paths": {
             "/v1/synthesize": {

@@ -72,11 +72,13 @@ pub enum SynthError {
         /// Tokens taken off the budget after the server rejected longer prompts.
         server_shrink: usize,
     },
-    /// tree_summarize cannot reduce the number of chunks any further.
+    /// tree_summarize (or map_reduce) cannot reduce the number of chunks any further.
     #[error(
-        "tree_summarize cannot converge: at level {level}, {summaries} summaries still need {chunks} prompts of {chunk_size} context tokens; each summary may take up to num_output tokens, so raise the context window, lower num_output, or use compact"
+        "{mode} cannot converge: at level {level}, {summaries} summaries still need {chunks} prompts of {chunk_size} context tokens; each summary may take up to num_output tokens, so raise the context window, lower num_output, or use compact"
     )]
     TreeNotConverging {
+        /// The mode whose levels did not reduce (`tree_summarize` or `map_reduce`).
+        mode: ResponseMode,
         /// The level that did not reduce.
         level: u32,
         /// Summaries at that level.

@@ -30,11 +30,14 @@ pub enum ResponseMode {
     Generation,
     /// No model call; the answer is the context itself.
     ContextOnly,
+    /// Map packed chunks to records (information, rationale, answer, confidence), drop
+    /// those with nothing, and reduce the records to one answer weighing confidence.
+    MapReduce,
 }
 
 impl ResponseMode {
-    /// Every mode, in the reference's order.
-    pub const ALL: [ResponseMode; 9] = [
+    /// Every mode, in the reference's order, then synthkit's own (`map_reduce`).
+    pub const ALL: [ResponseMode; 10] = [
         ResponseMode::Refine,
         ResponseMode::Compact,
         ResponseMode::SimpleSummarize,
@@ -44,6 +47,7 @@ impl ResponseMode {
         ResponseMode::ContextOnly,
         ResponseMode::Accumulate,
         ResponseMode::CompactAccumulate,
+        ResponseMode::MapReduce,
     ];
 
     /// The reference's name of the mode.
@@ -58,6 +62,7 @@ impl ResponseMode {
             ResponseMode::NoText => "no_text",
             ResponseMode::Generation => "generation",
             ResponseMode::ContextOnly => "context_only",
+            ResponseMode::MapReduce => "map_reduce",
         }
     }
 
@@ -73,10 +78,10 @@ impl fmt::Display for ResponseMode {
     }
 }
 
-/// A name that is not one of the nine response modes.
+/// A name that is not one of the response modes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown response mode `{0}`: use one of refine, compact, tree_summarize, simple_summarize, accumulate, compact_accumulate, no_text, generation, context_only"
+    "unknown response mode `{0}`: use one of refine, compact, tree_summarize, simple_summarize, accumulate, compact_accumulate, no_text, generation, context_only, map_reduce"
 )]
 pub struct UnknownMode(pub String);
 
@@ -105,16 +110,22 @@ pub enum Step {
     Summary,
     /// Answer the query alone (generation).
     Generate,
+    /// Extract a record from packed context (map_reduce's first level).
+    Map,
+    /// Combine records (map_reduce's levels above the first, its final call included).
+    Reduce,
 }
 
 impl Step {
-    /// The snake-case name (`qa`, `refine`, `summary`, `generate`).
+    /// The snake-case name (`qa`, `refine`, `summary`, `generate`, `map`, `reduce`).
     pub fn as_str(self) -> &'static str {
         match self {
             Step::Qa => "qa",
             Step::Refine => "refine",
             Step::Summary => "summary",
             Step::Generate => "generate",
+            Step::Map => "map",
+            Step::Reduce => "reduce",
         }
     }
 }

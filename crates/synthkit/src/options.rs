@@ -67,6 +67,10 @@ pub struct Templates {
     pub summary: PromptTemplate,
     /// Generation from the query alone (`query_str`).
     pub simple: PromptTemplate,
+    /// map_reduce's map step (`context_str`, `query_str`).
+    pub map: PromptTemplate,
+    /// map_reduce's reduce steps (`context_str`, `query_str`).
+    pub reduce: PromptTemplate,
 }
 
 impl Templates {
@@ -77,6 +81,8 @@ impl Templates {
             refine: defaults::for_kind(TemplateKind::Refine, chat),
             summary: defaults::for_kind(TemplateKind::Summary, chat),
             simple: defaults::for_kind(TemplateKind::Simple, chat),
+            map: defaults::for_kind(TemplateKind::Map, chat),
+            reduce: defaults::for_kind(TemplateKind::Reduce, chat),
         }
     }
 
@@ -86,6 +92,8 @@ impl Templates {
             TemplateKind::Qa => &self.qa,
             TemplateKind::Refine => &self.refine,
             TemplateKind::Summary => &self.summary,
+            TemplateKind::Map => &self.map,
+            TemplateKind::Reduce => &self.reduce,
             TemplateKind::Simple | TemplateKind::Custom => &self.simple,
         }
     }

@@ -69,9 +69,9 @@ struct Planned {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct PlanRow {
-    /// The step (`qa`, `refine`, `summary`, `generate`).
+    /// The step (`qa`, `refine`, `summary`, `generate`, `map`, `reduce`).
     pub step: &'static str,
-    /// The tree level (0 but for `tree_summarize`).
+    /// The tree level (0 but for `tree_summarize` and `map_reduce`).
     pub level: u32,
     /// Model calls: exact when [`PlanRow::exact`], else at most this many.
     pub calls: usize,
@@ -285,9 +285,15 @@ impl LanguageModel for PlanningModel {
         self.record(request);
         // A structured step (answer filtering) answers a satisfied verdict of full length.
         let filler = self.reply(request);
-        let text = match request.schema {
-            Some(_) => json!({"query_satisfied": true, "answer": filler}).to_string(),
-            None => filler,
+        let text = match (&request.schema, request.step().step) {
+            // A map_reduce record holding the longest information.
+            (Some(_), crate::mode::Step::Map | crate::mode::Step::Reduce) => json!({
+                "information": filler, "rationale": "", "answer": "", "confidence": 5,
+                "no_information": false
+            })
+            .to_string(),
+            (Some(_), _) => json!({"query_satisfied": true, "answer": filler}).to_string(),
+            (None, _) => filler,
         };
         Box::pin(async move { Ok(Completion::text(text)) })
     }

@@ -58,7 +58,7 @@ pub struct SynthesizeRequest {
     #[schemars(with = "Vec<NodeInput>")]
     pub nodes: Vec<Value>,
     /// The response mode: refine, compact (default), tree_summarize, simple_summarize,
-    /// accumulate, compact_accumulate, generation, no_text, context_only.
+    /// accumulate, compact_accumulate, generation, no_text, context_only, map_reduce.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub mode: Option<String>,

@@ -3,7 +3,7 @@
 Turns a query and retrieved nodes into an answer with a language model, in one of the
 LlamaIndex response modes (``compact``, ``refine``, ``tree_summarize``,
 ``simple_summarize``, ``accumulate``, ``compact_accumulate``, ``generation``, ``no_text``,
-``context_only``), with exact token budgets and bounded concurrency::
+``context_only``, and synthkit's own ``map_reduce``), with exact token budgets and bounded concurrency::
 
     import synthkit_rs
 

@@ -148,8 +148,8 @@ pub struct SynthArgs {
     pub chunk_overlap: Option<usize>,
 
     /// The response mode: refine, compact, tree_summarize, simple_summarize, accumulate,
-    /// compact_accumulate, generation, no_text, context_only [default: compact for ask,
-    /// tree_summarize for summarize].
+    /// compact_accumulate, generation, no_text, context_only, map_reduce [default: compact
+    /// for ask, tree_summarize for summarize].
     #[arg(long, value_name = "MODE", value_parser = parse_mode, help_heading = "Synthesis")]
     pub mode: Option<ResponseMode>,
     /// Tokens of overlap between packed chunks, as a fraction of the chunk (0 to 1).

@@ -235,3 +235,53 @@ fn api_key_never_appears() {
             .any(|r| r.headers_contain(&key))
     );
 }
+
+/// `--mode map_reduce` end to end: structured map calls (a JSON record each, the schema
+/// sent as `response_format`), then one plain reduce call whose prompt holds the records
+/// with their confidence; the answer is the reduce call's.
+#[test]
+fn map_reduce_mode_maps_to_records_then_reduces() {
+    let dir = docs();
+    let chat = |axum::Json(body): axum::Json<Value>| async move {
+        let usage = json!({"prompt_tokens": 100, "completion_tokens": 4});
+        let reply = if body.get("response_format").is_some() {
+            json!({"information": "The mirror is cleaned every three months.", "rationale": "stated",
+                   "answer": "every three months", "confidence": 5, "no_information": false})
+            .to_string()
+        } else {
+            SERVER_ANSWER.to_string()
+        };
+        axum::Json(chat_reply("m", &reply, "stop", &usage)).into_response()
+    };
+    let fake = Fake::start(
+        Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .fallback(|| async { error_reply(404, None, "not found") }),
+    );
+    let out = ask(
+        fake.base(),
+        dir.path(),
+        &["--json", "-q", "--mode", "map_reduce"],
+    )
+    .args(["--context-window", "4096"])
+    .env("OPENAI_API_KEY", "")
+    .output()
+    .unwrap();
+    let v = json_of(&out);
+    assert_eq!(v["answer"], SERVER_ANSWER, "{v}");
+    assert_eq!(v["mode"], "map_reduce");
+    let calls = fake.seen.to("/chat/completions");
+    assert!(calls.len() >= 2, "{calls:?}");
+    let (maps, last) = calls.split_at(calls.len() - 1);
+    assert!(
+        maps.iter()
+            .all(|r| r.json().get("response_format").is_some())
+    );
+    let reduce = last[0].json();
+    assert!(reduce.get("response_format").is_none(), "{reduce}");
+    assert!(
+        reduce.to_string().contains("Confidence: 5/5"),
+        "the reduce prompt holds the records: {reduce}"
+    );
+    assert_eq!(v["usage"]["calls"].as_u64().unwrap() as usize, calls.len());
+}

@@ -42,6 +42,9 @@ impl RequestSource for Prebuilt {
 /// Keys sort in output order.
 type Slot = Vec<usize>;
 
+/// A finished call of a map step: where its answer goes, its request, and its result.
+type Finished<T> = (Slot, ModelRequest, Result<T, SynthError>);
+
 impl Job {
     /// Runs the requests of `source` with bounded concurrency; answers keep the requests'
     /// order. A finished call frees its place at once, whatever the calls started before
@@ -52,12 +55,22 @@ impl Job {
     /// carries from its start.
     pub(crate) async fn call_all(
         &self,
-        mut source: impl RequestSource,
+        source: impl RequestSource,
     ) -> Result<Vec<Reply>, SynthError> {
+        self.call_all_with(source, |job, request| Box::pin(job.call_text(request)))
+            .await
+    }
+
+    /// [`Job::call_all`] with each call made by `call` (which reads the reply its own
+    /// way, such as map_reduce's records).
+    pub(crate) async fn call_all_with<T: Send + 'static>(
+        &self,
+        mut source: impl RequestSource,
+        call: for<'a> fn(&'a Job, &'a ModelRequest) -> BoxFuture<'a, Result<T, SynthError>>,
+    ) -> Result<Vec<Reply<T>>, SynthError> {
         let limit = self.concurrency().max(1);
-        let mut running: FuturesUnordered<OwnedTask<(Slot, ModelRequest, CallResult)>> =
-            FuturesUnordered::new();
-        let mut answers: BTreeMap<Slot, Reply> = BTreeMap::new();
+        let mut running: FuturesUnordered<OwnedTask<Finished<T>>> = FuturesUnordered::new();
+        let mut answers: BTreeMap<Slot, Reply<T>> = BTreeMap::new();
         // Parts of re-split requests, started before new requests.
         let mut parts: VecDeque<(Slot, ModelRequest)> = VecDeque::new();
         let mut next_index = 0;
@@ -86,7 +99,7 @@ impl Job {
                 let request = request.with_extension(CallTag(self.next_call_tag()));
                 let job = self.clone();
                 running.push(OwnedTask::spawn(async move {
-                    let answer = job.call_text(&request).await;
+                    let answer = call(&job, &request).await;
                     (slot, request, answer)
                 }));
             }
@@ -119,11 +132,10 @@ impl Job {
     }
 }
 
-type CallResult = Result<String, SynthError>;
-
-/// One answer of [`Job::call_all`]: its text, where it came from, and its call's step.
-pub(crate) struct Reply {
-    pub(crate) text: String,
+/// One answer of [`Job::call_all`] (or [`Job::call_all_with`]): its text (or what the
+/// call read from it), where it came from, and its call's step.
+pub(crate) struct Reply<T = String> {
+    pub(crate) text: T,
     pub(crate) origin: Origin,
     pub(crate) step: StepInfo,
 }

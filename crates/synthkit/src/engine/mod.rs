@@ -536,6 +536,14 @@ impl Job {
         Some(bounded.with_extension(OutputBound { input_tokens }))
     }
 
+    /// Makes an intermediate call and returns its reply's text as it came (without its
+    /// thinking), for a mode that reads it itself: a structured request's schema goes to
+    /// the server (native structured output where it has it), and the reply is neither
+    /// parsed nor checked here.
+    pub(crate) async fn call_reply(&self, request: &ModelRequest) -> Result<String, SynthError> {
+        Ok(self.caller.complete(request).await?.text)
+    }
+
     /// What to do after `request` failed with `error`: [`Verdict::Repack`] when the step
     /// should be packed again under the job's (possibly just lowered) limit.
     pub(crate) fn absorb(&self, error: &SynthError, request: &ModelRequest) -> Verdict {

@@ -69,7 +69,8 @@ impl Job {
         reading.abstains()
     }
 
-    fn not_used(&self, step: StepInfo, reading: ReplyReading, kept_previous: bool) {
+    /// Reports a reply that was not used as an answer ([`SynthEvent::ReplyNotUsed`]).
+    pub(crate) fn not_used(&self, step: StepInfo, reading: ReplyReading, kept_previous: bool) {
         tracing::info!(
             target: "synthkit",
             step = step.step.as_str(),

@@ -485,6 +485,7 @@ mod tests {
         let captured = CapturedPrompts {
             calls: 3,
             prompts: Some(vec!["a".into()]),
+            guards: GuardCounts::default(),
         };
         let line = answer_line(
             "7",

@@ -15,6 +15,7 @@ pub(crate) mod accumulate;
 pub(crate) mod compact;
 pub(crate) mod context_only;
 pub(crate) mod generation;
+pub(crate) mod map_reduce;
 pub(crate) mod no_text;
 pub(crate) mod refine;
 pub(crate) mod simple_summarize;
@@ -55,6 +56,7 @@ pub(crate) async fn run(
         ResponseMode::Generation => generation::run(job).await,
         ResponseMode::NoText => Ok(no_text::run()),
         ResponseMode::ContextOnly => Ok(context_only::run(texts)),
+        ResponseMode::MapReduce => map_reduce::run(job, texts).await,
     }
 }
 
@@ -107,6 +109,13 @@ pub(crate) async fn resume(
         ResponseMode::TreeSummarize => {
             let origin = Origin::of_context(&r.request);
             tree_summarize::summarize(job, vec![(context, origin)]).await
+        }
+        ResponseMode::MapReduce => {
+            // The records the rejected final prompt held, reduced again under the lowered
+            // limit (the map level is not run again).
+            let origin = Origin::of_context(&r.request);
+            let level = r.request.step().level;
+            map_reduce::reduce(job, vec![(context, origin)], level).await
         }
         _ => run(job, nodes, previous, texts).await,
     }

@@ -158,6 +158,7 @@ pub(crate) async fn summarize(
             }
             if all.len() >= current.len() || level >= MAX_LEVELS {
                 return Err(SynthError::TreeNotConverging {
+                    mode: ResponseMode::TreeSummarize,
                     level,
                     summaries: current.len(),
                     chunks: all.len(),

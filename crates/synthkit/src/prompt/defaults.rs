@@ -11,6 +11,8 @@
 //! | [`TemplateKind::Refine`] | [`refine`] | [`refine_chat`] | `query_str`, `existing_answer`, `context_msg` |
 //! | [`TemplateKind::Summary`] | [`summary`] | [`summary_chat`] | `context_str`, `query_str` |
 //! | [`TemplateKind::Simple`] | [`simple`] | [`simple_chat`] | `query_str` |
+//! | [`TemplateKind::Map`] | [`map`] | [`map_chat`] | `context_str`, `query_str` |
+//! | [`TemplateKind::Reduce`] | [`reduce`] | [`reduce_chat`] | `context_str`, `query_str` |
 //!
 //! Completion prompts end with a label and a colon (`Answer:`) and no trailing space, so
 //! the model's first token carries its own leading space.
@@ -85,6 +87,45 @@ Question: {query_str}";
 
 const SIMPLE: &str = "{query_str}";
 
+// map_reduce's map step: the JSON instructions of the record's schema follow it (their
+// field descriptions say what each field holds), so the prompt itself stays short.
+const MAP_COMPLETION: &str = "Passages:
+---
+{context_str}
+---
+Extract what these passages say about the question: the facts (keep names and numbers), \
+why they matter, the answer they give and your confidence in it (1 to 5). If they say \
+nothing about it, set no_information to true.
+Question: {query_str}";
+
+const MAP_CHAT_USER: &str = "Passages:
+---
+{context_str}
+---
+Extract what these passages say about the question: the facts (keep names and numbers), \
+why they matter, the answer they give and your confidence in it (1 to 5). If they say \
+nothing about it, set no_information to true.
+Question: {query_str}";
+
+const REDUCE_COMPLETION: &str =
+    "Notes taken from different passages, each with its confidence (1 to 5):
+---
+{context_str}
+---
+Answer the question using only these notes. Where they conflict, trust the better \
+supported, more confident ones; do not mention the notes.
+Question: {query_str}
+Answer:";
+
+const REDUCE_CHAT_USER: &str =
+    "Notes taken from different passages, each with its confidence (1 to 5):
+---
+{context_str}
+---
+Answer the question using only these notes. Where they conflict, trust the better \
+supported, more confident ones; do not mention the notes.
+Question: {query_str}";
+
 /// A chat template, or the same messages as one completion text in the (impossible) case
 /// the chat builder refuses them.
 fn chat_or_text(kind: TemplateKind, messages: &[(Role, &str)]) -> PromptTemplate {
@@ -156,6 +197,36 @@ pub fn simple_chat() -> PromptTemplate {
     chat_or_text(TemplateKind::Simple, &[(Role::User, SIMPLE)])
 }
 
+/// map_reduce's map prompt for completion models (`context_str`, `query_str`): extract
+/// a record about the question from the passages. The record's JSON schema follows it.
+pub fn map() -> PromptTemplate {
+    PromptTemplate::completion(TemplateKind::Map, MAP_COMPLETION)
+}
+
+/// map_reduce's map prompt for chat models: one user message (`context_str`,
+/// `query_str`).
+pub fn map_chat() -> PromptTemplate {
+    chat_or_text(TemplateKind::Map, &[(Role::User, MAP_CHAT_USER)])
+}
+
+/// map_reduce's reduce prompt for completion models (`context_str`, `query_str`): answer
+/// from the records, weighing their confidence where they conflict.
+pub fn reduce() -> PromptTemplate {
+    PromptTemplate::completion(TemplateKind::Reduce, REDUCE_COMPLETION)
+}
+
+/// map_reduce's reduce prompt for chat models: the question-answering system message and
+/// a user message with the records and the question (`context_str`, `query_str`).
+pub fn reduce_chat() -> PromptTemplate {
+    chat_or_text(
+        TemplateKind::Reduce,
+        &[
+            (Role::System, SYSTEM_PERSONA),
+            (Role::User, REDUCE_CHAT_USER),
+        ],
+    )
+}
+
 /// The default template of `kind`, the chat variant when `chat` is true.
 ///
 /// [`TemplateKind::Custom`] has no default of its own and gets the simple prompt
@@ -168,6 +239,10 @@ pub fn for_kind(kind: TemplateKind, chat: bool) -> PromptTemplate {
         (TemplateKind::Refine, true) => refine_chat(),
         (TemplateKind::Summary, false) => summary(),
         (TemplateKind::Summary, true) => summary_chat(),
+        (TemplateKind::Map, false) => map(),
+        (TemplateKind::Map, true) => map_chat(),
+        (TemplateKind::Reduce, false) => reduce(),
+        (TemplateKind::Reduce, true) => reduce_chat(),
         (TemplateKind::Simple | TemplateKind::Custom, false) => simple(),
         (TemplateKind::Simple | TemplateKind::Custom, true) => simple_chat(),
     }
@@ -244,6 +319,30 @@ mod tests {
                 vec!["context_str", "query_str"],
             ),
             (simple(), TemplateKind::Simple, false, vec!["query_str"]),
+            (
+                map(),
+                TemplateKind::Map,
+                false,
+                vec!["context_str", "query_str"],
+            ),
+            (
+                map_chat(),
+                TemplateKind::Map,
+                true,
+                vec!["context_str", "query_str"],
+            ),
+            (
+                reduce(),
+                TemplateKind::Reduce,
+                false,
+                vec!["context_str", "query_str"],
+            ),
+            (
+                reduce_chat(),
+                TemplateKind::Reduce,
+                true,
+                vec!["context_str", "query_str"],
+            ),
             (simple_chat(), TemplateKind::Simple, true, vec!["query_str"]),
         ]
     }
@@ -289,7 +388,7 @@ mod tests {
 
     #[test]
     fn completion_prompts_end_without_trailing_space() {
-        for t in [qa(), refine(), summary()] {
+        for t in [qa(), refine(), summary(), reduce()] {
             let text = t.render(&[]).to_text();
             assert!(text.ends_with(':'), "{text}");
         }

@@ -30,18 +30,27 @@ pub enum TemplateKind {
     Summary,
     /// The query alone (`query_str`), used by `generation`.
     Simple,
+    /// Extract a record about the query from context (`context_str`, `query_str`), used
+    /// by `map_reduce`'s first level.
+    Map,
+    /// Combine records into one answer (`context_str`, `query_str`), used by
+    /// `map_reduce`'s levels above the first.
+    Reduce,
     /// Anything else.
     Custom,
 }
 
 impl TemplateKind {
-    /// The snake-case name (`qa`, `refine`, `summary`, `simple`, `custom`).
+    /// The snake-case name (`qa`, `refine`, `summary`, `simple`, `map`, `reduce`,
+    /// `custom`).
     pub fn as_str(self) -> &'static str {
         match self {
             TemplateKind::Qa => "qa",
             TemplateKind::Refine => "refine",
             TemplateKind::Summary => "summary",
             TemplateKind::Simple => "simple",
+            TemplateKind::Map => "map",
+            TemplateKind::Reduce => "reduce",
             TemplateKind::Custom => "custom",
         }
     }
@@ -51,7 +60,9 @@ impl TemplateKind {
     /// template).
     pub fn filled_variables(self) -> &'static [&'static str] {
         match self {
-            TemplateKind::Qa | TemplateKind::Summary => &["context_str", "query_str"],
+            TemplateKind::Qa | TemplateKind::Summary | TemplateKind::Map | TemplateKind::Reduce => {
+                &["context_str", "query_str"]
+            }
             TemplateKind::Refine => &["query_str", "existing_answer", "context_msg"],
             TemplateKind::Simple => &["query_str"],
             TemplateKind::Custom => &["context_str", "query_str", "existing_answer", "context_msg"],
@@ -61,7 +72,9 @@ impl TemplateKind {
     /// The variables a mode must be able to fill in a template of this kind.
     pub fn required_variables(self) -> &'static [&'static str] {
         match self {
-            TemplateKind::Qa | TemplateKind::Summary => &["context_str"],
+            TemplateKind::Qa | TemplateKind::Summary | TemplateKind::Map | TemplateKind::Reduce => {
+                &["context_str"]
+            }
             TemplateKind::Refine => &["existing_answer", "context_msg"],
             TemplateKind::Simple => &["query_str"],
             TemplateKind::Custom => &[],

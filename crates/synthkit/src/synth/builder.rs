@@ -134,7 +134,7 @@ impl SynthesizerBuilder {
         /// The response mode (default `compact`).
         pub fn mode(mode: ResponseMode) => mode;
 
-        /// All four templates at once.
+        /// Every template at once.
         pub fn templates(templates: Templates) => Some(templates);
     }
     /// The question-answering template.
@@ -152,6 +152,15 @@ impl SynthesizerBuilder {
     /// The generation template.
     pub fn simple_template(self, t: PromptTemplate) -> Self {
         self.with_template(t.with_kind(TemplateKind::Simple))
+    }
+    /// map_reduce's map template (`context_str`, `query_str`; the record's JSON schema
+    /// follows it).
+    pub fn map_template(self, t: PromptTemplate) -> Self {
+        self.with_template(t.with_kind(TemplateKind::Map))
+    }
+    /// map_reduce's reduce template (`context_str`, `query_str`).
+    pub fn reduce_template(self, t: PromptTemplate) -> Self {
+        self.with_template(t.with_kind(TemplateKind::Reduce))
     }
     /// The template of `t`'s own kind ([`PromptTemplate::kind`]): the one way from a
     /// template a user gave to the builder, for the front ends that read them.
@@ -411,6 +420,8 @@ impl SynthesizerBuilder {
                 TemplateKind::Qa => templates.qa = t,
                 TemplateKind::Refine => templates.refine = t,
                 TemplateKind::Summary => templates.summary = t,
+                TemplateKind::Map => templates.map = t,
+                TemplateKind::Reduce => templates.reduce = t,
                 TemplateKind::Simple | TemplateKind::Custom => templates.simple = t,
             }
         }
@@ -424,6 +435,7 @@ impl SynthesizerBuilder {
             | ResponseMode::CompactAccumulate => &[&templates.qa],
             ResponseMode::Generation => &[&templates.simple],
             ResponseMode::NoText | ResponseMode::ContextOnly => &[],
+            ResponseMode::MapReduce => &[&templates.map, &templates.reduce],
         };
         let extra: Vec<&str> = self.variables.iter().map(|(n, _)| n.as_str()).collect();
         for t in used {

@@ -36,6 +36,7 @@ mod images;
 mod limit;
 #[cfg(feature = "openai")]
 mod llama_server;
+mod map_reduce;
 mod memory_cache;
 mod modes;
 mod node_json;

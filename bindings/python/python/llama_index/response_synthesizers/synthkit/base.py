@@ -169,7 +169,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
         llm: a LlamaIndex LLM (else ``Settings.llm``, if set): every model call goes
             through it. Without one (and without ``base_url``), synthkit's offline
             extractive backend answers, with a warning.
-        response_mode: a LlamaIndex ``ResponseMode`` or its name (default ``compact``).
+        response_mode: a LlamaIndex ``ResponseMode`` or its name (default ``compact``), or
+            ``"map_reduce"``, synthkit's own mode.
         streaming: return ``StreamingResponse`` / ``AsyncStreamingResponse`` objects.
         text_qa_template, refine_template, summary_template, simple_template: LlamaIndex
             prompt templates (strings, ``PromptTemplate`` or ``ChatPromptTemplate``; a
