@@ -229,11 +229,7 @@ impl Gate {
     fn finish(&mut self) -> String {
         let (reading, text, passed) = match std::mem::replace(&mut self.state, State::Marker) {
             State::Marker => (ReplyReading::NotInSources, String::new(), false),
-            State::Holding(held) => (
-                read_reply(&held, self.previous.is_some()),
-                held,
-                false,
-            ),
+            State::Holding(held) => (read_reply(&held, self.previous.is_some()), held, false),
             State::Passing(Some(start)) => {
                 (read_reply(&start, self.previous.is_some()), start, true)
             }

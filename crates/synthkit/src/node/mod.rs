@@ -6,9 +6,11 @@
 //! ([`NodeImage`], LlamaIndex's `ImageNode`; not yet sent to models: see [`image`]).
 
 pub mod image;
+pub mod image_cost;
 pub mod json;
 
 pub use image::{DEFAULT_MAX_IMAGE_BYTES, ImageError, ImageFormat, NodeImage};
+pub use image_cost::ImageCost;
 pub use json::{NodeJsonError, NodeListReader, nodes_from_json};
 
 use std::borrow::Cow;

@@ -243,10 +243,18 @@ mod tests {
             "NOT IN THE SOURCES: the passages are about ferries.",
             "Not in the sources. The passages only describe the dome, which opens at dusk and closes at dawn, and the mirror, which was made in 1901 by a firm from Jena that no longer exists and whose records were lost.",
         ] {
-            assert_eq!(read_reply(yes, false), ReplyReading::NotInSources, "{yes:?}");
+            assert_eq!(
+                read_reply(yes, false),
+                ReplyReading::NotInSources,
+                "{yes:?}"
+            );
             assert_eq!(read_reply(yes, true), ReplyReading::NotInSources, "{yes:?}");
         }
-        for no in ["Not in the sourcesX", "Not in the", "It is not in the sourcebook."] {
+        for no in [
+            "Not in the sourcesX",
+            "Not in the",
+            "It is not in the sourcebook.",
+        ] {
             assert!(!starts_with_not_in_sources(no), "{no:?}");
         }
     }
@@ -257,7 +265,10 @@ mod tests {
             read_reply("The passages do not say when the mirror is cleaned.", false),
             ReplyReading::SaysNotAnswered
         );
-        assert_eq!(read_reply("I don\u{2019}t know.", true), ReplyReading::SaysNotAnswered);
+        assert_eq!(
+            read_reply("I don\u{2019}t know.", true),
+            ReplyReading::SaysNotAnswered
+        );
         let long = format!(
             "The mirror is cleaned every six months. {} The context does not mention who cleans it.",
             "It is a large mirror in the dome of the old observatory on the hill. ".repeat(3)
@@ -276,7 +287,11 @@ mod tests {
             "The new context does not change the answer.",
             "I will repeat the original answer.",
         ] {
-            assert_eq!(read_reply(meta, true), ReplyReading::TalksAboutAnswer, "{meta:?}");
+            assert_eq!(
+                read_reply(meta, true),
+                ReplyReading::TalksAboutAnswer,
+                "{meta:?}"
+            );
             assert_eq!(read_reply(meta, false), ReplyReading::Answer, "{meta:?}");
         }
         assert_eq!(
@@ -304,7 +319,14 @@ mod tests {
 
     #[test]
     fn prefixes_of_the_marker() {
-        for maybe in ["", " ", "N", "\"not in", "**Not in the sour", "Not in the sources."] {
+        for maybe in [
+            "",
+            " ",
+            "N",
+            "\"not in",
+            "**Not in the sour",
+            "Not in the sources.",
+        ] {
             assert!(may_start_with_not_in_sources(maybe), "{maybe:?}");
         }
         for no in ["Every", "Not a", "\u{e9}t\u{e9}"] {

@@ -82,7 +82,11 @@ async fn a_refine_step_that_finds_nothing_asks_the_next_chunk_the_question_again
         "The original answer remains accurate.",
     ]);
     let synth = build(&model, ResponseMode::Refine, |b| b);
-    let r = both(&synth, &["The dome.", "Cleaned every six months.", "Other."]).await;
+    let r = both(
+        &synth,
+        &["The dome.", "Cleaned every six months.", "Other."],
+    )
+    .await;
     assert!(r.answerable);
     assert_eq!(
         r.text,
@@ -104,7 +108,8 @@ async fn a_refine_step_that_finds_nothing_asks_the_next_chunk_the_question_again
 
 #[tokio::test]
 async fn a_chain_that_never_finds_anything_is_not_in_the_sources() {
-    let model = ScriptedModel::constant(info(), "**Not in the sources.** The text is about ferries.");
+    let model =
+        ScriptedModel::constant(info(), "**Not in the sources.** The text is about ferries.");
     let synth = build(&model, ResponseMode::Refine, |b| {
         b.not_in_sources_answer("Nothing here.")
     });
@@ -272,16 +277,20 @@ async fn an_expanding_summary_is_cut_at_the_size_of_its_input() {
 #[cfg(feature = "openai")]
 #[tokio::test]
 async fn not_in_the_sources_through_a_loopback_server() {
+    use serde_json::{Value, json};
     use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
     use synthkit_testkit::hostile::{HostilePeer, json_with_headers};
     use synthkit_testkit::openai::{chat_reply, chat_stream};
-    use serde_json::{Value, json};
     let peer = HostilePeer::start(move |_, body: &Value| {
         let usage = json!({"prompt_tokens": 50, "completion_tokens": 5});
         if body["stream"] == json!(true) {
             return chat_stream("m", &["Not", " in the", " sources", "."], "stop", &usage);
         }
-        json_with_headers(200, &[], &chat_reply("m", "Not in the sources.", "stop", &usage))
+        json_with_headers(
+            200,
+            &[],
+            &chat_reply("m", "Not in the sources.", "stop", &usage),
+        )
     });
     let model = OpenAiModel::new(
         OpenAiConfig::new("m")
