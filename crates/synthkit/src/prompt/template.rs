@@ -216,6 +216,39 @@ impl RenderedPrompt {
         }
     }
 
+    /// The prompt with its messages' images taken out (their text kept).
+    pub fn without_images(&self) -> RenderedPrompt {
+        match self {
+            RenderedPrompt::Text(t) => RenderedPrompt::Text(t.clone()),
+            RenderedPrompt::Chat(messages) => RenderedPrompt::Chat(
+                messages
+                    .iter()
+                    .map(|m| ChatMessage::new(m.role, m.content.clone()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The images of the prompt as a short key (each image's message, place and
+    /// fingerprint): with [`RenderedPrompt::without_images`], a cache key that never holds
+    /// image data. Empty for a prompt without images.
+    pub(crate) fn image_key(&self) -> String {
+        let RenderedPrompt::Chat(messages) = self else {
+            return String::new();
+        };
+        let mut key = String::new();
+        for (i, m) in messages.iter().enumerate() {
+            for image in &m.images {
+                key.push_str(&format!(
+                    "\u{0}{i}@{}:{}",
+                    image.at,
+                    image.image.fingerprint()
+                ));
+            }
+        }
+        key
+    }
+
     /// Adds a system prompt: a leading system message for chat, or the system prompt and a
     /// blank line before a completion prompt (as the reference does).
     pub fn with_system_prompt(self, system_prompt: Option<&str>) -> Self {
@@ -364,6 +397,18 @@ impl PromptTemplate {
             }
         }
         out
+    }
+
+    /// The role of the first message holding `{name}` in a chat template (`None` for a
+    /// completion template, or when no message holds it).
+    pub fn role_of(&self, name: &str) -> Option<Role> {
+        match &self.body {
+            Body::Text(_) => None,
+            Body::Chat(m) => m
+                .iter()
+                .find(|(_, t)| placeholders(t).any(|(_, _, n)| n == name))
+                .map(|(r, _)| *r),
+        }
     }
 
     /// Whether the template contains `{name}`.
