@@ -104,7 +104,6 @@ impl synthkit::model::ModelLayer for Recording {
         request: &'a synthkit::model::ModelRequest,
     ) -> synthkit::model::ModelFuture<'a, synthkit::model::Completion> {
         Box::pin(async move {
-            use synthkit::model::LanguageModel as _;
             let c = synthkit::model::LanguageModel::complete(&*self.inner, request).await?;
             let charged = c.usage.map(|u| u.prompt_tokens).unwrap_or_default();
             self.calls.lock().unwrap().push((
