@@ -125,6 +125,34 @@ pub enum SynthError {
     /// An option or combination of options is not allowed.
     #[error("{0}")]
     InvalidOption(String),
+    /// A node's image costs more prompt tokens than any prompt of the synthesis has room
+    /// for beside its template: it could only be sent over the window.
+    #[error(
+        "the image of node `{node}` costs {image_tokens} prompt tokens ({rule}), but a {kind} prompt has room for {room} beside its template (a prompt may have {budget} tokens): use a smaller image, raise the context window, or lower num_output"
+    )]
+    ImageTooLarge {
+        /// The node's id.
+        node: String,
+        /// What the image costs.
+        image_tokens: usize,
+        /// How the cost was counted ([`crate::node::ImageCost::name`]).
+        rule: &'static str,
+        /// The template's kind.
+        kind: crate::prompt::TemplateKind,
+        /// The room beside the template.
+        room: usize,
+        /// The prompt limit.
+        budget: usize,
+    },
+    /// A node carries an image and the model or the synthesis cannot take it: no call
+    /// was made. The text says why and what to change.
+    #[error("node `{node}` carries an image, but {why}")]
+    ImagesUnsupported {
+        /// The node's id.
+        node: String,
+        /// Why it cannot be sent, and what to change.
+        why: String,
+    },
     /// Two nodes have the same id: sources and citations name nodes by id, so one of
     /// them would show the other's text.
     #[error(

@@ -33,6 +33,7 @@ pub(crate) mod correction;
 pub(crate) mod fanout;
 pub(crate) mod filter;
 pub(crate) mod finish;
+pub(crate) mod images;
 pub(crate) mod origins;
 mod reading;
 mod settings;
@@ -75,6 +76,11 @@ pub(crate) struct Job {
     pub(crate) steps: Option<Arc<StepRecorder>>,
     /// The last [`origins::CallTag`] given out.
     call_tags: Arc<std::sync::atomic::AtomicU64>,
+    /// The synthesis's images, when its nodes carry any.
+    images: Option<Arc<images::ImageTable>>,
+    /// The settings' budget; with images, its tokenizer counts each image's marker as
+    /// the image's cost.
+    budget: PromptBudget,
 }
 
 impl Job {
@@ -85,7 +91,16 @@ impl Job {
         ledger: Option<Arc<CitationLedger>>,
         steps: Option<Arc<StepRecorder>>,
         spans: SpanParent,
+        images: Option<images::ImageTable>,
     ) -> Self {
+        let images = images.map(Arc::new);
+        let budget = match &images {
+            Some(table) => s
+                .budget
+                .clone()
+                .with_model_tokenizer(table.tokenizer(s.budget.tokenizer().clone())),
+            None => s.budget.clone(),
+        };
         let observer = match &steps {
             Some(recorder) => Some(crate::steps::with_recorder(
                 s.observer.clone(),
@@ -120,11 +135,50 @@ impl Job {
             ledger,
             steps,
             call_tags: Arc::default(),
+            images,
+            budget,
         }
     }
 
     pub(crate) fn budget(&self) -> &PromptBudget {
-        &self.s.budget
+        &self.budget
+    }
+
+    /// The synthesis's images, when its nodes carry any.
+    pub(crate) fn images(&self) -> Option<&images::ImageTable> {
+        self.images.as_deref()
+    }
+
+    /// Refuses a request that holds an image and is over the job's limit: an image is
+    /// never cut, so such a prompt could only be sent over the window.
+    fn check_images(
+        &self,
+        request: &ModelRequest,
+        template: &PromptTemplate,
+        var: &str,
+        limit: usize,
+    ) -> Result<(), SynthError> {
+        let Some(table) = &self.images else {
+            return Ok(());
+        };
+        if request.prompt_tokens <= limit || !request.prompt.has_images() {
+            return Ok(());
+        }
+        let context = request
+            .source()
+            .and_then(|s| s.variable(var))
+            .unwrap_or_default();
+        let Some(entry) = table.in_text(context).max_by_key(|e| e.tokens) else {
+            return Ok(());
+        };
+        Err(SynthError::ImageTooLarge {
+            node: entry.id.clone(),
+            image_tokens: entry.tokens,
+            rule: table.rule.name(),
+            kind: template.kind(),
+            room: limit.saturating_sub(self.overhead(template, request.schema.as_deref())),
+            budget: limit,
+        })
     }
 
     /// Every call's output limit: the output reserve, plus the thinking reserve.
@@ -253,7 +307,11 @@ impl Job {
         vars: &[(&str, &str)],
         schema: Option<&Value>,
     ) -> RenderedPrompt {
-        self.finish_prompt(template.kind(), template.render(&self.vars(vars)), schema)
+        let prompt = self.finish_prompt(template.kind(), template.render(&self.vars(vars)), schema);
+        match &self.images {
+            Some(table) => table.attach(prompt),
+            None => prompt,
+        }
     }
 
     /// The exact count of `prompt` with the model's counter; `None` without one. A count
@@ -356,7 +414,11 @@ impl Job {
     ) -> Result<Option<(ModelRequest, Chunk)>, SynthError> {
         let limit = self.corrections.limit();
         if self.s.counter.is_none() {
-            return Ok(self.fit_local(cursor, template, var, size, limit, step, schema));
+            let next = self.fit_local(cursor, template, var, size, limit, step, schema);
+            if let Some((request, _)) = &next {
+                self.check_images(request, template, var, limit)?;
+            }
+            return Ok(next);
         }
         let ratio = self.calibration();
         let mut local_limit = scale(limit, ratio);
@@ -381,6 +443,7 @@ impl Job {
             }
             request.prompt_tokens = exact;
             if exact <= limit || chunk.oversized {
+                self.check_images(&request, template, var, limit)?;
                 return Ok(Some((request, chunk)));
             }
             // Too long by the exact count: pack this piece again, smaller.

@@ -46,4 +46,8 @@ pub(crate) struct Settings {
     /// A plan's dry run ([`crate::plan`]): its replies are filler, so structured replies
     /// are parsed but never checked against the output schema.
     pub(crate) dry_run: bool,
+    /// Whether the model takes images, when the builder says (else the model's info).
+    pub(crate) vision: Option<bool>,
+    /// How images are counted, when the builder says (else chosen from the model).
+    pub(crate) image_cost: Option<crate::node::ImageCost>,
 }

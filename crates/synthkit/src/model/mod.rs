@@ -47,6 +47,12 @@ pub struct ModelInfo {
     /// (`gen_ai.provider.name`); `None` when the model does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// Whether the model takes images (chat messages with image parts): as the server
+    /// said (llama.cpp's `/props`, a models listing's capabilities); `None` when it did not
+    /// say. A synthesis refuses images before any call for a model that says `false`
+    /// ([`crate::SynthesizerBuilder::vision`] overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<bool>,
 }
 
 impl ModelInfo {
@@ -64,6 +70,7 @@ impl ModelInfo {
             is_chat: false,
             system_prompt: None,
             provider: None,
+            vision: None,
         }
     }
 
@@ -82,6 +89,9 @@ impl ModelInfo {
 
         /// Sets who serves the model (`gen_ai.provider.name` on spans).
         pub fn with_provider(provider: impl Into<String>) => Some(provider);
+
+        /// Sets whether the model takes images (`None`: unknown).
+        pub fn with_vision(vision: Option<bool>) => vision;
     }
 }
 

@@ -6,5 +6,5 @@ use std::borrow::Cow;
 use crate::engine::Outcome;
 
 pub(crate) fn run(texts: &[Cow<'_, str>]) -> Outcome {
-    Outcome::Text(texts.join("\n\n"))
+    Outcome::Text(crate::engine::images::strip(&texts.join("\n\n")).into_owned())
 }

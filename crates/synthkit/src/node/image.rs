@@ -10,9 +10,9 @@
 //! Images are only ever data: synthkit never fetches an image by URL nor reads one from a
 //! file path (an `image_url` other than a `data:` URL, or an `image_path`, is an error).
 //!
-//! Images are read and kept, but not yet sent to models: a synthesis given a node with an
-//! image fails before any call ([`crate::SynthError::InvalidOption`]) rather than answer
-//! without it.
+//! A synthesis sends each image to the model at its node's place in the context, as a
+//! chat message's image part, counted by [`crate::node::ImageCost`]; a model without
+//! vision refuses them before any call ([`crate::SynthError::ImagesUnsupported`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -288,6 +288,15 @@ impl NodeImage {
         self.len == 0
     }
 
+    /// A short name of the image's content for cache keys: its mime type, size and a
+    /// 64-bit hash of its data.
+    pub(crate) fn fingerprint(&self) -> String {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.data.hash(&mut h);
+        format!("{}:{}:{:016x}", self.mime_type(), self.len, h.finish())
+    }
+
     /// The image as a `data:<mime type>;base64,<data>` URL.
     pub fn data_url(&self) -> String {
         format!("data:{};base64,{}", self.mime_type(), self.data)
@@ -326,24 +335,6 @@ impl Serialize for NodeImage {
         s.serialize_field("mime_type", self.mime_type())?;
         s.serialize_field("data", &*self.data)?;
         s.end()
-    }
-}
-
-/// Refuses nodes with images until images are sent to models: the message of the first
-/// one's error (a synthesis turns it into [`crate::SynthError::InvalidOption`]), so that
-/// no answer silently leaves an image out.
-pub(crate) fn refuse_images(nodes: &[super::Node]) -> Result<(), String> {
-    match nodes.iter().enumerate().find(|(_, n)| n.image.is_some()) {
-        Some((i, node)) => Err(format!(
-            "node {} ({}) carries an image ({}), and synthkit does not send images to models yet: leave the image out, or put what it shows into the node's text",
-            i + 1,
-            shown(&node.id),
-            node.image
-                .as_ref()
-                .map(|im| format!("{}, {} bytes", im.mime_type(), im.len()))
-                .unwrap_or_default(),
-        )),
-        None => Ok(()),
     }
 }
 

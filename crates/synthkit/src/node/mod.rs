@@ -3,12 +3,15 @@
 //! Build them with [`Node::new`] and its `with_*` methods, or read them from JSON in
 //! synthkit's form or LlamaIndex's with [`Node::from_json`] and [`nodes_from_json`] (the
 //! one reader of node JSON, with one id rule: see [`json`]). A node may carry an image
-//! ([`NodeImage`], LlamaIndex's `ImageNode`; not yet sent to models: see [`image`]).
+//! ([`NodeImage`], LlamaIndex's `ImageNode`), sent to vision models at the node's place:
+//! see [`image`].
 
 pub mod image;
+pub mod image_cost;
 pub mod json;
 
 pub use image::{DEFAULT_MAX_IMAGE_BYTES, ImageError, ImageFormat, NodeImage};
+pub use image_cost::ImageCost;
 pub use json::{NodeJsonError, NodeListReader, nodes_from_json};
 
 use std::borrow::Cow;
@@ -50,8 +53,7 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
     /// An image the node carries (LlamaIndex's `ImageNode`), if any; [`Node::text`] stays
-    /// the node's text (a caption, or empty). Not yet sent to models: a synthesis given an
-    /// image fails before any call rather than answer without it.
+    /// the node's text (a caption, or empty), sent before the image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<NodeImage>,
 }

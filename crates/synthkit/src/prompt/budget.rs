@@ -263,7 +263,8 @@ impl PromptBudget {
     }
 
     /// Counts a rendered prompt: the text, or for chat
-    /// `sum(tokens(role) + tokens(content) + 3)` over the messages.
+    /// `sum(tokens(role) + tokens(content) + image tokens + 3)` over the messages (an
+    /// image as its [`crate::prompt::PromptImage::tokens`]).
     pub fn count_prompt(&self, prompt: &RenderedPrompt) -> usize {
         match prompt {
             RenderedPrompt::Text(t) => self.tokenizer.count(t),
@@ -272,6 +273,7 @@ impl PromptBudget {
                 .map(|m| {
                     self.tokenizer.count(m.role.as_str())
                         + self.tokenizer.count(&m.content)
+                        + m.image_tokens()
                         + CHAT_MESSAGE_OVERHEAD
                 })
                 .sum(),
@@ -290,7 +292,9 @@ impl PromptBudget {
             RenderedPrompt::Chat(messages) => {
                 let mut total = 0usize;
                 for m in messages {
-                    total += self.tokenizer.count(m.role.as_str()) + CHAT_MESSAGE_OVERHEAD;
+                    total += self.tokenizer.count(m.role.as_str())
+                        + m.image_tokens()
+                        + CHAT_MESSAGE_OVERHEAD;
                     let room = limit.checked_sub(total)?;
                     total += self.tokenizer.count_till_limit(&m.content, room)?;
                 }

@@ -8,6 +8,6 @@ pub mod template;
 pub use budget::{BudgetError, PromptBudget};
 pub use source::PromptSource;
 pub use template::{
-    ChatMessage, MAX_NAMED_VARIABLES, PromptTemplate, RenderedPrompt, Role, TemplateError,
-    TemplateKind,
+    ChatMessage, ContentPart, MAX_NAMED_VARIABLES, PromptImage, PromptTemplate, RenderedPrompt,
+    Role, TemplateError, TemplateKind,
 };

@@ -111,13 +111,41 @@ impl Role {
     }
 }
 
-/// One chat message with its text.
+/// One chat message: its text, and the images shown within it (at byte offsets of the
+/// text), if any.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// Who speaks.
     pub role: Role,
-    /// What is said.
+    /// What is said: the text (of every text part, in order, when the message has images).
     pub content: String,
+    /// The images of the message, in order of their place in [`ChatMessage::content`]
+    /// (see [`ChatMessage::parts`]); empty for a text message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<PromptImage>,
+}
+
+/// An image within a chat message: shown before the text at byte offset `at` of the
+/// message's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptImage {
+    /// The byte offset in the message's content the image stands at (a char boundary; at
+    /// most the content's length).
+    pub at: usize,
+    /// The image.
+    pub image: crate::node::NodeImage,
+    /// What the image costs in prompt tokens by the synthesizer's count
+    /// ([`crate::node::ImageCost`]): prompt budgets count the message's text plus this.
+    pub tokens: usize,
+}
+
+/// One part of a chat message's content ([`ChatMessage::parts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentPart<'a> {
+    /// Text (never empty).
+    Text(&'a str),
+    /// An image.
+    Image(&'a PromptImage),
 }
 
 impl ChatMessage {
@@ -126,7 +154,32 @@ impl ChatMessage {
         Self {
             role,
             content: content.into(),
+            images: Vec::new(),
         }
+    }
+
+    /// The content as parts: the text cut at each image's offset, the images between
+    /// (empty text parts left out). A text message is one text part.
+    pub fn parts(&self) -> Vec<ContentPart<'_>> {
+        let mut out = Vec::with_capacity(2 * self.images.len() + 1);
+        let mut last = 0;
+        for image in &self.images {
+            let at = image.at.clamp(last, self.content.len());
+            if let Some(text) = self.content.get(last..at).filter(|t| !t.is_empty()) {
+                out.push(ContentPart::Text(text));
+            }
+            out.push(ContentPart::Image(image));
+            last = at;
+        }
+        if let Some(text) = self.content.get(last..).filter(|t| !t.is_empty()) {
+            out.push(ContentPart::Text(text));
+        }
+        out
+    }
+
+    /// The prompt tokens of the images, by the synthesizer's count.
+    pub fn image_tokens(&self) -> usize {
+        self.images.iter().map(|i| i.tokens).sum()
     }
 }
 
@@ -166,6 +219,47 @@ impl RenderedPrompt {
                 out
             }
         }
+    }
+
+    /// Whether any message holds an image.
+    pub fn has_images(&self) -> bool {
+        match self {
+            RenderedPrompt::Text(_) => false,
+            RenderedPrompt::Chat(messages) => messages.iter().any(|m| !m.images.is_empty()),
+        }
+    }
+
+    /// The prompt with its messages' images taken out (their text kept).
+    pub fn without_images(&self) -> RenderedPrompt {
+        match self {
+            RenderedPrompt::Text(t) => RenderedPrompt::Text(t.clone()),
+            RenderedPrompt::Chat(messages) => RenderedPrompt::Chat(
+                messages
+                    .iter()
+                    .map(|m| ChatMessage::new(m.role, m.content.clone()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The images of the prompt as a short key (each image's message, place and
+    /// fingerprint): with [`RenderedPrompt::without_images`], a cache key that never holds
+    /// image data. Empty for a prompt without images.
+    pub(crate) fn image_key(&self) -> String {
+        let RenderedPrompt::Chat(messages) = self else {
+            return String::new();
+        };
+        let mut key = String::new();
+        for (i, m) in messages.iter().enumerate() {
+            for image in &m.images {
+                key.push_str(&format!(
+                    "\u{0}{i}@{}:{}",
+                    image.at,
+                    image.image.fingerprint()
+                ));
+            }
+        }
+        key
     }
 
     /// Adds a system prompt: a leading system message for chat, or the system prompt and a
@@ -316,6 +410,18 @@ impl PromptTemplate {
             }
         }
         out
+    }
+
+    /// The role of the first message holding `{name}` in a chat template (`None` for a
+    /// completion template, or when no message holds it).
+    pub fn role_of(&self, name: &str) -> Option<Role> {
+        match &self.body {
+            Body::Text(_) => None,
+            Body::Chat(m) => m
+                .iter()
+                .find(|(_, t)| placeholders(t).any(|(_, _, n)| n == name))
+                .map(|(r, _)| *r),
+        }
     }
 
     /// Whether the template contains `{name}`.

@@ -67,6 +67,8 @@ impl Synthesizer {
             spans: s.spans,
             dry_run: s.dry_run,
             thinking_reserve: s.thinking_reserve,
+            vision: s.vision,
+            image_cost: s.image_cost,
         }
     }
 }
@@ -98,6 +100,8 @@ pub struct SynthesizerBuilder {
     /// A plan's dry run: replies are filler, so no structured reply is checked.
     dry_run: bool,
     thinking_reserve: usize,
+    vision: Option<bool>,
+    image_cost: Option<crate::node::ImageCost>,
 }
 
 impl SynthesizerBuilder {
@@ -127,6 +131,8 @@ impl SynthesizerBuilder {
             spans: true,
             dry_run: false,
             thinking_reserve: 0,
+            vision: None,
+            image_cost: None,
         }
     }
 
@@ -265,7 +271,7 @@ impl SynthesizerBuilder {
     /// # }
     /// ```
     pub fn step_recorder(&self, nodes: &[Node]) -> crate::steps::StepRecorder {
-        super::recorder_of(nodes, &super::model_texts(nodes, self.citations))
+        super::recorder_of(nodes, &super::model_texts(nodes, self.citations, false))
     }
 
     /// Tells `recorder` of everything too, beside the observer set so far.
@@ -353,6 +359,16 @@ impl SynthesizerBuilder {
         /// never goes on ([`crate::text::thinking`]). `build` fails when the reserve
         /// leaves no room for prompts.
         pub fn thinking_reserve(tokens: usize) => thinking_reserve;
+
+        /// Whether the model takes images, overriding what its server said
+        /// ([`crate::model::ModelInfo::vision`]): `false` refuses nodes with images before
+        /// any call; `true` sends them to a server that does not say.
+        pub fn vision(on: bool) => Some(vision);
+
+        /// How the prompt tokens of an image are counted (default: the server's count
+        /// when the model has an exact counter, else Anthropic's size rule for the
+        /// Messages API and OpenAI's tile rule for the others).
+        pub fn image_cost(rule: crate::node::ImageCost) => Some(image_cost);
     }
 
     /// The same settings for a dry run ([`crate::plan`]): over `model` (the stand-in),
@@ -474,6 +490,8 @@ impl SynthesizerBuilder {
                 return_steps: self.return_steps,
                 spans: self.spans,
                 dry_run: self.dry_run,
+                vision: self.vision,
+                image_cost: self.image_cost,
             }),
         })
     }

@@ -207,8 +207,11 @@ impl Synthesizer {
         span: tracing::Span,
     ) -> Result<E, SynthError> {
         unique_ids(&input.nodes)?;
-        crate::node::image::refuse_images(&input.nodes).map_err(SynthError::InvalidOption)?;
-        let (job, texts) = self.prepare(input, span);
+        let images = self.images_of(&input.nodes).await?;
+        let (job, texts) = self.prepare(input, span, images);
+        if job.images().is_some() {
+            check_image_room(&job)?;
+        }
         let ended = self
             .end_job::<E>(
                 &job,
@@ -260,8 +263,9 @@ impl Synthesizer {
         &self,
         input: &'i SynthesisInput,
         span: tracing::Span,
+        images: Option<engine::images::ImageTable>,
     ) -> (Job, Vec<Cow<'i, str>>) {
-        let texts = model_texts(&input.nodes, self.s.citations);
+        let texts = model_texts(&input.nodes, self.s.citations, images.is_some());
         let ledger = self.s.citations.then(|| {
             let ids = input.nodes.iter().map(|n| n.id.clone()).collect();
             // Quote mode checks quotes against the nodes' texts at the end.
@@ -293,15 +297,132 @@ impl Synthesizer {
                 },
                 synthesis: span,
             },
+            images,
         );
         (job, texts)
+    }
+
+    /// The images of `nodes` for this synthesis, each costed; `None` when no node has
+    /// one or the mode sends no node to the model. Refuses, before any call, images the
+    /// model or the templates cannot take ([`SynthError::ImagesUnsupported`]).
+    async fn images_of(
+        &self,
+        nodes: &[Node],
+    ) -> Result<Option<engine::images::ImageTable>, SynthError> {
+        let Some(node) = nodes.iter().find(|n| n.image.is_some()) else {
+            return Ok(None);
+        };
+        let templates = &self.s.templates;
+        let used = match self.s.mode {
+            // These send no node to the model (context_only answers with the texts).
+            ResponseMode::Generation | ResponseMode::NoText | ResponseMode::ContextOnly => {
+                return Ok(None);
+            }
+            ResponseMode::Refine | ResponseMode::Compact => {
+                vec![
+                    (&templates.qa, "context_str"),
+                    (&templates.refine, "context_msg"),
+                ]
+            }
+            ResponseMode::TreeSummarize => vec![(&templates.summary, "context_str")],
+            _ => vec![(&templates.qa, "context_str")],
+        };
+        let refuse = |why: String| SynthError::ImagesUnsupported {
+            node: node.id.clone(),
+            why,
+        };
+        let info = self.s.model.info();
+        if self.s.vision.or(info.vision) == Some(false) {
+            return Err(refuse(format!(
+                "the model `{}` does not take images (its server says so: llama.cpp's /props without `modalities.vision`, or a models listing without `multimodal`): serve a vision model (llama.cpp: --mmproj), leave the images out, or, if the server is wrong, say the model takes images (`vision(true)`)",
+                info.name
+            )));
+        }
+        if !info.is_chat {
+            return Err(refuse(format!(
+                "the model `{}` takes completion prompts, which cannot carry images: use a chat endpoint",
+                info.name
+            )));
+        }
+        for (template, var) in used {
+            if let Some(role) = template.role_of(var)
+                && role != crate::prompt::Role::User
+            {
+                return Err(refuse(format!(
+                    "the {} template puts `{{{var}}}` in a {} message, and images go in user messages: move `{{{var}}}` into a user message",
+                    template.kind(),
+                    role.as_str()
+                )));
+            }
+        }
+        let rule = self
+            .s
+            .image_cost
+            .unwrap_or(match (&self.s.counter, info.provider.as_deref()) {
+                (Some(_), _) => crate::node::ImageCost::ServerCount,
+                (None, Some("anthropic")) => crate::node::ImageCost::AnthropicSize,
+                (None, _) => crate::node::ImageCost::OpenAiTiles,
+            });
+        engine::images::ImageTable::build(nodes, rule, self.s.counter.as_ref()).await
+    }
+}
+
+/// Refuses, before any call, an image that cannot fit in a first-level prompt even
+/// alone ([`SynthError::ImageTooLarge`]).
+fn check_image_room(job: &Job) -> Result<(), SynthError> {
+    let Some(table) = job.images() else {
+        return Ok(());
+    };
+    let kind = match job.mode() {
+        ResponseMode::TreeSummarize => crate::prompt::TemplateKind::Summary,
+        _ => crate::prompt::TemplateKind::Qa,
+    };
+    let template = job.template(kind);
+    let schema = match job.filtering().is_on() {
+        true => Some(Job::filter_schema()),
+        false => job.output_schema(),
+    };
+    let room = job.room(&template, schema.as_deref())?;
+    match table
+        .entries
+        .iter()
+        .filter(|e| e.tokens > room)
+        .max_by_key(|e| e.tokens)
+    {
+        Some(e) => Err(SynthError::ImageTooLarge {
+            node: e.id.clone(),
+            image_tokens: e.tokens,
+            rule: table.rule.name(),
+            kind,
+            room,
+            budget: job.budget().max_prompt_tokens(),
+        }),
+        None => Ok(()),
     }
 }
 
 /// The model-visible text of every node: with citations on, each node with text comes
-/// after its label line `[n]` (`n` its position among the nodes, from 1).
-pub(crate) fn model_texts(nodes: &[Node], citations: bool) -> Vec<Cow<'_, str>> {
-    let mut texts: Vec<Cow<'_, str>> = nodes.iter().map(Node::llm_text).collect();
+/// after its label line `[n]` (`n` its position among the nodes, from 1). With `images`,
+/// an image node's image stands after its text (a blank line between) as its marker
+/// ([`engine::images`]).
+pub(crate) fn model_texts(nodes: &[Node], citations: bool, images: bool) -> Vec<Cow<'_, str>> {
+    let mut k = 0;
+    let mut texts: Vec<Cow<'_, str>> = nodes
+        .iter()
+        .map(|n| {
+            let text = engine::images::sanitize(n.llm_text());
+            let marker = match (&n.image, images) {
+                (Some(_), true) => engine::images::marker(k),
+                _ => None,
+            };
+            k += usize::from(marker.is_some());
+            match marker {
+                Some(m) if text.trim().is_empty() => Cow::Owned(m.to_string()),
+                Some(m) => Cow::Owned(format!("{text}\n\n{m}")),
+                None => text,
+            }
+        })
+        .collect();
     if citations {
         for (i, text) in texts.iter_mut().enumerate() {
             if !text.trim().is_empty() {
@@ -315,7 +436,8 @@ pub(crate) fn model_texts(nodes: &[Node], citations: bool) -> Vec<Cow<'_, str>> 
 /// A recorder over `nodes` shown to the model as `texts`.
 pub(crate) fn recorder_of(nodes: &[Node], texts: &[Cow<'_, str>]) -> StepRecorder {
     let nodes = nodes.iter().zip(texts);
-    StepRecorder::new(nodes.map(|(n, t)| (n.id.clone(), t.to_string())).collect())
+    let shown = |t: &Cow<'_, str>| engine::images::strip(t).into_owned();
+    StepRecorder::new(nodes.map(|(n, t)| (n.id.clone(), shown(t))).collect())
 }
 
 /// How a synthesis ends: with the whole answer, or with its stream opened.

@@ -84,3 +84,92 @@ async fn image_requests_are_counted_before_sending_as_they_are_charged() {
         .collect();
     assert_eq!(counted, expected);
 }
+
+/// Records each call's prompt tokens as synthkit counted them and as the server charged
+/// them.
+struct Recording {
+    inner: std::sync::Arc<synthkit::backend::openai::OpenAiModel>,
+    calls: std::sync::Mutex<Vec<(usize, u64, bool)>>,
+}
+
+impl synthkit::model::ModelLayer for Recording {
+    type Inner = synthkit::backend::openai::OpenAiModel;
+
+    fn inner(&self) -> &Self::Inner {
+        &self.inner
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a synthkit::model::ModelRequest,
+    ) -> synthkit::model::ModelFuture<'a, synthkit::model::Completion> {
+        Box::pin(async move {
+            let c = synthkit::model::LanguageModel::complete(&*self.inner, request).await?;
+            let charged = c.usage.map(|u| u.prompt_tokens).unwrap_or_default();
+            self.calls.lock().unwrap().push((
+                request.prompt_tokens,
+                charged,
+                request.prompt.has_images(),
+            ));
+            Ok(c)
+        })
+    }
+}
+
+#[tokio::test]
+async fn syntheses_over_images_count_every_prompt_as_the_server_charges_it() {
+    use std::sync::Arc;
+    use synthkit::backend::openai::{OpenAiConfig, OpenAiModel};
+    use synthkit::{Node, ResponseMode, Synthesizer};
+    const CTX: usize = 512;
+    let Some(server) = llama::tiny_vision(CTX, "-np 1") else {
+        return;
+    };
+    let config = OpenAiConfig::new("tiny")
+        .with_base_url(&server.base)
+        .with_timeout(std::time::Duration::from_secs(120))
+        .with_server_tokenizer(true)
+        .with_num_output(8)
+        .with_temperature(0.0);
+    let model = Arc::new(OpenAiModel::connect(config).await.unwrap());
+    {
+        use synthkit::model::LanguageModel as _;
+        assert_eq!(model.info().vision, Some(true));
+        assert!(model.counter().is_some());
+    }
+    let sizes = [(16, 16), (64, 64), (300, 200), (1024, 768)];
+    let mut nodes = Vec::new();
+    for i in 0..12u8 {
+        let text = format!("Note {i}: the shelf holds item {i} and a label. ").repeat(4);
+        let mut node = Node::new(format!("n{i}"), text);
+        if i % 2 == 1 {
+            let (w, h) = sizes[usize::from(i / 2) % sizes.len()];
+            node = node.with_image(NodeImage::from_bytes(&png(w, h, i), None).unwrap());
+        }
+        nodes.push(node);
+    }
+    for mode in [ResponseMode::Compact, ResponseMode::TreeSummarize] {
+        let recording = Arc::new(Recording {
+            inner: Arc::clone(&model),
+            calls: Default::default(),
+        });
+        let s = Synthesizer::builder(Arc::clone(&recording))
+            .mode(mode)
+            .build()
+            .unwrap();
+        s.synthesize("What is on the shelf?", nodes.clone())
+            .await
+            .unwrap();
+        let calls = recording.calls.lock().unwrap().clone();
+        let with_images = calls.iter().filter(|c| c.2).count();
+        eprintln!(
+            "{mode}: {} calls ({with_images} with images): {calls:?}",
+            calls.len()
+        );
+        assert!(with_images >= 1, "{mode}");
+        for (counted, charged, _) in &calls {
+            assert_eq!(*counted as u64, *charged, "{mode}: {calls:?}");
+            assert!(*counted <= CTX - 8, "{mode}: {calls:?}");
+        }
+    }
+}

@@ -117,10 +117,7 @@ impl PromptCounter for CountTokens {
 
     fn count_prompts<'a>(&'a self, prompts: &'a [RenderedPrompt]) -> ModelFuture<'a, Vec<usize>> {
         Box::pin(async move {
-            let keys: Vec<String> = prompts
-                .iter()
-                .map(|p| wire::count_body("", p).to_string())
-                .collect();
+            let keys: Vec<String> = prompts.iter().map(wire::count_key).collect();
             let inner = &self.inner;
             inner
                 .cache

@@ -114,3 +114,31 @@ fn thinking_blocks_are_kept_apart_from_the_text() {
     let (c, _) = parse_message(body, None).unwrap_or_default();
     assert_eq!((c.text.as_str(), c.thinking.as_str()), ("ok", ""));
 }
+
+#[test]
+fn images_are_base64_image_blocks_at_their_places() {
+    use crate::node::NodeImage;
+    use crate::prompt::{ChatMessage, PromptImage, RenderedPrompt, Role};
+    let image = NodeImage::from_base64("iVBORw0KGgoAAAANSUhEUg==", None).unwrap();
+    let mut m = ChatMessage::new(Role::User, "caption\n\nafter");
+    m.images.push(PromptImage {
+        at: 9,
+        image,
+        tokens: 3,
+    });
+    let prompt = RenderedPrompt::Chat(vec![ChatMessage::new(Role::System, "s"), m]);
+    let (system, messages) = super::wire::system_and_messages(&prompt);
+    assert_eq!(system.as_deref(), Some("s"));
+    assert_eq!(
+        messages,
+        vec![serde_json::json!({"role": "user", "content": [
+            {"type": "text", "text": "caption\n\n"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUg=="}},
+            {"type": "text", "text": "after"},
+        ]})]
+    );
+    // Count keys hold no image data.
+    let key = super::wire::count_key(&prompt);
+    assert!(!key.contains("iVBORw0KGgo"), "{key}");
+    assert!(key.contains("image/png"), "{key}");
+}

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::AnthropicConfig;
 use crate::backend::http::count::lenient_count;
 use crate::model::{FinishReason, ModelRequest, Usage};
-use crate::prompt::{RenderedPrompt, Role};
+use crate::prompt::{ChatMessage, ContentPart, RenderedPrompt, Role};
 use crate::text::thinking::{MAX_THINKING_BYTES, push_capped};
 
 /// The `system` text and the `messages` of a prompt: a text prompt is one user message;
@@ -30,13 +30,43 @@ pub(crate) fn system_and_messages(prompt: &RenderedPrompt) -> (Option<String>, V
     let messages: Vec<Value> = chat
         .iter()
         .filter(|m| m.role != Role::System)
-        .map(|m| message(m.role.as_str(), &m.content))
+        .map(|m| match m.images.is_empty() {
+            true => message(m.role.as_str(), &m.content),
+            false => json!({"role": m.role.as_str(), "content": blocks(m)}),
+        })
         .collect();
     let system = (!system.is_empty()).then(|| system.join("\n\n"));
     match (system, messages.is_empty()) {
         (Some(s), true) => (None, vec![message("user", &s)]),
         (system, _) => (system, messages),
     }
+}
+
+/// The content blocks of a message with images, in order: `text` blocks and `image`
+/// blocks with a base64 source.
+fn blocks(m: &ChatMessage) -> Vec<Value> {
+    m.parts()
+        .into_iter()
+        .map(|part| match part {
+            ContentPart::Text(text) => json!({"type": "text", "text": text}),
+            ContentPart::Image(i) => json!({
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": i.image.mime_type(),
+                    "data": i.image.base64(),
+                },
+            }),
+        })
+        .collect()
+}
+
+/// A prompt as a count cache's key: its count body, with each image as its fingerprint
+/// (a key never holds image data).
+pub(crate) fn count_key(prompt: &RenderedPrompt) -> String {
+    let mut key = count_body("", &prompt.without_images()).to_string();
+    key.push_str(&prompt.image_key());
+    key
 }
 
 /// The body of a `/v1/messages/count_tokens` request for `prompt`.

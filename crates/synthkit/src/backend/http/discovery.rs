@@ -80,6 +80,43 @@ pub(crate) fn models_context_window(models: &Value, model: &str) -> Option<usize
         .or_else(|| data.iter().find_map(window))
 }
 
+/// Whether the model takes images, as llama.cpp's `/props` says it
+/// (`modalities.vision`), else as a models listing's entry for `model` (else its first)
+/// says it: llama.cpp's `capabilities` (`multimodal`), or `architecture.input_modalities`
+/// (`image`). `None` when neither says.
+pub(crate) fn vision_in(
+    props: Option<&Value>,
+    listing: Option<&Value>,
+    model: &str,
+) -> Option<bool> {
+    if let Some(v) = props
+        .and_then(|p| p.get("modalities"))
+        .and_then(|m| m.get("vision"))
+        .and_then(Value::as_bool)
+    {
+        return Some(v);
+    }
+    let data = listing?.get("data")?.as_array()?;
+    let says = |entry: &Value| -> Option<bool> {
+        let has = |list: Option<&Value>, word: &str| {
+            list.and_then(Value::as_array)
+                .map(|l| l.iter().any(|c| c.as_str() == Some(word)))
+        };
+        has(entry.get("capabilities"), "multimodal").or_else(|| {
+            has(
+                entry
+                    .get("architecture")
+                    .and_then(|a| a.get("input_modalities")),
+                "image",
+            )
+        })
+    };
+    data.iter()
+        .find(|e| e.get("id").and_then(Value::as_str) == Some(model))
+        .and_then(says)
+        .or_else(|| data.iter().find_map(says))
+}
+
 /// `total_slots` from a `/props` reply, if positive.
 pub(crate) fn slots_in(props: &Value) -> Option<usize> {
     props
@@ -112,6 +149,27 @@ mod tests {
         }
         assert!(props_window_error(&json!({"n_ctx": 4096}), url).is_none());
         assert!(props_window_error(&json!({"total_slots": 1}), url).is_none());
+    }
+
+    #[test]
+    fn reads_vision() {
+        use serde_json::json;
+        let props = json!({"modalities": {"vision": true, "audio": false}});
+        assert_eq!(vision_in(Some(&props), None, "m"), Some(true));
+        let props = json!({"modalities": {"vision": false}});
+        assert_eq!(vision_in(Some(&props), None, "m"), Some(false));
+        let listing = json!({"data": [{"id": "m", "capabilities": ["completion", "multimodal"]}]});
+        assert_eq!(vision_in(Some(&json!({})), Some(&listing), "m"), Some(true));
+        let listing = json!({"data": [{"id": "m", "capabilities": ["completion"]}]});
+        assert_eq!(vision_in(None, Some(&listing), "m"), Some(false));
+        let listing =
+            json!({"data": [{"id": "x", "architecture": {"input_modalities": ["text", "image"]}}]});
+        assert_eq!(vision_in(None, Some(&listing), "m"), Some(true));
+        assert_eq!(
+            vision_in(None, Some(&json!({"data": [{"id": "m"}]})), "m"),
+            None
+        );
+        assert_eq!(vision_in(None, None, "m"), None);
     }
 
     #[test]

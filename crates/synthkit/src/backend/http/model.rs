@@ -13,6 +13,7 @@ use super::clock::CallClock;
 use super::config::HttpConfig;
 use super::discovery::{
     first_model_id, models_context_window, props_context_window, props_window_error, slots_in,
+    vision_in,
 };
 use super::server::Server;
 use crate::model::{
@@ -76,6 +77,8 @@ impl<A: HttpApi> HttpModel<A> {
         // One `/props` answers both the window and the slots (llama.cpp).
         let props = model.get_json(&model.props_url()).await;
         model.server.discovered_slots = props.as_ref().and_then(slots_in);
+        model.server.discovered_vision =
+            vision_in(props.as_ref(), listing.as_ref(), &model.config.model);
         if model.config.context_window.is_none() {
             let found = model
                 .context_window_from(props.as_ref(), listing.as_ref())
@@ -256,6 +259,12 @@ impl<A: HttpApi> HttpModel<A> {
         self.server.discovered_context_window
     }
 
+    /// Whether the server said its model takes images (llama.cpp's `/props`
+    /// `modalities.vision`, a models listing's capabilities), when discovery found it.
+    pub fn discovered_vision(&self) -> Option<bool> {
+        self.server.discovered_vision
+    }
+
     /// How many requests the server runs at once, when discovery found it (llama.cpp's
     /// `/props` `total_slots`).
     pub fn server_slots(&self) -> Option<usize> {
@@ -293,6 +302,7 @@ impl<A: HttpApi> LanguageModel for HttpModel<A> {
             .model_info(self.server.discovered_context_window)
             .with_chat(A::is_chat(&self.config))
             .with_provider(A::NAME)
+            .with_vision(self.server.discovered_vision)
     }
 
     fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {

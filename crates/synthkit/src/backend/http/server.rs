@@ -30,6 +30,9 @@ pub(crate) struct Server {
     pub discovered_context_window: Option<usize>,
     /// How many requests the server runs at once, when discovery found it.
     pub discovered_slots: Option<usize>,
+    /// Whether the server said its model takes images (llama.cpp's `/props`, a models
+    /// listing's capabilities), when it said.
+    pub discovered_vision: Option<bool>,
     /// The tokenizer the caller gave the model.
     pub tokenizer: Option<SharedTokenizer>,
     /// The model the server named in its latest reply.
@@ -43,6 +46,7 @@ impl Server {
             link: Link::new(transport)?,
             discovered_context_window: None,
             discovered_slots: None,
+            discovered_vision: None,
             tokenizer: None,
             served: ServedModel::default(),
         })

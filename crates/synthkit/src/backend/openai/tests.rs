@@ -165,3 +165,31 @@ fn reasoning_content_and_reasoning_tokens_are_read() {
         ("ok", Some(0))
     );
 }
+
+#[test]
+fn images_are_image_url_parts_at_their_places() {
+    use crate::node::NodeImage;
+    use crate::prompt::{ChatMessage, PromptImage, RenderedPrompt, Role};
+    let image = NodeImage::from_base64("iVBORw0KGgoAAAANSUhEUg==", None).unwrap();
+    let mut m = ChatMessage::new(Role::User, "one\n\ntwo");
+    m.images.push(PromptImage {
+        at: 5,
+        image: image.clone(),
+        tokens: 3,
+    });
+    let messages = super::wire::chat_messages(&RenderedPrompt::Chat(vec![
+        ChatMessage::new(Role::System, "s"),
+        m,
+    ]));
+    assert_eq!(
+        messages,
+        vec![
+            serde_json::json!({"role": "system", "content": "s"}),
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "one\n\n"},
+                {"type": "image_url", "image_url": {"url": image.data_url()}},
+                {"type": "text", "text": "two"},
+            ]}),
+        ]
+    );
+}

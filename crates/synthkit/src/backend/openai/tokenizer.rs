@@ -123,6 +123,11 @@ impl Endpoint {
             (TokenizeDialect::LlamaCpp, RenderedPrompt::Text(t)) => {
                 json!({"content": t, "add_special": true, "parse_special": true})
             }
+            (TokenizeDialect::LlamaCpp, RenderedPrompt::Chat(messages)) if prompt.has_images() => {
+                // `/tokenize` and `/apply-template` cannot count images; the chat
+                // endpoint's own counter counts the request as it will be charged.
+                return self.input_tokens(messages).await;
+            }
             (TokenizeDialect::LlamaCpp, RenderedPrompt::Chat(messages)) => {
                 let bytes = self
                     .post(
@@ -150,6 +155,34 @@ impl Endpoint {
             }),
         };
         Ok(self.tokenize_body(&body).await?.1)
+    }
+
+    /// The count of a chat request with images: llama.cpp's
+    /// `POST /v1/chat/completions/input_tokens` (`{"input_tokens": n}`).
+    async fn input_tokens(
+        &self,
+        messages: &[crate::prompt::ChatMessage],
+    ) -> Result<usize, ModelError> {
+        let bytes = self
+            .post(
+                "v1/chat/completions/input_tokens",
+                &json!({"model": self.model, "messages": wire_messages(messages)}),
+            )
+            .await?;
+        let reply: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ModelError::Malformed(format!(
+                "/v1/chat/completions/input_tokens answered unparsable JSON: {e}"
+            ))
+        })?;
+        reply
+            .get("input_tokens")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                ModelError::Malformed(
+                    "/v1/chat/completions/input_tokens answered without `input_tokens`".into(),
+                )
+            })
     }
 
     async fn detokenize(&self, tokens: &[u32]) -> Result<String, ModelError> {
@@ -335,18 +368,17 @@ impl PromptCounter for ServerCounter {
 
 /// The cache key of a whole prompt (kept apart from plain-text keys).
 fn cache_key(prompt: &RenderedPrompt) -> String {
-    match prompt {
+    match prompt.without_images() {
         RenderedPrompt::Text(t) => format!("prompt\u{0}{t}"),
-        RenderedPrompt::Chat(messages) => {
-            format!("chat\u{0}{}", Value::Array(wire_messages(messages)))
-        }
+        RenderedPrompt::Chat(messages) => format!(
+            "chat\u{0}{}{}",
+            Value::Array(wire_messages(&messages)),
+            prompt.image_key()
+        ),
     }
 }
 
 /// Chat messages as the OpenAI wire format has them.
 fn wire_messages(messages: &[crate::prompt::ChatMessage]) -> Vec<Value> {
-    messages
-        .iter()
-        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-        .collect()
+    messages.iter().map(super::wire::chat_message).collect()
 }

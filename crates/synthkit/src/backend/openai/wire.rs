@@ -10,18 +10,34 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::http::count::lenient_count;
 use crate::model::{FinishReason, ModelRequest, Usage};
-use crate::prompt::RenderedPrompt;
+use crate::prompt::{ChatMessage, ContentPart, RenderedPrompt};
 
 /// The messages of a chat request: chat prompts as they are, a text prompt as one user
 /// message.
 pub(crate) fn chat_messages(prompt: &RenderedPrompt) -> Vec<Value> {
     match prompt {
-        RenderedPrompt::Chat(messages) => messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-            .collect(),
+        RenderedPrompt::Chat(messages) => messages.iter().map(chat_message).collect(),
         RenderedPrompt::Text(text) => vec![json!({"role": "user", "content": text})],
     }
+}
+
+/// One chat message: its text as the content, or, when it holds images, its parts in
+/// order: `text` parts and `image_url` parts with the image as a data URL.
+pub(crate) fn chat_message(m: &ChatMessage) -> Value {
+    if m.images.is_empty() {
+        return json!({"role": m.role.as_str(), "content": m.content});
+    }
+    let parts: Vec<Value> = m
+        .parts()
+        .into_iter()
+        .map(|part| match part {
+            ContentPart::Text(text) => json!({"type": "text", "text": text}),
+            ContentPart::Image(i) => {
+                json!({"type": "image_url", "image_url": {"url": i.image.data_url()}})
+            }
+        })
+        .collect();
+    json!({"role": m.role.as_str(), "content": parts})
 }
 
 /// What a request body needs besides the request itself.
