@@ -191,7 +191,8 @@ async fn map_reduce_makes_no_reduce_call_when_every_record_has_nothing() {
     let texts = [about("Noise"), about("Static")];
     let s = synth(&model).await;
     let r = s.synthesize("When?", nodes(&texts)).await.unwrap();
-    assert_eq!(r.text, "Empty Response");
+    assert_eq!(r.text, "The sources do not answer this question.");
+    assert!(!r.answerable);
     assert!(
         kinds(&model)
             .iter()

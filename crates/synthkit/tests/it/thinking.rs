@@ -205,7 +205,7 @@ async fn the_thinking_reserve_raises_max_tokens_and_comes_off_the_prompt_room() 
     synth.synthesize("q", nodes.clone()).await.unwrap();
     let plain = model.requests();
     assert!(plain.iter().all(|r| r.max_tokens == 256));
-    // With one: every call may write 256 + 512 tokens, and prompts leave room for them.
+    // With one: every call may write 512 tokens more, and prompts leave room for them.
     let model = Arc::new(ScriptedModel::constant(info.clone(), "ok"));
     let synth = Synthesizer::builder(model.clone())
         .mode(ResponseMode::TreeSummarize)
@@ -216,8 +216,11 @@ async fn the_thinking_reserve_raises_max_tokens_and_comes_off_the_prompt_room() 
     synth.synthesize("q", nodes).await.unwrap();
     let reserved = model.requests();
     assert!(reserved.len() > plain.len(), "smaller prompts, more calls");
+    // The final call may write 256 + 512; an intermediate one its bounded output (at most
+    // its input, at least 64) + 512: the reserve rides on every call.
+    assert_eq!(reserved.last().unwrap().max_tokens, 768);
     for r in &reserved {
-        assert_eq!(r.max_tokens, 768);
+        assert!((64 + 512..=768).contains(&r.max_tokens), "{r:?}");
         assert!(r.prompt_tokens + r.max_tokens <= 2048, "{r:?}");
     }
     // A variant keeps the reserve without taking it off twice.
