@@ -47,7 +47,7 @@ const QA_CHAT_USER: &str = "Passages:
 {context_str}
 ---
 Question: {query_str}
-Answer in one full sentence; if the passages do not answer it, reply only: Not in the sources.";
+Answer in one full sentence.";
 
 const REFINE_COMPLETION: &str = "Question: {query_str}
 Current answer: {existing_answer}
@@ -81,8 +81,7 @@ const SUMMARY_CHAT_USER: &str = "Passages from several sources:
 ---
 {context_str}
 ---
-Combine them into one answer; merge repeated points and keep names and numbers. \
-If they do not answer the question, reply only: Not in the sources.
+Combine them into one answer; merge repeated points and keep names and numbers.
 Question: {query_str}";
 
 const SIMPLE: &str = "{query_str}";
