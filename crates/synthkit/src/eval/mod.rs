@@ -54,7 +54,6 @@ pub use noise::Paired;
 pub use normalize::normalize;
 pub use run::{
     CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, GuardCounts, PromptCapture, answer_line,
-    nodes_text,
-    run_case,
+    nodes_text, run_case,
 };
 pub use score::{Row, TABLE_HEADINGS, Totals, paired, score, table, totals};
