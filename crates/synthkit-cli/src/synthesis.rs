@@ -214,7 +214,11 @@ pub(crate) fn gather_nodes(
         images = input::image_nodes(
             &read.images,
             &args.walk,
-            args.walk.vision_override().or(info.vision),
+            // The offline extractive backend reads text only.
+            args.walk
+                .vision_override()
+                .or(info.vision)
+                .or((backend.is_extractive()).then_some(false)),
             &info.name,
             args.quiet,
         )?;
