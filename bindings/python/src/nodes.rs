@@ -1,9 +1,10 @@
 //! Python values to synthkit nodes, and JSON values both ways.
 //!
 //! A node is a string, a dict (`{"id"|"id_"|"node_id", "text", "metadata", "score",
-//! "excluded_llm_metadata_keys"}` or `{"node": {...}, "score": ...}`), or any object shaped
-//! like LlamaIndex's `NodeWithScore` / `TextNode` (read with `getattr`, so LlamaIndex is
-//! not needed). Each becomes a JSON value that the library's node reader
+//! "excluded_llm_metadata_keys"}` or `{"node": {...}, "score": ...}`, with an image:
+//! `"image"` (base64, or `{"data", "mime_type"}`), `"image_mimetype"`, `"image_url"`), or
+//! any object shaped like LlamaIndex's `NodeWithScore` / `TextNode` / `ImageNode` (read
+//! with `getattr`, so LlamaIndex is not needed). Each becomes a JSON value that the library's node reader
 //! (`synthkit::node::NodeListReader`) reads, so the shapes, the id rule (`id`, else `id_`,
 //! else `node_id`, else the 1-based position) and the errors are the library's.
 
@@ -22,6 +23,10 @@ const MAX_DEPTH: usize = 32;
 /// The fields of a node that must have a JSON type of their own (a Python object that is
 /// not a str, number, list or dict there is an error, not its `str()`): the library's.
 const TYPED_FIELDS: [&str; 6] = synthkit::node::json::NODE_FIELDS;
+/// The image fields of a node (a LlamaIndex `ImageNode`'s `image`, `image_mimetype`,
+/// `image_url`, `image_path`; synthkit's `image` dict): typed as [`TYPED_FIELDS`], and
+/// read by the library (which never fetches a URL nor reads a path).
+const IMAGE_FIELDS: [&str; 4] = synthkit::node::json::IMAGE_FIELDS;
 
 /// The nodes in `items` (any iterable), in order, read by the library's node reader: the
 /// `i`-th node (1-based) without an id gets `"i"`, and ids must be unique.
@@ -71,7 +76,11 @@ fn dict_value(d: &Bound<'_, PyDict>, position: usize, outer: bool) -> PyResult<V
             "node" if outer && !v.is_none() => node_value(&v, position, false)?,
             "node" => to_json(&v, 1)?,
             "score" => score_value(&v, position)?,
-            field => match TYPED_FIELDS.iter().find(|f| **f == field) {
+            field => match TYPED_FIELDS
+                .iter()
+                .chain(&IMAGE_FIELDS)
+                .find(|f| **f == field)
+            {
                 Some(field) => typed_value(&v, field, position)?,
                 None => Value::Null,
             },
@@ -121,6 +130,12 @@ fn object_value(obj: &Bound<'_, PyAny>, position: usize, outer: bool) -> PyResul
             map.insert(field.into(), typed_value(&v, field, position)?);
         }
     }
+    // A LlamaIndex `ImageNode`'s image (base64 text, its mime type, or a data URL).
+    for field in IMAGE_FIELDS {
+        if let Some(v) = attr(obj, field)?.filter(|v| !v.is_callable()) {
+            map.insert(field.into(), image_value(&v, field, position)?);
+        }
+    }
     if let Some(score) = attr(obj, "score")? {
         map.insert("score".into(), score_value(&score, position)?);
     }
@@ -161,6 +176,15 @@ fn typed_value(v: &Bound<'_, PyAny>, field: &str, position: usize) -> PyResult<V
         )));
     }
     to_json(v, 1)
+}
+
+/// An image field as JSON: a `str` as it is, a `pathlib.Path` (`image_path`) as its
+/// `str()` (the library then says it reads no files), else as [`typed_value`].
+fn image_value(v: &Bound<'_, PyAny>, field: &str, position: usize) -> PyResult<Value> {
+    if field == "image_path" && !v.is_instance_of::<PyString>() && v.hasattr("__fspath__")? {
+        return Ok(Value::String(v.str()?.to_cow()?.into_owned()));
+    }
+    typed_value(v, field, position)
 }
 
 /// A score as JSON: `None`, or anything Python turns into a float (numpy's floats too); a

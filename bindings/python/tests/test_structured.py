@@ -154,10 +154,12 @@ def test_filtering_outside_refine_and_compact_is_refused(mode: str) -> None:
 def test_refused_arguments_say_why() -> None:
     with pytest.raises(synthkit_rs.InputError, match="program_factory is not supported: it builds"):
         SynthkitSynthesizer(llm=MockLLM(), program_factory=lambda t: None)
-    with pytest.raises(synthkit_rs.InputError, match="multimodal"):
-        SynthkitSynthesizer(llm=MockLLM(), multimodal=True)
-    with pytest.raises(synthkit_rs.InputError, match="chat_content_qa_template"):
-        SynthkitSynthesizer(llm=MockLLM(), chat_content_qa_template=PromptTemplate("{query_str}"))
+    with pytest.raises(synthkit_rs.InputError, match="chat_content_qa_template and its text"):
+        SynthkitSynthesizer(
+            llm=MockLLM(),
+            text_qa_template="{query_str}",
+            chat_content_qa_template=PromptTemplate("{query_str}"),
+        )
     with pytest.raises(synthkit_rs.InputError, match="api='anthropic' applies to the direct"):
         SynthkitSynthesizer(llm=MockLLM(), api="anthropic")
     with pytest.raises(synthkit_rs.InputError, match="chat_prompt_helper"):

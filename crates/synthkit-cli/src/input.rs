@@ -9,6 +9,10 @@
 //! Every file skipped is named with its reason (the first few by default, all with `-v`)
 //! and a note counts them: `read 37 files (2 skipped: 1 binary, 1 symlink loop)`. A file
 //! named on the command line is read even when hidden or ignored.
+//!
+//! Image files (PNG, JPEG, WebP, GIF: a known name whose first bytes are that image) are
+//! set apart from the binary files skipped: [`image_nodes`] makes them image nodes when
+//! `--images` and the model allow (`auto`: a model known to take images).
 
 use std::fs;
 use std::io::{self, IsTerminal, Read};
@@ -136,6 +140,28 @@ pub struct Documents {
     pub docs: Vec<Document>,
     /// Whether some path was a folder (`ask` then keeps the best chunks by default).
     pub from_folder: bool,
+    /// The image files found (not counted as skipped), in order.
+    pub images: Vec<PathBuf>,
+}
+
+/// The names of the image files read: `.png`, `.jpg`, `.jpeg`, `.webp`, `.gif`.
+const IMAGE_EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "webp", "gif"];
+
+/// Whether `path` is an image file: a known image name, and first bytes that are a PNG,
+/// JPEG, WebP or GIF image.
+pub fn is_image_file(path: &Path) -> bool {
+    let named = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| IMAGE_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)));
+    if !named {
+        return false;
+    }
+    let mut head = Vec::with_capacity(12);
+    fs::File::open(path)
+        .and_then(|f| f.take(12).read_to_end(&mut head))
+        .is_ok()
+        && synthkit::node::ImageFormat::sniff(&head).is_some()
 }
 
 /// Reads every path of the command line: files, folders and `-` for standard input. With
@@ -262,6 +288,7 @@ fn read_documents_with(
         return Ok(Documents {
             docs,
             from_folder: false,
+            images: Vec::new(),
         });
     }
     if paths.iter().filter(|p| is_stdin(p)).count() > 1 {
@@ -269,6 +296,7 @@ fn read_documents_with(
     }
     let mut all = ReadReport::default();
     let mut from_folder = false;
+    let mut images = Vec::new();
     for path in paths {
         if is_stdin(path) {
             if let Some(doc) = read_stdin_document(&reader, say.quiet)? {
@@ -290,7 +318,17 @@ fn read_documents_with(
             .skipped
             .iter()
             .any(|s| matches!(s.reason, SkipReason::Duplicate { .. }));
-        if meta.is_dir() && report.documents.is_empty() && !read_elsewhere {
+        let mut report = report;
+        let before = images.len();
+        report.skipped.retain(|s| {
+            let image = s.reason == SkipReason::Binary && is_image_file(&s.path);
+            if image {
+                images.push(s.path.clone());
+            }
+            !image
+        });
+        let has_images = images.len() > before;
+        if meta.is_dir() && report.documents.is_empty() && !read_elsewhere && !has_images {
             spinner.clear();
             return Err(nothing_found(path, &report, options));
         }
@@ -339,7 +377,87 @@ fn read_documents_with(
             format: d.format,
         })
         .collect();
-    Ok(Documents { docs, from_folder })
+    Ok(Documents {
+        docs,
+        from_folder,
+        images,
+    })
+}
+
+/// What `--images` and the model make of the image files found: image nodes (id and
+/// `file_path` the path, no text), or none with one note saying why. `vision`: whether
+/// the model takes images (`--vision`/`--no-vision`, else its server's word), `model` its
+/// name. With `--images on`, a model known to take no images is a usage error, before any
+/// call. An image over `--max-image-bytes` is skipped and named; an unreadable one too.
+pub fn image_nodes(
+    images: &[PathBuf],
+    walk: &crate::flags::WalkArgs,
+    vision: Option<bool>,
+    model: &str,
+    quiet: bool,
+) -> Result<Vec<Node>> {
+    use crate::flags::ImagesMode;
+    let Some(first) = images.first() else {
+        return Ok(Vec::new());
+    };
+    let count = match images.len() {
+        1 => format!("image file {}", first.display()),
+        n => format!("{n} image files"),
+    };
+    match (walk.images, vision) {
+        (ImagesMode::Off, _) => {
+            note(quiet, &format!("skipping {count} (--images off)"));
+            return Ok(Vec::new());
+        }
+        (ImagesMode::Auto, Some(true)) | (ImagesMode::On, Some(true) | None) => {}
+        (ImagesMode::Auto, known) => {
+            let why = if known == Some(false) {
+                "takes no images"
+            } else {
+                "is not known to take images"
+            };
+            note(
+                quiet,
+                &format!(
+                    "skipping {count}: the model `{model}` {why} (--images on or --vision sends them)"
+                ),
+            );
+            return Ok(Vec::new());
+        }
+        (ImagesMode::On, Some(false)) => {
+            return Err(usage(format!(
+                "--images on, and the {count} cannot go to the model `{model}`: it takes no images (its server says so). Serve a vision model (llama.cpp: --mmproj), leave them out (--images off), or, if the server is wrong, say it takes images (--vision)"
+            )));
+        }
+    }
+    let max = walk.max_image_bytes;
+    let mut nodes = Vec::with_capacity(images.len());
+    for path in images {
+        let shown = path.display().to_string();
+        let read = fs::File::open(path).and_then(|f| read_capped(f, Some(max as u64)));
+        let bytes = match read {
+            Ok(bytes) if bytes.len() > max => {
+                warn(&format!(
+                    "skipping image {shown}: larger than {max} bytes (--max-image-bytes)"
+                ));
+                continue;
+            }
+            Ok(bytes) => bytes,
+            Err(e) => {
+                warn(&format!("cannot read {shown}: {e}; skipped"));
+                continue;
+            }
+        };
+        match synthkit::node::NodeImage::from_bytes(&bytes, None) {
+            Ok(image) => nodes.push(
+                Node::new(shown.clone(), "")
+                    .with_metadata("file_path", shown)
+                    .with_image(image),
+            ),
+            Err(e) => warn(&format!("skipping image {shown}: {e}")),
+        }
+    }
+    Ok(nodes)
 }
 
 /// The error for a folder that gave no document.

@@ -19,7 +19,7 @@ fn bare_message(e: &serde_json::Error) -> String {
 }
 
 /// What a node may be (hint for JSON syntax errors).
-const NODE_SHAPES: &str = "a node is a string (its text), {id, text, metadata, excluded_llm_metadata_keys, score}, a LlamaIndex TextNode {id_, text, metadata, excluded_llm_metadata_keys, ...} or a NodeWithScore {node: TextNode, score}";
+const NODE_SHAPES: &str = "a node is a string (its text), {id, text, metadata, excluded_llm_metadata_keys, score}, a LlamaIndex TextNode {id_, text, metadata, excluded_llm_metadata_keys, ...} or ImageNode (TextNode plus image: base64, image_mimetype), a NodeWithScore {node: TextNode or ImageNode, score}, or any of these with image {data: base64, mime_type} (PNG, JPEG, WebP, GIF)";
 
 /// Reads one JSON value and hands it to the reader, so that a node error is raised while
 /// the parser still knows where the value ends (serde_json adds that line and column).

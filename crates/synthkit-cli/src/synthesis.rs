@@ -157,6 +157,7 @@ pub fn build_synthesizer(
     options.templates = templates.list();
     options.thinking_reserve = Some(args.thinking_reserve);
     options.not_in_sources_answer = args.not_in_sources.clone();
+    options.vision = args.walk.vision_override();
     // A dry run makes no spans: no trace shows calls that were never made.
     let builder = options
         .apply(Synthesizer::builder(model))
@@ -204,9 +205,23 @@ pub(crate) fn gather_nodes(
         None => Vec::new(),
     };
     let mut from_folder = false;
+    let mut images = Vec::new();
     if !args.paths.is_empty() || args.nodes.is_none() {
         let read = input::read_documents(args, spinner)?;
         from_folder = read.from_folder;
+        let model = backend.model();
+        let info = model.info();
+        images = input::image_nodes(
+            &read.images,
+            &args.walk,
+            // The offline extractive backend reads text only.
+            args.walk
+                .vision_override()
+                .or(info.vision)
+                .or((backend.is_extractive()).then_some(false)),
+            &info.name,
+            args.quiet,
+        )?;
         let docs = read.docs;
         if docs.len() > 1 {
             spinner.set(format!(
@@ -215,7 +230,7 @@ pub(crate) fn gather_nodes(
             ));
         }
         let from_docs = input::nodes_from_documents(&docs, &splitter);
-        if from_docs.is_empty() && nodes.is_empty() {
+        if from_docs.is_empty() && nodes.is_empty() && images.is_empty() {
             let names: Vec<&str> = docs.iter().map(|d| d.path.as_str()).collect();
             return Err(match names.as_slice() {
                 [] => anyhow!("no text to work on: every file given was skipped"),
@@ -231,7 +246,12 @@ pub(crate) fn gather_nodes(
         None => folder_top_k.filter(|_| from_folder),
     };
     // Ranked when the folder holds more than `k` chunks, or with --top-k: then a chunk
-    // with no relevance to the question is never sent. A small folder goes whole.
+    // with no relevance to the question is never sent. A small folder goes whole. Images
+    // (no text to rank) all go, after the text.
+    if nodes.is_empty() {
+        spinner.clear();
+        return Ok(images);
+    }
     if let Some(k) = k.filter(|&k| k < nodes.len() || args.top_k.is_some()) {
         spinner.set(format!("ranking {} chunks", thousands(nodes.len())));
         let total = nodes.len();
@@ -252,6 +272,7 @@ pub(crate) fn gather_nodes(
         }
     }
     spinner.clear();
+    nodes.extend(images);
     Ok(nodes)
 }
 

@@ -161,7 +161,10 @@ impl PyLlm {
             .with_context_window(context_window)
             .with_num_output(num_output)
             .with_chat(adapter.getattr("is_chat")?.extract()?)
-            .with_system_prompt(adapter.getattr("system_prompt")?.extract()?);
+            .with_system_prompt(adapter.getattr("system_prompt")?.extract()?)
+            // The adapter hands the LLM text (role, content) only: image nodes are
+            // refused before any call (the direct HTTP path sends them).
+            .with_vision(Some(false));
         Ok(Self {
             tokenizer: convert::tokenizer(&adapter.getattr("tokenizer")?)?,
             retry_on: Arc::new(retry_classes(py, opts.retry_on)?),

@@ -304,6 +304,58 @@ pub struct WalkArgs {
     /// file or standard input is an error.
     #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size)]
     pub max_file_size: FileSize,
+    /// Image files (PNG, JPEG, WebP, GIF: known by their first bytes and their name) in
+    /// folders and arguments: `auto` sends each as an image node when the model takes
+    /// images (its server says so, or --vision), else skips them with a note; `on` sends
+    /// them (a model known to take none is an error before any call); `off` skips them.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ImagesMode::Auto)]
+    pub images: ImagesMode,
+    /// The largest image file sent: bytes, or with K, M or G, at most 20M (the default:
+    /// the most OpenAI's API takes for one image). Larger images are skipped and named.
+    #[arg(long, value_name = "SIZE", default_value = "20M", value_parser = parse_image_size)]
+    pub max_image_bytes: usize,
+    /// Say the model takes images, whatever its server says (llama.cpp's /props, the
+    /// models listing).
+    #[arg(long, overrides_with = "no_vision")]
+    pub vision: bool,
+    /// Say the model takes no images: image nodes are refused before any call.
+    #[arg(long, overrides_with = "vision")]
+    pub no_vision: bool,
+}
+
+impl WalkArgs {
+    /// `--vision` / `--no-vision`: whether the model takes images, if said.
+    pub fn vision_override(&self) -> Option<bool> {
+        match (self.vision, self.no_vision) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// `--images`: whether image files are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImagesMode {
+    /// When the model takes images (known from its server, or --vision).
+    Auto,
+    /// Always (an error with a model that takes none).
+    On,
+    /// Never.
+    Off,
+}
+
+/// `--max-image-bytes`: a size as `--max-file-size` takes, but never `none`.
+fn parse_image_size(s: &str) -> Result<usize, String> {
+    match parse_size(s)? {
+        FileSize(Some(n)) if n <= synthkit::node::DEFAULT_MAX_IMAGE_BYTES as u64 => {
+            usize::try_from(n).map_err(|_| format!("`{s}` is too large"))
+        }
+        FileSize(Some(_)) => Err(format!(
+            "`{s}` is more than 20M, the most an image may hold: give 20M or less"
+        )),
+        FileSize(None) => Err("images have a size limit: give a size such as 20M".into()),
+    }
 }
 
 /// The prompts of a synthesis: the template files and the system prompt.

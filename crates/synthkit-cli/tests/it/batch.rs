@@ -811,3 +811,40 @@ fn a_line_with_paths_reads_and_ranks_its_files_as_ask_does() {
     assert_eq!(fake.requests(), 4, "{sent}");
     assert_eq!(sent.matches("Visitors park").count(), 2, "{sent}");
 }
+
+/// A line whose node is a LlamaIndex `ImageNode` sends its image to the model as an image
+/// part; its answer line is an answer.
+#[test]
+fn an_image_node_line_sends_its_image() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("A chart."));
+    let dir = tempfile::tempdir().unwrap();
+    let image =
+        synthkit::node::NodeImage::from_bytes(&synthkit_testkit::png::png(8, 8, 5), None).unwrap();
+    let request = json!({"id": "img", "query": "What does the chart show?", "nodes": [
+        {"id_": "chart", "text": "The chart.", "image": image.base64(), "image_mimetype": "image/png"}
+    ]});
+    let input = write_lines(dir.path(), "in.jsonl", &[request.to_string()]);
+    let output = dir.path().join("out.jsonl");
+    let out = run(&mut batch(&fake, &input, &output));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = results(&output);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["id"], "img");
+    assert_eq!(results[0]["response"]["text"], "A chart.", "{}", results[0]);
+    let bodies = fake.bodies();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let urls: Vec<&str> = bodies[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|p| p["type"] == "image_url")
+        .map(|p| p["image_url"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, [image.data_url()]);
+}

@@ -25,6 +25,7 @@ mod eval;
 #[cfg(unix)]
 mod folders;
 mod hostile_peers;
+mod images;
 mod limits;
 mod llama_cli;
 mod llamaindex;

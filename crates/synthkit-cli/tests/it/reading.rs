@@ -75,7 +75,7 @@ fn text_is_read_by_content_and_skips_are_named_and_counted() {
     assert_has(
         "standard error",
         &err,
-        "note: skipping binary file docs/image.png\n",
+        "note: skipping image file docs/image.png: the model `extractive` takes no images (--images on or --vision sends them)\n",
     );
     assert_has(
         "standard error",
@@ -86,7 +86,7 @@ fn text_is_read_by_content_and_skips_are_named_and_counted() {
     assert_has(
         "standard error",
         &err,
-        "note: read 3 files (2 skipped: 1 binary, 1 symlink loop; not visited: 2 hidden, 1 ignored; -v names them all)\n",
+        "note: read 3 files (1 skipped: 1 symlink loop; not visited: 2 hidden, 1 ignored; -v names them all)\n",
     );
     // The HTML became Markdown-style text without its script.
     let out = run(

@@ -53,3 +53,39 @@ async fn ids_follow_the_one_rule_and_must_be_unique() {
         assert!(got.starts_with(message), "{nodes}: {got}");
     }
 }
+
+/// A LlamaIndex `ImageNode` (as `model_dump()` writes it, under a `NodeWithScore`) and
+/// synthkit's `{"image": {"data", "mime_type"}}` reach the model as image parts of the
+/// chat request, each at its node's place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_nodes_reach_the_model_as_image_parts() {
+    let fake =
+        synthkit_testkit::FakeOpenAi::start(synthkit_testkit::FakeConfig::replying("A chart."));
+    let service = Service::openai(&fake, ServiceLimits::default()).await;
+    let chart =
+        synthkit::node::NodeImage::from_bytes(&synthkit_testkit::png::png(8, 8, 1), None).unwrap();
+    let photo =
+        synthkit::node::NodeImage::from_bytes(&synthkit_testkit::png::png(4, 4, 9), None).unwrap();
+    let nodes = json!([
+        {"node": {"id_": "chart", "text": "The sales chart.", "image": chart.base64(),
+                  "image_mimetype": "image/png", "class_name": "ImageNode"}, "score": 0.9},
+        {"id": "photo", "text": "", "image": {"data": photo.base64(), "mime_type": "image/png"}},
+    ]);
+    let body = json!({"query": "What does the chart show?", "nodes": nodes, "mode": "compact"});
+    let (status, response) = service.post(&body).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(response["text"], "A chart.");
+    assert_eq!(source_ids(&response), ["chart", "photo"]);
+    let bodies = fake.bodies();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let urls: Vec<&str> = bodies[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|p| p["type"] == "image_url")
+        .map(|p| p["image_url"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, [chart.data_url(), photo.data_url()]);
+}

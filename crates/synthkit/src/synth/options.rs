@@ -65,6 +65,9 @@ pub struct SynthesisOptions {
     /// The answer when the model says the sources do not answer
     /// ([`SynthesizerBuilder::not_in_sources_answer`]).
     pub not_in_sources_answer: Option<String>,
+    /// Whether the model takes images, over what its server says
+    /// ([`SynthesizerBuilder::vision`]).
+    pub vision: Option<bool>,
 }
 
 impl SynthesisOptions {
@@ -114,6 +117,9 @@ impl SynthesisOptions {
         }
         if let Some(text) = self.not_in_sources_answer {
             builder = builder.not_in_sources_answer(text);
+        }
+        if let Some(on) = self.vision {
+            builder = builder.vision(on);
         }
         builder
     }

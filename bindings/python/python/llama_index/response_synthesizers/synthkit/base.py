@@ -143,23 +143,34 @@ def _refuse_unsupported(**given: Any) -> None:
             "concurrency limit; use structured_answer_filtering=True (synthkit's own "
             "structured steps) or output_cls"
         )
-    if given.pop("multimodal"):
+    given.pop("multimodal")
+    if given.pop("chat_prompt_helper") is not None:
         raise synthkit_rs.InputError(
-            "multimodal=True is not supported: synthkit synthesizes text nodes (no image "
-            "blocks); use LlamaIndex's get_response_synthesizer for multimodal synthesis"
+            "chat_prompt_helper is not supported: synthkit sizes every prompt (images "
+            "counted) from prompt_helper or context_window=/num_output=; pass prompt_helper"
         )
-    for name, value in given.items():
-        if value is not None:
-            instead = (
-                "use prompt_helper"
-                if name == "chat_prompt_helper"
-                else "pass a ChatPromptTemplate as text_qa_template, refine_template or "
-                "summary_template"
-            )
-            raise synthkit_rs.InputError(
-                f"{name} is part of LlamaIndex's multimodal synthesis (used with "
-                f"multimodal=True), which synthkit does not support; {instead} instead"
-            )
+
+
+def _chat_template(name: str, t: Any) -> TemplateArg:
+    """A ``chat_content_*`` / ``chat_summary_template`` argument as a synthkit template.
+
+    LlamaIndex's multimodal synthesizer takes ``ChatPromptTemplate`` objects whose
+    messages hold ``{context_str}`` (text and image blocks) and ``{query_str}``;
+    synthkit sends each node's image at its place in ``{context_str}``, so the same
+    template text does it. A template whose text cannot be read raises ``InputError``.
+    """
+    if t is None or isinstance(t, str):
+        return t
+    if hasattr(t, "message_templates") or hasattr(t, "template"):
+        return t
+    default = getattr(t, "default_template", None)
+    if default is not None:
+        return _chat_template(name, default)
+    raise synthkit_rs.InputError(
+        f"{name}: unsupported template type {type(t).__name__}: pass a string, a "
+        "PromptTemplate or a ChatPromptTemplate (synthkit puts each node's image at its "
+        "place in {context_str})"
+    )
 
 
 class SynthkitSynthesizer(BaseSynthesizer):
@@ -219,11 +230,17 @@ class SynthkitSynthesizer(BaseSynthesizer):
             that would make the refine steps' calls itself, outside synthkit's budgets,
             retries and concurrency limit; use ``structured_answer_filtering`` or
             ``output_cls``.
-        multimodal, chat_content_qa_template, chat_content_refine_template,
-            chat_summary_template, chat_prompt_helper: LlamaIndex's multimodal synthesis
-            (image blocks); synthkit
-            synthesizes text nodes, so anything but their defaults raises
-            ``synthkit_rs.InputError`` (a ``ChatPromptTemplate`` goes in ``text_qa_template``).
+        multimodal: accepted (LlamaIndex's multimodal synthesis): synthkit always sends
+            an ``ImageNode``'s image (PNG, JPEG, WebP, GIF, at most 20 MiB) as an image
+            part at its node's place, through the direct HTTP path (``base_url=`` or
+            ``direct=True``) to a chat model that takes images. Through a LlamaIndex
+            ``llm`` synthkit sends text only: image nodes raise ``synthkit_rs.InputError``
+            before any call.
+        chat_content_qa_template, chat_content_refine_template, chat_summary_template:
+            used as ``text_qa_template``, ``refine_template`` and ``summary_template``
+            (strings, ``PromptTemplate`` or ``ChatPromptTemplate``); giving one with its
+            text template raises ``synthkit_rs.InputError``.
+        chat_prompt_helper: refused (``synthkit_rs.InputError``): pass ``prompt_helper``.
     """
 
     def __init__(
@@ -270,10 +287,28 @@ class SynthkitSynthesizer(BaseSynthesizer):
         _refuse_unsupported(
             program_factory=program_factory,
             multimodal=multimodal,
-            chat_content_qa_template=chat_content_qa_template,
-            chat_content_refine_template=chat_content_refine_template,
-            chat_summary_template=chat_summary_template,
             chat_prompt_helper=chat_prompt_helper,
+        )
+        # LlamaIndex's multimodal templates: used where the text template is not given
+        # (image nodes need no other template in synthkit).
+        for name, chat, text in (
+            ("chat_content_qa_template", chat_content_qa_template, text_qa_template),
+            ("chat_content_refine_template", chat_content_refine_template, refine_template),
+            ("chat_summary_template", chat_summary_template, summary_template),
+        ):
+            if chat is not None and text is not None:
+                raise synthkit_rs.InputError(
+                    f"{name} and its text template were both given: synthkit uses one "
+                    "template for text and image nodes; drop one of them"
+                )
+        text_qa_template = text_qa_template or _chat_template(
+            "chat_content_qa_template", chat_content_qa_template
+        )
+        refine_template = refine_template or _chat_template(
+            "chat_content_refine_template", chat_content_refine_template
+        )
+        summary_template = summary_template or _chat_template(
+            "chat_summary_template", chat_summary_template
         )
         if output_cls is not None:
             if not (isinstance(output_cls, type) and hasattr(output_cls, "model_json_schema")):
@@ -478,13 +513,17 @@ class SynthkitSynthesizer(BaseSynthesizer):
                 seen[node_id] = count
                 taken.add(candidate)
                 node_id = candidate
-            items.append(
-                {
-                    "id": node_id,
-                    "text": n.node.get_content(metadata_mode=MetadataMode.LLM),
-                    "score": n.score,
-                }
-            )
+            item = {
+                "id": node_id,
+                "text": n.node.get_content(metadata_mode=MetadataMode.LLM),
+                "score": n.score,
+            }
+            # An ImageNode's image, for synthkit's node reader (which checks it).
+            for field in ("image", "image_mimetype", "image_url", "image_path"):
+                value = getattr(n.node, field, None)
+                if value is not None and not callable(value):
+                    item[field] = str(value) if field in ("image_url", "image_path") else value
+            items.append(item)
         return items
 
     def _empty(self, query: QueryTextType, is_async: bool) -> RESPONSE_TYPE:
