@@ -19,8 +19,8 @@
 //! - **[`ReplyReading::Answer`]**: anything else.
 //!
 //! Long replies are answers whatever they say: a reply of more than
-//! [`SHORT_REPLY_WORDS`] words that says the sources lack one detail still carries the
-//! others, and is never thrown away.
+//! [`SHORT_REPLY_WORDS`] words (or [`SHORT_REPLY_BYTES`] bytes) that says the sources lack
+//! one detail still carries the others, and is never thrown away.
 //!
 //! ```
 //! use synthkit::text::abstention::{ReplyReading, read_reply};
@@ -167,9 +167,14 @@ fn matches(set: &Option<regex::RegexSet>, text: &str) -> bool {
     set.as_ref().is_some_and(|s| s.is_match(text))
 }
 
-/// Whether `text` has more than [`SHORT_REPLY_WORDS`] words (then it is an answer).
+/// The most bytes a reply may have and still be short (whatever its words): a stream
+/// holds back at most this much of a reply to read it.
+pub const SHORT_REPLY_BYTES: usize = 1024;
+
+/// Whether `text` has more than [`SHORT_REPLY_WORDS`] words or [`SHORT_REPLY_BYTES`]
+/// bytes (then it is an answer).
 pub fn is_long(text: &str) -> bool {
-    text.split_whitespace().nth(SHORT_REPLY_WORDS).is_some()
+    text.len() > SHORT_REPLY_BYTES || text.split_whitespace().nth(SHORT_REPLY_WORDS).is_some()
 }
 
 /// Whether `reply` opens as a reply that is not an answer does ([`OPENING_PATTERNS`]).
@@ -276,6 +281,9 @@ mod tests {
         assert_eq!(read_reply(&long, false), ReplyReading::Answer);
         assert_eq!(read_reply("Every six months.", false), ReplyReading::Answer);
         assert_eq!(read_reply("", false), ReplyReading::Answer);
+        // One endless word is long too (a stream never holds more than the byte bound).
+        let endless = format!("The context does not mention {}", "x".repeat(2000));
+        assert_eq!(read_reply(&endless, false), ReplyReading::Answer);
     }
 
     #[test]
