@@ -76,10 +76,10 @@ impl Job {
         response: &mut Response,
     ) -> Result<(), SynthError> {
         match outcome {
-            Outcome::Text(t) => response.text = self.cite_final(t, None, response),
+            Outcome::Text(t) => response.text = self.cite_final(t, None, response).await,
             Outcome::Unanswered(t) => {
                 response.answerable = false;
-                response.text = self.cite_final(t, None, response);
+                response.text = self.cite_final(t, None, response).await;
             }
             Outcome::Final {
                 request,
@@ -98,21 +98,21 @@ impl Job {
                 response.text = match text {
                     Some(FinalText::Answer(t)) if !t.is_empty() => {
                         let shown = self.shown_sources(&request);
-                        self.cite_final(t, Some(shown), response)
+                        self.cite_final(t, Some(shown), response).await
                     }
                     Some(FinalText::Unanswered(t)) => {
                         response.answerable = false;
-                        self.cite_final(t, None, response)
+                        self.cite_final(t, None, response).await
                     }
                     _ => {
                         let t = fallback.unwrap_or_else(|| self.empty());
-                        self.cite_final(t, None, response)
+                        self.cite_final(t, None, response).await
                     }
                 };
             }
             Outcome::Composite(composite) => {
                 let text = composite.answer(self).await?;
-                response.text = self.cite_final(text, None, response);
+                response.text = self.cite_final(text, None, response).await;
             }
         }
         Ok(())
@@ -121,7 +121,7 @@ impl Job {
     /// The final answer with its markers checked against `shown` (every source when
     /// `None`, for text already checked step by step) and renumbered; fills
     /// `response.citations`. Unchanged without citations.
-    fn cite_final(
+    async fn cite_final(
         &self,
         text: String,
         shown: Option<BTreeSet<u32>>,
@@ -132,7 +132,8 @@ impl Job {
         };
         let mut rewriter = self.final_rewriter(ledger, shown);
         let out = rewriter.rewrite(&text);
-        response.citations = Some(ledger.citations(&mut rewriter, &text));
+        let (citations, _) = citations_of(Arc::clone(ledger), rewriter, text).await;
+        response.citations = Some(citations);
         out
     }
 
@@ -190,10 +191,14 @@ impl Job {
                             }
                             None => {
                                 let rest = rewriter.finish();
+                                let (citations, rewriter) =
+                                    citations_of(Arc::clone(&ledger), rewriter, raw).await;
                                 *slot.lock().unwrap_or_else(PoisonError::into_inner) =
-                                    Some(ledger.citations(&mut rewriter, &raw));
-                                return (!rest.is_empty())
-                                    .then_some((Ok(rest), (deltas, rewriter, raw, true)));
+                                    Some(citations);
+                                return (!rest.is_empty()).then_some((
+                                    Ok(rest),
+                                    (deltas, rewriter, String::new(), true),
+                                ));
                             }
                         }
                     }
@@ -268,6 +273,31 @@ impl Job {
             }
         }
     }
+}
+
+/// The citations of a final answer (`raw`, as the model wrote it) rewritten by
+/// `rewriter`, and the rewriter back. Checking quotes searches the sources' text, work
+/// the request sizes, so in quote mode it runs on a blocking thread, not the runtime's.
+async fn citations_of(
+    ledger: Arc<CitationLedger>,
+    mut rewriter: MarkerRewriter,
+    raw: String,
+) -> (crate::citation::Citations, MarkerRewriter) {
+    if !ledger.checks_quotes() {
+        let c = ledger.citations(&mut rewriter, &raw);
+        return (c, rewriter);
+    }
+    let checked = tokio::task::spawn_blocking(move || {
+        let c = ledger.citations(&mut rewriter, &raw);
+        (c, rewriter)
+    })
+    .await;
+    checked.unwrap_or_else(|e| {
+        tracing::error!(target: "synthkit", error = %e, "checking the answer's quotes failed");
+        // The rewriter is not used again once its answer has ended.
+        let spent = MarkerRewriter::new(BTreeSet::new(), true);
+        (crate::citation::Citations::default(), spent)
+    })
 }
 
 /// Passes deltas through; if the stream ends having given no text, gives `fallback`.
