@@ -249,7 +249,10 @@ def main():
                           [st.get("prompt_tokens") for st in steps],
                           [st.get("counted_prompt_tokens") or 0 for st in steps],
                           1 if s["error"] else 0,
-                          sum(1 for st in steps for n in st.get("node_ids", []) if n.startswith("image-"))))
+                          # Images go only into calls that read nodes (a tree level above
+                          # the first lists the nodes under its summaries but reads text).
+                          sum(1 for st in steps if not st.get("input_calls")
+                              for n in st.get("node_ids", []) if n.startswith("image-"))))
                 if s["error"]:
                     notes.append(f"- synthkit {mode}: {s['error']}")
             print()
