@@ -9,6 +9,7 @@
 //! | sources listed | [`MAX_SOURCES`]; past [`LARGE_RUN_SOURCES`], the uncited ones in collapsed groups of [`SOURCE_GROUP`] |
 //! | rows of the budget table | [`BUDGET_ROWS`] |
 //! | a level shown open | at most [`OPEN_LEVEL_CALLS`] calls; larger levels start collapsed |
+//! | images (thumbnails of image nodes, as `data:` URLs) | [`PAGE_IMAGE_BYTES`] of data URLs on one page, and of base64 kept in one [`crate::RunRecord`]; past it an image shows as its node id and "image not embedded (page image budget)" |
 //!
 //! Whatever a cap leaves out is said on the page ("… 1,234 more bytes", "+12 more").
 
@@ -32,6 +33,13 @@ pub const MAX_SOURCES: usize = 20_000;
 pub const BUDGET_ROWS: usize = 2_000;
 /// Calls of a level that start open; larger levels start collapsed.
 pub const OPEN_LEVEL_CALLS: usize = 60;
+
+/// Bytes of image data URLs one page embeds (each thumbnail counted where it is shown: in
+/// a call's box and in the sources), and of image base64 one [`crate::RunRecord`] keeps:
+/// 8 MiB. Past it an image is named, not shown.
+pub const PAGE_IMAGE_BYTES: usize = 8 * 1024 * 1024;
+/// The most a thumbnail is drawn across, in CSS pixels.
+pub const THUMBNAIL_PX: usize = 96;
 
 /// The excerpt size for a run with `sources` sources.
 pub fn source_excerpt_bytes(sources: usize) -> usize {

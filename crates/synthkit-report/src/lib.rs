@@ -16,6 +16,12 @@
 //! hundred lines of markup, and a writer whose only raw input is `&'static str` makes
 //! escaping the default rather than a filter to remember.
 //!
+//! An image node's image shows as a thumbnail (at most [`caps::THUMBNAIL_PX`] pixels wide,
+//! `alt` its node id) in the box of each call whose prompt carried it and in the sources.
+//! Images are embedded as `data:` URLs (the page still fetches nothing), at most
+//! [`caps::PAGE_IMAGE_BYTES`] (8 MiB) of them on one page; past that budget an image is
+//! named with "image not embedded (page image budget)".
+//!
 //! Large runs stay quick to open: levels of many calls start collapsed and excerpts are
 //! capped ([`caps`]).
 //!
@@ -53,5 +59,5 @@ pub mod trace;
 #[cfg(feature = "eval")]
 pub use eval_page::{EVAL_ANSWER_CHARS, render_eval};
 pub use page::render;
-pub use record::{BudgetRecord, CitationRecord, RunRecord, SourceRecord, UsageRecord};
+pub use record::{BudgetRecord, CitationRecord, ImageRecord, RunRecord, SourceRecord, UsageRecord};
 pub use trace::{TraceError, read_trace};

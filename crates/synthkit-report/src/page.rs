@@ -1,11 +1,13 @@
 //! The page: head, answer, sources, settings; the synthesis and the budget are drawn by
 //! [`crate::picture`].
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
+use crate::caps;
 use crate::html::Html;
 use crate::picture;
-use crate::record::RunRecord;
+use crate::record::{ImageRecord, RunRecord};
 use crate::style::{SCRIPT, STYLE};
 
 /// Where each source is on the page (`#src-K`) and which calls read it.
@@ -20,6 +22,10 @@ pub(crate) struct Index<'a> {
     pub(crate) sections: Vec<Option<&'a str>>,
     /// Call number to its box's place: level and index in the level.
     pub(crate) places: HashMap<u64, (u32, usize)>,
+    /// Source position to its image, for image nodes.
+    pub(crate) images: Vec<Option<&'a ImageRecord>>,
+    /// Bytes of image data URLs the page may still embed (from [`caps::PAGE_IMAGE_BYTES`]).
+    image_room: Cell<usize>,
 }
 
 impl<'a> Index<'a> {
@@ -61,6 +67,40 @@ impl<'a> Index<'a> {
             markers,
             sections: run.sources.iter().map(|s| s.section.as_deref()).collect(),
             places,
+            images: run.sources.iter().map(|s| s.image.as_ref()).collect(),
+            image_room: Cell::new(caps::PAGE_IMAGE_BYTES),
+        }
+    }
+
+    /// Node `id`'s image, when it is a listed image node.
+    pub(crate) fn image_of(&self, id: &str) -> Option<&'a ImageRecord> {
+        let p = *self.position.get(id)?;
+        self.images.get(p).copied().flatten()
+    }
+
+    /// Writes a thumbnail of node `id`'s `image` (`alt` and title its id), or, past the
+    /// page's image budget or without the image's data, the id and why it is not shown.
+    pub(crate) fn thumbnail(&self, h: &mut Html, id: &str, image: &ImageRecord) {
+        let len = image.data_url_len();
+        let url = (len <= self.image_room.get())
+            .then(|| image.data_url())
+            .flatten();
+        match url {
+            Some(url) => {
+                self.image_room.set(self.image_room.get() - len);
+                h.markup("<img class=\"thumb\" src=\"")
+                    .text(&url)
+                    .markup("\" alt=\"")
+                    .text(id)
+                    .markup("\" title=\"")
+                    .text(id)
+                    .markup("\">");
+            }
+            None => {
+                h.markup("<span class=\"thumb none\">")
+                    .text(id)
+                    .markup(": image not embedded (page image budget)</span>");
+            }
         }
     }
 

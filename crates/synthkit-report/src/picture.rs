@@ -204,7 +204,26 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
             .value(format_args!("+{} more", nodes - linked))
             .markup("</li>");
     }
-    h.markup("</ul><pre class=\"reply\">");
+    h.markup("</ul>");
+    // The images the prompt carried: its image nodes' (a tree level above the first reads
+    // summaries, which are text).
+    if s.input_calls.is_empty() {
+        let images: Vec<_> = s
+            .node_ids
+            .iter()
+            .take(caps::NODE_LINKS_PER_CALL)
+            .filter_map(|id| Some((id, index.image_of(id)?)))
+            .collect();
+        if !images.is_empty() {
+            h.markup("<p class=\"thumbs\">images sent: ");
+            for (id, image) in images {
+                index.thumbnail(h, id, image);
+                h.markup(" ");
+            }
+            h.markup("</p>");
+        }
+    }
+    h.markup("<pre class=\"reply\">");
     let (shown, _) = synthkit::steps::cap_text(&s.reply, caps::REPLY_EXCERPT_BYTES);
     h.text(shown);
     let hidden = s.reply_bytes.saturating_sub(shown.len());

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use synthkit::node::NodeImage;
 use synthkit::steps::StepRecorder;
 use synthkit::{Node, Response, ResponseMode, SynthStep};
 
@@ -105,11 +106,90 @@ pub struct SourceRecord {
     pub excerpt: String,
     /// The text's full length in bytes.
     pub text_bytes: usize,
+    /// The node's image (an image node), for the report's thumbnails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageRecord>,
+}
+
+/// A source's image: its type, size and (within [`caps::PAGE_IMAGE_BYTES`] of a record)
+/// its data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ImageRecord {
+    /// The MIME type (`image/png`, ...).
+    pub mime_type: String,
+    /// The image's size in bytes, decoded.
+    pub bytes: usize,
+    /// Standard base64 of the image; `None` when the record did not keep it (past
+    /// [`caps::PAGE_IMAGE_BYTES`] of images in one record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+impl ImageRecord {
+    /// The record of `image`, with its data when `keep`.
+    pub fn of(image: &NodeImage, keep: bool) -> Self {
+        Self {
+            mime_type: image.mime_type().to_string(),
+            bytes: image.len(),
+            data: keep.then(|| image.base64().to_string()),
+        }
+    }
+
+    /// The image as a `data:` URL, when its data was kept and its type is one synthkit
+    /// reads (PNG, JPEG, WebP, GIF: a record read back from a file may say anything).
+    pub fn data_url(&self) -> Option<String> {
+        let data = self.data.as_deref()?;
+        if !["image/png", "image/jpeg", "image/webp", "image/gif"]
+            .contains(&self.mime_type.as_str())
+        {
+            return None;
+        }
+        Some(format!("data:{};base64,{data}", self.mime_type))
+    }
+
+    /// The length of [`ImageRecord::data_url`] (its data's length plus the prefix).
+    pub fn data_url_len(&self) -> usize {
+        self.data.as_deref().map_or(0, |d| {
+            "data:;base64,".len() + self.mime_type.len() + d.len()
+        })
+    }
+}
+
+/// The records of `nodes`, their texts cut to `excerpt_bytes`, keeping image data until
+/// [`caps::PAGE_IMAGE_BYTES`] of it (an image past the budget keeps its type and size).
+fn sources_of(nodes: &[Node], excerpt_bytes: usize) -> Vec<SourceRecord> {
+    let mut room = caps::PAGE_IMAGE_BYTES;
+    nodes
+        .iter()
+        .map(|node| {
+            let mut record = SourceRecord::text_of(node, excerpt_bytes);
+            record.image = node.image.as_ref().map(|image| {
+                let keep = image.base64().len() <= room;
+                if keep {
+                    room -= image.base64().len();
+                }
+                ImageRecord::of(image, keep)
+            });
+            record
+        })
+        .collect()
 }
 
 impl SourceRecord {
-    /// The record of `node`, its text cut to `excerpt_bytes`.
+    /// The record of `node`, its text cut to `excerpt_bytes`, its image (if any) kept
+    /// whole when no larger than [`caps::PAGE_IMAGE_BYTES`] in base64.
     pub fn of(node: &Node, excerpt_bytes: usize) -> Self {
+        let mut record = Self::text_of(node, excerpt_bytes);
+        record.image = node
+            .image
+            .as_ref()
+            .map(|i| ImageRecord::of(i, i.base64().len() <= caps::PAGE_IMAGE_BYTES));
+        record
+    }
+
+    /// [`SourceRecord::of`] without the image.
+    fn text_of(node: &Node, excerpt_bytes: usize) -> Self {
         let meta = |k: &str| node.metadata.get(k).and_then(Value::as_str);
         let section = match (meta("section"), meta("file_path")) {
             (Some(s), Some(f)) => Some(format!("{f} › {s}")),
@@ -123,6 +203,7 @@ impl SourceRecord {
             section,
             excerpt: excerpt.to_string(),
             text_bytes: node.text.len(),
+            image: None,
         }
     }
 
@@ -199,10 +280,7 @@ impl RunRecord {
                     end: q.end,
                 })
                 .collect(),
-            sources: response.source_nodes[..kept]
-                .iter()
-                .map(|n| SourceRecord::of(n, excerpt))
-                .collect(),
+            sources: sources_of(&response.source_nodes[..kept], excerpt),
             sources_omitted: response.source_nodes.len() - kept,
             steps: response.steps.clone().unwrap_or_default(),
             usage: UsageRecord {
@@ -266,10 +344,7 @@ impl RunRecord {
             query: query.to_string(),
             mode: Some(mode),
             error: Some(error.into()),
-            sources: nodes[..kept]
-                .iter()
-                .map(|n| SourceRecord::of(n, excerpt))
-                .collect(),
+            sources: sources_of(&nodes[..kept], excerpt),
             sources_omitted: nodes.len() - kept,
             steps,
             usage,

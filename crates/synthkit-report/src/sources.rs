@@ -99,7 +99,13 @@ fn source(h: &mut Html, run: &RunRecord, index: &Index<'_>, p: usize) {
         }
         h.markup("</span>");
     }
-    h.markup("</p><pre class=\"excerpt\">");
+    h.markup("</p>");
+    if let Some(image) = &s.image {
+        h.markup("<p class=\"thumbs\">");
+        index.thumbnail(h, &s.id, image);
+        h.markup("</p>");
+    }
+    h.markup("<pre class=\"excerpt\">");
     write_excerpt(h, run, &s.id, &s.excerpt);
     if !s.is_whole() {
         h.markup("<span class=\"more\">… ")

@@ -33,7 +33,7 @@ a.cite{font-weight:600;text-decoration:none;background:#e3ebfb;border-radius:3px
 .body{padding:.3rem .7rem .6rem;border-top:1px solid var(--line);font-size:.9rem}
 pre{white-space:pre-wrap;word-break:break-word;background:var(--box);padding:.5rem;border-radius:4px;margin:.3rem 0;font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;max-height:24rem;overflow:auto}
 .more{color:var(--mute);font-style:italic}
-ul.nodes{margin:.2rem 0 .4rem;padding-left:1.2rem}ul.nodes small{color:var(--mute)}
+ul.nodes{margin:.2rem 0 .4rem;padding-left:1.2rem}img.thumb{max-width:96px;max-height:96px;vertical-align:middle;border:1px solid var(--mute)}span.thumb.none{color:var(--mute);font-size:.85em}ul.nodes small{color:var(--mute)}
 .source{border:1px solid var(--line);border-radius:6px;padding:.4rem .7rem;margin:.45rem 0}
 .source.cited{border-left:4px solid var(--good)}
 table{border-collapse:collapse;font-size:.88rem}td,th{border-bottom:1px solid var(--line);padding:.2rem .6rem;text-align:left;vertical-align:top}
