@@ -156,6 +156,7 @@ fn results_keep_the_input_order_and_ids() {
     assert_eq!(
         keys,
         [
+            "answerable",
             "citations",
             "metadata",
             "source_nodes",

@@ -358,7 +358,15 @@ impl Caller {
         if finish_reason != Some(FinishReason::Length) {
             return Ok(());
         }
-        if let Some(bound) = request.extensions.get::<super::OutputBound>() {
+        // Cut at the bound: the reply filled the bounded limit (a shorter reply cut for
+        // another reason is a truncation like any other).
+        let at_bound =
+            usize::try_from(usage.completion_tokens).is_ok_and(|n| n >= request.max_tokens);
+        if let Some(bound) = request
+            .extensions
+            .get::<super::OutputBound>()
+            .filter(|_| at_bound)
+        {
             // The engine's own bound on an intermediate reply (it may not outgrow its
             // input), not the output reserve: reported, not a truncation.
             tracing::info!(

@@ -234,15 +234,15 @@ async fn intermediate_outputs_are_bounded_by_their_input() {
 }
 
 #[tokio::test]
-async fn an_expanding_summary_is_cut_at_the_size_of_its_input() {
-    // A 4,096 window with a 3,000-token reserve leaves about 1,000 tokens of context a
-    // prompt: each summary may be at most as long as the context it reads; a model that
-    // ignores that is cut there, and it is no truncation.
-    let text = "The keeper of the dome cleans the mirror. ".repeat(60);
+async fn an_expanding_answer_is_cut_at_the_size_of_its_input() {
+    // A model that writes as much as it may (a server cuts it at max_tokens): refine's
+    // steps before the last may write at most what they read, and a reply cut there is
+    // no truncation, even where truncations are errors; the last call keeps the reserve.
+    let text = "The keeper of the dome cleans the mirror. ".repeat(30);
     let texts = [text.as_str(), text.as_str(), text.as_str()];
     let model = ScriptedModel::new(info(), |r: &ModelRequest| {
-        Ok(if r.step().level == 0 {
-            "An invented story about many people. ".repeat(40)
+        Ok(if r.max_tokens < 3000 {
+            "story ".repeat(r.max_tokens)
         } else {
             "Every six months.".to_string()
         })
@@ -254,24 +254,32 @@ async fn an_expanding_summary_is_cut_at_the_size_of_its_input() {
             FinishReason::Stop
         }
     });
-    let synth = build(&model, ResponseMode::TreeSummarize, |b| {
-        b.budget(synthkit::prompt::PromptBudget::new(4096, 3000).unwrap())
+    let synth = build(&model, ResponseMode::Refine, |b| {
+        b.budget(synthkit::prompt::PromptBudget::new(8192, 3000).unwrap())
             .on_truncation(OnTruncation::Error)
     });
     let r = synth.synthesize("When?", nodes(&texts)).await.unwrap();
     assert_eq!(r.usage.truncated_calls, 0);
+    assert_eq!(r.text, "Every six months.");
     let requests = model.requests();
-    let leaves: Vec<&ModelRequest> = requests.iter().filter(|r| r.step().level == 0).collect();
-    assert!(leaves.len() >= 2, "{}", leaves.len());
-    for leaf in leaves {
-        let input = leaf.source().unwrap().variable("context_str").unwrap();
-        // The bound is the context's own size: far below the reserve, near a quarter
-        // of its characters.
-        assert!(leaf.max_tokens < 1100, "{}", leaf.max_tokens);
-        assert!(leaf.max_tokens > input.len() / 8, "{}", leaf.max_tokens);
+    assert_eq!(requests.len(), 3);
+    for step in &requests[..2] {
+        let source = step.source().unwrap();
+        let read: usize = ["context_str", "context_msg", "existing_answer"]
+            .iter()
+            .filter_map(|v| source.variable(v))
+            .map(str::len)
+            .sum();
+        // The bound is what the step reads: far below the reserve, near a quarter of
+        // its characters.
+        assert!(step.max_tokens < 3000, "{}", step.max_tokens);
+        assert!(
+            step.max_tokens > read / 8,
+            "{} for {read} bytes",
+            step.max_tokens
+        );
     }
-    let last = requests.last().unwrap();
-    assert_eq!(last.max_tokens, 3000);
+    assert_eq!(requests[2].max_tokens, 3000);
 }
 
 #[cfg(feature = "openai")]
