@@ -436,6 +436,9 @@ pub struct ErrorDetail {
 pub struct SynthesizeResponse {
     /// The answer's text (for a structured answer, its JSON).
     pub text: String,
+    /// `false` when the sources do not answer (no nodes, the model said so: then `text`
+    /// is the `not_in_sources_answer`, or no step found anything).
+    pub answerable: bool,
     /// The structured answer, when an output schema was given.
     pub structured: Option<Value>,
     /// The nodes given, in order.
