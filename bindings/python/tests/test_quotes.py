@@ -21,7 +21,7 @@ def test_quotes_have_status_and_character_offsets() -> None:
         assert "citations='quotes'" in repr(synth)
         r = synth.synthesize("When?", NODES)
         assert "exact words from source n" in server.requests[-1].prompt
-    assert r.text == REPLY
+    assert r.response == REPLY
     verified, fabricated = r.quotes
     assert verified["status"] == "verified"
     assert verified["node_id"] == "dome"
