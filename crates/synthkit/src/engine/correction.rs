@@ -91,6 +91,13 @@ impl Corrections {
         self.initial.saturating_sub(self.limit())
     }
 
+    /// Whether a server has rejected a prompt of this job as too long (the limit then
+    /// follows the server's own accounting of prompt and output reserve); a calibration
+    /// from reported usage does not count.
+    pub(crate) fn server_corrected(&self) -> bool {
+        self.lock().shrinks > 0
+    }
+
     /// Decides what to do with `error`, the failure of `request`: re-pack when the server
     /// found the prompt too long (lowering the limit to the server's room, unless the
     /// request was built under an earlier, larger limit) or when the call door refused a
@@ -279,6 +286,17 @@ mod tests {
         assert_eq!(c.limit(), 940);
         // At most a quarter of the initial limit.
         assert_eq!(c.calibrate(400, 1400).map(|x| x.limit), Some(750));
+    }
+
+    #[test]
+    fn only_a_server_rejection_counts_as_a_server_correction() {
+        let c = Corrections::new(1000, 100);
+        assert!(c.calibrate(500, 523).is_some());
+        assert!(c.shrink() > 0);
+        assert!(!c.server_corrected(), "a calibration is not a rejection");
+        let (v, _) = c.absorb(&too_long(Some(1200), Some(1000)), &request(900));
+        assert_eq!(v, Verdict::Repack);
+        assert!(c.server_corrected());
     }
 
     #[test]

@@ -581,9 +581,10 @@ impl Job {
     /// answer it refines, at least [`crate::options::MIN_BOUNDED_OUTPUT`]), marked with
     /// [`OutputBound`]; `None` when the output reserve is already within that.
     fn bound_output(&self, request: &ModelRequest) -> Option<ModelRequest> {
-        // Once the server has corrected the prompt limit, calls keep the whole reserve:
-        // the server's own accounting of prompt and output is then what packing follows.
-        if self.shrink() > 0 {
+        // Once a server has rejected a prompt as too long, calls keep the whole reserve:
+        // its correction of the limit assumed it (a calibration from usage does not stop
+        // the bound).
+        if self.corrections.server_corrected() {
             return None;
         }
         use crate::options::{MIN_BOUNDED_OUTPUT, OUTPUT_GROWTH};
