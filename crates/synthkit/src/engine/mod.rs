@@ -35,6 +35,7 @@ pub(crate) mod filter;
 pub(crate) mod finish;
 pub(crate) mod images;
 pub(crate) mod origins;
+pub(crate) mod packed;
 mod reading;
 mod settings;
 

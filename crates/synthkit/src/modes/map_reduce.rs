@@ -24,13 +24,13 @@ use serde_json::{Value, json};
 
 use crate::engine::fanout::{Prebuilt, Reply, RequestSource};
 use crate::engine::origins::{Origin, Sourced};
+use crate::engine::packed::{LevelStep, PackedLevel};
 use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
-use crate::model::{ModelRequest, StepInfo, parse_json_reply};
+use crate::model::{ModelRequest, parse_json_reply};
 use crate::observe::SynthEvent;
-use crate::prompt::{PromptTemplate, TemplateKind};
-use crate::text::ChunkCursor;
+use crate::prompt::TemplateKind;
 use crate::text::abstention::ReplyReading;
 
 /// More levels than any real run needs (each collapse level at least halves the records).
@@ -179,62 +179,12 @@ fn record_call<'a>(
     })
 }
 
-/// The requests of one level, packed as they are asked for.
-struct Packed<'a> {
-    job: &'a Job,
-    template: &'a PromptTemplate,
-    schema: Option<Arc<Value>>,
-    size: usize,
-    /// The level's texts and their nodes.
-    source: &'a Sourced,
-    cursor: ChunkCursor<'a>,
-    step: Step,
-    level: u32,
-    index: usize,
-}
-
-impl<'a> Packed<'a> {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        job: &'a Job,
-        template: &'a PromptTemplate,
-        schema: Option<Arc<Value>>,
-        size: usize,
-        source: &'a Sourced,
-        step: Step,
-        level: u32,
-    ) -> Self {
-        Self {
-            job,
-            template,
-            schema,
-            size,
-            source,
-            cursor: job.budget().cursor(source.text()),
-            step,
-            level,
-            index: 0,
-        }
-    }
-}
-
-impl RequestSource for Packed<'_> {
-    async fn next_request(&mut self) -> Result<Option<ModelRequest>, SynthError> {
-        let step = StepInfo::new(ResponseMode::MapReduce, self.step).at(self.level, self.index);
-        self.index += 1;
-        let next = self
-            .job
-            .next_request(
-                &mut self.cursor,
-                self.template,
-                "context_str",
-                self.size,
-                step,
-                self.schema.clone(),
-            )
-            .await?;
-        let text = self.cursor.text();
-        Ok(next.map(|(request, piece)| self.source.tag(request, piece.text(text))))
+/// map_reduce's `step` at `level`.
+fn at(step: Step, level: u32) -> LevelStep {
+    LevelStep {
+        mode: ResponseMode::MapReduce,
+        step,
+        level,
     }
 }
 
@@ -265,7 +215,14 @@ pub(crate) async fn run(job: &Job, texts: &[Cow<'_, str>]) -> Result<Outcome, Sy
     let schema = Arc::new(record_schema());
     let size = job.room(&template, Some(&schema))?;
     // The map requests are built as calls free up, so packing overlaps the calls.
-    let requests = Packed::new(job, &template, Some(schema), size, &joined, Step::Map, 0);
+    let requests = PackedLevel::new(
+        job,
+        &template,
+        Some(schema),
+        size,
+        &joined,
+        at(Step::Map, 0),
+    );
     let records = job.call_all_with(requests, record_call).await?;
     let Some(current) = kept(job, records) else {
         // Every map record said no information.
@@ -303,14 +260,13 @@ pub(crate) async fn reduce(
         // The final call, when the records fit one prompt (re-measured each level, as a
         // context correction may have lowered the limit).
         let size = job.room(&template, output.as_deref())?;
-        let mut last = Packed::new(
+        let mut last = PackedLevel::new(
             job,
             &template,
             output.clone(),
             size,
             &joined,
-            Step::Reduce,
-            level,
+            at(Step::Reduce, level),
         );
         let first = last.next_request().await?;
         let fits = first.is_some() && last.next_request().await?.is_none();
@@ -326,14 +282,13 @@ pub(crate) async fn reduce(
         // A collapse level: packed whole first, so that a level that does not reduce
         // stops before any of its calls.
         let size = job.room(&template, Some(&record))?;
-        let mut collapse = Packed::new(
+        let mut collapse = PackedLevel::new(
             job,
             &template,
             Some(Arc::clone(&record)),
             size,
             &joined,
-            Step::Reduce,
-            level,
+            at(Step::Reduce, level),
         );
         let mut all = Vec::new();
         while let Some(r) = collapse.next_request().await? {

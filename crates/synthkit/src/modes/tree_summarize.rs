@@ -7,68 +7,31 @@
 //! (decision 8), so it always terminates.
 
 use std::borrow::Cow;
-use std::sync::Arc;
-
-use serde_json::Value;
 
 use crate::engine::fanout::{Prebuilt, RequestSource};
 use crate::engine::origins::{Origin, PromptNodes, Sourced};
+use crate::engine::packed::{LevelStep, PackedLevel};
 use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, StepInfo};
 use crate::observe::SynthEvent;
-use crate::prompt::{PromptTemplate, TemplateKind};
-use crate::text::ChunkCursor;
+use crate::prompt::TemplateKind;
 
 /// More levels than any real tree needs (each level at least halves the chunks).
 const MAX_LEVELS: u32 = 64;
 
-/// The summary requests of one level, packed as they are asked for.
-struct LevelRequests<'a> {
-    job: &'a Job,
-    template: &'a PromptTemplate,
-    schema: Option<Arc<Value>>,
-    size: usize,
-    /// The level's texts and their nodes.
-    source: &'a Sourced,
-    cursor: ChunkCursor<'a>,
-    level: u32,
-    index: usize,
-}
-
-impl LevelRequests<'_> {
-    async fn next(&mut self) -> Result<Option<ModelRequest>, SynthError> {
-        let step =
-            StepInfo::new(ResponseMode::TreeSummarize, Step::Summary).at(self.level, self.index);
-        self.index += 1;
-        let next = self
-            .job
-            .next_request(
-                &mut self.cursor,
-                self.template,
-                "context_str",
-                self.size,
-                step,
-                self.schema.clone(),
-            )
-            .await?;
-        let text = self.cursor.text();
-        Ok(next.map(|(request, piece)| self.source.tag(request, piece.text(text))))
-    }
-}
-
 /// The rest of level 0, after the requests already built.
 struct Rest<'a, 'b> {
     built: std::vec::IntoIter<ModelRequest>,
-    level: &'b mut LevelRequests<'a>,
+    level: &'b mut PackedLevel<'a>,
 }
 
 impl RequestSource for Rest<'_, '_> {
     async fn next_request(&mut self) -> Result<Option<ModelRequest>, SynthError> {
         match self.built.next() {
             Some(r) => Ok(Some(r)),
-            None => self.level.next().await,
+            None => self.level.next_request().await,
         }
     }
 }
@@ -105,20 +68,16 @@ pub(crate) async fn summarize(
                 .iter()
                 .map(|(t, origin)| (t.as_str(), origin.clone())),
         );
-        let mut requests = LevelRequests {
-            job,
-            template: &template,
-            schema: schema.clone(),
-            size,
-            source: &joined,
-            cursor: job.budget().cursor(joined.text()),
+        let at = LevelStep {
+            mode: ResponseMode::TreeSummarize,
+            step: Step::Summary,
             level,
-            index: 0,
         };
+        let mut requests = PackedLevel::new(job, &template, schema.clone(), size, &joined, at);
         // Two requests tell whether this is the final call.
         let mut first: Vec<ModelRequest> = Vec::with_capacity(2);
         while first.len() < 2 {
-            match requests.next().await? {
+            match requests.next_request().await? {
                 Some(r) => first.push(r),
                 None => break,
             }
@@ -153,7 +112,7 @@ pub(crate) async fn summarize(
             // Later levels are small; they are packed whole first, so that a level that
             // does not reduce stops before any of its calls.
             let mut all = first;
-            while let Some(r) = requests.next().await? {
+            while let Some(r) = requests.next_request().await? {
                 all.push(r);
             }
             if all.len() >= current.len() || level >= MAX_LEVELS {
