@@ -203,22 +203,23 @@ pub fn chat_reply(model: &str, text: &str, finish_reason: &str, usage: &Value) -
     })
 }
 
+/// The URLs of the `image_url` parts of a chat request `body`, in message order.
+pub fn image_urls(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|p| p["type"] == "image_url")
+        .filter_map(|p| p["image_url"]["url"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// A streamed chat completion: one chunk per delta, the finish reason, the usage, `[DONE]`.
 pub fn chat_stream(model: &str, deltas: &[&str], finish_reason: &str, usage: &Value) -> Response {
-    let mut out = String::new();
-    for delta in deltas {
-        let chunk = json!({"choices":[{"index":0,"finish_reason":null,"delta":{"content":delta}}],
-            "object":"chat.completion.chunk","model":model});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    let end = json!({"choices":[{"index":0,"finish_reason":finish_reason,"delta":{}}],
-        "object":"chat.completion.chunk","model":model});
-    let usage = json!({"choices":[],"object":"chat.completion.chunk","usage":usage});
-    out.push_str(&format!("data: {end}\n\ndata: {usage}\n\ndata: [DONE]\n\n"));
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from(out))
-        .unwrap()
+    let deltas: Vec<Value> = deltas.iter().map(|d| json!({"content": d})).collect();
+    chat_stream_deltas(model, &deltas, finish_reason, usage)
 }
 
 /// A streamed chat completion of whole `delta` objects (`{"reasoning_content": ...}`,

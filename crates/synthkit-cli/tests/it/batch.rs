@@ -838,14 +838,6 @@ fn an_image_node_line_sends_its_image() {
     assert_eq!(results[0]["response"]["text"], "A chart.", "{}", results[0]);
     let bodies = fake.bodies();
     assert_eq!(bodies.len(), 1, "{bodies:?}");
-    let urls: Vec<&str> = bodies[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .filter(|p| p["type"] == "image_url")
-        .map(|p| p["image_url"]["url"].as_str().unwrap())
-        .collect();
+    let urls = synthkit_testkit::openai::image_urls(&bodies[0]);
     assert_eq!(urls, [image.data_url()]);
 }

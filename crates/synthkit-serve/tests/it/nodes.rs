@@ -78,14 +78,6 @@ async fn image_nodes_reach_the_model_as_image_parts() {
     assert_eq!(source_ids(&response), ["chart", "photo"]);
     let bodies = fake.bodies();
     assert_eq!(bodies.len(), 1, "{bodies:?}");
-    let urls: Vec<&str> = bodies[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .filter(|p| p["type"] == "image_url")
-        .map(|p| p["image_url"]["url"].as_str().unwrap())
-        .collect();
+    let urls = synthkit_testkit::openai::image_urls(&bodies[0]);
     assert_eq!(urls, [chart.data_url(), photo.data_url()]);
 }
