@@ -212,7 +212,10 @@ impl Runner {
         options.citation_style = Some(self.args.citation_style());
         options.system_prompt = self.args.prompts.system_prompt.clone();
         options.templates = self.templates.list();
-        let builder = options.apply(Synthesizer::builder(self.backend.model()));
+        // A case none of whose chunks is relevant (no nodes) is answered as `ask` answers it.
+        let builder = options
+            .apply(Synthesizer::builder(self.backend.model()))
+            .empty_response(crate::synthesis::nothing_to_answer_from(None));
         let mut fanout = Fanout::default();
         fanout.push(self.progress.clone());
         let recorder = self

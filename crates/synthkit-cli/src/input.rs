@@ -593,7 +593,8 @@ fn within_paths_bound(paths: &[PathBuf], options: &ReadOptions) -> std::result::
 /// [`DEFAULT_FOLDER_TOP_K`](crate::flags::DEFAULT_FOLDER_TOP_K) best when a folder was
 /// read, else every chunk. `bounded`: refuse more than [`MAX_PATHS_FILES`] files or
 /// [`MAX_PATHS_BYTES`] bytes first. `synthkit eval`'s `paths` cases and `batch`'s `paths`
-/// lines. The error says why there is nothing to answer from.
+/// lines. The error says why there is nothing to read; no chunk relevant to `query` gives
+/// no nodes.
 pub fn nodes_from_paths(
     paths: &[PathBuf],
     query: &str,
@@ -625,12 +626,9 @@ pub fn nodes_from_paths(
             .filter(|&k| k < nodes.len()),
     };
     let Some(k) = k else { return Ok(nodes) };
-    let total = nodes.len();
-    let kept = crate::rank::top_k(nodes, query, k);
-    if kept.is_empty() {
-        return Err(crate::rank::nothing_relevant(total));
-    }
-    Ok(kept)
+    // None kept (no chunk shares a word with the question): no nodes, whose synthesis
+    // says the sources do not answer.
+    Ok(crate::rank::top_k(nodes, query, k))
 }
 
 /// Reads pre-retrieved nodes from a file (`-`: standard input), refusing one larger than

@@ -17,11 +17,13 @@ use bm25::{EmbedderBuilder, Language, Scorer};
 use synthkit::Node;
 
 /// What to say when no chunk of `total` is relevant to the question (the "nothing to
-/// answer from" of `ask`, `batch` and `eval`).
+/// answer from" of `ask`, `batch` and `eval`, which then answer that the sources do not
+/// answer).
 pub fn nothing_relevant(total: usize) -> String {
     format!(
-        "no text to work on: none of the {total} chunks read shares a word with the question \
-         (their relevance is 0); ask with other words, or give --top-k all to send every chunk"
+        "none of the {total} chunks read shares a word with the question (their relevance \
+         is 0), so nothing was sent to the model; ask with other words, or give --top-k all \
+         to send every chunk"
     )
 }
 

@@ -161,9 +161,18 @@ pub fn build_synthesizer(
     // A dry run makes no spans: no trace shows calls that were never made.
     let builder = options
         .apply(Synthesizer::builder(model))
+        .empty_response(nothing_to_answer_from(args.not_in_sources.as_deref()))
         .observer(observer)
         .spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
+}
+
+/// The answer when no chunk is left to answer from (none shares a word with the
+/// question): the "not in the sources" answer (`--not-in-sources`, else
+/// [`DEFAULT_NOT_IN_SOURCES_ANSWER`](synthkit::text::abstention::DEFAULT_NOT_IN_SOURCES_ANSWER)), not LlamaIndex's "Empty Response".
+pub(crate) fn nothing_to_answer_from(flag: Option<&str>) -> String {
+    flag.unwrap_or(synthkit::text::abstention::DEFAULT_NOT_IN_SOURCES_ANSWER)
+        .to_string()
 }
 
 /// Whether the model sees numbered sources: with `--cite`, and always for the extractive
@@ -257,8 +266,11 @@ pub(crate) fn gather_nodes(
         let total = nodes.len();
         nodes = rank::top_k(nodes, query, k);
         if nodes.is_empty() {
+            // Nothing to answer from: the synthesis of no nodes says the sources do not
+            // answer (`answerable: false`, exit 0), as a retriever that found nothing.
             spinner.clear();
-            return Err(anyhow!(rank::nothing_relevant(total)));
+            note(args.quiet, &rank::nothing_relevant(total));
+            return Ok(images);
         }
         if args.top_k.is_none() && nodes.len() < total {
             note(

@@ -573,6 +573,7 @@ fn an_off_topic_question_is_not_answered_from_the_documents() {
         v["answer"],
         "(no answer found: no passage matches enough of the question)"
     );
+    assert_eq!(v["answerable"], false, "{v}");
     assert_eq!(v["grounded"], false);
     assert!(
         v["sources"]

@@ -357,9 +357,12 @@ fn paths_cases_are_read_from_the_cases_folder() {
         dir.path(),
         "cases.jsonl",
         format!(
-            "{}\n",
+            "{}\n{}\n",
             json!({"id": "p1", "query": QUESTION, "paths": ["docs"], "top_k": 1,
-                   "answers": ["three months"], "evidence": ["docs/mirror.md#1"]})
+                   "answers": ["three months"], "evidence": ["docs/mirror.md#1"]}),
+            // No chunk shares a word with it: nothing is sent, and the row abstains.
+            json!({"id": "p2", "query": "Where do zebras sleep?", "paths": ["docs"],
+                   "top_k": 1, "answers": [], "answerable": false})
         ),
     );
     // Run from elsewhere: the paths are the cases file's.
@@ -374,6 +377,10 @@ fn paths_cases_are_read_from_the_cases_folder() {
     let p1 = row(&report, "p1", "compact");
     assert_eq!(p1["correct"], true, "{p1:#}");
     assert_eq!(p1["in_nodes"], true);
+    let p2 = row(&report, "p2", "compact");
+    assert_eq!(p2["abstained"], true, "{p2:#}");
+    assert_eq!(p2["correct"], true, "{p2:#}");
+    assert_eq!(p2["calls"], 0, "{p2:#}");
 }
 
 #[test]

@@ -389,12 +389,16 @@ fn folder_top_k_never_sends_a_chunk_with_no_relevance() {
     assert_eq!(sources.len(), 1, "{v}");
     assert!(sources[0].to_string().contains("mirror.md"), "{v}");
     assert!(!v.to_string().contains("cafe"), "{v}");
-    // Nothing relevant: said as the other "no text to work on" cases say it, exit 1.
+    // Nothing relevant: nothing is sent, and the answer says the sources do not answer
+    // (exit 0, `answerable: false`), with the reason on stderr.
     let out = ask("Where do zebras sleep?");
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_stderr_has(
-        &out,
-        "no text to work on: none of the 2 chunks read shares a word",
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_stderr_has(&out, "none of the 2 chunks read shares a word");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["answerable"], false, "{v}");
+    assert_eq!(
+        v["answer"], "The sources do not answer this question.",
+        "{v}"
     );
-    assert!(out.stdout.is_empty());
+    assert_eq!(v["sources"].as_array().map(Vec::len), Some(0), "{v}");
 }
