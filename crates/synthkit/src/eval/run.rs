@@ -86,6 +86,15 @@ impl GuardCounts {
     pub fn is_zero(&self) -> bool {
         *self == Self::default()
     }
+
+    /// These counts plus `other`'s.
+    pub fn plus(self, other: GuardCounts) -> Self {
+        GuardCounts {
+            set_aside: self.set_aside + other.set_aside,
+            kept_previous: self.kept_previous + other.kept_previous,
+            bounded: self.bounded + other.bounded,
+        }
+    }
 }
 
 /// What a [`PromptCapture`] saw.
@@ -367,6 +376,45 @@ mod tests {
         let row = score(&case, "s", line, Some(&nodes_text(case.nodes().unwrap())));
         assert!(row.correct);
         assert_eq!((row.in_nodes, row.in_prompts), (Some(true), Some(true)));
+    }
+
+    #[test]
+    fn guard_counts_reach_the_row_and_the_table() {
+        let case = case();
+        // Refine's last reply talks about the previous answer: it is set aside and the
+        // previous answer kept.
+        let model = ScriptedModel::sequence(
+            ModelInfo::new("m"),
+            vec![
+                "Every six months.".into(),
+                "The original answer remains appropriate.".into(),
+            ],
+        );
+        let synth = Synthesizer::builder(Arc::new(model))
+            .mode(ResponseMode::Refine)
+            .build()
+            .unwrap();
+        let nodes = case.nodes().unwrap().to_vec();
+        let run = block_on(run_case(&synth, &case, nodes, false));
+        assert_eq!(run.line.answer, "Every six months.");
+        let guards = run.line.guards.unwrap();
+        assert_eq!((guards.set_aside, guards.kept_previous), (1, 1));
+        let row = score(&case, "s", &run.line, None);
+        assert_eq!(row.guards, Some(guards));
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["guards"]["set_aside"], 1, "{json}");
+        let totals = crate::eval::totals(&[row.clone(), row]);
+        assert_eq!(totals[0].guards.map(|g| g.kept_previous), Some(2));
+        let table = crate::eval::table(&totals, &[]);
+        let mut lines = table.lines();
+        assert!(
+            lines
+                .next()
+                .unwrap()
+                .ends_with(crate::eval::score::GUARDS_HEADING),
+            "{table}"
+        );
+        assert!(lines.next().unwrap().ends_with("2/2/0"), "{table}");
     }
 
     #[test]

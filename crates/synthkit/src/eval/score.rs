@@ -56,6 +56,9 @@ pub struct Row {
     /// Quote mode: the answer's quotes by status (`None`: no quote checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quotes: Option<crate::citation::QuoteCounts>,
+    /// How often the engine's answer guards acted (`None`: none did, or not synthkit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guards: Option<super::run::GuardCounts>,
     /// Model calls.
     #[serde(default)]
     pub calls: u64,
@@ -121,6 +124,7 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
         cite_precision,
         cite_recall,
         quotes: answer.quotes.filter(|_| !failed),
+        guards: answer.guards,
         calls: answer.calls.unwrap_or(0),
         prompt_tokens: answer.prompt_tokens.unwrap_or(0),
         completion_tokens: answer.completion_tokens.unwrap_or(0),
@@ -178,6 +182,9 @@ pub struct Totals {
     /// Quote mode: the quotes of every row by status (`None`: no row checked quotes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quotes: Option<crate::citation::QuoteCounts>,
+    /// How often the answer guards acted, every row together (`None`: in no row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guards: Option<super::run::GuardCounts>,
     /// Model calls.
     pub calls: u64,
     /// Prompt tokens.
@@ -291,6 +298,10 @@ impl Totals {
             .iter()
             .filter_map(|r| r.quotes)
             .reduce(crate::citation::QuoteCounts::plus);
+        t.guards = rows
+            .iter()
+            .filter_map(|r| r.guards)
+            .reduce(super::run::GuardCounts::plus);
         t
     }
 }
@@ -340,12 +351,19 @@ pub const TABLE_HEADINGS: [&str; 15] = [
 /// misattributed and not found quotes.
 pub const QUOTES_HEADING: &str = "quotes v/m/nf";
 
+/// The heading of the guard column [`table`] adds when a guard acted in some row:
+/// replies set aside, of those the steps that kept their previous answer, and
+/// intermediate replies cut at the size of their input.
+pub const GUARDS_HEADING: &str = "guards set/kept/bound";
+
 /// The totals as a plain-text table, one line per (system, mode) under a line of
-/// [`TABLE_HEADINGS`] (and [`QUOTES_HEADING`] when a row checked quotes), each column
+/// [`TABLE_HEADINGS`] (and [`QUOTES_HEADING`] when a row checked quotes,
+/// [`GUARDS_HEADING`] when a guard acted), each column
 /// padded to its widest cell, then one line per paired comparison
 /// ([`super::noise::Paired::describe`]): what `synthkit eval` prints.
 pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
     let quotes = totals.iter().any(|t| t.quotes.is_some());
+    let guards = totals.iter().any(|t| t.guards.is_some());
     let lines: Vec<Vec<String>> = totals
         .iter()
         .map(|t| {
@@ -364,6 +382,12 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
                     format!("{:.1}", t.wall_ms / 1000.0),
                 ])
                 .chain(quote_cell)
+                .chain(guards.then(|| {
+                    t.guards.map_or_else(
+                        || "-".to_string(),
+                        |g| format!("{}/{}/{}", g.set_aside, g.kept_previous, g.bounded),
+                    )
+                }))
                 .collect()
         })
         .collect();
@@ -371,6 +395,7 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
         .iter()
         .copied()
         .chain(quotes.then_some(QUOTES_HEADING))
+        .chain(guards.then_some(GUARDS_HEADING))
         .collect();
     let mut widths: Vec<usize> = headings.iter().map(|h| h.chars().count()).collect();
     for line in &lines {
