@@ -69,7 +69,21 @@ struct DetokenizeReply {
 }
 
 impl Endpoint {
+    /// Posts `body` to `path` and reads the reply. A count changes nothing on the server,
+    /// so a connection failure is tried once more on a new connection: a kept-alive
+    /// connection the server closed as it was being reused (llama.cpp closes idle ones
+    /// after 5 s) fails a request the server never read.
     async fn post(&self, path: &str, body: &Value) -> Result<Vec<u8>, ModelError> {
+        match self.post_once(path, body).await {
+            Err(ModelError::Connection(first)) => {
+                tracing::debug!(path, error = %first, "a count's connection failed; trying once more");
+                self.post_once(path, body).await
+            }
+            other => other,
+        }
+    }
+
+    async fn post_once(&self, path: &str, body: &Value) -> Result<Vec<u8>, ModelError> {
         let url = self.transport.root_join(&format!("/{path}"));
         let key = self.transport.api_key.as_ref();
         let headers = key_headers(AUTHORIZATION, "Bearer ", key)?;

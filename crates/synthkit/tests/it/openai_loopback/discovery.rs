@@ -210,6 +210,53 @@ fn llama_tokenize_app(calls: Arc<AtomicUsize>) -> Router {
         )
 }
 
+/// A server that answers every `/tokenize` request with two tokens, except its second
+/// request, whose connection it closes unanswered (as a server closes a kept-alive
+/// connection just as the client reuses it).
+async fn closes_the_second_request() -> (String, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                // One request per connection (the reply says `Connection: close`).
+                let Ok(n) = socket.read(&mut buf).await else {
+                    return;
+                };
+                if n == 0 || seen.fetch_add(1, Ordering::SeqCst) == 1 {
+                    return;
+                }
+                let body = r#"{"tokens": [1, 2]}"#;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (base, requests)
+}
+
+#[tokio::test]
+async fn a_count_whose_connection_is_closed_unanswered_is_tried_once_more() {
+    let (base, requests) = closes_the_second_request().await;
+    let config = OpenAiConfig::new("m")
+        .with_base_url(&base)
+        .with_chat(false)
+        .with_server_tokenizer(true)
+        .with_timeout(std::time::Duration::from_secs(10));
+    // The probe is the first request; the first count's request is closed unanswered.
+    let counter = ServerCounter::probe(&config).await.expect("probe");
+    assert_eq!(counter.count("one two").await.unwrap(), 2);
+    assert_eq!(requests.load(Ordering::SeqCst), 3);
+}
+
 #[tokio::test]
 async fn llama_cpp_counter_counts_batches_caches_and_fails_loudly() {
     let calls = Arc::new(AtomicUsize::new(0));
