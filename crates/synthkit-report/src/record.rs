@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use synthkit::node::NodeImage;
+use synthkit::node::{ImageFormat, NodeImage};
 use synthkit::steps::StepRecorder;
 use synthkit::{Node, Response, ResponseMode, SynthStep};
 
@@ -140,11 +140,8 @@ impl ImageRecord {
     /// reads (PNG, JPEG, WebP, GIF: a record read back from a file may say anything).
     pub fn data_url(&self) -> Option<String> {
         let data = self.data.as_deref()?;
-        if !["image/png", "image/jpeg", "image/webp", "image/gif"]
-            .contains(&self.mime_type.as_str())
-        {
-            return None;
-        }
+        // Only the four formats' own names (as `NodeImage::mime_type` writes them).
+        ImageFormat::from_mime_type(&self.mime_type).filter(|f| f.mime_type() == self.mime_type)?;
         Some(format!("data:{};base64,{data}", self.mime_type))
     }
 
