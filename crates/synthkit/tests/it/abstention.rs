@@ -282,6 +282,40 @@ async fn an_expanding_answer_is_cut_at_the_size_of_its_input() {
     assert_eq!(requests[2].max_tokens, 3000);
 }
 
+#[tokio::test]
+async fn a_summary_may_not_outgrow_what_it_summarises() {
+    // A 4,096 window with a 3,000-token reserve leaves about 1,000 tokens of context a
+    // prompt, so the tree has several leaves: each leaf's output limit is the size of
+    // the context it reads, far under the reserve; the last call keeps the reserve.
+    let text = "The keeper of the dome cleans the mirror. ".repeat(60);
+    let texts = [text.as_str(), text.as_str(), text.as_str()];
+    let model = ScriptedModel::new(info(), |r: &ModelRequest| {
+        Ok(if r.step().level == 0 {
+            "story ".repeat(r.max_tokens / 4)
+        } else {
+            "Every six months.".to_string()
+        })
+    });
+    let synth = build(&model, ResponseMode::TreeSummarize, |b| {
+        b.budget(synthkit::prompt::PromptBudget::new(4096, 3000).unwrap())
+            .on_truncation(OnTruncation::Error)
+    });
+    let r = synth.synthesize("When?", nodes(&texts)).await.unwrap();
+    assert_eq!(r.usage.truncated_calls, 0);
+    assert_eq!(r.text, "Every six months.");
+    let requests = model.requests();
+    let leaves: Vec<&ModelRequest> = requests.iter().filter(|r| r.step().level == 0).collect();
+    assert!(leaves.len() >= 2, "{}", leaves.len());
+    for leaf in leaves {
+        let input = leaf.source().unwrap().variable("context_str").unwrap();
+        // The bound is the context's own size: far below the reserve, near a quarter
+        // of its characters.
+        assert!(leaf.max_tokens < 1100, "{}", leaf.max_tokens);
+        assert!(leaf.max_tokens > input.len() / 8, "{}", leaf.max_tokens);
+    }
+    assert_eq!(requests.last().unwrap().max_tokens, 3000);
+}
+
 #[cfg(feature = "openai")]
 #[tokio::test]
 async fn not_in_the_sources_through_a_loopback_server() {
