@@ -29,6 +29,21 @@
 //! goes one level into the value each time, and a value's depth is bounded (JSON is parsed
 //! to at most 128 levels); it is counted once.
 //!
+//! **What a reply may cost.** A reference back through `items` or `properties` is counted
+//! once when the schema is measured, but checking a reply walks it once per level of the
+//! reply's nesting, and `allOf`/`anyOf` branches around it multiply: two branches that
+//! both recurse cost 2<sup>depth</sup> for a reply nested `depth` levels. So
+//! [`CompiledSchema::check`] first counts, on the reply itself, how many subschema
+//! applications its check would take (every branch and every reference counted, each
+//! (reference, value) pair counted once and remembered, so counting is linear in the
+//! schema's size times the reply's), and refuses a reply whose check would take more than
+//! [`MAX_CHECK_STEPS`] (10,000,000) with [`ModelError::SchemaMismatch`] saying so, before
+//! any validation starts. A reply that passes is validated without collecting errors; only
+//! when it fails, and its check costs at most [`MAX_DETAILED_CHECK_STEPS`] (100,000), is it
+//! validated again for the path of the first violation (collecting the errors of every
+//! failed `anyOf` branch is what costs memory). So the time and memory of a check are
+//! bounded by construction, whatever the reply, and no check outlives its bound.
+//!
 //! ```
 //! use serde_json::json;
 //! use synthkit::schema::CompiledSchema;
@@ -60,6 +75,21 @@ pub const MAX_SCHEMA_COST: u64 = 10_000;
 
 /// The deepest a schema may nest, in subschemas, `$ref`s followed.
 pub const MAX_SCHEMA_DEPTH: usize = 64;
+
+/// The most subschema applications checking one reply may take (see the
+/// [module documentation](self)): a reply whose check would take more is refused before
+/// the check starts.
+pub const MAX_CHECK_STEPS: u64 = 10_000_000;
+
+/// A failed reply is checked again for the path of its first violation only when its
+/// check takes at most this many subschema applications; a costlier one is reported at
+/// `/` without the detail (collecting the detail holds every failed branch's errors).
+pub const MAX_DETAILED_CHECK_STEPS: u64 = 100_000;
+
+/// How deep the count of a reply's check may recurse (subschema applications inside one
+/// another); a deeper one is refused as too costly (it would also be too deep to check on
+/// a thread's stack).
+const MAX_CHECK_NESTING: usize = 2048;
 
 /// A JSON schema that is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,6 +137,9 @@ pub enum SchemaError {
 #[derive(Clone)]
 pub struct CompiledSchema {
     value: Arc<Value>,
+    /// The schema's `$id`s and anchors, for following its references when a reply's
+    /// check is counted.
+    ids: Arc<Ids>,
     #[cfg(feature = "schema-validation")]
     validator: Arc<jsonschema::Validator>,
 }
@@ -123,7 +156,7 @@ impl CompiledSchema {
     /// JSON type).
     pub fn new(schema: impl Into<Arc<Value>>) -> Result<Self, SchemaError> {
         let value: Arc<Value> = schema.into();
-        measure(&value)?;
+        let ids = Arc::new(measure(&value)?);
         #[cfg(feature = "schema-validation")]
         {
             let validator =
@@ -133,13 +166,14 @@ impl CompiledSchema {
                 })?;
             Ok(Self {
                 value,
+                ids,
                 validator: Arc::new(validator),
             })
         }
         #[cfg(not(feature = "schema-validation"))]
         {
             shape(&value)?;
-            Ok(Self { value })
+            Ok(Self { value, ids })
         }
     }
 
@@ -148,11 +182,41 @@ impl CompiledSchema {
         &self.value
     }
 
-    /// Checks `instance` against the schema: the first violation, with its path. Without
+    /// How many subschema applications checking `instance` takes (every branch and
+    /// reference counted; see the [module documentation](self)), or `None` when it is more
+    /// than [`MAX_CHECK_STEPS`]. Counting is linear in the schema's size times the
+    /// instance's.
+    pub fn check_steps(&self, instance: &Value) -> Option<u64> {
+        CheckCount::new(&self.value, &self.ids)
+            .apply(&self.value, instance, 0)
+            .ok()
+    }
+
+    /// Checks `instance` against the schema: the first violation, with its path; a reply
+    /// whose check would take more than [`MAX_CHECK_STEPS`] is refused unchecked. Without
     /// the feature `schema-validation`, always `Ok`.
     pub fn check(&self, instance: &Value) -> Result<(), ModelError> {
         #[cfg(feature = "schema-validation")]
         {
+            let Some(steps) = self.check_steps(instance) else {
+                return Err(ModelError::SchemaMismatch {
+                    path: "/".to_string(),
+                    message: format!(
+                        "the reply is too costly to check against the output schema: its nesting through the schema's recursive references and `allOf`/`anyOf`/`oneOf` branches would take more than {MAX_CHECK_STEPS} checks, so it was not checked; ask for a flatter reply or use a schema whose recursive parts do not branch"
+                    ),
+                });
+            };
+            if self.validator.is_valid(instance) {
+                return Ok(());
+            }
+            if steps > MAX_DETAILED_CHECK_STEPS {
+                return Err(ModelError::SchemaMismatch {
+                    path: "/".to_string(),
+                    message: format!(
+                        "the reply does not match the output schema (where is not told for a reply whose check takes over {MAX_DETAILED_CHECK_STEPS} steps)"
+                    ),
+                });
+            }
             match self.validator.validate(instance) {
                 Ok(()) => Ok(()),
                 Err(e) => Err(ModelError::SchemaMismatch {
@@ -170,8 +234,8 @@ impl CompiledSchema {
 }
 
 /// How long checking one reply against its schema may take before the call fails with
-/// [`ModelError::Other`] (the check itself, bounded by [`MAX_SCHEMA_COST`] and the reply's
-/// size, goes on to its end on tokio's blocking pool).
+/// [`ModelError::Other`] (the check itself is bounded by [`MAX_CHECK_STEPS`], so it ends
+/// soon after on tokio's blocking pool).
 pub const MAX_CHECK_TIME: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// [`CompiledSchema::check`] on tokio's blocking pool (never on the thread that polls the
@@ -240,18 +304,20 @@ fn pointer(p: &str) -> String {
 }
 
 /// Measures `schema` ([module documentation](self)): its cost and depth within the limits,
-/// and no `$ref` loop that stays on the same value.
-fn measure(schema: &Value) -> Result<(), SchemaError> {
+/// and no `$ref` loop that stays on the same value; its ids and anchors.
+fn measure(schema: &Value) -> Result<Ids, SchemaError> {
+    let mut ids = Ids::default();
+    ids.collect(schema, String::new(), 0);
     let mut m = Measure {
         root: schema,
-        ids: Vec::new(),
+        ids: &ids,
         memo: std::collections::HashMap::new(),
         open: std::collections::HashMap::new(),
         descents: 0,
     };
-    m.collect_ids(schema, String::new(), 0);
     m.open.insert(String::new(), 0);
-    m.schema(schema, "", 0).map(drop)
+    m.schema(schema, "", 0)?;
+    Ok(ids)
 }
 
 /// Keywords whose subschemas apply to the value's parts (properties, items): a `$ref`
@@ -279,12 +345,79 @@ const SAME_VALUE: &[&str] = &[
     "contentSchema",
 ];
 
+/// A schema's `$id`, `$anchor` and `$dynamicAnchor` values with the pointer of their
+/// schema (anchors as `#name`), to resolve its references.
+#[derive(Debug, Default)]
+struct Ids(Vec<(String, String)>);
+
+impl Ids {
+    /// Collects the ids and anchors of `v` (at `path`), to `MAX_SCHEMA_DEPTH` levels
+    /// (deeper schemas are refused by the walk).
+    fn collect(&mut self, v: &Value, path: String, depth: usize) {
+        if depth > MAX_SCHEMA_DEPTH * 2 {
+            return;
+        }
+        match v {
+            Value::Object(o) => {
+                for key in ["$id", "id"] {
+                    if let Some(Value::String(id)) = o.get(key) {
+                        self.0
+                            .push((id.trim_end_matches('#').to_string(), path.clone()));
+                    }
+                }
+                for key in ["$anchor", "$dynamicAnchor"] {
+                    if let Some(Value::String(a)) = o.get(key) {
+                        self.0.push((format!("#{a}"), path.clone()));
+                    }
+                }
+                for (k, child) in o {
+                    let token = k.replace('~', "~0").replace('/', "~1");
+                    self.collect(child, format!("{path}/{token}"), depth + 1);
+                }
+            }
+            Value::Array(a) => {
+                for (i, child) in a.iter().enumerate() {
+                    self.collect(child, format!("{path}/{i}"), depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The JSON pointer (from the root) of the reference `r`: `#`, `#/json/pointer`,
+    /// `#anchor`, or an `$id` (with a pointer after it); `None` when it names nothing here.
+    fn resolve(&self, r: &str) -> Option<String> {
+        let r = percent_decode(r);
+        let (base, fragment) = match r.split_once('#') {
+            Some((base, fragment)) => (base, fragment),
+            None => (r.as_str(), ""),
+        };
+        let start = if base.is_empty() {
+            String::new()
+        } else {
+            let found = self.0.iter().find(|(id, _)| {
+                id == base || id.ends_with(&format!("/{base}")) || base.ends_with(&format!("/{id}"))
+            })?;
+            found.1.clone()
+        };
+        if fragment.is_empty() {
+            Some(start)
+        } else if fragment.starts_with('/') {
+            Some(format!("{start}{fragment}"))
+        } else {
+            let anchor = format!("#{fragment}");
+            self.0
+                .iter()
+                .find(|(id, p)| *id == anchor && p.starts_with(&start))
+                .map(|(_, p)| p.clone())
+        }
+    }
+}
+
 /// The state of one [`measure`].
 struct Measure<'a> {
     root: &'a Value,
-    /// `$id`, `$anchor` and `$dynamicAnchor` values with the pointer of their schema
-    /// (anchors as `#name`).
-    ids: Vec<(String, String)>,
+    ids: &'a Ids,
     /// The cost of each `$ref` target measured so far, by pointer.
     memo: std::collections::HashMap<String, u64>,
     /// The targets being measured (a `$ref` to one of them is a loop), with the count of
@@ -295,39 +428,6 @@ struct Measure<'a> {
 }
 
 impl Measure<'_> {
-    /// Collects the ids and anchors of `v` (at `path`), to `MAX_SCHEMA_DEPTH` levels
-    /// (deeper schemas are refused by the walk).
-    fn collect_ids(&mut self, v: &Value, path: String, depth: usize) {
-        if depth > MAX_SCHEMA_DEPTH * 2 {
-            return;
-        }
-        match v {
-            Value::Object(o) => {
-                for key in ["$id", "id"] {
-                    if let Some(Value::String(id)) = o.get(key) {
-                        self.ids
-                            .push((id.trim_end_matches('#').to_string(), path.clone()));
-                    }
-                }
-                for key in ["$anchor", "$dynamicAnchor"] {
-                    if let Some(Value::String(a)) = o.get(key) {
-                        self.ids.push((format!("#{a}"), path.clone()));
-                    }
-                }
-                for (k, child) in o {
-                    let token = k.replace('~', "~0").replace('/', "~1");
-                    self.collect_ids(child, format!("{path}/{token}"), depth + 1);
-                }
-            }
-            Value::Array(a) => {
-                for (i, child) in a.iter().enumerate() {
-                    self.collect_ids(child, format!("{path}/{i}"), depth + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// The cost of the subschema `v` at `path`, `depth` subschemas deep.
     fn schema(&mut self, v: &Value, path: &str, depth: usize) -> Result<u64, SchemaError> {
         let object = match v {
@@ -414,7 +514,7 @@ impl Measure<'_> {
 
     /// The cost of the target of the reference `r` (at `path`).
     fn reference(&mut self, r: &str, path: &str, depth: usize) -> Result<u64, SchemaError> {
-        let Some(target) = self.resolve(r) else {
+        let Some(target) = self.ids.resolve(r) else {
             return Err(SchemaError::Invalid {
                 path: path.to_string(),
                 message: format!(
@@ -448,34 +548,200 @@ impl Measure<'_> {
         self.memo.insert(target, cost);
         Ok(cost)
     }
+}
 
-    /// The JSON pointer (from the root) of the reference `r`: `#`, `#/json/pointer`,
-    /// `#anchor`, or an `$id` (with a pointer after it); `None` when it names nothing here.
-    fn resolve(&self, r: &str) -> Option<String> {
-        let r = percent_decode(r);
-        let (base, fragment) = match r.split_once('#') {
-            Some((base, fragment)) => (base, fragment),
-            None => (r.as_str(), ""),
-        };
-        let start = if base.is_empty() {
-            String::new()
-        } else {
-            let found = self.ids.iter().find(|(id, _)| {
-                id == base || id.ends_with(&format!("/{base}")) || base.ends_with(&format!("/{id}"))
-            })?;
-            found.1.clone()
-        };
-        if fragment.is_empty() {
-            Some(start)
-        } else if fragment.starts_with('/') {
-            Some(format!("{start}{fragment}"))
-        } else {
-            let anchor = format!("#{fragment}");
-            self.ids
-                .iter()
-                .find(|(id, p)| *id == anchor && p.starts_with(&start))
-                .map(|(_, p)| p.clone())
+/// The count of one reply's check ([`CompiledSchema::check_steps`]): how many subschema
+/// applications validating the reply takes, every branch tried and every reference
+/// followed, the count of each (reference target, value) pair remembered so that a
+/// branching recursion is counted in time linear in the pairs, not in the paths.
+struct CheckCount<'a> {
+    root: &'a Value,
+    ids: &'a Ids,
+    /// Reference targets resolved so far, by reference text.
+    targets: std::collections::HashMap<&'a str, Vec<&'a Value>>,
+    /// The count of each (target, value) pair, by their addresses.
+    memo: std::collections::HashMap<(usize, usize), u64>,
+    /// Subschemas visited while counting (the work of counting itself).
+    visits: u64,
+}
+
+/// Why a count stopped: over [`MAX_CHECK_STEPS`] or [`MAX_CHECK_NESTING`].
+struct TooCostly;
+
+/// A property name, as the value `propertyNames` is applied to (counted once per name).
+static PROPERTY_NAME: Value = Value::String(String::new());
+
+impl<'a> CheckCount<'a> {
+    fn new(root: &'a Value, ids: &'a Ids) -> Self {
+        Self {
+            root,
+            ids,
+            targets: std::collections::HashMap::new(),
+            memo: std::collections::HashMap::new(),
+            visits: 0,
         }
+    }
+
+    /// The applications of subschema `s` to `v` (`nesting` applications deep).
+    fn apply(&mut self, s: &'a Value, v: &'a Value, nesting: usize) -> Result<u64, TooCostly> {
+        let object = match s {
+            Value::Object(o) => o,
+            Value::Bool(_) => return Ok(1),
+            _ => return Ok(0),
+        };
+        if nesting > MAX_CHECK_NESTING {
+            return Err(TooCostly);
+        }
+        self.visits += 1;
+        let inner = nesting + 1;
+        let mut steps: u64 = 1;
+        let add = |steps: &mut u64, n: u64| {
+            *steps = steps.saturating_add(n);
+            if *steps > MAX_CHECK_STEPS {
+                Err(TooCostly)
+            } else {
+                Ok(())
+            }
+        };
+        for (key, child) in object {
+            match key.as_str() {
+                "$ref" | "$recursiveRef" | "$dynamicRef" => {
+                    if let Value::String(r) = child {
+                        for target in self.targets_of(r, key == "$dynamicRef") {
+                            let n = self.reference(target, v, inner)?;
+                            add(&mut steps, n)?;
+                        }
+                    }
+                }
+                "allOf" | "anyOf" | "oneOf" => {
+                    for sub in child.as_array().into_iter().flatten() {
+                        let n = self.apply(sub, v, inner)?;
+                        add(&mut steps, n)?;
+                    }
+                }
+                "not" | "if" | "then" | "else" => {
+                    let n = self.apply(child, v, inner)?;
+                    add(&mut steps, n)?;
+                }
+                "dependentSchemas" | "dependencies" => {
+                    for sub in child.as_object().into_iter().flat_map(|m| m.values()) {
+                        let n = self.apply(sub, v, inner)?;
+                        add(&mut steps, n)?;
+                    }
+                }
+                "properties" => {
+                    if let (Value::Object(props), Value::Object(value)) = (child, v) {
+                        for (name, sub) in props {
+                            if let Some(part) = value.get(name) {
+                                let n = self.apply(sub, part, inner)?;
+                                add(&mut steps, n)?;
+                            }
+                        }
+                    }
+                }
+                "patternProperties" => {
+                    if let (Value::Object(patterns), Value::Object(value)) = (child, v) {
+                        for sub in patterns.values() {
+                            for part in value.values() {
+                                let n = self.apply(sub, part, inner)?;
+                                add(&mut steps, n)?;
+                            }
+                        }
+                    }
+                }
+                "additionalProperties" | "unevaluatedProperties" => {
+                    for part in v.as_object().into_iter().flat_map(|m| m.values()) {
+                        let n = self.apply(child, part, inner)?;
+                        add(&mut steps, n)?;
+                    }
+                }
+                "propertyNames" => {
+                    let names = v.as_object().map_or(0, serde_json::Map::len) as u64;
+                    if names > 0 {
+                        let n = self.apply(child, &PROPERTY_NAME, inner)?;
+                        add(&mut steps, n.saturating_mul(names))?;
+                    }
+                }
+                "items" | "prefixItems" => {
+                    if let Value::Array(items) = v {
+                        match child {
+                            // A list of schemas: one per position.
+                            Value::Array(subs) => {
+                                for (sub, item) in subs.iter().zip(items) {
+                                    let n = self.apply(sub, item, inner)?;
+                                    add(&mut steps, n)?;
+                                }
+                            }
+                            sub => {
+                                for item in items {
+                                    let n = self.apply(sub, item, inner)?;
+                                    add(&mut steps, n)?;
+                                }
+                            }
+                        }
+                    }
+                }
+                "additionalItems" | "unevaluatedItems" | "contains" => {
+                    for item in v.as_array().into_iter().flatten() {
+                        let n = self.apply(child, item, inner)?;
+                        add(&mut steps, n)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Which parts were evaluated is found by applying the other keywords again.
+        if object.contains_key("unevaluatedProperties") || object.contains_key("unevaluatedItems") {
+            let again = steps;
+            add(&mut steps, again)?;
+        }
+        Ok(steps)
+    }
+
+    /// The applications of the reference target `target` to `v`, counted once per pair.
+    fn reference(
+        &mut self,
+        target: &'a Value,
+        v: &'a Value,
+        nesting: usize,
+    ) -> Result<u64, TooCostly> {
+        let key = (
+            std::ptr::from_ref(target) as usize,
+            std::ptr::from_ref(v) as usize,
+        );
+        if let Some(&n) = self.memo.get(&key) {
+            return Ok(n);
+        }
+        let n = self.apply(target, v, nesting)?;
+        self.memo.insert(key, n);
+        Ok(n)
+    }
+
+    /// The schemas the reference `r` may lead to: its target, and for a `$dynamicRef`
+    /// every schema with the anchor it names (the dynamic scope picks one of them).
+    fn targets_of(&mut self, r: &'a str, dynamic: bool) -> Vec<&'a Value> {
+        if let Some(t) = self.targets.get(r) {
+            return t.clone();
+        }
+        let root = self.root;
+        let mut found: Vec<&'a Value> = self
+            .ids
+            .resolve(r)
+            .and_then(|p| root.pointer(&p))
+            .into_iter()
+            .collect();
+        if dynamic && let Some((_, fragment)) = r.split_once('#') {
+            let anchor = format!("#{fragment}");
+            for (_, p) in self.ids.0.iter().filter(|(id, _)| *id == anchor) {
+                if let Some(t) = root.pointer(p)
+                    && !found.iter().any(|f| std::ptr::eq(*f, t))
+                {
+                    found.push(t);
+                }
+            }
+        }
+        self.targets.insert(r, found.clone());
+        found
     }
 }
 
@@ -622,6 +888,82 @@ mod tests {
             tree.check(&json!({"name": "a", "children": [{"name": "b", "children": []}]}))
                 .is_ok()
         );
+    }
+
+    /// The issue's 152-byte schema: `n` is `allOf` of two copies of "an array whose items
+    /// are `n`", so checking a reply nested `depth` arrays deep walks 2^depth paths.
+    fn branching_recursion(combinator: &str) -> Value {
+        let branch = json!({"type": "array", "items": {"$ref": "#/$defs/n"}});
+        json!({"$defs": {"n": {combinator: [branch.clone(), branch]}}, "$ref": "#/$defs/n"})
+    }
+
+    fn nested_arrays(depth: usize) -> Value {
+        let mut v = json!([]);
+        for _ in 0..depth {
+            v = json!([v]);
+        }
+        v
+    }
+
+    #[test]
+    fn a_branching_recursive_schema_is_bounded_by_the_reply_it_checks() {
+        let schema = branching_recursion("allOf");
+        assert!(schema.to_string().len() < 200);
+        let compiled = CompiledSchema::new(schema).unwrap();
+        // Counted, not walked: the count of a shallow reply is exact and small ...
+        let shallow = compiled.check_steps(&nested_arrays(3)).unwrap();
+        assert!(shallow < 100, "{shallow}");
+        assert!(compiled.check(&nested_arrays(3)).is_ok());
+        // ... it doubles with each level ...
+        let a = compiled.check_steps(&nested_arrays(10)).unwrap();
+        let b = compiled.check_steps(&nested_arrays(11)).unwrap();
+        assert!(b >= 2 * a, "{a} then {b}");
+        // ... and a reply whose check would pass the bound is refused unchecked, for
+        // every depth up to the most JSON nests.
+        for depth in [28, 40, 127] {
+            assert_eq!(compiled.check_steps(&nested_arrays(depth)), None);
+            let e = compiled.check(&nested_arrays(depth)).unwrap_err();
+            assert!(e.to_string().contains("too costly to check"), "{e}");
+        }
+    }
+
+    #[test]
+    fn counting_a_reply_is_linear_in_the_pairs_it_meets() {
+        // The count reaches each (reference, value) pair once: counting a reply nested
+        // 100 levels deep visits about 100 pairs, though its paths are 2^100.
+        let schema = branching_recursion("anyOf");
+        let compiled = CompiledSchema::new(schema).unwrap();
+        let reply = nested_arrays(100);
+        let mut count = CheckCount::new(&compiled.value, &compiled.ids);
+        let r = count.apply(&compiled.value, &reply, 0);
+        assert!(r.is_err());
+        assert!(count.memo.len() <= 101, "{}", count.memo.len());
+        // A handful of subschemas per level, not 2^level.
+        assert!(count.visits <= 10 * 101, "{}", count.visits);
+    }
+
+    #[test]
+    fn wide_replies_are_counted_per_item_and_a_failure_names_its_path_when_cheap() {
+        let schema = CompiledSchema::new(json!({
+            "type": "array",
+            "items": {"type": "object", "properties": {"a": {"type": "integer"}}}
+        }))
+        .unwrap();
+        let items: Vec<Value> = (0..1000).map(|i| json!({"a": i})).collect();
+        let steps = schema.check_steps(&json!(items)).unwrap();
+        assert!((2000..=4000).contains(&steps), "{steps}");
+        if CompiledSchema::VALIDATES {
+            let e = schema.check(&json!([{"a": 1}, {"a": "x"}])).unwrap_err();
+            assert!(e.to_string().contains("/1/a"), "{e}");
+            // A failing reply too costly for the detail is still refused, at `/`.
+            let mut many: Vec<Value> = (0..60_000).map(|i| json!({"a": i})).collect();
+            many.push(json!({"a": "x"}));
+            let e = schema.check(&json!(many)).unwrap_err();
+            assert!(
+                matches!(&e, ModelError::SchemaMismatch { path, .. } if path == "/"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
