@@ -86,10 +86,9 @@ pub fn split_thinking(text: &str) -> Split {
         };
     }
     let mut splitter = ThinkingSplitter::default();
-    // A lone closing tag before any opening one: the opening tag was in the prompt.
-    if let Some((at, tag_len)) = find_tag(text, Tag::Close)
-        && find_tag(text.get(..at).unwrap_or_default(), Tag::Open).is_none()
-    {
+    // A closing tag that closes no block opened in the reply: the opening tag was in the
+    // prompt, and all before it is thinking (blocks nested in it included).
+    if let Some((at, tag_len)) = unbalanced_close(text) {
         splitter.keep_thinking(text.get(..at).unwrap_or_default());
         splitter.closed = true;
         splitter.skip_space = true;
@@ -110,6 +109,8 @@ pub fn split_thinking(text: &str) -> Split {
 pub struct ThinkingSplitter {
     /// Inside a block: the name whose closing tag ends it.
     open: Option<&'static str>,
+    /// Inside a block: how many blocks of its name are open inside it.
+    nested: usize,
     /// Text held back: it may be the start of a tag (at most [`MAX_TAG_BYTES`]).
     held: String,
     /// The thinking kept (at most [`MAX_THINKING_BYTES`]).
@@ -187,6 +188,43 @@ fn find_named(text: &str, kind: Tag, only: Option<&str>) -> Option<(usize, usize
         })
 }
 
+/// The first closing tag of `text` that closes no block opened before it in `text`: its
+/// start and length. Inside a block only tags of its own name count (they nest); outside,
+/// any closing tag closes nothing.
+fn unbalanced_close(text: &str) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    // The open block's name and how many of its name are open.
+    let mut open: Option<(&str, usize)> = None;
+    for (at, _) in bytes.iter().enumerate().filter(|(_, b)| **b == b'<') {
+        let rest = bytes.get(at..)?;
+        match open {
+            None => {
+                if let Some(name) = NAMES.iter().find(|n| Tag::Open.matches(rest, n).is_some()) {
+                    open = Some((name, 1));
+                } else if let Some(len) = NAMES.iter().find_map(|n| Tag::Close.matches(rest, n)) {
+                    return Some((at, len));
+                }
+            }
+            Some((name, depth)) => {
+                if Tag::Open.matches(rest, name).is_some() {
+                    open = Some((name, depth + 1));
+                } else if Tag::Close.matches(rest, name).is_some() {
+                    open = (depth > 1).then_some((name, depth - 1));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A closing tag in `rest` (start, length) that comes before any opening tag: outside a
+/// block, it closes one opened before.
+fn lone_close(rest: &str) -> Option<(usize, usize)> {
+    let (at, len) = find_tag(rest, Tag::Close)?;
+    let opens_before = find_tag(rest.get(..at).unwrap_or_default(), Tag::Open).is_some();
+    (!opens_before).then_some((at, len))
+}
+
 /// Where a possible (cut) tag starts at the end of `text`, if one may.
 fn held_from(text: &str, kind: Tag, only: Option<&str>) -> Option<usize> {
     let bytes = text.as_bytes();
@@ -206,65 +244,75 @@ impl ThinkingSplitter {
         loop {
             match self.open {
                 None => match find_named(rest, Tag::Open, None) {
-                    // A lone closing tag before any block: the opening tag was in the
-                    // prompt, and the text before it is thinking.
-                    _ if let Some((at, len)) = self.lone_close(rest) => {
+                    // A closing tag before any block opens: it closes a block opened before
+                    // (in the prompt, or one this one was nested in), and the text before it
+                    // is thinking.
+                    _ if let Some((at, len)) = lone_close(rest) => {
                         let before = rest.get(..at).unwrap_or_default();
-                        self.late_close = self.answered;
+                        self.late_close |= self.answered;
                         self.keep_thinking(before);
                         self.closed = true;
-                        self.skip_space = true;
+                        self.skip_space = !self.answered;
                         rest = rest.get(at + len..).unwrap_or_default();
                     }
                     Some((at, len, name)) => {
                         self.answer(&mut answer, rest.get(..at).unwrap_or_default());
                         self.open = Some(name);
+                        self.nested = 0;
                         rest = rest.get(at + len..).unwrap_or_default();
                     }
                     None => {
-                        let mut keep = held_from(rest, Tag::Open, None).unwrap_or(rest.len());
-                        if !self.thought() {
-                            // It may be the start of a lone closing tag, too.
-                            let close = held_from(rest, Tag::Close, None).unwrap_or(rest.len());
-                            keep = keep.min(close);
-                        }
+                        // A possible opening or (lone) closing tag at the end is held back.
+                        let open = held_from(rest, Tag::Open, None).unwrap_or(rest.len());
+                        let close = held_from(rest, Tag::Close, None).unwrap_or(rest.len());
+                        let keep = open.min(close);
                         self.answer(&mut answer, rest.get(..keep).unwrap_or_default());
                         self.held = rest.get(keep..).unwrap_or_default().to_string();
                         return answer;
                     }
                 },
-                Some(name) => match find_named(rest, Tag::Close, Some(name)) {
-                    Some((at, len, _)) => {
-                        self.keep_thinking(rest.get(..at).unwrap_or_default());
-                        self.open = None;
-                        self.closed = true;
-                        self.skip_space = !self.answered;
-                        rest = rest.get(at + len..).unwrap_or_default();
+                Some(name) => {
+                    let close = find_named(rest, Tag::Close, Some(name));
+                    let inner = find_named(rest, Tag::Open, Some(name));
+                    match (close, inner) {
+                        // A block of the same name opens inside: its closing tag does not
+                        // end this one.
+                        (c, Some((at, len, _))) if c.is_none_or(|(c_at, ..)| at < c_at) => {
+                            self.keep_thinking(rest.get(..at + len).unwrap_or_default());
+                            self.nested += 1;
+                            rest = rest.get(at + len..).unwrap_or_default();
+                        }
+                        (Some((at, len, _)), _) if self.nested > 0 => {
+                            self.keep_thinking(rest.get(..at + len).unwrap_or_default());
+                            self.nested -= 1;
+                            rest = rest.get(at + len..).unwrap_or_default();
+                        }
+                        (Some((at, len, _)), _) => {
+                            self.keep_thinking(rest.get(..at).unwrap_or_default());
+                            self.open = None;
+                            self.closed = true;
+                            self.skip_space = !self.answered;
+                            rest = rest.get(at + len..).unwrap_or_default();
+                        }
+                        (None, _) => {
+                            let close =
+                                held_from(rest, Tag::Close, Some(name)).unwrap_or(rest.len());
+                            let open = held_from(rest, Tag::Open, Some(name)).unwrap_or(rest.len());
+                            let keep = close.min(open);
+                            self.keep_thinking(rest.get(..keep).unwrap_or_default());
+                            self.held = rest.get(keep..).unwrap_or_default().to_string();
+                            return answer;
+                        }
                     }
-                    None => {
-                        let keep = held_from(rest, Tag::Close, Some(name)).unwrap_or(rest.len());
-                        self.keep_thinking(rest.get(..keep).unwrap_or_default());
-                        self.held = rest.get(keep..).unwrap_or_default().to_string();
-                        return answer;
-                    }
-                },
+                }
             }
         }
     }
 
-    /// A lone closing tag in `rest` (start, length): one that comes before any opening
-    /// tag, while no block has opened yet.
-    fn lone_close(&self, rest: &str) -> Option<(usize, usize)> {
-        if self.thought() {
-            return None;
-        }
-        let (at, len) = find_tag(rest, Tag::Close)?;
-        let opens_before = find_tag(rest.get(..at).unwrap_or_default(), Tag::Open).is_some();
-        (!opens_before).then_some((at, len))
-    }
-
-    /// Whether a lone closing tag came after answer text had been let out: the text let
-    /// out before it was thinking, and cannot be taken back.
+    /// Whether a closing tag that closes no block opened in the reply came after answer
+    /// text had been let out: the text let out before it was thinking (its block was
+    /// opened in the prompt, or a block was nested in another), and cannot be taken
+    /// back.
     pub fn late_close(&self) -> bool {
         self.late_close
     }
@@ -461,14 +509,55 @@ mod tests {
                 assert_eq!(sp.into_split(out), whole, "cut at {cut}");
             }
         }
-        // A closing tag after a block is text's business as before, and no late close.
-        let s = stream(&["<think>a</think>b", "</think>c"]);
-        assert_eq!(s.answer, "b</think>c");
+        // A closing tag after a block closes a block opened before it: what was let out
+        // before it was thinking, and the stream says so; the tag itself never leaks.
+        let mut sp = ThinkingSplitter::default();
+        let mut out = sp.feed("<think>a</think>b");
+        out.push_str(&sp.feed("</think>c"));
+        out.push_str(&sp.finish());
+        assert_eq!(out, "bc");
+        assert!(sp.late_close());
         // Text that only looks like the start of a closing tag is let out at the end.
         let mut sp = ThinkingSplitter::default();
         assert_eq!(sp.feed("a </thi"), "a ");
         assert_eq!(sp.finish(), "</thi");
         assert!(!sp.late_close());
+    }
+
+    #[test]
+    fn nested_blocks_stay_thinking_whole_and_streamed() {
+        let text = "<think>outer <think>inner</think> still outer</think>\n\nThe answer.";
+        let whole = split_thinking(text);
+        assert_eq!(whole.answer, "The answer.");
+        assert_eq!(
+            whole.thinking, "outer <think>inner</think> still outer",
+            "{whole:?}"
+        );
+        for cut in 1..text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(stream(&[a, b]), whole, "cut at {cut}");
+        }
+        let mut sp = ThinkingSplitter::default();
+        let mut out = String::new();
+        for ch in text.chars() {
+            out.push_str(&sp.feed(&ch.to_string()));
+        }
+        out.push_str(&sp.finish());
+        assert_eq!(out, "The answer.");
+        // Three deep, and a block of another name inside.
+        let s = split_thinking(
+            "<think>a<think>b<thinking>c</thinking><think>d</think></think>e</think>Yes.",
+        );
+        assert_eq!(s.answer, "Yes.");
+        assert!(!s.unclosed);
+        // A block opened in the prompt with one nested in it: all before the closing tag
+        // that closes nothing is thinking.
+        let s = split_thinking("x <think>y</think> z</think>\nThe answer.");
+        assert_eq!(s.answer, "The answer.");
+        assert_eq!(s.thinking, "x <think>y</think> z");
+        // A nested block that never closes leaves the reply unclosed, nothing let out.
+        let s = split_thinking("<think>a <think>b</think> c");
+        assert!(s.unclosed && s.answer.is_empty(), "{s:?}");
     }
 
     #[test]
