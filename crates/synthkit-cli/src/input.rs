@@ -55,7 +55,7 @@ fn is_stdin(path: &Path) -> bool {
 
 /// What `reader` holds, read up to one byte past `max` (`None`: no limit): a caller that
 /// checks the size sees an input over the limit without holding all of it.
-fn read_capped(reader: impl Read, max: Option<u64>) -> io::Result<Vec<u8>> {
+pub fn read_capped(reader: impl Read, max: Option<u64>) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     reader
         .take(max.map_or(u64::MAX, |m| m.saturating_add(1)))
@@ -167,6 +167,11 @@ pub fn is_image_file(path: &Path) -> bool {
 /// Reads every path of the command line: files, folders and `-` for standard input. With
 /// no path, standard input is read unless it is a terminal. `spinner` shows the progress.
 pub fn read_documents(args: &SynthArgs, spinner: &Spinner) -> Result<Documents> {
+    if let Some(style) = style_read_as_path(args) {
+        return Err(usage(format!(
+            "`{style}` was read as a file to read, and there is none: the citation style goes after `=` (`--cite={style}`); a bare `--cite` asks for `[n]` markers and never takes the next argument"
+        )));
+    }
     read_documents_with(
         &args.paths,
         &read_options(args),
@@ -176,6 +181,15 @@ pub fn read_documents(args: &SynthArgs, spinner: &Spinner) -> Result<Documents> 
         },
         spinner,
     )
+}
+
+/// A path that names a citation style when `--cite` was written without `=` before it
+/// (`--cite quotes`) and no such file exists.
+fn style_read_as_path(args: &SynthArgs) -> Option<&str> {
+    args.cite?;
+    args.paths.iter().filter_map(|p| p.to_str()).find(|p| {
+        matches!(*p, "quotes" | "quote" | "markers" | "marker") && fs::symlink_metadata(p).is_err()
+    })
 }
 
 /// Reads `paths` (files and folders) with the default reading options: `synthkit eval`'s

@@ -158,6 +158,11 @@ pub fn build_synthesizer(
     options.thinking_reserve = Some(args.thinking_reserve);
     options.not_in_sources_answer = args.not_in_sources.clone();
     options.vision = args.walk.vision_override();
+    options.output_schema = args
+        .output_schema
+        .as_deref()
+        .map(read_output_schema)
+        .transpose()?;
     // A dry run makes no spans: no trace shows calls that were never made.
     let builder = options
         .apply(Synthesizer::builder(model))
@@ -165,6 +170,40 @@ pub fn build_synthesizer(
         .observer(observer)
         .spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
+}
+
+/// The largest `--output-schema` file read: 1 MiB.
+const MAX_OUTPUT_SCHEMA_BYTES: u64 = 1 << 20;
+
+/// `--output-schema FILE`: its JSON, checked as a schema (shape and cost) before any call.
+fn read_output_schema(path: &std::path::Path) -> Result<serde_json::Value> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        usage(format!(
+            "cannot read --output-schema `{}`: {e}",
+            path.display()
+        ))
+    })?;
+    let bytes = crate::input::read_capped(file, Some(MAX_OUTPUT_SCHEMA_BYTES)).map_err(|e| {
+        usage(format!(
+            "cannot read --output-schema `{}`: {e}",
+            path.display()
+        ))
+    })?;
+    if bytes.len() as u64 > MAX_OUTPUT_SCHEMA_BYTES {
+        return Err(usage(format!(
+            "--output-schema `{}` is over 1 MiB: a schema that large is not one a model can follow",
+            path.display()
+        )));
+    }
+    let schema: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        usage(format!(
+            "--output-schema `{}` is not JSON: {e}",
+            path.display()
+        ))
+    })?;
+    synthkit::schema::CompiledSchema::new(schema.clone())
+        .map_err(|e| usage(format!("--output-schema `{}`: {e}", path.display())))?;
+    Ok(schema)
 }
 
 /// The answer when no chunk is left to answer from (none shares a word with the
@@ -175,10 +214,10 @@ pub(crate) fn nothing_to_answer_from(flag: Option<&str>) -> String {
         .to_string()
 }
 
-/// Whether the model sees numbered sources: with `--cite`, and always for the extractive
-/// backend (it cites what it quotes).
+/// Whether the model sees numbered sources: with `--cite`, and for the extractive
+/// backend (it cites what it quotes) unless the answer is JSON (`--output-schema`).
 fn shows_citations(args: &SynthArgs, backend: &Backend) -> bool {
-    args.cites() || backend.is_extractive()
+    args.cites() || (backend.is_extractive() && args.output_schema.is_none())
 }
 
 /// Whether the response carries its steps: for `--steps` (a plan makes no call). The

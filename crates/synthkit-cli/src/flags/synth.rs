@@ -223,6 +223,13 @@ pub struct SynthArgs {
     /// The same as --cite=quotes.
     #[arg(long, help_heading = "Synthesis")]
     pub cite_quotes: bool,
+    /// A JSON Schema file: the answer is JSON that the model is asked for with the schema
+    /// (the server enforces it where it can) and that is checked against it, as the
+    /// service checks `output_schema` (the same cost limits; a reply that breaks it is an
+    /// error naming the JSON path). At most 1 MiB; not with --cite or
+    /// --structured-filtering.
+    #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
+    pub output_schema: Option<PathBuf>,
     /// What to do when a model reply is cut at the output limit (--num-output): warn keeps
     /// the answer and prints a warning (--json counts them in usage.truncated_calls);
     /// error fails with exit code 1.

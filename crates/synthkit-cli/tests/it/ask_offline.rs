@@ -124,6 +124,70 @@ fn unknown_mode_is_a_usage_error() {
 }
 
 #[test]
+fn a_citation_style_written_after_a_space_says_where_the_equals_goes() {
+    let dir = docs();
+    for style in ["quotes", "markers"] {
+        let out = synthkit()
+            .current_dir(dir.path())
+            .args(["ask", QUESTION, "--cite", style, "."])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert_stderr_has(&out, &format!("--cite={style}"));
+        assert!(!stderr(&out).contains("cannot read"), "{}", stderr(&out));
+    }
+    // A file of that name is read as asked.
+    write(
+        dir.path(),
+        "quotes",
+        "The quotes file says the mirror is cleaned weekly.",
+    );
+    let out = synthkit()
+        .current_dir(dir.path())
+        .args(["ask", QUESTION, "--cite", "quotes"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn output_schema_gives_a_json_answer_checked_as_the_service_checks_it() {
+    let dir = docs();
+    let schema = write(
+        dir.path(),
+        "schema.json",
+        r#"{"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}"#,
+    );
+    let out = ask_on(
+        dir.path(),
+        QUESTION,
+        &["--output-schema", schema.to_str().unwrap(), "--quiet"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let answer: Value = serde_json::from_str(stdout(&out).lines().next().unwrap()).unwrap();
+    assert!(
+        answer["answer"].as_str().unwrap().contains("cleaned"),
+        "{answer}"
+    );
+    // A schema that is not one, one too costly to check, and a file that is not JSON are
+    // usage errors before any call.
+    for (body, says) in [
+        (r#"{"type": 5}"#.to_string(), "not a valid JSON schema"),
+        (r##"{"$ref": "#"}"##.to_string(), "leads back to itself"),
+        ("not json".to_string(), "is not JSON"),
+    ] {
+        let bad = write(dir.path(), "bad.json", body);
+        let out = ask_on(
+            dir.path(),
+            QUESTION,
+            &["--output-schema", bad.to_str().unwrap()],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert_stderr_has(&out, says);
+    }
+}
+
+#[test]
 fn summarize_defaults_to_tree_summarize() {
     let dir = docs();
     let out = on(dir.path(), &["summarize", "--json", "-q"]);
