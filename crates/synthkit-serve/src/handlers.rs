@@ -107,7 +107,7 @@ async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, Api
         return Ok(None);
     }
     let plan = tokio::select! {
-        p = job.synth.plan_input(&job.input) => p?,
+        p = job.synth.plan_input(&job.input) => p.map_err(plan_error)?,
         () = state.inner.cancel.cancelled() => return Err(ApiError::ShuttingDown),
     };
     let body = PlanBody::new(&plan, mode, caps);
@@ -118,6 +118,26 @@ async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, Api
         return Err(ApiError::TooCostly(Box::new(body)));
     }
     Ok(None)
+}
+
+/// A plan's failure. A plan whose levels cannot converge had every reply at its
+/// `num_output` (no model answered): the request's options or the service's window leave
+/// too little room, which is the caller's to change (400 `invalid_option`), not the
+/// model's doing as it is in a run.
+fn plan_error(e: synthkit::SynthError) -> ApiError {
+    match e {
+        synthkit::SynthError::TreeNotConverging {
+            mode,
+            level,
+            summaries,
+            chunks,
+            chunk_size,
+            ..
+        } => ApiError::Synthesis(synthkit::SynthError::InvalidOption(format!(
+            "this {mode} request cannot converge, as planned before any call with every reply as long as num_output allows: at level {level}, {summaries} replies still need {chunks} prompts of {chunk_size} context tokens; send a larger max_prompt_tokens (or none), use compact, or start the service with a larger --context-window or a smaller --num-output"
+        ))),
+        other => ApiError::Synthesis(other),
+    }
 }
 
 /// Runs a plain (non-streamed) job until the shutdown deadline.
