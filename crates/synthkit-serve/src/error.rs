@@ -67,9 +67,10 @@ pub enum ApiError {
         "no such route: the routes are POST /v1/synthesize, GET /healthz, /readyz, /metrics, /openapi.json and /v1/report/{{id}}"
     )]
     NotFound,
-    /// No report has this id (it expired, was pushed out, or never was).
+    /// No report has this id that the caller may read (it expired, was pushed out, never
+    /// was, or another key made it: the answer is the same).
     #[error(
-        "no report with this id: a report is served for 15 minutes after its synthesis, and at most 100 are kept"
+        "no report with this id: a report is served for 15 minutes after its synthesis, only to the API key that asked for it, and at most 100 are kept"
     )]
     ReportNotFound,
     /// The route does not answer this method.

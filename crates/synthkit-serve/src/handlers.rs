@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -14,6 +15,7 @@ use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
 use tracing::Instrument;
 
 use crate::api::{HealthBody, PlanBody, PlanCapsBody, SynthesizeRequest};
+use crate::auth::KeyId;
 use crate::error::{ApiError, json_response};
 use crate::metrics::MetricsObserver;
 use crate::readiness::BackendState;
@@ -41,14 +43,20 @@ pub(crate) struct Job {
 pub(crate) async fn synthesize(
     State(state): State<AppState>,
     headers: HeaderMap,
+    key: Option<Extension<KeyId>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let span = crate::trace_context::request_span(&headers);
-    synthesize_in_span(state, body).instrument(span).await
+    let key = key.map(|Extension(k)| k);
+    synthesize_in_span(state, key, body).instrument(span).await
 }
 
-/// [`synthesize`] inside the request's span.
-async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>) -> Response {
+/// [`synthesize`] inside the request's span; `key` made the request (when there are keys).
+async fn synthesize_in_span(
+    state: AppState,
+    key: Option<KeyId>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let job = match prepare(&state, body) {
         Ok(job) => job,
         Err(e) => return e.into_response(),
@@ -71,6 +79,7 @@ async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>
             nodes: job.input.nodes.clone(),
             synth: job.synth.clone(),
             recorder,
+            owner: key,
         });
     let return_steps = job.return_steps;
     match run(&state, job).await {
