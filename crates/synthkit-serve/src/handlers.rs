@@ -104,13 +104,14 @@ async fn synthesize_in_span(
 
 /// Plans `job` (no model call) when it calls the model: its plan when the request asked
 /// for it (`"plan": true`), [`ApiError::TooCostly`] when the plan is over a per-request
-/// cap, else nothing (the job runs).
+/// cap (calls, prompt tokens, completion tokens), else nothing (the job runs).
 async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, ApiError> {
     let mode = job.synth.mode();
     let limits = &state.inner.limits;
     let caps = PlanCapsBody {
         max_calls_per_request: limits.max_calls_per_request,
         max_prompt_tokens_per_request: limits.max_prompt_tokens_per_request,
+        max_completion_tokens_per_request: limits.max_completion_tokens_per_request,
     };
     if !job.plan && !mode.calls_model() {
         return Ok(None);
@@ -178,6 +179,15 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
         return Err(ApiError::TooManyNodes {
             given: request.nodes.len(),
             limit: s.limits.max_nodes,
+        });
+    }
+    if let Some(given) = request
+        .thinking_reserve
+        .filter(|r| *r > s.limits.max_thinking_reserve)
+    {
+        return Err(ApiError::ThinkingReserveTooLarge {
+            given,
+            limit: s.limits.max_thinking_reserve,
         });
     }
     let defaults = RequestDefaults {

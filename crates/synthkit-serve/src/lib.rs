@@ -37,6 +37,7 @@ pub mod accounting;
 pub mod api;
 pub mod auth;
 pub mod backend;
+mod body;
 pub mod error;
 mod handlers;
 pub mod limits;
