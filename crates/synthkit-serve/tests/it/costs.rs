@@ -127,8 +127,9 @@ async fn the_thinking_reserve_is_capped_and_counted_in_the_completion_tokens() {
         .with_max_completion_tokens_per_request(2000);
     let service = Service::openai(&fake, limits).await;
 
+    // Within the window (4096, output reserve 256), so only the cap refuses it.
     let mut greedy = refine(1);
-    greedy["thinking_reserve"] = json!(7000);
+    greedy["thinking_reserve"] = json!(2000);
     let (status, e) = service.post(&greedy).await;
     assert_eq!(status, 422, "{e}");
     assert_error_body(&e, "thinking_reserve_too_large", "--max-thinking-reserve");
