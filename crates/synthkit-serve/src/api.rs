@@ -46,8 +46,8 @@ pub struct ErrorBody {
     pub plan: Option<PlanBody>,
 }
 
-/// A request's plan: the calls and prompt tokens it would spend, counted before any model
-/// call ([`synthkit::plan`]). The answer of a request with `"plan": true`, and part of a
+/// A request's plan: the calls, prompt and completion tokens it would spend, counted
+/// before any model call ([`synthkit::plan`]). The answer of a request with `"plan": true`, and part of a
 /// `too_costly` error.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PlanBody {
@@ -88,7 +88,8 @@ pub struct PlanTotalBody {
     pub calls: usize,
     /// Prompt tokens of all the calls (exact, or at most this many).
     pub prompt_tokens: usize,
-    /// Completion tokens at most: every call answering with the whole output reserve.
+    /// Completion tokens at most: every call answering with its whole `max_tokens` (the
+    /// output reserve and the thinking reserve).
     pub max_completion_tokens: usize,
     /// Whether every step is exact; false: the totals are upper bounds.
     pub exact: bool,
@@ -101,6 +102,8 @@ pub struct PlanCapsBody {
     pub max_calls_per_request: usize,
     /// `--max-prompt-tokens-per-request`.
     pub max_prompt_tokens_per_request: usize,
+    /// `--max-completion-tokens-per-request`.
+    pub max_completion_tokens_per_request: usize,
 }
 
 impl PlanBody {
@@ -128,7 +131,8 @@ impl PlanBody {
             },
             caps,
             within_caps: plan.calls <= caps.max_calls_per_request
-                && plan.prompt_tokens <= caps.max_prompt_tokens_per_request,
+                && plan.prompt_tokens <= caps.max_prompt_tokens_per_request
+                && plan.max_completion_tokens <= caps.max_completion_tokens_per_request,
         }
     }
 
@@ -147,6 +151,12 @@ impl PlanBody {
             over.push(format!(
                 "{at_most}{} prompt tokens (--max-prompt-tokens-per-request {})",
                 self.total.prompt_tokens, self.caps.max_prompt_tokens_per_request
+            ));
+        }
+        if self.total.max_completion_tokens > self.caps.max_completion_tokens_per_request {
+            over.push(format!(
+                "up to {} completion tokens (--max-completion-tokens-per-request {})",
+                self.total.max_completion_tokens, self.caps.max_completion_tokens_per_request
             ));
         }
         over

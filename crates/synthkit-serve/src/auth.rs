@@ -1,11 +1,17 @@
 //! Bearer-token authentication: [`ApiKeys`] read from a file, compared in constant time.
 //!
-//! The file has one key per line; blank lines and lines starting with `#` are ignored,
-//! and surrounding whitespace is trimmed (a UTF-8 byte order mark, as some Windows editors
-//! write at the start of a file, and the CR of CRLF line ends included). Keys are kept only as SHA-256 digests, and a
+//! The file has one key per line. A `#` at the start of a line, or after whitespace,
+//! starts a comment to the end of the line (`key-one  # staging`); blank lines are
+//! ignored, and surrounding whitespace is trimmed (a UTF-8 byte order mark, as some
+//! Windows editors write at the start of a file, and the CR of CRLF line ends included).
+//! A key never holds whitespace: a line with two words before its comment is refused,
+//! naming its line (never its text). Keys are kept only as SHA-256 digests, and a
 //! presented key is hashed and compared with every stored digest without stopping early,
 //! so the time taken says nothing about how much of a key matched, or which key. Keys
 //! are never logged.
+//!
+//! A request with a valid key carries its [`KeyId`] (the key's digest) in its
+//! extensions: a report belongs to the key that made it ([`crate::reports`]).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -35,18 +41,83 @@ impl fmt::Debug for ApiKeys {
     }
 }
 
+/// Which key made a request: the SHA-256 digest of the key (never the key). Set in the
+/// request's extensions by [`require_key`] when the service has keys.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyId([u8; 32]);
+
+impl KeyId {
+    /// Whether `other` is the same key, in time independent of where they differ.
+    pub fn same(&self, other: &KeyId) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+
+impl fmt::Debug for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyId(..)")
+    }
+}
+
+/// Why a key file's text gives no keys. The messages name lines, never their text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeysError {
+    /// No line holds a key.
+    #[error(
+        "it holds no key: write one key per line (a `#` at the start of a line or after a space starts a comment)"
+    )]
+    NoKey,
+    /// A line holds whitespace inside its key.
+    #[error(
+        "line {line} holds more than one word before its comment, and a key has no whitespace: write one key per line, and start a comment after it with ` #`"
+    )]
+    Whitespace {
+        /// The line, counted from 1.
+        line: usize,
+    },
+}
+
+/// The key of one line of a key file, if it holds one: the text before its comment (a
+/// `#` at the start or after whitespace), trimmed.
+fn line_key(line: &str) -> Result<Option<&str>, ()> {
+    let line = line.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+    let mut end = line.len();
+    let mut after_space = true;
+    for (i, c) in line.char_indices() {
+        if c == '#' && after_space {
+            end = i;
+            break;
+        }
+        after_space = c.is_whitespace();
+    }
+    let key = line.get(..end).unwrap_or_default().trim_end();
+    if key.is_empty() {
+        Ok(None)
+    } else if key.contains(char::is_whitespace) {
+        Err(())
+    } else {
+        Ok(Some(key))
+    }
+}
+
 impl ApiKeys {
-    /// Keys from text: one per line, `#` comments and blank lines ignored, each line
-    /// trimmed of whitespace and byte order marks (U+FEFF, which `trim` keeps). `None` when
-    /// there is no key.
-    pub fn parse(text: &str) -> Option<Self> {
-        let digests: Vec<[u8; 32]> = text
-            .lines()
-            .map(|l| l.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}'))
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(digest)
-            .collect();
-        (!digests.is_empty()).then_some(Self { digests })
+    /// Keys from text: one per line; a `#` at the start of a line or after whitespace
+    /// starts a comment; blank lines are ignored; each line is trimmed of whitespace and
+    /// byte order marks (U+FEFF, which `trim` keeps).
+    pub fn parse(text: &str) -> Result<Self, KeysError> {
+        let mut digests: Vec<[u8; 32]> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            match line_key(line) {
+                Ok(Some(key)) => digests.push(digest(key)),
+                Ok(None) => {}
+                Err(()) => return Err(KeysError::Whitespace { line: i + 1 }),
+            }
+        }
+        if digests.is_empty() {
+            return Err(KeysError::NoKey);
+        }
+        Ok(Self { digests })
     }
 
     /// Keys from a file (see [`ApiKeys::parse`]).
@@ -56,12 +127,7 @@ impl ApiKeys {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        Self::parse(&text).ok_or_else(|| {
-            err(
-                "it holds no key: write one key per line (lines starting with # are comments)"
-                    .into(),
-            )
-        })
+        Self::parse(&text).map_err(|e| err(e.to_string()))
     }
 
     /// How many keys there are.
@@ -85,8 +151,8 @@ impl ApiKeys {
         found.into()
     }
 
-    /// Checks a request's `Authorization: Bearer KEY` header.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+    /// Checks a request's `Authorization: Bearer KEY` header: which key it is.
+    pub fn check(&self, headers: &HeaderMap) -> Result<KeyId, ApiError> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return Err(ApiError::Unauthorized(
                 "missing API key: send the header `Authorization: Bearer YOUR_KEY`",
@@ -100,7 +166,7 @@ impl ApiKeys {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, key)| key.trim());
         match key {
-            Some(k) if self.accepts(k) => Ok(()),
+            Some(k) if self.accepts(k) => Ok(KeyId(digest(k))),
             Some(_) => Err(ApiError::Unauthorized(
                 "the API key is not valid: check the key sent in `Authorization: Bearer`",
             )),
@@ -112,16 +178,20 @@ impl ApiKeys {
 }
 
 /// The route layer in front of `/v1/*` and `/metrics`: with keys, a request without a
-/// valid `Authorization: Bearer KEY` is answered 401 and goes no further.
+/// valid `Authorization: Bearer KEY` is answered 401 and goes no further; one with a
+/// valid key carries its [`KeyId`] on.
 pub(crate) async fn require_key(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some(keys) = &state.inner.keys
-        && let Err(e) = keys.check(request.headers())
-    {
-        return e.into_response();
+    if let Some(keys) = &state.inner.keys {
+        match keys.check(request.headers()) {
+            Ok(id) => {
+                request.extensions_mut().insert(id);
+            }
+            Err(e) => return e.into_response(),
+        }
     }
     next.run(request).await
 }
@@ -156,7 +226,10 @@ mod tests {
         assert!(keys.accepts("key-two"));
         assert!(!keys.accepts("key-old"));
         assert!(!keys.accepts("key-on"));
-        assert!(ApiKeys::parse("# nothing\n\n").is_none());
+        assert_eq!(
+            ApiKeys::parse("# nothing\n\n").unwrap_err(),
+            KeysError::NoKey
+        );
         assert!(!format!("{keys:?}").contains("key-one"));
     }
 
@@ -166,7 +239,28 @@ mod tests {
         assert_eq!(keys.len(), 2);
         assert!(keys.accepts("key-one"), "the first key, after the BOM");
         assert!(keys.accepts("key-two"));
-        assert!(ApiKeys::parse("\u{feff}\r\n  \r\n").is_none());
+        assert!(ApiKeys::parse("\u{feff}\r\n  \r\n").is_err());
+    }
+
+    /// Issue 42: `key # note` kept the comment in the key (`key # note` was the key).
+    #[test]
+    fn a_comment_after_a_key_is_not_part_of_it() {
+        let keys = ApiKeys::parse(
+            "key-one # staging\nkey-two\t#ci, rotated monthly\n  # whole line\nkey#three\n",
+        )
+        .unwrap();
+        assert_eq!(keys.len(), 3);
+        assert!(keys.accepts("key-one"));
+        assert!(!keys.accepts("key-one # staging"));
+        assert!(keys.accepts("key-two"));
+        assert!(keys.accepts("key#three"), "a # inside a key is part of it");
+        let e = ApiKeys::parse("good\nsecret-a secret-b # two words\n").unwrap_err();
+        assert_eq!(e, KeysError::Whitespace { line: 2 });
+        assert!(!e.to_string().contains("secret"), "{e}");
+        assert_eq!(
+            ApiKeys::parse("# a\n   # b\n").unwrap_err(),
+            KeysError::NoKey
+        );
     }
 
     #[test]

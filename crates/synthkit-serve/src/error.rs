@@ -42,13 +42,31 @@ pub enum ApiError {
         limit: usize,
     },
     /// The request's plan is over a per-request cap (`--max-calls-per-request`,
-    /// `--max-prompt-tokens-per-request`); no model call was made. The body carries the
-    /// plan.
+    /// `--max-prompt-tokens-per-request`, `--max-completion-tokens-per-request`); no model
+    /// call was made. The body carries the plan.
     #[error(
-        "not started: this request needs {}, over this service's cap: send fewer nodes, use a mode with fewer calls (compact), ask for the plan with \"plan\": true, or start the service with a larger cap",
+        "not started: this request needs {}, over this service's cap: send fewer nodes, use a mode with fewer calls (compact), ask for a smaller thinking_reserve, ask for the plan with \"plan\": true, or start the service with a larger cap",
         .0.over().join(" and ")
     )]
     TooCostly(Box<PlanBody>),
+    /// The request asks for a thinking reserve over `--max-thinking-reserve`.
+    #[error(
+        "the request asks for a thinking_reserve of {given} tokens, more than the {limit} this service allows on each call: ask for at most {limit}, or start the service with a larger --max-thinking-reserve"
+    )]
+    ThinkingReserveTooLarge {
+        /// The reserve asked for.
+        given: usize,
+        /// The cap.
+        limit: usize,
+    },
+    /// The body did not arrive within the body deadline.
+    #[error(
+        "the request body did not arrive within {secs} s of its headers: send the whole body at once, or start the service with a larger --body-timeout"
+    )]
+    BodyTimeout {
+        /// The deadline in seconds.
+        secs: u64,
+    },
     /// The synthesis did not finish within the per-request time limit.
     #[error(
         "the synthesis did not finish within {secs} s: send fewer nodes, use a mode with fewer calls (compact), or start the service with a larger --request-timeout"
@@ -67,9 +85,10 @@ pub enum ApiError {
         "no such route: the routes are POST /v1/synthesize, GET /healthz, /readyz, /metrics, /openapi.json and /v1/report/{{id}}"
     )]
     NotFound,
-    /// No report has this id (it expired, was pushed out, or never was).
+    /// No report has this id that the caller may read (it expired, was pushed out, never
+    /// was, or another key made it: the answer is the same).
     #[error(
-        "no report with this id: a report is served for 15 minutes after its synthesis, and at most 100 are kept"
+        "no report with this id: a report is served for 15 minutes after its synthesis, only to the API key that asked for it, and at most 100 are kept"
     )]
     ReportNotFound,
     /// The route does not answer this method.
@@ -121,6 +140,14 @@ pub enum ApiError {
         "the service is at its limit of requests in flight: retry after a second (Retry-After), or start it with a larger --max-requests"
     )]
     Overloaded,
+    /// The bodies being read already hold `--max-pending-body-bytes` between them.
+    #[error(
+        "the service is reading as many request bodies as it holds at once ({limit} bytes together): retry after a second (Retry-After), or start it with a larger --max-pending-body-bytes"
+    )]
+    BodiesOverloaded {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// Another error status, made by a layer without a message of its own.
     #[error("the request was refused with HTTP {}: see GET /openapi.json for the routes and what they accept", .0.as_u16())]
     Http(StatusCode),
@@ -136,11 +163,14 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::TooManyNodes { .. } | ApiError::TooCostly(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            ApiError::TooManyNodes { .. }
+            | ApiError::TooCostly(_)
+            | ApiError::ThinkingReserveTooLarge { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::ShuttingDown | ApiError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ShuttingDown | ApiError::Overloaded | ApiError::BodiesOverloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::NotFound | ApiError::ReportNotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -156,7 +186,8 @@ impl ApiError {
     }
 
     /// A stable machine-readable name: `unauthorized`, `invalid_request`,
-    /// `body_too_large`, `too_many_nodes`, `too_costly`, `timeout`, `shutting_down`, `not_found`,
+    /// `body_too_large`, `body_timeout`, `too_many_nodes`, `too_costly`,
+    /// `thinking_reserve_too_large`, `timeout`, `shutting_down`, `not_found`,
     /// `report_not_found`,
     /// `method_not_allowed`, `unsupported_media_type`, `uri_too_long`,
     /// `headers_too_large`, `host_not_allowed`, `origin_not_allowed`, `overloaded`,
@@ -169,6 +200,8 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::TooManyNodes { .. } => "too_many_nodes",
             ApiError::TooCostly(_) => "too_costly",
+            ApiError::ThinkingReserveTooLarge { .. } => "thinking_reserve_too_large",
+            ApiError::BodyTimeout { .. } => "body_timeout",
             ApiError::Timeout { .. } => "timeout",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::NotFound => "not_found",
@@ -181,7 +214,7 @@ impl ApiError {
             }
             ApiError::HostNotAllowed => "host_not_allowed",
             ApiError::OriginNotAllowed => "origin_not_allowed",
-            ApiError::Overloaded => "overloaded",
+            ApiError::Overloaded | ApiError::BodiesOverloaded { .. } => "overloaded",
             ApiError::Http(status) => match status.as_u16() {
                 408 => "timeout",
                 413 => "body_too_large",
@@ -235,8 +268,13 @@ impl ApiError {
             ApiError::Unauthorized(_) => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::Overloaded | ApiError::ShuttingDown => {
+            ApiError::Overloaded | ApiError::BodiesOverloaded { .. } | ApiError::ShuttingDown => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::BodyTimeout { .. } => {
+                // The rest of the body is not read: the connection cannot carry another
+                // request.
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -14,6 +15,7 @@ use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
 use tracing::Instrument;
 
 use crate::api::{HealthBody, PlanBody, PlanCapsBody, SynthesizeRequest};
+use crate::auth::KeyId;
 use crate::error::{ApiError, json_response};
 use crate::metrics::MetricsObserver;
 use crate::readiness::BackendState;
@@ -41,14 +43,20 @@ pub(crate) struct Job {
 pub(crate) async fn synthesize(
     State(state): State<AppState>,
     headers: HeaderMap,
+    key: Option<Extension<KeyId>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let span = crate::trace_context::request_span(&headers);
-    synthesize_in_span(state, body).instrument(span).await
+    let key = key.map(|Extension(k)| k);
+    synthesize_in_span(state, key, body).instrument(span).await
 }
 
-/// [`synthesize`] inside the request's span.
-async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>) -> Response {
+/// [`synthesize`] inside the request's span; `key` made the request (when there are keys).
+async fn synthesize_in_span(
+    state: AppState,
+    key: Option<KeyId>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let job = match prepare(&state, body) {
         Ok(job) => job,
         Err(e) => return e.into_response(),
@@ -71,6 +79,7 @@ async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>
             nodes: job.input.nodes.clone(),
             synth: job.synth.clone(),
             recorder,
+            owner: key,
         });
     let return_steps = job.return_steps;
     match run(&state, job).await {
@@ -95,19 +104,20 @@ async fn synthesize_in_span(state: AppState, body: Result<Bytes, BytesRejection>
 
 /// Plans `job` (no model call) when it calls the model: its plan when the request asked
 /// for it (`"plan": true`), [`ApiError::TooCostly`] when the plan is over a per-request
-/// cap, else nothing (the job runs).
+/// cap (calls, prompt tokens, completion tokens), else nothing (the job runs).
 async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, ApiError> {
     let mode = job.synth.mode();
     let limits = &state.inner.limits;
     let caps = PlanCapsBody {
         max_calls_per_request: limits.max_calls_per_request,
         max_prompt_tokens_per_request: limits.max_prompt_tokens_per_request,
+        max_completion_tokens_per_request: limits.max_completion_tokens_per_request,
     };
     if !job.plan && !mode.calls_model() {
         return Ok(None);
     }
     let plan = tokio::select! {
-        p = job.synth.plan_input(&job.input) => p?,
+        p = job.synth.plan_input(&job.input) => p.map_err(plan_error)?,
         () = state.inner.cancel.cancelled() => return Err(ApiError::ShuttingDown),
     };
     let body = PlanBody::new(&plan, mode, caps);
@@ -118,6 +128,26 @@ async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, Api
         return Err(ApiError::TooCostly(Box::new(body)));
     }
     Ok(None)
+}
+
+/// A plan's failure. A plan whose levels cannot converge had every reply at its
+/// `num_output` (no model answered): the request's options or the service's window leave
+/// too little room, which is the caller's to change (400 `invalid_option`), not the
+/// model's doing as it is in a run.
+fn plan_error(e: synthkit::SynthError) -> ApiError {
+    match e {
+        synthkit::SynthError::TreeNotConverging {
+            mode,
+            level,
+            summaries,
+            chunks,
+            chunk_size,
+            ..
+        } => ApiError::Synthesis(synthkit::SynthError::InvalidOption(format!(
+            "this {mode} request cannot converge, as planned before any call with every reply as long as num_output allows: at level {level}, {summaries} replies still need {chunks} prompts of {chunk_size} context tokens; send a larger max_prompt_tokens (or none), use compact, or start the service with a larger --context-window or a smaller --num-output"
+        ))),
+        other => ApiError::Synthesis(other),
+    }
 }
 
 /// Runs a plain (non-streamed) job until the shutdown deadline.
@@ -149,6 +179,15 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
         return Err(ApiError::TooManyNodes {
             given: request.nodes.len(),
             limit: s.limits.max_nodes,
+        });
+    }
+    if let Some(given) = request
+        .thinking_reserve
+        .filter(|r| *r > s.limits.max_thinking_reserve)
+    {
+        return Err(ApiError::ThinkingReserveTooLarge {
+            given,
+            limit: s.limits.max_thinking_reserve,
         });
     }
     let defaults = RequestDefaults {

@@ -37,6 +37,7 @@ pub mod accounting;
 pub mod api;
 pub mod auth;
 pub mod backend;
+mod body;
 pub mod error;
 mod handlers;
 pub mod limits;
@@ -53,7 +54,7 @@ pub mod state;
 mod trace_context;
 
 pub use access::AccessPolicy;
-pub use auth::{ApiKeys, check_bind};
+pub use auth::{ApiKeys, KeyId, KeysError, check_bind};
 pub use backend::{Backend, ModelSetup, Readiness, StackOptions};
 pub use error::{ApiError, ServeError};
 pub use handlers::SYNTHESIZE_PATH;

@@ -1,8 +1,8 @@
-//! [`ServiceLimits`]: every bound the service keeps, on one request (body, nodes, time,
-//! planned calls and prompt tokens), on
-//! all requests together (requests in flight), on connections (how many, how long they may
-//! take to send headers or stay idle, header sizes, HTTP/2 streams) and on probes and
-//! shutdown. Each has a documented default and a `synthkit serve` flag of the same name.
+//! [`ServiceLimits`]: every bound the service keeps, on one request (body and its
+//! deadline, nodes, time, thinking reserve, planned calls, prompt and completion tokens),
+//! on all requests together (requests in flight, bodies being read), on connections (how
+//! many, how long they may take to send headers or stay idle, header sizes, HTTP/2
+//! streams) and on probes and shutdown. Each has a documented default and a `synthkit serve` flag of the same name.
 
 use std::time::Duration;
 
@@ -15,7 +15,16 @@ pub struct ServiceLimits {
     pub max_body_bytes: usize,
     /// The most nodes in one request (422 above it).
     pub max_nodes: usize,
-    /// The most time one synthesis may take, body upload included (504, or an `error`
+    /// How long a client may take to send a synthesis request's body, from when its
+    /// headers were read (408 `body_timeout` after it). The body is read whole before the
+    /// request takes one of the `max_requests` slots, so a slow body holds no slot.
+    pub body_timeout: Duration,
+    /// Bytes of synthesis request bodies being read at once, across all requests: a body
+    /// whose next bytes would go over it is refused with 503 `overloaded` and
+    /// `Retry-After`. Bodies being read hold no `max_requests` slot, so this bounds their
+    /// memory instead.
+    pub max_pending_body_bytes: usize,
+    /// The most time one synthesis may take once its body is read (504, or an `error`
     /// event, after it).
     pub request_timeout: Duration,
     /// The most model calls of one request in flight at once (a request's `concurrency`
@@ -27,11 +36,20 @@ pub struct ServiceLimits {
     /// The most prompt tokens one request may plan, all its calls together (422
     /// `too_costly` above it, before any call).
     pub max_prompt_tokens_per_request: usize,
+    /// The most completion tokens one request may plan: the sum of its calls'
+    /// `max_tokens` (the output reserve plus the thinking reserve, or the smaller bound
+    /// of an intermediate call), 422 `too_costly` above it, before any call.
+    pub max_completion_tokens_per_request: usize,
+    /// The largest `thinking_reserve` a request may ask (422
+    /// `thinking_reserve_too_large` above it): the reserve is added to every call's
+    /// `max_tokens`, above the service's `--num-output`.
+    pub max_thinking_reserve: usize,
     /// On shutdown, how long requests in flight may still run before they are
     /// cancelled.
     pub shutdown_grace: Duration,
-    /// Synthesis requests being read or answered at once, across all connections; one
-    /// more is refused at once with 503 `overloaded` and `Retry-After`.
+    /// Synthesis requests being answered at once, across all connections (a request
+    /// takes its slot once its body is read); one more is refused at once with 503
+    /// `overloaded` and `Retry-After`.
     pub max_requests: usize,
     /// Open connections at once. Beyond it new connections wait in the kernel's accept
     /// backlog (the ones being served are not disturbed). Lowered to fit the process's
@@ -63,6 +81,11 @@ impl ServiceLimits {
     pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
     /// The default most nodes: 10,000.
     pub const DEFAULT_MAX_NODES: usize = 10_000;
+    /// The default body deadline: 30 s (10 MiB, the default largest body, at 350 KB/s).
+    pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The default bytes of bodies being read at once: 512 MiB (51 bodies of the default
+    /// largest size).
+    pub const DEFAULT_MAX_PENDING_BODY_BYTES: usize = 512 * 1024 * 1024;
     /// The default time limit: 300 s.
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
     /// The default calls in flight per request: the library's one default, 8
@@ -73,6 +96,12 @@ impl ServiceLimits {
     /// The default most prompt tokens per request: 200,000 (as `synthkit ask
     /// --max-total-prompt-tokens`).
     pub const DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST: usize = 200_000;
+    /// The default most completion tokens per request: 50,000 (what the prompt-token cap
+    /// costs at the usual price of output tokens, four times that of input tokens; 40
+    /// calls of a 256-token output reserve need 10,240).
+    pub const DEFAULT_MAX_COMPLETION_TOKENS_PER_REQUEST: usize = 50_000;
+    /// The default largest thinking reserve: 4,096 tokens per call.
+    pub const DEFAULT_MAX_THINKING_RESERVE: usize = 4096;
     /// The default shutdown grace: 30 s.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
     /// The default synthesis requests in flight: 256.
@@ -106,6 +135,18 @@ impl ServiceLimits {
         self
     }
 
+    /// Sets the body deadline.
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Sets the bytes of bodies being read at once (at least 1).
+    pub fn with_max_pending_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_pending_body_bytes = bytes.max(1);
+        self
+    }
+
     /// Sets the per-request time limit.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
@@ -127,6 +168,18 @@ impl ServiceLimits {
     /// Sets the most prompt tokens one request may plan.
     pub fn with_max_prompt_tokens_per_request(mut self, n: usize) -> Self {
         self.max_prompt_tokens_per_request = n;
+        self
+    }
+
+    /// Sets the most completion tokens one request may plan.
+    pub fn with_max_completion_tokens_per_request(mut self, n: usize) -> Self {
+        self.max_completion_tokens_per_request = n;
+        self
+    }
+
+    /// Sets the largest thinking reserve a request may ask.
+    pub fn with_max_thinking_reserve(mut self, tokens: usize) -> Self {
+        self.max_thinking_reserve = tokens;
         self
     }
 
@@ -196,10 +249,14 @@ impl Default for ServiceLimits {
         Self {
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
             max_nodes: Self::DEFAULT_MAX_NODES,
+            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
+            max_pending_body_bytes: Self::DEFAULT_MAX_PENDING_BODY_BYTES,
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             max_request_concurrency: Self::DEFAULT_MAX_REQUEST_CONCURRENCY,
             max_calls_per_request: Self::DEFAULT_MAX_CALLS_PER_REQUEST,
             max_prompt_tokens_per_request: Self::DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST,
+            max_completion_tokens_per_request: Self::DEFAULT_MAX_COMPLETION_TOKENS_PER_REQUEST,
+            max_thinking_reserve: Self::DEFAULT_MAX_THINKING_RESERVE,
             shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
             max_requests: Self::DEFAULT_MAX_REQUESTS,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,

@@ -64,14 +64,15 @@ pub fn document() -> Value {
                         "400": error_response("The body or an option is invalid."),
                         "401": error_response("Missing or wrong API key."),
                         "403": error_response("The request comes from a web page whose origin is not listed with --cors-origin."),
+                        "408": error_response("The body did not arrive within --body-timeout of the headers (`body_timeout`)."),
                         "413": error_response("The body is larger than --max-body-bytes."),
                         "414": error_response("The request target is longer than --max-uri-bytes."),
                         "415": error_response("The body is not declared as `Content-Type: application/json`."),
                         "421": error_response("The Host header is not a loopback name (on a loopback bind) nor one given with --allowed-host."),
-                        "422": error_response("More nodes than --max-nodes (`too_many_nodes`), or a plan over --max-calls-per-request or --max-prompt-tokens-per-request (`too_costly`, with the plan in `plan`)."),
+                        "422": error_response("More nodes than --max-nodes (`too_many_nodes`), a thinking_reserve over --max-thinking-reserve (`thinking_reserve_too_large`), or a plan over --max-calls-per-request, --max-prompt-tokens-per-request or --max-completion-tokens-per-request (`too_costly`, with the plan in `plan`)."),
                         "431": error_response("More headers than --max-headers, or a head larger than --max-header-bytes."),
                         "502": error_response("The model failed."),
-                        "503": error_response("Overloaded (--max-requests in flight) or shutting down (both with Retry-After), or the model is rate limited."),
+                        "503": error_response("Overloaded (--max-requests in flight, or --max-pending-body-bytes of bodies being read) or shutting down (all with Retry-After), or the model is rate limited."),
                         "504": error_response("The synthesis (or the model) took longer than allowed.")
                     }
                 }

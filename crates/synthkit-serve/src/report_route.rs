@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -11,6 +12,7 @@ use synthkit::steps::StepRecorder;
 use synthkit::{Node, Synthesizer};
 use synthkit_report::{BudgetRecord, RunRecord};
 
+use crate::auth::KeyId;
 use crate::error::{ApiError, json_response};
 use crate::reports::REPORT_PATH_PREFIX;
 use crate::state::AppState;
@@ -23,6 +25,8 @@ pub(crate) struct ReportOf {
     pub(crate) synth: Synthesizer,
     /// The calls, recorded as they finished (kept when the synthesis fails).
     pub(crate) recorder: Arc<StepRecorder>,
+    /// The key that asked for it: the only one that may read it.
+    pub(crate) owner: Option<KeyId>,
 }
 
 impl ReportOf {
@@ -76,7 +80,7 @@ impl ReportOf {
         let url = state
             .inner
             .reports
-            .insert(page)
+            .insert(page, self.owner)
             .map(|id| format!("{REPORT_PATH_PREFIX}{id}"));
         if url.is_none() {
             tracing::warn!(
@@ -87,9 +91,15 @@ impl ReportOf {
     }
 }
 
-/// `GET /v1/report/{id}`: the page, while it is kept.
-pub(crate) async fn report(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match state.inner.reports.get(&id) {
+/// `GET /v1/report/{id}`: the page, while it is kept, to the key that made it (any other
+/// key gets the 404 of an unknown id, which says nothing of whether it exists).
+pub(crate) async fn report(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    asker: Option<Extension<KeyId>>,
+) -> Response {
+    let asker = asker.map(|Extension(k)| k);
+    match state.inner.reports.get(&id, asker.as_ref()) {
         Some(page) => (
             [
                 (

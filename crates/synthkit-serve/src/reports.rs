@@ -4,13 +4,18 @@
 //! Bounds: a report is served for [`REPORT_TTL`] after it was made, at most
 //! [`MAX_REPORTS`] are kept and together at most [`MAX_REPORT_BYTES`]; past either cap the
 //! oldest go first. Ids are 128 random bits (hex), so a report cannot be guessed from
-//! another; the route sits behind the same API keys as the synthesis.
+//! another; the route sits behind the same API keys as the synthesis, and a report
+//! belongs to the key that made it: it remembers the key's digest ([`KeyId`], never the
+//! key) and any other key is told there is no such report, as for an unknown id. Without
+//! keys every report is anyone's who has its id.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::auth::KeyId;
 
 /// How long a report is served.
 pub const REPORT_TTL: Duration = Duration::from_secs(15 * 60);
@@ -25,6 +30,19 @@ struct Entry {
     id: String,
     made: Instant,
     page: Arc<str>,
+    /// The key that made it (`None`: the service has no keys).
+    owner: Option<KeyId>,
+}
+
+impl Entry {
+    /// Whether `asker` may read it: the key that made it, or anyone without keys.
+    fn readable_by(&self, asker: Option<&KeyId>) -> bool {
+        match (&self.owner, asker) {
+            (None, _) => true,
+            (Some(owner), Some(asker)) => owner.same(asker),
+            (Some(_), None) => false,
+        }
+    }
 }
 
 /// The reports kept, oldest first.
@@ -34,9 +52,9 @@ pub(crate) struct ReportStore {
 }
 
 impl ReportStore {
-    /// Keeps `page` and returns its id, or `None` when no random id could be drawn or the
-    /// page alone is over [`MAX_REPORT_BYTES`].
-    pub(crate) fn insert(&self, page: String) -> Option<String> {
+    /// Keeps `page`, made with the key `owner`, and returns its id, or `None` when no
+    /// random id could be drawn or the page alone is over [`MAX_REPORT_BYTES`].
+    pub(crate) fn insert(&self, page: String, owner: Option<KeyId>) -> Option<String> {
         if page.len() > MAX_REPORT_BYTES {
             return None;
         }
@@ -57,17 +75,19 @@ impl ReportStore {
             id: id.clone(),
             made: now,
             page: Arc::from(page),
+            owner,
         });
         Some(id)
     }
 
-    /// The page of report `id`, while it is kept.
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<str>> {
+    /// The page of report `id`, while it is kept, when `asker` may read it (the key that
+    /// made it; any one without keys).
+    pub(crate) fn get(&self, id: &str, asker: Option<&KeyId>) -> Option<Arc<str>> {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         expire(&mut entries, Instant::now());
         entries
             .iter()
-            .find(|e| e.id == id)
+            .find(|e| e.id == id && e.readable_by(asker))
             .map(|e| Arc::clone(&e.page))
     }
 }
@@ -90,16 +110,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn reports_expire_and_are_capped() {
         let store = ReportStore::default();
-        let first = store.insert("one".into()).unwrap();
+        let first = store.insert("one".into(), None).unwrap();
         assert_eq!(first.len(), 32);
-        assert_eq!(store.get(&first).as_deref(), Some("one"));
+        assert_eq!(store.get(&first, None).as_deref(), Some("one"));
         tokio::time::advance(REPORT_TTL).await;
-        assert!(store.get(&first).is_none());
+        assert!(store.get(&first, None).is_none());
         let ids: Vec<String> = (0..MAX_REPORTS + 1)
-            .map(|i| store.insert(i.to_string()).unwrap())
+            .map(|i| store.insert(i.to_string(), None).unwrap())
             .collect();
-        assert!(store.get(&ids[0]).is_none(), "the oldest went first");
-        assert_eq!(store.get(&ids[MAX_REPORTS]).as_deref(), Some("100"));
-        assert!(store.get("not-an-id").is_none());
+        assert!(store.get(&ids[0], None).is_none(), "the oldest went first");
+        assert_eq!(store.get(&ids[MAX_REPORTS], None).as_deref(), Some("100"));
+        assert!(store.get("not-an-id", None).is_none());
     }
 }

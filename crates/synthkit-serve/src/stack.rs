@@ -20,17 +20,24 @@
 //!
 //! Then the routes. `POST /v1/synthesize` has, outermost first:
 //!
-//! 1. `overloaded_or_timed_out`: 503 `overloaded` with `Retry-After`, or 504 `timeout`;
-//! 2. load shedding (tower) over a global concurrency limit of `max_requests`;
-//! 3. the `request_timeout` (tower): body upload and synthesis; a stream's events then
-//!    run under their own deadline ([`crate::sse`]);
-//! 4. `auth::require_key`: `Authorization: Bearer KEY` when there are keys (401);
-//! 5. `check_body`: `Content-Type: application/json` (415); a body declared over
-//!    `max_body_bytes` is read and dropped (up to twice the limit), then answered 413,
-//!    so that a client that sends its whole body before reading sees the 413 instead of
-//!    a broken pipe;
-//! 6. axum's `DefaultBodyLimit` of `max_body_bytes` (a body without a length that grows
-//!    past it is 413 as it is read).
+//! 1. `auth::require_key`: `Authorization: Bearer KEY` when there are keys (401), before
+//!    any byte of the body is read;
+//! 2. `admit`, in this order:
+//!    - the body ([`crate::body`]): `Content-Type: application/json` (415), then the body
+//!      read whole within `body_timeout` of the headers (408 `body_timeout`),
+//!      `max_body_bytes` (413; a body declared over it is read and dropped, up to twice
+//!      the limit, so that a client that sends its whole body before reading sees the
+//!      413 instead of a broken pipe) and the bytes of all bodies being read at once,
+//!      `max_pending_body_bytes` (503 `overloaded`);
+//!    - then one of `max_requests` slots, or 503 `overloaded` with `Retry-After` at once
+//!      (load shedding), held until the answer's head (a stream's events then run under
+//!      their own deadline, [`crate::sse`]). The slot is taken only once the body is in,
+//!      so slow bodies hold none; it is taken here rather than by tower's concurrency
+//!      limit, which takes it when its readiness is polled, before the body is read;
+//! 3. `timed_out`: 504 `timeout` after the `request_timeout` (tower), counted from when
+//!    the slot is taken;
+//! 4. axum's `DefaultBodyLimit` of `max_body_bytes` for the handler's extractor (the body
+//!    is already whole and within it).
 //!
 //! Checks that always run together share one middleware: each `from_fn` layer costs an
 //! allocation and a boxed future per request.
@@ -40,6 +47,7 @@
 //! Any other path is 404 and any other method 405, both as JSON.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
@@ -48,13 +56,14 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures::StreamExt;
+use tokio::sync::Semaphore;
 use tower::BoxError;
 use tower::ServiceBuilder;
 
 use crate::access::{self, AccessRules};
 use crate::accounting;
 use crate::auth;
+use crate::body::BodyReader;
 use crate::error::ApiError;
 use crate::handlers::{self, SYNTHESIZE_PATH};
 use crate::state::AppState;
@@ -70,20 +79,23 @@ pub fn router(state: AppState, bind: SocketAddr) -> Router {
         .route(SYNTHESIZE_PATH, post(handlers::synthesize))
         .route_layer(
             ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(move |e: BoxError| async move {
-                    overloaded_or_timed_out(e, timeout_secs)
-                }))
-                .load_shed()
-                .concurrency_limit(limits.max_requests)
-                .timeout(limits.request_timeout)
                 .layer(middleware::from_fn_with_state(
                     state.clone(),
                     auth::require_key,
                 ))
                 .layer(middleware::from_fn_with_state(
-                    limits.max_body_bytes,
-                    check_body,
+                    Admission {
+                        body: BodyReader::new(&limits),
+                        slots: Arc::new(Semaphore::new(
+                            limits.max_requests.clamp(1, Semaphore::MAX_PERMITS),
+                        )),
+                    },
+                    admit,
                 ))
+                .layer(HandleErrorLayer::new(move |e: BoxError| async move {
+                    timed_out(e, timeout_secs)
+                }))
+                .timeout(limits.request_timeout)
                 .layer(DefaultBodyLimit::max(limits.max_body_bytes)),
         );
     let metrics = Router::new()
@@ -130,16 +142,34 @@ async fn method_not_allowed() -> Response {
     ApiError::MethodNotAllowed.into_response()
 }
 
-/// The errors of the shedding and timeout layers as JSON answers.
-fn overloaded_or_timed_out(error: BoxError, timeout_secs: u64) -> Response {
-    if error.is::<tower::load_shed::error::Overloaded>() {
-        ApiError::Overloaded.into_response()
-    } else if error.is::<tower::timeout::error::Elapsed>() {
+/// The timeout layer's errors as JSON answers.
+fn timed_out(error: BoxError, timeout_secs: u64) -> Response {
+    if error.is::<tower::timeout::error::Elapsed>() {
         ApiError::Timeout { secs: timeout_secs }.into_response()
     } else {
         tracing::warn!(%error, "a request failed in the service's layers");
         ApiError::from_status(StatusCode::INTERNAL_SERVER_ERROR).into_response()
     }
+}
+
+/// What `admit` needs: the body's reader and the `max_requests` slots.
+#[derive(Clone)]
+struct Admission {
+    body: BodyReader,
+    slots: Arc<Semaphore>,
+}
+
+/// The body read whole, then a slot taken (503 `overloaded` when none is free); see the
+/// module documentation.
+async fn admit(State(admission): State<Admission>, request: Request, next: Next) -> Response {
+    let request = match admission.body.read(request).await {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let Ok(_slot) = Arc::clone(&admission.slots).try_acquire_owned() else {
+        return ApiError::Overloaded.into_response();
+    };
+    next.run(request).await
 }
 
 /// Gives an error answer without a JSON body the JSON error body, keeping its status and
@@ -219,44 +249,4 @@ fn head_limits(limits: &crate::ServiceLimits, request: &Request) -> Option<ApiEr
     (head > limits.max_header_bytes).then_some(ApiError::HeadersTooLarge {
         limit: limits.max_header_bytes,
     })
-}
-
-/// How much of a body declared over the limit is still read (and dropped) so that its
-/// client reads the 413: the limit again, at least 1 MiB.
-fn drain_cap(limit: usize) -> u64 {
-    let limit = limit as u64;
-    limit.saturating_add(limit.max(1 << 20))
-}
-
-/// 415 for a body that is not JSON; 413, after reading it (up to [`drain_cap`]), for a
-/// body declared over `limit` bytes; see the module documentation.
-async fn check_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
-    if let Some(refused) = access::refuse_non_json(&request) {
-        return refused.into_response();
-    }
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let Some(declared) = declared.filter(|n| *n > limit as u64) else {
-        return next.run(request).await;
-    };
-    if declared <= drain_cap(limit) {
-        let mut body = request.into_body().into_data_stream();
-        let mut read: u64 = 0;
-        while let Some(Ok(chunk)) = body.next().await {
-            read = read.saturating_add(chunk.len() as u64);
-            if read > declared {
-                break;
-            }
-        }
-    }
-    let mut response = ApiError::BodyTooLarge { limit }.into_response();
-    if declared > drain_cap(limit) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    response
 }

@@ -72,10 +72,10 @@ pub enum SynthError {
         /// Tokens taken off the budget after the server rejected longer prompts.
         server_shrink: usize,
     },
-    /// tree_summarize (or map_reduce) cannot reduce the number of chunks any further.
-    #[error(
-        "{mode} cannot converge: at level {level}, {summaries} summaries still need {chunks} prompts of {chunk_size} context tokens; each summary may take up to num_output tokens, so raise the context window, lower num_output, or use compact"
-    )]
+    /// tree_summarize (or map_reduce) cannot reduce the number of chunks any further. In
+    /// map_reduce it is the model's records that are too long to combine (a front end
+    /// reports it as the model's error).
+    #[error("{}", not_converging(*mode, *level, *summaries, *chunks, *chunk_size))]
     TreeNotConverging {
         /// The mode whose levels did not reduce (`tree_summarize` or `map_reduce`).
         mode: ResponseMode,
@@ -194,6 +194,26 @@ pub fn message_with_sources(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     out
+}
+
+/// The message of [`SynthError::TreeNotConverging`]: tree_summarize's summaries, or
+/// map_reduce's records, which are the model's own replies.
+fn not_converging(
+    mode: ResponseMode,
+    level: u32,
+    texts: usize,
+    prompts: usize,
+    chunk_size: usize,
+) -> String {
+    if mode == ResponseMode::MapReduce {
+        format!(
+            "{mode} cannot converge: the model's records are too long to combine; at level {level}, {texts} records still need {prompts} reduce prompts of {chunk_size} context tokens (a record should be at most num_output tokens; a model that ignores max_tokens writes longer ones); lower num_output, raise the context window, or use tree_summarize or compact"
+        )
+    } else {
+        format!(
+            "{mode} cannot converge: at level {level}, {texts} summaries still need {prompts} prompts of {chunk_size} context tokens; each summary may take up to num_output tokens, so raise the context window, lower num_output, or use compact"
+        )
+    }
 }
 
 fn carried_part(answer_tokens: usize) -> String {

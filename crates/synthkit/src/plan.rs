@@ -63,6 +63,9 @@ struct Planned {
     step: &'static str,
     level: u32,
     prompt_tokens: usize,
+    /// The call's output limit (the output reserve, or an intermediate call's bound, plus
+    /// the thinking reserve).
+    max_tokens: usize,
 }
 
 /// One row of a [`Plan`]: the calls of one step at one tree level.
@@ -95,7 +98,8 @@ pub struct Plan {
     pub calls: usize,
     /// Prompt tokens in all: exact when [`Plan::exact`], else at most this many.
     pub prompt_tokens: usize,
-    /// Completion tokens at most: each call may answer with the whole output reserve.
+    /// Completion tokens at most: the sum of the calls' `max_tokens` (each may answer with
+    /// its whole output limit, the thinking reserve included).
     pub max_completion_tokens: usize,
     /// Whether every row is exact.
     pub exact: bool,
@@ -112,13 +116,13 @@ impl Default for Plan {
 }
 
 impl Plan {
-    /// A plan of `rows`, each call answering with at most `num_output` tokens.
-    fn of_rows(rows: Vec<PlanRow>, num_output: usize) -> Self {
-        let calls = rows.iter().map(|r| r.calls).sum();
+    /// A plan of `rows`, whose calls answer with at most `max_completion_tokens` tokens
+    /// together.
+    fn of_rows(rows: Vec<PlanRow>, max_completion_tokens: usize) -> Self {
         Self {
-            calls,
+            calls: rows.iter().map(|r| r.calls).sum(),
             prompt_tokens: rows.iter().map(|r| r.prompt_tokens).sum(),
-            max_completion_tokens: calls * num_output,
+            max_completion_tokens,
             exact: rows.iter().all(|r| r.exact),
             rows,
             truncation: None,
@@ -182,7 +186,6 @@ impl Synthesizer {
     ) -> Result<Plan, SynthError> {
         let s = self.settings();
         let info = s.model.info();
-        let num_output = info.num_output;
         let planner = Arc::new(
             PlanningModel::new(info, s.budget.tokenizer().clone(), s.counter.clone()).await?,
         );
@@ -191,7 +194,11 @@ impl Synthesizer {
             .dry_run(planner.clone(), observer)
             .build()?;
         let truncation = dry.run_borrowed(input).await?;
-        let mut plan = Plan::of_rows(rows(&planner.calls()), num_output);
+        let calls = planner.calls();
+        let max_completion = calls
+            .iter()
+            .fold(0usize, |sum, c| sum.saturating_add(c.max_tokens));
+        let mut plan = Plan::of_rows(rows(&calls), max_completion);
         plan.truncation = truncation;
         Ok(plan)
     }
@@ -267,6 +274,7 @@ impl PlanningModel {
                 step: request.step().step.as_str(),
                 level: request.step().level,
                 prompt_tokens: request.prompt_tokens,
+                max_tokens: request.max_tokens,
             });
         }
     }
@@ -404,6 +412,7 @@ fn rows(calls: &[Planned]) -> Vec<PlanRow> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::text::BpeTokenizer;
 
@@ -422,6 +431,7 @@ mod tests {
             step,
             level,
             prompt_tokens: t,
+            max_tokens: 4,
         };
         let r = rows(&[p("qa", 0, 10), p("refine", 0, 20), p("refine", 0, 30)]);
         assert_eq!(r.len(), 2);
@@ -430,9 +440,46 @@ mod tests {
             (r[1].calls, r[1].prompt_tokens, r[1].max_prompt_tokens),
             (2, 50, 30)
         );
-        let plan = Plan::of_rows(r, 4);
+        let plan = Plan::of_rows(r, 12);
         assert_eq!((plan.calls, plan.prompt_tokens), (3, 60));
         assert_eq!((plan.max_completion_tokens, plan.exact), (12, false));
+    }
+
+    /// Issue 42: the thinking reserve is on every call's `max_tokens`, so it is in the
+    /// plan's completion tokens (it counted the output reserve alone).
+    #[tokio::test]
+    async fn completion_tokens_count_every_calls_max_tokens_with_the_thinking_reserve() {
+        use crate::model::ModelInfo;
+        use crate::testing::ScriptedModel;
+        use crate::{ResponseMode, Synthesizer};
+        let info = ModelInfo::new("m")
+            .with_context_window(8000)
+            .with_num_output(64);
+        let model = Arc::new(ScriptedModel::constant(info, "never called"));
+        let nodes: Vec<Node> = (0..3)
+            .map(|i| Node::new(i.to_string(), format!("Fact {i}: the mirror is clean.")))
+            .collect();
+        let mut plans = Vec::new();
+        for reserve in [0, 1000] {
+            let synth = Synthesizer::builder(model.clone())
+                .mode(ResponseMode::Refine)
+                .thinking_reserve(reserve)
+                .build()
+                .unwrap();
+            plans.push(synth.plan("When?", nodes.clone()).await.unwrap());
+        }
+        let (without, with) = (&plans[0], &plans[1]);
+        assert_eq!((without.calls, with.calls), (3, 3), "{plans:?}");
+        // Each call's output limit: at most the output reserve (refine's first calls may
+        // have a smaller bound), plus the whole thinking reserve.
+        assert!(without.max_completion_tokens <= 3 * 64, "{without:?}");
+        assert!(without.max_completion_tokens >= 64, "{without:?}");
+        assert_eq!(
+            with.max_completion_tokens,
+            without.max_completion_tokens + 3 * 1000,
+            "{plans:?}"
+        );
+        assert!(model.requests().is_empty());
     }
 
     #[test]
@@ -448,7 +495,7 @@ mod tests {
         let mut a = Plan::of_rows(vec![row("qa", 1, true)], 2);
         a.merge(Plan::of_rows(
             vec![row("qa", 2, true), row("refine", 1, false)],
-            2,
+            6,
         ));
         assert_eq!(a.rows.len(), 2);
         assert_eq!(

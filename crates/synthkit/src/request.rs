@@ -407,8 +407,13 @@ pub fn error_kind(e: &SynthError) -> &'static str {
         | SynthError::InvalidOption(_)
         | SynthError::DuplicateNodeId { .. } => "invalid_option",
         SynthError::Truncated { .. } => "truncated",
-        // A model reply too long to carry, or a server with less room than it said.
-        SynthError::NoRoomForContext { .. } => "model_error",
+        // A model reply too long to carry, or a server with less room than it said; a
+        // map_reduce whose records (the model's replies) are too long to combine.
+        SynthError::NoRoomForContext { .. }
+        | SynthError::TreeNotConverging {
+            mode: ResponseMode::MapReduce,
+            ..
+        } => "model_error",
         SynthError::Model { source, .. } | SynthError::Count { source, .. } => match source {
             ModelError::Timeout { .. } => "model_timeout",
             ModelError::RateLimited { .. } => "model_rate_limited",

@@ -28,7 +28,7 @@ pub struct ServeArgs {
     /// Who may call: keys, public binds, hosts, origins.
     #[command(flatten)]
     pub access: AccessArgs,
-    /// The service's own limits: bodies, nodes, timeouts, connections, headers.
+    /// The service's own limits: bodies, nodes, timeouts, costs, connections, headers.
     #[command(flatten)]
     pub service: ServiceLimitArgs,
 
@@ -89,7 +89,17 @@ pub struct ServiceLimitArgs {
     /// The most nodes in one request (422 above it).
     #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_NODES)]
     pub max_nodes: usize,
-    /// Seconds one synthesis may take (504, or an `error` event, after it).
+    /// Seconds a client has to send a synthesis request's body after its headers (408
+    /// `body_timeout` after it). Bodies are read before a request takes one of the
+    /// --max-requests slots.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub body_timeout: f64,
+    /// Bytes of request bodies being read at once across all requests; a body whose next
+    /// bytes would go over it is refused with 503 `overloaded` (512 MiB by default).
+    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_PENDING_BODY_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_pending_body_bytes: usize,
+    /// Seconds one synthesis may take once its body is read (504, or an `error` event,
+    /// after it).
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     pub request_timeout: f64,
     /// The most model calls of one request in flight at once (a request's `concurrency`
@@ -104,8 +114,17 @@ pub struct ServiceLimitArgs {
     /// `too_costly` above it, before any model call).
     #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST)]
     pub max_prompt_tokens_per_request: usize,
-    /// Synthesis requests being read or answered at once across all connections; more
-    /// are refused at once with 503 `overloaded` and Retry-After.
+    /// The most completion tokens one request may plan: its calls' `max_tokens` together,
+    /// thinking reserve included (422 `too_costly` above it, before any model call).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_COMPLETION_TOKENS_PER_REQUEST)]
+    pub max_completion_tokens_per_request: usize,
+    /// The largest `thinking_reserve` a request may ask, in tokens per call (422
+    /// `thinking_reserve_too_large` above it).
+    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_THINKING_RESERVE)]
+    pub max_thinking_reserve: usize,
+    /// Synthesis requests being answered at once across all connections (a request takes
+    /// its slot once its body is read); more are refused at once with 503 `overloaded`
+    /// and Retry-After.
     #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUESTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_requests: usize,
     /// Open client connections at once (lowered to fit the open-file limit); more wait in
@@ -144,10 +163,14 @@ impl ServiceLimitArgs {
         Ok(ServiceLimits::default()
             .with_max_body_bytes(self.max_body_bytes)
             .with_max_nodes(self.max_nodes)
+            .with_body_timeout(positive_seconds("--body-timeout", self.body_timeout)?)
+            .with_max_pending_body_bytes(self.max_pending_body_bytes)
             .with_request_timeout(positive_seconds("--request-timeout", self.request_timeout)?)
             .with_max_request_concurrency(self.max_request_concurrency)
             .with_max_calls_per_request(self.max_calls_per_request)
             .with_max_prompt_tokens_per_request(self.max_prompt_tokens_per_request)
+            .with_max_completion_tokens_per_request(self.max_completion_tokens_per_request)
+            .with_max_thinking_reserve(self.max_thinking_reserve)
             .with_shutdown_grace(positive_seconds("--shutdown-grace", self.shutdown_grace)?)
             .with_max_requests(self.max_requests)
             .with_max_connections(self.max_connections)

@@ -54,6 +54,11 @@ fn bad_flags_are_refused_before_anything_starts() {
         (&["--readiness-interval", "0"][..], "--readiness-interval"),
         (&["--max-connections", "0"][..], "--max-connections"),
         (&["--max-requests", "0"][..], "--max-requests"),
+        (&["--body-timeout", "0"][..], "--body-timeout"),
+        (
+            &["--max-pending-body-bytes", "0"][..],
+            "--max-pending-body-bytes",
+        ),
         // A local cache and no rates leave Redis nothing to share.
         (
             &["--redis-url", "redis://127.0.0.1:1/", "--memory-cache"][..],
@@ -76,6 +81,36 @@ fn bad_flags_are_refused_before_anything_starts() {
     let help = stdout(&synthkit().args(["serve", "--help"]).output().unwrap());
     assert!(help.contains("--memory-cache-bytes <BYTES>"), "{help}");
     assert!(help.contains("[default: 67108864]"), "{help}");
+    // Issue 42: the body deadline and the per-request output caps, with their defaults.
+    for (flag, default) in [
+        ("--body-timeout <SECS>", "[default: 30]"),
+        ("--max-thinking-reserve <N>", "[default: 4096]"),
+        (
+            "--max-completion-tokens-per-request <N>",
+            "[default: 50000]",
+        ),
+    ] {
+        let at = help
+            .find(flag)
+            .unwrap_or_else(|| panic!("no {flag} in {help}"));
+        let text = &help[at..];
+        let next = text[flag.len()..]
+            .find("\n  -")
+            .map_or(text.len(), |i| i + flag.len());
+        assert!(text[..next].contains(default), "{flag}: {help}");
+    }
+}
+
+/// Issue 42: a keys file's `key # note` is the key `key`; two words before a comment are
+/// refused at start, naming the line and not its text.
+#[test]
+fn a_keys_file_line_with_two_words_is_refused_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, "k-1 # ci\nk-2 k-3 # pasted twice\n").unwrap();
+    let stderr = refused("127.0.0.1:0", &["--api-keys", keys.to_str().unwrap()]);
+    assert!(stderr.contains("line 2"), "{stderr}");
+    assert!(!stderr.contains("k-3"), "the key is not shown: {stderr}");
 }
 
 #[test]

@@ -100,6 +100,32 @@ async fn a_failing_model_is_a_502_or_an_error_event() {
     assert_eq!(events[0].1["error"]["kind"], "model_error");
 }
 
+/// Issue 42, item 12: a map_reduce whose records (the model's replies, here far over the
+/// output reserve they were asked within) are too long to combine was a 500
+/// `synthesis_failed`; it is the model's doing: 502 `model_error`, saying what to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_map_reduce_whose_records_cannot_be_combined_is_the_models_error() {
+    let words: Vec<String> = (0..2000).map(|i| format!("fact{i}")).collect();
+    let record = json!({"information": words.join(" "), "confidence": 4}).to_string();
+    let fake = FakeOpenAi::start(FakeConfig::replying(&record));
+    let service = Service::openai(&fake, ServiceLimits::default()).await;
+    // Three nodes too long to share a map prompt: three records, none of which fits a
+    // reduce prompt beside another.
+    let nodes: Vec<String> = (0..3)
+        .map(|n| {
+            (0..2200)
+                .map(|i| format!("n{n}w{i}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let body = json!({"query": QUERY, "nodes": nodes, "mode": "map_reduce"});
+    let (status, error) = service.post(&body).await;
+    assert_eq!(status, 502, "{error}");
+    assert_error_body(&error, "model_error", "records are too long to combine");
+    assert_error_body(&error, "model_error", "num_output");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_400_with_a_message() {
     let service = Service::extractive(ServiceLimits::default()).await;

@@ -1,7 +1,8 @@
-//! Per-request cost caps (issue 29): every request that calls the model is planned first
-//! (the library's plan, no model call); a plan over `--max-calls-per-request` or
-//! `--max-prompt-tokens-per-request` is refused with 422 `too_costly` and the plan, and
-//! `"plan": true` answers the plan alone.
+//! Per-request cost caps (issues 29 and 42): every request that calls the model is planned
+//! first (the library's plan, no model call); a plan over `--max-calls-per-request`,
+//! `--max-prompt-tokens-per-request` or `--max-completion-tokens-per-request` is refused
+//! with 422 `too_costly` and the plan, and `"plan": true` answers the plan alone. A
+//! `thinking_reserve` over `--max-thinking-reserve` is refused (422).
 
 use serde_json::{Value, json};
 use synthkit_serve::ServiceLimits;
@@ -109,4 +110,69 @@ async fn plan_true_answers_the_plan_without_a_call() {
     let defaults = ServiceLimits::default();
     assert_eq!(defaults.max_calls_per_request, 40);
     assert_eq!(defaults.max_prompt_tokens_per_request, 200_000);
+    assert_eq!(defaults.max_completion_tokens_per_request, 50_000);
+    assert_eq!(defaults.max_thinking_reserve, 4096);
+}
+
+/// Issue 42, item 4: `thinking_reserve` lifted every call's `max_tokens` above the
+/// service's output reserve for any client (`--num-output 256` sent `max_tokens: 7256`
+/// for a request asking 7000), and the caps counted calls and prompt tokens only. The
+/// reserve is capped, and the planned completion tokens (every call's `max_tokens`, the
+/// reserve included) are checked with the other caps before any call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_thinking_reserve_is_capped_and_counted_in_the_completion_tokens() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("On day 3."));
+    let limits = ServiceLimits::default()
+        .with_max_thinking_reserve(1000)
+        .with_max_completion_tokens_per_request(2000);
+    let service = Service::openai(&fake, limits).await;
+
+    // Within the window (4096, output reserve 256), so only the cap refuses it.
+    let mut greedy = refine(1);
+    greedy["thinking_reserve"] = json!(2000);
+    let (status, e) = service.post(&greedy).await;
+    assert_eq!(status, 422, "{e}");
+    assert_error_body(&e, "thinking_reserve_too_large", "--max-thinking-reserve");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("1000"),
+        "{e}"
+    );
+    assert_eq!(fake.requests(), 0, "refused before any model call");
+
+    // The plan counts each call's reserve in its completion tokens, beside the cap.
+    let planned = |reserve: u64| {
+        let mut body = refine(3);
+        body["plan"] = json!(true);
+        body["thinking_reserve"] = json!(reserve);
+        body
+    };
+    let (status, without) = service.post(&planned(0)).await;
+    assert_eq!(status, 200, "{without}");
+    let (status, with) = service.post(&planned(1000)).await;
+    assert_eq!(status, 200, "{with}");
+    assert_eq!(with["total"]["calls"], 3, "{with}");
+    let completion = |p: &Value| p["total"]["max_completion_tokens"].as_u64().unwrap();
+    assert_eq!(completion(&with), completion(&without) + 3 * 1000, "{with}");
+    assert_eq!(with["caps"]["max_completion_tokens_per_request"], 2000);
+    assert_eq!(
+        (&without["within_caps"], &with["within_caps"]),
+        (&json!(true), &json!(false))
+    );
+
+    // Run, the same request is refused as too costly, naming the cap; without the reserve
+    // it runs.
+    let mut costly = refine(3);
+    costly["thinking_reserve"] = json!(1000);
+    let (status, e) = service.post(&costly).await;
+    assert_eq!(status, 422, "{e}");
+    assert_error_body(
+        &e,
+        "too_costly",
+        "completion tokens (--max-completion-tokens-per-request 2000)",
+    );
+    assert_eq!(completion(&e["plan"]), completion(&with));
+    assert_eq!(fake.requests(), 0);
+    let (status, r) = service.post(&refine(3)).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(fake.requests(), 3);
 }

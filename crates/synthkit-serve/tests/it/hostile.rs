@@ -147,6 +147,92 @@ async fn a_full_service_sheds_with_503_and_retry_after() {
     );
 }
 
+/// A synthesis request whose body comes a byte every 200 ms (`Content-Length: 1000`,
+/// never all sent): the task ends with the service's answer, or `None` if the connection
+/// closed without one. The task is aborted (and its connection closed) when dropped.
+fn slow_body(addr: &str) -> tokio_util::task::AbortOnDropHandle<Option<Answer>> {
+    let addr = addr.to_string();
+    tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+        let stream = TcpStream::connect(&addr).await.ok()?;
+        let (mut reader, mut writer) = stream.into_split();
+        let head = "POST /v1/synthesize HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
+        writer.write_all(head.as_bytes()).await.ok()?;
+        let drip = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            for _ in 0..1000 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if writer.write_all(b" ").await.is_err() {
+                    return;
+                }
+            }
+        }));
+        let answer = read_answer(&mut reader).await;
+        drop(drip);
+        Some(answer)
+    }))
+}
+
+/// Issue 42, item 3: a request took its `max_requests` slot before its body was read, so
+/// two bodies sent a byte at a time held both slots of `max_requests 2` (for the whole
+/// 300 s request timeout) and every other request got 503. Bodies are read first now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_hold_no_request_slot() {
+    // A body deadline longer than the test: the slow bodies stay open throughout.
+    let limits = ServiceLimits::default()
+        .with_max_requests(2)
+        .with_body_timeout(Duration::from_secs(3600));
+    let service = Service::extractive(limits).await;
+    let addr = addr_of(&service.url);
+    let slow = [slow_body(&addr), slow_body(&addr)];
+    let metrics = service.state.metrics().clone();
+    crate::common::wait_until("both slow bodies are in flight", || {
+        metrics
+            .requests_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 2
+    })
+    .await;
+    for _ in 0..3 {
+        let a = post_json(&addr, &[]).await;
+        assert_eq!(
+            a.status, 200,
+            "an ordinary request beside two slow bodies: {a:?}"
+        );
+    }
+    assert!(
+        slow.iter().all(|s| !s.is_finished()),
+        "the slow bodies are still being read"
+    );
+}
+
+/// Issue 42, item 3: a body that does not arrive within `body_timeout` is answered 408
+/// `body_timeout` (JSON), and the service goes on answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_body_is_answered_408() {
+    let limits = ServiceLimits::default()
+        .with_max_requests(2)
+        .with_body_timeout(Duration::from_secs(1));
+    let service = Service::extractive(limits).await;
+    let addr = addr_of(&service.url);
+    let slow = [slow_body(&addr), slow_body(&addr)];
+    for s in slow {
+        let a = s
+            .await
+            .unwrap()
+            .expect("the service answered the slow body");
+        a.assert_error(408, "body_timeout");
+        assert!(
+            a.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("--body-timeout"),
+            "{a:?}"
+        );
+        assert_eq!(a.header("connection"), Some("close"), "{a:?}");
+    }
+    assert_eq!(post_json(&addr, &[]).await.status, 200);
+    assert_eq!(service.state.metrics().requests("/v1/synthesize", 408), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_site_requests_are_refused_on_loopback() {
     let service = Service::extractive(ServiceLimits::default()).await;

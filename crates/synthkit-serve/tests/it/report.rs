@@ -176,3 +176,45 @@ async fn report_requests_are_counted_under_their_route() {
         "/v1/report/{id}",
     );
 }
+
+/// Issue 42, item 12: any valid key read any report. A report belongs to the key that
+/// asked for it: another key gets the 404 of an unknown id (not a 403, which would say it
+/// exists); without keys, anyone with the id reads it, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_is_read_only_with_the_key_that_made_it() {
+    let other = "another-key";
+    let service = Service::extractive_with_keys(&format!("{KEY}\n{other}\n")).await;
+    let body =
+        json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "report": true});
+    let (status, r) = post(&service, &body).await;
+    assert_eq!(status, 200, "{r}");
+    let url = r["report_url"].as_str().unwrap();
+    let (status, _, _) = get(&service, url, Some(KEY)).await;
+    assert_eq!(status, 200, "the key that made it reads it");
+    let (status, _, theirs) = get(&service, url, Some(other)).await;
+    assert_eq!(status, 404, "another key: {theirs}");
+    let (_, _, unknown) = get(
+        &service,
+        "/v1/report/0123456789abcdef0123456789abcdef",
+        Some(other),
+    )
+    .await;
+    assert_eq!(theirs, unknown, "the same answer as an unknown id");
+    assert_error_body(
+        &serde_json::from_str(&theirs).unwrap(),
+        "report_not_found",
+        "only to the API key that asked for it",
+    );
+
+    let open = Service::extractive(ServiceLimits::default()).await;
+    let r = reqwest::Client::new()
+        .post(open.synthesize_url())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let r: Value = r.json().await.unwrap();
+    let url = r["report_url"].as_str().unwrap();
+    let (status, _, _) = get(&open, url, None).await;
+    assert_eq!(status, 200, "without keys, as before");
+}

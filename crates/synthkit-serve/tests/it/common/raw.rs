@@ -107,7 +107,7 @@ pub fn request(method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]
 }
 
 /// Reads one answer (head, then a body framed by Content-Length or chunked).
-pub async fn read_answer(stream: &mut TcpStream) -> Answer {
+pub async fn read_answer(stream: &mut (impl AsyncRead + Unpin)) -> Answer {
     let deadline = Instant::now() + DEADLINE;
     let mut buf = Vec::new();
     let head_end = loop {
@@ -159,7 +159,11 @@ pub async fn read_answer(stream: &mut TcpStream) -> Answer {
     }
 }
 
-async fn dechunk(stream: &mut TcpStream, mut rest: Vec<u8>, deadline: Instant) -> Vec<u8> {
+async fn dechunk(
+    stream: &mut (impl AsyncRead + Unpin),
+    mut rest: Vec<u8>,
+    deadline: Instant,
+) -> Vec<u8> {
     let mut body = Vec::new();
     loop {
         let line_end = loop {
@@ -182,7 +186,7 @@ async fn dechunk(stream: &mut TcpStream, mut rest: Vec<u8>, deadline: Instant) -
     }
 }
 
-async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant) {
+async fn read_more(stream: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>, deadline: Instant) {
     let mut chunk = [0u8; 16 * 1024];
     let n = tokio::time::timeout_at(deadline, stream.read(&mut chunk))
         .await
