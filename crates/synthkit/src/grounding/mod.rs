@@ -337,3 +337,5 @@ fn without_engine_answer(answer: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+#[cfg(test)]
+mod tests;
