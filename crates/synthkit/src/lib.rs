@@ -200,6 +200,7 @@ pub mod error;
 #[cfg(feature = "eval")]
 pub mod eval;
 pub mod filtering;
+pub mod grounding;
 pub mod layer;
 pub mod many;
 pub mod mode;
