@@ -469,8 +469,11 @@ pub struct SynthesizeResponse {
 pub struct CitationsBody {
     /// The answer's markers in order of first use (marker 1 first).
     pub markers: Vec<CitationBody>,
-    /// Markers removed because they named no source shown to the model, as written.
+    /// Markers removed because they named no source shown to the model, as written: the
+    /// first 64 (`synthkit::citation::MAX_REMOVED_LISTED`).
     pub removed: Vec<String>,
+    /// How many markers were removed in all.
+    pub removed_count: usize,
     /// With `"citations": "quotes"`: every `[n] "quote"` of the answer, checked (absent
     /// when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -74,6 +74,39 @@ pub(crate) fn label_lines(text: &str) -> BTreeSet<u32> {
     text.lines().filter_map(super::label_number).collect()
 }
 
+/// The most removed markers listed ([`super::Citations::removed`]); the rest are only
+/// counted ([`super::Citations::removed_count`]).
+pub const MAX_REMOVED_LISTED: usize = 64;
+
+/// Markers removed, as written: the first [`MAX_REMOVED_LISTED`], and how many in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RemovedMarkers {
+    pub(crate) listed: Vec<String>,
+    pub(crate) count: usize,
+}
+
+impl RemovedMarkers {
+    /// Counts `marker`, and lists it while there is room.
+    pub(crate) fn push(&mut self, marker: &str) {
+        self.count += 1;
+        if self.listed.len() < MAX_REMOVED_LISTED {
+            self.listed.push(marker.to_string());
+        }
+    }
+
+    /// Adds `later`'s markers after these.
+    pub(crate) fn append(&mut self, later: RemovedMarkers) {
+        let room = MAX_REMOVED_LISTED.saturating_sub(self.listed.len());
+        self.listed.extend(later.listed.into_iter().take(room));
+        self.count += later.count;
+    }
+
+    /// Whether no marker was removed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
 /// Rewrites markers as text passes through: numbers outside `allowed` are dropped (a
 /// marker left empty is removed with the space before it, and reported), and with
 /// renumbering the remaining numbers become 1, 2, ... in order of first use.
@@ -89,8 +122,8 @@ pub(crate) struct MarkerRewriter {
     /// Original number to new number, and the originals in order of first use.
     new_numbers: HashMap<u32, u32>,
     order: Vec<u32>,
-    /// Markers removed, as written.
-    removed: Vec<String>,
+    /// Markers removed, as written (bounded).
+    removed: RemovedMarkers,
     /// Whitespace held back: it is dropped if a removed marker follows.
     spaces: String,
     /// A possible marker being read (starts with `[`).
@@ -105,7 +138,7 @@ impl MarkerRewriter {
             show: true,
             new_numbers: HashMap::new(),
             order: Vec::new(),
-            removed: Vec::new(),
+            removed: RemovedMarkers::default(),
             spaces: String::new(),
             marker: String::new(),
         }
@@ -190,13 +223,13 @@ impl MarkerRewriter {
             }
         }
         if kept.is_empty() {
-            self.removed.push(written);
+            self.removed.push(&written);
             // The space before a removed marker goes with it.
             self.spaces.clear();
             return;
         }
         if dropped_any {
-            self.removed.push(written.clone());
+            self.removed.push(&written);
         }
         if !self.show {
             self.spaces.clear();
@@ -249,8 +282,9 @@ impl MarkerRewriter {
         &self.allowed
     }
 
-    /// The markers removed (wholly or in part) so far, as written.
-    pub(crate) fn take_removed(&mut self) -> Vec<String> {
+    /// The markers removed (wholly or in part) so far, as written (the first
+    /// [`MAX_REMOVED_LISTED`] listed, all counted).
+    pub(crate) fn take_removed(&mut self) -> RemovedMarkers {
         std::mem::take(&mut self.removed)
     }
 }
@@ -301,7 +335,9 @@ mod tests {
         let mut r = MarkerRewriter::new(set(&[1]), true);
         let out = r.rewrite("A [7]. B [1, 9]. C[8] d.");
         assert_eq!(out, "A. B [1]. C d.");
-        assert_eq!(r.take_removed(), vec!["[7]", "[1, 9]", "[8]"]);
+        let removed = r.take_removed();
+        assert_eq!(removed.listed, vec!["[7]", "[1, 9]", "[8]"]);
+        assert_eq!(removed.count, 3);
     }
 
     #[test]
@@ -340,7 +376,7 @@ mod tests {
         let mut r = MarkerRewriter::new(set(&[1, 2]), true).hiding_markers();
         assert_eq!(r.rewrite("A [2]. B [1][5]."), "A. B.");
         assert_eq!(r.order(), &[2, 1]);
-        assert_eq!(r.take_removed(), vec!["[5]"]);
+        assert_eq!(r.take_removed().listed, vec!["[5]"]);
     }
 
     #[test]

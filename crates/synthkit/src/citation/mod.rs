@@ -47,11 +47,17 @@ use serde::Serialize;
 mod markers;
 mod quotes;
 
-pub(crate) use markers::{MarkerRewriter, label_lines, numbers_in, strip_markers};
+pub use markers::MAX_REMOVED_LISTED;
+pub(crate) use markers::{MarkerRewriter, RemovedMarkers, label_lines, numbers_in, strip_markers};
 pub use quotes::{
     MAX_QUOTE_CHARS, MAX_QUOTES, MAX_UNSUPPORTED_NUMBERS, Quote, QuoteCounts, QuoteStatus,
     UnsupportedNumber,
 };
+
+/// The removed markers a warning shows (it says how many there were in all).
+const LOGGED_MARKERS: usize = 8;
+/// Each marker a warning shows is cut to this many characters.
+const LOGGED_MARKER_CHARS: usize = 32;
 
 /// How the model is asked to cite ([`crate::SynthesizerBuilder::citation_style`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -101,8 +107,10 @@ pub struct Citations {
     /// The answer's markers in order of first use (marker 1 first).
     pub markers: Vec<Citation>,
     /// Markers removed because they named no source shown to the model that wrote them,
-    /// as written, from every step.
+    /// as written, from every step: the first [`MAX_REMOVED_LISTED`].
     pub removed: Vec<String>,
+    /// How many markers were removed in all (listed in `removed` or not).
+    pub removed_count: usize,
     /// Quote mode ([`CitationStyle::Quotes`]): every `[n] "quote"` of the final answer,
     /// checked, in order (empty otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -186,7 +194,7 @@ pub(crate) struct CitationLedger {
     node_ids: Vec<String>,
     /// Quote mode: the text of source `n` at index `n - 1` (`None`: markers only).
     texts: Option<Vec<String>>,
-    removed: Mutex<Vec<String>>,
+    removed: Mutex<RemovedMarkers>,
 }
 
 impl CitationLedger {
@@ -195,7 +203,7 @@ impl CitationLedger {
         Arc::new(Self {
             node_ids,
             texts,
-            removed: Mutex::new(Vec::new()),
+            removed: Mutex::new(RemovedMarkers::default()),
         })
     }
 
@@ -217,15 +225,16 @@ impl CitationLedger {
         out
     }
 
-    pub(crate) fn note_removed(&self, removed: Vec<String>) {
+    /// Keeps `removed` for the answer's citations (logged once, by
+    /// [`CitationLedger::citations`]).
+    pub(crate) fn note_removed(&self, removed: RemovedMarkers) {
         if removed.is_empty() {
             return;
         }
-        tracing::warn!(target: "synthkit", removed = ?removed, "the model cited sources it was not shown; those markers were removed");
         self.removed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .extend(removed);
+            .append(removed);
     }
 
     /// The citations of a final answer rewritten by `rewriter` (renumbering); `raw` is
@@ -281,16 +290,32 @@ impl CitationLedger {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
+        log_removed(&removed);
         let (quotes, unsupported_numbers) = report
             .map(|r| (r.quotes, r.unsupported_numbers))
             .unwrap_or_default();
         Citations {
             markers,
-            removed,
+            removed: removed.listed,
+            removed_count: removed.count,
             quotes,
             unsupported_numbers,
         }
     }
+}
+
+/// One warning for an answer's removed markers: how many, and the first few, cut short.
+fn log_removed(removed: &RemovedMarkers) {
+    if removed.is_empty() {
+        return;
+    }
+    let first: Vec<String> = removed
+        .listed
+        .iter()
+        .take(LOGGED_MARKERS)
+        .map(|m| m.chars().take(LOGGED_MARKER_CHARS).collect())
+        .collect();
+    tracing::warn!(target: "synthkit", removed = removed.count, first = ?first, "the model cited sources it was not shown; those markers were removed");
 }
 
 #[cfg(test)]
@@ -319,6 +344,22 @@ mod tests {
         assert_eq!(c.markers[0].node_ids, vec!["b"]);
         assert_eq!(c.cited_node_ids(), vec!["b", "a"]);
         assert_eq!(c.removed, vec!["[3]"]);
+        assert_eq!(c.removed_count, 1);
         assert!(c.cites("a"));
+    }
+
+    #[test]
+    fn removed_markers_are_listed_up_to_the_bound_and_all_counted() {
+        let ledger = CitationLedger::with_texts(vec!["a".into()], None);
+        // Removed at two steps, then in the final answer.
+        let step = "x [9] ".repeat(MAX_REMOVED_LISTED / 2 + 1);
+        ledger.check([1].into(), &step);
+        ledger.check([1].into(), &step);
+        let mut r = MarkerRewriter::new(ledger.all(), true);
+        r.rewrite(&"[1] [7] ".repeat(500_000 / 8));
+        let c = ledger.citations(&mut r, "");
+        assert_eq!(c.removed.len(), MAX_REMOVED_LISTED);
+        assert!(c.removed.iter().all(|m| m == "[9]"), "first ones first");
+        assert_eq!(c.removed_count, 2 * (MAX_REMOVED_LISTED / 2 + 1) + 62_500);
     }
 }
