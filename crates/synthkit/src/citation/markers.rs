@@ -46,26 +46,45 @@ pub(crate) fn marker_char(c: char) -> bool {
     c.is_ascii_digit() || matches!(c, ',' | ';' | ' ' | '-' | '–')
 }
 
+/// The marker whose `[` is at byte `start` of `text`: its end (after the `]`) and the
+/// numbers it names; `None` when no marker starts there. Reads as
+/// [`MarkerRewriter`] does: at most [`MAX_MARKER_LEN`] bytes, marker characters only.
+pub(crate) fn marker_at(text: &str, start: usize) -> Option<(usize, Vec<u32>)> {
+    let rest = text.get(start..)?.strip_prefix('[')?;
+    // The bytes read so far, `[` included, as the rewriter counts them.
+    let mut len = 1;
+    for c in rest.chars() {
+        if c == ']' {
+            let inside = rest.get(..len - 1)?;
+            return parse_marker(inside).map(|ns| (start + len + 1, ns));
+        }
+        if !marker_char(c) || len >= MAX_MARKER_LEN {
+            return None;
+        }
+        len += c.len_utf8();
+    }
+    None
+}
+
+/// Every marker of `text`, in order: `(start, end, numbers)` in bytes. Linear in `text`:
+/// a failed marker is read no further than the next `[`.
+pub(crate) fn markers(text: &str) -> impl Iterator<Item = (usize, usize, Vec<u32>)> + '_ {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        loop {
+            let start = from + text.get(from..)?.find('[')?;
+            from = start + 1;
+            if let Some((end, numbers)) = marker_at(text, start) {
+                from = end;
+                return Some((start, end, numbers));
+            }
+        }
+    })
+}
+
 /// Every number named by a marker in `text` (label lines included).
 pub(crate) fn numbers_in(text: &str) -> BTreeSet<u32> {
-    let mut out = BTreeSet::new();
-    let mut rest = text;
-    while let Some(open) = rest.find('[') {
-        let after = rest.get(open + 1..).unwrap_or_default();
-        match after.find(']') {
-            Some(close) if close <= MAX_MARKER_LEN => {
-                let inside = after.get(..close).unwrap_or_default();
-                if inside.chars().all(marker_char)
-                    && let Some(ns) = parse_marker(inside)
-                {
-                    out.extend(ns);
-                }
-                rest = after.get(close + 1..).unwrap_or_default();
-            }
-            _ => rest = after,
-        }
-    }
-    out
+    markers(text).flat_map(|(_, _, ns)| ns).collect()
 }
 
 /// The numbers of the label lines in `text`: lines that are exactly `[n]`, as the engine
@@ -203,6 +222,9 @@ impl MarkerRewriter {
             return;
         };
         let mut kept: Vec<u32> = Vec::new();
+        // A marker may name thousands of numbers (`[1-64, 1-64, ...]`): kept ones are
+        // looked up in a set, not in `kept`.
+        let mut seen: BTreeSet<u32> = BTreeSet::new();
         let mut dropped_any = false;
         for n in numbers {
             if !self.allowed.contains(&n) {
@@ -218,7 +240,7 @@ impl MarkerRewriter {
             } else {
                 n
             };
-            if !kept.contains(&m) {
+            if seen.insert(m) {
                 kept.push(m);
             }
         }
@@ -369,6 +391,34 @@ mod tests {
     fn finds_numbers_and_label_lines() {
         assert_eq!(numbers_in("a [1] b [2, 4] [x] [3-4]"), set(&[1, 2, 3, 4]));
         assert_eq!(label_lines("[1]\nfoo [2]\n[3]\n [4]"), set(&[1, 3]));
+    }
+
+    #[test]
+    fn markers_are_read_as_the_rewriter_reads_them() {
+        let long = format!("[{}]", "1, ".repeat(60));
+        let text = format!(
+            "a [1] [x] [[2] b[3-4]] [12345678901] [0] [5 ; 6] [7\u{2013}8] {long} [9] [1, 2 ["
+        );
+        // The rewriter, allowing nothing, removes every marker it reads.
+        let mut r = MarkerRewriter::new(BTreeSet::new(), false);
+        r.rewrite(&text);
+        let removed = r.take_removed().listed;
+        let read: Vec<&str> = markers(&text).map(|(a, b, _)| &text[a..b]).collect();
+        assert_eq!(read, removed);
+        assert_eq!(
+            read,
+            vec!["[1]", "[2]", "[3-4]", "[5 ; 6]", "[7\u{2013}8]", "[9]"]
+        );
+        assert_eq!(numbers_in(&text), set(&[1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    }
+
+    #[test]
+    fn a_marker_naming_thousands_of_numbers_keeps_each_once() {
+        let mut r = MarkerRewriter::new((1..=64).collect(), true);
+        let marker = format!("[{}]", vec!["1-64"; 30].join(","));
+        let out = r.rewrite(&marker);
+        assert_eq!(out.matches(", ").count(), 63, "{out}");
+        assert_eq!(r.order().len(), 64);
     }
 
     #[test]
