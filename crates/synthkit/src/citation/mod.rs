@@ -40,6 +40,7 @@
 //! ```
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
@@ -49,9 +50,11 @@ mod quotes;
 
 pub use markers::MAX_REMOVED_LISTED;
 pub(crate) use markers::{MarkerRewriter, RemovedMarkers, label_lines, numbers_in, strip_markers};
+pub(crate) use quotes::Stopped;
 pub use quotes::{
-    MAX_QUOTE_CHARS, MAX_QUOTES, MAX_UNSUPPORTED_NUMBERS, Quote, QuoteCounts, QuoteStatus,
-    UnsupportedNumber,
+    MAX_CHECKED_MARKERS, MAX_QUOTE_CHARS, MAX_QUOTES, MAX_SENTENCE_SOURCES,
+    MAX_UNSUPPORTED_NUMBERS, MIN_QUOTE_LETTERS, MIN_QUOTE_WORDS, Quote, QuoteCounts, QuoteStatus,
+    UncheckedReason, UnsupportedNumber,
 };
 
 /// The removed markers a warning shows (it says how many there were in all).
@@ -111,6 +114,11 @@ pub struct Citations {
     pub removed: Vec<String>,
     /// How many markers were removed in all (listed in `removed` or not).
     pub removed_count: usize,
+    /// Quote mode: uses of markers the check did not read, past [`MAX_CHECKED_MARKERS`]
+    /// markers or with a quote past [`MAX_QUOTES`]; they support no citation (absent
+    /// from JSON when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unchecked_markers: usize,
     /// Quote mode ([`CitationStyle::Quotes`]): every `[n] "quote"` of the final answer,
     /// checked, in order (empty otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -118,6 +126,10 @@ pub struct Citations {
     /// Quote mode: numbers of cited sentences that none of their cited sources contains.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unsupported_numbers: Vec<UnsupportedNumber>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Citations {
@@ -195,6 +207,8 @@ pub(crate) struct CitationLedger {
     /// Quote mode: the text of source `n` at index `n - 1` (`None`: markers only).
     texts: Option<Vec<String>>,
     removed: Mutex<RemovedMarkers>,
+    /// The steps the quote checks of this ledger took, stopped ones included.
+    check_steps: AtomicU64,
 }
 
 impl CitationLedger {
@@ -204,6 +218,7 @@ impl CitationLedger {
             node_ids,
             texts,
             removed: Mutex::new(RemovedMarkers::default()),
+            check_steps: AtomicU64::new(0),
         })
     }
 
@@ -237,23 +252,44 @@ impl CitationLedger {
             .append(removed);
     }
 
+    /// The steps the quote checks of this ledger took so far (stopped ones included).
+    #[cfg(test)]
+    pub(crate) fn check_steps(&self) -> u64 {
+        self.check_steps.load(Ordering::Relaxed)
+    }
+
     /// The citations of a final answer rewritten by `rewriter` (renumbering); `raw` is
-    /// the answer as the model wrote it (read in quote mode only).
+    /// the answer as the model wrote it (read in quote mode only). The quote check stops
+    /// (`Err(Stopped)`) once `stop` is set: its caller is gone.
     ///
     /// In quote mode a marker names its node when at least one of its uses is not a
     /// failed quote (no quote, or a verified one), plus every node one of its quotes was
     /// found in instead (misattributed); a marker left naming none (all its quotes
-    /// fabricated) is left out of [`Citations::markers`].
-    pub(crate) fn citations(&self, rewriter: &mut MarkerRewriter, raw: &str) -> Citations {
+    /// fabricated or unchecked) is left out of [`Citations::markers`].
+    pub(crate) fn citations(
+        &self,
+        rewriter: &mut MarkerRewriter,
+        raw: &str,
+        stop: &AtomicBool,
+    ) -> Result<Citations, Stopped> {
         self.note_removed(rewriter.take_removed());
-        let report = self.texts.as_ref().map(|texts| {
-            let sources = quotes::Sources {
-                ids: &self.node_ids,
-                texts,
-                allowed: rewriter.allowed(),
-            };
-            quotes::check(raw, &sources, |n| rewriter.new_number(n))
-        });
+        let report = match &self.texts {
+            None => None,
+            Some(texts) => {
+                let sources = quotes::Sources {
+                    ids: &self.node_ids,
+                    texts,
+                    allowed: rewriter.allowed(),
+                };
+                let mut work = quotes::Work::new(stop);
+                let checked = quotes::check(raw, &sources, |n| rewriter.new_number(n), &mut work);
+                self.check_steps.fetch_add(work.steps(), Ordering::Relaxed);
+                if checked.is_err() {
+                    tracing::debug!(target: "synthkit", steps = work.steps(), "the quote check stopped: its caller is gone");
+                }
+                Some(checked?)
+            }
+        };
         let id = |n: u32| self.node_ids.get(n as usize - 1).cloned();
         let markers = rewriter
             .order()
@@ -291,16 +327,17 @@ impl CitationLedger {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         log_removed(&removed);
-        let (quotes, unsupported_numbers) = report
-            .map(|r| (r.quotes, r.unsupported_numbers))
+        let (quotes, unsupported_numbers, unchecked_markers) = report
+            .map(|r| (r.quotes, r.unsupported_numbers, r.unchecked_markers))
             .unwrap_or_default();
-        Citations {
+        Ok(Citations {
             markers,
             removed: removed.listed,
             removed_count: removed.count,
+            unchecked_markers,
             quotes,
             unsupported_numbers,
-        }
+        })
     }
 }
 
@@ -340,7 +377,9 @@ mod tests {
         let mut r = MarkerRewriter::new(ledger.all(), true);
         let text = r.rewrite("x [2] y [1] z [3]");
         assert_eq!(text, "x [1] y [2] z");
-        let c = ledger.citations(&mut r, "");
+        let c = ledger
+            .citations(&mut r, "", &AtomicBool::new(false))
+            .unwrap();
         assert_eq!(c.markers[0].node_ids, vec!["b"]);
         assert_eq!(c.cited_node_ids(), vec!["b", "a"]);
         assert_eq!(c.removed, vec!["[3]"]);
@@ -357,7 +396,9 @@ mod tests {
         ledger.check([1].into(), &step);
         let mut r = MarkerRewriter::new(ledger.all(), true);
         r.rewrite(&"[1] [7] ".repeat(500_000 / 8));
-        let c = ledger.citations(&mut r, "");
+        let c = ledger
+            .citations(&mut r, "", &AtomicBool::new(false))
+            .unwrap();
         assert_eq!(c.removed.len(), MAX_REMOVED_LISTED);
         assert!(c.removed.iter().all(|m| m == "[9]"), "first ones first");
         assert_eq!(c.removed_count, 2 * (MAX_REMOVED_LISTED / 2 + 1) + 62_500);
