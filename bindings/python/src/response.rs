@@ -110,8 +110,9 @@ impl Response {
     /// `{"marker", "node_id", "marked_node_id", "quote", "status", "start", "end"}`;
     /// `status` is `verified` (in the marked node; `start`/`end` are character offsets
     /// into `node_id`'s text), `misattributed` (in another source: `node_id` is that
-    /// source) or `not_found` (offsets `None`, left out of `citations`). `None` without
-    /// citations; empty outside quote mode.
+    /// source), `not_found` (offsets `None`, left out of `citations`) or `unchecked`
+    /// (not looked for, left out of `citations`; `reason` is `too_short`, `too_long` or
+    /// `unclosed`). `None` without citations; empty outside quote mode.
     #[getter]
     fn quotes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Some(c) = &self.inner.citations else {

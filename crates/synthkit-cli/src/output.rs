@@ -325,7 +325,12 @@ pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonRep
         }
         if let Some(c) = &response.citations {
             obj.insert("citations".into(), json!(c.markers));
+            // The first MAX_REMOVED_LISTED removed markers, and how many in all.
             obj.insert("citations_removed".into(), json!(c.removed));
+            obj.insert("citations_removed_count".into(), json!(c.removed_count));
+            if c.unchecked_markers > 0 {
+                obj.insert("unchecked_markers".into(), json!(c.unchecked_markers));
+            }
             // Quote mode: each quote with its status and character offsets, and the
             // numbers no cited source has.
             if !c.quotes.is_empty() {

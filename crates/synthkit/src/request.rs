@@ -474,8 +474,15 @@ pub struct SynthesizeResponse {
 pub struct CitationsBody {
     /// The answer's markers in order of first use (marker 1 first).
     pub markers: Vec<CitationBody>,
-    /// Markers removed because they named no source shown to the model, as written.
+    /// Markers removed because they named no source shown to the model, as written: the
+    /// first 64 (`synthkit::citation::MAX_REMOVED_LISTED`).
     pub removed: Vec<String>,
+    /// How many markers were removed in all.
+    pub removed_count: usize,
+    /// With `"citations": "quotes"`: uses of markers the check did not read (past 1024
+    /// markers or 256 quotes); they support no citation (absent when 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unchecked_markers: Option<usize>,
     /// With `"citations": "quotes"`: every `[n] "quote"` of the answer, checked (absent
     /// when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -499,8 +506,13 @@ pub struct QuoteBody {
     /// The quote as written, without its quote marks.
     pub quote: String,
     /// `verified` (in the marked node), `misattributed` (in another source shown: the
-    /// citation is re-pointed), `not_found` (left out of the citations).
+    /// citation is re-pointed), `not_found` (left out of the citations), `unchecked`
+    /// (not looked for, see `reason`; left out of the citations too).
     pub status: String,
+    /// With `unchecked` only: `too_short` (under 2 words and 8 letters), `too_long` (no
+    /// closing mark within 1000 characters) or `unclosed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Where the quote starts in `node_id`'s text, in characters (null when not found).
     pub start: Option<usize>,
     /// Where it ends (exclusive), in characters.

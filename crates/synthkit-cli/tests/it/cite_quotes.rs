@@ -118,3 +118,37 @@ fn eval_cite_quotes_records_quote_statuses_per_row_and_in_the_table() {
     assert!(table.contains("quotes v/m/nf"), "{table}");
     assert!(table.contains("1/0/1"), "{table}");
 }
+
+#[test]
+fn cite_quotes_json_lists_unchecked_quotes_with_their_reason_and_counts_removed_markers() {
+    // A one-letter quote, a curly quote closed by a straight mark, a whole-word miss, and
+    // more markers naming unseen sources than are listed.
+    let reply = format!(
+        "Cleaned [1] \"a\", every [1] \u{201C}three months\", by [1] \"irror is cleaned\".{}",
+        " [9]".repeat(100)
+    );
+    let server = FakeOpenAi::start(FakeConfig::replying(&reply));
+    let dir = tempfile::tempdir().unwrap();
+    docs(dir.path());
+    let v = json_of(&ask(&server, dir.path(), &["--cite=quotes", "--json"]));
+    let quotes = v["quotes"].as_array().unwrap_or_else(|| panic!("{v:#}"));
+    let got: Vec<(&str, &str)> = quotes
+        .iter()
+        .map(|q| {
+            let reason = q.get("reason").and_then(Value::as_str).unwrap_or("-");
+            (q["status"].as_str().unwrap(), reason)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("unchecked", "too_short"),
+            ("unchecked", "unclosed"),
+            ("not_found", "-")
+        ],
+        "{v:#}"
+    );
+    assert_eq!(v["citations"], json!([]), "no quote supports [1]: {v:#}");
+    assert_eq!(v["citations_removed"].as_array().unwrap().len(), 64);
+    assert_eq!(v["citations_removed_count"], 100);
+}

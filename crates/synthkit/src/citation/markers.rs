@@ -46,32 +46,84 @@ pub(crate) fn marker_char(c: char) -> bool {
     c.is_ascii_digit() || matches!(c, ',' | ';' | ' ' | '-' | '–')
 }
 
+/// The marker whose `[` is at byte `start` of `text`: its end (after the `]`) and the
+/// numbers it names; `None` when no marker starts there. Reads as
+/// [`MarkerRewriter`] does: at most [`MAX_MARKER_LEN`] bytes, marker characters only.
+pub(crate) fn marker_at(text: &str, start: usize) -> Option<(usize, Vec<u32>)> {
+    let rest = text.get(start..)?.strip_prefix('[')?;
+    // The bytes read so far, `[` included, as the rewriter counts them.
+    let mut len = 1;
+    for c in rest.chars() {
+        if c == ']' {
+            let inside = rest.get(..len - 1)?;
+            return parse_marker(inside).map(|ns| (start + len + 1, ns));
+        }
+        if !marker_char(c) || len >= MAX_MARKER_LEN {
+            return None;
+        }
+        len += c.len_utf8();
+    }
+    None
+}
+
+/// Every marker of `text`, in order: `(start, end, numbers)` in bytes. Linear in `text`:
+/// a failed marker is read no further than the next `[`.
+pub(crate) fn markers(text: &str) -> impl Iterator<Item = (usize, usize, Vec<u32>)> + '_ {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        loop {
+            let start = from + text.get(from..)?.find('[')?;
+            from = start + 1;
+            if let Some((end, numbers)) = marker_at(text, start) {
+                from = end;
+                return Some((start, end, numbers));
+            }
+        }
+    })
+}
+
 /// Every number named by a marker in `text` (label lines included).
 pub(crate) fn numbers_in(text: &str) -> BTreeSet<u32> {
-    let mut out = BTreeSet::new();
-    let mut rest = text;
-    while let Some(open) = rest.find('[') {
-        let after = rest.get(open + 1..).unwrap_or_default();
-        match after.find(']') {
-            Some(close) if close <= MAX_MARKER_LEN => {
-                let inside = after.get(..close).unwrap_or_default();
-                if inside.chars().all(marker_char)
-                    && let Some(ns) = parse_marker(inside)
-                {
-                    out.extend(ns);
-                }
-                rest = after.get(close + 1..).unwrap_or_default();
-            }
-            _ => rest = after,
-        }
-    }
-    out
+    markers(text).flat_map(|(_, _, ns)| ns).collect()
 }
 
 /// The numbers of the label lines in `text`: lines that are exactly `[n]`, as the engine
 /// puts them before each source.
 pub(crate) fn label_lines(text: &str) -> BTreeSet<u32> {
     text.lines().filter_map(super::label_number).collect()
+}
+
+/// The most removed markers listed ([`super::Citations::removed`]); the rest are only
+/// counted ([`super::Citations::removed_count`]).
+pub const MAX_REMOVED_LISTED: usize = 64;
+
+/// Markers removed, as written: the first [`MAX_REMOVED_LISTED`], and how many in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RemovedMarkers {
+    pub(crate) listed: Vec<String>,
+    pub(crate) count: usize,
+}
+
+impl RemovedMarkers {
+    /// Counts `marker`, and lists it while there is room.
+    pub(crate) fn push(&mut self, marker: &str) {
+        self.count += 1;
+        if self.listed.len() < MAX_REMOVED_LISTED {
+            self.listed.push(marker.to_string());
+        }
+    }
+
+    /// Adds `later`'s markers after these.
+    pub(crate) fn append(&mut self, later: RemovedMarkers) {
+        let room = MAX_REMOVED_LISTED.saturating_sub(self.listed.len());
+        self.listed.extend(later.listed.into_iter().take(room));
+        self.count += later.count;
+    }
+
+    /// Whether no marker was removed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// Rewrites markers as text passes through: numbers outside `allowed` are dropped (a
@@ -89,8 +141,8 @@ pub(crate) struct MarkerRewriter {
     /// Original number to new number, and the originals in order of first use.
     new_numbers: HashMap<u32, u32>,
     order: Vec<u32>,
-    /// Markers removed, as written.
-    removed: Vec<String>,
+    /// Markers removed, as written (bounded).
+    removed: RemovedMarkers,
     /// Whitespace held back: it is dropped if a removed marker follows.
     spaces: String,
     /// A possible marker being read (starts with `[`).
@@ -105,7 +157,7 @@ impl MarkerRewriter {
             show: true,
             new_numbers: HashMap::new(),
             order: Vec::new(),
-            removed: Vec::new(),
+            removed: RemovedMarkers::default(),
             spaces: String::new(),
             marker: String::new(),
         }
@@ -170,6 +222,9 @@ impl MarkerRewriter {
             return;
         };
         let mut kept: Vec<u32> = Vec::new();
+        // A marker may name thousands of numbers (`[1-64, 1-64, ...]`): kept ones are
+        // looked up in a set, not in `kept`.
+        let mut seen: BTreeSet<u32> = BTreeSet::new();
         let mut dropped_any = false;
         for n in numbers {
             if !self.allowed.contains(&n) {
@@ -185,18 +240,18 @@ impl MarkerRewriter {
             } else {
                 n
             };
-            if !kept.contains(&m) {
+            if seen.insert(m) {
                 kept.push(m);
             }
         }
         if kept.is_empty() {
-            self.removed.push(written);
+            self.removed.push(&written);
             // The space before a removed marker goes with it.
             self.spaces.clear();
             return;
         }
         if dropped_any {
-            self.removed.push(written.clone());
+            self.removed.push(&written);
         }
         if !self.show {
             self.spaces.clear();
@@ -249,8 +304,9 @@ impl MarkerRewriter {
         &self.allowed
     }
 
-    /// The markers removed (wholly or in part) so far, as written.
-    pub(crate) fn take_removed(&mut self) -> Vec<String> {
+    /// The markers removed (wholly or in part) so far, as written (the first
+    /// [`MAX_REMOVED_LISTED`] listed, all counted).
+    pub(crate) fn take_removed(&mut self) -> RemovedMarkers {
         std::mem::take(&mut self.removed)
     }
 }
@@ -301,7 +357,9 @@ mod tests {
         let mut r = MarkerRewriter::new(set(&[1]), true);
         let out = r.rewrite("A [7]. B [1, 9]. C[8] d.");
         assert_eq!(out, "A. B [1]. C d.");
-        assert_eq!(r.take_removed(), vec!["[7]", "[1, 9]", "[8]"]);
+        let removed = r.take_removed();
+        assert_eq!(removed.listed, vec!["[7]", "[1, 9]", "[8]"]);
+        assert_eq!(removed.count, 3);
     }
 
     #[test]
@@ -336,11 +394,39 @@ mod tests {
     }
 
     #[test]
+    fn markers_are_read_as_the_rewriter_reads_them() {
+        let long = format!("[{}]", "1, ".repeat(60));
+        let text = format!(
+            "a [1] [x] [[2] b[3-4]] [12345678901] [0] [5 ; 6] [7\u{2013}8] {long} [9] [1, 2 ["
+        );
+        // The rewriter, allowing nothing, removes every marker it reads.
+        let mut r = MarkerRewriter::new(BTreeSet::new(), false);
+        r.rewrite(&text);
+        let removed = r.take_removed().listed;
+        let read: Vec<&str> = markers(&text).map(|(a, b, _)| &text[a..b]).collect();
+        assert_eq!(read, removed);
+        assert_eq!(
+            read,
+            vec!["[1]", "[2]", "[3-4]", "[5 ; 6]", "[7\u{2013}8]", "[9]"]
+        );
+        assert_eq!(numbers_in(&text), set(&[1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    }
+
+    #[test]
+    fn a_marker_naming_thousands_of_numbers_keeps_each_once() {
+        let mut r = MarkerRewriter::new((1..=64).collect(), true);
+        let marker = format!("[{}]", vec!["1-64"; 30].join(","));
+        let out = r.rewrite(&marker);
+        assert_eq!(out.matches(", ").count(), 63, "{out}");
+        assert_eq!(r.order().len(), 64);
+    }
+
+    #[test]
     fn hidden_markers_are_counted_and_removed() {
         let mut r = MarkerRewriter::new(set(&[1, 2]), true).hiding_markers();
         assert_eq!(r.rewrite("A [2]. B [1][5]."), "A. B.");
         assert_eq!(r.order(), &[2, 1]);
-        assert_eq!(r.take_removed(), vec!["[5]"]);
+        assert_eq!(r.take_removed().listed, vec!["[5]"]);
     }
 
     #[test]

@@ -40,6 +40,7 @@
 //! ```
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
@@ -47,11 +48,19 @@ use serde::Serialize;
 mod markers;
 mod quotes;
 
-pub(crate) use markers::{MarkerRewriter, label_lines, numbers_in, strip_markers};
+pub use markers::MAX_REMOVED_LISTED;
+pub(crate) use markers::{MarkerRewriter, RemovedMarkers, label_lines, numbers_in, strip_markers};
+pub(crate) use quotes::Stopped;
 pub use quotes::{
-    MAX_QUOTE_CHARS, MAX_QUOTES, MAX_UNSUPPORTED_NUMBERS, Quote, QuoteCounts, QuoteStatus,
-    UnsupportedNumber,
+    MAX_CHECKED_MARKERS, MAX_QUOTE_CHARS, MAX_QUOTES, MAX_SENTENCE_SOURCES,
+    MAX_UNSUPPORTED_NUMBERS, MIN_QUOTE_LETTERS, MIN_QUOTE_WORDS, Quote, QuoteCounts, QuoteStatus,
+    UncheckedReason, UnsupportedNumber,
 };
+
+/// The removed markers a warning shows (it says how many there were in all).
+const LOGGED_MARKERS: usize = 8;
+/// Each marker a warning shows is cut to this many characters.
+const LOGGED_MARKER_CHARS: usize = 32;
 
 /// How the model is asked to cite ([`crate::SynthesizerBuilder::citation_style`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -101,8 +110,15 @@ pub struct Citations {
     /// The answer's markers in order of first use (marker 1 first).
     pub markers: Vec<Citation>,
     /// Markers removed because they named no source shown to the model that wrote them,
-    /// as written, from every step.
+    /// as written, from every step: the first [`MAX_REMOVED_LISTED`].
     pub removed: Vec<String>,
+    /// How many markers were removed in all (listed in `removed` or not).
+    pub removed_count: usize,
+    /// Quote mode: uses of markers the check did not read, past [`MAX_CHECKED_MARKERS`]
+    /// markers or with a quote past [`MAX_QUOTES`]; they support no citation (absent
+    /// from JSON when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unchecked_markers: usize,
     /// Quote mode ([`CitationStyle::Quotes`]): every `[n] "quote"` of the final answer,
     /// checked, in order (empty otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -110,6 +126,10 @@ pub struct Citations {
     /// Quote mode: numbers of cited sentences that none of their cited sources contains.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unsupported_numbers: Vec<UnsupportedNumber>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Citations {
@@ -186,7 +206,9 @@ pub(crate) struct CitationLedger {
     node_ids: Vec<String>,
     /// Quote mode: the text of source `n` at index `n - 1` (`None`: markers only).
     texts: Option<Vec<String>>,
-    removed: Mutex<Vec<String>>,
+    removed: Mutex<RemovedMarkers>,
+    /// The steps the quote checks of this ledger took, stopped ones included.
+    check_steps: AtomicU64,
 }
 
 impl CitationLedger {
@@ -195,7 +217,8 @@ impl CitationLedger {
         Arc::new(Self {
             node_ids,
             texts,
-            removed: Mutex::new(Vec::new()),
+            removed: Mutex::new(RemovedMarkers::default()),
+            check_steps: AtomicU64::new(0),
         })
     }
 
@@ -217,34 +240,56 @@ impl CitationLedger {
         out
     }
 
-    pub(crate) fn note_removed(&self, removed: Vec<String>) {
+    /// Keeps `removed` for the answer's citations (logged once, by
+    /// [`CitationLedger::citations`]).
+    pub(crate) fn note_removed(&self, removed: RemovedMarkers) {
         if removed.is_empty() {
             return;
         }
-        tracing::warn!(target: "synthkit", removed = ?removed, "the model cited sources it was not shown; those markers were removed");
         self.removed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .extend(removed);
+            .append(removed);
+    }
+
+    /// The steps the quote checks of this ledger took so far (stopped ones included).
+    #[cfg(test)]
+    pub(crate) fn check_steps(&self) -> u64 {
+        self.check_steps.load(Ordering::Relaxed)
     }
 
     /// The citations of a final answer rewritten by `rewriter` (renumbering); `raw` is
-    /// the answer as the model wrote it (read in quote mode only).
+    /// the answer as the model wrote it (read in quote mode only). The quote check stops
+    /// (`Err(Stopped)`) once `stop` is set: its caller is gone.
     ///
     /// In quote mode a marker names its node when at least one of its uses is not a
     /// failed quote (no quote, or a verified one), plus every node one of its quotes was
     /// found in instead (misattributed); a marker left naming none (all its quotes
-    /// fabricated) is left out of [`Citations::markers`].
-    pub(crate) fn citations(&self, rewriter: &mut MarkerRewriter, raw: &str) -> Citations {
+    /// fabricated or unchecked) is left out of [`Citations::markers`].
+    pub(crate) fn citations(
+        &self,
+        rewriter: &mut MarkerRewriter,
+        raw: &str,
+        stop: &AtomicBool,
+    ) -> Result<Citations, Stopped> {
         self.note_removed(rewriter.take_removed());
-        let report = self.texts.as_ref().map(|texts| {
-            let sources = quotes::Sources {
-                ids: &self.node_ids,
-                texts,
-                allowed: rewriter.allowed(),
-            };
-            quotes::check(raw, &sources, |n| rewriter.new_number(n))
-        });
+        let report = match &self.texts {
+            None => None,
+            Some(texts) => {
+                let sources = quotes::Sources {
+                    ids: &self.node_ids,
+                    texts,
+                    allowed: rewriter.allowed(),
+                };
+                let mut work = quotes::Work::new(stop);
+                let checked = quotes::check(raw, &sources, |n| rewriter.new_number(n), &mut work);
+                self.check_steps.fetch_add(work.steps(), Ordering::Relaxed);
+                if checked.is_err() {
+                    tracing::debug!(target: "synthkit", steps = work.steps(), "the quote check stopped: its caller is gone");
+                }
+                Some(checked?)
+            }
+        };
         let id = |n: u32| self.node_ids.get(n as usize - 1).cloned();
         let markers = rewriter
             .order()
@@ -281,16 +326,33 @@ impl CitationLedger {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let (quotes, unsupported_numbers) = report
-            .map(|r| (r.quotes, r.unsupported_numbers))
+        log_removed(&removed);
+        let (quotes, unsupported_numbers, unchecked_markers) = report
+            .map(|r| (r.quotes, r.unsupported_numbers, r.unchecked_markers))
             .unwrap_or_default();
-        Citations {
+        Ok(Citations {
             markers,
-            removed,
+            removed: removed.listed,
+            removed_count: removed.count,
+            unchecked_markers,
             quotes,
             unsupported_numbers,
-        }
+        })
     }
+}
+
+/// One warning for an answer's removed markers: how many, and the first few, cut short.
+fn log_removed(removed: &RemovedMarkers) {
+    if removed.is_empty() {
+        return;
+    }
+    let first: Vec<String> = removed
+        .listed
+        .iter()
+        .take(LOGGED_MARKERS)
+        .map(|m| m.chars().take(LOGGED_MARKER_CHARS).collect())
+        .collect();
+    tracing::warn!(target: "synthkit", removed = removed.count, first = ?first, "the model cited sources it was not shown; those markers were removed");
 }
 
 #[cfg(test)]
@@ -315,10 +377,30 @@ mod tests {
         let mut r = MarkerRewriter::new(ledger.all(), true);
         let text = r.rewrite("x [2] y [1] z [3]");
         assert_eq!(text, "x [1] y [2] z");
-        let c = ledger.citations(&mut r, "");
+        let c = ledger
+            .citations(&mut r, "", &AtomicBool::new(false))
+            .unwrap();
         assert_eq!(c.markers[0].node_ids, vec!["b"]);
         assert_eq!(c.cited_node_ids(), vec!["b", "a"]);
         assert_eq!(c.removed, vec!["[3]"]);
+        assert_eq!(c.removed_count, 1);
         assert!(c.cites("a"));
+    }
+
+    #[test]
+    fn removed_markers_are_listed_up_to_the_bound_and_all_counted() {
+        let ledger = CitationLedger::with_texts(vec!["a".into()], None);
+        // Removed at two steps, then in the final answer.
+        let step = "x [9] ".repeat(MAX_REMOVED_LISTED / 2 + 1);
+        ledger.check([1].into(), &step);
+        ledger.check([1].into(), &step);
+        let mut r = MarkerRewriter::new(ledger.all(), true);
+        r.rewrite(&"[1] [7] ".repeat(500_000 / 8));
+        let c = ledger
+            .citations(&mut r, "", &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(c.removed.len(), MAX_REMOVED_LISTED);
+        assert!(c.removed.iter().all(|m| m == "[9]"), "first ones first");
+        assert_eq!(c.removed_count, 2 * (MAX_REMOVED_LISTED / 2 + 1) + 62_500);
     }
 }

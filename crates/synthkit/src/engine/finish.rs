@@ -2,6 +2,7 @@
 //! not, and the response with its sources.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use futures::StreamExt;
@@ -277,27 +278,46 @@ impl Job {
 
 /// The citations of a final answer (`raw`, as the model wrote it) rewritten by
 /// `rewriter`, and the rewriter back. Checking quotes searches the sources' text, work
-/// the request sizes, so in quote mode it runs on a blocking thread, not the runtime's.
+/// the request sizes, so in quote mode it runs on a blocking thread, not the runtime's,
+/// and stops soon after this future is dropped (the request is gone: a timeout, a client
+/// that left).
 async fn citations_of(
     ledger: Arc<CitationLedger>,
     mut rewriter: MarkerRewriter,
     raw: String,
 ) -> (crate::citation::Citations, MarkerRewriter) {
     if !ledger.checks_quotes() {
-        let c = ledger.citations(&mut rewriter, &raw);
-        return (c, rewriter);
+        let c = ledger.citations(&mut rewriter, &raw, &AtomicBool::new(false));
+        return (c.unwrap_or_default(), rewriter);
     }
+    let stop = StopOnDrop::default();
+    let flag = Arc::clone(&stop.0);
     let checked = tokio::task::spawn_blocking(move || {
-        let c = ledger.citations(&mut rewriter, &raw);
+        let c = ledger.citations(&mut rewriter, &raw, &flag);
         (c, rewriter)
     })
     .await;
-    checked.unwrap_or_else(|e| {
-        tracing::error!(target: "synthkit", error = %e, "checking the answer's quotes failed");
-        // The rewriter is not used again once its answer has ended.
-        let spent = MarkerRewriter::new(BTreeSet::new(), true);
-        (crate::citation::Citations::default(), spent)
-    })
+    drop(stop);
+    match checked {
+        Ok((c, rewriter)) => (c.unwrap_or_default(), rewriter),
+        Err(e) => {
+            tracing::error!(target: "synthkit", error = %e, "checking the answer's quotes failed");
+            // The rewriter is not used again once its answer has ended.
+            let spent = MarkerRewriter::new(BTreeSet::new(), true);
+            (crate::citation::Citations::default(), spent)
+        }
+    }
+}
+
+/// Sets its flag when dropped: held by the side awaiting a blocking check, it tells the
+/// check to stop once nobody awaits it.
+#[derive(Debug, Default)]
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Passes deltas through; if the stream ends having given no text, gives `fallback`.
@@ -333,4 +353,50 @@ pub(crate) fn driven<T: Send + 'static>(
     output: BoxStream<'static, Result<T, SynthError>>,
 ) -> BoxStream<'static, Result<T, SynthError>> {
     Box::pin(Driven::new(driver, output))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    /// A quote-mode ledger over one large source, the answer to check (256 fabricated
+    /// quotes, each searched for in the whole source) and its rewriter.
+    fn costly_check() -> (Arc<CitationLedger>, MarkerRewriter, String) {
+        let source = "the dome opens at dusk and closes at dawn. ".repeat(40_000);
+        let ledger = CitationLedger::with_texts(vec!["dome".into()], Some(vec![source]));
+        let raw: String = (0..crate::citation::MAX_QUOTES)
+            .map(|i| format!("Dusk [1] \"fabricated words number {i}.\" "))
+            .collect();
+        let mut rewriter = MarkerRewriter::new(ledger.all(), true);
+        rewriter.rewrite(&raw);
+        (ledger, rewriter, raw)
+    }
+
+    #[tokio::test]
+    async fn a_quote_check_stops_once_its_caller_is_gone() {
+        let (ledger, rewriter, raw) = costly_check();
+        let (citations, _) = citations_of(Arc::clone(&ledger), rewriter, raw).await;
+        assert_eq!(citations.quotes.len(), crate::citation::MAX_QUOTES);
+        let full = ledger.check_steps();
+
+        let (ledger, rewriter, raw) = costly_check();
+        // Polled once (the check starts on a blocking thread), then dropped: the request
+        // is gone.
+        let started = citations_of(Arc::clone(&ledger), rewriter, raw).now_or_never();
+        assert!(started.is_none(), "the check cannot have ended yet");
+        // The blocking thread holds the ledger until the check returns (bounded wait).
+        for _ in 0..6000 {
+            if Arc::strong_count(&ledger) == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(Arc::strong_count(&ledger), 1, "the check never returned");
+        let stopped = ledger.check_steps();
+        assert!(
+            stopped < full / 10,
+            "the stopped check took {stopped} steps of the full check's {full}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! Text handling: tokenizers and the token text splitter.
 
 pub mod abstention;
+pub mod normalized;
 pub mod plain;
 pub mod printable;
 pub mod splitter;

@@ -163,3 +163,121 @@ async fn streamed_quotes_match_the_plain_call() {
         assert_eq!(c.unsupported_numbers[0].number, "4");
     }
 }
+
+/// Statuses and reasons of a quote-mode answer over `texts`, and its citations.
+async fn statuses(texts: &[&str], answer: &str) -> synthkit::Citations {
+    let model = ScriptedModel::constant(info(16_384, 256), answer);
+    let synth = Synthesizer::builder(Arc::new(model))
+        .citations(true)
+        .citation_style(CitationStyle::Quotes)
+        .build()
+        .unwrap();
+    let nodes: Vec<Node> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Node::new(format!("n{}", i + 1), *t))
+        .collect();
+    synth
+        .synthesize("q", nodes)
+        .await
+        .unwrap()
+        .citations
+        .unwrap()
+}
+
+#[tokio::test]
+async fn fabricated_quotes_inside_words_short_or_closed_by_another_mark_are_not_verified() {
+    let source = "The drug is ineffective and unsafe for children. A ward opens at dawn.";
+    let cases = [
+        ("It works [1] \"effective\".", QuoteStatus::NotFound, None),
+        (
+            "Safe [1] \"safe for children\".",
+            QuoteStatus::NotFound,
+            None,
+        ),
+        (
+            "One letter [1] \"a\".",
+            QuoteStatus::Unchecked,
+            Some("too_short"),
+        ),
+        (
+            "Dawn [1] \u{201C}opens at dawn\".",
+            QuoteStatus::Unchecked,
+            Some("unclosed"),
+        ),
+        (
+            "Dawn [1] \u{ab}opens at dawn\".",
+            QuoteStatus::Unchecked,
+            Some("unclosed"),
+        ),
+    ];
+    for (answer, status, reason) in cases {
+        let c = statuses(&[source], answer).await;
+        assert_eq!(c.quotes.len(), 1, "{answer}: {c:?}");
+        let q = &c.quotes[0];
+        assert_eq!(q.status, status, "{answer}: {q:?}");
+        assert_eq!(q.reason.map(|r| r.as_str()), reason, "{answer}");
+        assert_eq!((q.start, q.end), (None, None));
+        // The marker's only use is a failed quote: the node is not cited.
+        assert!(c.markers.is_empty(), "{answer}: {c:?}");
+        assert!(!c.cites("n1"));
+    }
+    // The same words where the source has them, whole.
+    let c = statuses(&[source], "Unsafe [1] \u{201C}unsafe for children\u{201D}.").await;
+    assert_eq!(c.quotes[0].status, QuoteStatus::Verified);
+    assert!(c.cites("n1"));
+}
+
+#[tokio::test]
+async fn over_long_and_unclosed_quotes_are_listed_as_unchecked_and_cite_nothing() {
+    let long = "the dome opens at dusk ".repeat(50);
+    let answer = format!("Dusk [1] \"{long}\". Cleaned [2] \"cleaned every six months");
+    let c = statuses(&[DOME, MIRROR], &answer).await;
+    let reasons: Vec<_> = c
+        .quotes
+        .iter()
+        .map(|q| (q.status, q.reason.map(|r| r.as_str())))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            (QuoteStatus::Unchecked, Some("too_long")),
+            (QuoteStatus::Unchecked, Some("unclosed"))
+        ]
+    );
+    assert!(c.markers.is_empty(), "{c:?}");
+    assert_eq!(c.quote_counts().unchecked, 2);
+    let json = serde_json::to_value(&c.quotes[1]).unwrap();
+    assert_eq!(json["status"], "unchecked");
+    assert_eq!(json["reason"], "unclosed");
+}
+
+#[tokio::test]
+async fn a_quote_in_decomposed_unicode_matches_its_precomposed_source() {
+    // The source writes "é" precomposed; the model's quote writes e and a combining accent.
+    let c = statuses(
+        &["Le caf\u{e9} ferme t\u{f4}t."],
+        "Early [1] \"cafe\u{301} ferme to\u{302}t\".",
+    )
+    .await;
+    assert_eq!(c.quotes[0].status, QuoteStatus::Verified, "{c:?}");
+    assert_eq!((c.quotes[0].start, c.quotes[0].end), (Some(3), Some(17)));
+}
+
+#[tokio::test]
+async fn a_reply_of_markers_only_is_read_up_to_the_cap() {
+    // The issue's attack: 128 KB of `[1] ` (82 s of CPU before the check was linear).
+    let answer = "[1] ".repeat(32 * 1024);
+    let c = statuses(&[DOME, MIRROR], &answer).await;
+    assert_eq!(
+        c.unchecked_markers,
+        32 * 1024 - synthkit::citation::MAX_CHECKED_MARKERS
+    );
+    assert!(c.cites("n1"));
+    // Long quotes: only the first MAX_QUOTES are checked.
+    let quote = format!("[2] \"{}\" ", "made up words ".repeat(70));
+    let c = statuses(&[DOME, MIRROR], &quote.repeat(1000)).await;
+    assert_eq!(c.quotes.len(), synthkit::citation::MAX_QUOTES);
+    assert_eq!(c.unchecked_markers, 1000 - synthkit::citation::MAX_QUOTES);
+    assert!(c.markers.is_empty());
+}

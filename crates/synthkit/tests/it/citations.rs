@@ -452,3 +452,36 @@ async fn chat_prompts_end_with_the_instruction_and_completion_prompts_start_with
         }
     }
 }
+
+#[tokio::test]
+async fn removed_markers_are_listed_up_to_the_bound_counted_and_logged_short() {
+    // The case, smaller: markers naming sources never shown.
+    let markers = 100_000;
+    let answer = format!("Fact [1].{}", " [123456789]".repeat(markers));
+    let model = ScriptedModel::constant(info(4096, 128), &answer);
+    let synth = Synthesizer::builder(Arc::new(model))
+        .citations(true)
+        .build()
+        .unwrap();
+    let (guard, logs) = crate::common::logs::capture();
+    let r = synth
+        .synthesize("q", nodes(&["alpha", "beta"]))
+        .await
+        .unwrap();
+    drop(guard);
+    assert_eq!(r.text, "Fact [1].");
+    let c = r.citations.unwrap();
+    assert_eq!(c.removed.len(), synthkit::citation::MAX_REMOVED_LISTED);
+    assert_eq!(c.removed_count, markers);
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["removed_count"], markers);
+    assert!(json["removed"].is_array());
+    let logs = logs.text();
+    let warnings: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("markers were removed"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{logs:.2000}");
+    assert!(warnings[0].contains("removed=100000"), "{}", warnings[0]);
+    assert!(warnings[0].len() < 1024, "{} bytes", warnings[0].len());
+}
