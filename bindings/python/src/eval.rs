@@ -16,8 +16,8 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use synthkit::eval::{
-    AnswerLine, Case, CaseError, Paired, Row, Totals, nodes_text, paired, parse_answer_line,
-    parse_case, run_case, score, table, totals,
+    AnswerLine, Case, CaseError, Paired, RegexBudget, Row, Totals, nodes_text, paired,
+    parse_answer_line, parse_case_within, run_case, score, table, totals,
 };
 use synthkit::many::{Order, Window};
 
@@ -448,7 +448,7 @@ impl Items {
         &self,
         what: &str,
         list: &str,
-        parse: impl Fn(&str, usize) -> Result<Option<T>, CaseError>,
+        mut parse: impl FnMut(&str, usize) -> Result<Option<T>, CaseError>,
     ) -> PyResult<Vec<(String, T)>> {
         let error = |place: Place<'_>, e: CaseError| {
             let message = match e {
@@ -486,7 +486,11 @@ impl Items {
 
 /// The cases, with unique ids.
 fn read_cases(value: &Bound<'_, PyAny>) -> PyResult<Vec<Case>> {
-    let parsed = items(value, "case", "cases")?.parse("case", "cases", parse_case)?;
+    // One budget for the answer regexes of all the cases.
+    let mut budget = RegexBudget::default();
+    let parsed = items(value, "case", "cases")?.parse("case", "cases", |text, n| {
+        parse_case_within(text, n, &mut budget)
+    })?;
     if parsed.is_empty() {
         return Err(InputError::new_err("no case given: cases is empty"));
     }

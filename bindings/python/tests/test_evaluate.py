@@ -75,10 +75,12 @@ def test_answers_given_as_dicts_are_scored_as_counted_by_hand() -> None:
     assert (t["lost_in_retrieval"], t["lost_in_packing"], t["lost_in_synthesis"]) == (0, 1, 0)
     assert (t["calls"], t["prompt_tokens"], t["errors"]) == (4, 140, 0)
 
-    # The table: `synthkit eval`'s headings, one line per system and mode.
+    # The table: `synthkit eval`'s headings, one line per system and mode, then the cases
+    # each got wrong.
     assert str(result) == result.table()
     lines = result.table().splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
+    assert lines[2] == "wrong in li/compact (1): q2"
     assert cells(lines[0]) == HEADINGS
     # 2 of 3 right: with so few cases, the interval is all of 0-100%.
     assert t["correct_interval"] == [0.0, 1.0]
@@ -253,8 +255,10 @@ def test_the_readme_example_runs() -> None:
     assert result.totals[0]["correct"] == 1 and result.rows[0]["f1"] == 1.0
     assert [(t["system"], t["mode"]) for t in result.totals] == [
         ("llamaindex", "query_engine"), ("synthkit", "compact"), ("synthkit", "refine")]
-    # The heading, three lines of totals, and synthkit's two modes compared case by case.
-    assert len(str(result).splitlines()) == 5
+    # The heading, three lines of totals, the case llamaindex got wrong, and synthkit's two
+    # modes compared case by case.
+    assert len(str(result).splitlines()) == 6
+    assert "wrong in llamaindex/query_engine (1): q2" in str(result)
     assert [(p["a"], p["b"]) for p in result.paired] == [("synthkit/compact", "synthkit/refine")]
 
 

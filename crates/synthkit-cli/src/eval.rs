@@ -4,10 +4,14 @@
 //!
 //! The cases are read whole first (every error names its line, a usage error). Then each
 //! case runs in each `--modes` mode, `--jobs` syntheses at a time (default one), on one
-//! model stack (limits, retries, cache), and each `--answers` line is scored. With
-//! `-o ROWS` each scored row is appended as one JSON line as it is made, and the rows
-//! already there (same case id, mode and system) are kept and not run again: a stopped
-//! evaluation resumes. The results: a table on standard output, or `--json`, and
+//! model stack (limits, retries, cache), and each `--answers` line is scored (a line
+//! without `system` is named after its file; two lines for one case, mode and system, or
+//! a line named as synthkit's own runs, are refused). With `-o ROWS` each scored row is
+//! appended as one JSON line as it is made, and the rows already there (same case id,
+//! mode and system, and the same case and answers line: each row keeps their hashes) are
+//! kept and not run again: a stopped evaluation resumes, and an edited case or answers
+//! line is run or scored again. `paths` are read under `--paths-root`
+//! ([`crate::paths_root`]). The results: a table on standard output, or `--json`, and
 //! `--html FILE`.
 
 use std::collections::{HashMap, HashSet};
@@ -18,7 +22,8 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use serde_json::json;
 use synthkit::eval::{
-    AnswerLine, Case, CaseInput, Row, Totals, nodes_text, parse_answer_line, parse_case, run_case,
+    AnswerLine, Case, CaseInput, RegexBudget, Row, Totals, nodes_text, parse_answer_line,
+    parse_case_within, run_case,
 };
 use synthkit::many::{Order, Window};
 use synthkit::prompt::PromptBudget;
@@ -32,6 +37,7 @@ use crate::flags::{EvalArgs, default_overlap};
 use crate::observe::Fanout;
 use crate::output::{note, warn};
 use crate::pages::{BatchReports, batch_report_path};
+use crate::paths_root::PathsRoot;
 use crate::progress::BatchProgress;
 use crate::templates::CustomTemplates;
 use synthkit::batch::{self as batch_io, LineReader, RawLine};
@@ -40,12 +46,12 @@ use synthkit::batch::{self as batch_io, LineReader, RawLine};
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// Reads a JSON-lines file with `parse` (each line's number given), a usage error naming
-/// the file and line when a line is bad.
+/// the file and line when a line is bad; each item with its line number.
 fn read_lines<T>(
     path: &Path,
     what: &str,
     mut parse: impl FnMut(&str, usize) -> Result<Option<T>, synthkit::eval::CaseError>,
-) -> Result<Vec<T>> {
+) -> Result<Vec<(usize, T)>> {
     let file = std::fs::File::open(path)
         .map_err(|e| usage(format!("cannot read the {what} {}: {e}", path.display())))?;
     let mut reader = LineReader::new(std::io::BufReader::new(file), MAX_LINE_BYTES);
@@ -70,7 +76,7 @@ fn read_lines<T>(
             }
         };
         match parse(&text, number) {
-            Ok(Some(item)) => out.push(item),
+            Ok(Some(item)) => out.push((number, item)),
             Ok(None) => {}
             Err(e) => return Err(usage(format!("{}: {e}", path.display()))),
         }
@@ -78,19 +84,16 @@ fn read_lines<T>(
     Ok(out)
 }
 
-/// The cases, with unique ids and paths that exist.
-fn read_cases(path: &Path) -> Result<(Vec<Case>, Vec<usize>)> {
-    let mut lines = Vec::new();
+/// The cases (their answer regexes bounded together: [`RegexBudget`]), with unique ids
+/// and `paths` that exist under `root`.
+fn read_cases(path: &Path, root: &PathsRoot) -> Result<Vec<Case>> {
+    let mut budget = RegexBudget::default();
     let cases = read_lines(path, "cases", |text, number| {
-        let case = parse_case(text, number)?;
-        if case.is_some() {
-            lines.push(number);
-        }
-        Ok(case)
+        parse_case_within(text, number, &mut budget)
     })?;
     let mut first: HashMap<&str, usize> = HashMap::new();
-    for (case, &line) in cases.iter().zip(&lines) {
-        if let Some(earlier) = first.insert(case.id.as_str(), line) {
+    for (line, case) in &cases {
+        if let Some(earlier) = first.insert(case.id.as_str(), *line) {
             return Err(usage(format!(
                 "{}: line {line}: the id `{}` is already used by line {earlier}",
                 path.display(),
@@ -99,32 +102,88 @@ fn read_cases(path: &Path) -> Result<(Vec<Case>, Vec<usize>)> {
         }
         if let CaseInput::Paths(paths) = &case.input {
             for p in paths {
-                let full = resolve(path, p);
-                if !full.exists() {
-                    return Err(usage(format!(
-                        "{}: line {line}: the path `{p}` does not exist ({})",
-                        path.display(),
-                        full.display()
-                    )));
-                }
+                root.resolve(p)
+                    .map_err(|e| usage(format!("{}: line {line}: {e}", path.display())))?;
             }
         }
     }
     if cases.is_empty() {
         return Err(usage(format!("{}: no case in the file", path.display())));
     }
-    Ok((cases, lines))
+    Ok(cases.into_iter().map(|(_, case)| case).collect())
 }
 
-/// A case's path: absolute as is, relative from the cases file's folder.
-fn resolve(cases_file: &Path, path: &str) -> PathBuf {
-    let p = Path::new(path);
-    if p.is_absolute() {
-        return p.to_path_buf();
+/// The lines of one `--answers` file, each with its line number, and the system a line
+/// without `system` is named (the file's name without its extension).
+struct AnswerFile {
+    path: PathBuf,
+    lines: Vec<(usize, AnswerLine)>,
+}
+
+/// The system of an answers file's lines that name none: its file name without the
+/// extension (`runs/ref.jsonl`: `ref`), so that they never take synthkit's name.
+fn file_system(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "answers".to_string())
+}
+
+/// Reads the `--answers` files: every line names a case of `index`, lines without
+/// `system` get their file's name, and no two lines (in any of the files) answer one case
+/// in one mode for one system, nor a line one that synthkit runs here (`system` in
+/// `modes`).
+fn read_answers(
+    args: &EvalArgs,
+    index: &HashMap<&str, usize>,
+    modes: &[ResponseMode],
+) -> Result<Vec<AnswerFile>> {
+    let mut files = Vec::new();
+    let mut seen: HashMap<Key, (usize, usize)> = HashMap::new();
+    for (f, path) in args.answers.iter().enumerate() {
+        let default = file_system(path);
+        let mut lines = read_lines(path, "answers", parse_answer_line)?;
+        for (number, line) in &mut lines {
+            if !index.contains_key(line.id.as_str()) {
+                return Err(usage(format!(
+                    "{}: line {number}: the answer names the case `{}`, which is not in {}",
+                    path.display(),
+                    line.id,
+                    args.cases.display()
+                )));
+            }
+            let system = line.system.get_or_insert_with(|| default.clone()).clone();
+            if system == args.system && modes.iter().any(|m| m.as_str() == line.mode) {
+                return Err(usage(format!(
+                    "{}: line {number}: the answer to `{}` in mode `{}` is named `{system}`, as \
+                     synthkit's own runs are: give the line another `system` (a line without \
+                     one is named after its file), or synthkit's runs another --system",
+                    path.display(),
+                    line.id,
+                    line.mode
+                )));
+            }
+            let key = (line.id.clone(), line.mode.clone(), system);
+            if let Some((g, earlier)) = seen.insert(key, (f, *number)) {
+                let other = args.answers.get(g).unwrap_or(path);
+                return Err(usage(format!(
+                    "{}: line {number}: the answer to `{}` in mode `{}` for the system `{}` is \
+                     given twice ({} line {earlier} has one): each case, mode and system is \
+                     scored once; remove one, or name their systems apart",
+                    path.display(),
+                    line.id,
+                    line.mode,
+                    line.system.as_deref().unwrap_or_default(),
+                    other.display()
+                )));
+            }
+        }
+        files.push(AnswerFile {
+            path: path.clone(),
+            lines,
+        });
     }
-    cases_file
-        .parent()
-        .map_or_else(|| p.to_path_buf(), |dir| dir.join(p))
+    Ok(files)
 }
 
 /// The key of a row: case id, mode and system.
@@ -134,6 +193,15 @@ fn key(row: &Row) -> Key {
     (row.id.clone(), row.mode.clone(), row.system.clone())
 }
 
+/// The key of the row an answers line (its `system` filled in) is scored into.
+fn answer_key(line: &AnswerLine) -> Key {
+    (
+        line.id.clone(),
+        line.mode.clone(),
+        line.system.clone().unwrap_or_default(),
+    )
+}
+
 /// The rows file: opened for appending (a cut last line removed), with its rows.
 fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
     let (file, _) = crate::batch::open_output(path)?;
@@ -141,6 +209,8 @@ fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
         .map_err(|e| usage(format!("cannot read the rows {}: {e}", path.display())))?;
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
+        // An editor's byte-order mark before a line is not part of it.
+        let line = line.strip_prefix('\u{feff}').unwrap_or(line);
         if line.trim().is_empty() {
             continue;
         }
@@ -162,27 +232,27 @@ struct Runner {
     backend: Backend,
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
-    splitter: TokenTextSplitter,
+    splitter: Arc<TokenTextSplitter>,
     templates: CustomTemplates,
+    root: Arc<PathsRoot>,
 }
 
 impl Runner {
-    /// A case's nodes: its own, or its paths read, split and ranked as `ask` does.
-    fn nodes(&self, case: &Case) -> std::result::Result<Vec<Node>, String> {
+    /// A case's nodes: its own, or its paths read (on a blocking thread, never a
+    /// runtime's), split and ranked as `ask` does, under the root.
+    async fn nodes(&self, case: &Case) -> std::result::Result<Vec<Node>, String> {
         let paths = match &case.input {
             CaseInput::Nodes(nodes) => return Ok(nodes.clone()),
-            CaseInput::Paths(paths) => paths,
+            CaseInput::Paths(paths) => paths.clone(),
             _ => return Err("this kind of case input is not supported".into()),
         };
-        let paths: Vec<PathBuf> = paths.iter().map(|p| resolve(&self.args.cases, p)).collect();
-        crate::input::nodes_from_paths(
-            &paths,
-            &case.query,
-            case.top_k,
-            self.args.top_k,
-            &self.splitter,
-            false,
-        )
+        let (root, splitter) = (Arc::clone(&self.root), Arc::clone(&self.splitter));
+        let (query, top_k, flag) = (case.query.clone(), case.top_k, self.args.top_k);
+        tokio::task::spawn_blocking(move || {
+            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))
     }
 
     /// The synthesizer of one run, observed by the progress and `recorder`.
@@ -234,12 +304,22 @@ impl Runner {
 
     /// The scored row of `case` in `mode`: its nodes read, then run.
     async fn row(&self, case: &Case, mode: ResponseMode) -> Result<Row> {
-        Ok(match self.nodes(case) {
+        Ok(match self.nodes(case).await {
             Ok(nodes) => {
                 let (line, report) = self.run(case, mode, &nodes).await?;
                 let text = nodes_text(&nodes);
                 let mut row = synthkit::eval::score(case, &self.args.system, &line, Some(&text));
                 row.report = report;
+                let unknown =
+                    row.check_evidence(&case.evidence, nodes.iter().map(|n| n.id.as_str()));
+                if !unknown.is_empty() && matches!(case.input, CaseInput::Paths(_)) {
+                    warn(&format!(
+                        "case `{}`: its evidence {} names no node read from its `paths` (their \
+                         ids are PATH#N, PATH as written in the case)",
+                        case.id,
+                        unknown.join(", ")
+                    ));
+                }
                 row
             }
             Err(e) => {
@@ -283,34 +363,24 @@ impl Runner {
 /// Runs `synthkit eval`.
 pub async fn run(args: &EvalArgs) -> Result<()> {
     let start = Instant::now();
+    let root = Arc::new(PathsRoot::for_input(
+        &args.cases,
+        args.paths.paths_root.as_deref(),
+        args.paths.allow_paths_outside,
+    )?);
     // Shared with the runs' tasks, never copied.
-    let cases = Arc::new(read_cases(&args.cases)?.0);
+    let cases = Arc::new(read_cases(&args.cases, &root)?);
     let index: HashMap<&str, usize> = cases
         .iter()
         .enumerate()
         .map(|(i, c)| (c.id.as_str(), i))
         .collect();
-    let mut answer_files = Vec::new();
-    for path in &args.answers {
-        let lines = read_lines(path, "answers", parse_answer_line)?;
-        for (n, line) in lines.iter().enumerate() {
-            if !index.contains_key(line.id.as_str()) {
-                return Err(usage(format!(
-                    "{}: answer {} names the case `{}`, which is not in {}",
-                    path.display(),
-                    n + 1,
-                    line.id,
-                    args.cases.display()
-                )));
-            }
-        }
-        answer_files.push(lines);
-    }
     let modes: Vec<ResponseMode> = if args.modes.is_empty() && args.answers.is_empty() {
         vec![ResponseMode::Compact]
     } else {
         args.modes.clone()
     };
+    let answer_files = read_answers(args, &index, &modes)?;
 
     let (mut out, mut rows) = match &args.output {
         Some(path) => {
@@ -343,12 +413,48 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         i += 1;
         keep
     });
+    // A row scored on another version of its case (edited since) is stale: run or scored
+    // again. Rows written before the hashes were kept are trusted as they are.
+    let (mut stale, mut unhashed) = (0usize, 0usize);
+    rows.retain(|r| {
+        let case = index.get(r.id.as_str()).and_then(|&i| cases.get(i));
+        match (&r.case_sha256, case) {
+            (Some(hash), Some(case)) if *hash != case.sha256 => {
+                stale += 1;
+                false
+            }
+            (None, _) => {
+                unhashed += 1;
+                true
+            }
+            _ => true,
+        }
+    });
+    if stale > 0 {
+        note(
+            args.quiet,
+            &format!(
+                "{stale} rows of the output were scored on an earlier version of their case \
+                 (edited since): run or scored again (--cache FILE spares a run's calls)"
+            ),
+        );
+    }
+    if unhashed > 0 {
+        note(
+            args.quiet,
+            &format!(
+                "{unhashed} rows of the output were written before rows kept their case's \
+                 hash: trusted as they are (remove them from the output to run them again)"
+            ),
+        );
+    }
     // synthkit's own failed runs (an outage, a timeout) are run again, unless told not to.
     if !args.no_retry_failed {
         let before = rows.len();
         rows.retain(|r| {
             !(r.error.is_some()
                 && r.system == args.system
+                && r.answer_sha256.is_none()
                 && modes.iter().any(|m| m.as_str() == r.mode))
         });
         if rows.len() < before {
@@ -361,7 +467,37 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             );
         }
     }
-    let mut done: HashSet<Key> = rows.iter().map(key).collect();
+    // An answers line named as synthkit's own runs already in the output would replace
+    // one of them.
+    let own: HashSet<Key> = rows
+        .iter()
+        .filter(|r| r.system == args.system && r.answer_sha256.is_none())
+        .map(key)
+        .collect();
+    for file in &answer_files {
+        for (number, line) in &file.lines {
+            let k = answer_key(line);
+            if own.contains(&k) {
+                return Err(usage(format!(
+                    "{}: line {number}: the answer to `{}` in mode `{}` is named `{}`, as \
+                     synthkit's own run of it in {}: give the line another `system`",
+                    file.path.display(),
+                    line.id,
+                    line.mode,
+                    k.2,
+                    args.output
+                        .as_deref()
+                        .unwrap_or(Path::new("the output"))
+                        .display()
+                )));
+            }
+        }
+    }
+    // Each key, and the answers line its row scored (`None`: a run made here).
+    let mut done: HashMap<Key, Option<String>> = rows
+        .iter()
+        .map(|r| (key(r), r.answer_sha256.clone()))
+        .collect();
     if !rows.is_empty() {
         note(
             args.quiet,
@@ -379,26 +515,47 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         Ok(())
     };
 
-    // Answers produced elsewhere.
-    for (path, lines) in args.answers.iter().zip(answer_files) {
-        let mut scored = 0usize;
-        for line in lines {
+    // Answers produced elsewhere: a line already scored as it is now is kept; a new or
+    // changed line is scored (its new row replaces the old).
+    let mut fresh = Vec::new();
+    let mut replaced: HashSet<Key> = HashSet::new();
+    for file in answer_files {
+        let (mut scored, mut changed) = (0usize, 0usize);
+        for (_, line) in file.lines {
             let Some(&i) = index.get(line.id.as_str()) else {
                 continue;
             };
+            let k = answer_key(&line);
+            match done.get(&k) {
+                Some(hash) if *hash == line.sha256 => continue,
+                Some(_) => {
+                    changed += 1;
+                    replaced.insert(k.clone());
+                }
+                None => {}
+            }
             let case = &cases[i];
             let nodes = case.nodes().map(nodes_text);
             let row = synthkit::eval::score(case, &args.system, &line, nodes.as_deref());
-            if done.insert(key(&row)) {
-                append(row, &mut rows)?;
-                scored += 1;
-            }
+            done.insert(k, line.sha256.clone());
+            append(row, &mut fresh)?;
+            scored += 1;
         }
+        let changed = if changed > 0 {
+            format!(" ({changed} changed since they were scored)")
+        } else {
+            String::new()
+        };
         note(
             args.quiet,
-            &format!("scored {scored} new answers of {}", path.display()),
+            &format!(
+                "scored {scored} new answers of {}{changed}",
+                file.path.display()
+            ),
         );
     }
+    rows.retain(|r| !replaced.contains(&key(r)));
+    rows.extend(fresh);
 
     // synthkit's own runs.
     let todo: Vec<(usize, ResponseMode)> = cases
@@ -406,7 +563,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         .enumerate()
         .flat_map(|(i, c)| modes.iter().map(move |m| (i, *m, c)))
         .filter(|(_, m, c)| {
-            !done.contains(&(c.id.clone(), m.as_str().to_string(), args.system.clone()))
+            !done.contains_key(&(c.id.clone(), m.as_str().to_string(), args.system.clone()))
         })
         .map(|(i, m, _)| (i, m))
         .collect();
@@ -425,6 +582,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         let splitter =
             TokenTextSplitter::new(args.chunk_size, overlap, backend.split_tokenizer.clone())
                 .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
+        let splitter = Arc::new(splitter);
         let reports = match &args.report_dir {
             Some(dir) => Some(BatchReports::create(dir, &backend)?),
             None => None,
@@ -438,6 +596,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             reports,
             splitter,
             templates,
+            root: Arc::clone(&root),
         });
         // At most --jobs runs in flight, each on its own task (aborted if this is
         // dropped), their rows taken in case order.
@@ -523,7 +682,9 @@ fn html_page(path: &Path, cases: &[Case], rows: &[Row], totals: &[Totals]) -> St
     synthkit_report::render_eval(&queries, &rows, totals)
 }
 
-/// `report` as a link from a page in `page_dir` (the current folder when `None`).
+/// `report` as a link from a page in `page_dir` (the current folder when `None`): the
+/// path from there to it (`reports/c1.compact.html`, `../reports/...`); as written when
+/// it cannot be found (the page links only relative file names).
 fn link(report: &str, page_dir: Option<&Path>) -> String {
     let full = Path::new(report).canonicalize();
     let base = match page_dir {
@@ -531,10 +692,48 @@ fn link(report: &str, page_dir: Option<&Path>) -> String {
         None => std::env::current_dir().ok(),
     };
     match (full, base) {
-        (Ok(full), Some(base)) => full
-            .strip_prefix(&base)
-            .map(|rel| rel.display().to_string())
-            .unwrap_or_else(|_| full.display().to_string()),
+        (Ok(full), Some(base)) => relative_path(&base, &full).display().to_string(),
         _ => report.to_string(),
+    }
+}
+
+/// The path from the folder `from` to `to` (both absolute): up with `..` to their common
+/// folder, then down.
+fn relative_path(from: &Path, to: &Path) -> PathBuf {
+    let (from, to): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for c in to.iter().skip(common) {
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_links_are_relative_paths() {
+        let rel = |a: &str, b: &str| relative_path(Path::new(a), Path::new(b));
+        assert_eq!(
+            rel("/w/out", "/w/out/reports/c1.html"),
+            Path::new("reports/c1.html")
+        );
+        assert_eq!(
+            rel("/w/out", "/w/reports/c1.html"),
+            Path::new("../reports/c1.html")
+        );
+        assert_eq!(rel("/w/a/b", "/x/c.html"), Path::new("../../../x/c.html"));
+    }
+
+    #[test]
+    fn answers_files_name_their_lines_after_themselves() {
+        assert_eq!(file_system(Path::new("runs/ref.jsonl")), "ref");
+        assert_eq!(file_system(Path::new("llamaindex")), "llamaindex");
+        assert_eq!(file_system(Path::new("/")), "answers");
     }
 }

@@ -30,6 +30,7 @@ use synthkit_documents::{
 use crate::error::usage;
 use crate::flags::SynthArgs;
 use crate::output::{note, warn};
+use crate::paths_root::{PathsRoot, Resolved};
 use crate::spinner::Spinner;
 
 /// How a document read from standard input is named.
@@ -192,12 +193,17 @@ fn style_read_as_path(args: &SynthArgs) -> Option<&str> {
     })
 }
 
-/// Reads `paths` (files and folders) with the default reading options: `synthkit eval`'s
-/// `paths` cases.
-pub fn read_paths(paths: &[PathBuf], quiet: bool, spinner: &Spinner) -> Result<Documents> {
+/// Reads `paths` (files and folders) with `options`: the `paths` of `batch` lines and
+/// `eval` cases.
+fn read_paths(
+    paths: &[PathBuf],
+    options: &ReadOptions,
+    quiet: bool,
+    spinner: &Spinner,
+) -> Result<Documents> {
     read_documents_with(
         paths,
-        &ReadOptions::new(),
+        options,
         Say {
             quiet,
             verbose: verbose(),
@@ -226,6 +232,11 @@ impl SkipNotes {
         if let SkipReason::Unreadable(e) = &skipped.reason {
             // A file that should have been read and was not: always shown.
             warn(&format!("cannot read {path}: {e}; skipped"));
+            return;
+        }
+        if let SkipReason::OutsideRoot { .. } = &skipped.reason {
+            // A link out of the folder `paths` are read under: always shown.
+            warn(&format!("not reading {path}: {}", skipped.reason));
             return;
         }
         // Left out as not prose or as a copy: expected in a documentation folder, so
@@ -564,7 +575,8 @@ pub fn nodes_from_documents(docs: &[Document], splitter: &TokenTextSplitter) -> 
         .collect()
 }
 
-/// What one request (a `batch` line) may read through `paths`: at most this many files...
+/// What one request (a `batch` line, an `eval` case) may read through `paths`: at most
+/// this many files...
 pub const MAX_PATHS_FILES: usize = 10_000;
 /// ... and at most this many bytes of files in all (64 MiB), counted before any is read.
 pub const MAX_PATHS_BYTES: u64 = 64 << 20;
@@ -601,31 +613,51 @@ fn within_paths_bound(paths: &[PathBuf], options: &ReadOptions) -> std::result::
     Ok(())
 }
 
-/// Reads `paths` (files and folders, with the default reading options) into nodes as
-/// `ask` does (the same reader and chunking), then ranks them for `query` as `ask` does:
-/// `top_k` (a line's or a case's), else `flag` (`--top-k`), else the
+/// Reads `paths` (files and folders, as a `batch` line or an `eval` case writes them)
+/// under `root` ([`PathsRoot`]: confined to it unless paths outside are allowed, named
+/// pipes and the like skipped with a note, folders at most
+/// [`MAX_PATHS_DEPTH`](crate::paths_root::MAX_PATHS_DEPTH) deep, at most
+/// [`MAX_PATHS_FILES`] files and [`MAX_PATHS_BYTES`] bytes, counted first) into nodes as
+/// `ask` does (the same reader and chunking; node ids `PATH#N` with `PATH` as written,
+/// relative to the root), then ranks them for `query` as `ask` does: `top_k` (a line's
+/// or a case's), else `flag` (`--top-k`), else the
 /// [`DEFAULT_FOLDER_TOP_K`](crate::flags::DEFAULT_FOLDER_TOP_K) best when a folder was
-/// read, else every chunk. `bounded`: refuse more than [`MAX_PATHS_FILES`] files or
-/// [`MAX_PATHS_BYTES`] bytes first. `synthkit eval`'s `paths` cases and `batch`'s `paths`
-/// lines. The error says why there is nothing to read; no chunk relevant to `query` gives
-/// no nodes.
+/// read, else every chunk. The error says why there is nothing to read; no chunk
+/// relevant to `query` gives no nodes.
 pub fn nodes_from_paths(
-    paths: &[PathBuf],
+    paths: &[String],
+    root: &PathsRoot,
     query: &str,
     top_k: Option<usize>,
     flag: Option<crate::flags::TopK>,
     splitter: &TokenTextSplitter,
-    bounded: bool,
 ) -> std::result::Result<Vec<Node>, String> {
     use crate::flags::TopK;
-    if bounded {
-        if paths.iter().any(|p| is_stdin(p)) {
-            return Err("`-` (standard input) is not a path a line can read".into());
-        }
-        within_paths_bound(paths, &ReadOptions::new())?;
+    if paths.iter().any(|p| is_stdin(Path::new(p))) {
+        return Err("`-` (standard input) is not a path a line can read".into());
     }
+    let mut read_these = Vec::with_capacity(paths.len());
+    let mut skipped = Vec::new();
+    for path in paths {
+        match root.resolve(path)? {
+            Resolved::Read(full) => read_these.push(full),
+            Resolved::Skipped(note) => {
+                warn(&note);
+                skipped.push(note);
+            }
+        }
+    }
+    if read_these.is_empty() {
+        return Err(format!("nothing to read: {}", skipped.join("; ")));
+    }
+    let options = root.read_options();
+    within_paths_bound(&read_these, &options)?;
     let spinner = Spinner::new(false);
-    let read = read_paths(paths, true, &spinner).map_err(|e| format!("{e:#}"))?;
+    let mut read =
+        read_paths(&read_these, &options, true, &spinner).map_err(|e| format!("{e:#}"))?;
+    for doc in &mut read.docs {
+        doc.path = root.name(&doc.path);
+    }
     let nodes = nodes_from_documents(&read.docs, splitter);
     if nodes.is_empty() {
         return Err("no text to work on: every file of `paths` is empty or skipped".into());

@@ -21,6 +21,7 @@ mod node_json;
 mod observe;
 mod output;
 mod pages;
+mod paths_root;
 mod plan;
 mod progress;
 mod rank;

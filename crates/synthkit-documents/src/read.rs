@@ -111,6 +111,26 @@ impl ReadOptions {
         self.with(|options| options.max_file_size = bytes)
     }
 
+    /// Read nothing outside `root` (a canonical path), links resolved
+    /// ([`WalkOptions::confine_to`]): a path given outside it, or a file reached through
+    /// a link out of it, is skipped as [`SkipReason::OutsideRoot`].
+    pub fn confine_to(self, root: impl Into<PathBuf>) -> Self {
+        self.walking(|walk| walk.confine_to(root))
+    }
+
+    /// Enter no folder `depth` levels or more below a path read ([`WalkOptions::max_depth`]).
+    pub fn max_depth(self, depth: Option<usize>) -> Self {
+        self.walking(|walk| walk.max_depth(depth))
+    }
+
+    /// Whether a path given that is a named pipe, socket or device is read (the default).
+    /// Off, such a file is never opened, and every file is opened without waiting for a
+    /// writer (a file swapped for a pipe after it was looked at is skipped, not waited on)
+    /// ([`WalkOptions::special_files`]).
+    pub fn special_files(self, yes: bool) -> Self {
+        self.walking(|walk| walk.special_files(yes))
+    }
+
     /// Read what is not prose (stylesheets, scripts, SVG, JSON, redirect pages) and
     /// copies of other documents too, when found in folders.
     pub fn keep_all(self, yes: bool) -> Self {
@@ -300,6 +320,18 @@ impl Reader {
         let in_folder = fs::metadata(path).is_ok_and(|m| m.is_dir());
         let sift = in_folder && !self.options.keep_all;
         let mut report = ReadReport::default();
+        if let Some(root) = self.options.walk.confinement()
+            && !fs::canonicalize(path).is_ok_and(|real| real.starts_with(root))
+        {
+            // Not walked at all: the whole of it is outside.
+            report.skipped.push(Skipped {
+                path: path.to_path_buf(),
+                reason: SkipReason::OutsideRoot {
+                    root: root.to_path_buf(),
+                },
+            });
+            return Ok(report);
+        }
         let mut walker = walk(path, &self.options.walk)?;
         for found in walker.by_ref() {
             match found {
@@ -317,7 +349,24 @@ impl Reader {
                         });
                         continue;
                     }
-                    let key = fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+                    let canonical = fs::canonicalize(&file);
+                    if let Some(root) = self.options.walk.confinement() {
+                        // Confined: the file as it really is must be under the root, and
+                        // is opened by that path (what was checked).
+                        let reason = match &canonical {
+                            Ok(real) if real.starts_with(root) => None,
+                            Ok(_) => Some(SkipReason::OutsideRoot {
+                                root: root.to_path_buf(),
+                            }),
+                            Err(e) => Some(SkipReason::Unreadable(e.to_string())),
+                        };
+                        if let Some(reason) = reason {
+                            self.report_progress(&file, 0);
+                            report.skipped.push(Skipped { path: file, reason });
+                            continue;
+                        }
+                    }
+                    let key = canonical.unwrap_or_else(|_| file.clone());
                     if let Some(first) = self.seen.get(&key) {
                         report.skipped.push(Skipped {
                             path: file,
@@ -325,8 +374,12 @@ impl Reader {
                         });
                         continue;
                     }
-                    self.seen.insert(key, file.clone());
-                    let read = self.read_file(&file);
+                    self.seen.insert(key.clone(), file.clone());
+                    let read = if self.options.walk.confinement().is_some() {
+                        self.read_file_at(&key, &file)
+                    } else {
+                        self.read_file(&file)
+                    };
                     let bytes = read.as_ref().map_or(0, |r| r.document.text.len());
                     self.report_progress(&file, bytes);
                     match read {
@@ -367,13 +420,29 @@ impl Reader {
 
     /// Reads one file by its content (the rules are in the [module documentation](self)).
     pub fn read_file(&self, path: &Path) -> Result<ReadFile, SkipReason> {
+        self.read_file_at(path, path)
+    }
+
+    /// Reads the file at `open`, naming the document `path`. Without special files, a
+    /// path that is not a regular file is never opened, and the file is opened without
+    /// waiting for a writer and checked again once open.
+    fn read_file_at(&self, open: &Path, path: &Path) -> Result<ReadFile, SkipReason> {
         let limit = self.options.max_file_size;
-        if let (Some(limit), Ok(meta)) = (limit, fs::metadata(path))
+        let meta = fs::metadata(open);
+        let regular_only = !self.options.walk.reads_special_files();
+        if regular_only && meta.as_ref().is_ok_and(|m| !m.is_file()) {
+            return Err(SkipReason::NotAFile);
+        }
+        if let (Some(limit), Ok(meta)) = (limit, &meta)
             && meta.len() > limit
         {
             return Err(SkipReason::TooLarge { limit });
         }
-        let file = File::open(path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
+        let file = if regular_only {
+            open_regular(open)?
+        } else {
+            File::open(open).map_err(|e| SkipReason::Unreadable(e.to_string()))?
+        };
         let bytes = read_limited(file, limit)?;
         let name = path
             .file_name()
@@ -457,6 +526,27 @@ impl Reader {
             note,
             asset,
         })
+    }
+}
+
+/// Opens `path` for reading only if it is a regular file: without waiting for a writer
+/// (`O_NONBLOCK`, so a named pipe swapped in never blocks the open), then checked on the
+/// open file itself.
+fn open_regular(path: &Path) -> Result<File, SkipReason> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .map_err(|e| SkipReason::Unreadable(e.to_string()))?;
+    match file.metadata() {
+        Ok(m) if m.is_file() => Ok(file),
+        Ok(_) => Err(SkipReason::NotAFile),
+        Err(e) => Err(SkipReason::Unreadable(e.to_string())),
     }
 }
 

@@ -24,8 +24,20 @@ pub enum SkipReason {
         /// The folder the link leads back to.
         ancestor: PathBuf,
     },
-    /// Not a regular file (a named pipe, socket or device found in a folder).
+    /// Not a regular file (a named pipe, socket or device found in a folder, or given
+    /// when special files are not read).
     NotAFile,
+    /// Outside the folder the read is confined to (a symbolic link out of it, or a path
+    /// given outside it): not read.
+    OutsideRoot {
+        /// The folder.
+        root: PathBuf,
+    },
+    /// A folder this many levels below the path read, or more: not entered.
+    TooDeep {
+        /// The depth limit.
+        limit: usize,
+    },
     /// The same file as one already read, reached by another path.
     Duplicate {
         /// The path it was read by.
@@ -82,8 +94,9 @@ impl Asset {
 
 impl SkipReason {
     /// The reason's short name, as counted in summaries: `binary`, `empty`, `too large`,
-    /// `symlink loop`, `not a file`, `duplicate`, `unreadable`, `minified`, `stylesheet`,
-    /// `script`, `svg image`, `json data`, `redirect page`, `copy`.
+    /// `symlink loop`, `not a file`, `outside root`, `too deep`, `duplicate`, `unreadable`,
+    /// `minified`, `stylesheet`, `script`, `svg image`, `json data`, `redirect page`,
+    /// `copy`.
     pub fn kind(&self) -> &'static str {
         match self {
             SkipReason::Binary => "binary",
@@ -91,6 +104,8 @@ impl SkipReason {
             SkipReason::TooLarge { .. } => "too large",
             SkipReason::SymlinkLoop { .. } => "symlink loop",
             SkipReason::NotAFile => "not a file",
+            SkipReason::OutsideRoot { .. } => "outside root",
+            SkipReason::TooDeep { .. } => "too deep",
             SkipReason::Duplicate { .. } => "duplicate",
             SkipReason::Unreadable(_) => "unreadable",
             SkipReason::Minified => "minified",
@@ -100,7 +115,7 @@ impl SkipReason {
     }
 
     /// Every kind, in the order summaries list them.
-    pub const KINDS: [&'static str; 14] = [
+    pub const KINDS: [&'static str; 16] = [
         "binary",
         "minified",
         "stylesheet",
@@ -113,6 +128,8 @@ impl SkipReason {
         "too large",
         "symlink loop",
         "not a file",
+        "outside root",
+        "too deep",
         "duplicate",
         "unreadable",
     ];
@@ -128,6 +145,19 @@ impl fmt::Display for SkipReason {
                 write!(f, "symlink loop (back to {})", ancestor.display())
             }
             SkipReason::NotAFile => f.write_str("not a file (a pipe, socket or device)"),
+            SkipReason::OutsideRoot { root } => {
+                write!(
+                    f,
+                    "outside {} (the folder paths are read under)",
+                    root.display()
+                )
+            }
+            SkipReason::TooDeep { limit } => {
+                write!(
+                    f,
+                    "too deep (a folder {limit} levels down or more: not entered)"
+                )
+            }
             SkipReason::Duplicate { of } => write!(f, "duplicate (same file as {})", of.display()),
             SkipReason::Unreadable(e) => write!(f, "unreadable: {e}"),
             SkipReason::Minified => f.write_str(

@@ -22,7 +22,15 @@
 //!   walk did not visit (a folder counts once; at most [`MAX_LEFT_OUT`] are named).
 //!
 //! The path given to [`walk`] is always visited, even when hidden or ignored: a file named
-//! explicitly is read (whatever its kind: a named pipe too).
+//! explicitly is read (whatever its kind: a named pipe too, unless
+//! [`WalkOptions::special_files`] is off).
+//!
+//! For paths that come from someone else (a `batch` line, an `eval` case), three options
+//! bound what a walk reaches: [`WalkOptions::confine_to`] (nothing outside a folder, links
+//! resolved: a symbolic link that leads out of it is [`SkipReason::OutsideRoot`] and not
+//! followed), [`WalkOptions::max_depth`] (a folder that deep is [`SkipReason::TooDeep`] and
+//! not entered) and [`WalkOptions::special_files`] (off: a named pipe, socket or device is
+//! [`SkipReason::NotAFile`] even when it is the path given).
 
 use std::path::{Path, PathBuf};
 
@@ -44,12 +52,29 @@ const MAX_REMEMBERED: usize = 1_000_000;
 
 /// What to visit when walking a folder. The default is ripgrep's: ignore files honoured,
 /// hidden entries left out, no globs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalkOptions {
     hidden: bool,
     no_ignore: bool,
     include: Vec<String>,
     exclude: Vec<String>,
+    confine: Option<PathBuf>,
+    max_depth: Option<usize>,
+    special_files: bool,
+}
+
+impl Default for WalkOptions {
+    fn default() -> Self {
+        Self {
+            hidden: false,
+            no_ignore: false,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            confine: None,
+            max_depth: None,
+            special_files: true,
+        }
+    }
 }
 
 impl WalkOptions {
@@ -80,6 +105,44 @@ impl WalkOptions {
     pub fn exclude(mut self, glob: impl Into<String>) -> Self {
         self.exclude.push(glob.into());
         self
+    }
+
+    /// Visit nothing outside `root` (a canonical path: `std::fs::canonicalize`'s), with
+    /// symbolic links resolved: a link that leads out of it is skipped as
+    /// [`SkipReason::OutsideRoot`] and not followed.
+    pub fn confine_to(mut self, root: impl Into<PathBuf>) -> Self {
+        self.confine = Some(root.into());
+        self
+    }
+
+    /// Enter no folder `depth` levels or more below the path walked (`None`: no limit):
+    /// such a folder is skipped as [`SkipReason::TooDeep`].
+    pub fn max_depth(mut self, depth: Option<usize>) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// Whether the path given is read when it is a named pipe, socket or device (the
+    /// default: `ask <(cmd)` reads a pipe). Off, it is skipped as [`SkipReason::NotAFile`],
+    /// never opened. Such files found in a folder are always skipped.
+    pub fn special_files(mut self, yes: bool) -> Self {
+        self.special_files = yes;
+        self
+    }
+
+    /// The folder a walk is confined to, if any.
+    pub fn confinement(&self) -> Option<&Path> {
+        self.confine.as_deref()
+    }
+
+    /// The depth of the folders a walk does not enter, if any.
+    pub fn depth_limit(&self) -> Option<usize> {
+        self.max_depth
+    }
+
+    /// Whether the path given is read when it is not a regular file or folder.
+    pub fn reads_special_files(&self) -> bool {
+        self.special_files
     }
 
     /// Whether hidden entries are visited.
@@ -118,19 +181,39 @@ pub fn walk(root: &Path, options: &WalkOptions) -> Result<Walker, ReadError> {
     let (mut builder, include) = builder(root, options, options.hidden, options.no_ignore)?;
     // A link to the folder walked or to one of its ancestors is a loop too, though the
     // walker only sees loops to folders it entered: not followed, reported in its place.
+    // Links out of the folder a walk is confined to, and folders too deep, are not
+    // entered either: reported the same way.
     let (loops_tx, loops) = mpsc::channel();
+    let confine = options.confine.clone();
+    let max_depth = options.max_depth;
     if let Ok(top) = std::fs::canonicalize(root) {
         builder.filter_entry(move |entry| {
-            if !entry.path_is_symlink() || !entry.file_type().is_some_and(|t| t.is_dir()) {
+            let skip = |reason: SkipReason| {
+                let _ = loops_tx.send(Skipped {
+                    path: entry.path().to_path_buf(),
+                    reason,
+                });
+                false
+            };
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            if entry.depth() > 0
+                && is_dir
+                && let Some(limit) = max_depth.filter(|&limit| entry.depth() >= limit)
+            {
+                return skip(SkipReason::TooDeep { limit });
+            }
+            if entry.depth() == 0 || !entry.path_is_symlink() {
                 return true;
             }
-            match std::fs::canonicalize(entry.path()) {
-                Ok(target) if top.starts_with(&target) => {
-                    let _ = loops_tx.send(Skipped {
-                        path: entry.path().to_path_buf(),
-                        reason: SkipReason::SymlinkLoop { ancestor: target },
-                    });
-                    false
+            let target = std::fs::canonicalize(entry.path());
+            if let (Some(root), Ok(target)) = (&confine, &target)
+                && !target.starts_with(root)
+            {
+                return skip(SkipReason::OutsideRoot { root: root.clone() });
+            }
+            match target {
+                Ok(target) if is_dir && top.starts_with(&target) => {
+                    skip(SkipReason::SymlinkLoop { ancestor: target })
                 }
                 _ => true,
             }
@@ -268,9 +351,10 @@ impl Walker {
         {
             return None;
         }
-        // The root itself is read whatever it is (a named pipe from `<(...)` too); below
-        // it, only regular files (reading a FIFO or a device could block).
-        if file_type.is_file() || entry.depth() == 0 {
+        // The root itself is read whatever it is (a named pipe from `<(...)` too) unless
+        // special files are off; below it, only regular files (reading a FIFO or a device
+        // could block).
+        if file_type.is_file() || (entry.depth() == 0 && self.options.special_files) {
             return Some(Found::File(entry.into_path()));
         }
         Some(Found::Skipped(Skipped {

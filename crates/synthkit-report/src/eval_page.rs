@@ -141,6 +141,17 @@ fn case(h: &mut Html, id: &str, query: &str, rows: &[&Row], totals: &[Totals]) {
     h.markup("</tr></tbody></table></section>\n");
 }
 
+/// Whether `report` is a relative file name, the only links the page makes (a rows file
+/// is input: its `report` could be `javascript:...`, `data:...` or another site): not
+/// empty, no scheme or drive (no `:`), not from the root (`/`), no backslash, no control
+/// character.
+fn relative_file_name(report: &str) -> bool {
+    !report.is_empty()
+        && !report.starts_with('/')
+        && !report.contains([':', '\\'])
+        && !report.chars().any(char::is_control)
+}
+
 fn cell(h: &mut Html, r: &Row) {
     h.markup("<td><p class=\"meta\">");
     if r.correct {
@@ -170,8 +181,22 @@ fn cell(h: &mut Html, r: &Row) {
             r.wall_ms
         ),
     );
-    if let Some(report) = &r.report {
-        h.markup("<a href=\"").text(report).markup("\">report</a>");
+    match r
+        .report
+        .as_deref()
+        .map(|report| (report, relative_file_name(report)))
+    {
+        Some((report, true)) => {
+            h.markup("<a href=\"").text(report).markup("\">report</a>");
+        }
+        Some((_, false)) => {
+            h.element(
+                "span",
+                "tag bad",
+                "report not linked: not a relative file name",
+            );
+        }
+        None => {}
     }
     h.markup("</p>");
     match &r.error {
@@ -217,6 +242,27 @@ mod tests {
         assert!(page.contains("<th>s · compact</th><th>s · refine</th>"));
         assert!(page.contains("<th>95% interval</th>"));
         assert!(page.contains("s/compact vs s/refine on 1 case:"), "{page}");
+        // Only relative file names become links.
+        for bad in [
+            "javascript:alert(1)",
+            " JavaScript:alert(1)",
+            "data:text/html,x",
+            "https://example.com/r.html",
+            "//example.com/r.html",
+            "/etc/r.html",
+            "C:\\r.html",
+            "r\n.html",
+        ] {
+            assert!(!relative_file_name(bad), "{bad:?}");
+            let mut rows = rows.clone();
+            rows[0].report = Some(bad.into());
+            let page = render_eval(&[("q<1>", "Q")], &rows, &t);
+            assert!(!page.contains("\">report</a>"), "{bad:?}");
+            assert!(page.contains("report not linked"), "{bad:?}");
+        }
+        for good in ["r/q1.html", "../reports/q1.compact.html", "q 1.html"] {
+            assert!(relative_file_name(good), "{good:?}");
+        }
         let good = page.find("tag good\">correct").unwrap();
         let bad = page.find("tag bad\">wrong").unwrap();
         assert!(good < bad, "compact right, then refine wrong");

@@ -467,13 +467,15 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
 }
 
 /// How the `paths` of a line are read: `ask`'s reader and chunking (`--chunk-size`), ranked
-/// with the line's `top_k`, else `--top-k`, else ask's default for a folder; at most
+/// with the line's `top_k`, else `--top-k`, else ask's default for a folder; under
+/// `--paths-root` (by default IN's folder: [`crate::paths_root`]), at most
 /// [`crate::input::MAX_PATHS_FILES`] files and [`crate::input::MAX_PATHS_BYTES`] bytes a
-/// line. Relative paths are read from the current folder.
+/// line.
 #[derive(Clone)]
 struct LineFiles {
     splitter: Arc<synthkit::text::TokenTextSplitter>,
     top_k: Option<crate::flags::TopK>,
+    root: Arc<crate::paths_root::PathsRoot>,
 }
 
 impl LineFiles {
@@ -485,9 +487,15 @@ impl LineFiles {
             backend.split_tokenizer.clone(),
         )
         .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
+        let root = crate::paths_root::PathsRoot::for_input(
+            &args.input,
+            args.paths.paths_root.as_deref(),
+            args.paths.allow_paths_outside,
+        )?;
         Ok(Self {
             splitter: Arc::new(splitter),
             top_k: args.top_k,
+            root: Arc::new(root),
         })
     }
 
@@ -499,9 +507,9 @@ impl LineFiles {
         top_k: Option<usize>,
     ) -> std::result::Result<Vec<synthkit::Node>, String> {
         let (splitter, flag) = (Arc::clone(&self.splitter), self.top_k);
-        let paths: Vec<std::path::PathBuf> = paths.into_iter().map(Into::into).collect();
+        let root = Arc::clone(&self.root);
         tokio::task::spawn_blocking(move || {
-            crate::input::nodes_from_paths(&paths, &query, top_k, flag, &splitter, true)
+            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter)
         })
         .await
         .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))

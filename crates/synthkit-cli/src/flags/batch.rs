@@ -16,6 +16,22 @@ pub const DEFAULT_MAX_LINE_BYTES: &str = "10M";
 /// The default `--jobs`.
 pub const DEFAULT_JOBS: u32 = 4;
 
+/// Where `paths` (of `batch` lines and `eval` cases) may be read.
+#[derive(Debug, Clone, Args)]
+pub struct PathsArgs {
+    /// The folder `paths` are read under: relative paths are read from it, and nothing
+    /// outside it is read (an absolute path, `..`, or a symbolic link out of it is an
+    /// error) [default: the folder of the input file (the cases file for eval); the
+    /// current folder for standard input].
+    #[arg(long, value_name = "DIR", help_heading = "Input")]
+    pub paths_root: Option<PathBuf>,
+    /// Read `paths` outside --paths-root too: absolute paths, `..` and symbolic links out
+    /// of it (only for input you trust: a path can name any file the command can read,
+    /// and its text is sent to the model and returned in `source_nodes`).
+    #[arg(long, help_heading = "Input")]
+    pub allow_paths_outside: bool,
+}
+
 /// `synthkit batch`.
 #[derive(Debug, Args)]
 #[command(mut_arg("plan", |plan| plan.help(
@@ -27,8 +43,8 @@ pub struct BatchArgs {
     /// service's POST /v1/synthesize (query, nodes, mode, templates, citations,
     /// output_schema, concurrency, system_prompt, citation_markers, max_prompt_tokens)
     /// plus an optional `id` (a string or a number; default: the line number). Instead of
-    /// `nodes`, a line may give `paths` (files and folders, relative to the current
-    /// folder, read as `ask` reads them) and `top_k`. Blank lines are skipped.
+    /// `nodes`, a line may give `paths` (files and folders under --paths-root, by default
+    /// IN's folder, read as `ask` reads them) and `top_k`. Blank lines are skipped.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The results, one JSON line per input line: {"id", "request_sha256", "response"}
@@ -67,6 +83,9 @@ pub struct BatchArgs {
     /// The most tokens in a node when `paths` are split.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
     pub chunk_size: usize,
+    /// Where `paths` may be read.
+    #[command(flatten)]
+    pub paths: PathsArgs,
     /// The mode of a line that names none [default: compact].
     #[arg(long, value_name = "MODE", value_parser = parse_mode, help_heading = "Synthesis")]
     pub mode: Option<ResponseMode>,

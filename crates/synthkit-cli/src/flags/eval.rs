@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use synthkit::ResponseMode;
 
+use super::batch::PathsArgs;
 use super::limits::LimitArgs;
 use super::model::ModelArgs;
 use super::synth::{CiteStyle, DEFAULT_CHUNK_SIZE, PromptArgs};
@@ -27,7 +28,7 @@ impl EvalArgs {
 pub struct EvalArgs {
     /// The cases, one JSON object per line: {"id", "query", "nodes" | "paths", "top_k",
     /// "answers", "evidence", "answerable", "tags"} (README, "Measuring answers").
-    /// Relative `paths` are read from the cases file's folder.
+    /// `paths` are read under --paths-root, by default the cases file's folder.
     #[arg(value_name = "CASES")]
     pub cases: PathBuf,
     /// Run synthkit in these response modes, comma-separated [default: compact, unless
@@ -37,11 +38,13 @@ pub struct EvalArgs {
     pub modes: Vec<ResponseMode>,
     /// Score answers produced elsewhere: JSON lines {"id", "mode", "system", "answer",
     /// "error", "abstained", "calls", "prompt_tokens", "completion_tokens",
-    /// "truncated_calls", "wall_ms", "prompts", "citations"}; repeatable.
+    /// "truncated_calls", "wall_ms", "prompts", "citations"}; repeatable. A line without
+    /// `system` is named after its file (`ref.jsonl`: `ref`); two lines for one case,
+    /// mode and system, or a line named as synthkit's own runs in a mode they run, are
+    /// refused.
     #[arg(long, value_name = "FILE", help_heading = "Eval")]
     pub answers: Vec<PathBuf>,
-    /// The name of synthkit's runs in the results (and of answers lines that name no
-    /// system).
+    /// The name of synthkit's runs in the results.
     #[arg(
         long,
         value_name = "NAME",
@@ -50,7 +53,8 @@ pub struct EvalArgs {
     )]
     pub system: String,
     /// Append each scored row to ROWS (JSON lines); rows already there (same id, mode and
-    /// system) are kept and not run again, so running the same command again resumes.
+    /// system, scored on the same case and answers line: each row keeps their hashes)
+    /// are kept and not run again, so running the same command again resumes.
     #[arg(long, short = 'o', value_name = "ROWS", help_heading = "Eval")]
     pub output: Option<PathBuf>,
     /// Runs (case and mode) in flight at once, each with up to --concurrency calls in
@@ -70,6 +74,9 @@ pub struct EvalArgs {
     /// The most tokens in a node when `paths` are split.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
     pub chunk_size: usize,
+    /// Where `paths` may be read.
+    #[command(flatten)]
+    pub paths: PathsArgs,
     /// Number the sources and have the answers cite them: scores citation precision and
     /// recall against each case's `evidence`. `--cite=quotes` asks for quoted citations
     /// and records, per row, how many quotes were verified, misattributed or not found

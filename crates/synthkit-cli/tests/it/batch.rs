@@ -839,3 +839,87 @@ fn an_image_node_line_sends_its_image() {
     let urls = synthkit_testkit::openai::image_urls(&bodies[0]);
     assert_eq!(urls, [image.data_url()]);
 }
+
+/// Issue 42, item 9: a line's `paths` are read under IN's folder (whatever the current
+/// folder), an absolute path, `..` or a link out of it is an error line, a named pipe is
+/// skipped with a note and never opened (on today's main the batch blocks on it), and
+/// nothing outside reaches the model; `--allow-paths-outside` reads them.
+#[cfg(unix)]
+#[test]
+fn line_paths_stay_under_the_input_folder_and_a_pipe_never_blocks() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "The vault code is 4711.\n").unwrap();
+    let root = dir.path().join("jobs");
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::fs::write(
+        root.join("docs/vault.md"),
+        "The vault code is kept at the desk.\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&secret, root.join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(&secret, root.join("docs/leak.txt")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(root.join("fifo"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let q = "What is the vault code?";
+    let lines = vec![
+        json!({"id": "abs", "query": q, "paths": [secret.display().to_string()]}).to_string(),
+        json!({"id": "up", "query": q, "paths": ["../secret.txt"]}).to_string(),
+        json!({"id": "link", "query": q, "paths": ["leak.txt"]}).to_string(),
+        json!({"id": "fifo", "query": q, "paths": ["fifo", "docs"]}).to_string(),
+        json!({"id": "docs", "query": q, "paths": ["docs"]}).to_string(),
+    ];
+    let input = write_lines(&root, "in.jsonl", &lines);
+    let output = dir.path().join("out.jsonl");
+    // Run from elsewhere: the paths are IN's folder's.
+    let out = finish(
+        batch(&fake, &input, &output).current_dir(dir.path()),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let by_id: HashMap<String, Value> = results(&output)
+        .into_iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r))
+        .collect();
+    for (id, why) in [
+        ("abs", "is an absolute path"),
+        ("up", "goes up a folder"),
+        ("link", "leads outside"),
+    ] {
+        let e = &by_id[id]["error"];
+        assert_eq!(e["kind"], "invalid_request", "{id}: {e}");
+        assert!(e["message"].as_str().unwrap().contains(why), "{id}: {e}");
+    }
+    assert!(
+        stderr(&out).contains("skipping `fifo`: not a file"),
+        "{}",
+        stderr(&out)
+    );
+    for id in ["fifo", "docs"] {
+        let r = &by_id[id];
+        let sources: Vec<&str> = r["response"]["source_nodes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|n| n["node"]["id_"].as_str().or(n["id"].as_str()).unwrap())
+            .collect();
+        // Named as the line wrote them, relative to IN's folder; the link not followed.
+        assert_eq!(sources, ["docs/vault.md#1"], "{id}: {r}");
+    }
+    let sent = prompts_sent(&fake);
+    assert!(!sent.contains("4711"), "{sent}");
+    assert!(sent.contains("kept at the desk"), "{sent}");
+
+    // Opted in: read (the pipe still skipped).
+    std::fs::remove_file(&output).unwrap();
+    let out = finish(
+        batch(&fake, &input, &output).arg("--allow-paths-outside"),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(prompts_sent(&fake).contains("4711"));
+}

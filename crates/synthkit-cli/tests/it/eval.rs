@@ -100,10 +100,13 @@ fn offline_runs_are_scored_per_case_and_mode() {
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = table.lines().collect();
-    // The heading, one line per mode, and the modes compared case by case.
-    assert_eq!(lines.len(), 4, "{table}");
+    // The heading, one line per mode, the cases each got wrong, and the modes compared
+    // case by case.
+    assert_eq!(lines.len(), 6, "{table}");
+    assert_eq!(lines[3], "wrong in synthkit/compact (1): c2", "{table}");
+    assert_eq!(lines[4], "wrong in synthkit/refine (1): c2", "{table}");
     assert!(
-        lines[3].starts_with("synthkit/compact vs synthkit/refine on 3 cases"),
+        lines[5].starts_with("synthkit/compact vs synthkit/refine on 3 cases"),
         "{table}"
     );
     assert!(
@@ -169,7 +172,8 @@ fn answers_from_elsewhere_are_scored_by_the_same_code() {
         (json!(false), json!(false))
     );
     let refine = row(&report, "c1", "refine");
-    assert_eq!(refine["system"], "fallback");
+    // No `system`: named after its file, never after --system.
+    assert_eq!(refine["system"], "answers");
     assert_eq!(refine["abstained"], true);
     assert_eq!(refine["in_prompts"], false);
     let totals = report["totals"].as_array().unwrap();
@@ -625,4 +629,394 @@ fn jobs_run_cases_side_by_side_in_case_order() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].to_string())
         .collect();
     assert_eq!(ids, ["\"c1\"", "\"c2\"", "\"c3\""], "rows in case order");
+}
+
+/// Issue 42, item 7: a row keeps the hashes of its case and of its answers line, so a
+/// resumed evaluation runs an edited case again (one call: only it) and scores an edited
+/// answers line again, instead of keeping the stale rows.
+#[test]
+fn an_edited_case_or_answers_line_is_run_or_scored_again() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("Every three months."));
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let rows = dir.path().join("rows.jsonl");
+    let answers = |answer: &str| {
+        let line = json!({"id": "c2", "mode": "compact", "system": "other", "answer": answer});
+        write(dir.path(), "other.jsonl", format!("{line}\n"))
+    };
+    let run = |answers: &Path| {
+        synthkit()
+            .args(["eval", "--json", "-q", "--modes", "compact", "-o"])
+            .arg(&rows)
+            .arg("--answers")
+            .arg(answers)
+            .args(["--llm", "openai", "--base-url", &fake.base, "--model", "m"])
+            .args([
+                "--context-window",
+                "2048",
+                "--num-output",
+                "64",
+                "--timeout",
+                "20",
+            ])
+            .arg(&cases)
+            .output()
+            .unwrap()
+    };
+    let first = run(&answers("at dusk"));
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(fake.requests(), 3);
+    assert_eq!(row(&json_of(&first), "c2", "compact")["correct"], false);
+
+    // c2 now asks what the model answers; the other answers file says "at dawn".
+    let text = std::fs::read_to_string(&cases)
+        .unwrap()
+        .replace(r#""answers":["at dawn"]"#, r#""answers":["three months"]"#);
+    assert!(
+        text.contains("three months\"],\"evidence\":[\"dome\"]"),
+        "{text}"
+    );
+    std::fs::write(&cases, text).unwrap();
+    let again = run(&answers("at dawn"));
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(fake.requests(), 4, "only the edited case runs again");
+    let report = json_of(&again);
+    assert_eq!(report["rows"].as_array().unwrap().len(), 4, "{report:#}");
+    let synthkit_c2 = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "c2" && r["system"] == "synthkit")
+        .unwrap();
+    assert_eq!(synthkit_c2["correct"], true, "{synthkit_c2:#}");
+    let other_c2 = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "c2" && r["system"] == "other")
+        .unwrap();
+    assert_eq!(other_c2["answer"], "at dawn", "the edited answers line");
+    assert_eq!(other_c2["correct"], false);
+
+    // Nothing changed: nothing runs, nothing is scored again.
+    let written = std::fs::read_to_string(&rows).unwrap();
+    let same = run(&answers("at dawn"));
+    assert!(same.status.success(), "{}", stderr(&same));
+    assert_eq!(fake.requests(), 4);
+    assert_eq!(std::fs::read_to_string(&rows).unwrap(), written);
+    assert_eq!(json_of(&same), report);
+}
+
+/// Issue 42, item 8: answers lines without `system` are named after their file, so they
+/// never take the place of synthkit's own runs; a line named as synthkit's runs in a mode
+/// they run is refused.
+#[test]
+fn answers_without_a_system_never_replace_synthkits_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let lines: String = ["c1", "c2", "c3"]
+        .iter()
+        .map(|id| {
+            format!(
+                "{}\n",
+                json!({"id": id, "mode": "compact", "answer": "Blue."})
+            )
+        })
+        .collect();
+    let reference = write(dir.path(), "ref.jsonl", &lines);
+    let out = synthkit()
+        .args(["eval", "--json", "-q", "--modes", "compact", "--answers"])
+        .arg(&reference)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "synthkit's runs and the file's: {report:#}");
+    let ours = rows
+        .iter()
+        .find(|r| r["id"] == "c1" && r["system"] == "synthkit")
+        .unwrap();
+    assert_eq!(ours["correct"], true, "synthkit's own run: {ours:#}");
+    let theirs = rows
+        .iter()
+        .find(|r| r["id"] == "c1" && r["system"] == "ref")
+        .unwrap();
+    assert_eq!(theirs["answer"], "Blue.");
+
+    let named = write(
+        dir.path(),
+        "named.jsonl",
+        format!(
+            "{}\n",
+            json!({"id": "c1", "mode": "compact", "system": "synthkit", "answer": "x"})
+        ),
+    );
+    let out = synthkit()
+        .args(["eval", "-q", "--modes", "compact", "--answers"])
+        .arg(&named)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "named.jsonl: line 1: the answer to `c1` in mode `compact` is named `synthkit`"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Issue 42, item 11: a second answer for one case, mode and system is refused (naming
+/// both lines), a byte-order mark is read past, counts do not wrap, and evidence that
+/// names no node of its case is refused when the cases are read.
+#[test]
+fn eval_input_is_checked_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let twice = write(
+        dir.path(),
+        "twice.jsonl",
+        format!(
+            "{}\n{}\n",
+            json!({"id": "c1", "mode": "compact", "system": "s", "answer": "three months"}),
+            json!({"id": "c1", "mode": "compact", "system": "s", "answer": "no"})
+        ),
+    );
+    let out = synthkit()
+        .args(["eval", "-q", "--answers"])
+        .arg(&twice)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("twice.jsonl: line 2: the answer to `c1` in mode `compact` for the system `s` is given twice")
+            && stderr(&out).contains("line 1 has one"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A byte-order mark before the first line of both files.
+    let bom_cases = write(
+        dir.path(),
+        "bom-cases.jsonl",
+        format!("\u{feff}{}", std::fs::read_to_string(&cases).unwrap()),
+    );
+    let huge = |id: &str| {
+        json!({"id": id, "mode": "compact", "system": "s", "answer": "x",
+               "calls": u64::MAX, "prompt_tokens": u64::MAX})
+    };
+    let bom_answers = write(
+        dir.path(),
+        "bom-answers.jsonl",
+        format!("\u{feff}{}\n{}\n{}\n", huge("c1"), huge("c2"), huge("c3")),
+    );
+    let out = synthkit()
+        .args(["eval", "-q", "--json", "--answers"])
+        .arg(&bom_answers)
+        .arg(&bom_cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    let t = &report["totals"][0];
+    assert_eq!(
+        (t["cases"].clone(), t["calls"].clone()),
+        (json!(3), json!(u64::MAX)),
+        "{t:#}"
+    );
+    assert_eq!(t["prompt_tokens"], json!(u64::MAX));
+
+    let unknown = write(
+        dir.path(),
+        "unknown.jsonl",
+        format!(
+            "{}\n",
+            json!({"id": "e", "query": QUESTION, "nodes": [{"id": "mirror", "text": MIRROR}],
+                   "answers": ["three months"], "evidence": ["mirorr"]})
+        ),
+    );
+    let out = synthkit()
+        .args(["eval", "-q"])
+        .arg(&unknown)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 1: `evidence[0]` is `mirorr`, which is the id of no node"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Issue 42, item 11: the `report` of a row read back from ROWS is input: the page links
+/// only relative file names, never `javascript:`.
+#[test]
+fn a_rows_report_field_never_becomes_a_script_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases(dir.path());
+    let rows = dir.path().join("rows.jsonl");
+    let first = synthkit()
+        .args(["eval", "-q", "--modes", "compact", "-o"])
+        .arg(&rows)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let text = std::fs::read_to_string(&rows).unwrap();
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines[0]["report"] = json!("javascript:alert(document.domain)");
+    lines[1]["report"] = json!("https://example.com/phish.html");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&rows, text).unwrap();
+    let page = dir.path().join("eval.html");
+    let out = synthkit()
+        .args(["eval", "-q", "--modes", "compact", "-o"])
+        .arg(&rows)
+        .arg("--html")
+        .arg(&page)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("href=\"javascript:"), "{html}");
+    assert!(!html.contains("href=\"https://example.com"), "{html}");
+    assert_eq!(html.matches("report not linked").count(), 2, "{html}");
+}
+
+/// Issue 43, item 0: versions, flags and paths in an answer are matched as a reader reads
+/// them, and the table names the cases answered wrong.
+#[test]
+fn technical_answers_are_scored_as_a_reader_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = |id: &str, text: &str| json!([{"id": id, "text": text}]);
+    let lines = [
+        json!({"id": "msrv", "query": "What is the minimum Rust version?",
+               "nodes": node("r", "The MSRV is `1.65.0`."), "answers": ["1.65"], "evidence": ["r"]}),
+        json!({"id": "feature", "query": "Which feature bundles SQLite?",
+               "nodes": node("f", "Build with `--features=bundled` to compile SQLite in."),
+               "answers": ["bundled"], "evidence": ["f"]}),
+        json!({"id": "lts", "query": "Which release line is LTS?",
+               "nodes": node("l", "The `1.51.x` line is supported."), "answers": ["1.51"]}),
+        json!({"id": "other", "query": "Which version?",
+               "nodes": node("o", "Version 1.65 is out; 1.650 is not."), "answers": ["1.65"]}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let cases = write(dir.path(), "cases.jsonl", text);
+    let answers: String = [
+        ("msrv", "Rust `1.65.0` or newer."),
+        ("feature", "Use `--features=bundled`."),
+        ("lts", "The `1.51.x` releases."),
+        ("other", "Version 1.650."),
+    ]
+    .iter()
+    .map(|(id, a)| {
+        format!(
+            "{}\n",
+            json!({"id": id, "mode": "compact", "system": "s", "answer": a})
+        )
+    })
+    .collect();
+    let answers = write(dir.path(), "a.jsonl", answers);
+    let out = synthkit()
+        .args(["eval", "-q", "--answers"])
+        .arg(&answers)
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("3 (75%)"), "{table}");
+    assert!(table.contains("wrong in s/compact (1): other\n"), "{table}");
+    // Its answer is in the nodes: lost in synthesis, not in retrieval.
+    assert!(table.contains(" 0/0/1 "), "{table}");
+}
+
+/// Issue 42, item 9: a case's `paths` are read under the cases file's folder only (an
+/// absolute path, `..` or a link out of it is refused or not followed) unless
+/// `--allow-paths-outside`, and a `paths` folder is read within `batch`'s caps.
+#[cfg(unix)]
+#[test]
+fn case_paths_stay_under_the_cases_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = write(dir.path(), "secret.txt", "The vault code is 4711.\n");
+    let root = dir.path().join("bench");
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    write(
+        &root.join("docs"),
+        "vault.md",
+        "# Vault\n\nThe vault opens at noon.\n",
+    );
+    std::os::unix::fs::symlink(&secret, root.join("docs/leak.txt")).unwrap();
+    std::os::unix::fs::symlink(&secret, root.join("leak.txt")).unwrap();
+    let case = |id: &str, paths: Value| {
+        json!({"id": id, "query": "What is the vault code?", "paths": paths, "top_k": 5,
+               "answers": ["4711"]})
+    };
+    let eval = |lines: &[Value], extra: &[&str]| {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let cases = write(&root, "cases.jsonl", text);
+        synthkit()
+            .current_dir(dir.path())
+            .args(["eval", "--json", "-q"])
+            .args(extra)
+            .arg(&cases)
+            .output()
+            .unwrap()
+    };
+    for (paths, why) in [
+        (
+            json!(["../secret.txt"]),
+            "`../secret.txt` goes up a folder (`..`)",
+        ),
+        (json!([secret.display().to_string()]), "is an absolute path"),
+        (json!(["leak.txt"]), "`leak.txt` leads outside"),
+    ] {
+        let out = eval(&[case("c", paths.clone())], &[]);
+        assert_eq!(out.status.code(), Some(2), "{paths}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(why) && stderr(&out).contains("--allow-paths-outside"),
+            "{paths}: {}",
+            stderr(&out)
+        );
+    }
+    // A folder with a link out of it: the link is not followed (and said so).
+    let out = eval(&[case("c", json!(["docs"]))], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    let r = row(&report, "c", "compact");
+    assert_eq!(r["in_nodes"], false, "{r:#}");
+    assert!(stderr(&out).contains("leak.txt"), "{}", stderr(&out));
+    // Allowed: read.
+    let out = eval(
+        &[case("c", json!(["../secret.txt"]))],
+        &["--allow-paths-outside"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(row(&json_of(&out), "c", "compact")["correct"], true);
+
+    // A folder of more files than a line may read: the case's row says so.
+    let big = root.join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    for i in 0..=10_000 {
+        std::fs::write(big.join(format!("{i}.txt")), "The vault code is 4711.").unwrap();
+    }
+    let out = eval(&[case("big", json!(["big"]))], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    let r = row(&report, "big", "compact");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("more than 10000 files"),
+        "{r:#}"
+    );
 }

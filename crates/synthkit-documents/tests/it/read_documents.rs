@@ -655,3 +655,59 @@ fn minified_code_in_a_folder_is_a_named_skip_but_read_when_named() {
     let alone = read_paths(&[&index], &ReadOptions::default()).unwrap();
     assert_eq!(alone.documents.len(), 1);
 }
+
+/// Paths from elsewhere (`batch` lines, `eval` cases): confined to a folder, links out of
+/// it are named skips and never followed, a folder too deep is not entered, and a named
+/// pipe given is never opened.
+#[cfg(unix)]
+#[test]
+fn a_confined_read_stays_in_its_folder() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().join("root");
+    write(&root, "docs/a.md", MIRROR);
+    write(dir.path(), "outside/secret.md", "The vault code is 4711.");
+    std::os::unix::fs::symlink(dir.path().join("outside"), root.join("docs/out")).unwrap();
+    std::os::unix::fs::symlink(
+        dir.path().join("outside/secret.md"),
+        root.join("docs/secret.md"),
+    )
+    .unwrap();
+    let deep = (0..5).fold(root.join("docs"), |p, i| p.join(format!("d{i}")));
+    write(&deep, "deep.md", "Far down.");
+    let real = std::fs::canonicalize(&root).unwrap();
+    let options = ReadOptions::new().confine_to(real.clone()).max_depth(Some(3));
+    let report = read_within_deadline(&root.join("docs"), options.clone());
+    let names: Vec<String> = report
+        .documents
+        .iter()
+        .map(|d| d.path.display().to_string())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with("docs/a.md"), "{names:?}");
+    for link in ["docs/out", "docs/secret.md"] {
+        let reason = skip_reason(&report, &root, link).unwrap();
+        assert_eq!(reason.kind(), "outside root", "{link}: {reason}");
+    }
+    let deep = report
+        .skipped
+        .iter()
+        .find(|s| s.reason.kind() == "too deep")
+        .unwrap();
+    assert!(deep.path.ends_with("docs/d0/d1/d2"), "{:?}", deep.path);
+    // A path given outside the folder: not walked at all.
+    let outside = read_within_deadline(&dir.path().join("outside"), options.clone());
+    assert!(outside.documents.is_empty());
+    assert_eq!(outside.skipped.len(), 1);
+    assert_eq!(outside.skipped[0].reason.kind(), "outside root");
+    // Unconfined, the same links are followed.
+    let open = read_within_deadline(&root.join("docs"), ReadOptions::new());
+    assert!(open.documents.iter().any(|d| d.text.contains("4711")));
+
+    // A named pipe given is skipped without special files, never opened (no writer ever
+    // comes: an open would block past the deadline).
+    let fifo = root.join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let report = read_within_deadline(&fifo, options.special_files(false));
+    assert!(report.documents.is_empty());
+    assert_eq!(report.skipped[0].reason, SkipReason::NotAFile);
+}

@@ -139,6 +139,25 @@ pub fn request_hash(
     hex(&hasher.finalize())
 }
 
+/// The SHA-256, in lowercase hex, of the canonical JSON (object keys sorted, no spaces)
+/// of the object made of `fields` (a later field of the same name replaces an earlier
+/// one): how `synthkit eval` names the version of a case or an answers line it scored.
+pub fn fields_sha256<'a>(fields: impl IntoIterator<Item = (&'a str, &'a Value)>) -> String {
+    let sorted: BTreeMap<&str, &Value> = fields.into_iter().collect();
+    let mut hasher = Sha256::new();
+    hasher.update(b"{");
+    for (i, (k, v)) in sorted.into_iter().enumerate() {
+        if i > 0 {
+            hasher.update(b",");
+        }
+        hash_json(&Value::from(k), &mut hasher);
+        hasher.update(b":");
+        hash_json(v, &mut hasher);
+    }
+    hasher.update(b"}");
+    hex(&hasher.finalize())
+}
+
 /// The hash of a line that is not a JSON object: SHA-256 of its text.
 pub fn text_hash(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
@@ -583,6 +602,16 @@ mod tests {
             request_hash(&fields(text), ResponseMode::Compact, Some(100)),
             a
         );
+    }
+
+    #[test]
+    fn fields_hash_as_the_canonical_object() {
+        let (a, b, one) = (Value::from("a"), Value::from("b"), Value::from(1));
+        let h = fields_sha256([("y", &a), ("x", &one)]);
+        assert_eq!(h, fields_sha256([("x", &one), ("y", &a)]));
+        assert_ne!(h, fields_sha256([("x", &one), ("y", &b)]));
+        // The same bytes as the text `{"x":1,"y":"a"}`.
+        assert_eq!(h, text_hash(r#"{"x":1,"y":"a"}"#));
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod lines;
 
 pub use files::{
     Compacted, Entry, Existing, Held, LineReader, RawLine, Verdict, append_line, compact,
-    compact_path, count_lines, id_key, open_output, request_hash, text_hash,
+    compact_path, count_lines, fields_sha256, id_key, open_output, request_hash, text_hash,
 };
 pub use lines::{DuplicateId, HashDefaults, LineRequest, Parsed, SeenIds, line_id, parse_line};
 

@@ -14,10 +14,12 @@
 //! - `nodes`: the nodes, as synthkit reads nodes ([`crate::node::json`]); or `paths`: files
 //!   and folders to read, with an optional `top_k` (the chunks kept, best first); exactly
 //!   one of the two;
-//! - `answers`: the accepted alternatives, each a string, a list of strings that must all
-//!   appear, or `{"regex": "..."}` (case-insensitive); at least one when the case is
-//!   answerable;
-//! - `evidence`: the ids of the nodes that hold the answer (optional);
+//! - `answers`: the accepted alternatives, each a string, a list of parts that must all
+//!   appear (each a string or a regex), or `{"regex": "..."}` (case-insensitive); at
+//!   least one when the case is answerable. The regexes of a file together take at most
+//!   [`MAX_REGEX_BYTES`] compiled ([`parse_case_within`]);
+//! - `evidence`: the ids of the nodes that hold the answer (optional); with `nodes`, each
+//!   must be the id of one of them;
 //! - `answerable`: `false` when the nodes cannot answer (the right reply abstains);
 //!   default `true`;
 //! - `tags`: free labels (optional).
@@ -30,7 +32,8 @@
 //! `id`, `mode` and `answer` optional, and `answer` too when `error` says the run failed.
 //! See [`AnswerLine`].
 //!
-//! Every error names the line (1-based) and what to change.
+//! A UTF-8 byte-order mark before a line is ignored. Every error names the line (1-based)
+//! and what to change.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -39,6 +42,79 @@ use crate::node::{Node, json::nodes_from_json};
 
 /// The largest compiled size of an answer regex (bytes): a larger pattern is refused.
 pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// The most memory the answer regexes of one cases file take together, compiled (bytes,
+/// 64 MiB): past it a regex is refused ([`RegexBudget`]). Each regex is also at most
+/// [`REGEX_SIZE_LIMIT`], so a file of many small patterns that each compile large (the
+/// 7 bytes of `\w{20}` take 1.1 MB compiled) cannot take gigabytes; `\b6 months\b`
+/// takes 17 KB, so the budget holds thousands of ordinary ones.
+pub const MAX_REGEX_BYTES: usize = 64 << 20;
+
+/// What the answer regexes read so far take, against a bound ([`MAX_REGEX_BYTES`] by
+/// default): one budget for a whole cases file ([`parse_case_within`]). A regex is
+/// charged what it takes compiled (`regex_automata`'s `memory_usage`) and its pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegexBudget {
+    limit: usize,
+    used: usize,
+}
+
+impl Default for RegexBudget {
+    fn default() -> Self {
+        Self::new(MAX_REGEX_BYTES)
+    }
+}
+
+impl RegexBudget {
+    /// A budget of `limit` bytes of compiled regexes.
+    pub fn new(limit: usize) -> Self {
+        Self { limit, used: 0 }
+    }
+
+    /// The bytes the regexes compiled so far take.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// The bound.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn left(&self) -> usize {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+/// Why a pattern is not an answer regex.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegexError {
+    /// It does not parse.
+    #[error("not a valid regex: {0}")]
+    Invalid(String),
+    /// It compiles larger than [`REGEX_SIZE_LIMIT`].
+    #[error(
+        "a regex that compiles larger than {limit} bytes: make it simpler (a bounded \
+         repeat of a Unicode class such as `\\w{{40}}` is large; `[a-z0-9_]` is smaller)"
+    )]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The regexes before it already take (nearly) all of the budget.
+    #[error(
+        "over the budget of a file's answer regexes: together they take at most {limit} \
+         bytes compiled, and those before this one take {used}: use fewer or simpler \
+         regexes (a plain string or a list of strings matches whole words without one)"
+    )]
+    OverBudget {
+        /// The bytes taken before this regex.
+        used: usize,
+        /// The budget.
+        limit: usize,
+    },
+}
 
 /// Why a line is not a case or not an answer line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,17 +150,55 @@ impl CaseError {
 #[derive(Debug, Clone)]
 pub struct AnswerRegex {
     pattern: String,
-    regex: regex::Regex,
+    regex: regex_automata::meta::Regex,
 }
 
 impl AnswerRegex {
-    /// Compiles `pattern` (case-insensitive; at most [`REGEX_SIZE_LIMIT`] compiled).
-    pub fn new(pattern: &str) -> Result<Self, regex::Error> {
-        let regex = regex::RegexBuilder::new(pattern)
-            .case_insensitive(true)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .dfa_size_limit(REGEX_SIZE_LIMIT)
-            .build()?;
+    /// Compiles `pattern` (case-insensitive; at most [`REGEX_SIZE_LIMIT`] compiled), on
+    /// a budget of its own.
+    pub fn new(pattern: &str) -> Result<Self, RegexError> {
+        Self::within(pattern, &mut RegexBudget::default())
+    }
+
+    /// Compiles `pattern` (case-insensitive) and charges its compiled size to `budget`:
+    /// at most [`REGEX_SIZE_LIMIT`], and at most what is left of the budget.
+    pub fn within(pattern: &str, budget: &mut RegexBudget) -> Result<Self, RegexError> {
+        let left = budget.left();
+        if left == 0 {
+            return Err(RegexError::OverBudget {
+                used: budget.used,
+                limit: budget.limit,
+            });
+        }
+        let limit = REGEX_SIZE_LIMIT.min(left);
+        let regex = regex_automata::meta::Regex::builder()
+            .syntax(regex_automata::util::syntax::Config::new().case_insensitive(true))
+            .configure(
+                regex_automata::meta::Config::new()
+                    .nfa_size_limit(Some(limit))
+                    .onepass_size_limit(Some(limit))
+                    .dfa_size_limit(Some(limit))
+                    .hybrid_cache_capacity(limit),
+            )
+            .build(pattern)
+            .map_err(|e| match e.size_limit() {
+                Some(_) if limit < REGEX_SIZE_LIMIT => RegexError::OverBudget {
+                    used: budget.used,
+                    limit: budget.limit,
+                },
+                Some(_) => RegexError::TooLarge {
+                    limit: REGEX_SIZE_LIMIT,
+                },
+                None => RegexError::Invalid(e.to_string()),
+            })?;
+        let size = regex.memory_usage().saturating_add(pattern.len());
+        if size > left {
+            return Err(RegexError::OverBudget {
+                used: budget.used,
+                limit: budget.limit,
+            });
+        }
+        budget.used = budget.used.saturating_add(size);
         Ok(Self {
             pattern: pattern.to_string(),
             regex,
@@ -96,9 +210,12 @@ impl AnswerRegex {
         &self.pattern
     }
 
-    /// Whether `text` matches somewhere.
+    /// Whether `text` matches somewhere. The search's scratch space is made for this call
+    /// and dropped after it, so a file of many regexes holds none between searches.
     pub fn is_match(&self, text: &str) -> bool {
-        self.regex.is_match(text)
+        let mut cache = self.regex.create_cache();
+        let input = regex_automata::Input::new(text).earliest(true);
+        self.regex.search_half_with(&mut cache, &input).is_some()
     }
 }
 
@@ -115,8 +232,9 @@ pub enum Alternative {
     /// Found when its words appear, in order and together, in the answer's words (after
     /// [`crate::eval::normalize()`]).
     Text(String),
-    /// Found when each of its strings is found as [`Alternative::Text`] is.
-    All(Vec<String>),
+    /// Found when each of its parts is found: each an [`Alternative::Text`] or an
+    /// [`Alternative::Regex`] (never a list).
+    All(Vec<Alternative>),
     /// Found when the regex matches the raw answer (case-insensitive).
     Regex(AnswerRegex),
 }
@@ -151,6 +269,11 @@ pub struct Case {
     pub answerable: bool,
     /// Free labels.
     pub tags: Vec<String>,
+    /// The SHA-256 (lowercase hex) of the case's canonical JSON (keys sorted, no spaces)
+    /// without its `id` and the fields it does not read: a row scored on this case keeps
+    /// it, so that a resumed evaluation knows a row of an edited case is stale. With
+    /// `paths`, the files' contents are not in it.
+    pub sha256: String,
 }
 
 /// An id: a string, or a number read as its text.
@@ -199,44 +322,152 @@ fn object(text: &str, line: usize, what: &str) -> Result<Map<String, Value>, Cas
     }
 }
 
-/// Reads one alternative of `answers`.
-fn alternative(value: Value, line: usize, i: usize) -> Result<Alternative, CaseError> {
-    let shape = "must be a string, a list of strings that must all appear, or {\"regex\": \"...\"}";
+/// What an alternative (or a part of one) may be, for the error messages.
+const SHAPE: &str =
+    "must be a string, a list of strings or regexes that must all appear, or {\"regex\": \"...\"}";
+
+/// Reads a string or `{"regex": "..."}` at `what` (an alternative or a part of a list).
+fn text_or_regex(
+    value: Value,
+    line: usize,
+    what: &str,
+    budget: &mut RegexBudget,
+) -> Result<Alternative, CaseError> {
     match value {
         Value::String(s) if s.trim().is_empty() => Err(CaseError::at(
             line,
-            format!("`answers[{i}]` is empty: give the text of an accepted answer"),
+            format!("`{what}` is empty: give the text of an accepted answer"),
         )),
         Value::String(s) => Ok(Alternative::Text(s)),
+        Value::Object(mut o) if o.len() == 1 => match o.remove("regex") {
+            Some(Value::String(p)) => AnswerRegex::within(&p, budget)
+                .map(Alternative::Regex)
+                .map_err(|e| CaseError::at(line, format!("`{what}` is {e}"))),
+            _ => Err(CaseError::at(line, format!("`{what}` {SHAPE}"))),
+        },
+        _ => Err(CaseError::at(line, format!("`{what}` {SHAPE}"))),
+    }
+}
+
+/// Reads one alternative of `answers`.
+fn alternative(
+    value: Value,
+    line: usize,
+    i: usize,
+    budget: &mut RegexBudget,
+) -> Result<Alternative, CaseError> {
+    match value {
         Value::Array(items) if !items.is_empty() => {
             let parts = items
                 .into_iter()
-                .map(|v| match v {
-                    Value::String(s) if !s.trim().is_empty() => Ok(s),
-                    _ => Err(CaseError::at(
+                .enumerate()
+                .map(|(j, v)| match v {
+                    Value::Array(_) => Err(CaseError::at(
                         line,
-                        format!("`answers[{i}]` {shape} (a list of non-empty strings)"),
+                        format!(
+                            "`answers[{i}][{j}]` is a list: a list's parts are strings or regexes"
+                        ),
                     )),
+                    v => text_or_regex(v, line, &format!("answers[{i}][{j}]"), budget),
                 })
                 .collect::<Result<_, _>>()?;
             Ok(Alternative::All(parts))
         }
-        Value::Object(mut o) if o.len() == 1 => match o.remove("regex") {
-            Some(Value::String(p)) => AnswerRegex::new(&p).map(Alternative::Regex).map_err(|e| {
-                CaseError::at(line, format!("`answers[{i}]` is not a valid regex: {e}"))
-            }),
-            _ => Err(CaseError::at(line, format!("`answers[{i}]` {shape}"))),
-        },
-        _ => Err(CaseError::at(line, format!("`answers[{i}]` {shape}"))),
+        Value::Array(_) => Err(CaseError::at(
+            line,
+            format!("`answers[{i}]` is an empty list: {SHAPE}"),
+        )),
+        v => text_or_regex(v, line, &format!("answers[{i}]"), budget),
     }
 }
 
-/// Reads line `line` of a cases file: `None` for a blank line.
+/// The fields of a case its hash covers (every field it reads but `id`).
+const HASHED_CASE_FIELDS: [&str; 8] = [
+    "query",
+    "nodes",
+    "paths",
+    "top_k",
+    "answers",
+    "evidence",
+    "answerable",
+    "tags",
+];
+
+/// The hash of a case ([`Case::sha256`]): the SHA-256 of the canonical JSON
+/// ([`crate::batch::fields_sha256`]) of the fields it reads but `id` (null fields left
+/// out, `answerable` written out).
+fn case_hash(fields: &Map<String, Value>) -> String {
+    let answerable = Value::Bool(true);
+    let given = HASHED_CASE_FIELDS.iter().filter_map(|&k| {
+        let v = fields.get(k).filter(|v| !v.is_null())?;
+        Some((k, v))
+    });
+    let default = fields
+        .get("answerable")
+        .is_none_or(Value::is_null)
+        .then_some(("answerable", &answerable));
+    crate::batch::fields_sha256(given.chain(default))
+}
+
+/// The most node ids an error about `evidence` lists.
+const LISTED_IDS: usize = 5;
+
+/// Refuses evidence ids that name no node of `nodes`.
+fn check_evidence(evidence: &[String], nodes: &[Node], line: usize) -> Result<(), CaseError> {
+    let ids: std::collections::HashSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+    let Some((i, unknown)) = evidence
+        .iter()
+        .enumerate()
+        .find(|(_, e)| !ids.contains(e.as_str()))
+    else {
+        return Ok(());
+    };
+    let mut listed: Vec<String> = nodes
+        .iter()
+        .take(LISTED_IDS)
+        .map(|n| format!("`{}`", n.id))
+        .collect();
+    if nodes.len() > LISTED_IDS {
+        listed.push(format!("and {} more", nodes.len() - LISTED_IDS));
+    }
+    Err(CaseError::at(
+        line,
+        format!(
+            "`evidence[{i}]` is `{unknown}`, which is the id of no node of this case (its \
+             nodes are {}; a node without an `id` is named by its place, from 1): name the \
+             nodes that hold the answer",
+            listed.join(", ")
+        ),
+    ))
+}
+
+/// A line's text without a byte-order mark before it (an editor's UTF-8 BOM on a first
+/// line).
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Reads line `line` of a cases file: `None` for a blank line. Its regexes have a
+/// budget of their own ([`MAX_REGEX_BYTES`]); [`parse_case_within`] shares one across a
+/// file.
 pub fn parse_case(text: &str, line: usize) -> Result<Option<Case>, CaseError> {
+    parse_case_within(text, line, &mut RegexBudget::default())
+}
+
+/// Reads line `line` of a cases file (`None` for a blank line), its answer regexes
+/// charged to `budget`: give every line of a file the same budget, so that the file's
+/// regexes together are bounded.
+pub fn parse_case_within(
+    text: &str,
+    line: usize,
+    budget: &mut RegexBudget,
+) -> Result<Option<Case>, CaseError> {
+    let text = without_bom(text);
     if text.trim().is_empty() {
         return Ok(None);
     }
     let mut f = object(text, line, "a case")?;
+    let sha256 = case_hash(&f);
     let id = id_text(f.remove("id"), line, "id")?;
     let query = match f.remove("query") {
         Some(Value::String(q)) if !q.trim().is_empty() => q,
@@ -288,7 +519,7 @@ pub fn parse_case(text: &str, line: usize) -> Result<Option<Case>, CaseError> {
         Some(Value::Array(items)) => items
             .into_iter()
             .enumerate()
-            .map(|(i, v)| alternative(v, line, i))
+            .map(|(i, v)| alternative(v, line, i, budget))
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(CaseError::at(line, "`answers` must be a list")),
     };
@@ -303,15 +534,20 @@ pub fn parse_case(text: &str, line: usize) -> Result<Option<Case>, CaseError> {
             "an answerable case needs at least one accepted answer in `answers` (or set \"answerable\": false)",
         ));
     }
+    let evidence = strings(f.remove("evidence"), line, "evidence")?;
+    if let CaseInput::Nodes(nodes) = &input {
+        check_evidence(&evidence, nodes, line)?;
+    }
     Ok(Some(Case {
         id,
         query,
         input,
         top_k,
         answers,
-        evidence: strings(f.remove("evidence"), line, "evidence")?,
+        evidence,
         answerable,
         tags: strings(f.remove("tags"), line, "tags")?,
+        sha256,
     }))
 }
 
@@ -363,6 +599,11 @@ pub struct AnswerLine {
     /// How often the engine's answer guards acted (synthkit's runs; absent when none did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guards: Option<super::run::GuardCounts>,
+    /// The SHA-256 (lowercase hex) of the line's canonical JSON, when it was read from an
+    /// answers file ([`parse_answer_line`]); `None` for a run made here. Not a field of
+    /// the line.
+    #[serde(skip)]
+    pub sha256: Option<String>,
 }
 
 impl AnswerLine {
@@ -379,10 +620,12 @@ impl AnswerLine {
 
 /// Reads line `line` of an answers file: `None` for a blank line.
 pub fn parse_answer_line(text: &str, line: usize) -> Result<Option<AnswerLine>, CaseError> {
+    let text = without_bom(text);
     if text.trim().is_empty() {
         return Ok(None);
     }
     let mut f = object(text, line, "an answer line")?;
+    let sha256 = crate::batch::fields_sha256(f.iter().map(|(k, v)| (k.as_str(), v)));
     let id = id_text(f.remove("id"), line, "id")?;
     let mode = id_text(f.remove("mode"), line, "mode")?;
     let failed = f.get("error").is_some_and(|e| !e.is_null());
@@ -401,9 +644,10 @@ pub fn parse_answer_line(text: &str, line: usize) -> Result<Option<AnswerLine>, 
     }
     f.insert("id".into(), Value::String(id));
     f.insert("mode".into(), Value::String(mode));
-    serde_json::from_value(Value::Object(f))
-        .map(Some)
-        .map_err(|e| CaseError::at(line, format!("not an answer line: {e}")))
+    let mut answer: AnswerLine = serde_json::from_value(Value::Object(f))
+        .map_err(|e| CaseError::at(line, format!("not an answer line: {e}")))?;
+    answer.sha256 = Some(sha256);
+    Ok(Some(answer))
 }
 
 #[cfg(test)]
@@ -519,7 +763,149 @@ mod tests {
 
     #[test]
     fn huge_regexes_are_refused() {
-        assert!(AnswerRegex::new(r"\w{1000}\w{1000}\w{1000}").is_err());
+        let e = AnswerRegex::new(r"\w{1000}\w{1000}\w{1000}").unwrap_err();
+        assert_eq!(
+            e,
+            RegexError::TooLarge {
+                limit: REGEX_SIZE_LIMIT
+            }
+        );
+        assert!(e.to_string().contains("make it simpler"), "{e}");
+        assert!(matches!(AnswerRegex::new("("), Err(RegexError::Invalid(_))));
+    }
+
+    #[test]
+    fn the_regexes_of_a_file_are_bounded_together() {
+        // One small pattern that compiles large: alone it is fine.
+        let heavy =
+            r#"{"id": "ID", "query": "Q", "nodes": ["t"], "answers": [{"regex": "\\w{10}"}]}"#;
+        let one = AnswerRegex::new(r"\w{10}").unwrap();
+        let mut budget = RegexBudget::default();
+        let mut read = 0usize;
+        let mut refused = None;
+        // 2,000 such lines (40 KB): the budget ends them long before.
+        for n in 1..=2000 {
+            match parse_case_within(&heavy.replace("ID", &n.to_string()), n, &mut budget) {
+                Ok(_) => read += 1,
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let e = refused.expect("the budget refuses a line");
+        assert!(budget.used() <= MAX_REGEX_BYTES, "{}", budget.used());
+        assert!(read > 10 && read < 2000, "{read}");
+        let message = e.to_string();
+        assert!(
+            message.starts_with(&format!("line {}: `answers[0]` is", read + 1))
+                && message.contains("over the budget of a file's answer regexes"),
+            "{message}"
+        );
+        assert!(one.is_match(&"x".repeat(10)) && !one.is_match("short"));
+        // Another file starts again.
+        assert!(parse_case(&heavy.replace("ID", "1"), 1).is_ok());
+    }
+
+    #[test]
+    fn regexes_stand_where_strings_do_in_lists_too() {
+        let c = case(
+            r#"{"id": "r", "query": "Q", "nodes": ["t"],
+                "answers": [[{"regex": "a"}, {"regex": "b"}], ["x", {"regex": "\\by\\b"}]]}"#,
+        )
+        .unwrap();
+        let Alternative::All(parts) = &c.answers[0] else {
+            panic!("not a list")
+        };
+        assert!(matches!(
+            parts.as_slice(),
+            [Alternative::Regex(_), Alternative::Regex(_)]
+        ));
+        let Alternative::All(parts) = &c.answers[1] else {
+            panic!("not a list")
+        };
+        assert!(matches!(
+            parts.as_slice(),
+            [Alternative::Text(_), Alternative::Regex(_)]
+        ));
+        for (bad, want) in [
+            (r#"[["a", ["b"]]]"#, "`answers[0][1]` is a list"),
+            (
+                r#"[["a", {"regex": "("}]]"#,
+                "`answers[0][1]` is not a valid regex",
+            ),
+            (r#"[["a", " "]]"#, "`answers[0][1]` is empty"),
+            (r#"[["a", 3]]"#, "`answers[0][1]` must be"),
+        ] {
+            let text = format!(r#"{{"id": "r", "query": "Q", "nodes": ["t"], "answers": {bad}}}"#);
+            let e = case(&text).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_line() {
+        let c = parse_case(
+            "\u{feff}{\"id\": \"b\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"a\"]}",
+            1,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.id, "b");
+        let a = parse_answer_line(
+            "\u{feff}{\"id\": \"b\", \"mode\": \"m\", \"answer\": \"x\"}",
+            1,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.answer, "x");
+    }
+
+    #[test]
+    fn evidence_must_name_a_node_of_the_case() {
+        let e = case(
+            r#"{"id": "e", "query": "Q", "nodes": [{"id": "n1", "text": "t"}, "u"],
+                "answers": ["a"], "evidence": ["n1", "n9"]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("line 7: `evidence[1]` is `n9`, which is the id of no node")
+                && e.contains("`n1`, `2`"),
+            "{e}"
+        );
+        // With `paths`, the nodes are known only once read: not checked here.
+        assert!(
+            case(r#"{"id": "p", "query": "Q", "paths": ["d"], "answers": ["a"], "evidence": ["d#1"]}"#)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_case_hash_covers_what_the_case_reads_but_its_id() {
+        let hash = |text: &str| case(text).unwrap().sha256;
+        let a = hash(r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": ["x"]}"#);
+        assert_eq!(a.len(), 64);
+        // Another id, key order, an ignored field, `answerable` written out: the same.
+        assert_eq!(
+            a,
+            hash(
+                r#"{"answers": ["x"], "answerable": true, "nodes": ["t"], "query": "Q", "id": 9, "note": 1}"#
+            )
+        );
+        for other in [
+            r#"{"id": "a", "query": "Q2", "nodes": ["t"], "answers": ["x"]}"#,
+            r#"{"id": "a", "query": "Q", "nodes": ["t2"], "answers": ["x"]}"#,
+            r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": ["y"]}"#,
+            r#"{"id": "a", "query": "Q", "nodes": ["t"], "answers": ["x"], "tags": ["n"]}"#,
+        ] {
+            assert_ne!(a, hash(other), "{other}");
+        }
+        // An answers line's hash is that of the whole line.
+        let line = |text: &str| parse_answer_line(text, 1).unwrap().unwrap().sha256.unwrap();
+        let l = line(r#"{"id": "a", "mode": "m", "answer": "x"}"#);
+        assert_eq!(l, line(r#"{"mode": "m", "answer": "x", "id": "a"}"#));
+        assert_ne!(l, line(r#"{"id": "a", "mode": "m", "answer": "y"}"#));
     }
 
     #[test]

@@ -2,10 +2,15 @@
 //! nodes and in the prompts, citation precision and recall, abstention.
 //!
 //! **Correct.** An answer is correct when one alternative is found in it:
-//! a string when its normalised words ([`super::normalize()`]) appear in the answer's
-//! normalised words, in order and together (so `6` is not found in `16`, and `six
-//! months` is found in "every Six Months."); a list when each of its strings is found so;
-//! a regex when it matches the raw answer, case-insensitively.
+//! a string when its normalised words ([`super::normalize()`]: punctuation splits words,
+//! so versions, flags, paths and code names are read as a reader reads them) appear in
+//! the answer's normalised words, in order and together (so `6` is not found in `16`,
+//! `six months` is found in "every Six Months.", `1.65` in "`1.65.0`" and `bundled` in
+//! "`--features=bundled`"); the parts of a number written with dots are parts of one
+//! number: a dotted number is found at the start of a longer one (`1.65` in `1.65.0`,
+//! not in `1.650`, `11.65` or `2.1.65`) and a plain number only whole (`6` is not in
+//! `6.5`); a list when each of its parts (strings or regexes) is found so; a regex when
+//! it matches the raw answer, case-insensitively.
 //!
 //! **Token F1** is SQuAD's: the harmonic mean of the precision and recall of the
 //! answer's normalised words against an alternative's (a list's strings joined), the best
@@ -29,7 +34,7 @@
 use std::collections::HashSet;
 
 use super::case::Alternative;
-use super::normalize::tokens;
+use super::normalize::{Word, tokens, words};
 pub use crate::text::abstention::{ABSTENTION_PATTERNS, text_abstains};
 
 /// Whether an answer abstains: the system said so (`said`), or its text does
@@ -42,7 +47,7 @@ pub fn abstains(answer: &str, said: Option<bool>) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct Haystack<'a> {
     raw: &'a str,
-    words: Vec<String>,
+    words: Vec<Word>,
 }
 
 impl<'a> Haystack<'a> {
@@ -50,27 +55,35 @@ impl<'a> Haystack<'a> {
     pub fn new(raw: &'a str) -> Self {
         Self {
             raw,
-            words: tokens(raw),
+            words: words(raw),
         }
     }
 
     /// Whether `needle`'s normalised words appear here in order and together (an empty
-    /// needle never does).
+    /// needle never does), the parts of a dotted number as parts of one: `1.65` is found
+    /// at the start of `1.65.0`, never inside `2.1.65`; a plain number is found only
+    /// whole (`6` is not in `6.5`).
     pub(crate) fn has_words(&self, needle: &str) -> bool {
-        let needle = tokens(needle);
-        !needle.is_empty()
-            && self.words.len() >= needle.len()
-            && self
-                .words
-                .windows(needle.len())
-                .any(|w| w == needle.as_slice())
+        let needle = words(needle);
+        let Some(last) = needle.last() else {
+            return false;
+        };
+        let n = needle.len();
+        self.words.len() >= n
+            && self.words.windows(n).enumerate().any(|(i, w)| {
+                let same = w.iter().zip(&needle).all(|(h, x)| h == x);
+                // A number that goes on past the needle: found only when the needle is
+                // itself a dotted number (a version's first parts).
+                let goes_on = self.words.get(i + n).is_some_and(|next| next.after_dot);
+                same && (!goes_on || last.after_dot)
+            })
     }
 
     /// Whether `alternative` is found here.
     pub fn has(&self, alternative: &Alternative) -> bool {
         match alternative {
             Alternative::Text(s) => self.has_words(s),
-            Alternative::All(parts) => parts.iter().all(|p| self.has_words(p)),
+            Alternative::All(parts) => !parts.is_empty() && parts.iter().all(|p| self.has(p)),
             Alternative::Regex(r) => r.is_match(self.raw),
         }
     }
@@ -124,7 +137,16 @@ pub fn best_f1(alternatives: &[Alternative], answer: &str) -> Option<f64> {
         .iter()
         .filter_map(|a| match a {
             Alternative::Text(s) => Some(token_f1(answer, s)),
-            Alternative::All(parts) => Some(token_f1(answer, &parts.join(" "))),
+            Alternative::All(parts) => {
+                let words: Vec<&str> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Alternative::Text(s) => Some(s.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                (!words.is_empty()).then(|| token_f1(answer, &words.join(" ")))
+            }
             Alternative::Regex(_) => None,
         })
         .reduce(f64::max)
@@ -165,10 +187,49 @@ mod tests {
     }
 
     #[test]
+    fn versions_flags_paths_and_code_are_matched_as_a_reader_reads_them() {
+        // The three right answers issue 43 saw marked wrong.
+        assert!(found(&[text("1.65")], "Rust `1.65.0` or newer."));
+        assert!(found(&[text("1.65")], "MSRV: 1.65.0"));
+        assert!(found(
+            &[text("bundled")],
+            "Build with `--features=bundled`."
+        ));
+        assert!(found(&[text("1.51")], "It needs Rust `1.51.x`."));
+        // A version's first parts, never a different number.
+        assert!(!found(&[text("1.65")], "version 1.650"));
+        assert!(!found(&[text("1.65")], "version 11.65"));
+        assert!(!found(&[text("1.65")], "version 2.1.65"));
+        assert!(!found(&[text("6")], "after 6.5 months"));
+        assert!(found(&[text("6 months")], "after 6 months."));
+        // Paths and code across backticks and separators.
+        assert!(found(&[text("src/main.rs")], "Edit `src/main.rs`."));
+        assert!(found(&[text("crate::Type")], "It is `crate::Type`."));
+        assert!(found(&[text("tokio::spawn")], "call `tokio::spawn(fut)`"));
+        assert!(found(
+            &[text("--no-default-features")],
+            "`--no-default-features`"
+        ));
+        // Numbers as numbers: thousands separators.
+        assert!(found(&[text("1,000")], "about 1000 trees"));
+        assert!(found(&[text("1000")], "about 1,000 trees"));
+        assert!(!found(&[text("1000")], "about 1,0000 trees"));
+    }
+
+    #[test]
     fn list_alternatives_need_every_part() {
-        let both = Alternative::All(vec!["Alice".into(), "Bob".into()]);
+        let both = Alternative::All(vec![text("Alice"), text("Bob")]);
         assert!(found(std::slice::from_ref(&both), "Bob and alice came."));
         assert!(!found(&[both], "Only Alice came."));
+        // Regexes stand where strings do, in a list too.
+        let regex = |p: &str| Alternative::Regex(AnswerRegex::new(p).unwrap());
+        let both = Alternative::All(vec![regex(r"\bal"), regex(r"bob\b")]);
+        assert!(found(std::slice::from_ref(&both), "Bob and Alice came."));
+        assert!(!found(std::slice::from_ref(&both), "Bobby and Alice came."));
+        assert_eq!(best_f1(&[both], "Bob"), None, "no words to compare");
+        let mixed = Alternative::All(vec![text("Alice"), regex(r"\bbob\b")]);
+        assert!(found(std::slice::from_ref(&mixed), "alice, bob"));
+        assert_eq!(best_f1(&[mixed], "Alice"), Some(1.0));
     }
 
     #[test]
@@ -196,7 +257,7 @@ mod tests {
         assert!((f - 0.5).abs() < 1e-9, "{f}");
         let alts = [
             text("dog"),
-            Alternative::All(vec!["six".into(), "months".into()]),
+            Alternative::All(vec![text("six"), text("months")]),
             Alternative::Regex(AnswerRegex::new("x").unwrap()),
         ];
         assert_eq!(best_f1(&alts, "six months"), Some(1.0));

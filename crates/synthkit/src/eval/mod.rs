@@ -7,8 +7,9 @@
 //!   (`answerable`). An **answer line** (`ANSWERS.jsonl`) is what one system answered to
 //!   one case in one mode, with its cost; synthkit's own runs are scored as answer lines
 //!   too, so every system is scored by the same code.
-//! - [`normalize`](mod@normalize): SQuAD-style normalisation (lowercase, punctuation dropped, articles
-//!   dropped, whitespace collapsed).
+//! - [`normalize`](mod@normalize): SQuAD-style normalisation (lowercase, articles dropped,
+//!   whitespace collapsed), with punctuation splitting words as a reader of versions,
+//!   flags, paths and code splits them, and thousands separators dropped from numbers.
 //! - [`metrics`]: whether an answer is correct, its token F1, whether the answer was in
 //!   the nodes and in the prompts sent, citation precision and recall, abstention.
 //! - [`score`](mod@score): one [`Row`] per case, mode and system, and the [`Totals`] of each
@@ -47,7 +48,8 @@ pub mod run;
 pub mod score;
 
 pub use case::{
-    Alternative, AnswerLine, AnswerRegex, Case, CaseError, CaseInput, parse_answer_line, parse_case,
+    Alternative, AnswerLine, AnswerRegex, Case, CaseError, CaseInput, MAX_REGEX_BYTES, RegexBudget,
+    RegexError, parse_answer_line, parse_case, parse_case_within,
 };
 pub use metrics::{ABSTENTION_PATTERNS, abstains, text_abstains};
 pub use noise::Paired;
@@ -56,4 +58,4 @@ pub use run::{
     CapturedPrompts, CaseRun, DEFAULT_MAX_PROMPT_BYTES, GuardCounts, PromptCapture, answer_line,
     nodes_text, run_case,
 };
-pub use score::{Row, TABLE_HEADINGS, Totals, paired, score, table, totals};
+pub use score::{NAMED_WRONG, Row, TABLE_HEADINGS, Totals, paired, score, table, totals};

@@ -89,10 +89,11 @@ impl GuardCounts {
 
     /// These counts plus `other`'s.
     pub fn plus(self, other: GuardCounts) -> Self {
+        // Counts read from files: never wrapped.
         GuardCounts {
-            set_aside: self.set_aside + other.set_aside,
-            kept_previous: self.kept_previous + other.kept_previous,
-            bounded: self.bounded + other.bounded,
+            set_aside: self.set_aside.saturating_add(other.set_aside),
+            kept_previous: self.kept_previous.saturating_add(other.kept_previous),
+            bounded: self.bounded.saturating_add(other.bounded),
         }
     }
 }

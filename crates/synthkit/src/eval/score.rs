@@ -11,6 +11,8 @@
 //! prompts (or the nodes, when the prompts are unknown) and the answer is still wrong. A
 //! failed run is counted in `errors` and in none of these.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 use super::case::{AnswerLine, Case};
@@ -80,6 +82,38 @@ pub struct Row {
     /// The case's tags.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The [`Case::sha256`] of the case scored: a resumed evaluation runs or scores again
+    /// a row whose case has changed since (`None` in rows written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case_sha256: Option<String>,
+    /// The [`AnswerLine::sha256`] of the answers line scored (`None`: a run made here, or
+    /// a row written before it was kept): a resumed evaluation scores again a row whose
+    /// line has changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_sha256: Option<String>,
+    /// Evidence ids of the case that name no node the run was given (a `paths` case,
+    /// whose nodes are known once its files are read): its citation recall counts them
+    /// as not cited. Set by the caller that read the nodes ([`Row::check_evidence`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_evidence: Vec<String>,
+}
+
+impl Row {
+    /// Records the case's evidence ids that name none of `node_ids` (the nodes its run
+    /// was given) in [`Row::unknown_evidence`], and returns them.
+    pub fn check_evidence<'a>(
+        &mut self,
+        evidence: &[String],
+        node_ids: impl IntoIterator<Item = &'a str>,
+    ) -> &[String] {
+        let ids: HashSet<&str> = node_ids.into_iter().collect();
+        self.unknown_evidence = evidence
+            .iter()
+            .filter(|e| !ids.contains(e.as_str()))
+            .cloned()
+            .collect();
+        &self.unknown_evidence
+    }
 }
 
 /// Scores `answer` to `case`. `system` names the system when the answer line names none;
@@ -132,8 +166,14 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
         wall_ms: answer.wall_ms.unwrap_or(0.0),
         report: None,
         tags: case.tags.clone(),
+        case_sha256: Some(case.sha256.clone()),
+        answer_sha256: answer.sha256.clone(),
+        unknown_evidence: Vec::new(),
     }
 }
+
+/// How many case ids [`Totals::wrong_ids`] keeps (the table names them).
+pub const NAMED_WRONG: usize = 8;
 
 /// The totals of one system in one mode.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -195,6 +235,14 @@ pub struct Totals {
     pub truncated_calls: u64,
     /// Wall time of every run together (milliseconds).
     pub wall_ms: f64,
+    /// The ids of the first [`NAMED_WRONG`] cases answered wrong (failed runs too), in
+    /// the rows' order; `cases - correct` of them in all.
+    #[serde(default)]
+    pub wrong_ids: Vec<String>,
+    /// Rows whose case names evidence that no node of the run has
+    /// ([`Row::unknown_evidence`]).
+    #[serde(default)]
+    pub unknown_evidence: usize,
 }
 
 impl Totals {
@@ -280,11 +328,16 @@ impl Totals {
                 t.unanswerable += 1;
                 t.abstained_right += usize::from(r.abstained);
             }
-            t.calls += r.calls;
-            t.prompt_tokens += r.prompt_tokens;
-            t.completion_tokens += r.completion_tokens;
-            t.truncated_calls += r.truncated_calls;
+            // Counts read from files: never wrapped, at most u64::MAX.
+            t.calls = t.calls.saturating_add(r.calls);
+            t.prompt_tokens = t.prompt_tokens.saturating_add(r.prompt_tokens);
+            t.completion_tokens = t.completion_tokens.saturating_add(r.completion_tokens);
+            t.truncated_calls = t.truncated_calls.saturating_add(r.truncated_calls);
             t.wall_ms += r.wall_ms;
+            if !r.correct && t.wrong_ids.len() < NAMED_WRONG {
+                t.wrong_ids.push(r.id.clone());
+            }
+            t.unknown_evidence += usize::from(!r.unknown_evidence.is_empty());
         }
         if t.cases > 0 {
             t.correct_rate = t.correct as f64 / t.cases as f64;
@@ -294,10 +347,15 @@ impl Totals {
         t.f1_mean = mean(rows.iter().map(|r| r.f1)).unwrap_or(0.0);
         t.cite_precision = mean(rows.iter().filter_map(|r| r.cite_precision));
         t.cite_recall = mean(rows.iter().filter_map(|r| r.cite_recall));
-        t.quotes = rows
-            .iter()
-            .filter_map(|r| r.quotes)
-            .reduce(crate::citation::QuoteCounts::plus);
+        t.quotes =
+            rows.iter()
+                .filter_map(|r| r.quotes)
+                .reduce(|a, b| crate::citation::QuoteCounts {
+                    // Counts read from files: never wrapped.
+                    verified: a.verified.saturating_add(b.verified),
+                    misattributed: a.misattributed.saturating_add(b.misattributed),
+                    not_found: a.not_found.saturating_add(b.not_found),
+                });
         t.guards = rows
             .iter()
             .filter_map(|r| r.guards)
@@ -408,11 +466,59 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
     for line in &lines {
         table_line(&mut out, line.iter().map(String::as_str), &widths);
     }
+    for t in totals {
+        if let Some(line) = t.wrong_line() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        if let Some(line) = t.unknown_evidence_line() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     for p in paired {
         out.push_str(&p.describe());
         out.push('\n');
     }
     out
+}
+
+impl Totals {
+    /// `wrong in SYSTEM/MODE (N): id, id, ... and M more`: the cases answered wrong, the
+    /// first [`NAMED_WRONG`] by id; `None` when none was.
+    pub fn wrong_line(&self) -> Option<String> {
+        let wrong = self.cases.saturating_sub(self.correct);
+        if wrong == 0 {
+            return None;
+        }
+        let more = wrong.saturating_sub(self.wrong_ids.len());
+        let rest = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "wrong in {}/{} ({wrong}): {}{rest}",
+            self.system,
+            self.mode,
+            self.wrong_ids.join(", ")
+        ))
+    }
+
+    /// A warning when some rows' evidence names no node of their run; `None` otherwise.
+    pub fn unknown_evidence_line(&self) -> Option<String> {
+        (self.unknown_evidence > 0).then(|| {
+            format!(
+                "warning: in {}/{}, {} row{} name evidence that is no node of the run (see \
+                 each row's unknown_evidence; the nodes of `paths` are PATH#N): their \
+                 citation recall counts it as not cited",
+                self.system,
+                self.mode,
+                self.unknown_evidence,
+                if self.unknown_evidence == 1 { "" } else { "s" }
+            )
+        })
+    }
 }
 
 /// One line of the table: each cell padded to its column's width.
@@ -668,6 +774,113 @@ mod tests {
                 .starts_with("s/compact vs a-long-system-name/compact on 1 case:"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn totals_saturate_instead_of_wrapping() {
+        let a = case(true);
+        let mut huge = line("six months");
+        huge.calls = Some(u64::MAX);
+        huge.prompt_tokens = Some(u64::MAX - 1);
+        huge.completion_tokens = Some(u64::MAX);
+        huge.truncated_calls = Some(u64::MAX);
+        huge.guards = Some(super::super::run::GuardCounts {
+            set_aside: u64::MAX,
+            kept_previous: 1,
+            bounded: 0,
+        });
+        huge.quotes = Some(crate::citation::QuoteCounts {
+            verified: u64::MAX,
+            misattributed: 0,
+            not_found: 2,
+        });
+        let row = score(&a, "s", &huge, None);
+        let t = Totals::of(&[&row, &row, &row]);
+        assert_eq!(
+            (
+                t.calls,
+                t.prompt_tokens,
+                t.completion_tokens,
+                t.truncated_calls
+            ),
+            (u64::MAX, u64::MAX, u64::MAX, u64::MAX)
+        );
+        let guards = t.guards.unwrap();
+        assert_eq!((guards.set_aside, guards.kept_previous), (u64::MAX, 3));
+        let quotes = t.quotes.unwrap();
+        assert_eq!((quotes.verified, quotes.not_found), (u64::MAX, 6));
+    }
+
+    #[test]
+    fn the_table_names_the_cases_answered_wrong() {
+        let a = case(true);
+        let mut rows = Vec::new();
+        for i in 0..(NAMED_WRONG + 3) {
+            let mut l = line(if i % 2 == 0 { "Blue" } else { "six months" });
+            l.id = format!("c{i}");
+            let mut r = score(&a, "s", &l, None);
+            r.id = format!("c{i}");
+            rows.push(r);
+        }
+        let t = totals(&rows);
+        let wrong = t[0].cases - t[0].correct;
+        assert_eq!(wrong, 6);
+        assert_eq!(t[0].wrong_ids, ["c0", "c2", "c4", "c6", "c8", "c10"]);
+        let text = table(&t, &[]);
+        assert!(
+            text.contains("wrong in s/compact (6): c0, c2, c4, c6, c8, c10\n"),
+            "{text}"
+        );
+        // Past NAMED_WRONG, a count of the rest.
+        let many: Vec<Row> = (0..NAMED_WRONG + 4)
+            .map(|i| {
+                let mut r = score(&a, "s", &line("Blue"), None);
+                r.id = format!("w{i}");
+                r
+            })
+            .collect();
+        let t = totals(&many);
+        assert_eq!(t[0].wrong_ids.len(), NAMED_WRONG);
+        let text = table(&t, &[]);
+        assert!(text.contains(" and 4 more\n"), "{text}");
+        assert!(text.contains("wrong in s/compact (12): w0, w1,"), "{text}");
+        // All right: no such line.
+        let right = vec![score(&a, "s", &line("six months"), None)];
+        assert!(!table(&totals(&right), &[]).contains("wrong in"));
+    }
+
+    #[test]
+    fn evidence_that_names_no_node_read_is_a_counted_warning() {
+        let a = case(true);
+        let mut r = score(&a, "s", &line("six months"), None);
+        assert_eq!(r.check_evidence(&a.evidence, ["docs/a.md#1"]), ["n1"]);
+        let t = totals(&[r.clone()]);
+        assert_eq!(t[0].unknown_evidence, 1);
+        let text = table(&t, &[]);
+        assert!(
+            text.contains("warning: in s/compact, 1 row name evidence that is no node"),
+            "{text}"
+        );
+        assert!(r.check_evidence(&a.evidence, ["n1", "n2"]).is_empty());
+        assert!(!table(&totals(&[r]), &[]).contains("warning"));
+    }
+
+    #[test]
+    fn rows_keep_the_hashes_of_their_case_and_answers_line() {
+        let a = case(true);
+        let r = score(&a, "s", &line("six months"), None);
+        assert_eq!(r.case_sha256.as_deref(), Some(a.sha256.as_str()));
+        assert_eq!(r.answer_sha256, None, "a run made here");
+        let read =
+            crate::eval::parse_answer_line(r#"{"id": "c", "mode": "compact", "answer": "x"}"#, 1)
+                .unwrap()
+                .unwrap();
+        let r = score(&a, "s", &read, None);
+        assert_eq!(r.answer_sha256, read.sha256);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["case_sha256"], a.sha256.as_str());
+        let back: Row = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
     }
 
     fn row(id: &str, system: &str, mode: &str, correct: bool) -> Row {
