@@ -62,6 +62,8 @@ pub(crate) struct BackendOptions {
     pub context_window: Option<usize>,
     /// Tokens reserved for each answer.
     pub num_output: usize,
+    /// Whether the model takes images, over what its server says (`vision=`).
+    pub vision: Option<bool>,
     /// Calls in flight at most (0: no limit).
     pub concurrency: usize,
     /// The sampling temperature; `None` keeps the library's default (0.1).
@@ -156,7 +158,7 @@ fn configured<A: HttpApi>(opts: &BackendOptions) -> PyResult<HttpConfig<A>> {
         &mut config.sampling,
         &mut config.context_window,
     )?;
-    Ok(config)
+    Ok(config.with_vision(opts.vision))
 }
 
 /// Builds the model through the setup every front end shares (`synthkit_setup`). For a

@@ -197,6 +197,8 @@ impl Synthesizer {
         thinking_reserve = 0,
         // the answer when the sources do not answer
         not_in_sources_answer = None,
+        // whether the model takes images, over what its server says
+        vision = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -236,6 +238,7 @@ impl Synthesizer {
         on_truncation: &str,
         thinking_reserve: usize,
         not_in_sources_answer: Option<String>,
+        vision: Option<bool>,
     ) -> PyResult<Self> {
         let on_truncation = TruncationPolicy::parse(on_truncation)?;
         // The library's one default for calls in flight.
@@ -321,6 +324,7 @@ impl Synthesizer {
                     api_key_env: api_key_env.unwrap_or_else(|| api.default_key_var().to_string()),
                     context_window,
                     num_output: num_output.unwrap_or(DEFAULT_NUM_OUTPUT),
+                    vision,
                     concurrency,
                     temperature,
                     timeout,
@@ -362,6 +366,7 @@ impl Synthesizer {
         options.max_prompt_tokens = max_prompt_tokens;
         options.thinking_reserve = Some(thinking_reserve);
         options.not_in_sources_answer = not_in_sources_answer;
+        options.vision = vision;
         structured.set(&mut options);
         let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
             options

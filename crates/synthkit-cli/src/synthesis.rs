@@ -157,7 +157,7 @@ pub fn build_synthesizer(
     options.templates = templates.list();
     options.thinking_reserve = Some(args.thinking_reserve);
     options.not_in_sources_answer = args.not_in_sources.clone();
-    options.vision = args.walk.vision_override();
+    options.vision = args.model_args.vision_override();
     options.output_schema = args
         .output_schema
         .as_deref()
@@ -263,7 +263,7 @@ pub(crate) fn gather_nodes(
             &read.images,
             &args.walk,
             // The offline extractive backend reads text only.
-            args.walk
+            args.model_args
                 .vision_override()
                 .or(info.vision)
                 .or((backend.is_extractive()).then_some(false)),

@@ -119,9 +119,25 @@ pub struct ModelArgs {
     /// model's own when known, else cl100k_base].
     #[arg(long, value_name = "NAME", value_parser = parse_tokenizer)]
     pub tokenizer: Option<BpeTokenizer>,
+    /// Say the model takes images, whatever its server says (llama.cpp's /props, the
+    /// models listing).
+    #[arg(long, overrides_with = "no_vision")]
+    pub vision: bool,
+    /// Say the model takes no images: image nodes are refused before any call.
+    #[arg(long, overrides_with = "vision")]
+    pub no_vision: bool,
 }
 
 impl ModelArgs {
+    /// `--vision` / `--no-vision`: whether the model takes images, if said.
+    pub fn vision_override(&self) -> Option<bool> {
+        match (self.vision, self.no_vision) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+
     /// The API a model server speaks: `--api` (or `SYNTHKIT_API`), else openai.
     pub fn api(&self) -> Api {
         self.api.unwrap_or_default()
@@ -248,6 +264,7 @@ impl ModelArgs {
         }
         config.context_window = self.context_window.or(config.context_window);
         config.num_output = self.num_output.unwrap_or(config.num_output);
+        config.vision = self.vision_override();
         config
             .extra_body
             .extend(self.extra_body.clone().unwrap_or_default());

@@ -321,24 +321,6 @@ pub struct WalkArgs {
     /// the most OpenAI's API takes for one image). Larger images are skipped and named.
     #[arg(long, value_name = "SIZE", default_value = "20M", value_parser = parse_image_size)]
     pub max_image_bytes: usize,
-    /// Say the model takes images, whatever its server says (llama.cpp's /props, the
-    /// models listing).
-    #[arg(long, overrides_with = "no_vision")]
-    pub vision: bool,
-    /// Say the model takes no images: image nodes are refused before any call.
-    #[arg(long, overrides_with = "vision")]
-    pub no_vision: bool,
-}
-
-impl WalkArgs {
-    /// `--vision` / `--no-vision`: whether the model takes images, if said.
-    pub fn vision_override(&self) -> Option<bool> {
-        match (self.vision, self.no_vision) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        }
-    }
 }
 
 /// `--images`: whether image files are read.

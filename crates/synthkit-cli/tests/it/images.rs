@@ -182,3 +182,48 @@ fn images_over_the_limit_and_false_images_are_not_sent() {
     let out = ask(&fake, &[dir.path()], &["--max-image-bytes", "21M"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn vision_and_no_vision_work_on_batch_lines_too() {
+    let image = png(8, 8, 3);
+    let b64 = data_url(&image)
+        .split_once(',')
+        .map(|(_, b)| b.to_string())
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let line = json!({"id": "q1", "query": "What does the chart show?", "nodes": [
+        {"id_": "chart", "text": "Q3 sales.", "image": b64, "image_mimetype": "image/png"}]});
+    let input = write(dir.path(), "in.jsonl", format!("{line}\n"));
+    let batch = |fake: &Fake, flag: &str, out: &str| {
+        crate::common::synthkit()
+            .args(["batch", input.to_str().unwrap(), "-o", out])
+            .args([
+                "--base-url",
+                &fake.server.base,
+                "--llm",
+                "openai",
+                "--model",
+                "m",
+            ])
+            .arg(flag)
+            .output()
+            .unwrap()
+    };
+    // The server says nothing of images: --vision sends them.
+    let fake = Fake::start(None);
+    let out_path = dir.path().join("yes.jsonl");
+    let out = batch(&fake, "--vision", out_path.to_str().unwrap());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fake.image_urls(), vec![data_url(&image)]);
+    // The server says it takes them: --no-vision refuses the line before any call.
+    let fake = Fake::start(Some(true));
+    let out_path = dir.path().join("no.jsonl");
+    let out = batch(&fake, "--no-vision", out_path.to_str().unwrap());
+    let written = std::fs::read_to_string(&out_path).unwrap_or_default();
+    assert!(
+        written.contains("does not take images"),
+        "{written} {}",
+        stderr(&out)
+    );
+    assert_eq!(fake.completions(), 0);
+}

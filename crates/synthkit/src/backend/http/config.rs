@@ -54,6 +54,10 @@ pub struct HttpConfig<A: HttpApi> {
     /// Extra fields merged into every request body; they override the fields synthkit
     /// sets (`cache_prompt`, `min_p`, ...).
     pub extra_body: Map<String, Value>,
+    /// Whether the model takes images, over what its server says (`None`, the default:
+    /// as llama.cpp's `/props` or the models listing says): the front ends'
+    /// `--vision`/`--no-vision`.
+    pub vision: Option<bool>,
     /// The API's own options.
     pub api: A::Options,
 }
@@ -72,6 +76,7 @@ impl<A: HttpApi> fmt::Debug for HttpConfig<A> {
             .field("server_tokenizer", &self.server_tokenizer)
             .field("discover_model", &self.discover_model)
             .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
+            .field("vision", &self.vision)
             .finish()
     }
 }
@@ -106,6 +111,7 @@ impl<A: HttpApi> HttpConfig<A> {
             server_tokenizer: false,
             discover_model: false,
             extra_body: Map::new(),
+            vision: None,
             api: A::Options::default(),
         }
     }
@@ -191,6 +197,9 @@ impl<A: HttpApi> HttpConfig<A> {
 
         /// Sets the context window, overriding discovery.
         pub fn with_context_window(tokens: usize) => Some(context_window);
+
+        /// Says whether the model takes images, over what its server says.
+        pub fn with_vision(vision: Option<bool>) => vision;
 
         /// Sets the output reserve.
         pub fn with_num_output(tokens: usize) => num_output;

@@ -302,7 +302,7 @@ impl<A: HttpApi> LanguageModel for HttpModel<A> {
             .model_info(self.server.discovered_context_window)
             .with_chat(A::is_chat(&self.config))
             .with_provider(A::NAME)
-            .with_vision(self.server.discovered_vision)
+            .with_vision(self.config.vision.or(self.server.discovered_vision))
     }
 
     fn complete<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, Completion> {

@@ -241,6 +241,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
             (strings, ``PromptTemplate`` or ``ChatPromptTemplate``); giving one with its
             text template raises ``synthkit_rs.InputError``.
         chat_prompt_helper: refused (``synthkit_rs.InputError``): pass ``prompt_helper``.
+        vision: whether the model takes images, over what its server says (``None``,
+            the default: as llama.cpp's ``/props`` or the models listing says);
+            ``False`` refuses image nodes before any call.
     """
 
     def __init__(
@@ -283,6 +286,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         max_prompt_tokens: Optional[int] = None,
         return_steps: bool = False,
         on_truncation: str = "warn",
+        vision: Optional[bool] = None,
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -396,6 +400,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "max_prompt_tokens": max_prompt_tokens,
             "return_steps": bool(return_steps),
             "on_truncation": on_truncation,
+            "vision": vision,
         }
         if self._direct or "llm" not in settings:
             self._options.update(api_key_env=api_key_env, timeout=timeout)
