@@ -185,17 +185,21 @@ impl QuoteCounts {
 
     /// These counts plus `other`'s.
     pub fn plus(self, other: QuoteCounts) -> Self {
+        // Counts may be read from files: they saturate, never wrap.
         QuoteCounts {
-            verified: self.verified + other.verified,
-            misattributed: self.misattributed + other.misattributed,
-            not_found: self.not_found + other.not_found,
-            unchecked: self.unchecked + other.unchecked,
+            verified: self.verified.saturating_add(other.verified),
+            misattributed: self.misattributed.saturating_add(other.misattributed),
+            not_found: self.not_found.saturating_add(other.not_found),
+            unchecked: self.unchecked.saturating_add(other.unchecked),
         }
     }
 
     /// All quotes counted.
     pub fn total(&self) -> u64 {
-        self.verified + self.misattributed + self.not_found + self.unchecked
+        self.verified
+            .saturating_add(self.misattributed)
+            .saturating_add(self.not_found)
+            .saturating_add(self.unchecked)
     }
 }
 

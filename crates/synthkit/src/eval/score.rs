@@ -347,15 +347,10 @@ impl Totals {
         t.f1_mean = mean(rows.iter().map(|r| r.f1)).unwrap_or(0.0);
         t.cite_precision = mean(rows.iter().filter_map(|r| r.cite_precision));
         t.cite_recall = mean(rows.iter().filter_map(|r| r.cite_recall));
-        t.quotes =
-            rows.iter()
-                .filter_map(|r| r.quotes)
-                .reduce(|a, b| crate::citation::QuoteCounts {
-                    // Counts read from files: never wrapped.
-                    verified: a.verified.saturating_add(b.verified),
-                    misattributed: a.misattributed.saturating_add(b.misattributed),
-                    not_found: a.not_found.saturating_add(b.not_found),
-                });
+        t.quotes = rows
+            .iter()
+            .filter_map(|r| r.quotes)
+            .reduce(crate::citation::QuoteCounts::plus);
         t.guards = rows
             .iter()
             .filter_map(|r| r.guards)
@@ -793,6 +788,7 @@ mod tests {
             verified: u64::MAX,
             misattributed: 0,
             not_found: 2,
+            unchecked: 0,
         });
         let row = score(&a, "s", &huge, None);
         let t = Totals::of(&[&row, &row, &row]);
