@@ -186,8 +186,7 @@ impl Index {
 
     /// The share of the question's weight candidate `doc` covers: the IDF of the distinct
     /// query terms it (or its `context`: its file and headings) contains over the IDF of
-    /// all of them (filler words absent from every
-    /// sentence left out). 1 for a question without terms. The IDF here counts at least
+    /// all of them (a filler word left out unless the candidate has it). 1 for a question without terms. The IDF here counts at least
     /// [`MIN_COVERAGE_SENTENCES`] sentences: in a context of one or two sentences every
     /// word present has an IDF near 0, and one absent word would outweigh them all.
     pub(super) fn coverage(
@@ -202,7 +201,11 @@ impl Index {
         };
         let (mut have, mut all) = (0.0, 0.0);
         for t in Self::distinct(query) {
-            if !self.df.contains_key(&t) && filler(t) {
+            // A filler word ("how often", "how long") says what form the answer takes,
+            // not what it is about: it counts only for a candidate that has it, so a
+            // document using the word elsewhere ("temperatures often fall") never makes
+            // the one that answers look weak.
+            if filler(t) && d.tf(t) == 0 && !context.contains(&t) {
                 continue;
             }
             let n = self.n.max(MIN_COVERAGE_SENTENCES) as f64;
