@@ -213,6 +213,145 @@ impl Extraction {
     }
 }
 
+/// The sentences of some passages that bear on a question ([`ExtractiveModel::evidence`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Evidence {
+    /// The passages with at least one sentence kept, in passage order.
+    pub passages: Vec<EvidencePassage>,
+    /// Whether the passages answer the question, as [`ExtractiveModel::extract`] decides
+    /// it (its relevance floor and minimum coverage): false when the best match covers
+    /// too little of the question.
+    pub answerable: bool,
+    /// The share of the question's weight the best match covers (0 to 1; 1 for a question
+    /// without terms).
+    pub coverage: f64,
+}
+
+/// One passage's evidence.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EvidencePassage {
+    /// The passage's index among those given.
+    pub index: usize,
+    /// Its kept sentences in their order, as a prompt shows them (a list under its
+    /// lead-in one item a line).
+    pub text: String,
+    /// Its kept sentences one by one, as shown (inline markup cleaned, a long sentence's
+    /// window).
+    pub sentences: Vec<String>,
+}
+
+/// The offline answerer's ranking as an evidence selector ([`synthkit::evidence`]):
+/// the sentences of every node that bear on the question, by [`ExtractiveModel::evidence`],
+/// and whether the nodes answer at all by its minimum coverage.
+///
+/// ```
+/// use std::sync::Arc;
+/// use synthkit::evidence::EvidenceSelector;
+/// use synthkit_extractive::ExtractiveEvidence;
+/// let selector = ExtractiveEvidence::new();
+/// let texts = [
+///     "The dome opens at dusk. The primary mirror is cleaned every six months.",
+///     "The cafe sells tea and cake.",
+/// ];
+/// let found = selector.select("How often is the mirror cleaned?", &texts, 512);
+/// assert!(found.answerable);
+/// assert_eq!(found.passages.len(), 1);
+/// assert_eq!(found.passages[0].text, "The primary mirror is cleaned every six months.");
+/// let none = selector.select("Who painted the ceiling?", &texts, 512);
+/// assert!(!none.answerable);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ExtractiveEvidence {
+    model: ExtractiveModel,
+    min_relative_score: f64,
+}
+
+impl Default for ExtractiveEvidence {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExtractiveEvidence {
+    /// The default share of the best sentence's score a sentence needs to be kept as
+    /// evidence: 0.3 (the answerer's own floor, 0.6, keeps one source's sentences; a
+    /// question whose facts are spread over several nodes needs them all).
+    pub const DEFAULT_MIN_RELATIVE_SCORE: f64 = 0.3;
+
+    /// The selector with the answerer's defaults (minimum coverage 0.5) and a relevance
+    /// floor of [`Self::DEFAULT_MIN_RELATIVE_SCORE`].
+    pub fn new() -> Self {
+        Self {
+            model: ExtractiveModel::new(),
+            min_relative_score: Self::DEFAULT_MIN_RELATIVE_SCORE,
+        }
+    }
+
+    /// Sets the relevance floor of kept sentences (a share of the best score, `[0, 1]`).
+    pub fn with_min_relative_score(mut self, ratio: f64) -> Self {
+        self.min_relative_score = unit_ratio(ratio);
+        self
+    }
+
+    /// Sets the share of the question the best match must cover for the nodes to answer
+    /// ([`ExtractiveModel::with_min_coverage`]; default 0.5).
+    pub fn with_min_coverage(mut self, ratio: f64) -> Self {
+        self.model = self.model.with_min_coverage(ratio);
+        self
+    }
+
+    /// Sets the tokenizer that measures the evidence against its budget.
+    pub fn with_tokenizer(mut self, tokenizer: SharedTokenizer) -> Self {
+        self.model = self.model.with_tokenizer(tokenizer);
+        self
+    }
+}
+
+impl synthkit::evidence::EvidenceSelector for ExtractiveEvidence {
+    fn select(
+        &self,
+        query: &str,
+        texts: &[&str],
+        max_tokens: usize,
+    ) -> synthkit::evidence::Selection {
+        let found = self
+            .model
+            .evidence(query, texts, self.min_relative_score, max_tokens);
+        let passages = found
+            .passages
+            .into_iter()
+            .map(|p| synthkit::evidence::SelectedPassage::new(p.index, p.text, p.sentences))
+            .collect();
+        synthkit::evidence::Selection::new(passages, found.answerable, found.coverage)
+    }
+}
+
+/// What [`ExtractiveModel::choose`] found: nothing to choose from, or the ranked
+/// candidates.
+enum Choice {
+    Empty(Extraction),
+    Chosen(Chosen),
+}
+
+/// The ranked candidates of one request.
+struct Chosen {
+    all: Parsed,
+    /// The answer's candidates, best first (empty when the passages do not answer).
+    order: Vec<usize>,
+    /// The evidence's candidates, best first (with `wide` only).
+    wide: Vec<usize>,
+    cands: Vec<Cand>,
+    weights: std::collections::HashMap<Term, f64>,
+    query_matched: bool,
+    /// Whether the passages answer (the coverage rule).
+    grounded: bool,
+    coverage: f64,
+    release: bool,
+    marks: bool,
+}
+
 /// `ratio` clamped to `[0, 1]`; NaN is 0.
 fn unit_ratio(ratio: f64) -> f64 {
     if ratio.is_nan() {
@@ -318,6 +457,122 @@ impl ExtractiveModel {
         context: &str,
         max_tokens: usize,
     ) -> Extraction {
+        let chosen = match self.choose(query, existing_answer, context, None) {
+            Choice::Empty(extraction) => return extraction,
+            Choice::Chosen(c) => c,
+        };
+        let Chosen {
+            all,
+            order,
+            cands,
+            weights,
+            query_matched,
+            release,
+            marks,
+            ..
+        } = chosen;
+        let selector = Selector {
+            sentences: &all.sentences,
+            headings: release.then_some(all.headings.as_slice()),
+            marks,
+            weights: &weights,
+            tok: &self.tokenizer,
+            budget: max_tokens,
+        };
+        let Answer {
+            text,
+            truncated,
+            sources,
+        } = selector.select(&cands, &order);
+        Extraction {
+            grounded: !text.is_empty(),
+            text,
+            query_matched,
+            truncated,
+            sources,
+        }
+    }
+
+    /// The sentences of `passages` that bear on `query`, for a prompt's evidence: the
+    /// candidates over `min_relative_score` times the best one's score, from every
+    /// passage (no focus on the best one's neighbourhood), best first while they fit
+    /// `max_tokens` tokens, each passage's shown in its own order. Whether the passages
+    /// answer at all is decided as [`extract`](Self::extract) decides it (the relevance
+    /// floor and minimum coverage of this model), and said in [`Evidence::answerable`].
+    pub fn evidence(
+        &self,
+        query: &str,
+        passages: &[&str],
+        min_relative_score: f64,
+        max_tokens: usize,
+    ) -> Evidence {
+        let mut context = String::new();
+        for (i, p) in passages.iter().enumerate() {
+            if p.trim().is_empty() {
+                continue;
+            }
+            context.push_str(&format!("[{}]\n", i + 1));
+            context.push_str(p);
+            context.push_str("\n\n");
+        }
+        let chosen = match self.choose(query, None, &context, Some(unit_ratio(min_relative_score)))
+        {
+            Choice::Empty(e) => {
+                return Evidence {
+                    passages: Vec::new(),
+                    answerable: e.grounded,
+                    coverage: 0.0,
+                };
+            }
+            Choice::Chosen(c) => c,
+        };
+        let selector = Selector {
+            sentences: &chosen.all.sentences,
+            headings: chosen.release.then_some(chosen.all.headings.as_slice()),
+            marks: false,
+            weights: &chosen.weights,
+            tok: &self.tokenizer,
+            budget: max_tokens,
+        };
+        let picked = selector.pick(&chosen.cands, &chosen.wide);
+        let mut by_passage: std::collections::BTreeMap<u32, Vec<usize>> =
+            std::collections::BTreeMap::new();
+        for &i in picked.shown.keys() {
+            if let Some(n) = chosen.all.sentences.get(i).and_then(|s| s.source) {
+                by_passage.entry(n).or_default().push(i);
+            }
+        }
+        let passages = by_passage
+            .into_iter()
+            .filter_map(|(n, ids)| {
+                let text = selector.render_only(&picked, &ids);
+                let sentences = ids
+                    .iter()
+                    .filter_map(|i| picked.shown.get(i).cloned())
+                    .collect();
+                (!text.trim().is_empty()).then(|| EvidencePassage {
+                    index: n as usize - 1,
+                    text,
+                    sentences,
+                })
+            })
+            .collect();
+        Evidence {
+            passages,
+            answerable: chosen.grounded,
+            coverage: chosen.coverage,
+        }
+    }
+
+    /// The candidates of `existing_answer` and `context` for `query`, ranked; with
+    /// `wide`, also the evidence order (every candidate over `wide` times the best score).
+    fn choose(
+        &self,
+        query: &str,
+        existing_answer: Option<&str>,
+        context: &str,
+        wide: Option<f64>,
+    ) -> Choice {
         let q = Query::new(query);
         let existing = existing_answer.filter(|e| {
             let e = e.trim();
@@ -423,6 +678,8 @@ impl ExtractiveModel {
         let best = scores.iter().copied().fold(0.0_f64, f64::max);
         let query_matched = best > 0.0;
         let mut grounded = true;
+        let mut best_coverage = 0.0_f64;
+        let mut wide_order: Vec<usize> = Vec::new();
         let order: Vec<usize> = if q.has_terms() {
             let floor = best * self.min_relative_score;
             let order: Vec<usize> = ranked(&scores)
@@ -444,6 +701,15 @@ impl ExtractiveModel {
                 .iter()
                 .filter_map(|&c| covers.get(c).copied())
                 .fold(0.0_f64, f64::max);
+            best_coverage = coverage;
+            if let Some(ratio) = wide {
+                let floor = best * ratio;
+                let all: Vec<usize> = ranked(&scores)
+                    .into_iter()
+                    .filter(|&i| scores.get(i).is_some_and(|&s| s > 0.0 && s >= floor))
+                    .collect();
+                wide_order = forward::follow(&all, &cands, sentences);
+            }
             if query_matched && coverage >= self.min_coverage {
                 // "Which release ...?" has one answer: the best note, not every near one.
                 // A floor of 0 asks for every sentence sharing a word: no focus then.
@@ -465,41 +731,38 @@ impl ExtractiveModel {
                     .filter(|&c| cands.get(c).is_some_and(from_existing))
                     .collect()
             } else if cands.is_empty() && !saw_not_answered {
-                return Extraction::empty("");
+                return Choice::Empty(Extraction::empty(""));
             } else {
                 grounded = false;
                 Vec::new()
             }
         } else {
-            ranked(&lead_biased(&index.centrality(), &cands, sentences))
+            let order = ranked(&lead_biased(&index.centrality(), &cands, sentences));
+            if wide.is_some() {
+                wide_order.clone_from(&order);
+                best_coverage = 1.0;
+            }
+            order
         };
-        if !grounded {
-            return Extraction {
+        if !grounded && wide.is_none() {
+            return Choice::Empty(Extraction {
                 query_matched,
                 ..Extraction::empty(Self::NOT_ANSWERED)
-            };
+            });
         }
         let weights = index.weights(&q.terms);
-        let selector = Selector {
-            sentences,
-            headings: q.release.then_some(all.headings.as_slice()),
-            marks,
-            weights: &weights,
-            tok: &self.tokenizer,
-            budget: max_tokens,
-        };
-        let Answer {
-            text,
-            truncated,
-            sources,
-        } = selector.select(&cands, &order);
-        Extraction {
-            grounded: !text.is_empty(),
-            text,
+        Choice::Chosen(Chosen {
+            order,
+            wide: wide_order,
+            cands,
+            weights,
             query_matched,
-            truncated,
-            sources,
-        }
+            grounded,
+            coverage: best_coverage,
+            release: q.release,
+            marks,
+            all,
+        })
     }
 
     /// The reply to a request (the text of [`LanguageModel::complete`]). It answers from

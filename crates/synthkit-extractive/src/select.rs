@@ -64,8 +64,9 @@ pub(super) struct Answer {
 
 /// Sentences picked so far, each with the text it shows.
 #[derive(Debug, Default, Clone)]
-struct Picked {
-    shown: BTreeMap<usize, String>,
+pub(super) struct Picked {
+    /// Sentence index to the text it shows.
+    pub shown: BTreeMap<usize, String>,
 }
 
 impl Selector<'_> {
@@ -74,51 +75,11 @@ impl Selector<'_> {
         if self.budget == 0 || order.is_empty() {
             return Answer::default();
         }
-        let mut picked = Picked::default();
-        let mut rejections = 0usize;
-        for &c in order {
-            if rejections >= MAX_REJECTIONS_IN_A_ROW {
-                break;
-            }
-            let Some(cand) = cands.get(c) else {
-                continue;
-            };
-            if (cand.first..=cand.last).all(|i| picked.shown.contains_key(&i)) {
-                continue;
-            }
-            // An item with its lead-in when room is left, else alone.
-            let with_head = cand.head.and_then(|h| {
-                let lead = self.sentences.get(cand.first).and_then(|s| s.lead)?;
-                let mut t = picked.clone();
-                for i in (h..=lead).chain([cand.first]) {
-                    let s = self.sentences.get(i)?;
-                    t.shown.entry(i).or_insert_with(|| self.shown(s));
-                }
-                self.fits(&t).then_some(t)
-            });
-            match with_head.or_else(|| self.add(&picked, cand)) {
-                Some(next) => {
-                    picked = next;
-                    rejections = 0;
-                    if let Some(unit) = cand.follow.and_then(|u| cands.get(u))
-                        && let Some(next) = self.add(&picked, unit)
-                    {
-                        picked = next;
-                    }
-                }
-                None => rejections += 1,
-            }
-            if self
-                .tok
-                .count_till_limit(&self.render(&picked), self.budget.saturating_sub(2))
-                .is_none()
-            {
-                break;
-            }
-        }
+        let picked = self.pick(cands, order);
         if !picked.shown.is_empty() {
             return self.answer(&picked, false);
         }
+        let mut picked = picked;
         // Even the best candidate is too long: a window of it that fits.
         let Some(best) = order.first().and_then(|&c| cands.get(c)) else {
             return Answer::default();
@@ -197,6 +158,69 @@ impl Selector<'_> {
         // Items of this list picked on their own beyond the cut would leave a gap.
         t.shown.retain(|&k, _| k <= lead + lo || k > cand.last);
         (lo >= 1 && self.fits(&t)).then_some(t)
+    }
+
+    /// The candidates of `order` (best first) picked while their text fits the budget.
+    pub(super) fn pick(&self, cands: &[Cand], order: &[usize]) -> Picked {
+        let mut picked = Picked::default();
+        if self.budget == 0 {
+            return picked;
+        }
+        let mut rejections = 0usize;
+        for &c in order {
+            if rejections >= MAX_REJECTIONS_IN_A_ROW {
+                break;
+            }
+            let Some(cand) = cands.get(c) else {
+                continue;
+            };
+            if (cand.first..=cand.last).all(|i| picked.shown.contains_key(&i)) {
+                continue;
+            }
+            // An item with its lead-in when room is left, else alone.
+            let with_head = cand.head.and_then(|h| {
+                let lead = self.sentences.get(cand.first).and_then(|s| s.lead)?;
+                let mut t = picked.clone();
+                for i in (h..=lead).chain([cand.first]) {
+                    let s = self.sentences.get(i)?;
+                    t.shown.entry(i).or_insert_with(|| self.shown(s));
+                }
+                self.fits(&t).then_some(t)
+            });
+            match with_head.or_else(|| self.add(&picked, cand)) {
+                Some(next) => {
+                    picked = next;
+                    rejections = 0;
+                    if let Some(unit) = cand.follow.and_then(|u| cands.get(u))
+                        && let Some(next) = self.add(&picked, unit)
+                    {
+                        picked = next;
+                    }
+                }
+                None => rejections += 1,
+            }
+            if self
+                .tok
+                .count_till_limit(&self.render(&picked), self.budget.saturating_sub(2))
+                .is_none()
+            {
+                break;
+            }
+        }
+        picked
+    }
+
+    /// The text of the sentences `only` of `picked`, as [`Selector::render`] writes them.
+    pub(super) fn render_only(&self, picked: &Picked, only: &[usize]) -> String {
+        let subset = Picked {
+            shown: picked
+                .shown
+                .iter()
+                .filter(|(i, _)| only.contains(i))
+                .map(|(&i, t)| (i, t.clone()))
+                .collect(),
+        };
+        self.render(&subset)
     }
 
     /// The text a sentence shows: a window of it when it is long.

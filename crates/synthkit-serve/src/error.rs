@@ -302,9 +302,8 @@ fn synthesis_status(e: &SynthError) -> StatusCode {
         "invalid_option" => StatusCode::BAD_REQUEST,
         "model_timeout" => StatusCode::GATEWAY_TIMEOUT,
         "model_rate_limited" => StatusCode::SERVICE_UNAVAILABLE,
-        "model_error" | "truncated" | "schema_mismatch" | "model_refused" => {
-            StatusCode::BAD_GATEWAY
-        }
+        "model_error" | "truncated" | "schema_mismatch" | "model_refused"
+        | "unsupported_answer" => StatusCode::BAD_GATEWAY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -95,6 +95,16 @@ pub enum SynthError {
         #[source]
         source: serde_json::Error,
     },
+    /// The answer states facts found in no source the model was shown, under
+    /// [`crate::grounding::OnUnsupported::Error`].
+    #[error(
+        "the answer states facts found in no source it was shown ({}): it was not presented; rephrase the question, give sources that hold the answer, or take such answers flagged (on_unsupported: warn)",
+        crate::text::list_excerpt(unsupported)
+    )]
+    Unsupported {
+        /// The spans found in no source (at most [`crate::grounding::MAX_LISTED`]).
+        unsupported: Vec<String>,
+    },
     /// A streamed answer was read after the stream had failed.
     #[error("the stream failed earlier, so its text is incomplete: use the error it returned")]
     StreamFailed,

@@ -199,6 +199,7 @@ pub(crate) mod engine;
 pub mod error;
 #[cfg(feature = "eval")]
 pub mod eval;
+pub mod evidence;
 pub mod filtering;
 pub mod grounding;
 pub mod layer;

@@ -70,6 +70,16 @@ impl ResponseMode {
     pub fn calls_model(self) -> bool {
         !matches!(self, ResponseMode::NoText | ResponseMode::ContextOnly)
     }
+
+    /// Whether the mode asks the sources a question (all but `generation`, which asks
+    /// the model alone, and `no_text` and `context_only`, which ask nothing): the modes
+    /// evidence applies to ([`crate::evidence`]).
+    pub fn asks_sources(self) -> bool {
+        !matches!(
+            self,
+            ResponseMode::Generation | ResponseMode::NoText | ResponseMode::ContextOnly
+        )
+    }
 }
 
 impl fmt::Display for ResponseMode {

@@ -407,6 +407,7 @@ pub fn error_kind(e: &SynthError) -> &'static str {
         | SynthError::InvalidOption(_)
         | SynthError::DuplicateNodeId { .. } => "invalid_option",
         SynthError::Truncated { .. } => "truncated",
+        SynthError::Unsupported { .. } => "unsupported_answer",
         // A model reply too long to carry, or a server with less room than it said; a
         // map_reduce whose records (the model's replies) are too long to combine.
         SynthError::NoRoomForContext { .. }
@@ -463,6 +464,19 @@ pub struct SynthesizeResponse {
     /// `reply_cut` (see `synthkit::steps::SynthStep`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<Map<String, Value>>>,
+    /// With `evidence`: what the evidence stage kept (`kept`: `node_id` and `sentences`,
+    /// each with `text`, `start`, `end` in characters) and left out (`dropped`,
+    /// `dropped_count`), `answerable`, `coverage` and whether it `abstained` without a
+    /// call (see `synthkit::evidence::EvidenceReport`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Map<String, Value>>,
+    /// The grounding check of a text answer: `status` (`supported`, `partly`,
+    /// `unsupported`), `unsupported` (the answer's facts found in no source it was shown),
+    /// `derived`, `checked`, `found`, `source_ids` (the nodes holding its facts, found by
+    /// the engine), `withheld` (the model's answer, when `on_unsupported: abstain`
+    /// replaced it) (see `synthkit::grounding::Grounding`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<Map<String, Value>>,
     /// The service only, when `report` was given: the path of the HTML report
     /// (`/v1/report/{id}`), behind the same key as the synthesis.
     #[serde(skip_serializing_if = "Option::is_none")]

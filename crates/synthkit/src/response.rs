@@ -54,6 +54,15 @@ pub struct Response {
     /// ([`crate::SynthesizerBuilder::return_steps`]); see [`crate::steps`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<SynthStep>>,
+    /// What the evidence stage kept and left out, when it was on
+    /// ([`crate::SynthesizerBuilder::evidence`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::evidence::EvidenceReport>,
+    /// The grounding check of the answer: its facts looked up in what the model was
+    /// shown ([`crate::grounding`]); none for modes that ask the sources nothing, JSON
+    /// answers and abstentions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<crate::grounding::Grounding>,
 }
 
 impl Default for Response {
@@ -68,6 +77,8 @@ impl Default for Response {
             truncation: None,
             citations: None,
             steps: None,
+            evidence: None,
+            grounding: None,
         }
     }
 }
@@ -124,6 +135,7 @@ pub struct StreamingResponse {
     citations: Option<CitationSlot>,
     steps: Option<Arc<StepRecorder>>,
     answerable: Option<AnswerableSlot>,
+    gate: Option<crate::synth::Gate>,
 }
 
 debug_fields!(StreamingResponse {
@@ -148,6 +160,7 @@ impl StreamingResponse {
             citations: None,
             steps: None,
             answerable: None,
+            gate: None,
         }
     }
 
@@ -160,6 +173,9 @@ impl StreamingResponse {
 
         /// Takes whether the sources answered from `slot` when the stream has ended.
         pub(crate) fn with_answerable(slot: AnswerableSlot) => Some(answerable);
+
+        /// Checks the answer's grounding when the stream has ended.
+        pub(crate) fn with_gate(gate: crate::synth::Gate) => Some(gate);
     }
 
     /// The text received so far (all of it once the stream is drained).
@@ -203,6 +219,11 @@ impl StreamingResponse {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .take();
+        }
+        if let Some(gate) = &self.gate {
+            // The text was shown as it came: an unsupported answer is flagged (or, under
+            // the abstain policy, replaced in the response) after the fact.
+            gate.apply(&mut response).await?;
         }
         Ok(response)
     }

@@ -158,6 +158,7 @@ fn results_keep_the_input_order_and_ids() {
         [
             "answerable",
             "citations",
+            "grounding",
             "metadata",
             "source_nodes",
             "structured",

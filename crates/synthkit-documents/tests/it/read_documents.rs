@@ -675,7 +675,9 @@ fn a_confined_read_stays_in_its_folder() {
     let deep = (0..5).fold(root.join("docs"), |p, i| p.join(format!("d{i}")));
     write(&deep, "deep.md", "Far down.");
     let real = std::fs::canonicalize(&root).unwrap();
-    let options = ReadOptions::new().confine_to(real.clone()).max_depth(Some(3));
+    let options = ReadOptions::new()
+        .confine_to(real.clone())
+        .max_depth(Some(3));
     let report = read_within_deadline(&root.join("docs"), options.clone());
     let names: Vec<String> = report
         .documents
@@ -706,7 +708,13 @@ fn a_confined_read_stays_in_its_folder() {
     // A named pipe given is skipped without special files, never opened (no writer ever
     // comes: an open would block past the deadline).
     let fifo = root.join("fifo");
-    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     let report = read_within_deadline(&fifo, options.special_files(false));
     assert!(report.documents.is_empty());
     assert_eq!(report.skipped[0].reason, SkipReason::NotAFile);

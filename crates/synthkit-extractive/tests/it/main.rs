@@ -5,4 +5,5 @@
 
 mod answers;
 mod common;
+mod evidence;
 mod facts;

@@ -50,4 +50,8 @@ pub(crate) struct Settings {
     pub(crate) vision: Option<bool>,
     /// How images are counted, when the builder says (else chosen from the model).
     pub(crate) image_cost: Option<crate::node::ImageCost>,
+    /// Evidence first, when on ([`crate::evidence`]).
+    pub(crate) evidence: Option<crate::evidence::Evidence>,
+    /// What to do with an answer found in no source.
+    pub(crate) on_unsupported: crate::grounding::OnUnsupported,
 }

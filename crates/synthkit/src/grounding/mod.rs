@@ -155,6 +155,59 @@ pub struct Grounding {
     /// facts: what is past the bound was not checked.
     #[serde(default)]
     pub truncated: bool,
+    /// In a synthesis's response: the ids of the nodes holding the answer's facts (the
+    /// [`sources`](Self::sources) by id), found by the engine, not cited by the model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_ids: Vec<String>,
+    /// In a synthesis's response: the answer the model wrote, when
+    /// [`OnUnsupported::Abstain`] replaced an unsupported one with "not in the sources".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
+}
+
+/// What a synthesis does with an answer whose grounding is
+/// [`GroundingStatus::Unsupported`] ([`crate::SynthesizerBuilder::on_unsupported`]). With
+/// every policy the answer's [`Grounding`] is in the response and a warning is logged; an
+/// answer that is only [`partly`](GroundingStatus::Partly) supported is flagged so, never
+/// replaced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OnUnsupported {
+    /// Keep the answer, flagged (the default).
+    #[default]
+    Warn,
+    /// Answer "not in the sources" instead (`answerable: false`), the model's answer kept
+    /// in [`Grounding::withheld`].
+    Abstain,
+    /// Fail the synthesis ([`crate::SynthError::Unsupported`]).
+    Error,
+}
+
+impl OnUnsupported {
+    /// The policy as written in JSON and on command lines (`warn`, `abstain`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnUnsupported::Warn => "warn",
+            OnUnsupported::Abstain => "abstain",
+            OnUnsupported::Error => "error",
+        }
+    }
+}
+
+impl std::str::FromStr for OnUnsupported {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "warn" => Ok(OnUnsupported::Warn),
+            "abstain" => Ok(OnUnsupported::Abstain),
+            "error" => Ok(OnUnsupported::Error),
+            other => Err(format!(
+                "unknown policy for unsupported answers `{other}`: use `warn`, `abstain` or `error`"
+            )),
+        }
+    }
 }
 
 impl Grounding {
@@ -288,6 +341,8 @@ pub fn check<S: AsRef<str>>(answer: &str, question: &str, sources: &[S]) -> Grou
             .map(|(s, _)| s)
             .collect(),
         truncated,
+        source_ids: Vec::new(),
+        withheld: None,
     }
 }
 

@@ -69,6 +69,8 @@ impl Synthesizer {
             thinking_reserve: s.thinking_reserve,
             vision: s.vision,
             image_cost: s.image_cost,
+            evidence: s.evidence.clone(),
+            on_unsupported: s.on_unsupported,
         }
     }
 }
@@ -102,6 +104,8 @@ pub struct SynthesizerBuilder {
     thinking_reserve: usize,
     vision: Option<bool>,
     image_cost: Option<crate::node::ImageCost>,
+    evidence: Option<crate::evidence::Evidence>,
+    on_unsupported: crate::grounding::OnUnsupported,
 }
 
 impl SynthesizerBuilder {
@@ -133,6 +137,8 @@ impl SynthesizerBuilder {
             thinking_reserve: 0,
             vision: None,
             image_cost: None,
+            evidence: None,
+            on_unsupported: crate::grounding::OnUnsupported::default(),
         }
     }
 
@@ -369,6 +375,24 @@ impl SynthesizerBuilder {
         /// when the model has an exact counter, else Anthropic's size rule for the
         /// Messages API and OpenAI's tile rule for the others).
         pub fn image_cost(rule: crate::node::ImageCost) => Some(image_cost);
+
+        /// Evidence first ([`crate::evidence`]; default off): before packing, each node is
+        /// shown as its sentences that bear on the question, nodes without any are left
+        /// out, and a question nothing bears on is answered "not in the sources" without
+        /// a call. Modes that ask no question of the sources (`generation`, `no_text`,
+        /// `context_only`) ignore it.
+        pub fn evidence(evidence: crate::evidence::Evidence) => Some(evidence);
+
+        /// What to do with an answer whose facts are in no source the model was shown
+        /// ([`crate::grounding`]; default [`OnUnsupported::Warn`](crate::grounding::OnUnsupported::Warn)):
+        /// every answer of a mode that asks the sources is checked, and carries its
+        /// [`crate::Response::grounding`].
+        pub fn on_unsupported(policy: crate::grounding::OnUnsupported) => on_unsupported;
+    }
+    /// Turns evidence off (after [`SynthesizerBuilder::to_builder`], say).
+    pub fn without_evidence(mut self) -> Self {
+        self.evidence = None;
+        self
     }
 
     /// The same settings for a dry run ([`crate::plan`]): over `model` (the stand-in),
@@ -492,6 +516,8 @@ impl SynthesizerBuilder {
                 dry_run: self.dry_run,
                 vision: self.vision,
                 image_cost: self.image_cost,
+                evidence: self.evidence,
+                on_unsupported: self.on_unsupported,
             }),
         })
     }

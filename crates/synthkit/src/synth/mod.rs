@@ -41,7 +41,10 @@ use crate::steps::StepRecorder;
 use crate::telemetry;
 
 mod builder;
+mod grounded;
 mod options;
+
+pub(crate) use grounded::Gate;
 
 pub use crate::filtering::{
     AnswerFiltering, StepEvaluator, StepVerdict, VerdictFuture, filter_schema,
@@ -182,7 +185,32 @@ impl Synthesizer {
         input: SynthesisInput,
         span: tracing::Span,
     ) -> Result<E, SynthError> {
-        let mut ended = self.run_job::<E>(&input, span).await?;
+        let applied = self.evidence_of(&input).await;
+        let (shown, mut report) = match applied {
+            Some(a) => (a.shown, Some(a.report)),
+            None => (Vec::new(), None),
+        };
+        let abstain = report.as_ref().is_some_and(|r| self.abstains(r));
+        if let Some(r) = &mut report {
+            r.abstained = abstain;
+        }
+        // Evidence that says nothing states the answer, when the model is asked anyway:
+        // it reads the nodes whole, as without evidence.
+        let shown: &[Node] = match &report {
+            Some(r) if r.answerable || abstain => &shown,
+            _ => &input.nodes,
+        };
+        let mut ended = self.run_job::<E>(&input, shown, abstain, span).await?;
+        if self.s.mode.asks_sources() && self.s.output_schema.is_none() {
+            let gate = Gate::new(
+                &input.query,
+                shown,
+                self.s.on_unsupported,
+                self.s.not_in_sources.clone(),
+            );
+            ended = ended.ground(gate).await?;
+        }
+        ended.response_mut().evidence = report;
         attach_sources(ended.response_mut(), input);
         Ok(ended)
     }
@@ -193,33 +221,60 @@ impl Synthesizer {
         &self,
         input: &SynthesisInput,
     ) -> Result<Option<crate::response::Truncation>, SynthError> {
-        let ended = self
-            .run_job::<Response>(input, tracing::Span::none())
-            .await?;
+        let span = tracing::Span::none();
+        let ended = match self.evidence_of(input).await {
+            Some(applied) => {
+                let abstain = self.abstains(&applied.report);
+                self.run_job::<Response>(input, &applied.shown, abstain, span)
+                    .await?
+            }
+            None => {
+                self.run_job::<Response>(input, &input.nodes, false, span)
+                    .await?
+            }
+        };
         Ok(ended.truncation)
     }
 
+    /// The evidence of `input`'s nodes, when evidence is on and the mode asks the sources.
+    async fn evidence_of(&self, input: &SynthesisInput) -> Option<crate::evidence::Applied> {
+        match &self.s.evidence {
+            Some(e) if self.s.mode.asks_sources() && !input.nodes.is_empty() => {
+                Some(crate::evidence::apply(e, &input.query, &input.nodes).await)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a synthesis with this evidence abstains without a call.
+    fn abstains(&self, report: &crate::evidence::EvidenceReport) -> bool {
+        !report.answerable && self.s.evidence.as_ref().is_some_and(|e| e.abstain())
+    }
+
     /// Prepares the job for `input` under `span` and runs it to its end; the input stays
-    /// the caller's (its sources are attached by [`Synthesizer::run_in_span`]).
+    /// the caller's (its sources are attached by [`Synthesizer::run_in_span`]). `shown`
+    /// are the nodes as the model sees them (the input's, or their evidence); with
+    /// `abstain` the sources answer "not in the sources" without a call.
     async fn run_job<E: Ending>(
         &self,
         input: &SynthesisInput,
+        shown: &[Node],
+        abstain: bool,
         span: tracing::Span,
     ) -> Result<E, SynthError> {
         unique_ids(&input.nodes)?;
-        let images = self.images_of(&input.nodes).await?;
-        let (job, texts) = self.prepare(input, span, images);
+        let images = self.images_of(shown).await?;
+        let (job, texts) = self.prepare(input, shown, span, images);
         if job.images().is_some() {
             check_image_room(&job)?;
         }
-        let ended = self
-            .end_job::<E>(
-                &job,
-                &input.nodes,
-                input.previous_response.as_deref(),
-                &texts,
-            )
-            .await;
+        let ended = match abstain {
+            true => E::end(&job, engine::Outcome::Unanswered(job.not_in_sources())).await,
+            false => {
+                self.end_job::<E>(&job, shown, input.previous_response.as_deref(), &texts)
+                    .await
+            }
+        };
         // The totals go on the synthesis's span when the job's caller is dropped (a
         // stream's final call is still to come).
         job.close_steps();
@@ -261,11 +316,12 @@ impl Synthesizer {
     /// its position among the nodes, from 1).
     fn prepare<'i>(
         &self,
-        input: &'i SynthesisInput,
+        input: &SynthesisInput,
+        shown: &'i [Node],
         span: tracing::Span,
         images: Option<engine::images::ImageTable>,
     ) -> (Job, Vec<Cow<'i, str>>) {
-        let texts = model_texts(&input.nodes, self.s.citations, images.is_some());
+        let texts = model_texts(shown, self.s.citations, images.is_some());
         let ledger = self.s.citations.then(|| {
             let ids = input.nodes.iter().map(|n| n.id.clone()).collect();
             // Quote mode checks quotes against the nodes' texts at the end.
@@ -280,7 +336,7 @@ impl Synthesizer {
         let steps = self
             .s
             .return_steps
-            .then(|| Arc::new(recorder_of(&input.nodes, &texts)));
+            .then(|| Arc::new(recorder_of(shown, &texts)));
         let job = Job::new(
             Arc::clone(&self.s),
             input.query.clone(),
@@ -444,6 +500,8 @@ pub(crate) fn recorder_of(nodes: &[Node], texts: &[Cow<'_, str>]) -> StepRecorde
 trait Ending: Sized {
     /// Ends the job's `outcome`.
     async fn end(job: &Job, outcome: engine::Outcome) -> Result<Self, SynthError>;
+    /// Checks the answer's grounding through `gate` (a stream: once it has ended).
+    async fn ground(self, gate: Gate) -> Result<Self, SynthError>;
     /// The response the sources go into.
     fn response_mut(&mut self) -> &mut Response;
 }
@@ -455,6 +513,11 @@ impl Ending for Response {
         response.usage = job.totals();
         response.steps = job.steps.as_ref().map(|r| r.take());
         Ok(response)
+    }
+
+    async fn ground(mut self, gate: Gate) -> Result<Self, SynthError> {
+        gate.apply(&mut self).await?;
+        Ok(self)
     }
 
     fn response_mut(&mut self) -> &mut Response {
@@ -469,6 +532,10 @@ impl Ending for StreamingResponse {
             Some(recorder) => stream.with_steps(Arc::clone(recorder)),
             None => stream,
         })
+    }
+
+    async fn ground(self, gate: Gate) -> Result<Self, SynthError> {
+        Ok(self.with_gate(gate))
     }
 
     fn response_mut(&mut self) -> &mut Response {

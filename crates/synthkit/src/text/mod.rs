@@ -22,3 +22,26 @@ pub fn cap_text(text: &str, max: usize) -> (&str, bool) {
         .unwrap_or(0);
     (text.get(..end).unwrap_or_default(), true)
 }
+
+/// The first few of `items`, quoted and joined by commas, and how many more there are
+/// (for messages that name what they refuse without growing with it).
+///
+/// ```
+/// use synthkit::text::list_excerpt;
+/// assert_eq!(list_excerpt(&["1935".to_string()]), "\"1935\"");
+/// let many: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+/// assert_eq!(list_excerpt(&many), "\"0\", \"1\", \"2\", \"3\", \"4\" and 5 more");
+/// ```
+pub fn list_excerpt(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let shown: Vec<String> = items
+        .iter()
+        .take(SHOWN)
+        .map(|s| format!("{:?}", cap_text(s, 80).0))
+        .collect();
+    let mut out = shown.join(", ");
+    if items.len() > SHOWN {
+        out.push_str(&format!(" and {} more", items.len() - SHOWN));
+    }
+    out
+}

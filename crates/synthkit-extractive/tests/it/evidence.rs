@@ -1,0 +1,224 @@
+//! Evidence first with the extractive selector and a scripted model: what reaches the
+//! prompt, when no call is made, and what the grounding check says of the answer.
+
+use std::sync::Arc;
+
+use synthkit::evidence::Evidence;
+use synthkit::grounding::{GroundingStatus, OnUnsupported};
+use synthkit::model::ModelInfo;
+use synthkit::testing::ScriptedModel;
+use synthkit::{Node, Synthesizer};
+use synthkit_extractive::ExtractiveEvidence;
+
+use crate::common::repo_path;
+
+/// The sample documents' paragraphs as nodes (`file#n`), as a retriever's chunks.
+fn sample_nodes() -> Vec<Node> {
+    let mut nodes = Vec::new();
+    let dir = repo_path("examples/docs");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for file in files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, para) in text.split("\n\n").enumerate() {
+            if !para.trim().is_empty() {
+                nodes.push(Node::new(format!("{name}#{i}"), para.trim()));
+            }
+        }
+    }
+    nodes
+}
+
+fn evidence() -> Evidence {
+    Evidence::new(Arc::new(ExtractiveEvidence::new()))
+}
+
+#[tokio::test]
+async fn the_prompt_holds_the_bearing_sentence_and_not_its_neighbours() {
+    let model = Arc::new(ScriptedModel::constant(
+        ModelInfo::new("m"),
+        "Every three months.",
+    ));
+    let synth = Synthesizer::builder(model.clone())
+        .evidence(evidence())
+        .build()
+        .unwrap();
+    let nodes = sample_nodes();
+    let all = nodes.len();
+    let r = synth
+        .synthesize("How often is the mirror cleaned?", nodes)
+        .await
+        .unwrap();
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let prompt = requests[0].prompt.to_text();
+    assert!(
+        prompt
+            .contains("The primary mirror is cleaned with carbon dioxide snow every three months"),
+        "{prompt}"
+    );
+    // The sentences around it do not bear on the question.
+    assert!(!prompt.contains("The CO2 snow lifts dust"), "{prompt}");
+    assert!(!prompt.contains("Rafael Okonkwo"), "{prompt}");
+    let evidence = r.evidence.unwrap();
+    assert!(evidence.answerable);
+    assert!(evidence.dropped_count + evidence.kept.len() <= all);
+    assert!(evidence.dropped_count > all / 2, "{evidence:?}");
+    // Each kept sentence says where it is in its node.
+    let kept = evidence
+        .kept
+        .iter()
+        .flat_map(|k| k.sentences.iter().map(move |s| (k, s)))
+        .find(|(_, s)| s.text.contains("carbon dioxide snow every three months"))
+        .unwrap();
+    let node = r
+        .source_nodes
+        .iter()
+        .find(|n| n.id == kept.0.node_id)
+        .unwrap();
+    let (start, end) = (kept.1.start.unwrap(), kept.1.end.unwrap());
+    let found: String = node.text.chars().skip(start).take(end - start).collect();
+    assert!(
+        found.starts_with("The primary mirror is cleaned"),
+        "{found}"
+    );
+    // The answer's facts are in what the model was shown.
+    assert_eq!(r.grounding.unwrap().status, GroundingStatus::Supported);
+    assert!(r.answerable);
+}
+
+#[tokio::test]
+async fn nothing_bearing_on_the_question_is_answered_without_a_call() {
+    let model = Arc::new(ScriptedModel::constant(ModelInfo::new("m"), "Made up."));
+    let synth = Synthesizer::builder(model.clone())
+        .evidence(evidence())
+        .not_in_sources_answer("Not in the documents.")
+        .build()
+        .unwrap();
+    let r = synth
+        .synthesize("Who won the 1998 World Cup?", sample_nodes())
+        .await
+        .unwrap();
+    assert!(model.requests().is_empty());
+    assert!(!r.answerable);
+    assert_eq!(r.text, "Not in the documents.");
+    assert!(r.evidence.unwrap().abstained);
+    // Without abstention the model is asked anyway.
+    let synth = synth
+        .to_builder()
+        .evidence(evidence().with_abstain(false))
+        .build()
+        .unwrap();
+    synth
+        .synthesize("Who won the 1998 World Cup?", sample_nodes())
+        .await
+        .unwrap();
+    assert!(!model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn an_answer_stating_a_number_no_source_holds_is_unsupported() {
+    let question = "How often is the mirror cleaned?";
+    let model = Arc::new(ScriptedModel::constant(
+        ModelInfo::new("m"),
+        "It is cleaned every 9 weeks by Dr. Helga Brandt.",
+    ));
+    for evidence_on in [true, false] {
+        let mut builder = Synthesizer::builder(model.clone());
+        if evidence_on {
+            builder = builder.evidence(evidence());
+        }
+        let r = builder
+            .build()
+            .unwrap()
+            .synthesize(question, sample_nodes())
+            .await
+            .unwrap();
+        let g = r.grounding.unwrap();
+        assert!(
+            g.unsupported.iter().any(|u| u.contains("Helga Brandt")),
+            "{g:?}"
+        );
+        if evidence_on {
+            // The model was shown the mirror's sentences only: no 9 there.
+            assert_eq!(g.status, GroundingStatus::Unsupported, "{g:?}");
+            assert!(g.unsupported.contains(&"9".to_string()), "{g:?}");
+        } else {
+            // Shown every chunk, one of which has a 9 (another matter's).
+            assert_eq!(g.status, GroundingStatus::Partly, "{g:?}");
+        }
+
+        // Warned, not replaced, by default.
+        assert!(r.answerable);
+        assert!(r.text.contains("9 weeks"));
+    }
+    // Abstain: "not in the sources", the model's answer kept aside.
+    let synth = Synthesizer::builder(model.clone())
+        .evidence(evidence())
+        .on_unsupported(OnUnsupported::Abstain)
+        .build()
+        .unwrap();
+    let r = synth.synthesize(question, sample_nodes()).await.unwrap();
+    assert!(!r.answerable);
+    assert_eq!(
+        r.text,
+        synthkit::text::abstention::DEFAULT_NOT_IN_SOURCES_ANSWER
+    );
+    assert!(r.grounding.unwrap().withheld.unwrap().contains("9 weeks"));
+    // Error: the synthesis fails, naming what was not found.
+    let synth = synth
+        .to_builder()
+        .on_unsupported(OnUnsupported::Error)
+        .build()
+        .unwrap();
+    let e = synth
+        .synthesize(question, sample_nodes())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("\"9\""), "{e}");
+    // A supported answer is left alone, and names the node holding its facts.
+    let model = Arc::new(ScriptedModel::constant(
+        ModelInfo::new("m"),
+        "Every three months, in March, June, September and December.",
+    ));
+    let r = Synthesizer::builder(model)
+        .evidence(evidence())
+        .on_unsupported(OnUnsupported::Error)
+        .build()
+        .unwrap()
+        .synthesize(question, sample_nodes())
+        .await
+        .unwrap();
+    let g = r.grounding.unwrap();
+    assert_eq!(g.status, GroundingStatus::Supported, "{g:?}");
+    assert!(
+        g.source_ids[0].starts_with("02-telescope-maintenance.md"),
+        "{g:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_checked_when_it_ends() {
+    let model = Arc::new(ScriptedModel::constant(
+        ModelInfo::new("m"),
+        "It is cleaned every 9 weeks.",
+    ));
+    let synth = Synthesizer::builder(model)
+        .evidence(evidence())
+        .on_unsupported(OnUnsupported::Abstain)
+        .build()
+        .unwrap();
+    let stream = synth
+        .stream("How often is the mirror cleaned?", sample_nodes())
+        .await
+        .unwrap();
+    let r = stream.finish().await.unwrap();
+    assert!(!r.answerable);
+    let g = r.grounding.unwrap();
+    assert_eq!(g.status, GroundingStatus::Unsupported);
+    assert!(g.withheld.unwrap().contains("9 weeks"));
+}
