@@ -30,6 +30,10 @@
 //! # let _ = model; Ok(()) }
 //! ```
 
+mod answer;
+
+pub use answer::{AnswerChecks, DEFAULT_EVIDENCE, DEFAULT_ON_UNSUPPORTED};
+
 use std::sync::Arc;
 
 use synthkit::backend::anthropic::AnthropicConfig;

@@ -15,6 +15,9 @@
 //!   counts it ([`EvidenceReport::dropped`]);
 //! - when the selector finds that no sentence states what the question asks
 //!   ([`Selection::answerable`] false: the best match covers too little of the question),
+//!   or the question names something no node mentions (a name, a number, code: "the
+//!   lighthouse keeper of Varnholm" over nodes that speak of Skarholm's;
+//!   [`EvidenceReport::missing`]),
 //!   answers "not in the sources" without a model call (with [`Evidence::abstain`], the
 //!   default), or asks the model over the nodes whole, as without evidence;
 //! - reports what was kept, with each sentence's character offsets in its node's text
@@ -217,6 +220,10 @@ pub struct EvidenceReport {
     pub coverage: f64,
     /// Whether the synthesis abstained without a call because nothing did.
     pub abstained: bool,
+    /// What the question names that no node mentions (names, numbers, code; found as
+    /// the grounding check finds an answer's facts): any makes the nodes not answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 /// One node's kept sentences.
@@ -267,11 +274,14 @@ pub(crate) async fn apply(evidence: &Evidence, query: &str, nodes: &[Node]) -> A
     let max_tokens = evidence.max_tokens;
     let run = move || {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        selector.select(&query_owned, &refs, max_tokens)
+        let selection = selector.select(&query_owned, &refs, max_tokens);
+        // The question's own facts, looked up in every node as an answer's are.
+        let named = crate::grounding::check(&query_owned, "", &refs);
+        (selection, named.unsupported)
     };
-    let selection = match tokio::runtime::Handle::try_current() {
+    let (selection, missing) = match tokio::runtime::Handle::try_current() {
         Ok(runtime) => match runtime.spawn_blocking(run).await {
-            Ok(selection) => selection,
+            Ok(found) => found,
             // The selector panicked: show every node, as without evidence.
             Err(_) => {
                 tracing::warn!(target: "synthkit", "evidence selection failed; the nodes are shown whole");
@@ -287,7 +297,12 @@ pub(crate) async fn apply(evidence: &Evidence, query: &str, nodes: &[Node]) -> A
         },
         Err(_) => run(),
     };
-    shown_nodes(nodes, selection)
+    let mut applied = shown_nodes(nodes, selection);
+    if !missing.is_empty() {
+        applied.report.answerable = false;
+        applied.report.missing = missing;
+    }
+    applied
 }
 
 /// `nodes` as `selection` shows them.

@@ -123,6 +123,24 @@ pub struct SynthesizeRequest {
     /// prompt room (default 0); thinking never reaches a prompt or the answer.
     #[serde(default)]
     pub thinking_reserve: Option<usize>,
+    /// Evidence first: each node shown as its sentences that bear on the question, nodes
+    /// without any left out, and a question nothing bears on answered "not in the sources"
+    /// without a model call; the response's `evidence` says what was kept. Default: the
+    /// front end's (the service's `--evidence`, a batch's). Modes that ask the sources
+    /// nothing ignore it.
+    #[serde(default)]
+    pub evidence: Option<bool>,
+    /// With `evidence`, the most tokens of kept sentences, all nodes together (default
+    /// 512).
+    #[serde(default)]
+    pub evidence_tokens: Option<usize>,
+    /// What an answer whose facts are in no source it was shown does: `warn` (kept,
+    /// flagged in `grounding`), `abstain` ("not in the sources", `answerable: false`, the
+    /// model's answer in `grounding.withheld`) or `error` (502 `unsupported_answer`).
+    /// Default: the front end's.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub on_unsupported: Option<crate::grounding::OnUnsupported>,
 }
 
 /// Custom templates, each optional.
@@ -190,7 +208,7 @@ pub struct NodeObject {
 }
 
 /// What a front end applies to every request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RequestDefaults {
     /// The mode of a request that names none.
     pub mode: ResponseMode,
@@ -199,6 +217,13 @@ pub struct RequestDefaults {
     pub concurrency: Concurrency,
     /// The prompt limit of a request that sets no `max_prompt_tokens` (`None`: the window).
     pub max_prompt_tokens: Option<usize>,
+    /// The evidence a request turns on (its selector and budget; `None`: this front end
+    /// has no selector, and a request asking for evidence is refused).
+    pub evidence: Option<crate::evidence::Evidence>,
+    /// Whether a request that says nothing of `evidence` has it.
+    pub evidence_by_default: bool,
+    /// The policy of a request that sets no `on_unsupported`.
+    pub on_unsupported: crate::grounding::OnUnsupported,
 }
 
 impl Default for RequestDefaults {
@@ -208,6 +233,9 @@ impl Default for RequestDefaults {
             mode: ResponseMode::Compact,
             concurrency: Concurrency::default(),
             max_prompt_tokens: None,
+            evidence: None,
+            evidence_by_default: false,
+            on_unsupported: crate::grounding::OnUnsupported::default(),
         }
     }
 }
@@ -277,6 +305,11 @@ pub enum RequestError {
     /// `query` is empty or only whitespace.
     #[error("`query` is empty: ask something, such as \"How often is the mirror cleaned?\"")]
     EmptyQuery,
+    /// `evidence` was asked for where there is no selector.
+    #[error(
+        "`evidence` is not available here (this front end has no evidence selector): leave it out"
+    )]
+    NoEvidence,
     /// A node is not a node (the message names its index in `nodes`).
     #[error("nodes[{index}]: {0}", index = .0.position().saturating_sub(1))]
     Nodes(#[from] NodeJsonError),
@@ -342,6 +375,18 @@ impl SynthesizeRequest {
             (Some(n), max) => Concurrency::limit(n.min(max.get())),
             (None, max) => max,
         };
+        let evidence = match (
+            self.evidence.unwrap_or(defaults.evidence_by_default),
+            defaults.evidence,
+        ) {
+            (false, _) => None,
+            (true, None) if self.evidence == Some(true) => return Err(RequestError::NoEvidence),
+            (true, None) => None,
+            (true, Some(e)) => Some(match self.evidence_tokens {
+                Some(tokens) => e.with_max_tokens(tokens),
+                None => e,
+            }),
+        };
         let mut options = SynthesisOptions {
             mode: Some(mode),
             concurrency: Some(concurrency),
@@ -359,6 +404,8 @@ impl SynthesizeRequest {
             max_prompt_tokens: self.max_prompt_tokens.or(defaults.max_prompt_tokens),
             not_in_sources_answer: self.not_in_sources_answer,
             thinking_reserve: self.thinking_reserve,
+            evidence: Some(evidence),
+            on_unsupported: Some(self.on_unsupported.unwrap_or(defaults.on_unsupported)),
             ..SynthesisOptions::default()
         };
         if let Some(t) = self.templates {
@@ -616,15 +663,16 @@ mod tests {
             mode: ResponseMode::Refine,
             concurrency: Concurrency::limit(4),
             max_prompt_tokens: Some(500),
+            ..RequestDefaults::default()
         };
         let run = request(json!({"query": "q", "nodes": ["a"], "concurrency": 99}))
-            .prepare(model(), defaults, |b| b)
+            .prepare(model(), defaults.clone(), |b| b)
             .unwrap();
         assert_eq!(run.synthesizer.mode(), ResponseMode::Refine);
         assert_eq!(run.synthesizer.budget().max_prompt_tokens(), 500);
         assert!(!run.stream);
         let e = request(json!({"query": "q", "concurrency": 0}))
-            .prepare(model(), defaults, |b| b)
+            .prepare(model(), defaults.clone(), |b| b)
             .unwrap_err();
         assert_eq!(
             (e.kind(), e.to_string().as_str()),
@@ -647,10 +695,10 @@ mod tests {
         let defaults = RequestDefaults {
             mode: base.mode(),
             concurrency: Concurrency::limit(2),
-            max_prompt_tokens: None,
+            ..RequestDefaults::default()
         };
         let run = request(json!({"query": "q", "nodes": ["a"], "citations": true}))
-            .prepare_from(&base, defaults)
+            .prepare_from(&base, defaults.clone())
             .unwrap();
         let copy = run.synthesizer.to_builder();
         assert_eq!(run.synthesizer.mode(), ResponseMode::Refine);
@@ -666,7 +714,7 @@ mod tests {
         // The request's own options win.
         let run = request(json!({"query": "q", "mode": "compact",
             "templates": {"qa": "OTHER {context_str} {query_str}"}}))
-        .prepare_from(&base, defaults)
+        .prepare_from(&base, defaults.clone())
         .unwrap();
         assert_eq!(run.synthesizer.mode(), ResponseMode::Compact);
         assert_eq!(
@@ -679,7 +727,7 @@ mod tests {
     fn errors_name_what_to_change() {
         let d = RequestDefaults::default();
         let e = request(json!({"query": "q", "mode": "nope"}))
-            .prepare(model(), d, |b| b)
+            .prepare(model(), d.clone(), |b| b)
             .unwrap_err();
         assert_eq!(e.kind(), "invalid_request");
         assert!(e.to_string().contains("nope"), "{e}");
@@ -692,18 +740,18 @@ mod tests {
             assert!(e.to_string().contains("`query` is empty"), "{e}");
         }
         let e = request(json!({"query": "q", "nodes": ["ok", 3]}))
-            .prepare(model(), d, |b| b)
+            .prepare(model(), d.clone(), |b| b)
             .unwrap_err();
         assert!(e.to_string().starts_with("nodes[1]: node 2: "), "{e}");
         let e = request(json!({"query": "q", "templates": {"qa": "no variables"}}))
-            .prepare(model(), d, |b| b)
+            .prepare(model(), d.clone(), |b| b)
             .unwrap_err();
         assert_eq!(e.kind(), "invalid_option", "{e}");
         assert!(
             serde_json::from_value::<SynthesizeRequest>(json!({"query": "q", "extra": 1})).is_err()
         );
         let e = request(json!({"query": "q", "max_prompt_tokens": 0}))
-            .prepare(model(), d, |b| b)
+            .prepare(model(), d.clone(), |b| b)
             .unwrap_err();
         assert_eq!(e.kind(), "invalid_option", "{e}");
         assert!(e.to_string().contains("max_prompt_tokens"), "{e}");

@@ -599,6 +599,10 @@ pub struct AnswerLine {
     /// How often the engine's answer guards acted (synthkit's runs; absent when none did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guards: Option<super::run::GuardCounts>,
+    /// The grounding check's verdict of the answer (`supported`, `partly`,
+    /// `unsupported`; `None`: not checked, or not synthkit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<crate::grounding::GroundingStatus>,
     /// The SHA-256 (lowercase hex) of the line's canonical JSON, when it was read from an
     /// answers file ([`parse_answer_line`]); `None` for a run made here. Not a field of
     /// the line.

@@ -61,6 +61,9 @@ pub struct Row {
     /// How often the engine's answer guards acted (`None`: none did, or not synthkit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guards: Option<super::run::GuardCounts>,
+    /// The grounding check's verdict of the answer (`None`: not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<crate::grounding::GroundingStatus>,
     /// Model calls.
     #[serde(default)]
     pub calls: u64,
@@ -159,6 +162,7 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
         cite_recall,
         quotes: answer.quotes.filter(|_| !failed),
         guards: answer.guards,
+        grounding: answer.grounding,
         calls: answer.calls.unwrap_or(0),
         prompt_tokens: answer.prompt_tokens.unwrap_or(0),
         completion_tokens: answer.completion_tokens.unwrap_or(0),
@@ -225,6 +229,10 @@ pub struct Totals {
     /// How often the answer guards acted, every row together (`None`: in no row).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guards: Option<super::run::GuardCounts>,
+    /// The rows whose answers were grounding-checked, and of them those only partly
+    /// supported and those unsupported (`None`: no row was checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<GroundingCounts>,
     /// Model calls.
     pub calls: u64,
     /// Prompt tokens.
@@ -355,6 +363,19 @@ impl Totals {
             .iter()
             .filter_map(|r| r.guards)
             .reduce(super::run::GuardCounts::plus);
+        t.grounding = rows.iter().filter_map(|r| r.grounding).fold(
+            None,
+            |acc: Option<GroundingCounts>, s| {
+                let mut c = acc.unwrap_or_default();
+                c.checked = c.checked.saturating_add(1);
+                match s {
+                    crate::grounding::GroundingStatus::Partly => c.partly += 1,
+                    crate::grounding::GroundingStatus::Unsupported => c.unsupported += 1,
+                    _ => {}
+                }
+                Some(c)
+            },
+        );
         t
     }
 }
@@ -409,6 +430,22 @@ pub const QUOTES_HEADING: &str = "quotes v/m/nf";
 /// intermediate replies cut at the size of their input.
 pub const GUARDS_HEADING: &str = "guards set/kept/bound";
 
+/// The heading of the grounding column [`table`] adds when rows were grounding-checked:
+/// answers checked, partly supported, unsupported.
+pub const GROUNDING_HEADING: &str = "grounded checked/partly/unsupp";
+
+/// How many answers the grounding check read, by verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct GroundingCounts {
+    /// Answers checked.
+    pub checked: u64,
+    /// Of them, partly supported.
+    pub partly: u64,
+    /// Of them, unsupported.
+    pub unsupported: u64,
+}
+
 /// The totals as a plain-text table, one line per (system, mode) under a line of
 /// [`TABLE_HEADINGS`] (and [`QUOTES_HEADING`] when a row checked quotes,
 /// [`GUARDS_HEADING`] when a guard acted), each column
@@ -417,6 +454,7 @@ pub const GUARDS_HEADING: &str = "guards set/kept/bound";
 pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
     let quotes = totals.iter().any(|t| t.quotes.is_some());
     let guards = totals.iter().any(|t| t.guards.is_some());
+    let grounding = totals.iter().any(|t| t.grounding.is_some());
     let lines: Vec<Vec<String>> = totals
         .iter()
         .map(|t| {
@@ -441,6 +479,12 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
                         |g| format!("{}/{}/{}", g.set_aside, g.kept_previous, g.bounded),
                     )
                 }))
+                .chain(grounding.then(|| {
+                    t.grounding.map_or_else(
+                        || "-".to_string(),
+                        |g| format!("{}/{}/{}", g.checked, g.partly, g.unsupported),
+                    )
+                }))
                 .collect()
         })
         .collect();
@@ -449,6 +493,7 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
         .copied()
         .chain(quotes.then_some(QUOTES_HEADING))
         .chain(guards.then_some(GUARDS_HEADING))
+        .chain(grounding.then_some(GROUNDING_HEADING))
         .collect();
     let mut widths: Vec<usize> = headings.iter().map(|h| h.chars().count()).collect();
     for line in &lines {

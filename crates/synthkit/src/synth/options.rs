@@ -68,6 +68,11 @@ pub struct SynthesisOptions {
     /// Whether the model takes images, over what its server says
     /// ([`SynthesizerBuilder::vision`]).
     pub vision: Option<bool>,
+    /// Evidence first ([`SynthesizerBuilder::evidence`]): `Some(Some(e))` on,
+    /// `Some(None)` off, `None` as the builder has it.
+    pub evidence: Option<Option<crate::evidence::Evidence>>,
+    /// What an answer found in no source does ([`SynthesizerBuilder::on_unsupported`]).
+    pub on_unsupported: Option<crate::grounding::OnUnsupported>,
 }
 
 impl SynthesisOptions {
@@ -120,6 +125,14 @@ impl SynthesisOptions {
         }
         if let Some(on) = self.vision {
             builder = builder.vision(on);
+        }
+        match self.evidence {
+            Some(Some(e)) => builder = builder.evidence(e),
+            Some(None) => builder = builder.without_evidence(),
+            None => {}
+        }
+        if let Some(policy) = self.on_unsupported {
+            builder = builder.on_unsupported(policy);
         }
         builder
     }
