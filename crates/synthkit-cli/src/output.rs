@@ -138,6 +138,21 @@ pub fn write_after_answer(
             .filter(|(_, m)| m.is_some())
             .collect(),
     };
+    // The model cited nothing: the sources holding the answer's facts, as the grounding
+    // check found them, are listed instead, marked as the engine's.
+    let found: Vec<(&Node, Option<u32>)> = match (&response.grounding, style) {
+        (Some(g), SourceStyle::Cited | SourceStyle::Used) if listed.is_empty() => g
+            .source_ids
+            .iter()
+            .filter_map(|id| sources.iter().find(|(n, _)| &n.id == id).copied())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let (listed, by_engine) = if found.is_empty() {
+        (listed, false)
+    } else {
+        (found, true)
+    };
     let others = sources.len() - listed.len();
     if !answer.is_empty() {
         if !answer.ends_with('\n') {
@@ -147,8 +162,29 @@ pub fn write_after_answer(
             writeln!(out)?;
         }
     }
+    if let Some(g) = &response.grounding
+        && g.status != synthkit::grounding::GroundingStatus::Supported
+        && !g.unsupported.is_empty()
+    {
+        let status = match g.status {
+            synthkit::grounding::GroundingStatus::Unsupported => "unsupported",
+            _ => "partly supported",
+        };
+        writeln!(
+            out,
+            "Check ({status}): found in no source shown: {}",
+            synthkit::text::list_excerpt(&g.unsupported)
+        )?;
+    }
     if !listed.is_empty() {
-        writeln!(out, "Sources:")?;
+        if by_engine {
+            writeln!(
+                out,
+                "Sources (found by the engine: they hold the answer's facts; the model cited none):"
+            )?;
+        } else {
+            writeln!(out, "Sources:")?;
+        }
         for (i, (node, marker)) in listed.iter().enumerate().take(MAX_TEXT_SOURCES) {
             let label = match (style, marker) {
                 (SourceStyle::Cited, Some(m)) => format!("[{m}]"),
@@ -179,7 +215,12 @@ pub fn write_after_answer(
     }
     if style != SourceStyle::All && others > 0 {
         let chunks = if others == 1 { "chunk" } else { "chunks" };
-        if listed.is_empty() {
+        if by_engine {
+            writeln!(
+                out,
+                "({others} other retrieved {chunks}; --json lists them)"
+            )?;
+        } else if listed.is_empty() {
             writeln!(
                 out,
                 "No source was cited ({others} {chunks} retrieved; --json lists them)."
@@ -342,6 +383,14 @@ pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonRep
         }
         if let Some(g) = info.grounded {
             obj.insert("grounded".into(), Value::Bool(g));
+        }
+        // The answer's facts looked up in what the model was shown, and what the
+        // evidence stage kept and left out.
+        if let Some(g) = &response.grounding {
+            obj.insert("grounding".into(), json!(g));
+        }
+        if let Some(e) = &response.evidence {
+            obj.insert("evidence".into(), json!(e));
         }
     }
     JsonReport {
