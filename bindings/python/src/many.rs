@@ -198,12 +198,12 @@ impl Many {
         };
         Ok(Self {
             requests: iter.unbind(),
-            defaults: RequestDefaults {
+            defaults: synth.checks.request_defaults(RequestDefaults {
                 mode: base.mode(),
                 concurrency,
                 // The base synthesizer's budget already has its prompt limit.
-                max_prompt_tokens: None,
-            },
+                ..RequestDefaults::default()
+            }),
             citations: synth.citations_value(),
             base,
             jobs,

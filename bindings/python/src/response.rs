@@ -89,6 +89,35 @@ impl Response {
         from_json(py, &value).map(Some)
     }
 
+    /// The grounding check of the answer (`None` for JSON answers, abstentions and modes
+    /// that ask the nodes nothing): `status` (`"supported"`, `"partly"`,
+    /// `"unsupported"`), `unsupported` (the answer's facts found in no node it was shown),
+    /// `derived`, `checked`, `found`, `source_ids` (the nodes holding its facts, found by
+    /// the engine) and `withheld` (the model's answer, when `on_unsupported="abstain"`
+    /// replaced it).
+    #[getter]
+    fn grounding<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(g) = &self.inner.grounding else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(g)
+            .map_err(|e| SynthkitError::new_err(format!("cannot write the grounding: {e}")))?;
+        from_json(py, &value).map(Some)
+    }
+
+    /// What the evidence stage kept and left out, with `evidence` on (`None` otherwise):
+    /// `kept` (each `node_id` with its `sentences`: `text`, `start`, `end` in
+    /// characters), `dropped`, `dropped_count`, `answerable`, `coverage`, `abstained`.
+    #[getter]
+    fn evidence<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(e) = &self.inner.evidence else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(e)
+            .map_err(|e| SynthkitError::new_err(format!("cannot write the evidence: {e}")))?;
+        from_json(py, &value).map(Some)
+    }
+
     /// `None` without `citations=True`; else a list of `{"marker": n, "node_ids": [...]}`
     /// for each `[n]` in the answer, in order of first use.
     #[getter]

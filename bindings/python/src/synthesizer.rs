@@ -72,6 +72,9 @@ pub struct Synthesizer {
     llm_adapter: Option<usize>,
     /// What a reply cut at the output limit does.
     on_truncation: TruncationPolicy,
+    /// Evidence first and the policy for unsupported answers (also `synthesize_many`'s
+    /// defaults).
+    pub(crate) checks: synthkit_setup::AnswerChecks,
 }
 
 /// `on_truncation=`: what a model reply cut at the output limit (`num_output`) does.
@@ -199,6 +202,11 @@ impl Synthesizer {
         not_in_sources_answer = None,
         // whether the model takes images, over what its server says
         vision = None,
+        // evidence first: None for the default (on)
+        evidence = None,
+        evidence_tokens = None,
+        // an answer whose facts are in no source: "warn", "abstain", "error"
+        on_unsupported = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -239,7 +247,14 @@ impl Synthesizer {
         thinking_reserve: usize,
         not_in_sources_answer: Option<String>,
         vision: Option<bool>,
+        evidence: Option<bool>,
+        evidence_tokens: Option<usize>,
+        on_unsupported: Option<&str>,
     ) -> PyResult<Self> {
+        let on_unsupported: Option<synthkit::grounding::OnUnsupported> = on_unsupported
+            .map(str::parse)
+            .transpose()
+            .map_err(InputError::new_err)?;
         let on_truncation = TruncationPolicy::parse(on_truncation)?;
         // The library's one default for calls in flight.
         let concurrency = concurrency.unwrap_or(synthkit::synth::DEFAULT_CONCURRENCY);
@@ -367,6 +382,17 @@ impl Synthesizer {
         options.thinking_reserve = Some(thinking_reserve);
         options.not_in_sources_answer = not_in_sources_answer;
         options.vision = vision;
+        let mut checks = synthkit_setup::AnswerChecks::for_questions_to(backend.kind);
+        if let Some(on) = evidence {
+            checks = checks.with_evidence(on);
+        }
+        if let Some(tokens) = evidence_tokens {
+            checks = checks.with_evidence_tokens(tokens);
+        }
+        if let Some(policy) = on_unsupported {
+            checks = checks.with_on_unsupported(policy);
+        }
+        checks.set(&mut options);
         structured.set(&mut options);
         let configure: Configure = Arc::new(move |model: Arc<dyn LanguageModel>| {
             options
@@ -396,6 +422,7 @@ impl Synthesizer {
             sharing,
             llm_adapter: backend.llm_adapter,
             on_truncation,
+            checks,
         })
     }
 

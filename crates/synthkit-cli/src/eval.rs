@@ -282,6 +282,12 @@ impl Runner {
         options.citation_style = Some(self.args.citation_style());
         options.system_prompt = self.args.prompts.system_prompt.clone();
         options.templates = self.templates.list();
+        self.args
+            .checks
+            .checks(synthkit_setup::AnswerChecks::for_questions_to(
+                self.backend.backend,
+            ))
+            .set(&mut options);
         // A case none of whose chunks is relevant (no nodes) is answered as `ask` answers it.
         let builder = options
             .apply(Synthesizer::builder(self.backend.model()))

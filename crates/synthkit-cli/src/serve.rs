@@ -35,10 +35,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let limits = args.service.limits()?;
     let access = access_policy(&args)?;
     let backend = backend_config(&args).await?;
+    let checks = args
+        .checks
+        .checks(synthkit_setup::AnswerChecks::for_questions_to(
+            backend.backend_name(),
+        ));
     let metrics = Metrics::new();
     let backend = Backend::build(backend, metrics.clone()).await?;
     let model = backend.model().info();
-    let state = AppState::new(backend, limits, keys, metrics).with_access(access);
+    let state = AppState::new(backend, limits, keys, metrics)
+        .with_access(access)
+        .with_checks(checks);
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;

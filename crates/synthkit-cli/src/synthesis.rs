@@ -28,6 +28,7 @@ use crate::rank;
 use crate::spinner::{Spinner, thousands};
 use crate::templates::CustomTemplates;
 use crate::trace::Trace;
+use synthkit_setup::AnswerChecks;
 
 /// One synthesis of `ask` or `summarize`: the backend, the mode, the flags, the templates
 /// and the query (the nodes are given beside it). Its run, its estimate and its `--plan`
@@ -44,6 +45,8 @@ pub struct Synthesis<'a> {
     pub templates: &'a CustomTemplates,
     /// The question (or summarize's query).
     pub query: &'a str,
+    /// Evidence first and the policy for unsupported answers.
+    pub checks: AnswerChecks,
 }
 
 impl<'a> Synthesis<'a> {
@@ -62,7 +65,16 @@ impl<'a> Synthesis<'a> {
             args,
             templates,
             query,
+            checks: args
+                .checks
+                .checks(AnswerChecks::for_questions_to(backend.backend)),
         }
+    }
+
+    /// This synthesis with `checks`.
+    pub fn with_checks(mut self, checks: AnswerChecks) -> Self {
+        self.checks = checks;
+        self
     }
 
     /// The synthesizer over `model` with these flags and templates, reporting to
@@ -73,15 +85,7 @@ impl<'a> Synthesis<'a> {
         observer: Arc<dyn Observer>,
         dry_run: bool,
     ) -> Result<Synthesizer> {
-        build_synthesizer(
-            model,
-            self.backend,
-            self.mode,
-            self.args,
-            self.templates,
-            observer,
-            dry_run,
-        )
+        build_synthesizer(model, self, observer, dry_run)
     }
 
     /// Counts the calls this synthesis of `nodes` will make (no model call): [`plan::estimate`]
@@ -110,20 +114,26 @@ impl<'a> Synthesis<'a> {
 }
 
 /// Builds a synthesizer for `model` (the backend's, or a planner standing in for it) with
-/// the options in `args`.
+/// the options of `synthesis` (its flags, mode, templates and answer checks).
 ///
 /// Citations are on with `--cite`, and always with the extractive backend, which cites
 /// exactly: without `--cite` its markers are removed from the answer, and the citations
 /// still say which sources its sentences came from.
 pub fn build_synthesizer(
     model: Arc<dyn LanguageModel>,
-    backend: &Backend,
-    mode: ResponseMode,
-    args: &SynthArgs,
-    templates: &CustomTemplates,
+    synthesis: &Synthesis<'_>,
     observer: Arc<dyn Observer>,
     dry_run: bool,
 ) -> Result<Synthesizer> {
+    let Synthesis {
+        backend,
+        mode,
+        args,
+        templates,
+        checks,
+        ..
+    } = synthesis;
+    let (backend, mode, args): (&Backend, ResponseMode, &SynthArgs) = (backend, *mode, args);
     let tokenizer: SharedTokenizer = backend.budget_tokenizer.clone();
     let info = model.info();
     let budget = PromptBudget::new(info.context_window, info.num_output)
@@ -158,6 +168,7 @@ pub fn build_synthesizer(
     options.thinking_reserve = Some(args.thinking_reserve);
     options.not_in_sources_answer = args.not_in_sources.clone();
     options.vision = args.model_args.vision_override();
+    checks.set(&mut options);
     options.output_schema = args
         .output_schema
         .as_deref()
@@ -328,11 +339,12 @@ pub(crate) fn gather_nodes(
 }
 
 /// Runs `ask` or `summarize`; `folder_top_k` is the `--top-k` used when a folder is read
-/// and none is given.
+/// and none is given; `base_checks` gives the verb's answer checks for a backend's name.
 pub async fn run(
     query: &str,
     default_mode: ResponseMode,
     folder_top_k: Option<usize>,
+    base_checks: fn(&str) -> AnswerChecks,
     args: &SynthArgs,
 ) -> Result<()> {
     let start = Instant::now();
@@ -351,7 +363,8 @@ pub async fn run(
         Some(p) => Some(Arc::new(Trace::create(p, args.dry_run.plan)?)),
         None => None,
     };
-    let planned = Synthesis::new(&backend, mode, args, &templates, query);
+    let planned = Synthesis::new(&backend, mode, args, &templates, query)
+        .with_checks(args.checks.checks(base_checks(backend.backend)));
     if args.dry_run.plan {
         let outcome = planned.dry_run(nodes, trace.clone()).await;
         if let Some(t) = &trace {

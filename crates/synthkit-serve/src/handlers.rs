@@ -193,8 +193,9 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
     let defaults = RequestDefaults {
         mode: ResponseMode::Compact,
         concurrency: Concurrency::limit(s.limits.max_request_concurrency),
-        max_prompt_tokens: None,
+        ..RequestDefaults::default()
     };
+    let defaults = s.checks.request_defaults(defaults);
     let observer = Arc::new(MetricsObserver(Arc::clone(&s.metrics)));
     let run = request.prepare(Arc::clone(&s.model), defaults, |b| b.observer(observer))?;
     if run.report && run.stream {

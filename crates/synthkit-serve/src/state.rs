@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     pub(crate) idle: Arc<Notify>,
     /// The HTML reports kept for `GET /v1/report/{id}`.
     pub(crate) reports: Arc<ReportStore>,
+    /// Evidence first and the policy for unsupported answers, unless a request says.
+    pub(crate) checks: synthkit_setup::AnswerChecks,
 }
 
 impl AppState {
@@ -63,7 +65,19 @@ impl AppState {
                 cancel: CancellationToken::new(),
                 idle: Arc::new(Notify::new()),
                 reports: Arc::new(ReportStore::default()),
+                checks: synthkit_setup::AnswerChecks::for_questions(),
             }),
+        }
+    }
+
+    /// The same state with `checks` as the requests' defaults (evidence first and the
+    /// policy for unsupported answers; default [`synthkit_setup::AnswerChecks::for_questions`]).
+    /// Set it before serving.
+    pub fn with_checks(self, checks: synthkit_setup::AnswerChecks) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.checks = checks;
+        Self {
+            inner: Arc::new(inner),
         }
     }
 

@@ -61,6 +61,12 @@ class Response:
     @property
     def citations(self) -> Optional[list[dict[str, Any]]]: ...
     @property
+    def grounding(self) -> Optional[dict[str, Any]]:
+        """The grounding check of the answer: status, unsupported, source_ids, ..."""
+    @property
+    def evidence(self) -> Optional[dict[str, Any]]:
+        """With evidence on: what was kept (node_id, sentences) and dropped."""
+    @property
     def quotes(self) -> Optional[list[dict[str, Any]]]: ...
     @property
     def unsupported_numbers(self) -> Optional[list[dict[str, Any]]]: ...
@@ -275,6 +281,11 @@ class Synthesizer:
         not_in_sources_answer: Optional[str] = None,
         # whether the model takes images, over what its server says (None: as it says)
         vision: Optional[bool] = None,
+        # evidence first: each node shown as its sentences bearing on the question (None: on)
+        evidence: Optional[bool] = None,
+        evidence_tokens: Optional[int] = None,
+        # an answer whose facts are in no source it was shown: "warn", "abstain", "error"
+        on_unsupported: Optional[str] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -168,11 +168,17 @@ impl Tally {
 /// The request defaults of the batch: `--mode`, `--concurrency` (else the default capped
 /// at the server's slots) as each synthesis's calls in flight, and `--max-prompt-tokens`.
 fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
-    RequestDefaults {
+    let defaults = RequestDefaults {
         mode: args.mode.unwrap_or(ResponseMode::Compact),
         concurrency: Concurrency::for_server(args.concurrency, backend.server_slots),
         max_prompt_tokens: args.max_prompt_tokens,
-    }
+        ..RequestDefaults::default()
+    };
+    args.checks
+        .checks(synthkit_setup::AnswerChecks::for_questions_to(
+            backend.backend,
+        ))
+        .request_defaults(defaults)
 }
 
 /// What a resumed batch will do with the lines of its input.
@@ -399,7 +405,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
                     replaces,
                 },
                 &backend,
-                defaults,
+                defaults.clone(),
                 &observer,
                 reports.clone(),
                 &files,

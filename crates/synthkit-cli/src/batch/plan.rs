@@ -35,7 +35,10 @@ pub async fn run<R: BufRead>(
             Parsed::Request(_, r, _) => Ok(*r),
         };
         let outcome = match request {
-            Ok(line) => match line.request.prepare(backend.model(), defaults, |b| b) {
+            Ok(line) => match line
+                .request
+                .prepare(backend.model(), defaults.clone(), |b| b)
+            {
                 Ok(mut run) => {
                     let read = match line.paths {
                         Some(paths) => {

@@ -100,6 +100,10 @@ pub struct EvalArgs {
     /// Requests and tokens per minute, retries: one budget for the whole evaluation.
     #[command(flatten)]
     pub limits: LimitArgs,
+
+    /// Evidence first and the grounding check.
+    #[command(flatten)]
+    pub checks: super::answer::CheckArgs,
     /// The backend and how to reach and sample the model.
     #[command(flatten)]
     pub model_args: ModelArgs,

@@ -6,6 +6,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod answer;
 mod batch;
 mod eval;
 mod limits;

@@ -47,6 +47,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
 
+    /// Evidence first and the grounding check.
+    #[command(flatten)]
+    pub checks: super::answer::CheckArgs,
+
     /// The response cache: SQLite, memory or Redis.
     #[command(flatten)]
     pub cache: CacheArgs,

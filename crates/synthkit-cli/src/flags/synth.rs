@@ -242,6 +242,10 @@ pub struct SynthArgs {
     )]
     pub on_truncation: TruncationPolicy,
 
+    /// Evidence first and the grounding check.
+    #[command(flatten)]
+    pub checks: super::answer::CheckArgs,
+
     /// The backend and how to reach and sample the model.
     #[command(flatten)]
     pub model_args: ModelArgs,

@@ -244,6 +244,12 @@ class SynthkitSynthesizer(BaseSynthesizer):
         vision: whether the model takes images, over what its server says (``None``,
             the default: as llama.cpp's ``/props`` or the models listing says);
             ``False`` refuses image nodes before any call.
+        evidence: evidence first (``None``, the default: on): each node is shown to the
+            model as its sentences bearing on the query, and a query nothing bears on is
+            answered "not in the sources" without a call.
+        on_unsupported: an answer whose facts are in no node it was shown ``"warn"``s
+            (the default; ``last_response.grounding``), ``"abstain"``s or is an
+            ``"error"``.
     """
 
     def __init__(
@@ -287,6 +293,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
         return_steps: bool = False,
         on_truncation: str = "warn",
         vision: Optional[bool] = None,
+        evidence: Optional[bool] = None,
+        on_unsupported: Optional[str] = None,
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -401,6 +409,8 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "return_steps": bool(return_steps),
             "on_truncation": on_truncation,
             "vision": vision,
+            "evidence": evidence,
+            "on_unsupported": on_unsupported,
         }
         if self._direct or "llm" not in settings:
             self._options.update(api_key_env=api_key_env, timeout=timeout)

@@ -1,0 +1,81 @@
+//! The answer's checks, on every verb that answers: evidence first and the policy for an
+//! answer whose facts are in no source it was shown.
+
+use clap::{Args, ValueEnum};
+use synthkit::grounding::OnUnsupported;
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+/// What an answer found in no source does (`--on-unsupported`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnsupportedPolicy {
+    /// Keep the answer, with a warning and its `grounding` in --json.
+    Warn,
+    /// Answer "not in the sources" instead (the model's answer in `grounding.withheld`).
+    Abstain,
+    /// Fail with exit code 1.
+    Error,
+}
+
+impl UnsupportedPolicy {
+    /// The library's policy.
+    pub fn library(self) -> OnUnsupported {
+        match self {
+            UnsupportedPolicy::Warn => OnUnsupported::Warn,
+            UnsupportedPolicy::Abstain => OnUnsupported::Abstain,
+            UnsupportedPolicy::Error => OnUnsupported::Error,
+        }
+    }
+}
+
+impl CheckArgs {
+    /// `base` (a verb's defaults) with what these flags say.
+    pub fn checks(&self, base: synthkit_setup::AnswerChecks) -> synthkit_setup::AnswerChecks {
+        let mut checks = base.with_evidence_tokens(self.evidence_tokens);
+        if let Some(e) = self.evidence {
+            checks = checks.with_evidence(e == Switch::On);
+        }
+        if let Some(p) = self.on_unsupported {
+            checks = checks.with_on_unsupported(p.library());
+        }
+        checks
+    }
+}
+
+/// `--evidence`, `--evidence-tokens`, `--on-unsupported`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Evidence first: each chunk is shown to the model as its sentences that bear on the
+    /// question (the others left out, chunks with none skipped), and a question no
+    /// sentence bears on is answered "not in the sources" without a model call; --json's
+    /// `evidence` says what was kept [default: on with a model; off for the extractive backend,
+    /// which ranks sentences itself, and for summarize].
+    #[arg(long, value_enum, value_name = "WHEN", help_heading = "Answer checks")]
+    pub evidence: Option<Switch>,
+    /// The most tokens of kept sentences, all chunks together.
+    #[arg(
+        long,
+        value_name = "TOKENS",
+        default_value_t = synthkit::evidence::DEFAULT_EVIDENCE_TOKENS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "Answer checks"
+    )]
+    pub evidence_tokens: usize,
+    /// An answer's facts (numbers, dates, versions, names, quoted words) are looked up in
+    /// what the model was shown; when none is found: warn keeps the answer with a warning,
+    /// abstain answers "not in the sources", error fails with exit code 1 [default: warn].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        help_heading = "Answer checks"
+    )]
+    pub on_unsupported: Option<UnsupportedPolicy>,
+}
