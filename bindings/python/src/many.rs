@@ -345,7 +345,7 @@ impl Many {
         let request: SynthesizeRequest =
             serde_json::from_value(Value::Object(body)).map_err(|e| invalid(e.to_string()))?;
         let prepared = request
-            .prepare_from(&self.base, self.defaults)
+            .prepare_from(&self.base, self.defaults.clone())
             .map_err(|e| {
                 let kind = e.kind();
                 let error = match e {
