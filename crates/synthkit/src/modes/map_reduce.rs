@@ -102,6 +102,31 @@ impl Record {
         record
     }
 
+    /// A record that contradicts itself (`no_information` with an answer or information
+    /// that states facts) is decided by its grounding, not by its flag: when at least one
+    /// of its facts is in `shown` (what its call was shown) and none is missing from it,
+    /// the flag is cleared (an answer alone becomes the information). A small model writes
+    /// `"answer": "The current MSRV of Tokio is 1.85.", "no_information": true` for a
+    /// chunk that says so; such a record was dropped.
+    pub(crate) fn settle_by_grounding(&mut self, question: &str, shown: &str) {
+        if !self.no_information {
+            return;
+        }
+        let said = match (self.information.trim(), self.answer.trim()) {
+            ("", "") => return,
+            (info, "") => info.to_string(),
+            ("", answer) => answer.to_string(),
+            (info, answer) => format!("{info}\n{answer}"),
+        };
+        let g = crate::grounding::check(&said, question, &[shown]);
+        if g.found > 0 && g.status == crate::grounding::GroundingStatus::Supported {
+            self.no_information = false;
+            if self.information.trim().is_empty() {
+                self.information = std::mem::take(&mut self.answer);
+            }
+        }
+    }
+
     /// Whether the record holds something for the reduce step.
     pub(crate) fn kept(&self) -> bool {
         !self.no_information && !self.information.trim().is_empty()
@@ -175,6 +200,7 @@ fn record_call<'a>(
         ] {
             *field = job.checked(request, std::mem::take(field));
         }
+        record.settle_by_grounding(&job.query, &request.prompt.to_text());
         Ok(record)
     })
 }
@@ -277,6 +303,7 @@ pub(crate) async fn reduce(
                 fallback: None,
                 how,
                 truncation: None,
+                guard: None,
             });
         }
         // A collapse level: packed whole first, so that a level that does not reduce
@@ -368,5 +395,27 @@ mod tests {
             assert!(r.kept());
         }
         assert!(!Record::parse("   ").kept());
+    }
+
+    #[test]
+    fn a_contradictory_record_is_decided_by_its_grounding() {
+        let shown = "Context:\nTokio's MSRV is 1.85, raised in the 1.44 release.\nQuestion: What is the MSRV of Tokio?";
+        let question = "What is the MSRV of Tokio?";
+        let reply = r#"{"answer": "The current MSRV of Tokio is 1.85.", "confidence": 5, "no_information": true}"#;
+        let mut r = Record::parse(reply);
+        assert!(!r.kept());
+        r.settle_by_grounding(question, shown);
+        assert!(r.kept(), "a grounded answer is kept: {r:?}");
+        assert_eq!(r.information, "The current MSRV of Tokio is 1.85.");
+        // Its facts in no source: the flag stands.
+        let mut r = Record::parse(
+            r#"{"information": "Tokio needs Rust 1.99.", "answer": "1.99", "no_information": true}"#,
+        );
+        r.settle_by_grounding(question, shown);
+        assert!(!r.kept());
+        // No facts to check: the flag stands.
+        let mut r = Record::parse(r#"{"answer": "It is a runtime.", "no_information": true}"#);
+        r.settle_by_grounding(question, shown);
+        assert!(!r.kept());
     }
 }
