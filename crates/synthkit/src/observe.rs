@@ -147,8 +147,9 @@ pub enum SynthEvent {
         input_tokens: usize,
     },
     /// A reply was not used as an answer: it said the sources do not answer, or (in a
-    /// step that had an answer) talked about that answer instead of giving one; see
-    /// [`crate::text::abstention`].
+    /// step that had an answer) talked about that answer instead of giving one, or stated
+    /// facts found in no passage shown in place of an answer whose facts were found
+    /// there; see [`crate::text::abstention`].
     ReplyNotUsed {
         /// The call's step.
         step: StepInfo,

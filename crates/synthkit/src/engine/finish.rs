@@ -11,6 +11,7 @@ use futures::stream::BoxStream;
 use serde_json::Value;
 
 use super::fanout::Driven;
+use super::grounding_guard::GroundingGuard;
 use super::reading::FinalText;
 use super::{Job, filter};
 use crate::citation::{CitationLedger, MarkerRewriter, numbers_in};
@@ -27,12 +28,14 @@ pub(crate) enum Outcome {
     /// `answerable: false` (no nodes, or no step found anything).
     Unanswered(String),
     /// One last call; `fallback` is the answer if the call's answer is empty or unusable;
-    /// `truncation` is what simple_summarize dropped.
+    /// `truncation` is what simple_summarize dropped; `guard`, a refine chain's grounding
+    /// guard (what the chain showed the model), applied when the call is not streamed.
     Final {
         request: ModelRequest,
         fallback: Option<String>,
         how: FinalHow,
         truncation: Option<Truncation>,
+        guard: Option<GroundingGuard>,
     },
     /// An answer made of many calls' answers (accumulate), produced by the mode.
     Composite(Box<dyn Composite>),
@@ -87,13 +90,16 @@ impl Job {
                 fallback,
                 how,
                 truncation,
+                guard,
             } => {
                 self.caller.plan(1);
                 let (text, structured) = self.final_call(&request, how).await?;
                 response.structured = structured;
                 response.truncation = truncation;
                 let text = match (text, how) {
-                    (Some(t), FinalHow::Plain) => Some(self.read_final(&request, t, &fallback)),
+                    (Some(t), FinalHow::Plain) => {
+                        Some(self.read_final(&request, t, &fallback, guard).await)
+                    }
                     (t, _) => t.map(FinalText::Answer),
                 };
                 response.text = match text {
@@ -233,11 +239,14 @@ impl Job {
     ) -> Result<StreamingResponse, SynthError> {
         let caller: Arc<dyn UsageSource> = self.caller.clone();
         match outcome {
+            // The grounding guard is not applied to a streamed reply (see
+            // `Job::gate_final`): the synthesis's grounding gate flags it.
             Outcome::Final {
                 request,
                 fallback,
                 how: FinalHow::Plain,
                 truncation,
+                guard: _,
             } => {
                 self.caller.plan(1);
                 let shown = self.ledger.as_ref().map(|_| {

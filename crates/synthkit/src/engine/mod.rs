@@ -9,6 +9,8 @@
 //!   dropping a synthesis or its stream cancels its calls at once.
 //! - `filter`: structured answer filtering (a step's `{query_satisfied, answer}`).
 //! - `finish`: the final call, streamed or not, and the response.
+//! - `grounding_guard`: a refine chain keeps a grounded answer over a reply whose facts
+//!   are in no passage it was shown.
 //! - `origins`: which nodes each prompt's context came from (for the call spans).
 //! - `settings`: a synthesizer's settings as its jobs read them.
 
@@ -33,6 +35,7 @@ pub(crate) mod correction;
 pub(crate) mod fanout;
 pub(crate) mod filter;
 pub(crate) mod finish;
+pub(crate) mod grounding_guard;
 pub(crate) mod images;
 pub(crate) mod origins;
 pub(crate) mod packed;

@@ -7,12 +7,18 @@
 //! (refine's last step), its first words until they show whether the reply opens as a
 //! non-answer does, and then, if it does, the rest of a short reply. So the streamed text
 //! always equals the text of the same reply not streamed.
+//!
+//! A refine chain's grounding guard ([`super::grounding_guard`]) reads a reply's facts
+//! against the passages shown so far: in intermediate steps and in a final call that is
+//! not streamed. A streamed final call is not held back for it (the reply would have to
+//! be held whole): its text stays, and the synthesis's grounding gate flags it.
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::Job;
 use super::fanout::Reply;
+use super::grounding_guard::GroundingGuard;
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::model::{ModelRequest, StepInfo};
@@ -34,7 +40,7 @@ pub(crate) enum FinalText {
 impl Job {
     /// Whether replies of `request` are read at all: plain-text replies of modes that ask
     /// the sources (not generation's query-only prompt, nor JSON replies).
-    fn reads(&self, request: &ModelRequest) -> bool {
+    pub(super) fn reads(&self, request: &ModelRequest) -> bool {
         request.schema.is_none() && self.mode() != ResponseMode::Generation
     }
 
@@ -86,17 +92,27 @@ impl Job {
         });
     }
 
-    /// The final call's plain `text`, read: `previous` is the answer the step had.
-    pub(crate) fn read_final(
+    /// The final call's plain `text`, read: `previous` is the answer the step had;
+    /// `guard`, a refine chain's grounding guard (a reply that reads as an answer but
+    /// whose facts are in no passage shown keeps a grounded `previous`).
+    pub(crate) async fn read_final(
         &self,
         request: &ModelRequest,
         text: String,
         previous: &Option<String>,
+        guard: Option<GroundingGuard>,
     ) -> FinalText {
         if !self.reads(request) {
             return FinalText::Answer(text);
         }
-        let reading = read_reply(&text, previous.is_some());
+        let mut reading = read_reply(&text, previous.is_some());
+        if reading == ReplyReading::Answer
+            && let Some(mut guard) = guard
+        {
+            reading = self
+                .grounding_reading(request, &text, previous.as_deref(), &mut guard)
+                .await;
+        }
         self.decide(request.step(), reading, text, previous)
     }
 
@@ -121,6 +137,11 @@ impl Job {
 
     /// The streamed final reply `inner`, read as [`Job::read_final`] reads it whole;
     /// `slot` is set to `false` when the sources do not answer.
+    ///
+    /// All but the grounding guard: a refine reply whose facts are in no passage shown
+    /// is passed on as it comes (it could only be judged whole, so holding it back would
+    /// hold back the whole answer); the synthesis's grounding gate flags it at the end
+    /// (`Response::grounding`, and its `on_unsupported` policy).
     pub(crate) fn gate_final(
         &self,
         inner: BoxStream<'static, Result<String, SynthError>>,

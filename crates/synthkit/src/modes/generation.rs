@@ -27,5 +27,6 @@ pub(crate) async fn run(job: &Job) -> Result<Outcome, SynthError> {
         fallback: None,
         how,
         truncation: None,
+        guard: None,
     })
 }

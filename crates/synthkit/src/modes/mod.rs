@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use crate::engine::grounding_guard::GroundingGuard;
 use crate::engine::origins::{Origin, PromptNodes, Sourced};
 use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
@@ -47,7 +48,8 @@ pub(crate) async fn run(
                 ResponseMode::Refine => refine::source(texts),
                 _ => compact::source(texts),
             };
-            refine::refine_texts(job, mode, &source, previous.map(str::to_string)).await
+            let previous = previous.map(str::to_string);
+            refine::refine_texts(job, mode, &source, previous, None).await
         }
         ResponseMode::TreeSummarize => tree_summarize::run(job, texts).await,
         ResponseMode::SimpleSummarize => simple_summarize::run(job, texts, nodes).await,
@@ -64,6 +66,8 @@ pub(crate) async fn run(
 pub(crate) struct Resume {
     pub(crate) request: ModelRequest,
     fallback: Option<String>,
+    /// A refine chain's grounding guard: what the chain had shown.
+    guard: Option<GroundingGuard>,
 }
 
 impl Resume {
@@ -72,10 +76,14 @@ impl Resume {
     pub(crate) fn of(outcome: &Outcome, mode: ResponseMode) -> Option<Self> {
         match outcome {
             Outcome::Final {
-                request, fallback, ..
+                request,
+                fallback,
+                guard,
+                ..
             } if mode != ResponseMode::Generation => Some(Self {
                 request: request.clone(),
                 fallback: fallback.clone(),
+                guard: guard.clone(),
             }),
             _ => None,
         }
@@ -104,7 +112,8 @@ pub(crate) async fn resume(
     match job.mode() {
         mode @ (ResponseMode::Refine | ResponseMode::Compact) => {
             let source = Sourced::side_by_side([(context.as_str(), held)]);
-            refine::refine_texts(job, mode, &source, r.fallback).await
+            let guard = r.guard.map(GroundingGuard::resumed);
+            refine::refine_texts(job, mode, &source, r.fallback, guard).await
         }
         ResponseMode::TreeSummarize => {
             let origin = Origin::of_context(&r.request);

@@ -5,17 +5,23 @@
 //! and every prompt is as full as it may be. A chunk too large for one step is handed out
 //! in order, head first (decision 4). Calls: one per chunk that fits, more for chunks that
 //! do not.
+//!
+//! A step whose reply would replace an answer grounded in the passages shown so far with
+//! a reply whose facts are in none of them keeps the answer (the grounding guard,
+//! [`crate::engine::grounding_guard`]; not in a streamed final step).
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use crate::engine::filter::filter_step;
+use crate::engine::grounding_guard::GroundingGuard;
 use crate::engine::origins::Sourced;
 use crate::engine::{FinalHow, Job, Outcome, Verdict};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::StepInfo;
 use crate::prompt::TemplateKind;
+use crate::text::abstention::ReplyReading;
 
 /// What refine packs: each node's text on its own (`texts[i]` is node `i`'s).
 pub(crate) fn source(texts: &[Cow<'_, str>]) -> Sourced {
@@ -23,12 +29,14 @@ pub(crate) fn source(texts: &[Cow<'_, str>]) -> Sourced {
 }
 
 /// The refine loop over the parts of `source` (each split on its own, never merged with
-/// another).
+/// another); `previous`: an answer to refine; `guard`: the grounding guard of the chain
+/// this one resumes (what it had shown), if any.
 pub(crate) async fn refine_texts(
     job: &Job,
     mode: ResponseMode,
     source: &Sourced,
     previous: Option<String>,
+    guard: Option<GroundingGuard>,
 ) -> Result<Outcome, SynthError> {
     let chunks = source.parts();
     let filtering = job.filtering().is_on();
@@ -44,6 +52,8 @@ pub(crate) async fn refine_texts(
     } else {
         FinalHow::Plain
     };
+    // The grounding guard reads plain-text replies only (JSON replies are not read).
+    let mut guard = (how == FinalHow::Plain).then(|| guard.unwrap_or_default());
     let qa = job.template(TemplateKind::Qa);
     let refine = job.template(TemplateKind::Refine);
     let mut answer = previous.filter(|a| !a.is_empty());
@@ -91,11 +101,15 @@ pub(crate) async fn refine_texts(
             let request = source.tag(request, text);
             index += 1;
             if last_text && cursor.is_done() {
+                if let Some(g) = &mut guard {
+                    g.show(text);
+                }
                 return Ok(Outcome::Final {
                     request,
                     fallback: answer,
                     how,
                     truncation: None,
+                    guard,
                 });
             }
             if !preplanned || last_text {
@@ -123,14 +137,37 @@ pub(crate) async fn refine_texts(
                 }
                 Err(e) => return Err(e),
             };
+            if let Some(g) = &mut guard {
+                g.show(text);
+            }
             // A reply that says the passages do not answer, or that only talks about the
             // answer so far, leaves the answer as it was (none yet: the next chunk is
             // asked the question again).
             let result = result.filter(|r| {
                 !r.is_empty() && job.read_step(&request, r, answer.is_some()).is_answer()
             });
+            // So does a reply whose facts are in no passage shown, in place of an answer
+            // whose facts are.
+            let result = match (result, &mut guard) {
+                (Some(r), Some(g)) => {
+                    match job
+                        .grounding_reading(&request, &r, answer.as_deref(), g)
+                        .await
+                    {
+                        ReplyReading::Answer => Some(r),
+                        reading => {
+                            job.not_used(request.step(), reading, true);
+                            None
+                        }
+                    }
+                }
+                (r, _) => r,
+            };
             if let Some(r) = result {
                 answer = Some(r);
+                if let Some(g) = &mut guard {
+                    g.new_answer();
+                }
                 if job.filtering().stops_when_satisfied() {
                     return Ok(Outcome::Text(answer.unwrap_or_default()));
                 }

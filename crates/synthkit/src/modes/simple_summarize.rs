@@ -87,5 +87,6 @@ pub(crate) async fn run(
         fallback: None,
         how,
         truncation,
+        guard: None,
     })
 }

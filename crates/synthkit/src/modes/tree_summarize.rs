@@ -99,6 +99,7 @@ pub(crate) async fn summarize(
                 fallback: None,
                 how,
                 truncation: None,
+                guard: None,
             });
         }
         let answers = if level == 0 {

@@ -101,7 +101,8 @@ pub struct SynthStep {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
     /// Set when the reply was not used as an answer: how it read (it said the sources do
-    /// not answer, or talked about the previous answer); see [`crate::text::abstention`].
+    /// not answer, talked about the previous answer, or stated facts in no passage shown
+    /// in place of a grounded previous answer); see [`crate::text::abstention`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_used: Option<ReplyReading>,
     /// Whether the step's previous answer was kept in place of the reply.

@@ -18,6 +18,10 @@
 //!   accurate"), one of [`META_PATTERNS`]: the answer is kept.
 //! - **[`ReplyReading::Answer`]**: anything else.
 //!
+//! One more reading is the engine's, not [`read_reply`]'s: **[`ReplyReading::Ungrounded`]**,
+//! a refine or compact reply that would replace an answer grounded in the passages shown so
+//! far with one whose facts are in none of them ([`crate::grounding`]); the answer is kept.
+//!
 //! Long replies are answers whatever they say: a reply of more than
 //! [`SHORT_REPLY_WORDS`] words (or [`SHORT_REPLY_BYTES`] bytes) that says the sources lack
 //! one detail still carries the others, and is never thrown away.
@@ -126,6 +130,11 @@ pub enum ReplyReading {
     SaysNotAnswered,
     /// A short reply about the previous answer instead of one (only when there was one).
     TalksAboutAnswer,
+    /// A refine or compact reply whose facts are in none of the passages the chain has
+    /// shown the model, in a step whose previous answer has facts found there: the engine
+    /// keeps the previous answer. Never what [`read_reply`] says (it reads the text
+    /// alone); see [`crate::grounding::check`].
+    Ungrounded,
 }
 
 impl ReplyReading {

@@ -1,7 +1,8 @@
 //! "Not in the sources" and the small-model guards, against scripted models: a reply
 //! that says the sources do not answer, a refine chain that never finds anything, a tree
 //! whose summaries all abstain, a refine reply that only talks about the answer, a summary
-//! that would outgrow its input; streamed and not, through a loopback server too.
+//! that would outgrow its input, a refine reply whose facts are in no passage shown in
+//! place of a grounded answer; streamed and not, through a loopback server too.
 
 use std::sync::Arc;
 
@@ -214,6 +215,127 @@ async fn a_final_refine_reply_about_the_answer_keeps_it_streamed_or_not() {
         assert_eq!(r.text, replies[1], "{last}");
         let steps = r.steps.unwrap();
         assert!(steps[2].kept_previous, "{last}");
+    }
+}
+
+/// The mirror's passages: the first says how often, the second says nothing of it.
+const CLEANED: &str = "The keeper cleans the mirror every 6 months.";
+const DOME: &str = "The dome opens at dusk and closes at dawn.";
+const GROUNDED: &str = "The mirror is cleaned every 6 months.";
+const UNGROUNDED: &str = "It is cleaned every 14 weeks in 1935.";
+
+async fn ask(synth: &Synthesizer, texts: &[&str]) -> Response {
+    synth
+        .synthesize("How often is the mirror cleaned?", nodes(texts))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_final_refine_reply_with_no_fact_in_the_sources_keeps_a_grounded_answer() {
+    let model = by_index(&[GROUNDED, UNGROUNDED]);
+    let synth = build(&model, ResponseMode::Refine, |b| b);
+    let r = ask(&synth, &[CLEANED, DOME]).await;
+    assert!(r.answerable);
+    assert_eq!(r.text, GROUNDED);
+    assert_eq!(
+        r.grounding.as_ref().map(|g| g.status),
+        Some(synthkit::grounding::GroundingStatus::Supported)
+    );
+    let steps = r.steps.unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0].not_used, None);
+    assert_eq!(steps[1].not_used, Some(ReplyReading::Ungrounded));
+    assert!(steps[1].kept_previous);
+    let json = serde_json::to_value(&steps[1]).unwrap();
+    assert_eq!(json["not_used"], "ungrounded");
+    assert_eq!(json["kept_previous"], true);
+
+    // Streamed, the final reply has been shown as it came: it stays, and the grounding
+    // gate flags it.
+    let mut stream = synth
+        .stream("How often is the mirror cleaned?", nodes(&[CLEANED, DOME]))
+        .await
+        .unwrap();
+    let mut streamed = String::new();
+    while let Some(d) = stream.next().await {
+        streamed.push_str(&d.unwrap());
+    }
+    let done = stream.finish().await.unwrap();
+    assert_eq!(streamed, UNGROUNDED);
+    assert_eq!(
+        done.grounding.map(|g| g.status),
+        Some(synthkit::grounding::GroundingStatus::Unsupported)
+    );
+}
+
+#[tokio::test]
+async fn an_intermediate_refine_reply_with_no_fact_in_the_sources_keeps_the_answer() {
+    // Streamed or not: the step before the last is read whole either way.
+    let model = by_index(&[
+        GROUNDED,
+        UNGROUNDED,
+        "The original answer remains accurate.",
+    ]);
+    let synth = build(&model, ResponseMode::Refine, |b| b);
+    let r = both(&synth, &[CLEANED, DOME, "The keeper lives in the village."]).await;
+    assert_eq!(r.text, GROUNDED);
+    // The last step refined the kept answer, not the set-aside reply.
+    let requests = model.requests();
+    let existing = requests[2].source().unwrap().variable("existing_answer");
+    assert_eq!(existing, Some(GROUNDED));
+    let steps = r.steps.unwrap();
+    assert_eq!(steps[1].not_used, Some(ReplyReading::Ungrounded));
+    assert!(steps[1].kept_previous);
+    assert_eq!(steps[2].not_used, Some(ReplyReading::TalksAboutAnswer));
+}
+
+#[tokio::test]
+async fn a_refine_reply_grounded_in_its_own_passage_is_used() {
+    let model = by_index(&[GROUNDED, UNGROUNDED]);
+    let synth = build(&model, ResponseMode::Refine, |b| b);
+    let r = ask(
+        &synth,
+        &[CLEANED, "Since 1935 it has been cleaned every 14 weeks."],
+    )
+    .await;
+    assert_eq!(r.text, UNGROUNDED);
+    let steps = r.steps.unwrap();
+    assert!(steps.iter().all(|s| s.not_used.is_none()));
+    assert!(steps.iter().all(|s| !s.kept_previous));
+}
+
+#[tokio::test]
+async fn an_ungrounded_answer_so_far_is_replaced_as_before() {
+    // The first answer's facts are in no passage either: there is nothing to keep.
+    let model = by_index(&["The mirror is cleaned every 3 years.", UNGROUNDED]);
+    let synth = build(&model, ResponseMode::Refine, |b| b);
+    let r = ask(&synth, &[CLEANED, DOME]).await;
+    assert_eq!(r.text, UNGROUNDED);
+    assert!(r.steps.unwrap().iter().all(|s| s.not_used.is_none()));
+
+    // A reply with no fact to check is used too.
+    let model = by_index(&[GROUNDED, "It is cleaned regularly by the keeper."]);
+    let synth = build(&model, ResponseMode::Refine, |b| b);
+    let r = ask(&synth, &[CLEANED, DOME]).await;
+    assert_eq!(r.text, "It is cleaned regularly by the keeper.");
+}
+
+#[tokio::test]
+async fn compact_keeps_a_grounded_answer_over_an_ungrounded_reply() {
+    // Two nodes of about 3,000 tokens each: one compact prompt per node in a 4,096
+    // window, the fact at the first one's start, nothing of it in the second.
+    let first = format!("{CLEANED} {}", "The keeper climbs the stairs. ".repeat(500));
+    let second = DOME.repeat(300);
+    let model = by_index(&[GROUNDED, UNGROUNDED, UNGROUNDED, UNGROUNDED]);
+    let synth = build(&model, ResponseMode::Compact, |b| b);
+    let r = ask(&synth, &[&first, &second]).await;
+    let steps = r.steps.unwrap();
+    assert!(steps.len() >= 2, "{}", steps.len());
+    assert_eq!(r.text, GROUNDED);
+    for s in &steps[1..] {
+        assert_eq!(s.not_used, Some(ReplyReading::Ungrounded));
+        assert!(s.kept_previous);
     }
 }
 
