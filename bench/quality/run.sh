@@ -33,6 +33,8 @@
 #                          ~/.cache/synthkit-quality-venv; created with llama-index-core==0.14.25
 #                          and llama-index-llms-openai-like if needed)
 #   QUALITY_DIR            where the cases live (default ~/.cache/synthkit-quality)
+#   SYNTHKIT_EVAL_ARGS     extra arguments for synthkit's eval, split on whitespace (for
+#                          instance `--evidence on --on-unsupported abstain`)
 #   LLAMA_SERVER_ARGS      extra llama-server arguments (default `-np 1`: one slot with the
 #                          whole window, as requests run one at a time)
 set -euo pipefail
@@ -152,7 +154,8 @@ MODEL_ARGS=(--base-url "$BASE_URL" --context-window "$CTX" --num-output "$NUM_OU
     --temperature "$TEMPERATURE")
 if [[ $SKIP_SK == 0 && ! -f $OUT/.synthkit-done ]]; then
     echo "run.sh: synthkit eval ($MODES)"
-    step "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" -o "$OUT/synthkit.jsonl" \
+    read -r -a EXTRA <<< "${SYNTHKIT_EVAL_ARGS:-}"
+    step "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" "${EXTRA[@]}" -o "$OUT/synthkit.jsonl" \
         > >(tee "$OUT/synthkit-score.md")
     touch "$OUT/.synthkit-done"
 fi
