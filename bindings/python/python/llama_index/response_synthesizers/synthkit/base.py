@@ -244,7 +244,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         vision: whether the model takes images, over what its server says (``None``,
             the default: as llama.cpp's ``/props`` or the models listing says);
             ``False`` refuses image nodes before any call.
-        evidence: evidence first (``None``, the default: on): each node is shown to the
+        evidence: evidence first (``None``, the default: off; ``True`` on): each node is shown to the
             model as its sentences bearing on the query, and a query nothing bears on is
             answered "not in the sources" without a call.
         on_unsupported: an answer whose facts are in no node it was shown ``"warn"``s
