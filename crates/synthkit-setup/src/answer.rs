@@ -6,10 +6,15 @@
 //! use synthkit::SynthesisOptions;
 //! use synthkit_setup::AnswerChecks;
 //!
-//! let checks = AnswerChecks::for_questions();
+//! // Evidence is off unless asked for (`DEFAULT_EVIDENCE`).
 //! let mut options = SynthesisOptions::default();
+//! AnswerChecks::for_questions().set(&mut options);
+//! assert!(matches!(options.evidence, Some(None)));
+//! let checks = AnswerChecks::for_questions_to("openai").with_evidence(true);
 //! checks.set(&mut options);
 //! assert!(matches!(options.evidence, Some(Some(_))));
+//! // The extractive backend ranks sentences itself: never on by default.
+//! assert!(!AnswerChecks::for_questions_to(synthkit_setup::EXTRACTIVE).evidence);
 //! let summary = AnswerChecks::for_summaries();
 //! assert!(!summary.evidence);
 //! ```
