@@ -125,15 +125,12 @@ pub fn build_synthesizer(
     observer: Arc<dyn Observer>,
     dry_run: bool,
 ) -> Result<Synthesizer> {
-    let Synthesis {
-        backend,
-        mode,
-        args,
-        templates,
-        checks,
-        ..
-    } = synthesis;
-    let (backend, mode, args): (&Backend, ResponseMode, &SynthArgs) = (backend, *mode, args);
+    let (backend, mode, args, templates) = (
+        synthesis.backend,
+        synthesis.mode,
+        synthesis.args,
+        synthesis.templates,
+    );
     let tokenizer: SharedTokenizer = backend.budget_tokenizer.clone();
     let info = model.info();
     let budget = PromptBudget::new(info.context_window, info.num_output)
@@ -168,7 +165,7 @@ pub fn build_synthesizer(
     options.thinking_reserve = Some(args.thinking_reserve);
     options.not_in_sources_answer = args.not_in_sources.clone();
     options.vision = args.model_args.vision_override();
-    checks.set(&mut options);
+    synthesis.checks.set(&mut options);
     options.output_schema = args
         .output_schema
         .as_deref()
