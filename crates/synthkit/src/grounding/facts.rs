@@ -80,6 +80,8 @@ struct Chunk {
 enum Special {
     /// A citation marker, `[1]`: skipped.
     Marker { end: usize },
+    /// Quoted punctuation, `"."`: skipped, as a marker is.
+    Punctuation { end: usize },
     /// Code between backticks, or quoted words: one fact.
     Span {
         kind: FactKind,
@@ -154,23 +156,31 @@ fn code_at(text: &str, at: usize) -> Option<Special> {
 }
 
 /// The quote opening at byte `at` with the mark `open`, closed within
-/// [`MAX_PHRASE_CHARS`], with a letter or digit inside.
+/// [`MAX_PHRASE_CHARS`]: quoted words when there is a letter or digit inside, quoted
+/// punctuation (`"."`) otherwise, which is skipped whole so that its closing mark cannot
+/// open a quote running on to the next one. A straight `"` followed by white space opens
+/// nothing (it closes what came before).
 fn quote_at(text: &str, at: usize, open: char) -> Option<Special> {
     let body = at + open.len_utf8();
     let after = text.get(body..)?;
+    if open == '"' && after.chars().next().is_none_or(char::is_whitespace) {
+        return None;
+    }
     let (k, close) = after
         .char_indices()
         .take(MAX_PHRASE_CHARS + 1)
         .find(|&(_, c)| closing_quote(c))?;
     let inside = after.get(..k)?;
-    inside
-        .chars()
-        .any(char::is_alphanumeric)
-        .then(|| Special::Span {
+    let end = body + k + close.len_utf8();
+    Some(if inside.chars().any(char::is_alphanumeric) {
+        Special::Span {
             kind: FactKind::Quote,
             inside: (body, body + k),
-            end: body + k + close.len_utf8(),
-        })
+            end,
+        }
+    } else {
+        Special::Punctuation { end }
+    })
 }
 
 /// The text cut into chunks, with the quotes and code found between them (each with the
@@ -195,7 +205,7 @@ fn pieces(text: &str) -> Pieces {
             continue;
         }
         match special_at(text, at, c) {
-            Some(Special::Marker { end }) => {
+            Some(Special::Marker { end } | Special::Punctuation { end }) => {
                 at = end;
                 apart = true;
                 continue;

@@ -401,3 +401,16 @@ fn no_input_makes_it_panic() {
         assert!(g.unsupported.len() <= MAX_LISTED, "{p:?}");
     }
 }
+
+#[test]
+fn quoted_punctuation_opens_no_quote_running_on_to_the_next() {
+    // The closing mark of `"."` read as an opening one made a quote of everything up to
+    // `"stop!"`, the number inside it was lost, and the answer read as unsupported.
+    let answer = "The separator is \".\" [2]. Fixed a crash ([#6635]) [3]. It says \"stop!\" [5]!";
+    assert_eq!(written(answer, ""), ["Fixed", "#6635", "stop!"]);
+    let g = check(answer, "", &["Fact 6635 of the collection."]);
+    assert_eq!(g.status, GroundingStatus::Partly, "{g:?}");
+    assert_eq!(g.unsupported, ["Fixed", "stop!"]);
+    // A straight mark followed by a space opens nothing.
+    assert_eq!(written("It ends \" here, 1935.", ""), ["1935"]);
+}

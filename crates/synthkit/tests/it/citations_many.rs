@@ -178,3 +178,11 @@ fn a_five_digit_marker_is_a_citation_not_text() {
     assert_eq!(citations.markers[0].node_ids, vec!["n78233".to_string()]);
     assert!(citations.removed.iter().any(|r| r == "[200001]"));
 }
+
+/// The case CI found (shift 7, first label): `"."` then `"stop!"` in one answer made the
+/// grounding check read a quote from the first's closing mark to the second's opening one,
+/// and the refine guard set the step's reply aside.
+#[test]
+fn a_quoted_stop_after_a_quoted_dot_is_kept() {
+    check(7, Pick::First).unwrap();
+}
