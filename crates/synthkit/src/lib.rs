@@ -224,7 +224,7 @@ pub mod telemetry;
 pub mod testing;
 pub mod text;
 
-pub use citation::{Citation, CitationStyle, Citations, Quote, QuoteStatus};
+pub use citation::{Citation, CitationStyle, Citations, Quote, QuoteOrigin, QuoteStatus};
 pub use error::SynthError;
 pub use filtering::CallDoor;
 pub use mode::{ResponseMode, Step};

@@ -222,3 +222,74 @@ async fn a_streamed_answer_is_checked_when_it_ends() {
     assert_eq!(g.status, GroundingStatus::Unsupported);
     assert!(g.withheld.unwrap().contains("9 weeks"));
 }
+
+/// The label `[n]` of the source whose text (as the prompt shows it) holds `needle`.
+fn label_of(prompt: &str, needle: &str) -> Option<u32> {
+    let at = prompt.find(needle)?;
+    prompt[..at]
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix('[')?.strip_suffix(']')?.parse().ok())
+}
+
+#[tokio::test]
+async fn a_bare_marker_becomes_a_verified_quote_of_its_evidence() {
+    // The model cites by number only, as small models do: no quote copied.
+    let model = Arc::new(ScriptedModel::new(ModelInfo::new("m"), |r| {
+        let prompt = r.prompt.to_text();
+        let n = label_of(&prompt, "carbon dioxide snow").unwrap_or(99);
+        Ok(format!("It is cleaned every three months [{n}]."))
+    }));
+    let synth = Synthesizer::builder(model.clone())
+        .citations(true)
+        .citation_style(synthkit::CitationStyle::Quotes)
+        .evidence(evidence())
+        .build()
+        .unwrap();
+    let r = synth
+        .synthesize("How often is the mirror cleaned?", sample_nodes())
+        .await
+        .unwrap();
+    assert_eq!(r.text, "It is cleaned every three months [1].");
+    let c = r.citations.unwrap();
+    assert_eq!(c.quotes.len(), 1, "{:?}", c.quotes);
+    let q = &c.quotes[0];
+    assert_eq!(q.status, synthkit::QuoteStatus::Verified);
+    assert_eq!(q.origin, synthkit::QuoteOrigin::Evidence);
+    assert_eq!(q.marker, 1);
+    assert!(
+        q.quote
+            .contains("The primary mirror is cleaned with carbon dioxide snow every three months"),
+        "{q:?}"
+    );
+    // The quote is the node's own characters at the offsets given.
+    let node = r.source_nodes.iter().find(|n| n.id == q.node_id).unwrap();
+    let (start, end) = (q.start.unwrap(), q.end.unwrap());
+    let at: String = node.text.chars().skip(start).take(end - start).collect();
+    assert_eq!(at, q.quote);
+    assert_eq!(c.markers[0].node_ids, vec![q.node_id.clone()]);
+    // In JSON it says who wrote it; a quote the model wrote says nothing.
+    let json = serde_json::to_value(q).unwrap();
+    assert_eq!(json["origin"], "evidence");
+}
+
+#[tokio::test]
+async fn without_evidence_a_bare_marker_gets_no_quote() {
+    let model = Arc::new(ScriptedModel::new(ModelInfo::new("m"), |r| {
+        let prompt = r.prompt.to_text();
+        let n = label_of(&prompt, "carbon dioxide snow").unwrap_or(99);
+        Ok(format!("It is cleaned every three months [{n}]."))
+    }));
+    let synth = Synthesizer::builder(model)
+        .citations(true)
+        .citation_style(synthkit::CitationStyle::Quotes)
+        .build()
+        .unwrap();
+    let r = synth
+        .synthesize("How often is the mirror cleaned?", sample_nodes())
+        .await
+        .unwrap();
+    let c = r.citations.unwrap();
+    assert!(c.quotes.is_empty(), "{:?}", c.quotes);
+    assert_eq!(c.markers.len(), 1);
+}

@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 
+mod constructed;
 mod markers;
 mod quotes;
 
@@ -53,8 +54,8 @@ pub(crate) use markers::{MarkerRewriter, RemovedMarkers, label_lines, numbers_in
 pub(crate) use quotes::Stopped;
 pub use quotes::{
     MAX_CHECKED_MARKERS, MAX_QUOTE_CHARS, MAX_QUOTES, MAX_SENTENCE_SOURCES,
-    MAX_UNSUPPORTED_NUMBERS, MIN_QUOTE_LETTERS, MIN_QUOTE_WORDS, Quote, QuoteCounts, QuoteStatus,
-    UncheckedReason, UnsupportedNumber,
+    MAX_UNSUPPORTED_NUMBERS, MIN_QUOTE_LETTERS, MIN_QUOTE_WORDS, Quote, QuoteCounts, QuoteOrigin,
+    QuoteStatus, UncheckedReason, UnsupportedNumber,
 };
 
 /// The removed markers a warning shows (it says how many there were in all).
@@ -206,6 +207,8 @@ pub(crate) struct CitationLedger {
     node_ids: Vec<String>,
     /// Quote mode: the text of source `n` at index `n - 1` (`None`: markers only).
     texts: Option<Vec<String>>,
+    /// Quote mode with evidence: the sentences source `n` was shown as, at index `n - 1`.
+    evidence: Option<Vec<Vec<crate::evidence::EvidenceSpan>>>,
     removed: Mutex<RemovedMarkers>,
     /// The steps the quote checks of this ledger took, stopped ones included.
     check_steps: AtomicU64,
@@ -217,6 +220,23 @@ impl CitationLedger {
         Arc::new(Self {
             node_ids,
             texts,
+            evidence: None,
+            removed: Mutex::new(RemovedMarkers::default()),
+            check_steps: AtomicU64::new(0),
+        })
+    }
+
+    /// A quote mode ledger whose bare markers get the evidence sentences of their sources
+    /// as quotes: `evidence` holds source `n`'s at index `n - 1`.
+    pub(crate) fn with_evidence(
+        node_ids: Vec<String>,
+        texts: Vec<String>,
+        evidence: Vec<Vec<crate::evidence::EvidenceSpan>>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            node_ids,
+            texts: Some(texts),
+            evidence: Some(evidence),
             removed: Mutex::new(RemovedMarkers::default()),
             check_steps: AtomicU64::new(0),
         })
@@ -280,6 +300,7 @@ impl CitationLedger {
                     ids: &self.node_ids,
                     texts,
                     allowed: rewriter.allowed(),
+                    evidence: self.evidence.as_deref(),
                 };
                 let mut work = quotes::Work::new(stop);
                 let checked = quotes::check(raw, &sources, |n| rewriter.new_number(n), &mut work);

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
+use super::constructed::EvidenceQuotes;
 use super::markers::{marker_at, markers, strip_markers};
 use crate::text::normalized::{Needle, Normalized};
 
@@ -140,6 +141,39 @@ pub struct Quote {
     pub start: Option<usize>,
     /// Where the quote ends (exclusive) in `node_id`'s text, in characters.
     pub end: Option<usize>,
+    /// Who wrote the quote: the model, or the engine from the evidence the marker's
+    /// source was shown as (absent from JSON for the model's).
+    #[serde(skip_serializing_if = "QuoteOrigin::is_model")]
+    pub origin: QuoteOrigin,
+}
+
+/// Who wrote a [`Quote`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum QuoteOrigin {
+    /// The model wrote it after its marker; the check looked for it in the sources.
+    #[default]
+    Model,
+    /// The model wrote a bare marker; the engine quoted the evidence sentence of that
+    /// source bearing on the sentence cited, word for word from the node's text at the
+    /// offsets given ([`QuoteStatus::Verified`] by construction).
+    Evidence,
+}
+
+impl QuoteOrigin {
+    /// Whether the model wrote the quote.
+    pub fn is_model(&self) -> bool {
+        *self == QuoteOrigin::Model
+    }
+
+    /// The origin as written in JSON (`model`, `evidence`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuoteOrigin::Model => "model",
+            QuoteOrigin::Evidence => "evidence",
+        }
+    }
 }
 
 /// How many quotes of an answer (or of many) had each status.
@@ -277,6 +311,9 @@ pub(crate) struct Sources<'a> {
     pub(crate) texts: &'a [String],
     /// The numbers the answer could cite (what its prompt showed).
     pub(crate) allowed: &'a BTreeSet<u32>,
+    /// The evidence sentences each source was shown as (by number - 1), when the
+    /// evidence stage chose them: a bare marker gets one as its quote.
+    pub(crate) evidence: Option<&'a [Vec<crate::evidence::EvidenceSpan>]>,
 }
 
 /// The index of source `n` (numbered from 1).
@@ -555,6 +592,9 @@ pub(crate) fn check(
 ) -> Result<QuoteReport, Stopped> {
     let scan = scan_markers(raw, sources.allowed, work)?;
     let mut cache = Cache::new(sources);
+    let mut made = sources
+        .evidence
+        .map(|spans| EvidenceQuotes::new(spans, sources.texts));
     let mut report = QuoteReport {
         unchecked_markers: scan.unchecked,
         ..QuoteReport::default()
@@ -582,6 +622,22 @@ pub(crate) fn check(
         let Some(q) = quote else {
             report.supported.extend(&m.numbers);
             backing.push(m.numbers.clone());
+            if let Some(made) = &mut made
+                && report.quotes.len() < MAX_QUOTES
+                && let Some(q) = made.quote_for(raw, m.start, first, work)?
+            {
+                report.quotes.push(Quote {
+                    marker: new_number(first).unwrap_or(first),
+                    node_id: cache.id(first),
+                    marked_node_id: cache.id(first),
+                    quote: q.text,
+                    status: QuoteStatus::Verified,
+                    reason: None,
+                    start: Some(q.start),
+                    end: Some(q.end),
+                    origin: QuoteOrigin::Evidence,
+                });
+            }
             continue;
         };
         if let Some(end) = q.end {
@@ -634,6 +690,7 @@ pub(crate) fn check(
             reason,
             start: at.map(|a| a.0),
             end: at.map(|a| a.1),
+            origin: QuoteOrigin::Model,
         });
     }
     let cited = cited_sentences(raw, &scan.checked, &backing, &quote_spans, work)?;
@@ -822,6 +879,7 @@ mod tests {
             ids,
             texts,
             allowed,
+            evidence: None,
         }
     }
 

@@ -196,11 +196,13 @@ impl Synthesizer {
         }
         // Evidence that says nothing states the answer, when the model is asked anyway:
         // it reads the nodes whole, as without evidence.
-        let shown: &[Node] = match &report {
-            Some(r) if r.answerable || abstain => &shown,
-            _ => &input.nodes,
+        let (shown, kept): (&[Node], _) = match &report {
+            Some(r) if r.answerable || abstain => (&shown, Some(r)),
+            _ => (&input.nodes, None),
         };
-        let mut ended = self.run_job::<E>(&input, shown, abstain, span).await?;
+        let mut ended = self
+            .run_job::<E>(&input, shown, kept, abstain, span)
+            .await?;
         if self.s.mode.asks_sources() && self.s.output_schema.is_none() {
             let gate = Gate::new(
                 &input.query,
@@ -225,11 +227,12 @@ impl Synthesizer {
         let ended = match self.evidence_of(input).await {
             Some(applied) => {
                 let abstain = self.abstains(&applied.report);
-                self.run_job::<Response>(input, &applied.shown, abstain, span)
+                let kept = Some(&applied.report);
+                self.run_job::<Response>(input, &applied.shown, kept, abstain, span)
                     .await?
             }
             None => {
-                self.run_job::<Response>(input, &input.nodes, false, span)
+                self.run_job::<Response>(input, &input.nodes, None, false, span)
                     .await?
             }
         };
@@ -259,12 +262,13 @@ impl Synthesizer {
         &self,
         input: &SynthesisInput,
         shown: &[Node],
+        evidence: Option<&crate::evidence::EvidenceReport>,
         abstain: bool,
         span: tracing::Span,
     ) -> Result<E, SynthError> {
         unique_ids(&input.nodes)?;
         let images = self.images_of(shown).await?;
-        let (job, texts) = self.prepare(input, shown, span, images);
+        let (job, texts) = self.prepare(input, shown, evidence, span, images);
         if job.images().is_some() {
             check_image_room(&job)?;
         }
@@ -318,16 +322,26 @@ impl Synthesizer {
         &self,
         input: &SynthesisInput,
         shown: &'i [Node],
+        evidence: Option<&crate::evidence::EvidenceReport>,
         span: tracing::Span,
         images: Option<engine::images::ImageTable>,
     ) -> (Job, Vec<Cow<'i, str>>) {
         let texts = model_texts(shown, self.s.citations, images.is_some());
         let ledger = self.s.citations.then(|| {
             let ids = input.nodes.iter().map(|n| n.id.clone()).collect();
-            // Quote mode checks quotes against the nodes' texts at the end.
-            let texts = (self.s.citation_style == citation::CitationStyle::Quotes)
-                .then(|| input.nodes.iter().map(|n| n.text.clone()).collect());
-            CitationLedger::with_texts(ids, texts)
+            if self.s.citation_style != citation::CitationStyle::Quotes {
+                return CitationLedger::with_texts(ids, None);
+            }
+            // Quote mode checks quotes against the nodes' texts at the end; with
+            // evidence, a bare marker is quoted from its source's kept sentences.
+            let texts = input.nodes.iter().map(|n| n.text.clone()).collect();
+            match evidence {
+                Some(report) => {
+                    let spans = kept_spans(&input.nodes, report);
+                    CitationLedger::with_evidence(ids, texts, spans)
+                }
+                None => CitationLedger::with_texts(ids, Some(texts)),
+            }
         });
         // This synthesis's variables first: a name's first value is the one rendered, so
         // they override the synthesizer's (which give their defaults).
@@ -570,4 +584,26 @@ fn unique_ids(nodes: &[Node]) -> Result<(), SynthError> {
         first.insert(&node.id, i);
     }
     Ok(())
+}
+
+/// The sentences each of `nodes` was shown as, by the evidence `report` (none for a node
+/// left out or shown whole), in node order.
+fn kept_spans(
+    nodes: &[Node],
+    report: &crate::evidence::EvidenceReport,
+) -> Vec<Vec<crate::evidence::EvidenceSpan>> {
+    let mut by_id: std::collections::HashMap<&str, &[crate::evidence::EvidenceSpan]> =
+        std::collections::HashMap::with_capacity(report.kept.len());
+    for kept in &report.kept {
+        by_id.insert(kept.node_id.as_str(), &kept.sentences);
+    }
+    nodes
+        .iter()
+        .map(|n| {
+            by_id
+                .get(n.id.as_str())
+                .map(|s| s.to_vec())
+                .unwrap_or_default()
+        })
+        .collect()
 }
