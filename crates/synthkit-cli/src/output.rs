@@ -200,9 +200,14 @@ pub fn write_after_answer(
                 Some(s) => writeln!(out, "  {label} {}{section} (score {s:.2})", node.id)?,
                 None => writeln!(out, "  {label} {}{section}", node.id)?,
             }
-            let ex = excerpt(&node.text);
-            if !ex.is_empty() {
-                writeln!(out, "     {ex}")?;
+            match checked_quote(response, &node.id) {
+                Some(line) => writeln!(out, "     {line}")?,
+                None => {
+                    let ex = excerpt(&node.text);
+                    if !ex.is_empty() {
+                        writeln!(out, "     {ex}")?;
+                    }
+                }
             }
         }
         if listed.len() > MAX_TEXT_SOURCES {
@@ -233,6 +238,32 @@ pub fn write_after_answer(
         }
     }
     out.flush()
+}
+
+/// Quote mode: the first quote found in node `id` (verified, or re-pointed to it), as a
+/// source's line shows it: `“words” (verified, characters 24-71)`, and `from the
+/// evidence` when the engine quoted it for a bare marker.
+fn checked_quote(response: &Response, id: &str) -> Option<String> {
+    let q = response.citations.as_ref()?.quotes.iter().find(|q| {
+        q.node_id == id
+            && matches!(
+                q.status,
+                synthkit::QuoteStatus::Verified | synthkit::QuoteStatus::Misattributed
+            )
+    })?;
+    let by = match q.origin {
+        synthkit::QuoteOrigin::Evidence => ", from the evidence",
+        _ => "",
+    };
+    let at = match (q.start, q.end) {
+        (Some(s), Some(e)) => format!(", characters {s}-{e}"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "\u{201C}{}\u{201D} ({}{by}{at})",
+        excerpt(&q.quote),
+        q.status
+    ))
 }
 
 /// Writes the answer and its sources as text.

@@ -152,3 +152,41 @@ fn cite_quotes_json_lists_unchecked_quotes_with_their_reason_and_counts_removed_
     assert_eq!(v["citations_removed"].as_array().unwrap().len(), 64);
     assert_eq!(v["citations_removed_count"], 100);
 }
+
+#[test]
+fn with_evidence_a_bare_marker_is_shown_with_its_verified_quote() {
+    // A small model cites by number and copies no words.
+    let server = FakeOpenAi::start(FakeConfig::replying("Every three months [1]."));
+    let dir = tempfile::tempdir().unwrap();
+    docs(dir.path());
+    let out = ask(&server, dir.path(), &["--cite=quotes", "--evidence", "on"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    let line = text
+        .lines()
+        .find(|l| l.contains("(verified, from the evidence"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("the mirror is cleaned every three months."),
+        "{line}"
+    );
+    let v = json_of(&ask(
+        &server,
+        dir.path(),
+        &["--cite=quotes", "--evidence", "on", "--json"],
+    ));
+    let q = &v["quotes"][0];
+    assert_eq!(
+        (q["status"].as_str(), q["origin"].as_str()),
+        (Some("verified"), Some("evidence")),
+        "{v:#}"
+    );
+    let at = chars(
+        NOTE,
+        q["start"].as_u64().unwrap(),
+        q["end"].as_u64().unwrap(),
+    );
+    assert_eq!(at, q["quote"].as_str().unwrap());
+    // The answer stays as the model wrote it.
+    assert_eq!(v["answer"], "Every three months [1].");
+}
