@@ -234,6 +234,7 @@ pub use options::{Concurrency, Templates};
 pub use plan::{Plan, PlanRow};
 pub use response::{Response, StreamingResponse, Truncation};
 pub use steps::SynthStep;
+pub use synth::escalation::{Escalation, EscalationReason, EscalationReport};
 pub use synth::{
     AnswerFiltering, SynthesisInput, SynthesisOptions, Synthesizer, SynthesizerBuilder,
 };

@@ -184,6 +184,9 @@ impl Synthesizer {
         input: &SynthesisInput,
         observer: Option<Arc<dyn Observer>>,
     ) -> Result<Plan, SynthError> {
+        if let Some(e) = self.escalation() {
+            return Box::pin(self.plan_escalating(input, e, observer)).await;
+        }
         let s = self.settings();
         let info = s.model.info();
         let planner = Arc::new(

@@ -63,6 +63,8 @@ pub struct Response {
     /// answers and abstentions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grounding: Option<crate::grounding::Grounding>,
+    /// What escalation did, when it was on ([`crate::SynthesizerBuilder::escalate`]).
+    pub escalation: Option<crate::synth::escalation::EscalationReport>,
 }
 
 impl Default for Response {
@@ -79,6 +81,7 @@ impl Default for Response {
             steps: None,
             evidence: None,
             grounding: None,
+            escalation: None,
         }
     }
 }

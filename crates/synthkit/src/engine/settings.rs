@@ -54,4 +54,6 @@ pub(crate) struct Settings {
     pub(crate) evidence: Option<crate::evidence::Evidence>,
     /// What to do with an answer found in no source.
     pub(crate) on_unsupported: crate::grounding::OnUnsupported,
+    /// A first synthesis over the best nodes, widened when it does not answer.
+    pub(crate) escalation: Option<crate::synth::escalation::Escalation>,
 }

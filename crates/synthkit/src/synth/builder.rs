@@ -71,6 +71,7 @@ impl Synthesizer {
             image_cost: s.image_cost,
             evidence: s.evidence.clone(),
             on_unsupported: s.on_unsupported,
+            escalation: s.escalation,
         }
     }
 }
@@ -106,6 +107,7 @@ pub struct SynthesizerBuilder {
     image_cost: Option<crate::node::ImageCost>,
     evidence: Option<crate::evidence::Evidence>,
     on_unsupported: crate::grounding::OnUnsupported,
+    escalation: Option<super::escalation::Escalation>,
 }
 
 impl SynthesizerBuilder {
@@ -139,6 +141,7 @@ impl SynthesizerBuilder {
             image_cost: None,
             evidence: None,
             on_unsupported: crate::grounding::OnUnsupported::default(),
+            escalation: None,
         }
     }
 
@@ -389,6 +392,21 @@ impl SynthesizerBuilder {
         /// [`crate::Response::grounding`].
         pub fn on_unsupported(policy: crate::grounding::OnUnsupported) => on_unsupported;
     }
+    /// Escalation ([`crate::synth::escalation`]): this mode over the first
+    /// [`Escalation::first_nodes`](crate::Escalation::first_nodes) nodes, then
+    /// [`Escalation::then`](crate::Escalation::then) over all of them when that answer
+    /// abstains or is found in no source. Streams are not escalated.
+    pub fn escalate(mut self, escalation: super::escalation::Escalation) -> Self {
+        self.escalation = Some(escalation);
+        self
+    }
+
+    /// Turns escalation off.
+    pub fn without_escalation(mut self) -> Self {
+        self.escalation = None;
+        self
+    }
+
     /// Turns evidence off (after [`SynthesizerBuilder::to_builder`], say).
     pub fn without_evidence(mut self) -> Self {
         self.evidence = None;
@@ -518,6 +536,7 @@ impl SynthesizerBuilder {
                 image_cost: self.image_cost,
                 evidence: self.evidence,
                 on_unsupported: self.on_unsupported,
+                escalation: self.escalation,
             }),
         })
     }

@@ -41,6 +41,7 @@ use crate::steps::StepRecorder;
 use crate::telemetry;
 
 mod builder;
+pub mod escalation;
 mod grounded;
 mod options;
 
@@ -149,7 +150,10 @@ impl Synthesizer {
     /// Answers with every option of [`SynthesisInput`]. Errors before any call: two nodes
     /// with one id ([`SynthError::DuplicateNodeId`]).
     pub async fn synthesize_input(&self, input: SynthesisInput) -> Result<Response, SynthError> {
-        self.run_to_end(input).await
+        match self.escalation() {
+            Some(e) => self.run_escalating(input, e).await,
+            None => self.run_to_end(input).await,
+        }
     }
 
     /// Streams with every option of [`SynthesisInput`]. Errors before any call: two nodes

@@ -73,6 +73,9 @@ pub struct SynthesisOptions {
     pub evidence: Option<Option<crate::evidence::Evidence>>,
     /// What an answer found in no source does ([`SynthesizerBuilder::on_unsupported`]).
     pub on_unsupported: Option<crate::grounding::OnUnsupported>,
+    /// Escalation ([`SynthesizerBuilder::escalate`]): `Some(Some(e))` on, `Some(None)`
+    /// off, `None` as the builder has it.
+    pub escalation: Option<Option<super::escalation::Escalation>>,
 }
 
 impl SynthesisOptions {
@@ -133,6 +136,11 @@ impl SynthesisOptions {
         }
         if let Some(policy) = self.on_unsupported {
             builder = builder.on_unsupported(policy);
+        }
+        match self.escalation {
+            Some(Some(e)) => builder = builder.escalate(e),
+            Some(None) => builder = builder.without_escalation(),
+            None => {}
         }
         builder
     }

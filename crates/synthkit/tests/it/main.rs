@@ -27,6 +27,7 @@ mod conformance;
 mod default_prompts;
 #[cfg(feature = "openai")]
 mod engine;
+mod escalation;
 #[cfg(feature = "openai")]
 mod faults;
 mod fuzz_props;
