@@ -162,6 +162,24 @@ pub fn write_after_answer(
             writeln!(out)?;
         }
     }
+    if let Some(e) = &response.escalation
+        && e.escalated
+    {
+        let why = match e.reason {
+            Some(synthkit::EscalationReason::Unsupported) => "stated facts found in no source",
+            _ => "said the sources do not answer",
+        };
+        let chunks = if e.first_nodes == 1 {
+            "chunk"
+        } else {
+            "chunks"
+        };
+        writeln!(
+            out,
+            "Escalated: {} over the first {} {chunks} {why}; this answer is {} over every chunk.",
+            e.from, e.first_nodes, e.to
+        )?;
+    }
     if let Some(g) = &response.grounding
         && g.status != synthkit::grounding::GroundingStatus::Supported
         && !g.unsupported.is_empty()
@@ -422,6 +440,10 @@ pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonRep
         }
         if let Some(e) = &response.evidence {
             obj.insert("evidence".into(), json!(e));
+        }
+        // --escalate: whether the first answer was set aside, why, and what it spent.
+        if let Some(e) = &response.escalation {
+            obj.insert("escalation".into(), json!(e));
         }
     }
     JsonReport {
