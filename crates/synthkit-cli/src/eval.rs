@@ -280,6 +280,10 @@ impl Runner {
         options.citations = Some(citations);
         options.citation_markers = Some(self.args.cites());
         options.citation_style = Some(self.args.citation_style());
+        options.escalation = self
+            .args
+            .escalate
+            .map(|first| Some(synthkit::Escalation::new(first as usize)));
         options.system_prompt = self.args.prompts.system_prompt.clone();
         options.templates = self.templates.list();
         self.args
