@@ -85,6 +85,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             synthkit_setup::AnswerChecks::for_questions_to,
             &a.synth,
         )),
+        Command::Summarize(a) if a.synth.escalate.is_some() => Err(crate::error::usage(
+            "--escalate answers a question from the best chunks first, and a summary reads \
+             every chunk: use `ask --escalate`, or drop --escalate",
+        )),
         Command::Summarize(a) => block_on(synthesis::run(
             &a.query,
             flags::SUMMARIZE_DEFAULT_MODE,

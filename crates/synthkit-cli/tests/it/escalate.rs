@@ -131,3 +131,19 @@ fn the_plan_counts_the_escalation_and_stream_is_refused() {
         stderr(&out)
     );
 }
+
+#[test]
+fn summarize_refuses_escalate() {
+    let dir = docs();
+    let out = synthkit()
+        .args(["summarize", "--escalate"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("use `ask --escalate`"),
+        "{}",
+        stderr(&out)
+    );
+}
