@@ -109,10 +109,24 @@
 //! assert_eq!(unanswered.text, ExtractiveModel::NOT_ANSWERED);
 //! ```
 
-// The workspace README's library examples use this backend: they are tested here.
+// The workspace README's and the book's (docs/) Rust examples use this backend: they are
+// tested here, one struct per file (the architecture test in synthkit-cli's `docs` suite
+// checks the book against the tree).
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/response-modes.md")]
+struct ResponseModesDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/citations.md")]
+struct CitationsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/images.md")]
+struct ImagesDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+struct LibraryDoctests;
 
 mod blocks;
 mod boost;
