@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the input of the `synthkit batch` figures (README, "Batch jobs and clusters"): N
+"""Writes the input of the `synthkit batch` figures (docs/batch.md, "Figures"): N
 requests in JSON lines, each the bench query over 8 consecutive chunks of a bench corpus
 (ids n00000, ...; the corpus wraps around), mode compact.
 

@@ -1,6 +1,6 @@
 //! An OpenAI-compatible model on 127.0.0.1 that answers every call at once with a fixed
 //! 40-word answer (the bench's instant model, over HTTP): the server of the `synthkit
-//! batch` figures (README, "Batch jobs and clusters"). Prints its base URL, then serves
+//! batch` figures (docs/batch.md, "Figures"). Prints its base URL, then serves
 //! until its standard input closes.
 //!
 //! ```sh

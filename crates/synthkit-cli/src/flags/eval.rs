@@ -27,7 +27,7 @@ impl EvalArgs {
 #[derive(Debug, Clone, Args)]
 pub struct EvalArgs {
     /// The cases, one JSON object per line: {"id", "query", "nodes" | "paths", "top_k",
-    /// "answers", "evidence", "answerable", "tags"} (README, "Measuring answers").
+    /// "answers", "evidence", "answerable", "tags"} (docs/evaluation.md).
     /// `paths` are read under --paths-root, by default the cases file's folder.
     #[arg(value_name = "CASES")]
     pub cases: PathBuf,

@@ -30,8 +30,8 @@ pub fn default_overlap(chunk_size: usize) -> usize {
 }
 
 /// `ask`'s default `--top-k` when a folder is read: the chunks most relevant to the
-/// question (BM25). Chosen on the 33-question trial of issue 23 (README, "The command
-/// line"): the answer's chunk is among the best 20 for 28 of the 33 questions (40 add one
+/// question (BM25). Chosen on the 33-question trial of issue 23 (docs/command-line.md,
+/// "Ranking"): the answer's chunk is among the best 20 for 28 of the 33 questions (40 add one
 /// more), and 20 chunks take one call of about 5,000 prompt tokens at an 8k window.
 pub const DEFAULT_FOLDER_TOP_K: usize = 20;
 /// The default `--max-calls`: a run planning more model calls asks for `--yes` first.
