@@ -76,8 +76,9 @@ impl<'a> EvidenceQuotes<'a> {
                 best = Some((k, shared));
             }
         }
-        let Some((k, _)) = best else { return Ok(None) };
-        let span = &spans[k];
+        let Some((k, span)) = best.and_then(|(k, _)| Some((k, spans.get(k)?))) else {
+            return Ok(None);
+        };
         let (Some(start), Some(end)) = (span.start, span.end) else {
             return Ok(None);
         };
@@ -86,7 +87,10 @@ impl<'a> EvidenceQuotes<'a> {
         }
         work.step(text.len())?;
         let quoted: String = text.chars().skip(start).take(end - start).collect();
-        Ok((!quoted.trim().is_empty()).then(|| MadeQuote {
+        if quoted.trim().is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(MadeQuote {
             text: quoted,
             start,
             end,
@@ -110,19 +114,15 @@ fn claim_before(raw: &str, at: usize) -> &str {
         let trimmed = head
             .trim_end_matches(['.', '!', '?', ',', ';', ':', ')'])
             .trim_end();
-        let trimmed = match trimmed.strip_suffix(']') {
-            Some(t) => match t.rfind('[') {
-                Some(open)
-                    if t[open + 1..]
-                        .chars()
-                        .all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ' | '-')) =>
-                {
-                    t[..open].trim_end()
-                }
-                _ => trimmed,
-            },
-            None => trimmed,
-        };
+        let trimmed = trimmed
+            .strip_suffix(']')
+            .and_then(|t| t.rsplit_once('['))
+            .filter(|(_, inside)| {
+                inside
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ' | '-'))
+            })
+            .map_or(trimmed, |(before, _)| before.trim_end());
         if trimmed.len() == head.len() {
             break;
         }
@@ -133,10 +133,13 @@ fn claim_before(raw: &str, at: usize) -> &str {
         .rev()
         .find(|&(k, c)| {
             c == '\n'
-                || (matches!(c, '.' | '!' | '?') && head[k + 1..].starts_with(char::is_whitespace))
+                || (matches!(c, '.' | '!' | '?')
+                    && head
+                        .get(k + 1..)
+                        .is_some_and(|rest| rest.starts_with(char::is_whitespace)))
         })
         .map_or(0, |(k, c)| k + c.len_utf8());
-    head[start..].trim()
+    head.get(start..).unwrap_or_default().trim()
 }
 
 /// The words of `text` that say something: runs of letters and digits, lower case, of
