@@ -32,7 +32,10 @@
 
 mod answer;
 
-pub use answer::{AnswerChecks, DEFAULT_EVIDENCE, DEFAULT_ON_UNSUPPORTED};
+pub use answer::{
+    AnswerChecks, DEFAULT_EVIDENCE, DEFAULT_ON_UNSUPPORTED, EXTRACTIVE_EVIDENCE,
+    EXTRACTIVE_ON_UNSUPPORTED,
+};
 
 use std::sync::Arc;
 
