@@ -25,6 +25,9 @@ use crate::metrics::Metrics;
 /// The built backend: the model stack every request uses, and how `/readyz` checks it.
 #[derive(Clone)]
 pub struct Backend {
+    /// The backend's name in reports (`extractive`, `openai`, `anthropic`, ...): it picks
+    /// the requests' default answer checks ([`synthkit_setup::AnswerChecks::for_questions_to`]).
+    pub name: &'static str,
     /// The model behind its layers.
     pub stack: ModelStack,
     /// How to check the backend.
@@ -53,6 +56,7 @@ impl Backend {
             metrics.watch_cache(CacheCounters::clone(counters));
         }
         Ok(Self {
+            name: built.backend,
             shared_budget: built.sharing.shared_budget().cloned(),
             stack: built.stack,
             readiness: built.readiness,

@@ -45,7 +45,9 @@ pub(crate) struct Inner {
 
 impl AppState {
     /// State for `backend`, with `limits`, optional API keys and the metrics its stack
-    /// was built with.
+    /// was built with; the requests' answer checks are the backend's defaults (a model:
+    /// evidence on, abstain; the extractive backend: evidence off, warn:
+    /// [`synthkit_setup::AnswerChecks::for_questions_to`]).
     pub fn new(
         backend: Backend,
         limits: ServiceLimits,
@@ -65,13 +67,14 @@ impl AppState {
                 cancel: CancellationToken::new(),
                 idle: Arc::new(Notify::new()),
                 reports: Arc::new(ReportStore::default()),
-                checks: synthkit_setup::AnswerChecks::for_questions(),
+                checks: synthkit_setup::AnswerChecks::for_questions_to(backend.name),
             }),
         }
     }
 
     /// The same state with `checks` as the requests' defaults (evidence first and the
-    /// policy for unsupported answers; default [`synthkit_setup::AnswerChecks::for_questions`]).
+    /// policy for unsupported answers; default the backend's,
+    /// [`synthkit_setup::AnswerChecks::for_questions_to`]).
     /// Set it before serving.
     pub fn with_checks(self, checks: synthkit_setup::AnswerChecks) -> Self {
         let mut inner = (*self.inner).clone();

@@ -125,9 +125,10 @@ pub struct SynthesizeRequest {
     pub thinking_reserve: Option<usize>,
     /// Evidence first: each node shown as its sentences that bear on the question, nodes
     /// without any left out, and a question nothing bears on answered "not in the sources"
-    /// without a model call; the response's `evidence` says what was kept. Default: the
-    /// front end's (the service's `--evidence`, a batch's). Modes that ask the sources
-    /// nothing ignore it.
+    /// without a model call; the response's `evidence` says what was kept; `false` shows
+    /// the model whole nodes. Default: the front end's, on for a model and off for the
+    /// extractive backend unless the service's (or a batch's) `--evidence` says otherwise.
+    /// Modes that ask the sources nothing ignore it.
     #[serde(default)]
     pub evidence: Option<bool>,
     /// With `evidence`, the most tokens of kept sentences, all nodes together (default
@@ -137,7 +138,8 @@ pub struct SynthesizeRequest {
     /// What an answer whose facts are in no source it was shown does: `warn` (kept,
     /// flagged in `grounding`), `abstain` ("not in the sources", `answerable: false`, the
     /// model's answer in `grounding.withheld`) or `error` (502 `unsupported_answer`).
-    /// Default: the front end's.
+    /// Default: the front end's, `abstain` for a model and `warn` for the extractive backend
+    /// unless the service's (or a batch's) `--on-unsupported` says otherwise.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub on_unsupported: Option<crate::grounding::OnUnsupported>,

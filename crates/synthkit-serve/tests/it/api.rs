@@ -100,6 +100,60 @@ async fn a_failing_model_is_a_502_or_an_error_event() {
     assert_eq!(events[0].1["error"]["kind"], "model_error");
 }
 
+/// A request that says nothing of `evidence` or `on_unsupported` to a model is answered
+/// evidence first (the prompt holds the nodes' bearing sentences, the response's
+/// `evidence` says which) and abstains on an answer whose facts are in no node; the
+/// request's own `evidence` and `on_unsupported` win. The extractive backend has no
+/// evidence by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_answers_evidence_first_and_abstains_unless_the_request_says() {
+    let fake = FakeOpenAi::start(FakeConfig::default());
+    let service = Service::openai(&fake, ServiceLimits::default()).await;
+    let last_prompt = || fake.bodies().last().unwrap()["messages"].to_string();
+    let body = json!({"query": QUERY, "nodes": nodes()});
+    let (status, response) = service.post(&body).await;
+    assert_eq!(status, 200, "{response}");
+    let prompt = last_prompt();
+    assert!(prompt.contains("cleaned every six months"), "{prompt}");
+    assert!(!prompt.contains("opens at dusk"), "{prompt}");
+    assert!(!prompt.contains("cooled to minus"), "{prompt}");
+    let kept: Vec<&str> = response["evidence"]["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["node_id"].as_str().unwrap())
+        .collect();
+    assert!(kept.contains(&"mirror"), "{response}");
+    assert!(!kept.contains(&"ccd"), "{response}");
+
+    let mut whole = body.clone();
+    whole["evidence"] = json!(false);
+    let (status, response) = service.post(&whole).await;
+    assert_eq!(status, 200, "{response}");
+    assert!(response.get("evidence").is_none(), "{response}");
+    let prompt = last_prompt();
+    assert!(prompt.contains("opens at dusk"), "{prompt}");
+    assert!(prompt.contains("cooled to minus"), "{prompt}");
+
+    // A reply whose year is in no node.
+    fake.set(FakeConfig::replying("In 2005."));
+    let (status, response) = service.post(&body).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(response["answerable"], false, "{response}");
+    assert_ne!(response["text"], "In 2005.", "{response}");
+    assert_eq!(response["grounding"]["withheld"], "In 2005.", "{response}");
+    let mut warn = body.clone();
+    warn["on_unsupported"] = json!("warn");
+    let (status, response) = service.post(&warn).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(response["text"], "In 2005.", "{response}");
+
+    let service = Service::extractive(ServiceLimits::default()).await;
+    let (status, response) = service.post(&body).await;
+    assert_eq!(status, 200, "{response}");
+    assert!(response.get("evidence").is_none(), "{response}");
+}
+
 /// Issue 42, item 12: a map_reduce whose records (the model's replies, here far over the
 /// output reserve they were asked within) are too long to combine was a 500
 /// `synthesis_failed`; it is the model's doing: 502 `model_error`, saying what to change.
@@ -119,7 +173,7 @@ async fn a_map_reduce_whose_records_cannot_be_combined_is_the_models_error() {
                 .join(" ")
         })
         .collect();
-    let body = json!({"query": QUERY, "nodes": nodes, "mode": "map_reduce"});
+    let body = json!({"query": QUERY, "nodes": nodes, "mode": "map_reduce", "evidence": false});
     let (status, error) = service.post(&body).await;
     assert_eq!(status, 502, "{error}");
     assert_error_body(&error, "model_error", "records are too long to combine");

@@ -241,7 +241,7 @@ async fn a_stream_client_that_disconnects_cancels_its_model_calls() {
 async fn graceful_shutdown_finishes_the_request_in_flight() {
     let limits = ServiceLimits::default().with_shutdown_grace(Duration::from_secs(30));
     let (model, mut service) = held(limits).await;
-    let refine = json!({"query": "q", "nodes": nodes(), "mode": "refine"});
+    let refine = json!({"query": "q", "nodes": nodes(), "mode": "refine", "evidence": false});
     let in_flight = spawn_json(service.synthesize_url(), refine);
     model.wait_arrived(1, DEADLINE).await;
     let server = service.shutdown();

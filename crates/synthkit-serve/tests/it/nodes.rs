@@ -71,7 +71,8 @@ async fn image_nodes_reach_the_model_as_image_parts() {
                   "image_mimetype": "image/png", "class_name": "ImageNode"}, "score": 0.9},
         {"id": "photo", "text": "", "image": {"data": photo.base64(), "mime_type": "image/png"}},
     ]);
-    let body = json!({"query": "What does the chart show?", "nodes": nodes, "mode": "compact"});
+    let body = json!({"query": "What does the chart show?", "nodes": nodes, "mode": "compact",
+                      "evidence": false});
     let (status, response) = service.post(&body).await;
     assert_eq!(status, 200, "{response}");
     assert_eq!(response["text"], "A chart.");

@@ -116,7 +116,7 @@ async fn a_failed_synthesis_keeps_its_report() {
         Some(KEY),
     )
     .await;
-    let body = json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "mode": "refine", "report": true});
+    let body = json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "mode": "refine", "report": true, "evidence": false});
     let (status, e) = post(&service, &body).await;
     assert!(status >= 400, "{e}");
     assert!(

@@ -70,7 +70,8 @@ async fn a_reply_too_costly_to_check_is_refused_before_its_check_and_health_answ
     assert!(schema.to_string().len() < 200);
     let fake = FakeOpenAi::start(FakeConfig::replying(&nested_arrays(40).to_string()));
     let service = Service::openai(&fake, ServiceLimits::default()).await;
-    let body = json!({"query": "q?", "nodes": ["One fact."], "output_schema": schema});
+    let body =
+        json!({"query": "q?", "nodes": ["One fact."], "output_schema": schema, "evidence": false});
     // More requests than the runtime has threads: each is refused, none holds a thread.
     let requests: Vec<_> = (0..4)
         .map(|_| {
