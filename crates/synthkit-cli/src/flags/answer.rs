@@ -55,8 +55,9 @@ pub struct CheckArgs {
     /// Evidence first: each chunk is shown to the model as its sentences that bear on the
     /// question (the others left out, chunks with none skipped), and a question no
     /// sentence bears on is answered "not in the sources" without a model call; --json's
-    /// `evidence` says what was kept [default: on with a model; off for the extractive backend,
-    /// which ranks sentences itself, and for summarize].
+    /// `evidence` says what was kept; `off` shows the model whole chunks [default: on with
+    /// a model; off for the extractive backend, which ranks sentences itself, and for
+    /// summarize].
     #[arg(long, value_enum, value_name = "WHEN", help_heading = "Answer checks")]
     pub evidence: Option<Switch>,
     /// The most tokens of kept sentences, all chunks together.
@@ -70,7 +71,8 @@ pub struct CheckArgs {
     pub evidence_tokens: usize,
     /// An answer's facts (numbers, dates, versions, names, quoted words) are looked up in
     /// what the model was shown; when none is found: warn keeps the answer with a warning,
-    /// abstain answers "not in the sources", error fails with exit code 1 [default: warn].
+    /// abstain answers "not in the sources", error fails with exit code 1 [default: abstain
+    /// with a model; warn for the extractive backend and for summarize].
     #[arg(
         long,
         value_enum,

@@ -54,6 +54,19 @@ impl Fake {
         )
     }
 
+    /// Answers every chat completion with `answer` (not streamed); 404 on any other path.
+    fn replying(answer: &'static str) -> Self {
+        let chat = move || async move {
+            let usage = json!({"prompt_tokens": 100, "completion_tokens": 4});
+            axum::Json(chat_reply("m", answer, "stop", &usage)).into_response()
+        };
+        Self::start(
+            Router::new()
+                .route("/v1/chat/completions", post(chat))
+                .fallback(|| async { error_reply(404, None, "not found") }),
+        )
+    }
+
     /// Refuses every request with 401, echoing the request's headers (the API key
     /// included) in the body, as a careless server might.
     fn echoing_401() -> Self {
@@ -155,6 +168,70 @@ fn openai_backend_answers_and_traces() {
         posts[0].text().contains(MIRROR),
         "the documents are in the prompt"
     );
+}
+
+/// A question to a model is answered evidence first by default: the prompt holds the
+/// sentence that bears on it, not the rest of its chunk nor the chunks with none (the
+/// JSON's `evidence` says so); `--evidence off` sends the whole chunks. An answer whose
+/// facts are in no source abstains by default; `--on-unsupported warn` keeps it.
+#[test]
+fn a_model_answers_evidence_first_and_abstains_by_default() {
+    let dir = docs();
+    let other = "The dome motors are greased every year.";
+    let fake = Fake::answering();
+    let prompt = |extra: &[&str]| {
+        let before = fake.seen.to("/chat/completions").len();
+        let out = ask(fake.base(), dir.path(), &["--json", "-q"])
+            .args(["--context-window", "4096"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v = json_of(&out);
+        assert_eq!(v["answer"], SERVER_ANSWER, "{extra:?}: {v}");
+        let posts = fake.seen.to("/chat/completions");
+        assert_eq!(posts.len(), before + 1, "{extra:?}");
+        (v, posts[before].text())
+    };
+
+    let (v, text) = prompt(&[]);
+    assert!(text.contains(MIRROR), "{text}");
+    assert!(
+        !text.contains(other),
+        "evidence first shows no other sentence: {text}"
+    );
+    assert!(
+        !text.contains("Harrow Ridge"),
+        "nor a chunk with none: {text}"
+    );
+    let kept = v["evidence"]["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{v}");
+    assert!(
+        kept[0]["node_id"].as_str().unwrap().contains("maintenance"),
+        "{v}"
+    );
+
+    let (v, text) = prompt(&["--evidence", "off"]);
+    assert!(text.contains(MIRROR) && text.contains(other), "{text}");
+    assert!(text.contains("The technician plans all work."), "{text}");
+    assert!(v.get("evidence").is_none(), "{v}");
+
+    // A reply whose year is in no source.
+    let fake = Fake::replying("In 2005.");
+    let answer = |extra: &[&str]| {
+        json_of(
+            &ask(fake.base(), dir.path(), &["--json", "-q"])
+                .args(["--context-window", "4096"])
+                .args(extra)
+                .output()
+                .unwrap(),
+        )
+    };
+    let v = answer(&[]);
+    assert_eq!(v["answerable"], false, "{v}");
+    assert_ne!(v["answer"], "In 2005.", "{v}");
+    assert_eq!(v["grounding"]["withheld"], "In 2005.", "{v}");
+    let v = answer(&["--on-unsupported", "warn"]);
+    assert_eq!(v["answer"], "In 2005.", "{v}");
 }
 
 #[test]
