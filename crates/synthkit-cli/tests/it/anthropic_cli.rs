@@ -32,7 +32,8 @@ fn ask_and_stream_through_the_messages_api() {
     let root = server.base.trim_end_matches("/v1").to_string();
     let ask = || {
         let mut c = synthkit(&["ask", "What must be worn?", "--base-url", &root]);
-        c.args(["--api", "anthropic", "--mode", "tree_summarize"]);
+        c.args(["--api", "anthropic", "--mode", "tree_summarize"])
+            .args(["--evidence", "off"]);
         c
     };
     let out = ask().arg("--json").output().unwrap();
@@ -68,6 +69,8 @@ fn overloads_are_sent_again_within_retries_with_the_default_key_variable() {
     let (srv, seen) = fake(vec![529, 429]);
     let out = synthkit(&["ask", "What must be worn?", "--base-url", &srv.base])
         .args(["--retries", "3", "--context-window", "4096", "--json"])
+        // The fake's answer is in no source: kept, as the test is about the retries.
+        .args(["--evidence", "off", "--on-unsupported", "warn"])
         .env("SYNTHKIT_API", "anthropic")
         .env("ANTHROPIC_API_KEY", "sk-ant-cli-secret")
         .output()
@@ -95,6 +98,8 @@ fn overloads_are_sent_again_within_retries_with_the_default_key_variable() {
             "2",
             "--context-window",
             "4096",
+            "--evidence",
+            "off",
         ])
         .env("ANTHROPIC_API_KEY", "sk-ant-cli-secret")
         .output()

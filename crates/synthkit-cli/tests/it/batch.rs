@@ -139,7 +139,7 @@ fn results_keep_the_input_order_and_ids() {
     ];
     let input = write_lines(dir.path(), "in.jsonl", &lines);
     let output = dir.path().join("out.jsonl");
-    let out = run(batch(&fake, &input, &output).args(["--jobs", "3"]));
+    let out = run(batch(&fake, &input, &output).args(["--jobs", "3", "--evidence", "off"]));
     assert!(out.status.success(), "{}", stderr(&out));
     let results = results(&output);
     // The default id is the line number (the blank line 3 counts, and is skipped).
@@ -331,7 +331,9 @@ fn unordered_writes_results_as_they_finish() {
     let dir = tempfile::tempdir().unwrap();
     let input = slow_first(dir.path());
     let output = dir.path().join("out.jsonl");
-    let out = run(batch(&fake, &input, &output).args(["--jobs", "4", "--unordered"]));
+    let out = run(batch(&fake, &input, &output)
+        .args(["--jobs", "4", "--unordered"])
+        .args(["--evidence", "off"]));
     assert!(out.status.success(), "{}", stderr(&out));
     let got = ids(&results(&output));
     assert_eq!(got.len(), 4);
@@ -339,7 +341,7 @@ fn unordered_writes_results_as_they_finish() {
     assert_eq!(got[3], json!("q0"), "{got:?}");
 
     let ordered = dir.path().join("ordered.jsonl");
-    let out = run(batch(&fake, &input, &ordered).args(["--jobs", "4"]));
+    let out = run(batch(&fake, &input, &ordered).args(["--jobs", "4", "--evidence", "off"]));
     assert!(out.status.success(), "{}", stderr(&out));
     let got = ids(&results(&ordered));
     assert_eq!(got, [json!("q0"), json!("q1"), json!("q2"), json!("q3")]);
@@ -760,7 +762,9 @@ fn a_line_with_paths_reads_and_ranks_its_files_as_ask_does() {
     ];
     let input = write_lines(dir.path(), "in.jsonl", &lines);
     let output = dir.path().join("out.jsonl");
-    let out = run(batch(&fake, &input, &output).current_dir(dir.path()));
+    let out = run(batch(&fake, &input, &output)
+        .current_dir(dir.path())
+        .args(["--evidence", "off"]));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let by_id: HashMap<String, Value> = results(&output)
         .into_iter()
@@ -825,7 +829,7 @@ fn an_image_node_line_sends_its_image() {
     ]});
     let input = write_lines(dir.path(), "in.jsonl", &[request.to_string()]);
     let output = dir.path().join("out.jsonl");
-    let out = run(&mut batch(&fake, &input, &output));
+    let out = run(batch(&fake, &input, &output).args(["--evidence", "off"]));
     assert!(
         out.status.success(),
         "{}",

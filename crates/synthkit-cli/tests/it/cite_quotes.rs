@@ -99,6 +99,7 @@ fn eval_cite_quotes_records_quote_statuses_per_row_and_in_the_table() {
         synthkit()
             .args(["eval", "-q", "--cite=quotes", "--base-url", &server.base])
             .args(["--model", "fake-model", "--retries", "1"])
+            .args(["--evidence", "off"])
             .args(["--context-window", "2048", "--num-output", "64"])
             .args(extra)
             .arg(&cases)

@@ -413,6 +413,7 @@ fn a_second_run_resumes_without_new_model_calls() {
                 "--timeout",
                 "20",
             ])
+            .args(["--evidence", "off"])
             .arg(&cases)
             .output()
             .unwrap()
@@ -485,6 +486,7 @@ fn other_prompts_are_measured_with_the_template_flags() {
         .args(["--system-prompt", "TRIAL-SYSTEM"])
         .args(["--llm", "openai", "--base-url", &fake.base, "--model", "m"])
         .args(["--context-window", "2048", "--num-output", "64"])
+        .args(["--evidence", "off"])
         .arg(&cases)
         .output()
         .unwrap();
@@ -530,6 +532,7 @@ fn failed_runs_are_run_again_on_resume() {
             .args(["--llm", "openai", "--base-url", base, "--model", "m"])
             .args(["--context-window", "2048", "--num-output", "64"])
             .args(["--retries", "1", "--timeout", "20"])
+            .args(["--evidence", "off"])
             .args(extra)
             .arg(&cases)
             .output()
@@ -609,6 +612,7 @@ fn jobs_run_cases_side_by_side_in_case_order() {
         .args(["--llm", "openai", "--base-url", &model.base])
         .args(["--model", "gated-model", "--context-window", "2048"])
         .args(["--num-output", "64", "--timeout", "60"])
+        .args(["--evidence", "off"])
         .arg(&cases)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -659,6 +663,7 @@ fn an_edited_case_or_answers_line_is_run_or_scored_again() {
                 "--timeout",
                 "20",
             ])
+            .args(["--evidence", "off"])
             .arg(&cases)
             .output()
             .unwrap()

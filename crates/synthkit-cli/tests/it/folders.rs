@@ -235,6 +235,7 @@ fn a_large_run_over_a_model_prints_its_plan_and_asks_for_yes() {
                 "--max-calls",
                 calls,
             ])
+            .args(["--evidence", "off"])
             .args(extra)
             .arg(dir.path().join("docs"))
             .output()

@@ -120,7 +120,11 @@ fn images_in_folders_and_arguments_reach_a_vision_model() {
 
     // A file named on the command line, alone: the image is the whole input.
     let fake = Fake::start(Some(true));
-    let out = ask(&fake, &[&dir.path().join("chart.png")], &[]);
+    let out = ask(
+        &fake,
+        &[&dir.path().join("chart.png")],
+        &["--evidence", "off"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(fake.image_urls(), vec![data_url(&image)]);
 }
@@ -206,6 +210,7 @@ fn vision_and_no_vision_work_on_batch_lines_too() {
                 "m",
             ])
             .arg(flag)
+            .args(["--evidence", "off"])
             .output()
             .unwrap()
     };

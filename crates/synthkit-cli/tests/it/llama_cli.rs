@@ -179,7 +179,7 @@ const MIRROR_Q: &str = "How often is the mirror cleaned?";
 fn every_mode_reports_the_usage_the_server_reported() {
     let (_shared, server) = server!();
     for mode in all_modes() {
-        let (report, proxy) = ask(&server, MIRROR_Q, mode, &["--json"]);
+        let (report, proxy) = ask(&server, MIRROR_Q, mode, &["--json", "--evidence", "off"]);
         assert!(report["answer"].is_string(), "{mode}: {report}");
         let usage = &report["usage"];
         let seen = &proxy.seen;
@@ -212,7 +212,7 @@ fn streaming_works_in_every_calling_mode() {
     let (_shared, server) = server!();
     for mode in ["compact", "tree_summarize", "accumulate", "generation"] {
         let q = "What is checked every spring?";
-        let (_, proxy) = ask(&server, q, mode, &["--stream"]);
+        let (_, proxy) = ask(&server, q, mode, &["--stream", "--evidence", "off"]);
         let bodies = proxy.seen.bodies.lock().unwrap();
         assert!(
             bodies.iter().any(|b| b.contains("\"stream\":true")),
@@ -250,7 +250,7 @@ fn prompts_larger_than_the_servers_context_are_handled() {
     let (_shared, server) = server!();
     // Told the window is far larger than the server's: the server rejects the first prompts
     // as too long, the budget shrinks by the excess it reports, and the job completes.
-    let extra = ["--context-window", "8192", "--json"];
+    let extra = ["--context-window", "8192", "--json", "--evidence", "off"];
     let (_, proxy) = ask(&server, MIRROR_Q, "compact", &extra);
     let rejected =
         proxy.seen.bodies.lock().unwrap().len() as u64 - proxy.seen.calls.load(Ordering::SeqCst);
@@ -270,6 +270,8 @@ fn prompts_larger_than_the_servers_context_are_handled() {
         "compact",
         "--context-window",
         "8192",
+        "--evidence",
+        "off",
     ];
     let out = synthkit(&proxy_server, &args, true);
     let stderr = stderr(&out);

@@ -243,7 +243,8 @@ fn batch_reports_a_failed_line() {
     let line = r#"{"id": "q1", "query": "When does the dome open?", "nodes": ["The dome opens at dusk.", "Parking is behind the cafe."], "mode": "refine"}"#;
     let input = write(dir.path(), "in.jsonl", line);
     let reports = dir.path().join("reports");
-    let out = batch_with_reports(dir.path(), &input, &reports, &model_flags(&server));
+    let flags = [model_flags(&server), vec!["--evidence", "off"]].concat();
+    let out = batch_with_reports(dir.path(), &input, &reports, &flags);
     let result = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     assert!(
         result.contains("this request is refused"),

@@ -205,7 +205,7 @@ fn eval_runs_every_case_in_every_mode() {
             .arg(&rows)
             .arg("--html")
             .arg(&page)
-            .args(["--base-url", &server.base, "--json"])
+            .args(["--base-url", &server.base, "--json", "--evidence", "off"])
             .timeout(std::time::Duration::from_secs(900))
             .output()
             .unwrap()

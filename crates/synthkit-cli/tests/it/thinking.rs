@@ -28,12 +28,18 @@ fn ask(reply: &str, extra: &[&str]) -> (Option<i32>, String, String) {
 #[test]
 fn thinking_stays_out_of_the_answer_and_its_tokens_are_reported() {
     let reply = format!("<think>{SECRET}: the docs say six months.</think>\n\nEvery six months.");
-    let (code, stdout, stderr) = ask(&reply, &["--json", "--thinking-reserve", "128"]);
+    let (code, stdout, stderr) = ask(
+        &reply,
+        &["--json", "--thinking-reserve", "128", "--evidence", "off"],
+    );
     assert_eq!(code, Some(0), "{stderr}");
     let v: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["answer"], "Every six months.", "{v}");
     assert!(v["usage"]["reasoning_tokens"].as_u64().unwrap() > 0, "{v}");
-    for extra in [&[][..], &["--stream"][..]] {
+    for extra in [
+        &["--evidence", "off"][..],
+        &["--stream", "--evidence", "off"][..],
+    ] {
         let (code, stdout, stderr) = ask(&reply, extra);
         assert_eq!(code, Some(0), "{extra:?}: {stderr}");
         assert!(stdout.contains("Every six months."), "{extra:?}: {stdout}");
