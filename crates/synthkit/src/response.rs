@@ -64,6 +64,7 @@ pub struct Response {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grounding: Option<crate::grounding::Grounding>,
     /// What escalation did, when it was on ([`crate::SynthesizerBuilder::escalate`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub escalation: Option<crate::synth::escalation::EscalationReport>,
 }
 
