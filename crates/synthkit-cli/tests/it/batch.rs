@@ -139,7 +139,14 @@ fn results_keep_the_input_order_and_ids() {
     ];
     let input = write_lines(dir.path(), "in.jsonl", &lines);
     let output = dir.path().join("out.jsonl");
-    let out = run(batch(&fake, &input, &output).args(["--jobs", "3", "--evidence", "off"]));
+    let out = run(batch(&fake, &input, &output).args([
+        "--jobs",
+        "3",
+        "--evidence",
+        "off",
+        "--on-unsupported",
+        "warn",
+    ]));
     assert!(out.status.success(), "{}", stderr(&out));
     let results = results(&output);
     // The default id is the line number (the blank line 3 counts, and is skipped).
