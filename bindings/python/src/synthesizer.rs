@@ -55,6 +55,12 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 ///
 /// `max_prompt_tokens` caps every prompt below the window (LangChain's `token_max`): less
 /// context in each call, more calls.
+///
+/// A model (`llm` or `base_url`) answers evidence first unless `evidence=False`: each node
+/// is shown as its sentences bearing on the query, and a query nothing bears on is
+/// answered "not in the sources" without a call. An answer whose facts are in no node it
+/// was shown abstains unless `on_unsupported=` says `"warn"` or `"error"`. The extractive
+/// backend ranks sentences itself: there both default to off and `"warn"`.
 #[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct Synthesizer {
     inner: PerCaller,
@@ -202,10 +208,11 @@ impl Synthesizer {
         not_in_sources_answer = None,
         // whether the model takes images, over what its server says
         vision = None,
-        // evidence first: None for the default (on)
+        // evidence first: None for the default (on with a model, off for the extractive backend)
         evidence = None,
         evidence_tokens = None,
-        // an answer whose facts are in no source: "warn", "abstain", "error"
+        // an answer whose facts are in no source: "warn", "abstain", "error" (None: abstain
+        // with a model, warn for the extractive backend)
         on_unsupported = None,
     ))]
     #[allow(clippy::too_many_arguments)]

@@ -281,10 +281,12 @@ class Synthesizer:
         not_in_sources_answer: Optional[str] = None,
         # whether the model takes images, over what its server says (None: as it says)
         vision: Optional[bool] = None,
-        # evidence first: each node shown as its sentences bearing on the question (None: off)
+        # evidence first: each node shown as its sentences bearing on the question (None: on
+        # with a model, off for the extractive backend)
         evidence: Optional[bool] = None,
         evidence_tokens: Optional[int] = None,
         # an answer whose facts are in no source it was shown: "warn", "abstain", "error"
+        # (None: "abstain" with a model, "warn" for the extractive backend)
         on_unsupported: Optional[str] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...

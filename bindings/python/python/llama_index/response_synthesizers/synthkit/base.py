@@ -244,12 +244,14 @@ class SynthkitSynthesizer(BaseSynthesizer):
         vision: whether the model takes images, over what its server says (``None``,
             the default: as llama.cpp's ``/props`` or the models listing says);
             ``False`` refuses image nodes before any call.
-        evidence: evidence first (``None``, the default: off; ``True`` on): each node is shown to the
-            model as its sentences bearing on the query, and a query nothing bears on is
-            answered "not in the sources" without a call.
-        on_unsupported: an answer whose facts are in no node it was shown ``"warn"``s
-            (the default; ``last_response.grounding``), ``"abstain"``s or is an
-            ``"error"``.
+        evidence: evidence first (``None``, the default: on with a model, off for the
+            offline extractive backend; ``True`` on, ``False`` off): each node is shown to
+            the model as its sentences bearing on the query, and a query nothing bears on
+            is answered "not in the sources" without a call.
+        on_unsupported: an answer whose facts are in no node it was shown ``"abstain"``s
+            (the default with a model: "not in the sources", the model's answer in
+            ``last_response.grounding``), ``"warn"``s (the default for the extractive
+            backend) or is an ``"error"``.
     """
 
     def __init__(
