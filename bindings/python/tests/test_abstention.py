@@ -39,7 +39,7 @@ def test_an_answer_is_answerable_and_the_prompts_say_how_to_abstain() -> None:
 def test_a_refine_reply_about_the_answer_keeps_the_answer() -> None:
     replies = iter(["Every six months.", "The original answer remains accurate."])
     synth = synthkit_rs.Synthesizer("refine", llm=lambda p: next(replies), chat=False,
-                                    context_window=2048, num_output=64, return_steps=True)
+                                    context_window=2048, num_output=64, return_steps=True, evidence=False)
     r = synth.synthesize("How often is the mirror cleaned?", NODES)
     assert r.response == "Every six months."
     assert r.steps is not None and r.steps[-1]["kept_previous"] is True

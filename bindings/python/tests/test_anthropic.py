@@ -175,6 +175,7 @@ def test_adapter_direct_anthropic_path_dispatches_llm_events(server: LlamaServer
         synth = SynthkitSynthesizer(
             base_url=server.root, api="anthropic", response_mode="compact",
             context_window=400, num_output=NUM_OUTPUT,
+            evidence=False,
         )
         assert synth.synthesizer.backend == "anthropic"
         synth.synthesize(QUERY, nodes())
@@ -190,6 +191,7 @@ def test_anthropic_backend_streams_and_takes_v1_urls(server: LlamaServer) -> Non
     synth = synthkit_rs.Synthesizer(
         "tree_summarize", api="anthropic", base_url=server.root + "/v1/",
         context_window=400, num_output=NUM_OUTPUT,
+        evidence=False, on_unsupported="warn",
     )
     stream = synth.stream(QUERY, texts())
     text = "".join(stream)
@@ -223,7 +225,7 @@ def test_an_llm_that_overstates_its_window_recovers_from_the_servers_context_err
     assert llm.metadata.context_window >= 100_000
     many = [NodeWithScore(node=TextNode(id_=f"m{i}", text=t))
             for i, t in enumerate(texts() * 6)]
-    synth = SynthkitSynthesizer(llm=llm, response_mode="compact")
+    synth = SynthkitSynthesizer(llm=llm, response_mode="compact", evidence=False)
     response = synth.synthesize(QUERY, many)
     assert str(response).strip()
     usage = synth.last_response.usage

@@ -194,7 +194,7 @@ def test_paths_cases_are_scored_but_not_run() -> None:
 
 
 def test_a_server_synthesizer_records_calls_tokens_and_prompts(fake_server: FakeOpenAI) -> None:
-    synth = synthkit_rs.Synthesizer("refine", base_url=fake_server.base_url, context_window=4096)
+    synth = synthkit_rs.Synthesizer("refine", base_url=fake_server.base_url, context_window=4096, evidence=False)
     result = synthkit_rs.evaluate(CASES, synthesizers={"refine": synth}, system="served")
     # Refine: one call per node, the cases one after the other.
     assert fake_server.calls == 6
@@ -232,7 +232,7 @@ def test_a_python_llm_runs_with_its_prompts_recorded() -> None:
         seen.append(prompt)
         return "It opens at dusk." if "When does the dome open?" in prompt else "I don't know."
 
-    synth = synthkit_rs.Synthesizer("compact", llm=complete, chat=False, context_window=2048, num_output=64)
+    synth = synthkit_rs.Synthesizer("compact", llm=complete, chat=False, context_window=2048, num_output=64, evidence=False)
     result = synthkit_rs.evaluate(CASES, synthesizers=[synth])
     assert len(seen) == 3
     q1, q2, q3 = result.rows
@@ -274,7 +274,7 @@ def test_jobs_run_cases_side_by_side_and_keep_case_order() -> None:
     cases = CASES + [dict(CASES[0], id="q4")]
     with FakeOpenAI(answer=answer) as server:
         synth = synthkit_rs.Synthesizer("compact", base_url=server.base_url, context_window=4096,
-                                     concurrency=2)
+                                     concurrency=2, evidence=False)
         result = synthkit_rs.evaluate(cases, synthesizers=[synth], jobs=2)
         assert server.calls == 4
     assert [r["id"] for r in result.rows] == ["q1", "q2", "q3", "q4"]

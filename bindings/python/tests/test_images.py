@@ -50,7 +50,7 @@ def test_dict_image_nodes_reach_the_model() -> None:
     photo = base64.b64encode(png(4, 4, 9)).decode()
     with FakeOpenAI(answer="A chart.") as server:
         synth = synthkit_rs.Synthesizer(
-            "compact", base_url=server.base_url, model="fake-model", context_window=4096
+            "compact", base_url=server.base_url, model="fake-model", context_window=4096, evidence=False
         )
         response = synth.synthesize(
             "What does the chart show?",
@@ -84,6 +84,7 @@ def test_an_image_node_through_the_adapter_reaches_the_model() -> None:
             chat_content_qa_template=PromptTemplate(
                 "Context:\n{context_str}\nAnswer: {query_str}"
             ),
+            evidence=False,
         )
         response = synth.synthesize(
             QueryBundle("What does the chart show?"), [NodeWithScore(node=node, score=0.9)]

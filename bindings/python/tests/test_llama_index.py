@@ -66,7 +66,7 @@ def llm_for(server: FakeOpenAI, **kwargs: object) -> OpenAILike:
 def test_retriever_query_engine(fake_server: FakeOpenAI) -> None:
     nodes = make_nodes()
     llm = llm_for(fake_server, temperature=0.3)
-    engine = RetrieverQueryEngine(FixedRetriever(nodes), response_synthesizer=SynthkitSynthesizer(llm=llm))
+    engine = RetrieverQueryEngine(FixedRetriever(nodes), response_synthesizer=SynthkitSynthesizer(llm=llm, evidence=False))
     resp = engine.query(QUERY)
     assert isinstance(resp, Response)
     assert resp.response == DEFAULT_ANSWER
@@ -144,7 +144,7 @@ def test_vector_index_as_query_engine(fake_server: FakeOpenAI) -> None:
 def test_prompt_templates(fake_server: FakeOpenAI) -> None:
     qa = PromptTemplate("QA-MARK {context_str}\nQuestion: {query_str}\nAnswer:")
     refine = PromptTemplate("REFINE-MARK {query_str} / {existing_answer} / {context_msg}")
-    synth = SynthkitSynthesizer(llm=llm_for(fake_server, context_window=700, max_tokens=100), response_mode="compact", text_qa_template=qa, refine_template=refine)
+    synth = SynthkitSynthesizer(llm=llm_for(fake_server, context_window=700, max_tokens=100), response_mode="compact", text_qa_template=qa, refine_template=refine, evidence=False)
     long_nodes = [NodeWithScore(node=TextNode(id_=str(i), text=("filler " * 250) + str(i))) for i in range(3)]
     synth.synthesize(QUERY, long_nodes)
     prompts = [r.prompt for r in fake_server.requests]
@@ -179,7 +179,7 @@ def test_empty_nodes_give_empty_response(fake_server: FakeOpenAI) -> None:
 
 
 def test_get_response_with_text_chunks(fake_server: FakeOpenAI) -> None:
-    synth = SynthkitSynthesizer(llm=llm_for(fake_server))
+    synth = SynthkitSynthesizer(llm=llm_for(fake_server), evidence=False, on_unsupported="warn")
     assert synth.get_response(QUERY, ["a chunk", "another"]) == DEFAULT_ANSWER
 
 
@@ -232,7 +232,7 @@ def test_adapter_keeps_a_node_retrieved_twice(fake_server: FakeOpenAI) -> None:
     """A fused retriever may return one node twice: LlamaIndex sends both, and so do we."""
     node = TextNode(id_="n", text="The mirror is cleaned every six months.")
     twice = [NodeWithScore(node=node, score=0.9), NodeWithScore(node=node, score=0.4), NodeWithScore(node=TextNode(id_="n#2", text="Other."))]
-    synth = SynthkitSynthesizer(llm=llm_for(fake_server), response_mode="compact")
+    synth = SynthkitSynthesizer(llm=llm_for(fake_server), response_mode="compact", evidence=False)
     response = synth.synthesize(QUERY, twice)
     assert [n.node.node_id for n in response.source_nodes] == ["n", "n", "n#2"]
     prompt = fake_server.requests[-1].prompt

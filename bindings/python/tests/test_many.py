@@ -57,6 +57,7 @@ def test_dict_requests_keep_the_synthesizers_settings_they_leave_out(
         citations=True,
         system_prompt="You are terse.",
         qa_template="CTX {context_str}\nQ {query_str}\nA:",
+        evidence=False,
     )
     results = synth.synthesize_many(
         [
@@ -83,7 +84,7 @@ def test_a_model_failure_is_a_failed_request_with_the_llms_exception() -> None:
             raise Broken("the model is down")
         return "fine"
 
-    synth = synthkit_rs.Synthesizer(llm=llm, chat=False)
+    synth = synthkit_rs.Synthesizer(llm=llm, chat=False, evidence=False)
     results = synth.synthesize_many([("ok?", NODES), ("broken?", NODES), ("ok again?", NODES)])
     assert [type(r).__name__ for r in results] == ["Response", "FailedRequest", "Response"]
     failed = results[1]
@@ -139,7 +140,7 @@ def test_a_single_request_is_not_taken_for_many() -> None:
 
 
 def test_asynthesize_many_runs_on_asyncio(fake_server: FakeOpenAI) -> None:
-    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url)
+    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url, evidence=False)
 
     async def main() -> list:
         return await synth.asynthesize_many(

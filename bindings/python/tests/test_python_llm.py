@@ -119,7 +119,7 @@ EXPECTED_CALLS = {
 @pytest.mark.parametrize("mode", sorted(EXPECTED_CALLS))
 def test_every_mode_through_mock_llm(mode: str) -> None:
     llm = RecordingMock(max_tokens=4)
-    synth = SynthkitSynthesizer(llm=llm, response_mode=mode)
+    synth = SynthkitSynthesizer(llm=llm, response_mode=mode, evidence=False)
     assert synth.synthesizer.backend == "python"
     resp = synth.synthesize(QUERY, nodes())
     assert len(llm.prompts) == EXPECTED_CALLS[mode]
@@ -137,7 +137,7 @@ def test_every_mode_through_mock_llm(mode: str) -> None:
 
 def test_streaming_through_mock_llm() -> None:
     llm = RecordingMock(max_tokens=5)
-    synth = SynthkitSynthesizer(llm=llm, response_mode="refine", streaming=True)
+    synth = SynthkitSynthesizer(llm=llm, response_mode="refine", streaming=True, evidence=False)
     resp = synth.synthesize(QUERY, nodes())
     deltas = list(resp.response_gen)
     # Refine's last step holds back its first five words (to read whether the reply only
@@ -162,7 +162,8 @@ def openai_like(server: FakeOpenAI, **kwargs: Any) -> OpenAILike:
 
 @pytest.mark.parametrize("direct", [False, True])
 def test_openai_like_python_path_and_direct_path(fake_server: FakeOpenAI, direct: bool) -> None:
-    synth = SynthkitSynthesizer(llm=openai_like(fake_server), direct=direct, response_mode="tree_summarize")
+    synth = SynthkitSynthesizer(llm=openai_like(fake_server), direct=direct, response_mode="tree_summarize", evidence=False,
+                                on_unsupported="warn")
     assert synth.synthesizer.backend == ("openai" if direct else "python")
     assert str(synth.synthesize(QUERY, nodes())) == DEFAULT_ANSWER
     assert str(asyncio.run(synth.asynthesize(QUERY, nodes()))) == DEFAULT_ANSWER
@@ -170,13 +171,14 @@ def test_openai_like_python_path_and_direct_path(fake_server: FakeOpenAI, direct
     body = fake_server.requests[0].body
     assert body["model"] == "fake-model" and body["max_tokens"] == 100
     assert "Fact 0" in fake_server.requests[0].prompt
-    stream = SynthkitSynthesizer(llm=openai_like(fake_server), direct=direct, streaming=True)
+    stream = SynthkitSynthesizer(llm=openai_like(fake_server), direct=direct, streaming=True, evidence=False,
+                                 on_unsupported="warn")
     assert "".join(stream.synthesize(QUERY, nodes()).response_gen) == DEFAULT_ANSWER
     assert fake_server.requests[-1].stream
 
 
 def test_usage_reported_by_the_llm_is_used(fake_server: FakeOpenAI) -> None:
-    synth = SynthkitSynthesizer(llm=openai_like(fake_server))
+    synth = SynthkitSynthesizer(llm=openai_like(fake_server), evidence=False)
     synth.synthesize(QUERY, nodes())
     usage = synth.last_response.usage  # type: ignore[union-attr]
     # The fake server reports word counts: prompt tokens as the LLM reported them.
@@ -193,7 +195,7 @@ def spans() -> Any:
 @pytest.mark.parametrize("use_async", [False, True])
 def test_instrumentation_sees_the_llm_events(spans: Any, use_async: bool) -> None:
     events, span_handler = spans
-    synth = SynthkitSynthesizer(llm=Echo(), response_mode="refine")
+    synth = SynthkitSynthesizer(llm=Echo(), response_mode="refine", evidence=False)
     if use_async:
         asyncio.run(synth.asynthesize(QUERY, nodes()))
     else:
@@ -212,7 +214,7 @@ def test_instrumentation_sees_the_llm_events(spans: Any, use_async: bool) -> Non
 @pytest.mark.parametrize("mode", ["compact", "refine", "tree_summarize", "simple_summarize", "accumulate", "compact_accumulate"])
 def test_window_from_metadata_is_never_exceeded(mode: str) -> None:
     llm = SmallWindow()
-    synth = SynthkitSynthesizer(llm=llm, response_mode=mode)
+    synth = SynthkitSynthesizer(llm=llm, response_mode=mode, evidence=False)
     assert (synth.synthesizer.context_window, synth.synthesizer.num_output) == (320, 40)
     texts = [f"Note {i}: " + " ".join(f"w{i}x{j}" for j in range(70)) for i in range(8)]
     synth.synthesize(QUERY, [NodeWithScore(node=TextNode(id_=str(i), text=t)) for i, t in enumerate(texts)])
@@ -226,7 +228,7 @@ def test_llama_index_tokenizer_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     """With Settings.tokenizer set (one token per character here), prompts fit by it."""
     monkeypatch.setattr(llama_index.core, "global_tokenizer", list)
     llm = SmallWindow(window=900, output=100)
-    SynthkitSynthesizer(llm=llm, response_mode="compact").synthesize(QUERY, nodes(n=4, words=40))
+    SynthkitSynthesizer(llm=llm, response_mode="compact", evidence=False).synthesize(QUERY, nodes(n=4, words=40))
     assert len(llm.prompts) >= 2
     assert max(len(p) for p in llm.prompts) + 100 <= 900
 
@@ -238,7 +240,7 @@ def test_plain_callable_gets_messages_or_prompt() -> None:
         seen.append(messages)
         return "from a function"
 
-    r = synthkit_rs.Synthesizer("compact", llm=chat, context_window=2048, num_output=64).synthesize(QUERY, ["The mirror is cleaned yearly."])
+    r = synthkit_rs.Synthesizer("compact", llm=chat, context_window=2048, num_output=64, evidence=False).synthesize(QUERY, ["The mirror is cleaned yearly."])
     assert r.response == "from a function"
     assert [m["role"] for m in seen[0]] == ["system", "user"]
     assert "cleaned yearly" in seen[0][-1]["content"]
@@ -247,7 +249,7 @@ def test_plain_callable_gets_messages_or_prompt() -> None:
         seen.append(prompt)
         return "from a prompt"
 
-    synth = synthkit_rs.Synthesizer("compact", llm=complete, chat=False)
+    synth = synthkit_rs.Synthesizer("compact", llm=complete, chat=False, evidence=False)
     assert synth.backend == "python" and synth.model == "complete"
     assert synth.synthesize(QUERY, ["x"]).response == "from a prompt"
     assert isinstance(seen[-1], str) and QUERY in seen[-1]
@@ -264,13 +266,13 @@ def test_coroutine_and_async_iterator_callables() -> None:
 
     # The blocking API runs coroutine functions on synthkit's own event loop.
     async def ask() -> str:
-        return (await synthkit_rs.Synthesizer("compact", llm=answer).asynthesize(QUERY, ["x"])).response
+        return (await synthkit_rs.Synthesizer("compact", llm=answer, evidence=False).asynthesize(QUERY, ["x"])).response
 
-    assert synthkit_rs.Synthesizer("compact", llm=answer).synthesize(QUERY, ["x"]).response == "awaited"
+    assert synthkit_rs.Synthesizer("compact", llm=answer, evidence=False).synthesize(QUERY, ["x"]).response == "awaited"
     assert asyncio.run(ask()) == "awaited"
-    streamed = synthkit_rs.Synthesizer("compact", llm=deltas).stream(QUERY, ["x"])
+    streamed = synthkit_rs.Synthesizer("compact", llm=deltas, evidence=False).stream(QUERY, ["x"])
     assert list(streamed) == ["one ", "two ", "three"]
-    assert synthkit_rs.Synthesizer("compact", llm=deltas).synthesize(QUERY, ["x"]).response == "one two three"
+    assert synthkit_rs.Synthesizer("compact", llm=deltas, evidence=False, on_unsupported="warn").synthesize(QUERY, ["x"]).response == "one two three"
 
 
 def test_options_that_do_not_apply_are_errors(fake_server: FakeOpenAI) -> None:
@@ -319,7 +321,7 @@ def test_llm_without_async_methods_is_called_off_the_loop() -> None:
             raise NotImplementedError
 
     llm = SyncOnly(window=2048)
-    synth = synthkit_rs.Synthesizer("compact", llm=llm)
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, evidence=False)
 
     async def main() -> List[str]:
         plain = (await synth.asynthesize(QUERY, ["x"])).response
@@ -344,8 +346,8 @@ def test_usage_the_llm_reports_calibrates_the_budget() -> None:
     texts = [f"Note {i}: " + " ".join(f"w{i}x{j}" for j in range(70)) for i in range(8)]
     items = [NodeWithScore(node=TextNode(id_=str(i), text=t)) for i, t in enumerate(texts)]
     plain, calibrated = SmallWindow(), CountsMore()
-    SynthkitSynthesizer(llm=plain, response_mode="tree_summarize").synthesize(QUERY, items)
-    synth = SynthkitSynthesizer(llm=calibrated, response_mode="tree_summarize")
+    SynthkitSynthesizer(llm=plain, response_mode="tree_summarize", evidence=False).synthesize(QUERY, items)
+    synth = SynthkitSynthesizer(llm=calibrated, response_mode="tree_summarize", evidence=False)
     synth.synthesize(QUERY, items)
     # After the first reply, prompts leave room for the 60 tokens the LLM counts on top.
     assert max(len(CL100K(p)) for p in calibrated.prompts[1:]) + 60 + 40 <= 320
@@ -357,7 +359,7 @@ def test_usage_the_llm_reports_calibrates_the_budget() -> None:
 
 def test_llama_index_only_arguments_are_accepted_or_refused_clearly() -> None:
     llm = MockLLM(max_tokens=2)
-    assert str(SynthkitSynthesizer(llm=llm, use_async=True).synthesize(QUERY, nodes())) == "text text"
+    assert str(SynthkitSynthesizer(llm=llm, use_async=True, evidence=False).synthesize(QUERY, nodes())) == "text text"
     with pytest.warns(UserWarning, match="prints no progress"):
         SynthkitSynthesizer(llm=llm, verbose=True)
     # output_cls and structured_answer_filtering: tests/test_structured.py.
@@ -367,9 +369,9 @@ def test_llama_index_only_arguments_are_accepted_or_refused_clearly() -> None:
 
 def test_max_prompt_tokens_packs_smaller_prompts_into_more_calls() -> None:
     whole = RecordingMock(max_tokens=4)
-    SynthkitSynthesizer(llm=whole, response_mode="compact").synthesize(QUERY, nodes(8, 60))
+    SynthkitSynthesizer(llm=whole, response_mode="compact", evidence=False).synthesize(QUERY, nodes(8, 60))
     limited = RecordingMock(max_tokens=4)
-    synth = SynthkitSynthesizer(llm=limited, response_mode="compact", max_prompt_tokens=200)
+    synth = SynthkitSynthesizer(llm=limited, response_mode="compact", max_prompt_tokens=200, evidence=False)
     synth.synthesize(QUERY, nodes(8, 60))
     assert len(limited.prompts) > len(whole.prompts) == 1
     assert max(len(CL100K(p)) for p in limited.prompts) <= 200

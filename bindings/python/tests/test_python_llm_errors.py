@@ -145,7 +145,7 @@ def long_nodes(tag: str) -> List[str]:
 
 def test_cancelling_the_task_cancels_the_calls_in_flight() -> None:
     llm = Hanging()
-    synth = synthkit_rs.Synthesizer("tree_summarize", llm=llm, concurrency=2)
+    synth = synthkit_rs.Synthesizer("tree_summarize", llm=llm, concurrency=2, evidence=False)
 
     async def main() -> None:
         llm.arm()

@@ -39,14 +39,14 @@ def test_a_blocking_llm_calling_its_own_synthesizer_fails_at_once() -> None:
 
     # One call in flight: the inner synthesis would wait for the outer call's place.
     synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
-                                 num_output=64, concurrency=1)
+                                 num_output=64, concurrency=1, evidence=False)
     holder["synth"] = synth
     with pytest.raises(synthkit_rs.SynthkitError) as caught:
         synth.synthesize("outer question", NODES)
     assert REENTRY in chain(caught.value)
     # The synthesizer still works afterwards.
     holder["synth"] = synthkit_rs.Synthesizer("compact", llm=lambda p: "inner answer", chat=False,
-                                           context_window=2048, num_output=64)
+                                           context_window=2048, num_output=64, evidence=False)
     assert synth.synthesize("outer question", NODES).response == "inner answer"
 
 
@@ -59,7 +59,7 @@ def test_an_async_llm_awaiting_its_own_synthesizer_fails_at_once() -> None:
         return response.response
 
     synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
-                                 num_output=64, concurrency=1)
+                                 num_output=64, concurrency=1, evidence=False)
     holder["synth"] = synth
 
     async def main() -> None:
@@ -78,7 +78,7 @@ def test_another_synthesizer_may_be_called_from_an_llm() -> None:
         return inner.synthesize("How often is the mirror cleaned?", NODES).response
 
     outer = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
-                                 num_output=64, concurrency=1)
+                                 num_output=64, concurrency=1, evidence=False)
     assert "six months" in outer.synthesize("anything", NODES).response
 
 
@@ -212,7 +212,7 @@ def test_a_context_error_raised_by_the_llm_lowers_the_limit_and_packs_again() ->
     nodes = [f"Passage {i}: " + " ".join(["filler"] * 60) for i in range(20)]
     nodes[7] = "The mirror is cleaned every six months. " + nodes[7]
     synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=8192,
-                                 num_output=64, concurrency=1)
+                                 num_output=64, concurrency=1, evidence=False)
     response = synth.synthesize("How often is the mirror cleaned?", nodes)
     assert response.response == "Every six months."
     assert any(w > 400 for w in calls), calls  # the first prompt was refused...
@@ -227,7 +227,7 @@ def test_a_thinking_llm_s_thoughts_stay_out_of_prompts_and_the_answer() -> None:
         return "<think>The passages say six months; maybe I should check.</think>Every six months."
 
     synth = synthkit_rs.Synthesizer("refine", llm=thinker, chat=False, context_window=2048,
-                                    num_output=64, chunk_overlap_ratio=0.0)
+                                    num_output=64, chunk_overlap_ratio=0.0, evidence=False)
     nodes = ["The mirror is cleaned every six months. " * 150, "The dome opens at dusk. " * 150]
     response = synth.synthesize("How often is the mirror cleaned?", nodes)
     assert response.response == "Every six months."
@@ -236,6 +236,6 @@ def test_a_thinking_llm_s_thoughts_stay_out_of_prompts_and_the_answer() -> None:
     assert len(prompts) >= 2 and all("maybe I should check" not in p for p in prompts)
     # thinking_reserve is taken and a reply that only thought is an error saying so.
     only = synthkit_rs.Synthesizer("compact", llm=lambda p: "<think>Hmm.</think>", chat=False,
-                                   context_window=2048, num_output=64, thinking_reserve=128)
+                                   context_window=2048, num_output=64, thinking_reserve=128, evidence=False)
     with pytest.raises(synthkit_rs.ModelError, match="thought and wrote no answer"):
         only.synthesize("How often is the mirror cleaned?", NODES)

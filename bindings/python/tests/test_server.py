@@ -90,7 +90,7 @@ def test_async_and_async_stream(fake_server: FakeOpenAI) -> None:
 
 def test_small_window_makes_more_calls_in_refine(fake_server: FakeOpenAI) -> None:
     long_nodes = [("word " * 300 + f"end {i}") for i in range(4)]
-    synth = synthkit_rs.Synthesizer("compact", base_url=fake_server.base_url, context_window=1024)
+    synth = synthkit_rs.Synthesizer("compact", base_url=fake_server.base_url, context_window=1024, evidence=False)
     r = synth.synthesize(QUERY, long_nodes)
     assert r.usage["calls"] == fake_server.calls >= 2
     # Later calls refine the earlier answer.

@@ -49,7 +49,7 @@ def check_common(steps: List[Dict[str, Any]], server: FakeOpenAI, mode: str) -> 
 def test_refine_chain_steps() -> None:
     with FakeOpenAI(answer=numbered_answers()) as server:
         synth = synthkit_rs.Synthesizer(
-            "refine", base_url=server.base_url, context_window=512, num_output=64, return_steps=True
+            "refine", base_url=server.base_url, context_window=512, num_output=64, return_steps=True, evidence=False
         )
         r = synth.synthesize(QUERY, NODES)
         steps = r.steps
@@ -75,6 +75,7 @@ def test_tree_levels_steps() -> None:
             context_window=512,
             num_output=64,
             return_steps=True,
+            evidence=False,
         )
         r = synth.synthesize(QUERY, NODES)
         steps = r.steps
@@ -114,7 +115,7 @@ def test_llama_index_adapter_keeps_steps() -> None:
             context_window=512,
             max_tokens=64,
         )
-        synth = SynthkitSynthesizer(llm=llm, response_mode="refine", return_steps=True)
+        synth = SynthkitSynthesizer(llm=llm, response_mode="refine", return_steps=True, evidence=False)
         nodes = [NodeWithScore(node=TextNode(id_=n["id"], text=n["text"]), score=1.0) for n in NODES]
         response = synth.synthesize(QUERY, nodes)
         last = synth.last_response

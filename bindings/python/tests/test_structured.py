@@ -74,7 +74,8 @@ def run_both(case: str, mode: str, **options: Any) -> Any:
         theirs = server.calls
         theirs_over = over_budget(server, window - num_output)
         server.reset()
-        ours_synth = SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper, **options)
+        ours_synth = SynthkitSynthesizer(llm=llm, response_mode=mode, prompt_helper=helper, **options, evidence=False,
+                                         on_unsupported="warn")
         ours_response = ours_synth.synthesize(inputs["query"], nodes_of(inputs))
         ours = server.calls
         assert over_budget(server, window - num_output) == 0
@@ -113,7 +114,7 @@ def test_unsatisfied_steps_leave_the_answer_unchanged() -> None:
     texts = ["Nothing here.", "KEY FACT: the mirror is cleaned.", "Nothing here either."]
     with FakeOpenAI(answer=answer) as server:
         synth = synthkit_rs.Synthesizer(
-            "refine", base_url=server.base_url, structured_answer_filtering=True
+            "refine", base_url=server.base_url, structured_answer_filtering=True, evidence=False
         )
         r = synth.synthesize("What is the key fact?", texts)
         assert r.response == "The key fact is found."
@@ -124,7 +125,7 @@ def test_output_schema_on_the_synthesizer() -> None:
     schema = Answer.model_json_schema()
     with FakeOpenAI(answer=json.dumps(REPLY)) as server:
         for given in (schema, json.dumps(schema), Answer):
-            synth = synthkit_rs.Synthesizer(base_url=server.base_url, output_schema=given)
+            synth = synthkit_rs.Synthesizer(base_url=server.base_url, output_schema=given, evidence=False)
             r = synth.synthesize("How often?", ["The mirror is cleaned every six months."])
             assert r.structured == REPLY
         # The schema reached the server as OpenAI's response_format.
@@ -220,7 +221,7 @@ def test_templates_in_either_form_give_llamaindex_prompts(mode: str, form: str) 
     get_response_synthesizer(
         llm=theirs_llm, response_mode=ResponseMode(mode), **templates
     ).synthesize("How often?", nodes)
-    SynthkitSynthesizer(llm=ours_llm, response_mode=mode, **templates).synthesize("How often?", nodes)
+    SynthkitSynthesizer(llm=ours_llm, response_mode=mode, **templates, evidence=False).synthesize("How often?", nodes)
     assert ours_llm.prompts and ours_llm.prompts == theirs_llm.prompts
 
 
