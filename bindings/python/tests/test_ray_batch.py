@@ -48,7 +48,8 @@ def test_ray_actors_answer_every_request_once_within_one_shared_budget(
     tpm = 30_000
     steady_s = 25
     with redis_server() as redis_url, FakeOpenAI() as server:
-        probe = synthkit_rs.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT)
+        probe = synthkit_rs.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT,
+                                        evidence=False)
         probe.synthesize("question 1000?", NODES)
         charge = charges(server.requests)[0]
         server.reset()
@@ -57,7 +58,8 @@ def test_ray_actors_answer_every_request_once_within_one_shared_budget(
         requests = tmp_path / "requests.jsonl"
         with requests.open("w") as f:
             for i in range(total):
-                f.write(json.dumps({"id": f"r{i}", "query": f"question {i}?", "nodes": NODES}) + "\n")
+                f.write(json.dumps({"id": f"r{i}", "query": f"question {i}?", "nodes": NODES,
+                                    "evidence": False}) + "\n")
         results = tmp_path / "results.jsonl"
         proc = subprocess.run(
             [sys.executable, str(EXAMPLE), str(requests), str(results),
@@ -213,8 +215,9 @@ def test_a_killed_run_resumes_with_every_id_once(tmp_path: pathlib.Path, backend
     total = 3000 if backend == "offline" else 400
     # Half the lines without an id: named by their line number, as synthkit batch does.
     lines = [
-        {"query": f"question {i}: how often is the mirror cleaned?", "nodes": NODES}
-        if i % 2 else {"id": f"r{i}", "query": f"question {i}?", "nodes": NODES}
+        {"query": f"question {i}: how often is the mirror cleaned?", "nodes": NODES,
+         "evidence": False}
+        if i % 2 else {"id": f"r{i}", "query": f"question {i}?", "nodes": NODES, "evidence": False}
         for i in range(total)
     ]
     expected = sorted(json.dumps(f"r{i}" if i % 2 == 0 else i + 1) for i in range(total))
@@ -277,7 +280,8 @@ def test_transient_failures_are_retried_in_the_run_and_on_resume(tmp_path: pathl
         assert isinstance(failed, synthkit.FailedRequest)
         assert failed.to_dict()["transient"] == "server_error"
         sends = server.calls
-    lines = [{"query": f"question {i}: how often is the mirror cleaned?", "nodes": NODES}
+    lines = [{"query": f"question {i}: how often is the mirror cleaned?", "nodes": NODES,
+              "evidence": False}
              for i in range(6)]
     inp = _write(tmp_path / "in.jsonl", lines)
     env = {**os.environ, "ANTHROPIC_API_KEY": "test-key"}
