@@ -23,7 +23,8 @@
 //! - reports what was kept, with each sentence's character offsets in its node's text
 //!   where it is found there, and what was dropped, in [`crate::Response::evidence`].
 //!
-//! Image nodes are shown whole: the selector reads text. Selection runs on tokio's
+//! Image nodes are shown whole, and never answered without a call: the selector reads
+//! text, not what an image shows. Selection runs on tokio's
 //! blocking pool (its work grows with the nodes), never on a thread that polls the
 //! synthesis.
 //!
@@ -298,7 +299,7 @@ pub(crate) async fn apply(evidence: &Evidence, query: &str, nodes: &[Node]) -> A
         Err(_) => run(),
     };
     let mut applied = shown_nodes(nodes, selection);
-    if !missing.is_empty() {
+    if !missing.is_empty() && !has_images(nodes) {
         applied.report.answerable = false;
         applied.report.missing = missing;
     }
@@ -313,8 +314,10 @@ fn shown_nodes(nodes: &[Node], selection: Selection) -> Applied {
             *slot = Some(p);
         }
     }
+    // The selector reads text: what an image shows it cannot judge, so nodes with an
+    // image are never answered "not in the sources" without the model.
     let mut report = EvidenceReport {
-        answerable: selection.answerable,
+        answerable: selection.answerable || has_images(nodes),
         coverage: selection.coverage,
         ..EvidenceReport::default()
     };
@@ -361,6 +364,11 @@ fn shown_nodes(nodes: &[Node], selection: Selection) -> Applied {
         })
         .collect();
     Applied { shown, report }
+}
+
+/// Whether any of `nodes` is an image (the selector cannot read it).
+fn has_images(nodes: &[Node]) -> bool {
+    nodes.iter().any(|n| n.image.is_some())
 }
 
 /// Where `shown` (a sentence, inline markup cleaned) stands in `text`: character offsets,
@@ -426,6 +434,16 @@ mod tests {
         assert!(locate(text, "\u{2026} dome opens \u{2026}").is_some());
         assert_eq!(locate(text, "Not there."), None);
         assert_eq!(locate(text, "..."), None);
+    }
+
+    #[test]
+    fn an_image_node_is_never_answered_without_the_model() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        let image = crate::node::NodeImage::from_bytes(png, None).unwrap();
+        let nodes = vec![Node::new("chart", "").with_image(image)];
+        let applied = shown_nodes(&nodes, Selection::new(Vec::new(), false, 0.0));
+        assert!(applied.report.answerable);
+        assert!(applied.shown[0].image.is_some());
     }
 
     #[test]
