@@ -27,7 +27,12 @@ fn nodes() -> Value {
 /// prefix. Each call is charged its prompt (about 55 tokens) plus its output reserve (64):
 /// the first fits, the second waits about ten seconds for the budget to refill.
 fn model_flags<'a>(fake: &'a FakeOpenAi, redis: &'a RedisServer) -> Vec<&'a str> {
+    // A test of sharing, not of evidence: the prompts and replies as without it.
     vec![
+        "--evidence",
+        "off",
+        "--on-unsupported",
+        "warn",
         "--llm",
         "openai",
         "--base-url",
