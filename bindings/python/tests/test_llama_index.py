@@ -134,7 +134,7 @@ def test_vector_index_as_query_engine(fake_server: FakeOpenAI) -> None:
     docs = [Document(text=n.node.get_content(), id_=n.node.node_id) for n in make_nodes()]
     index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
     llm = llm_for(fake_server)
-    engine = index.as_query_engine(llm=llm, response_synthesizer=SynthkitSynthesizer(llm=llm), similarity_top_k=2)
+    engine = index.as_query_engine(llm=llm, response_synthesizer=SynthkitSynthesizer(llm=llm, evidence=False, on_unsupported="warn"), similarity_top_k=2)
     resp = engine.query(QUERY)
     assert str(resp) == DEFAULT_ANSWER
     assert len(resp.source_nodes) == 2

@@ -29,7 +29,7 @@ WORKER = textwrap.dedent(
     base_url, redis_url, prefix, tpm, first, count = sys.argv[1:7]
     synth = synthkit_rs.Synthesizer(
         base_url=base_url, num_output=%d, tpm=int(tpm),
-        redis_url=redis_url, redis_prefix=prefix,
+        redis_url=redis_url, redis_prefix=prefix, evidence=False,
     )
     nodes = %r
     requests = [(f"question {i}?", nodes) for i in range(int(first), int(first) + int(count))]
@@ -43,7 +43,7 @@ WORKER = textwrap.dedent(
 
 def _charge_of_one(server: FakeOpenAI) -> int:
     """The charge of one request of the test's shape (no budget spent on it)."""
-    synth = synthkit_rs.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT)
+    synth = synthkit_rs.Synthesizer(base_url=server.base_url, num_output=NUM_OUTPUT, evidence=False)
     synth.synthesize("question 100?", NODES)
     charge = charges(server.requests[-1:])[0]
     server.reset()
@@ -111,7 +111,10 @@ def test_the_llm_path_shares_the_redis_cache_too() -> None:
         return "Every six months."
 
     with redis_server() as redis_url:
-        options = dict(llm=llm, chat=False, redis_url=redis_url, cache="redis", rpm=600)
+        options = dict(
+            llm=llm, chat=False, redis_url=redis_url, cache="redis", rpm=600,
+            evidence=False, on_unsupported="warn",
+        )
         one = synthkit_rs.Synthesizer(**options)
         assert one.synthesize("How often?", NODES).response == "Every six months."
         two = synthkit_rs.Synthesizer(**options)
