@@ -282,6 +282,7 @@ impl Runner {
         options.citation_style = Some(self.args.citation_style());
         options.escalation = self
             .args
+            .escalation
             .escalate
             .map(|first| Some(synthkit::Escalation::new(first as usize)));
         options.system_prompt = self.args.prompts.system_prompt.clone();

@@ -85,7 +85,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             synthkit_setup::AnswerChecks::for_questions_to,
             &a.synth,
         )),
-        Command::Summarize(a) if a.synth.escalate.is_some() => Err(crate::error::usage(
+        Command::Summarize(a) if a.synth.escalation.escalate.is_some() => Err(crate::error::usage(
             "--escalate answers a question from the best chunks first, and a summary reads \
              every chunk: use `ask --escalate`, or drop --escalate",
         )),

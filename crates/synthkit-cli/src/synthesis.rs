@@ -166,7 +166,7 @@ pub fn build_synthesizer(
     options.not_in_sources_answer = args.not_in_sources.clone();
     options.vision = args.model_args.vision_override();
     synthesis.checks.set(&mut options);
-    if let Some(first) = args.escalate {
+    if let Some(first) = args.escalation.escalate {
         if args.stream {
             return Err(usage(
                 "--escalate judges a whole answer before it is shown: drop --stream or --escalate"

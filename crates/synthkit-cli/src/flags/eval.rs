@@ -87,19 +87,10 @@ pub struct EvalArgs {
     /// The same as --cite=quotes.
     #[arg(long, help_heading = "Synthesis")]
     pub cite_quotes: bool,
-    /// As `ask --escalate`: each case's mode over its first N nodes (5 when N is not
-    /// given), then map_reduce over all of them when that answer abstains or is found in
-    /// no source.
-    #[arg(
-        long,
-        value_name = "N",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "5",
-        value_parser = clap::value_parser!(u32).range(1..),
-        help_heading = "Synthesis"
-    )]
-    pub escalate: Option<u32>,
+    /// --escalate, as `ask` has it: each case's mode over its first N nodes, then
+    /// map_reduce over all of them when that answer abstains or is found in no source.
+    #[command(flatten)]
+    pub escalation: super::synth::EscalateArgs,
     /// Model calls in flight of each synthesis; 0 means no limit. Default: 8, or the
     /// server's slots when it says fewer.
     #[arg(long, value_name = "N", help_heading = "Synthesis")]

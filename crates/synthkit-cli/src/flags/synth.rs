@@ -205,21 +205,9 @@ pub struct SynthArgs {
     /// false). Default: "The sources do not answer this question."
     #[arg(long, value_name = "TEXT", help_heading = "Synthesis")]
     pub not_in_sources: Option<String>,
-    /// Escalate: answer from the first N chunks first (5 when N is not given), and when
-    /// that answer says the sources do not answer, or states facts found in no chunk
-    /// shown, answer again with map_reduce over every chunk (each read on its own).
-    /// --json's "escalation" says what happened; usage counts both. The plan counts the
-    /// escalation as an upper bound. Not with --stream.
-    #[arg(
-        long,
-        value_name = "N",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "5",
-        value_parser = clap::value_parser!(u32).range(1..),
-        help_heading = "Synthesis"
-    )]
-    pub escalate: Option<u32>,
+    /// --escalate (shared with eval).
+    #[command(flatten)]
+    pub escalation: EscalateArgs,
     /// Refine/compact: each step says whether its context answered; others are ignored.
     #[arg(long, help_heading = "Synthesis")]
     pub structured_filtering: bool,
@@ -394,4 +382,24 @@ pub struct PlanArgs {
     /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
     #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
     pub price_per_1k: Option<f64>,
+}
+
+/// `--escalate[=N]`, on `ask` and `eval`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EscalateArgs {
+    /// Escalate: answer from the first N chunks first (5 when N is not given), and when
+    /// that answer says the sources do not answer, or states facts found in no chunk
+    /// shown, answer again with map_reduce over every chunk (each read on its own).
+    /// --json's "escalation" says what happened; usage counts both. The plan counts the
+    /// escalation as an upper bound. Not with --stream.
+    #[arg(
+        long,
+        value_name = "N",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "5",
+        value_parser = clap::value_parser!(u32).range(1..),
+        help_heading = "Synthesis"
+    )]
+    pub escalate: Option<u32>,
 }
