@@ -232,14 +232,19 @@ fn label_of(prompt: &str, needle: &str) -> Option<u32> {
         .find_map(|l| l.strip_prefix('[')?.strip_suffix(']')?.parse().ok())
 }
 
-#[tokio::test]
-async fn a_bare_marker_becomes_a_verified_quote_of_its_evidence() {
-    // The model cites by number only, as small models do: no quote copied.
-    let model = Arc::new(ScriptedModel::new(ModelInfo::new("m"), |r| {
+/// A model that cites the mirror's source by number only, as small models do: no quote
+/// copied.
+fn cites_by_number() -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new(ModelInfo::new("m"), |r| {
         let prompt = r.prompt.to_text();
         let n = label_of(&prompt, "carbon dioxide snow").unwrap_or(99);
         Ok(format!("It is cleaned every three months [{n}]."))
-    }));
+    }))
+}
+
+#[tokio::test]
+async fn a_bare_marker_becomes_a_verified_quote_of_its_evidence() {
+    let model = cites_by_number();
     let synth = Synthesizer::builder(model.clone())
         .citations(true)
         .citation_style(synthkit::CitationStyle::Quotes)
@@ -275,11 +280,7 @@ async fn a_bare_marker_becomes_a_verified_quote_of_its_evidence() {
 
 #[tokio::test]
 async fn without_evidence_a_bare_marker_gets_no_quote() {
-    let model = Arc::new(ScriptedModel::new(ModelInfo::new("m"), |r| {
-        let prompt = r.prompt.to_text();
-        let n = label_of(&prompt, "carbon dioxide snow").unwrap_or(99);
-        Ok(format!("It is cleaned every three months [{n}]."))
-    }));
+    let model = cites_by_number();
     let synth = Synthesizer::builder(model)
         .citations(true)
         .citation_style(synthkit::CitationStyle::Quotes)
