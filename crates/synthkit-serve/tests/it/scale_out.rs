@@ -51,10 +51,11 @@ async fn offline(with: impl FnOnce(ModelSetup) -> ModelSetup) -> Service {
     .await
 }
 
-/// Asks the service a short question: the status and the answer.
+/// Asks the service a short question (evidence off: these tests are about the calls that
+/// reach the model, and the question matches no sentence): the status and the answer.
 async fn ask(service: &Service) -> (u16, Value) {
     service
-        .post(&json!({"query": "q?", "nodes": nodes()}))
+        .post(&json!({"query": "q?", "nodes": nodes(), "evidence": false}))
         .await
 }
 
@@ -82,7 +83,7 @@ async fn two_replicas_hold_one_combined_request_rate() {
     };
     let started = Instant::now();
     let bodies: Vec<Value> = (0..12)
-        .map(|i| json!({"query": format!("question {i}?"), "nodes": ["One short fact."]}))
+        .map(|i| json!({"query": format!("question {i}?"), "nodes": ["One short fact."], "evidence": false}))
         .collect();
     let requests = bodies
         .iter()
@@ -126,7 +127,7 @@ async fn a_reply_cached_by_one_replica_is_served_by_the_other() {
     else {
         return;
     };
-    let body = json!({"query": "How often is the primary mirror cleaned?", "nodes": nodes()});
+    let body = json!({"query": "How often is the primary mirror cleaned?", "nodes": nodes(), "evidence": false});
     let (status, first) = replicas[0].post(&body).await;
     assert_eq!(status, 200, "{first}");
     let calls = fake.requests();
