@@ -37,8 +37,9 @@ const CONCURRENCY: usize = 4;
 const LATENCY_MS: std::ops::RangeInclusive<u64> = 20..=50;
 /// The killed run's server answers this many calls, then holds the rest.
 const KILL_AFTER: usize = 60;
-/// The longest any one run of the binary may take.
-const RUN_TIMEOUT: Duration = Duration::from_secs(40);
+/// How long a run of the binary may go on before the test calls it hung: a safety net
+/// that no healthy run comes near (a run takes seconds), not a bound on its speed.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What the test hears about, from the server or from a run of the binary.
 enum Event {
@@ -261,7 +262,6 @@ fn calls(report: &Value, field: &str) -> usize {
 
 #[test]
 fn a_killed_run_resumes_from_the_cache() {
-    let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let nodes = dir.path().join("nodes.jsonl");
     write_nodes(&nodes);
@@ -360,10 +360,8 @@ fn a_killed_run_resumes_from_the_cache() {
     eprintln!(
         "resume: {total} calls in all; killed after {answered_before} answered \
          ({received_before} received); rerun: {cached} cached, {new} new calls; \
-         {repeats} prompts sent twice; {:.1} s",
-        started.elapsed().as_secs_f64()
+         {repeats} prompts sent twice"
     );
-    assert!(started.elapsed() < Duration::from_secs(120));
 }
 
 /// `--cache` with the offline backend: the second run is answered from the cache; a cache
