@@ -16,10 +16,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
-use crate::common::{assert_stderr_has, stderr};
+use crate::common::{assert_stderr_has, cpu_ticks, stderr, wait_while_progressing};
 
-/// The longest any one run of the binary may take (the 10,000-line run has its own).
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one run of the binary may go on before the test calls it hung (the
+/// 10,000-line run is only called hung when it stops making progress): a safety net no
+/// healthy run comes near, not a bound on its speed.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// `synthkit batch IN -o OUT --quiet` against `fake`, with no model settings from the
 /// environment.
@@ -470,20 +472,26 @@ fn ten_thousand_lines_in_bounded_memory() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let pid = child.id();
     let mut peak = 0;
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "10,000 lines took over 300 s");
-        peak = peak_rss_kb(child.id()).unwrap_or(peak).max(peak);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(child.wait().unwrap().success());
+    // No bound on the run's time: only a run that stops writing lines (and using CPU)
+    // fails, as hung.
+    let status = wait_while_progressing(
+        &mut child,
+        "synthkit batch of 10,000 lines",
+        || {
+            let written = std::fs::metadata(&output).map_or(0, |m| m.len());
+            written + cpu_ticks(pid).unwrap_or(0)
+        },
+        || peak = peak_rss_kb(pid).unwrap_or(peak).max(peak),
+    );
+    assert!(status.success());
     let results = results(&output);
     assert_eq!(results.len(), LINES);
     assert_eq!(results[LINES - 1]["id"], json!(LINES));
     assert_eq!(fake.requests(), LINES);
     eprintln!(
-        "10,000 lines: {:.1} s, peak RSS {:.1} MiB",
+        "10,000 lines: {:.1} s (shown, not asserted), peak RSS {:.1} MiB",
         started.elapsed().as_secs_f64(),
         peak as f64 / 1024.0
     );
@@ -890,7 +898,7 @@ fn line_paths_stay_under_the_input_folder_and_a_pipe_never_blocks() {
     // Run from elsewhere: the paths are IN's folder's.
     let out = finish(
         batch(&fake, &input, &output).current_dir(dir.path()),
-        Duration::from_secs(30),
+        RUN_TIMEOUT,
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let by_id: HashMap<String, Value> = results(&output)
@@ -930,7 +938,7 @@ fn line_paths_stay_under_the_input_folder_and_a_pipe_never_blocks() {
     std::fs::remove_file(&output).unwrap();
     let out = finish(
         batch(&fake, &input, &output).arg("--allow-paths-outside"),
-        Duration::from_secs(30),
+        RUN_TIMEOUT,
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(prompts_sent(&fake).contains("4711"));

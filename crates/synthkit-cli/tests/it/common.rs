@@ -221,6 +221,51 @@ pub fn wait_exit(mut child: Child, limit: Duration) -> Option<ExitStatus> {
     status
 }
 
+/// CPU time `pid` has used so far, in clock ticks (`utime + stime` of `/proc/PID/stat`).
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's name (in parentheses, which may hold spaces): the state is
+    // field 3, utime field 14 and stime field 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// How long a child may go without any progress before [`wait_while_progressing`] calls
+/// it hung.
+pub const STALL: Duration = Duration::from_secs(120);
+
+/// Waits for `child` to end, calling `each` every 10 ms meanwhile (to sample its memory,
+/// say). A hang fails the test, a slow machine does not: the child is killed and the
+/// test fails only after [`STALL`] in which `progress` (a count that grows as the child
+/// works: its CPU time, lines written) did not change. There is no bound on the run's
+/// total time.
+pub fn wait_while_progressing(
+    child: &mut Child,
+    what: &str,
+    mut progress: impl FnMut() -> u64,
+    mut each: impl FnMut(),
+) -> ExitStatus {
+    let mut last = progress();
+    let mut moved = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        each();
+        let now = progress();
+        if now != last {
+            (last, moved) = (now, Instant::now());
+        } else if moved.elapsed() > STALL {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: no progress in {STALL:?} (stuck at {last})");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Sends `sig` (`-TERM`, `-KILL`) to `pid`.
 pub fn signal(pid: u32, sig: &str) {
     let _ = std::process::Command::new("kill")
