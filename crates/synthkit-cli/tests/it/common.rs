@@ -297,8 +297,9 @@ impl Service {
             addr,
             child: Some(child),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        // Polling with a deadline: nothing tells us when the service is listening.
+        // Polling: nothing tells us when the service is listening. The deadline is a
+        // safety net for a service that never starts, not a bound on its speed.
+        let deadline = Instant::now() + Duration::from_secs(120);
         while get(&service.addr, "/healthz", Duration::from_secs(2)).map(|r| r.0) != Some(200) {
             if let Some(status) = service.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("serve ended before it answered ({status})");
@@ -313,11 +314,11 @@ impl Service {
         self.child.as_ref().unwrap().id()
     }
 
-    /// SIGTERM, then its exit status (`None`: still running after 10 s, then killed).
+    /// SIGTERM, then its exit status (`None`: still running after 60 s, then killed).
     pub fn terminate(mut self) -> Option<ExitStatus> {
         let child = self.child.take().unwrap();
         signal(child.id(), "-TERM");
-        wait_exit(child, Duration::from_secs(10))
+        wait_exit(child, Duration::from_secs(60))
     }
 }
 
