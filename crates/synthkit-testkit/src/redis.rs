@@ -106,6 +106,8 @@ pub struct HungRedis {
     /// `redis://127.0.0.1:PORT/`.
     pub url: String,
     hung: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The commands read (their names, upper case) since [`HungRedis::hang`].
+    unanswered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     port: u16,
 }
@@ -118,21 +120,27 @@ impl HungRedis {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let hung = Arc::new(AtomicBool::new(false));
+        let unanswered = Arc::new(std::sync::Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (h, s) = (Arc::clone(&hung), Arc::clone(&stop));
+        let (h, u, s) = (
+            Arc::clone(&hung),
+            Arc::clone(&unanswered),
+            Arc::clone(&stop),
+        );
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(Ordering::Acquire) {
                     return;
                 }
                 let Ok(conn) = conn else { continue };
-                let h = Arc::clone(&h);
-                std::thread::spawn(move || serve_resp(conn, &h));
+                let (h, u) = (Arc::clone(&h), Arc::clone(&u));
+                std::thread::spawn(move || serve_resp(conn, &h, &u));
             }
         });
         Self {
             url: format!("redis://127.0.0.1:{port}/"),
             hung,
+            unanswered,
             stop,
             port,
         }
@@ -141,6 +149,16 @@ impl HungRedis {
     /// From now on no command is answered.
     pub fn hang(&self) {
         self.hung.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The commands read and left unanswered since [`HungRedis::hang`], in arrival
+    /// order: their names, upper case (`EVALSHA`, `GET`...). Each is a round trip some
+    /// client waited on until its own timeout.
+    pub fn unanswered(&self) -> Vec<String> {
+        self.unanswered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -152,8 +170,13 @@ impl Drop for HungRedis {
     }
 }
 
-/// Reads RESP commands from `conn` until it closes; answers them while `hung` is unset.
-fn serve_resp(conn: std::net::TcpStream, hung: &std::sync::atomic::AtomicBool) {
+/// Reads RESP commands from `conn` until it closes; answers them while `hung` is unset,
+/// and records in `unanswered` the names of those it leaves unanswered.
+fn serve_resp(
+    conn: std::net::TcpStream,
+    hung: &std::sync::atomic::AtomicBool,
+    unanswered: &std::sync::Mutex<Vec<String>>,
+) {
     use std::io::{BufRead as _, BufReader, Read as _};
     let Ok(mut out) = conn.try_clone() else {
         return;
@@ -186,6 +209,11 @@ fn serve_resp(conn: std::net::TcpStream, hung: &std::sync::atomic::AtomicBool) {
             words.extend(line.split_whitespace().map(str::to_string));
         }
         if hung.load(std::sync::atomic::Ordering::Acquire) {
+            let name = words.first().map_or_else(String::new, |w| w.to_uppercase());
+            unanswered
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(name);
             continue;
         }
         let answer: &[u8] = if words
