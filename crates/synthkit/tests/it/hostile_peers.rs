@@ -4,6 +4,7 @@
 //! extra body fields that would cost more than the budget charges. Each server is a
 //! `synthkit_testkit::hostile::HostilePeer` on loopback.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -72,7 +73,9 @@ async fn huge_retry_afters_are_capped_never_a_panic() {
         }
     }
     // Anthropic's 529 with the same header, behind the retry layer: it gives up at once
-    // (the wait is past any budget) instead of panicking or sleeping for ages.
+    // (the wait is past any budget) instead of panicking or sleeping for ages. Counted,
+    // not timed: one send, and no retry (so no wait) was ever scheduled; the timeout only
+    // turns a hang into a failure.
     let peer = HostilePeer::start(|_, _| {
         json_with_headers(
             529,
@@ -80,17 +83,27 @@ async fn huge_retry_afters_are_capped_never_a_panic() {
             &json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
         )
     });
+    let waits = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&waits);
     let model = RetryModel::new(
         anthropic(&peer.base),
         RetryPolicy::default().with_max_elapsed(Duration::from_secs(60)),
-    );
-    let started = std::time::Instant::now();
-    let err = model.complete(&request()).await.unwrap_err();
+    )
+    .on_retry(move |e| recorded.lock().unwrap().push(e.wait));
+    let err = tokio::time::timeout(Duration::from_secs(120), model.complete(&request()))
+        .await
+        .expect("the retry layer slept on a huge Retry-After")
+        .unwrap_err();
     assert!(
         matches!(err, ModelError::RateLimited { status: 529, .. }),
         "{err}"
     );
-    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(peer.targets().len(), 1, "{:?}", peer.targets());
+    assert!(
+        waits.lock().unwrap().is_empty(),
+        "retries scheduled: {:?}",
+        waits.lock().unwrap()
+    );
 }
 
 // ------------------------------------------------------------------ idle timeout
