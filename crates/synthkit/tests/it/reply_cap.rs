@@ -33,8 +33,9 @@ const CAP: usize = 1 << 20;
 /// loopback socket's send and receive buffers (a few MiB each), plus slack. Far below
 /// the 100 MB offered.
 const MAX_SENT: u64 = 32 << 20;
-/// How long the server's body may take to notice that the client has gone.
-const DROP_DEADLINE: Duration = Duration::from_secs(20);
+/// How long the server's body may take to notice that the client has gone: a safety net
+/// for a client that never lets go, far past the moment a healthy run notices.
+const DROP_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The shapes of 100 MB reply the server can give.
 #[derive(Clone, Copy)]
