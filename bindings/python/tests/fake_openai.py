@@ -10,6 +10,7 @@ llama.cpp's ``/props`` or ``/tokenize`` does.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,7 +42,10 @@ class FakeOpenAI:
         answer: the reply text, or a function from the prompt text to it.
         model: the model id listed at ``/v1/models``.
         context_window: listed as ``max_model_len`` (vLLM's field) when set.
-        delay: seconds to wait before answering each completion (for cancellation tests).
+        delay: seconds to wait before answering each completion.
+        hold: when given, each completion waits for this event before answering (for
+            cancellation tests: a call that ends while the server holds its answer did
+            not wait for it; ``answered`` counts the completions answered).
         status: an HTTP error status to answer completions with (with an OpenAI error body).
         report_usage: whether replies carry ``usage`` (word counts, always below token counts).
     """
@@ -50,9 +54,11 @@ class FakeOpenAI:
     model: str = "fake-model"
     context_window: Optional[int] = None
     delay: float = 0.0
+    hold: Optional[threading.Event] = None
     status: Optional[int] = None
     report_usage: bool = True
     requests: list[Recorded] = field(default_factory=list)
+    _answered: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: Optional[ThreadingHTTPServer] = None
     _thread: Optional[threading.Thread] = None
@@ -71,6 +77,12 @@ class FakeOpenAI:
         with self._lock:
             return len(self.requests)
 
+    @property
+    def answered(self) -> int:
+        """Completion requests answered so far (past ``delay`` and ``hold``)."""
+        with self._lock:
+            return self._answered
+
     def reset(self) -> None:
         """Forgets the recorded requests."""
         with self._lock:
@@ -86,7 +98,7 @@ class FakeOpenAI:
     def start(self) -> "FakeOpenAI":
         """Starts serving on a free port of 127.0.0.1."""
         handler = _make_handler(self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -110,6 +122,16 @@ class FakeOpenAI:
     def _record(self, rec: Recorded) -> None:
         with self._lock:
             self.requests.append(rec)
+
+
+class _Server(ThreadingHTTPServer):
+    """Quiet about clients that left before their answer (a cancelled call's connection
+    is closed while the server holds its answer)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 def _prompt_of(body: dict[str, Any]) -> str:
@@ -190,6 +212,10 @@ def _make_handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             )
             if server.delay:
                 time.sleep(server.delay)
+            if server.hold is not None:
+                server.hold.wait()
+            with server._lock:
+                server._answered += 1
             if server.status is not None:
                 self._send_json(
                     server.status,

@@ -128,50 +128,90 @@ def test_api_key_from_env_never_shown(fake_server: FakeOpenAI, monkeypatch: pyte
         assert secret not in str(info.value)
 
 
+#: How long the tests below let a held call go before they release it: a safety net that
+#: turns a call that was not stopped into a failure, never reached when it is stopped.
+SAFETY_S = 60.0
+
+
 def test_asyncio_cancel_stops_the_call() -> None:
-    with FakeOpenAI(delay=3.0) as server:
-        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
+    # The server holds its answer until the test ends: a cancelled call that returns at
+    # all did not wait for it (ordering, not timing).
+    release = threading.Event()
+    safety = threading.Timer(SAFETY_S, release.set)
+    safety.start()
+    try:
+        with FakeOpenAI(hold=release) as server:
+            synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
 
-        async def main() -> float:
-            task = asyncio.ensure_future(synth.asynthesize(QUERY, NODES))
-            await asyncio.sleep(0.3)
-            start = time.monotonic()
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            return time.monotonic() - start
+            async def main() -> None:
+                task = asyncio.ensure_future(synth.asynthesize(QUERY, NODES))
+                while server.calls == 0 and not release.is_set():  # at the server
+                    await asyncio.sleep(0.01)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
 
-        assert asyncio.run(main()) < 1.0
+            asyncio.run(main())
+            assert server.answered == 0, "the call waited for the server's answer"
+    finally:
+        release.set()
+        safety.cancel()
 
 
 @pytest.mark.skipif(os.name != "posix", reason="interrupt_main delivers SIGINT handling on POSIX")
 def test_ctrl_c_interrupts_a_blocking_call(ctrl_c_raises: None) -> None:
-    with FakeOpenAI(delay=5.0) as server:
-        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
-        timer = threading.Timer(0.3, _thread.interrupt_main)
-        timer.start()
-        start = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            synth.synthesize(QUERY, NODES)
-        assert time.monotonic() - start < 2.0
-        timer.cancel()
+    # As above: the server holds its answer, so KeyboardInterrupt before the answer is an
+    # interrupted call (the safety release lets an uninterrupted one return, and fail).
+    release = threading.Event()
+    safety = threading.Timer(SAFETY_S, release.set)
+    safety.start()
+    try:
+        with FakeOpenAI(hold=release) as server:
+            synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
+
+            def interrupt_once_at_the_server() -> None:
+                while server.calls == 0 and not release.is_set():
+                    time.sleep(0.01)
+                _thread.interrupt_main()
+
+            timer = threading.Thread(target=interrupt_once_at_the_server, daemon=True)
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                synth.synthesize(QUERY, NODES)
+            timer.join()
+            assert server.answered == 0, "the call waited for the server's answer"
+    finally:
+        release.set()
+        safety.cancel()
 
 
 def test_gil_released_while_waiting() -> None:
-    with FakeOpenAI(delay=0.5) as server:
-        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
-        ticks = 0
-        stop = threading.Event()
+    # The server holds its answer until another Python thread releases it, which that
+    # thread can only do while the blocking call has let go of the GIL: the call
+    # returning is the check (ordering, not a count of ticks in some time). The client's
+    # timeout turns a held GIL (a deadlock) into a failure.
+    release = threading.Event()
+    with FakeOpenAI(hold=release) as server:
+        synth = synthkit_rs.Synthesizer(
+            base_url=server.base_url, model="m", context_window=4096, timeout=SAFETY_S
+        )
+        ran_during_the_call = threading.Event()
 
-        def spin() -> None:
-            nonlocal ticks
-            while not stop.is_set():
-                ticks += 1
+        def release_once_at_the_server() -> None:
+            deadline = time.monotonic() + SAFETY_S
+            while server.calls == 0 and time.monotonic() < deadline:
                 time.sleep(0.01)
+            if server.calls > 0 and server.answered == 0:
+                ran_during_the_call.set()
+            release.set()
 
-        t = threading.Thread(target=spin)
+        t = threading.Thread(target=release_once_at_the_server, daemon=True)
         t.start()
-        synth.synthesize(QUERY, NODES)
-        stop.set()
+        try:
+            r = synth.synthesize(QUERY, NODES)
+        finally:
+            release.set()
         t.join()
-        assert ticks >= 20
+        assert r.response == DEFAULT_ANSWER
+        assert ran_during_the_call.is_set()
+        assert server.answered == 1
