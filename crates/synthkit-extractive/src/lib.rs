@@ -340,6 +340,32 @@ impl synthkit::evidence::EvidenceSelector for ExtractiveEvidence {
             .collect();
         synthkit::evidence::Selection::new(passages, found.answerable, found.coverage)
     }
+
+    /// The answerer's own answer ([`ExtractiveModel::extract`] over the texts labelled
+    /// `[1]`, `[2]`, ...), when it is drawn from them.
+    fn extract(
+        &self,
+        query: &str,
+        texts: &[&str],
+        max_tokens: usize,
+    ) -> Option<synthkit::evidence::SelectedAnswer> {
+        let mut context = String::new();
+        for (i, t) in texts.iter().enumerate() {
+            if t.trim().is_empty() {
+                continue;
+            }
+            context.push_str(&format!("[{}]\n{t}\n\n", i + 1));
+        }
+        let found = self.model.extract(query, None, &context, max_tokens);
+        let sources = found
+            .sources
+            .iter()
+            .filter_map(|&n| (n as usize).checked_sub(1))
+            .filter(|&i| i < texts.len())
+            .collect();
+        (found.grounded && found.query_matched)
+            .then(|| synthkit::evidence::SelectedAnswer::new(found.text, sources))
+    }
 }
 
 /// What [`ExtractiveModel::choose`] found: nothing to choose from, or the ranked

@@ -41,6 +41,7 @@ use crate::steps::StepRecorder;
 use crate::telemetry;
 
 mod builder;
+mod declined;
 pub mod escalation;
 mod grounded;
 mod options;
@@ -215,6 +216,20 @@ impl Synthesizer {
                 self.s.not_in_sources.clone(),
             );
             ended = ended.ground(gate).await?;
+        }
+        if let (Some(e), Some(r), Some(response)) =
+            (&self.s.evidence, report.as_mut(), ended.finished_mut())
+            && self.s.output_schema.is_none()
+        {
+            declined::extract_when_declined(
+                e,
+                r,
+                &input.query,
+                &input.nodes,
+                response,
+                &self.s.not_in_sources,
+            )
+            .await?;
         }
         ended.response_mut().evidence = report;
         attach_sources(ended.response_mut(), input);
@@ -522,6 +537,8 @@ trait Ending: Sized {
     async fn ground(self, gate: Gate) -> Result<Self, SynthError>;
     /// The response the sources go into.
     fn response_mut(&mut self) -> &mut Response;
+    /// The answer, when it is whole already (not a stream, whose text is still to come).
+    fn finished_mut(&mut self) -> Option<&mut Response>;
 }
 
 impl Ending for Response {
@@ -541,6 +558,10 @@ impl Ending for Response {
     fn response_mut(&mut self) -> &mut Response {
         self
     }
+
+    fn finished_mut(&mut self) -> Option<&mut Response> {
+        Some(self)
+    }
 }
 
 impl Ending for StreamingResponse {
@@ -558,6 +579,10 @@ impl Ending for StreamingResponse {
 
     fn response_mut(&mut self) -> &mut Response {
         &mut self.response
+    }
+
+    fn finished_mut(&mut self) -> Option<&mut Response> {
+        None
     }
 }
 
