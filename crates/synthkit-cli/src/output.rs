@@ -180,6 +180,18 @@ pub fn write_after_answer(
             e.from, e.first_nodes, e.to
         )?;
     }
+    if let Some(x) = response
+        .evidence
+        .as_ref()
+        .and_then(|e| e.extracted.as_ref())
+    {
+        let n = x.sources.len();
+        let chunks = if n == 1 { "chunk" } else { "chunks" };
+        writeln!(
+            out,
+            "Extracted: the model said the sources do not answer, though they cover the question; this answer is the sentences of {n} {chunks} (--on-declined keep for the model's words)."
+        )?;
+    }
     if let Some(g) = &response.grounding
         && g.status != synthkit::grounding::GroundingStatus::Supported
         && !g.unsupported.is_empty()

@@ -71,6 +71,10 @@ pub struct AnswerChecks {
     pub evidence_tokens: usize,
     /// What an answer found in no source does.
     pub on_unsupported: OnUnsupported,
+    /// Whether a question the model declines though the evidence covers it is answered
+    /// with the sources' sentences ([`Evidence::with_extract_when_declined`]; on by
+    /// default).
+    pub extract_when_declined: bool,
 }
 
 impl AnswerChecks {
@@ -81,6 +85,7 @@ impl AnswerChecks {
             evidence: DEFAULT_EVIDENCE,
             evidence_tokens: DEFAULT_EVIDENCE_TOKENS,
             on_unsupported: DEFAULT_ON_UNSUPPORTED,
+            extract_when_declined: true,
         }
     }
 
@@ -125,9 +130,21 @@ impl AnswerChecks {
         self
     }
 
+    /// These checks with a declined question answered from the sources' sentences, or
+    /// not.
+    pub fn with_extract_when_declined(mut self, on: bool) -> Self {
+        self.extract_when_declined = on;
+        self
+    }
+
     /// The evidence these checks turn on: the extractive ranking, within the budget.
     pub fn selector(&self) -> Evidence {
-        Evidence::new(Arc::new(ExtractiveEvidence::new())).with_max_tokens(self.evidence_tokens)
+        let extract = self
+            .extract_when_declined
+            .then_some(synthkit::evidence::DEFAULT_EXTRACT_COVERAGE);
+        Evidence::new(Arc::new(ExtractiveEvidence::new()))
+            .with_max_tokens(self.evidence_tokens)
+            .with_extract_when_declined(extract)
     }
 
     /// Sets these checks on `options`.

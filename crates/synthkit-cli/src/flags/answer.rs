@@ -35,6 +35,15 @@ impl UnsupportedPolicy {
     }
 }
 
+/// What a question the model declines though the sources cover it gets (`--on-declined`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeclinedPolicy {
+    /// The sources' own sentences, marked in --json's `evidence.extracted`.
+    Extract,
+    /// The model's "not in the sources".
+    Keep,
+}
+
 impl CheckArgs {
     /// `base` (a verb's defaults) with what these flags say.
     pub fn checks(&self, base: synthkit_setup::AnswerChecks) -> synthkit_setup::AnswerChecks {
@@ -45,11 +54,14 @@ impl CheckArgs {
         if let Some(p) = self.on_unsupported {
             checks = checks.with_on_unsupported(p.library());
         }
+        if let Some(d) = self.on_declined {
+            checks = checks.with_extract_when_declined(d == DeclinedPolicy::Extract);
+        }
         checks
     }
 }
 
-/// `--evidence`, `--evidence-tokens`, `--on-unsupported`.
+/// `--evidence`, `--evidence-tokens`, `--on-unsupported`, `--on-declined`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     /// Evidence first: each chunk is shown to the model as its sentences that bear on the
@@ -80,4 +92,15 @@ pub struct CheckArgs {
         help_heading = "Answer checks"
     )]
     pub on_unsupported: Option<UnsupportedPolicy>,
+    /// With evidence, when the model answers "not in the sources" although a sentence
+    /// covers at least 75 % of the question: extract answers with the sources' own
+    /// sentences (the model's reply in --json's `evidence.extracted`), keep keeps the
+    /// model's words. Streams keep the model's words [default: extract].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        help_heading = "Answer checks"
+    )]
+    pub on_declined: Option<DeclinedPolicy>,
 }
