@@ -59,8 +59,10 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 /// A model (`llm` or `base_url`) answers evidence first unless `evidence=False`: each node
 /// is shown as its sentences bearing on the query, and a query nothing bears on is
 /// answered "not in the sources" without a call. An answer whose facts are in no node it
-/// was shown abstains unless `on_unsupported=` says `"warn"` or `"error"`. The extractive
-/// backend ranks sentences itself: there both default to off and `"warn"`.
+/// was shown abstains unless `on_unsupported=` says `"warn"` or `"error"`. A query the
+/// model declines though a sentence covers most of it is answered with the sources' own
+/// sentences unless `on_declined="keep"` (`response.evidence["extracted"]` says so). The
+/// extractive backend ranks sentences itself: there evidence defaults to off and `"warn"`.
 #[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct Synthesizer {
     inner: PerCaller,
@@ -214,6 +216,9 @@ impl Synthesizer {
         // an answer whose facts are in no source: "warn", "abstain", "error" (None: abstain
         // with a model, warn for the extractive backend)
         on_unsupported = None,
+        // a query the model declines though the evidence covers it: "extract" (the
+        // default: the sources' sentences) or "keep" (the model's words)
+        on_declined = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -257,7 +262,17 @@ impl Synthesizer {
         evidence: Option<bool>,
         evidence_tokens: Option<usize>,
         on_unsupported: Option<&str>,
+        on_declined: Option<&str>,
     ) -> PyResult<Self> {
+        let extract_when_declined = match on_declined {
+            None | Some("extract") => None,
+            Some("keep") => Some(false),
+            Some(other) => {
+                return Err(InputError::new_err(format!(
+                    "unknown on_declined `{other}`: use \"extract\" or \"keep\""
+                )));
+            }
+        };
         let on_unsupported: Option<synthkit::grounding::OnUnsupported> = on_unsupported
             .map(str::parse)
             .transpose()
@@ -398,6 +413,9 @@ impl Synthesizer {
         }
         if let Some(policy) = on_unsupported {
             checks = checks.with_on_unsupported(policy);
+        }
+        if let Some(on) = extract_when_declined {
+            checks = checks.with_extract_when_declined(on);
         }
         checks.set(&mut options);
         structured.set(&mut options);

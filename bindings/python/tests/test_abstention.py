@@ -44,3 +44,27 @@ def test_a_refine_reply_about_the_answer_keeps_the_answer() -> None:
     assert r.response == "Every six months."
     assert r.steps is not None and r.steps[-1]["kept_previous"] is True
     assert r.steps[-1]["not_used"] == "talks_about_answer"
+
+
+def test_a_declined_query_the_evidence_covers_is_answered_with_the_sources_sentences() -> None:
+    def declines(prompt: str) -> str:
+        return "Not in the sources."
+
+    query = "How often is the mirror cleaned?"
+    synth = synthkit_rs.Synthesizer("compact", llm=declines, chat=False, context_window=2048,
+                                    num_output=64)
+    r = synth.synthesize(query, NODES)
+    assert r.answerable is True
+    assert r.response == "The mirror is cleaned every six months."
+    assert r.evidence["extracted"]["declined"] == "The sources do not answer this question."
+    keep = synthkit_rs.Synthesizer("compact", llm=declines, chat=False, context_window=2048,
+                                   num_output=64, on_declined="keep")
+    r = keep.synthesize(query, NODES)
+    assert r.answerable is False
+    assert "extracted" not in r.evidence
+    try:
+        synthkit_rs.Synthesizer("compact", llm=declines, chat=False, on_declined="never")
+    except synthkit_rs.InputError as e:
+        assert "on_declined" in str(e) and '"keep"' in str(e)
+    else:
+        raise AssertionError("on_declined='never' was taken")

@@ -288,6 +288,9 @@ class Synthesizer:
         # an answer whose facts are in no source it was shown: "warn", "abstain", "error"
         # (None: "abstain" with a model, "warn" for the extractive backend)
         on_unsupported: Optional[str] = None,
+        # a query the model declines though the evidence covers it: "extract" (None, the
+        # default: the sources' own sentences) or "keep" (the model's words)
+        on_declined: Optional[str] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -252,6 +252,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
             (the default with a model: "not in the sources", the model's answer in
             ``last_response.grounding``), ``"warn"``s (the default for the extractive
             backend) or is an ``"error"``.
+        on_declined: a query the model declines though a sentence covers most of it is
+            answered with the sources' own sentences (``"extract"``, the default) or keeps
+            the model's "not in the sources" (``"keep"``).
     """
 
     def __init__(
@@ -297,6 +300,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         vision: Optional[bool] = None,
         evidence: Optional[bool] = None,
         on_unsupported: Optional[str] = None,
+        on_declined: Optional[str] = None,
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -413,6 +417,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             "vision": vision,
             "evidence": evidence,
             "on_unsupported": on_unsupported,
+            "on_declined": on_declined,
         }
         if self._direct or "llm" not in settings:
             self._options.update(api_key_env=api_key_env, timeout=timeout)
