@@ -32,6 +32,8 @@ pub(super) async fn extract_when_declined(
     if !declined_by_model
         || report.abstained
         || !report.missing.is_empty()
+        // A coverage that is not a number covers nothing.
+        || report.coverage.is_nan()
         || report.coverage < floor
     {
         return Ok(());
