@@ -538,7 +538,11 @@ fn read_name(out: &mut Collector<'_>, chunks: &[Chunk], i: usize) -> usize {
         let point = trail(text, here) == "."
             && (is_title(text, here) || is_initial(text, here))
             && !is_opener(word(text, next));
-        if !runs_on(next) || !(trail(text, here).is_empty() || point) {
+        // A possessive ends the name: "Tokio's MSRV" is Tokio and, apart, MSRV.
+        let possessive = ["'s", "\u{2019}s"]
+            .iter()
+            .any(|p| word(text, here).ends_with(p));
+        if possessive || !runs_on(next) || !(trail(text, here).is_empty() || point) {
             break;
         }
         last += 1;

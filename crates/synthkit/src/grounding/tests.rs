@@ -414,3 +414,21 @@ fn quoted_punctuation_opens_no_quote_running_on_to_the_next() {
     // A straight mark followed by a space opens nothing.
     assert_eq!(written("It ends \" here, 1935.", ""), ["1935"]);
 }
+
+#[test]
+fn a_possessive_ends_a_name() {
+    let source = "Tokio keeps a rolling MSRV policy. The current MSRV is 1.85.";
+    assert_eq!(
+        status("Tokio's MSRV is 1.85.", source),
+        GroundingStatus::Supported
+    );
+    assert_eq!(
+        written("Tokio's MSRV is 1.85.", ""),
+        ["Tokio's", "MSRV", "1.85"]
+    );
+    // A name in no source is still one.
+    assert_eq!(
+        status("Varnholm's MSRV is 1.85.", source),
+        GroundingStatus::Partly
+    );
+}
