@@ -37,16 +37,21 @@ fn evidence() -> Evidence {
     Evidence::new(Arc::new(ExtractiveEvidence::new()))
 }
 
+/// A synthesizer over `model` with `evidence`.
+fn synthesizer(model: Arc<ScriptedModel>, evidence: Evidence) -> Synthesizer {
+    Synthesizer::builder(model)
+        .evidence(evidence)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_prompt_holds_the_bearing_sentence_and_not_its_neighbours() {
     let model = Arc::new(ScriptedModel::constant(
         ModelInfo::new("m"),
         "Every three months.",
     ));
-    let synth = Synthesizer::builder(model.clone())
-        .evidence(evidence())
-        .build()
-        .unwrap();
+    let synth = synthesizer(model.clone(), evidence());
     let nodes = sample_nodes();
     let all = nodes.len();
     let r = synth
@@ -306,10 +311,7 @@ fn declines() -> Arc<ScriptedModel> {
 #[tokio::test]
 async fn a_declined_question_the_evidence_covers_is_answered_from_its_sentences() {
     let model = declines();
-    let synth = Synthesizer::builder(model.clone())
-        .evidence(evidence())
-        .build()
-        .unwrap();
+    let synth = synthesizer(model.clone(), evidence());
     let r = synth
         .synthesize("How often is the primary mirror cleaned?", sample_nodes())
         .await
@@ -348,10 +350,7 @@ async fn a_declined_question_the_evidence_covers_is_answered_from_its_sentences(
 async fn a_declined_question_stays_declined_when_told_or_the_evidence_covers_too_little() {
     // Told to keep the model's words.
     let model = declines();
-    let synth = Synthesizer::builder(model.clone())
-        .evidence(evidence().with_extract_when_declined(None))
-        .build()
-        .unwrap();
+    let synth = synthesizer(model.clone(), evidence().with_extract_when_declined(None));
     let r = synth
         .synthesize("How often is the primary mirror cleaned?", sample_nodes())
         .await
@@ -361,10 +360,7 @@ async fn a_declined_question_stays_declined_when_told_or_the_evidence_covers_too
     // The default floor (0.75) above what the best sentence covers (about 0.68: nothing
     // says "winter"), though it covers enough for the model to be asked.
     let model = declines();
-    let synth = Synthesizer::builder(model.clone())
-        .evidence(evidence())
-        .build()
-        .unwrap();
+    let synth = synthesizer(model.clone(), evidence());
     let r = synth
         .synthesize(
             "How often is the primary mirror cleaned in winter?",
@@ -385,10 +381,7 @@ async fn a_name_whose_words_are_in_a_nodes_id_is_not_missing() {
         ModelInfo::new("m"),
         "A reactor backed by the operating system's event queue.",
     ));
-    let synth = Synthesizer::builder(model.clone())
-        .evidence(evidence())
-        .build()
-        .unwrap();
+    let synth = synthesizer(model.clone(), evidence());
     let nodes = vec![
         Node::new(
             "tokio/README.md#0",
