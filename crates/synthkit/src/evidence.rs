@@ -342,16 +342,7 @@ pub(crate) struct Applied {
 /// Selects the evidence of `nodes` for `query` on tokio's blocking pool (inline off
 /// tokio).
 pub(crate) async fn apply(evidence: &Evidence, query: &str, nodes: &[Node]) -> Applied {
-    let texts: Vec<String> = nodes
-        .iter()
-        .map(|n| {
-            if n.image.is_some() {
-                String::new()
-            } else {
-                n.llm_text().into_owned()
-            }
-        })
-        .collect();
+    let texts = selector_texts(nodes);
     let labels: Vec<String> = nodes.iter().map(label_words).collect();
     let selector = Arc::clone(&evidence.selector);
     let query_owned = query.to_string();
@@ -413,13 +404,7 @@ pub(crate) async fn extract(
     query: &str,
     nodes: &[Node],
 ) -> Option<SelectedAnswer> {
-    let texts: Vec<String> = nodes
-        .iter()
-        .map(|n| match n.image.is_some() {
-            true => String::new(),
-            false => n.llm_text().into_owned(),
-        })
-        .collect();
+    let texts = selector_texts(nodes);
     let selector = Arc::clone(&evidence.selector);
     let query = query.to_string();
     let run = move || {
@@ -431,6 +416,17 @@ pub(crate) async fn extract(
         Err(_) => run(),
     };
     found.filter(|a| !a.text.trim().is_empty())
+}
+
+/// What the selector reads of each node: its model-visible text, or nothing for an image.
+fn selector_texts(nodes: &[Node]) -> Vec<String> {
+    nodes
+        .iter()
+        .map(|n| match n.image.is_some() {
+            true => String::new(),
+            false => n.llm_text().into_owned(),
+        })
+        .collect()
 }
 
 /// A node's id and metadata values, as words to look a question's names up in.
