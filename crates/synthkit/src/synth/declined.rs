@@ -41,12 +41,12 @@ pub(super) async fn extract_when_declined(
     let Some(answer) = evidence::extract(evidence, query, nodes).await else {
         return Ok(());
     };
-    tracing::info!(target: "synthkit", coverage = report.coverage, "the model declined a question the sources' sentences cover: the answer is those sentences");
     // Its sources are listed apart: markers in its text (a selector's labels) go.
     let text = crate::citation::strip_markers(&answer.text);
     if text.is_empty() {
         return Ok(());
     }
+    tracing::info!(target: "synthkit", coverage = report.coverage, "the model declined a question the sources' sentences cover: the answer is those sentences");
     let declined = std::mem::replace(&mut response.text, text);
     response.answerable = true;
     report.extracted = Some(Extracted {
