@@ -1,6 +1,6 @@
 //! The model behind a synthesizer: the offline extractive backend, an OpenAI-compatible
 //! server, or a server of Anthropic's Messages API, chosen from the constructor's
-//! arguments and built by the setup every front end shares (`synthkit_setup`).
+//! arguments and built by the setup every front end shares (`synthkit_frontend`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
 use synthkit::backend::openai::{OpenAi, OpenAiConfig};
 use synthkit::layer::sharing::Sharing;
 use synthkit::model::LanguageModel;
-use synthkit_setup::{ModelSetup, StackOptions};
+use synthkit_frontend::{ModelSetup, StackOptions};
 
 use crate::{InputError, SynthkitError};
 
@@ -161,7 +161,7 @@ fn configured<A: HttpApi>(opts: &BackendOptions) -> PyResult<HttpConfig<A>> {
     Ok(config.with_vision(opts.vision))
 }
 
-/// Builds the model through the setup every front end shares (`synthkit_setup`). For a
+/// Builds the model through the setup every front end shares (`synthkit_frontend`). For a
 /// server this asks it which model it serves (when `model` is not given), its context
 /// window (when not given) and whether it counts tokens (`/tokenize`); it never makes a
 /// model call. `sharing` is the rate budget and the cache (`crate::sharing`).

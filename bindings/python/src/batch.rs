@@ -1,6 +1,6 @@
 //! `BatchFiles`: a batch's input and output files as `synthkit batch` reads and writes
 //! them, for drivers written in Python (the Ray recipe, `examples/ray_batch.py`): the
-//! library's one behaviour ([`synthkit::batch`]), not a copy of it.
+//! library's one behaviour ([`synthkit_frontend::batch`]), not a copy of it.
 //!
 //! Opening reads OUT back (a cut last line removed; the last line of an id wins) and then
 //! the whole input once: ids (a line's `id`, else its line number), duplicate ids refused
@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
 use synthkit::ResponseMode;
-use synthkit::batch::{
+use synthkit_frontend::batch::{
     self, Existing, HashDefaults, LineReader, Parsed, SeenIds, Verdict, line_id, parse_line,
 };
 

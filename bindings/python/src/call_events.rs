@@ -33,7 +33,7 @@ use synthkit::text::tokenizer::default_tokenizer;
 
 use crate::InputError;
 use crate::pyllm::bridge::helpers;
-use crate::pyllm::prompt_to_py;
+use crate::pyllm::convert::prompt_to_py;
 
 /// The hook object given as `on_call=`.
 #[derive(Clone)]

@@ -4,7 +4,7 @@ use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::{PyErr, Python};
 use synthkit::SynthError;
 use synthkit::error::message_with_sources;
-use synthkit::request::error_kind;
+use synthkit_frontend::request::error_kind;
 
 use crate::{InputError, ModelError, RefusalError, SynthkitError};
 

@@ -1,10 +1,10 @@
-//! `synthkit_rs.evaluate`: the judge-free scores of [`synthkit::eval`] from Python, on the
+//! `synthkit_rs.evaluate`: the judge-free scores of [`synthkit_frontend::eval`] from Python, on the
 //! same cases and answer lines as `synthkit eval`, scored by the same code.
 //!
 //! The cases and answers come as a JSON-lines file's path or as a list of dicts (or of
 //! JSON texts); every error names the case or answer (its line in a file, its number and
 //! index in a list). Each synthesizer given runs on every case, `jobs` syntheses at a
-//! time, through the library's [`synthkit::eval::run_case`] (its prompts, calls, tokens and,
+//! time, through the library's [`synthkit_frontend::eval::run_case`] (its prompts, calls, tokens and,
 //! when it cites, its citations recorded) with the GIL released; Ctrl-C cancels the model
 //! calls in flight.
 
@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
-use synthkit::eval::{
+use synthkit_frontend::eval::{
     AnswerLine, Case, CaseError, Paired, RegexBudget, Row, Totals, nodes_text, paired,
     parse_answer_line, parse_case_within, run_case, score, table, totals,
 };

@@ -25,6 +25,8 @@ mod sharing;
 mod stream;
 mod structured;
 mod synthesizer;
+mod templates;
+mod truncation;
 
 pyo3::create_exception!(
     synthkit_rs,

@@ -3,7 +3,7 @@
 //!
 //! A request is a `(query, nodes)` pair, or a dict in the shape of the service's
 //! `POST /v1/synthesize` body and of a `synthkit batch` input line
-//! ([`synthkit::request::SynthesizeRequest`]: `query`, `nodes`, `mode`, `templates`,
+//! ([`synthkit_frontend::request::SynthesizeRequest`]: `query`, `nodes`, `mode`, `templates`,
 //! `citations`, `citation_markers`, `output_schema`, `concurrency`, `system_prompt`, plus
 //! an optional `id`). What a dict leaves out is the synthesizer's (its mode, templates,
 //! system prompt, budget, citations); its `concurrency` is capped at the synthesizer's.
@@ -19,13 +19,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyString, PyTuple};
 use serde_json::Value;
 use synthkit::many::{Order, Window};
-use synthkit::request::{RequestDefaults, RequestError, SynthesizeRequest, error_kind};
+use synthkit_frontend::request::{RequestDefaults, RequestError, SynthesizeRequest, error_kind};
 use synthkit::{Concurrency, SynthesisInput};
 
 use crate::errors::to_py;
 use crate::nodes::{from_json, nodes_from, to_json};
 use crate::response::Response;
-use crate::synthesizer::{Synthesizer, TruncationPolicy};
+use crate::synthesizer::Synthesizer;
+use crate::truncation::TruncationPolicy;
 use crate::{InputError, SynthkitError, block_on, runtime};
 
 /// The most syntheses `jobs` may ask for at once.
@@ -105,7 +106,7 @@ impl Synthesizer {
     ) -> PyResult<Py<PyList>> {
         let run = Many::new(self, requests, jobs, false)?;
         let outcomes = block_on(py, run.drive())?;
-        warn_truncated(py, TruncationPolicy::of(self), &outcomes)?;
+        warn_truncated(py, self.truncation_policy(), &outcomes)?;
         outcomes_to_list(py, outcomes)
     }
 
@@ -119,7 +120,7 @@ impl Synthesizer {
         jobs: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         let run = Many::new(self, requests, jobs, true)?;
-        let policy = TruncationPolicy::of(self);
+        let policy = self.truncation_policy();
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             let outcomes = run.drive().await?;
@@ -198,12 +199,13 @@ impl Many {
         };
         Ok(Self {
             requests: iter.unbind(),
-            defaults: synth.checks.request_defaults(RequestDefaults {
+            defaults: RequestDefaults {
                 mode: base.mode(),
                 concurrency,
                 // The base synthesizer's budget already has its prompt limit.
                 ..RequestDefaults::default()
-            }),
+            }
+            .with_checks(&synth.checks),
             citations: synth.citations_value(),
             base,
             jobs,
@@ -232,7 +234,7 @@ impl Many {
                 Some(Done::Ran(index, id, result)) => outcomes.push(match result {
                     Ok(response) => Outcome::Answered(response),
                     Err(Lost::Synthesis(e)) => {
-                        let transient = synthkit::batch::transient_cause(&e);
+                        let transient = synthkit_frontend::batch::transient_cause(&e);
                         let mut f = failure(index, id, error_kind(&e), to_py(e));
                         f.transient = transient;
                         Outcome::Failed(f)

@@ -105,6 +105,19 @@ impl Response {
         from_json(py, &value).map(Some)
     }
 
+    /// With `escalate=` (`None` otherwise): `escalated` (whether the first answer was set
+    /// aside), `reason` (`abstained` or `unsupported`), `from`, `first_nodes`, `to` (the
+    /// mode run over every node), `first_answer` and `first_usage`.
+    #[getter]
+    fn escalation<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(e) = &self.inner.escalation else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(e)
+            .map_err(|e| SynthkitError::new_err(format!("cannot write the escalation: {e}")))?;
+        from_json(py, &value).map(Some)
+    }
+
     /// What the evidence stage kept and left out, with `evidence` on (`None` otherwise):
     /// `kept` (each `node_id` with its `sentences`: `text`, `start`, `end` in
     /// characters), `dropped`, `dropped_count`, `answerable`, `coverage`, `abstained`.

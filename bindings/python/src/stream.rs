@@ -11,7 +11,7 @@ use crate::errors::to_py;
 use crate::pyllm::bridge::Caller;
 use crate::pyllm::scope::PerCaller;
 use crate::response::Response;
-use crate::synthesizer::TruncationPolicy;
+use crate::truncation::TruncationPolicy;
 use crate::{SynthkitError, block_on, runtime};
 
 /// Where a stream stands.

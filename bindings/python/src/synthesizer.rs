@@ -3,10 +3,9 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
 use synthkit::layer::sharing::Sharing;
 use synthkit::model::LanguageModel;
-use synthkit::prompt::{PromptBudget, PromptTemplate, Role, TemplateKind};
+use synthkit::prompt::PromptBudget;
 use synthkit::{Concurrency, ResponseMode, SynthesisInput};
 
 use crate::backend::{self, Api, BackendOptions};
@@ -19,6 +18,8 @@ use crate::pyllm::{self, LlmOptions};
 use crate::response::Response;
 use crate::sharing::{self, SharingArgs};
 use crate::stream::ResponseStream;
+use crate::templates::TemplateArgs;
+use crate::truncation::TruncationPolicy;
 use crate::structured::Structured;
 use crate::{InputError, block_on, runtime};
 
@@ -82,85 +83,35 @@ pub struct Synthesizer {
     on_truncation: TruncationPolicy,
     /// Evidence first and the policy for unsupported answers (also `synthesize_many`'s
     /// defaults).
-    pub(crate) checks: synthkit_setup::AnswerChecks,
+    pub(crate) checks: synthkit_frontend::AnswerChecks,
+    /// `escalate=`: answers are judged whole before they are shown, so no stream.
+    escalates: bool,
 }
 
-/// `on_truncation=`: what a model reply cut at the output limit (`num_output`) does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TruncationPolicy {
-    /// Keep the answer and warn (`synthkit_rs.TruncationWarning`): the default.
-    Warn,
-    /// Fail the synthesis with `synthkit_rs.ModelError`.
-    Error,
-    /// Keep the answer silently (`usage["truncated_calls"]` still counts).
-    Ignore,
-}
-
-impl TruncationPolicy {
-    fn parse(name: &str) -> PyResult<Self> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "warn" => Ok(Self::Warn),
-            "error" => Ok(Self::Error),
-            "ignore" => Ok(Self::Ignore),
-            _ => Err(InputError::new_err(format!(
-                "on_truncation must be \"warn\", \"error\" or \"ignore\", got `{name}`"
-            ))),
-        }
-    }
-
-    /// The library's policy (the library keeps a cut reply unless told to fail).
-    fn library(self) -> synthkit::OnTruncation {
-        match self {
-            Self::Error => synthkit::OnTruncation::Error,
-            Self::Warn | Self::Ignore => synthkit::OnTruncation::Warn,
-        }
-    }
-
-    /// Warns (`synthkit_rs.TruncationWarning`) when `response` holds replies cut at the
-    /// output limit and the policy says to.
-    pub(crate) fn check(self, py: Python<'_>, response: &synthkit::Response) -> PyResult<()> {
-        let cut = response.usage.truncated_calls;
-        if self != Self::Warn || cut == 0 {
-            return Ok(());
-        }
-        let message = format!(
-            "{cut} model repl{} cut at the output limit (num_output): the answer may be incomplete; raise num_output, or pass on_truncation=\"error\" to fail instead (\"ignore\" to keep quiet)",
-            if cut == 1 { "y was" } else { "ies were" }
-        );
-        Self::warn(py, message)
-    }
-
-    /// Warns once for a batch (`synthesize_many`) where `cut` of its `total` results
-    /// hold replies cut at the output limit, when the policy says to.
-    pub(crate) fn check_many(self, py: Python<'_>, cut: usize, total: usize) -> PyResult<()> {
-        if self != Self::Warn || cut == 0 {
-            return Ok(());
-        }
-        let message = format!(
-            "{cut} of {total} results hold model replies cut at the output limit (num_output): their answers may be incomplete (Response.truncation says which); raise num_output, or pass on_truncation=\"error\" to have them fail instead (\"ignore\" to keep quiet)"
-        );
-        Self::warn(py, message)
-    }
-
-    fn warn(py: Python<'_>, message: String) -> PyResult<()> {
-        let category = py.get_type::<crate::TruncationWarning>();
-        let message = std::ffi::CString::new(message).unwrap_or_default();
-        PyErr::warn(py, &category, &message, 1)
-    }
-
-    /// The policy of `synth`.
-    pub(crate) fn of(synth: &Synthesizer) -> Self {
-        synth.on_truncation
+impl Synthesizer {
+    /// What a reply cut at the output limit does (`on_truncation=`).
+    pub(crate) fn truncation_policy(&self) -> TruncationPolicy {
+        self.on_truncation
     }
 }
 
-/// The constructor's template arguments.
-struct TemplateArgs<'a, 'py> {
-    qa: Option<&'a Bound<'py, PyAny>>,
-    refine: Option<&'a Bound<'py, PyAny>>,
-    summary: Option<&'a Bound<'py, PyAny>>,
-    simple: Option<&'a Bound<'py, PyAny>>,
+/// `escalate=`: `None`/`False` (off), `True` (the first 5 nodes) or a number of nodes.
+fn escalation(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<synthkit::Escalation>> {
+    const MUST: &str = "escalate= must be True, False, None or the number of nodes read first (at least 1)";
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(b) = value.cast::<pyo3::types::PyBool>() {
+        return Ok(b.is_true().then(synthkit::Escalation::default));
+    }
+    match value.extract::<u64>() {
+        Ok(n) if n >= 1 => Ok(Some(synthkit::Escalation::new(
+            usize::try_from(n).map_err(|_| InputError::new_err(MUST))?,
+        ))),
+        _ => Err(InputError::new_err(MUST)),
+    }
 }
+
 
 #[pymethods]
 impl Synthesizer {
@@ -219,6 +170,9 @@ impl Synthesizer {
         // a query the model declines though the evidence covers it: "extract" (the
         // default: the sources' sentences) or "keep" (the model's words)
         on_declined = None,
+        // escalation: True (the first 5 nodes) or a number of nodes read first; then
+        // map_reduce over every node when that answer abstains or is found in no source
+        escalate = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -263,7 +217,9 @@ impl Synthesizer {
         evidence_tokens: Option<usize>,
         on_unsupported: Option<&str>,
         on_declined: Option<&str>,
+        escalate: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let escalation = escalation(escalate)?;
         let extract_when_declined = match on_declined {
             None | Some("extract") => None,
             Some("keep") => Some(false),
@@ -404,7 +360,8 @@ impl Synthesizer {
         options.thinking_reserve = Some(thinking_reserve);
         options.not_in_sources_answer = not_in_sources_answer;
         options.vision = vision;
-        let mut checks = synthkit_setup::AnswerChecks::for_questions_to(backend.kind);
+        options.escalation = Some(escalation);
+        let mut checks = synthkit_frontend::AnswerChecks::for_questions_to(backend.kind);
         if let Some(on) = evidence {
             checks = checks.with_evidence(on);
         }
@@ -448,6 +405,7 @@ impl Synthesizer {
             llm_adapter: backend.llm_adapter,
             on_truncation,
             checks,
+            escalates: escalation.is_some(),
         })
     }
 
@@ -505,6 +463,12 @@ impl Synthesizer {
         nodes: &Bound<'_, PyAny>,
     ) -> PyResult<ResponseStream> {
         self.refuse_reentry(py)?;
+        if self.escalates {
+            return Err(InputError::new_err(
+                "escalate= judges a whole answer before it is shown: use synthesize(), or a \
+                 Synthesizer without escalate= for stream()",
+            ));
+        }
         let input = SynthesisInput::new(query, nodes_from(nodes)?);
         Ok(ResponseStream::new(
             self.inner.clone(),
@@ -624,96 +588,6 @@ impl Synthesizer {
 
 /// The answer length reserved when nothing says otherwise (as LlamaIndex).
 const DEFAULT_NUM_OUTPUT: usize = 256;
-
-impl TemplateArgs<'_, '_> {
-    /// The templates given, each with its kind.
-    fn read(&self) -> PyResult<Vec<PromptTemplate>> {
-        let mut out = Vec::new();
-        for (arg, kind, name) in [
-            (self.qa, TemplateKind::Qa, "qa_template"),
-            (self.refine, TemplateKind::Refine, "refine_template"),
-            (self.summary, TemplateKind::Summary, "summary_template"),
-            (self.simple, TemplateKind::Simple, "simple_template"),
-        ] {
-            if let Some(t) = arg.filter(|t| !t.is_none()) {
-                out.push(template_from(t, kind, name)?);
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// A template from a string, a LlamaIndex `PromptTemplate` (`.template`) or a
-/// `ChatPromptTemplate` (`.message_templates`: `.role`, `.content`), with the partial
-/// values of either (`.kwargs`). Variable and function mappings are refused rather than
-/// ignored.
-fn template_from(t: &Bound<'_, PyAny>, kind: TemplateKind, arg: &str) -> PyResult<PromptTemplate> {
-    if let Ok(s) = t.cast::<PyString>() {
-        return Ok(PromptTemplate::completion(kind, s.to_cow()?.into_owned()));
-    }
-    for mapping in ["template_var_mappings", "function_mappings"] {
-        if let Ok(m) = t.getattr(mapping)
-            && m.is_truthy()?
-        {
-            return Err(InputError::new_err(format!(
-                "{arg}: the template's {mapping} are not supported: name the variables as synthkit fills them (context_str, query_str, existing_answer, context_msg) or pass partial values"
-            )));
-        }
-    }
-    let template = bare_template(t, kind, arg)?;
-    match t.getattr("kwargs") {
-        Ok(kwargs) => match kwargs.cast::<PyDict>() {
-            Ok(kwargs) => {
-                let mut template = template;
-                for (k, v) in kwargs.iter() {
-                    template = template.partial(&k.str()?.to_string(), &v.str()?.to_string());
-                }
-                Ok(template)
-            }
-            Err(_) => Ok(template),
-        },
-        Err(_) => Ok(template),
-    }
-}
-
-/// A template's text or messages, without its partial values.
-fn bare_template(t: &Bound<'_, PyAny>, kind: TemplateKind, arg: &str) -> PyResult<PromptTemplate> {
-    if let Ok(text) = t.getattr("template").and_then(|v| v.extract::<String>()) {
-        return Ok(PromptTemplate::completion(kind, text));
-    }
-    if let Ok(messages) = t.getattr("message_templates") {
-        let mut out = Vec::new();
-        for m in messages.try_iter()? {
-            let m = m?;
-            let role = m.getattr("role")?;
-            let role = match role.getattr("value") {
-                Ok(v) => v.str()?.to_string(),
-                Err(_) => role.str()?.to_string(),
-            };
-            let role = match role.as_str() {
-                "system" => Role::System,
-                "assistant" => Role::Assistant,
-                "user" => Role::User,
-                other => {
-                    return Err(InputError::new_err(format!(
-                        "{arg}: chat role `{other}` is not supported (system, user or assistant)"
-                    )));
-                }
-            };
-            let content: Option<String> = m.getattr("content")?.extract()?;
-            out.push((role, content.unwrap_or_default()));
-        }
-        return PromptTemplate::chat(kind, out)
-            .map_err(|e| InputError::new_err(format!("{arg}: {e}")));
-    }
-    Err(InputError::new_err(format!(
-        "{arg} must be a string or a LlamaIndex PromptTemplate, got {}",
-        t.get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default()
-    )))
-}
 
 /// Reads `citations=`: `True`/`False` (`None`: off), `"markers"` or `"quotes"`;
 /// (on, quotes).

@@ -14,13 +14,13 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
 use synthkit::layer::sharing::{CacheLocation, Sharing};
-use synthkit_setup::{ModelSetup, StackOptions};
+use synthkit_frontend::{ModelSetup, StackOptions};
 
 use crate::flags::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
 
 /// The chosen model behind the library's model stack, with the tokenizers, slots and
-/// server that go with it: the setup every front end builds ([`synthkit_setup`]).
-pub type Backend = synthkit_setup::BuiltModel;
+/// server that go with it: the setup every front end builds ([`synthkit_frontend`]).
+pub type Backend = synthkit_frontend::BuiltModel;
 
 /// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
 /// with the name of where it came from.

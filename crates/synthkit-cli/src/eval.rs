@@ -1,6 +1,6 @@
 //! `synthkit eval CASES.jsonl`: measure the answers of synthkit's modes, or of any system's
 //! answers file, on a benchmark of cases, with the judge-free scores of
-//! [`synthkit::eval`].
+//! [`synthkit_frontend::eval`].
 //!
 //! The cases are read whole first (every error names its line, a usage error). Then each
 //! case runs in each `--modes` mode, `--jobs` syntheses at a time (default one), on one
@@ -21,14 +21,14 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use serde_json::json;
-use synthkit::eval::{
-    AnswerLine, Case, CaseInput, RegexBudget, Row, Totals, nodes_text, parse_answer_line,
-    parse_case_within, run_case,
-};
 use synthkit::many::{Order, Window};
 use synthkit::prompt::PromptBudget;
 use synthkit::text::TokenTextSplitter;
 use synthkit::{Concurrency, Node, ResponseMode, SynthesisOptions, Synthesizer};
+use synthkit_frontend::eval::{
+    AnswerLine, Case, CaseInput, RegexBudget, Row, nodes_text, parse_answer_line,
+    parse_case_within, run_case,
+};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend, StackFlags};
@@ -40,7 +40,7 @@ use crate::pages::{BatchReports, batch_report_path};
 use crate::paths_root::PathsRoot;
 use crate::progress::BatchProgress;
 use crate::templates::CustomTemplates;
-use synthkit::batch::{self as batch_io, LineReader, RawLine};
+use synthkit_frontend::batch::{self as batch_io, LineReader, RawLine};
 
 /// The longest line of a cases or answers file (bytes).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -50,7 +50,7 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 fn read_lines<T>(
     path: &Path,
     what: &str,
-    mut parse: impl FnMut(&str, usize) -> Result<Option<T>, synthkit::eval::CaseError>,
+    mut parse: impl FnMut(&str, usize) -> Result<Option<T>, synthkit_frontend::eval::CaseError>,
 ) -> Result<Vec<(usize, T)>> {
     let file = std::fs::File::open(path)
         .map_err(|e| usage(format!("cannot read the {what} {}: {e}", path.display())))?;
@@ -204,7 +204,7 @@ fn answer_key(line: &AnswerLine) -> Key {
 
 /// The rows file: opened for appending (a cut last line removed), with its rows.
 fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
-    let (file, _) = crate::batch::open_output(path)?;
+    let (file, _) = crate::output::open_results(path)?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("cannot read the rows {}: {e}", path.display())))?;
     let mut rows = Vec::new();
@@ -289,14 +289,13 @@ impl Runner {
         options.templates = self.templates.list();
         self.args
             .checks
-            .checks(synthkit_setup::AnswerChecks::for_questions_to(
+            .checks(synthkit_frontend::AnswerChecks::for_questions_to(
                 self.backend.backend,
             ))
             .set(&mut options);
-        // A case none of whose chunks is relevant (no nodes) is answered as `ask` answers it.
-        let builder = options
-            .apply(Synthesizer::builder(self.backend.model()))
-            .empty_response(crate::synthesis::nothing_to_answer_from(None));
+        // A case none of whose chunks is relevant (no nodes) is answered as every front
+        // end answers it (the checks set it).
+        let builder = options.apply(Synthesizer::builder(self.backend.model()));
         let mut fanout = Fanout::default();
         fanout.push(self.progress.clone());
         let recorder = self
@@ -319,7 +318,8 @@ impl Runner {
             Ok(nodes) => {
                 let (line, report) = self.run(case, mode, &nodes).await?;
                 let text = nodes_text(&nodes);
-                let mut row = synthkit::eval::score(case, &self.args.system, &line, Some(&text));
+                let mut row =
+                    synthkit_frontend::eval::score(case, &self.args.system, &line, Some(&text));
                 row.report = report;
                 let unknown =
                     row.check_evidence(&case.evidence, nodes.iter().map(|n| n.id.as_str()));
@@ -336,13 +336,13 @@ impl Runner {
             Err(e) => {
                 let mut line = AnswerLine::new(case.id.clone(), mode.as_str(), "");
                 line.error = Some(format!("cannot read the case's paths: {e}"));
-                synthkit::eval::score(case, &self.args.system, &line, None)
+                synthkit_frontend::eval::score(case, &self.args.system, &line, None)
             }
         })
     }
 
     /// Runs `case` in `mode` over `nodes` ([`run_case`]: the prompts kept up to
-    /// [`synthkit::eval::DEFAULT_MAX_PROMPT_BYTES`], past which `in_prompts` is unknown):
+    /// [`synthkit_frontend::eval::DEFAULT_MAX_PROMPT_BYTES`], past which `in_prompts` is unknown):
     /// its answer line and report.
     async fn run(
         &self,
@@ -547,7 +547,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             }
             let case = &cases[i];
             let nodes = case.nodes().map(nodes_text);
-            let row = synthkit::eval::score(case, &args.system, &line, nodes.as_deref());
+            let row = synthkit_frontend::eval::score(case, &args.system, &line, nodes.as_deref());
             done.insert(k, line.sha256.clone());
             append(row, &mut fresh)?;
             scored += 1;
@@ -640,19 +640,19 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
 
     // In case order, each case's rows in the order they were made.
     rows.sort_by_key(|r| index.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
-    let totals = synthkit::eval::totals(&rows);
-    let paired = synthkit::eval::paired(&rows);
+    let totals = synthkit_frontend::eval::totals(&rows);
+    let paired = synthkit_frontend::eval::paired(&rows);
     if args.json {
         let value = json!({"rows": rows, "totals": totals, "paired": paired});
         crate::output::write_json(&mut std::io::stdout().lock(), &value)?;
     } else {
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
-        stdout.write_all(synthkit::eval::table(&totals, &paired).as_bytes())?;
+        stdout.write_all(synthkit_frontend::eval::table(&totals, &paired).as_bytes())?;
         stdout.flush()?;
     }
     if let Some(path) = &args.html {
-        let page = html_page(path, &cases, &rows, &totals);
+        let page = crate::pages::eval_page(path, &cases, &rows, &totals);
         std::fs::write(path, page)
             .map_err(|e| anyhow!("cannot write the page {}: {e}", path.display()))?;
         note(
@@ -672,74 +672,9 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
     Ok(())
 }
 
-/// The page: report links made relative to the page's folder where they can be.
-fn html_page(path: &Path, cases: &[Case], rows: &[Row], totals: &[Totals]) -> String {
-    let page_dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .and_then(|p| p.canonicalize().ok());
-    let rows: Vec<Row> = rows
-        .iter()
-        .cloned()
-        .map(|mut r| {
-            r.report = r.report.map(|rep| link(&rep, page_dir.as_deref()));
-            r
-        })
-        .collect();
-    let queries: Vec<(&str, &str)> = cases
-        .iter()
-        .map(|c| (c.id.as_str(), c.query.as_str()))
-        .collect();
-    synthkit_report::render_eval(&queries, &rows, totals)
-}
-
-/// `report` as a link from a page in `page_dir` (the current folder when `None`): the
-/// path from there to it (`reports/c1.compact.html`, `../reports/...`); as written when
-/// it cannot be found (the page links only relative file names).
-fn link(report: &str, page_dir: Option<&Path>) -> String {
-    let full = Path::new(report).canonicalize();
-    let base = match page_dir {
-        Some(d) => Some(d.to_path_buf()),
-        None => std::env::current_dir().ok(),
-    };
-    match (full, base) {
-        (Ok(full), Some(base)) => relative_path(&base, &full).display().to_string(),
-        _ => report.to_string(),
-    }
-}
-
-/// The path from the folder `from` to `to` (both absolute): up with `..` to their common
-/// folder, then down.
-fn relative_path(from: &Path, to: &Path) -> PathBuf {
-    let (from, to): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut out = PathBuf::new();
-    for _ in common..from.len() {
-        out.push("..");
-    }
-    for c in to.iter().skip(common) {
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn report_links_are_relative_paths() {
-        let rel = |a: &str, b: &str| relative_path(Path::new(a), Path::new(b));
-        assert_eq!(
-            rel("/w/out", "/w/out/reports/c1.html"),
-            Path::new("reports/c1.html")
-        );
-        assert_eq!(
-            rel("/w/out", "/w/reports/c1.html"),
-            Path::new("../reports/c1.html")
-        );
-        assert_eq!(rel("/w/a/b", "/x/c.html"), Path::new("../../../x/c.html"));
-    }
 
     #[test]
     fn answers_files_name_their_lines_after_themselves() {

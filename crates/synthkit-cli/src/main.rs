@@ -15,6 +15,7 @@ mod flags;
 // stack, plans, progress, output, traces, report pages, JSON-lines files, errors.
 mod backend;
 mod error;
+mod images;
 mod input;
 mod logging;
 mod node_json;
@@ -82,7 +83,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &a.question,
             flags::ASK_DEFAULT_MODE,
             Some(flags::DEFAULT_FOLDER_TOP_K),
-            synthkit_setup::AnswerChecks::for_questions_to,
+            synthkit_frontend::AnswerChecks::for_questions_to,
             &a.synth,
         )),
         Command::Summarize(a) if a.synth.escalation.escalate.is_some() => Err(crate::error::usage(
@@ -93,7 +94,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &a.query,
             flags::SUMMARIZE_DEFAULT_MODE,
             None,
-            |_| synthkit_setup::AnswerChecks::for_summaries(),
+            |_| synthkit_frontend::AnswerChecks::for_summaries(),
             &a.synth,
         )),
         Command::Batch(a) => block_on(batch::run(&a)),

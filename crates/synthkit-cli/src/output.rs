@@ -514,6 +514,29 @@ pub fn write_json(out: &mut impl Write, value: &impl Serialize) -> io::Result<()
     out.flush()
 }
 
+/// Opens a results file (`batch`'s and `eval`'s OUT) for appending
+/// ([`synthkit_frontend::batch::open_output`]; a usage error when it cannot be opened), saying
+/// which of its lines are not results and whether a cut line was removed.
+pub fn open_results(
+    path: &std::path::Path,
+) -> anyhow::Result<(std::fs::File, synthkit_frontend::batch::Existing)> {
+    let (file, existing) = synthkit_frontend::batch::open_output(path)
+        .map_err(|e| crate::error::usage(e.to_string()))?;
+    for number in &existing.not_results {
+        warn(&format!(
+            "line {number} of the output {} is not a batch result (no `id`): left as it is",
+            path.display()
+        ));
+    }
+    if let Some(bytes) = existing.cut {
+        note(
+            false,
+            &format!("the output's last line was cut ({bytes} bytes): rewriting it"),
+        );
+    }
+    Ok((file, existing))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

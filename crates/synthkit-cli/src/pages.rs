@@ -155,10 +155,81 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The page of an evaluation written to `path` (`eval --html`): report links made relative
+/// to the page's folder where they can be.
+pub fn eval_page(
+    path: &Path,
+    cases: &[synthkit_frontend::eval::Case],
+    rows: &[synthkit_frontend::eval::Row],
+    totals: &[synthkit_frontend::eval::Totals],
+) -> String {
+    let page_dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .and_then(|p| p.canonicalize().ok());
+    let rows: Vec<synthkit_frontend::eval::Row> = rows
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.report = r.report.map(|rep| link(&rep, page_dir.as_deref()));
+            r
+        })
+        .collect();
+    let queries: Vec<(&str, &str)> = cases
+        .iter()
+        .map(|c| (c.id.as_str(), c.query.as_str()))
+        .collect();
+    synthkit_report::render_eval(&queries, &rows, totals)
+}
+
+/// `report` as a link from a page in `page_dir` (the current folder when `None`): the
+/// path from there to it (`reports/c1.compact.html`, `../reports/...`); as written when
+/// it cannot be found (the page links only relative file names).
+fn link(report: &str, page_dir: Option<&Path>) -> String {
+    let full = Path::new(report).canonicalize();
+    let base = match page_dir {
+        Some(d) => Some(d.to_path_buf()),
+        None => std::env::current_dir().ok(),
+    };
+    match (full, base) {
+        (Ok(full), Some(base)) => relative_path(&base, &full).display().to_string(),
+        _ => report.to_string(),
+    }
+}
+
+/// The path from the folder `from` to `to` (both absolute): up with `..` to their common
+/// folder, then down.
+fn relative_path(from: &Path, to: &Path) -> PathBuf {
+    let (from, to): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for c in to.iter().skip(common) {
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn report_links_are_relative_paths() {
+        let rel = |a: &str, b: &str| relative_path(Path::new(a), Path::new(b));
+        assert_eq!(
+            rel("/w/out", "/w/out/reports/c1.html"),
+            Path::new("reports/c1.html")
+        );
+        assert_eq!(
+            rel("/w/out", "/w/reports/c1.html"),
+            Path::new("../reports/c1.html")
+        );
+        assert_eq!(rel("/w/a/b", "/x/c.html"), Path::new("../../../x/c.html"));
+    }
 
     #[test]
     fn batch_report_names_are_plain_and_distinct() {

@@ -37,7 +37,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let backend = backend_config(&args).await?;
     let checks = args
         .checks
-        .checks(synthkit_setup::AnswerChecks::for_questions_to(
+        .checks(synthkit_frontend::AnswerChecks::for_questions_to(
             backend.backend_name(),
         ));
     let metrics = Metrics::new();

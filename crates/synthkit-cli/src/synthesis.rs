@@ -28,7 +28,7 @@ use crate::rank;
 use crate::spinner::{Spinner, thousands};
 use crate::templates::CustomTemplates;
 use crate::trace::Trace;
-use synthkit_setup::AnswerChecks;
+use synthkit_frontend::AnswerChecks;
 
 /// One synthesis of `ask` or `summarize`: the backend, the mode, the flags, the templates
 /// and the query (the nodes are given beside it). Its run, its estimate and its `--plan`
@@ -183,7 +183,6 @@ pub fn build_synthesizer(
     // A dry run makes no spans: no trace shows calls that were never made.
     let builder = options
         .apply(Synthesizer::builder(model))
-        .empty_response(nothing_to_answer_from(args.not_in_sources.as_deref()))
         .observer(observer)
         .spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
@@ -221,14 +220,6 @@ fn read_output_schema(path: &std::path::Path) -> Result<serde_json::Value> {
     synthkit::schema::CompiledSchema::new(schema.clone())
         .map_err(|e| usage(format!("--output-schema `{}`: {e}", path.display())))?;
     Ok(schema)
-}
-
-/// The answer when no chunk is left to answer from (none shares a word with the
-/// question): the "not in the sources" answer (`--not-in-sources`, else
-/// [`DEFAULT_NOT_IN_SOURCES_ANSWER`](synthkit::text::abstention::DEFAULT_NOT_IN_SOURCES_ANSWER)), not LlamaIndex's "Empty Response".
-pub(crate) fn nothing_to_answer_from(flag: Option<&str>) -> String {
-    flag.unwrap_or(synthkit::text::abstention::DEFAULT_NOT_IN_SOURCES_ANSWER)
-        .to_string()
 }
 
 /// Whether the model sees numbered sources: with `--cite`, and for the extractive
@@ -276,7 +267,7 @@ pub(crate) fn gather_nodes(
         from_folder = read.from_folder;
         let model = backend.model();
         let info = model.info();
-        images = input::image_nodes(
+        images = crate::images::image_nodes(
             &read.images,
             &args.walk,
             // The offline extractive backend reads text only.

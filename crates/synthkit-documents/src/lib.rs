@@ -11,6 +11,7 @@
 pub mod chunk;
 pub mod copies;
 pub mod decode;
+pub mod error;
 pub mod html;
 pub mod pdf;
 pub mod prose;

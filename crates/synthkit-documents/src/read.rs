@@ -42,10 +42,11 @@
 //! file leaves out, counted in [`ReadReport::left_out`] (a folder once).
 //! [`Reader::on_progress`] reports each file as it is read.
 
+pub use crate::error::ReadError;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -179,28 +180,6 @@ pub struct ReadProgress<'a> {
 
 /// A callback for [`Reader::on_progress`].
 pub type ProgressFn = Arc<dyn Fn(ReadProgress<'_>) + Send + Sync>;
-
-/// Why a read could not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReadError {
-    /// A path given to read does not exist or cannot be looked at.
-    #[error("cannot read `{}`: {source}", path.display())]
-    Path {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// An include or exclude glob does not parse.
-    #[error("invalid glob `{glob}`: {message}")]
-    Glob {
-        /// The glob as given.
-        glob: String,
-        /// What is wrong with it.
-        message: String,
-    },
-}
 
 /// Reads files and folders, remembering what it has read so that a file reached twice
 /// is read once.

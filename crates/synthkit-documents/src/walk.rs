@@ -41,8 +41,8 @@ use std::sync::mpsc::{self, Receiver};
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::{DirEntry, Walk, WalkBuilder};
 
-use super::read::ReadError;
 use super::report::{LeftOut, LeftOutReason, SkipReason, Skipped};
+use crate::error::ReadError;
 
 /// The most hidden or ignored entries [`Walker::left_out`] names (it stops looking there).
 pub const MAX_LEFT_OUT: usize = 10_000;

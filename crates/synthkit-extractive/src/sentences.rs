@@ -600,3 +600,24 @@ pub(super) fn path_words(path: &str) -> String {
     }
     out
 }
+
+impl Parsed {
+    /// Appends `more` to these sentences, its indices shifted.
+    pub(crate) fn append(&mut self, more: Parsed) {
+        let offset = self.sentences.len();
+        let para_offset = self.sentences.last().map_or(0, |s| s.para + 1);
+        let heading_offset = self.headings.len();
+        let context_offset = self.contexts.len();
+        self.headings.extend(more.headings);
+        self.contexts.extend(more.contexts);
+        self.labelled |= more.labelled;
+        self.sentences
+            .extend(more.sentences.into_iter().map(|mut s| {
+                s.para += para_offset;
+                s.heading = s.heading.map(|h| h + heading_offset);
+                s.context += context_offset;
+                s.lead = s.lead.map(|l| l + offset);
+                s
+            }));
+    }
+}

@@ -5,11 +5,11 @@
 //! The same style as the run report (one file, nothing fetched, every text escaped by
 //! [`crate::html`]); answers are cut at [`EVAL_ANSWER_CHARS`] characters.
 
-use synthkit::eval::{Row, Totals};
+use synthkit_frontend::eval::{Row, Totals};
 
 use crate::html::Html;
-use crate::page::{first_chars, thousands};
 use crate::style::STYLE;
+use crate::text::{first_chars, thousands};
 
 /// Characters of an answer shown on the page.
 pub const EVAL_ANSWER_CHARS: usize = 2_000;
@@ -89,7 +89,7 @@ fn totals_table(h: &mut Html, totals: &[Totals]) {
 
 /// Each pair of systems (same mode) and of modes (same system) on the cases both answered.
 fn paired_list(h: &mut Html, rows: &[Row]) {
-    let pairs = synthkit::eval::paired(rows);
+    let pairs = synthkit_frontend::eval::paired(rows);
     if pairs.is_empty() {
         return;
     }
@@ -213,7 +213,7 @@ fn cell(h: &mut Html, r: &Row) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use synthkit::eval::{AnswerLine, parse_case, score, totals};
+    use synthkit_frontend::eval::{AnswerLine, parse_case, score, totals};
 
     #[test]
     fn answers_side_by_side_escaped_and_linked() {

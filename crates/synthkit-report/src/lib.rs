@@ -49,11 +49,13 @@ pub mod caps;
 #[cfg(feature = "eval")]
 mod eval_page;
 pub mod html;
+mod index;
 mod page;
 mod picture;
 pub mod record;
 mod sources;
 mod style;
+mod text;
 pub mod trace;
 
 #[cfg(feature = "eval")]

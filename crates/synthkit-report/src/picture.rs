@@ -11,8 +11,9 @@ use synthkit::{ResponseMode, SynthStep};
 
 use crate::caps;
 use crate::html::Html;
-use crate::page::{Index, thousands};
+use crate::index::Index;
 use crate::record::RunRecord;
+use crate::text::thousands;
 
 /// How the calls of one level are laid out.
 #[derive(Clone, Copy, PartialEq, Eq)]

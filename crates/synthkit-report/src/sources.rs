@@ -8,8 +8,9 @@
 
 use crate::caps;
 use crate::html::Html;
-use crate::page::{Index, thousands};
+use crate::index::Index;
 use crate::record::RunRecord;
+use crate::text::thousands;
 
 /// Writes the section.
 pub(crate) fn section(h: &mut Html, run: &RunRecord, index: &Index<'_>) {

@@ -17,8 +17,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Body as _, Frame, SizeHint};
 
-use crate::handlers::SYNTHESIZE_PATH;
-use crate::stack::json_errors;
+use crate::api::SYNTHESIZE_PATH;
+use crate::error::json_errors;
 use crate::state::AppState;
 
 /// The status counted for a request whose client left before its answer was sent.

@@ -2,7 +2,7 @@
 //! response and the error body. Their JSON schemas (schemars) are the OpenAPI document's
 //! components.
 //!
-//! The request and the response are the library's ([`synthkit::request`]), shared with
+//! The request and the response are the library's ([`synthkit_frontend::request`]), shared with
 //! the command line's `synthkit batch`; the stream's events, the error body and the
 //! health answers are the service's own.
 
@@ -10,20 +10,21 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use synthkit::Node;
-pub use synthkit::request::{
+pub use synthkit_frontend::request::{
     CitationBody, CitationsBody, ErrorDetail, NodeInput, NodeObject, QuoteBody, RequestError,
     SourceNode, SynthesizeRequest, SynthesizeResponse, TemplatesInput, TruncationBody,
     UnsupportedNumberBody, UsageBody,
 };
 
-use crate::error::ApiError;
-
 /// The nodes of a request as synthkit nodes, read by the library's one node reader
 /// ([`synthkit::node::nodes_from_json`]: its shapes and its id rule); the error names the
-/// bad node's index in `nodes` and its 1-based position.
-pub fn parse_nodes(values: Vec<Value>) -> Result<Vec<Node>, ApiError> {
-    synthkit::node::nodes_from_json(values).map_err(|e| ApiError::from(RequestError::Nodes(e)))
+/// bad node's index in `nodes` and its 1-based position (an `ApiError` through `From`).
+pub fn parse_nodes(values: Vec<Value>) -> Result<Vec<Node>, RequestError> {
+    synthkit::node::nodes_from_json(values).map_err(RequestError::Nodes)
 }
+
+/// The path of the synthesis route.
+pub const SYNTHESIZE_PATH: &str = "/v1/synthesize";
 
 /// The data of a stream's `delta` event.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

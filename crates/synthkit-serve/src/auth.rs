@@ -16,6 +16,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
@@ -25,7 +26,6 @@ use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
 use crate::error::{ApiError, ServeError};
-use crate::state::AppState;
 
 /// The accepted API keys, as digests.
 #[derive(Clone)]
@@ -181,11 +181,11 @@ impl ApiKeys {
 /// valid `Authorization: Bearer KEY` is answered 401 and goes no further; one with a
 /// valid key carries its [`KeyId`] on.
 pub(crate) async fn require_key(
-    State(state): State<AppState>,
+    State(keys): State<Option<Arc<ApiKeys>>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some(keys) = &state.inner.keys {
+    if let Some(keys) = &keys {
         match keys.check(request.headers()) {
             Ok(id) => {
                 request.extensions_mut().insert(id);

@@ -1,6 +1,6 @@
 //! The backend and its model stack, built once at startup and shared by every request.
 //!
-//! What the service's user chose is one [`ModelSetup`] (crate `synthkit-setup`, the setup
+//! What the service's user chose is one [`ModelSetup`] (crate `synthkit-frontend`, the setup
 //! every front end uses): the offline extractive backend, an OpenAI-compatible server or
 //! an Anthropic Messages API server, and the stack around it (calls in flight, retries,
 //! the rate budget local or shared through Redis, the response cache). [`Backend::build`]
@@ -17,7 +17,7 @@ use synthkit::layer::stack::ModelStack;
 use synthkit::model::LanguageModel;
 
 pub use synthkit::backend::probe::Readiness;
-pub use synthkit_setup::{ModelSetup, StackOptions};
+pub use synthkit_frontend::{ModelSetup, StackOptions};
 
 use crate::error::ServeError;
 use crate::metrics::Metrics;
@@ -26,7 +26,7 @@ use crate::metrics::Metrics;
 #[derive(Clone)]
 pub struct Backend {
     /// The backend's name in reports (`extractive`, `openai`, `anthropic`, ...): it picks
-    /// the requests' default answer checks ([`synthkit_setup::AnswerChecks::for_questions_to`]).
+    /// the requests' default answer checks ([`synthkit_frontend::AnswerChecks::for_questions_to`]).
     pub name: &'static str,
     /// The model behind its layers.
     pub stack: ModelStack,

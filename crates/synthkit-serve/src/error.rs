@@ -5,7 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use synthkit::SynthError;
-use synthkit::request::{RequestError, error_kind};
+use synthkit_frontend::request::{RequestError, error_kind};
 
 use crate::api::{ErrorBody, ErrorDetail, PlanBody};
 
@@ -384,4 +384,25 @@ pub enum ServeError {
     /// Binding or serving failed.
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Gives an error answer without a JSON body the JSON error body, keeping its status and
+/// headers (`Allow`, `Retry-After`, `WWW-Authenticate`, CORS).
+pub(crate) fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, _) = response.into_parts();
+    let replacement = ApiError::from_status(status).into_response();
+    let (new_parts, body) = replacement.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    for (name, value) in &new_parts.headers {
+        parts.headers.insert(name.clone(), value.clone());
+    }
+    Response::from_parts(parts, body)
 }

@@ -9,9 +9,9 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use synthkit::request::RequestDefaults;
 use synthkit::steps::StepRecorder;
 use synthkit::{Concurrency, ResponseMode, SynthesisInput, Synthesizer};
+use synthkit_frontend::request::RequestDefaults;
 use tracing::Instrument;
 
 use crate::api::{HealthBody, PlanBody, PlanCapsBody, SynthesizeRequest};
@@ -20,9 +20,6 @@ use crate::error::{ApiError, json_response};
 use crate::metrics::MetricsObserver;
 use crate::readiness::BackendState;
 use crate::state::AppState;
-
-/// The path of the synthesis route.
-pub const SYNTHESIZE_PATH: &str = "/v1/synthesize";
 
 /// A checked request, ready to run.
 pub(crate) struct Job {
@@ -68,7 +65,7 @@ async fn synthesize_in_span(
         Err(e) => return e.into_response(),
     }
     if job.stream {
-        return crate::sse::respond(state, job);
+        return crate::sse::respond(state, job.synth, job.input);
     }
     // With a report, what the page needs after the input has gone to the synthesis.
     let report = job
@@ -195,7 +192,7 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
         concurrency: Concurrency::limit(s.limits.max_request_concurrency),
         ..RequestDefaults::default()
     };
-    let defaults = s.checks.request_defaults(defaults);
+    let defaults = defaults.with_checks(&s.checks);
     let observer = Arc::new(MetricsObserver(Arc::clone(&s.metrics)));
     let run = request.prepare(Arc::clone(&s.model), defaults, |b| b.observer(observer))?;
     if run.report && run.stream {

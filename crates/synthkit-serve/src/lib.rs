@@ -54,10 +54,10 @@ pub mod state;
 mod trace_context;
 
 pub use access::AccessPolicy;
+pub use api::SYNTHESIZE_PATH;
 pub use auth::{ApiKeys, KeyId, KeysError, check_bind};
 pub use backend::{Backend, ModelSetup, Readiness, StackOptions};
 pub use error::{ApiError, ServeError};
-pub use handlers::SYNTHESIZE_PATH;
 pub use limits::ServiceLimits;
 pub use metrics::Metrics;
 pub use readiness::BackendState;

@@ -16,13 +16,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
-use synthkit::{StreamingResponse, SynthError};
+use synthkit::{StreamingResponse, SynthError, SynthesisInput, Synthesizer};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::DeltaEvent;
 use crate::error::ApiError;
-use crate::handlers::Job;
 use crate::state::AppState;
 
 /// How often a keep-alive comment is sent on a silent stream.
@@ -44,10 +43,9 @@ struct Flow {
     limit: Duration,
 }
 
-/// The SSE response for a checked streaming job.
-pub(crate) fn respond(state: AppState, job: Job) -> Response {
+/// The SSE response for a checked streaming request: `synth` over `input`.
+pub(crate) fn respond(state: AppState, synth: Synthesizer, input: SynthesisInput) -> Response {
     let limit = state.inner.limits.request_timeout;
-    let crate::handlers::Job { synth, input, .. } = job;
     let opening: BoxFuture<'static, Result<StreamingResponse, SynthError>> = Box::pin(
         async move { synth.stream_input(input).await }.instrument(tracing::Span::current()),
     );

@@ -7,7 +7,7 @@
 //!
 //! 1. `accounting::count`: every answer counted by route and status (499: the client
 //!    left first); an error answer without a JSON body, whichever layer made it, gets
-//!    the documented `{"error": {"kind", "message"}}` body here (`json_errors`);
+//!    the documented `{"error": {"kind", "message"}}` body here (`error::json_errors`);
 //! 2. `front_door`, four checks of the request head, in this order:
 //!    - a request target over `max_uri_bytes` is 414, more than `max_headers` headers or
 //!      a head over `max_header_bytes` is 431;
@@ -62,10 +62,11 @@ use tower::ServiceBuilder;
 
 use crate::access::{self, AccessRules};
 use crate::accounting;
+use crate::api::SYNTHESIZE_PATH;
 use crate::auth;
 use crate::body::BodyReader;
 use crate::error::ApiError;
-use crate::handlers::{self, SYNTHESIZE_PATH};
+use crate::handlers;
 use crate::state::AppState;
 
 /// The service's routes and layers on `state`, for a listener bound to `bind` (a loopback
@@ -74,13 +75,15 @@ pub fn router(state: AppState, bind: SocketAddr) -> Router {
     let limits = state.inner.limits;
     let rules = AccessRules::new((*state.inner.access).clone(), bind.ip().is_loopback());
     let timeout_secs = limits.request_timeout.as_secs().max(1);
+    // The keys, shared by the routes that require one (cloned per request: an Arc).
+    let keys = state.inner.keys.clone().map(Arc::new);
 
     let synthesize = Router::new()
         .route(SYNTHESIZE_PATH, post(handlers::synthesize))
         .route_layer(
             ServiceBuilder::new()
                 .layer(middleware::from_fn_with_state(
-                    state.clone(),
+                    keys.clone(),
                     auth::require_key,
                 ))
                 .layer(middleware::from_fn_with_state(
@@ -101,10 +104,7 @@ pub fn router(state: AppState, bind: SocketAddr) -> Router {
     let metrics = Router::new()
         .route("/metrics", get(handlers::metrics))
         .route("/v1/report/{id}", get(crate::report_route::report))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_key,
-        ));
+        .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
     let open = Router::new()
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
@@ -170,27 +170,6 @@ async fn admit(State(admission): State<Admission>, request: Request, next: Next)
         return ApiError::Overloaded.into_response();
     };
     next.run(request).await
-}
-
-/// Gives an error answer without a JSON body the JSON error body, keeping its status and
-/// headers (`Allow`, `Retry-After`, `WWW-Authenticate`, CORS).
-pub(crate) fn json_errors(response: Response) -> Response {
-    let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return response;
-    }
-    let (mut parts, _) = response.into_parts();
-    let replacement = ApiError::from_status(status).into_response();
-    let (new_parts, body) = replacement.into_parts();
-    parts.headers.remove(header::CONTENT_LENGTH);
-    for (name, value) in &new_parts.headers {
-        parts.headers.insert(name.clone(), value.clone());
-    }
-    Response::from_parts(parts, body)
 }
 
 /// What the front door needs.

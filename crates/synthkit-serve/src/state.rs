@@ -40,14 +40,14 @@ pub(crate) struct Inner {
     /// The HTML reports kept for `GET /v1/report/{id}`.
     pub(crate) reports: Arc<ReportStore>,
     /// Evidence first and the policy for unsupported answers, unless a request says.
-    pub(crate) checks: synthkit_setup::AnswerChecks,
+    pub(crate) checks: synthkit_frontend::AnswerChecks,
 }
 
 impl AppState {
     /// State for `backend`, with `limits`, optional API keys and the metrics its stack
     /// was built with; the requests' answer checks are the backend's defaults (a model:
     /// evidence on, abstain; the extractive backend: evidence off, warn:
-    /// [`synthkit_setup::AnswerChecks::for_questions_to`]).
+    /// [`synthkit_frontend::AnswerChecks::for_questions_to`]).
     pub fn new(
         backend: Backend,
         limits: ServiceLimits,
@@ -67,16 +67,16 @@ impl AppState {
                 cancel: CancellationToken::new(),
                 idle: Arc::new(Notify::new()),
                 reports: Arc::new(ReportStore::default()),
-                checks: synthkit_setup::AnswerChecks::for_questions_to(backend.name),
+                checks: synthkit_frontend::AnswerChecks::for_questions_to(backend.name),
             }),
         }
     }
 
     /// The same state with `checks` as the requests' defaults (evidence first and the
     /// policy for unsupported answers; default the backend's,
-    /// [`synthkit_setup::AnswerChecks::for_questions_to`]).
+    /// [`synthkit_frontend::AnswerChecks::for_questions_to`]).
     /// Set it before serving.
-    pub fn with_checks(self, checks: synthkit_setup::AnswerChecks) -> Self {
+    pub fn with_checks(self, checks: synthkit_frontend::AnswerChecks) -> Self {
         let mut inner = (*self.inner).clone();
         inner.checks = checks;
         Self {

@@ -5,7 +5,7 @@
 
 use axum::http::HeaderMap;
 
-use crate::handlers::SYNTHESIZE_PATH;
+use crate::api::SYNTHESIZE_PATH;
 
 /// The request's span, a child of the caller's span when `headers` carry a valid
 /// `traceparent`.

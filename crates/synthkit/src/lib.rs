@@ -37,8 +37,9 @@
 //! ([`node`], [`text`], [`prompt`], [`observe`], [`options`], [`error`]), the model contract
 //! ([`model`], [`schema`]), the backends ([`backend`]), the middleware ([`layer`]), the engine (private:
 //! packing, fan-out without head-of-line blocking, corrections) and the modes (one file
-//! each), then the front door ([`synth`]) and one request as JSON, the shape every
-//! front end takes ([`request`]: the service's body, a batch's line).
+//! each), then the front door ([`synth`]). What only a front end needs (a request as
+//! JSON, a batch's lines, the benchmark harness, the model setup) is the
+//! `synthkit-frontend` crate's.
 //!
 //! # The modes
 //!
@@ -185,7 +186,6 @@
 //! | `redis` | no | a rate budget and response cache shared through Redis |
 //! | `otel` | no | `telemetry::otel`: OTLP/HTTP export of the spans, `traceparent` continuation |
 //! | `testing` | no | `synthkit::testing`: scripted, replayed and fixed models for your own tests |
-//! | `eval` | no | `synthkit::eval`: benchmark cases, answers of any system, judge-free scores |
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 #[macro_use]
@@ -193,12 +193,9 @@ mod debug_fields;
 #[macro_use]
 mod setters;
 pub mod backend;
-pub mod batch;
 pub mod citation;
 pub(crate) mod engine;
 pub mod error;
-#[cfg(feature = "eval")]
-pub mod eval;
 pub mod evidence;
 pub mod filtering;
 pub mod grounding;
@@ -213,7 +210,6 @@ pub mod options;
 pub mod plan;
 pub mod prelude;
 pub mod prompt;
-pub mod request;
 pub mod response;
 pub mod schema;
 pub mod secret;

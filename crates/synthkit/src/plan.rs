@@ -177,6 +177,32 @@ impl Synthesizer {
         self.plan_observed(input, None).await
     }
 
+    /// The plan with escalation `e`: the first synthesis's, exact where it is, and the
+    /// wider one's as an upper bound.
+    async fn plan_escalating(
+        &self,
+        input: &SynthesisInput,
+        e: crate::Escalation,
+        observer: Option<std::sync::Arc<dyn crate::observe::Observer>>,
+    ) -> Result<Plan, SynthError> {
+        let first = self
+            .to_builder()
+            .without_escalation()
+            .build()?
+            .plan_observed(
+                &crate::synth::escalation::first_of(input, e),
+                observer.clone(),
+            )
+            .await?;
+        let mut wider = self.wider(e)?.plan_observed(input, observer).await?;
+        for row in &mut wider.rows {
+            row.exact = false;
+        }
+        let mut plan = first;
+        plan.merge(wider);
+        Ok(plan)
+    }
+
     /// [`Synthesizer::plan_input`], reporting the dry run's events (the planned calls,
     /// none of them made) to `observer`: a trace of the plan.
     pub async fn plan_observed(

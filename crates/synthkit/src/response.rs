@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::citation::{Citations, strip_markers};
 use crate::error::SynthError;
+use crate::mode::ResponseMode;
 use crate::node::Node;
 use crate::observe::{UsageSource, UsageTotals};
 use crate::steps::{StepRecorder, SynthStep};
@@ -65,7 +66,7 @@ pub struct Response {
     pub grounding: Option<crate::grounding::Grounding>,
     /// What escalation did, when it was on ([`crate::SynthesizerBuilder::escalate`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub escalation: Option<crate::synth::escalation::EscalationReport>,
+    pub escalation: Option<EscalationReport>,
 }
 
 impl Default for Response {
@@ -124,6 +125,16 @@ pub(crate) type CitationSlot = Arc<std::sync::Mutex<Option<Citations>>>;
 /// said they do not).
 pub(crate) type AnswerableSlot = Arc<std::sync::atomic::AtomicBool>;
 
+/// A check of the whole answer once a stream has ended, which may change the response
+/// (the grounding gate).
+pub(crate) trait FinalCheck: Send + Sync {
+    /// Checks `response`, changing it as the check's policy says, or fails.
+    fn apply<'a>(
+        &'a self,
+        response: &'a mut Response,
+    ) -> futures::future::BoxFuture<'a, Result<(), SynthError>>;
+}
+
 /// A synthesis whose answer arrives as text deltas.
 ///
 /// Poll it as a [`Stream`] of deltas; once drained, [`StreamingResponse::text`] holds the
@@ -139,7 +150,7 @@ pub struct StreamingResponse {
     citations: Option<CitationSlot>,
     steps: Option<Arc<StepRecorder>>,
     answerable: Option<AnswerableSlot>,
-    gate: Option<crate::synth::Gate>,
+    gate: Option<Box<dyn FinalCheck>>,
 }
 
 debug_fields!(StreamingResponse {
@@ -177,9 +188,12 @@ impl StreamingResponse {
 
         /// Takes whether the sources answered from `slot` when the stream has ended.
         pub(crate) fn with_answerable(slot: AnswerableSlot) => Some(answerable);
+    }
 
-        /// Checks the answer's grounding when the stream has ended.
-        pub(crate) fn with_gate(gate: crate::synth::Gate) => Some(gate);
+    /// Checks the answer (its grounding) when the stream has ended.
+    pub(crate) fn with_gate(mut self, gate: impl FinalCheck + 'static) -> Self {
+        self.gate = Some(Box::new(gate));
+        self
     }
 
     /// The text received so far (all of it once the stream is drained).
@@ -257,4 +271,36 @@ impl Stream for StreamingResponse {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// Why a first answer was set aside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EscalationReason {
+    /// It said the sources do not answer.
+    Abstained,
+    /// Its facts are in no source it was shown.
+    Unsupported,
+}
+
+/// What escalation did ([`Response::escalation`], [`crate::synth::escalation`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct EscalationReport {
+    /// Whether the wider synthesis ran (and gave the answer).
+    pub escalated: bool,
+    /// Why the first answer was set aside (escalated only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<EscalationReason>,
+    /// The first synthesis's mode.
+    pub from: ResponseMode,
+    /// The wider synthesis's mode.
+    pub to: ResponseMode,
+    /// How many nodes the first synthesis read.
+    pub first_nodes: usize,
+    /// The first answer (set aside when escalated).
+    pub first_answer: String,
+    /// What the first synthesis spent (in [`Response::usage`] too).
+    pub first_usage: UsageTotals,
 }

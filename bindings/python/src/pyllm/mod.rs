@@ -25,18 +25,18 @@ use synthkit::model::{
 };
 use synthkit::prompt::RenderedPrompt;
 use synthkit::text::SharedTokenizer;
-use synthkit_setup::ModelSetup;
+use synthkit_frontend::ModelSetup;
 
 use crate::backend::Backend;
 use crate::{InputError, block_on};
 
 pub(crate) mod bridge;
-mod convert;
+pub(crate) mod convert;
 pub(crate) mod scope;
 
 use bridge::{Caller, Runner, helpers};
 use convert::{LastFailure, LlmFailure};
-pub(crate) use convert::{llm_exception, prompt_to_py};
+pub(crate) use convert::llm_exception;
 use scope::Scope;
 
 /// What the constructor says about a Python model.

@@ -1,7 +1,7 @@
 //! `synthkit batch IN.jsonl -o OUT.jsonl`: one synthesis per input line, on one model
 //! stack (limits, retries, cache) for the whole batch.
 //!
-//! Each input line is a request in the service's shape ([`synthkit::request`]) plus an
+//! Each input line is a request in the service's shape ([`synthkit_frontend::request`]) plus an
 //! optional `id` (default: the line number); each output line is `{"id", "response"}`
 //! (the response exactly as the service answers it) or `{"id", "error": {"kind",
 //! "message"}}`. The input is read a line at a time and at most `--jobs` syntheses are in
@@ -9,8 +9,8 @@
 //! flight, so memory is bounded by `--jobs`, not by the input. Each result is appended as
 //! one write, and the file is synced at the end: a killed run loses only the syntheses in
 //! flight, and the next run skips the ids already in the output (see
-//! [`synthkit::batch::open_output`]). Reading, ids, hashes and the resume's bookkeeping
-//! are the library's ([`synthkit::batch`]), shared with the Python package.
+//! [`synthkit_frontend::batch::open_output`]). Reading, ids, hashes and the resume's bookkeeping
+//! are the library's ([`synthkit_frontend::batch`]), shared with the Python package.
 
 mod plan;
 
@@ -21,13 +21,13 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use serde_json::Value;
-use synthkit::batch::{
+use synthkit::many::{Order, Window};
+use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
+use synthkit_frontend::batch::{
     self as batch_io, Existing, HashDefaults, LineReader, LineRequest, Parsed, SeenIds, Verdict,
     line_id, parse_line, transient_cause,
 };
-use synthkit::many::{Order, Window};
-use synthkit::request::{ErrorDetail, RequestDefaults, error_kind};
-use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
+use synthkit_frontend::request::{ErrorDetail, RequestDefaults, error_kind};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend, StackFlags};
@@ -50,25 +50,6 @@ fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
     let file = std::fs::File::open(path)
         .map_err(|e| usage(format!("cannot read the input {}: {e}", path.display())))?;
     Ok(Box::new(std::io::BufReader::with_capacity(1 << 16, file)))
-}
-
-/// Opens OUT for appending ([`batch_io::open_output`]; a usage error when it cannot be
-/// opened), saying which of its lines are not results and whether a cut line was removed.
-pub fn open_output(path: &Path) -> Result<(std::fs::File, Existing)> {
-    let (file, existing) = batch_io::open_output(path).map_err(|e| usage(e.to_string()))?;
-    for number in &existing.not_results {
-        crate::output::warn(&format!(
-            "line {number} of the output {} is not a batch result (no `id`): left as it is",
-            path.display()
-        ));
-    }
-    if let Some(bytes) = existing.cut {
-        note(
-            false,
-            &format!("the output's last line was cut ({bytes} bytes): rewriting it"),
-        );
-    }
-    Ok((file, existing))
 }
 
 /// One output line.
@@ -166,19 +147,26 @@ impl Tally {
 }
 
 /// The request defaults of the batch: `--mode`, `--concurrency` (else the default capped
-/// at the server's slots) as each synthesis's calls in flight, and `--max-prompt-tokens`.
+/// at the server's slots) as each synthesis's calls in flight, `--max-prompt-tokens` and
+/// `--escalate`.
 fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
     let defaults = RequestDefaults {
         mode: args.mode.unwrap_or(ResponseMode::Compact),
         concurrency: Concurrency::for_server(args.concurrency, backend.server_slots),
         max_prompt_tokens: args.max_prompt_tokens,
+        escalation: args
+            .escalation
+            .escalate
+            .map(|n| synthkit::Escalation::new(n as usize)),
         ..RequestDefaults::default()
     };
-    args.checks
-        .checks(synthkit_setup::AnswerChecks::for_questions_to(
-            backend.backend,
-        ))
-        .request_defaults(defaults)
+    defaults.with_checks(
+        &args
+            .checks
+            .checks(synthkit_frontend::AnswerChecks::for_questions_to(
+                backend.backend,
+            )),
+    )
 }
 
 /// What a resumed batch will do with the lines of its input.
@@ -315,7 +303,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         .ok_or_else(|| usage("give the output file with -o OUT"))?;
     let retry = !args.no_retry_failed;
     let from_stdin = args.input == Path::new("-");
-    let (mut out, existing) = open_output(output)?;
+    let (mut out, existing) = crate::output::open_results(output)?;
     // A file's ids are checked before any call; standard input's as they come.
     let planned = if from_stdin {
         None

@@ -5,9 +5,9 @@ use std::io::{self, BufRead, Write};
 
 use anyhow::{Result, anyhow};
 use synthkit::Plan;
-use synthkit::request::RequestDefaults;
+use synthkit_frontend::request::RequestDefaults;
 
-use synthkit::batch::{LineReader, Parsed, parse_line};
+use synthkit_frontend::batch::{LineReader, Parsed, parse_line};
 
 use crate::backend::Backend;
 use crate::flags::BatchArgs;

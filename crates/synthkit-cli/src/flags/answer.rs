@@ -46,7 +46,7 @@ pub enum DeclinedPolicy {
 
 impl CheckArgs {
     /// `base` (a verb's defaults) with what these flags say.
-    pub fn checks(&self, base: synthkit_setup::AnswerChecks) -> synthkit_setup::AnswerChecks {
+    pub fn checks(&self, base: synthkit_frontend::AnswerChecks) -> synthkit_frontend::AnswerChecks {
         let mut checks = base.with_evidence_tokens(self.evidence_tokens);
         if let Some(e) = self.evidence {
             checks = checks.with_evidence(e == Switch::On);

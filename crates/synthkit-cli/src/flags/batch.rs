@@ -104,6 +104,9 @@ pub struct BatchArgs {
     /// Evidence first and the grounding check.
     #[command(flatten)]
     pub checks: super::answer::CheckArgs,
+    /// --escalate, for the lines that say nothing of `escalate`.
+    #[command(flatten)]
+    pub escalation: super::synth::EscalateArgs,
     /// The backend and how to reach and sample the model.
     #[command(flatten)]
     pub model_args: ModelArgs,

@@ -384,7 +384,7 @@ pub struct PlanArgs {
     pub price_per_1k: Option<f64>,
 }
 
-/// `--escalate[=N]`, on `ask` and `eval`.
+/// `--escalate[=N]`, on `ask`, `batch` and `eval`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct EscalateArgs {
     /// Escalate: answer from the first N chunks first (5 when N is not given), and when

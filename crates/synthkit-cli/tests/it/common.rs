@@ -156,6 +156,14 @@ pub fn assert_stderr_has(out: &Output, needle: &str) {
     assert_has("standard error", &stderr(out), needle);
 }
 
+/// Fails the test unless the command was refused as a usage error (exit status 2) whose
+/// standard error contains `needle` (showing it).
+#[track_caller]
+pub fn assert_usage_error(out: &Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(out));
+    assert_has("standard error", &stderr(out), needle);
+}
+
 /// Fails the test unless the command's standard output contains `needle` (showing it).
 #[track_caller]
 pub fn assert_stdout_has(out: &Output, needle: &str) {

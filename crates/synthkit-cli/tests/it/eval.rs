@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
-use crate::common::{MIRROR, QUESTION, json_of, stderr, synthkit, write};
+use crate::common::{MIRROR, QUESTION, assert_usage_error, json_of, stderr, synthkit, write};
 
 /// Three cases: one the nodes answer, one whose accepted answer is not in the nodes, one
 /// the nodes cannot answer.
@@ -287,12 +287,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         "\n{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n{\"id\": \"b\", \"query\": \"Q\", \"nodes\": [\"t\"]}\n",
     );
     let out = synthkit().args(["eval", "-q"]).arg(&bad).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("line 3: an answerable case needs"),
-        "{}",
-        stderr(&out)
-    );
+    assert_usage_error(&out, "line 3: an answerable case needs");
 
     let dup = write(
         dir.path(),
@@ -300,12 +295,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         "{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n",
     );
     let out = synthkit().args(["eval", "-q"]).arg(&dup).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("line 2: the id `a` is already used by line 1"),
-        "{}",
-        stderr(&out)
-    );
+    assert_usage_error(&out, "line 2: the id `a` is already used by line 1");
 
     let answers = write(
         dir.path(),
@@ -318,12 +308,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         .arg(&cases)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("names the case `zz`"),
-        "{}",
-        stderr(&out)
-    );
+    assert_usage_error(&out, "names the case `zz`");
 
     let missing = write(
         dir.path(),
@@ -335,12 +320,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         .arg(&missing)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("line 1: the path `nowhere` does not exist"),
-        "{}",
-        stderr(&out)
-    );
+    assert_usage_error(&out, "line 1: the path `nowhere` does not exist");
 }
 
 #[test]
@@ -849,11 +829,9 @@ fn eval_input_is_checked_whole() {
         .arg(&unknown)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("line 1: `evidence[0]` is `mirorr`, which is the id of no node"),
-        "{}",
-        stderr(&out)
+    assert_usage_error(
+        &out,
+        "line 1: `evidence[0]` is `mirorr`, which is the id of no node",
     );
 }
 

@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 
-use super::quotes::{Stopped, Work};
+use super::work::{Stopped, Work};
 use crate::evidence::EvidenceSpan;
 
 /// How far back from a marker, in bytes, the sentence it cites is read.

@@ -47,16 +47,18 @@ use serde::Serialize;
 
 mod constructed;
 mod markers;
+mod quote;
 mod quotes;
+mod work;
 
 pub use markers::MAX_REMOVED_LISTED;
 pub(crate) use markers::{MarkerRewriter, RemovedMarkers, label_lines, numbers_in, strip_markers};
-pub(crate) use quotes::Stopped;
+pub use quote::{Quote, QuoteCounts, QuoteOrigin, QuoteStatus, UncheckedReason, UnsupportedNumber};
 pub use quotes::{
     MAX_CHECKED_MARKERS, MAX_QUOTE_CHARS, MAX_QUOTES, MAX_SENTENCE_SOURCES,
-    MAX_UNSUPPORTED_NUMBERS, MIN_QUOTE_LETTERS, MIN_QUOTE_WORDS, Quote, QuoteCounts, QuoteOrigin,
-    QuoteStatus, UncheckedReason, UnsupportedNumber,
+    MAX_UNSUPPORTED_NUMBERS, MIN_QUOTE_LETTERS, MIN_QUOTE_WORDS,
 };
+pub(crate) use work::Stopped;
 
 /// The removed markers a warning shows (it says how many there were in all).
 const LOGGED_MARKERS: usize = 8;
@@ -302,7 +304,7 @@ impl CitationLedger {
                     allowed: rewriter.allowed(),
                     evidence: self.evidence.as_deref(),
                 };
-                let mut work = quotes::Work::new(stop);
+                let mut work = work::Work::new(stop);
                 let checked = quotes::check(raw, &sources, |n| rewriter.new_number(n), &mut work);
                 self.check_steps.fetch_add(work.steps(), Ordering::Relaxed);
                 if checked.is_err() {

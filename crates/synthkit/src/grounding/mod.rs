@@ -49,6 +49,7 @@
 //! ```
 
 mod facts;
+pub(crate) mod gate;
 mod lookup;
 
 use serde::{Deserialize, Serialize};

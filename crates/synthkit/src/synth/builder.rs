@@ -284,15 +284,15 @@ impl SynthesizerBuilder {
     }
 
     /// Tells `recorder` of everything too, beside the observer set so far.
-    pub(crate) fn also_recording(mut self, recorder: Arc<crate::steps::StepRecorder>) -> Self {
+    pub fn also_recording(mut self, recorder: Arc<crate::steps::StepRecorder>) -> Self {
         self.observer = Some(crate::steps::with_recorder(self.observer.take(), recorder));
         self
     }
 
-    /// The observer set so far, replaced by what `wrap` makes of it (an evaluation hears
-    /// the calls beside the caller's own observer: [`crate::eval::run_case`]).
-    #[cfg(feature = "eval")]
-    pub(crate) fn wrap_observer(
+    /// The observer set so far, replaced by what `wrap` makes of it (`None`: none set), so
+    /// a front end hears the calls beside its caller's own observer (the benchmark
+    /// harness of `synthkit-frontend` does).
+    pub fn wrap_observer(
         mut self,
         wrap: impl FnOnce(Option<Arc<dyn Observer>>) -> Arc<dyn Observer>,
     ) -> Self {

@@ -3,10 +3,10 @@
 //! ([`crate::evidence::Evidence::with_extract_when_declined`]), the answer is the
 //! selector's own, drawn from the sources' sentences and checked as any answer is.
 
-use super::grounded::Gate;
 use crate::error::SynthError;
 use crate::evidence::{self, Evidence, EvidenceReport, Extracted};
 use crate::grounding::OnUnsupported;
+use crate::grounding::gate::Gate;
 use crate::node::Node;
 use crate::response::Response;
 

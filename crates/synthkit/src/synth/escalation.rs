@@ -50,15 +50,13 @@
 //! # Ok(()) }
 //! ```
 
-use serde::Serialize;
-
 use super::{SynthesisInput, Synthesizer};
 use crate::error::SynthError;
 use crate::grounding::GroundingStatus;
 use crate::mode::ResponseMode;
 use crate::observe::UsageTotals;
-use crate::plan::Plan;
 use crate::response::Response;
+pub use crate::response::{EscalationReason, EscalationReport};
 
 /// The default [`Escalation::first_nodes`]: the first synthesis reads the best 5 nodes.
 pub const DEFAULT_FIRST_NODES: usize = 5;
@@ -96,47 +94,15 @@ impl Escalation {
     }
 }
 
-/// Why a first answer was set aside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum EscalationReason {
-    /// It said the sources do not answer.
-    Abstained,
-    /// Its facts are in no source it was shown.
-    Unsupported,
-}
-
-/// What escalation did ([`crate::Response::escalation`]).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[non_exhaustive]
-pub struct EscalationReport {
-    /// Whether the wider synthesis ran (and gave the answer).
-    pub escalated: bool,
-    /// Why the first answer was set aside (escalated only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<EscalationReason>,
-    /// The first synthesis's mode.
-    pub from: ResponseMode,
-    /// The wider synthesis's mode.
-    pub to: ResponseMode,
-    /// How many nodes the first synthesis read.
-    pub first_nodes: usize,
-    /// The first answer (set aside when escalated).
-    pub first_answer: String,
-    /// What the first synthesis spent (in [`crate::Response::usage`] too).
-    pub first_usage: UsageTotals,
-}
-
 impl Synthesizer {
     /// Whether this synthesizer escalates (its mode differs from the wider one's).
-    pub(crate) fn escalation(&self) -> Option<Escalation> {
+    pub fn escalation(&self) -> Option<Escalation> {
         self.s.escalation.filter(|e| e.then != self.s.mode)
     }
 
     /// The synthesizer of the wider synthesis: these settings in `e.then`, without
     /// escalation.
-    fn wider(&self, e: Escalation) -> Result<Synthesizer, SynthError> {
+    pub(crate) fn wider(&self, e: Escalation) -> Result<Synthesizer, SynthError> {
         self.to_builder().mode(e.then).without_escalation().build()
     }
 
@@ -182,33 +148,10 @@ impl Synthesizer {
         wider.escalation = Some(report);
         Ok(wider)
     }
-
-    /// The plan with escalation `e`: the first synthesis's, exact where it is, and the
-    /// wider one's as an upper bound.
-    pub(crate) async fn plan_escalating(
-        &self,
-        input: &SynthesisInput,
-        e: Escalation,
-        observer: Option<std::sync::Arc<dyn crate::observe::Observer>>,
-    ) -> Result<Plan, SynthError> {
-        let first = self
-            .to_builder()
-            .without_escalation()
-            .build()?
-            .plan_observed(&first_of(input, e), observer.clone())
-            .await?;
-        let mut wider = self.wider(e)?.plan_observed(input, observer).await?;
-        for row in &mut wider.rows {
-            row.exact = false;
-        }
-        let mut plan = first;
-        plan.merge(wider);
-        Ok(plan)
-    }
 }
 
 /// `input` with its first `e.first_nodes` nodes only.
-fn first_of(input: &SynthesisInput, e: Escalation) -> SynthesisInput {
+pub(crate) fn first_of(input: &SynthesisInput, e: Escalation) -> SynthesisInput {
     let mut first = SynthesisInput::new(
         input.query.clone(),
         input.nodes.iter().take(e.first_nodes).cloned().collect(),

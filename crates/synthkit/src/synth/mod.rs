@@ -43,10 +43,9 @@ use crate::telemetry;
 mod builder;
 mod declined;
 pub mod escalation;
-mod grounded;
 mod options;
 
-pub(crate) use grounded::Gate;
+pub(crate) use crate::grounding::gate::Gate;
 
 pub use crate::filtering::{
     AnswerFiltering, StepEvaluator, StepVerdict, VerdictFuture, filter_schema,

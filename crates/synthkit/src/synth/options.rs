@@ -65,6 +65,9 @@ pub struct SynthesisOptions {
     /// The answer when the model says the sources do not answer
     /// ([`SynthesizerBuilder::not_in_sources_answer`]).
     pub not_in_sources_answer: Option<String>,
+    /// The answer when there is nothing to answer from (no node, or every node left
+    /// out; [`SynthesizerBuilder::empty_response`]).
+    pub empty_response: Option<String>,
     /// Whether the model takes images, over what its server says
     /// ([`SynthesizerBuilder::vision`]).
     pub vision: Option<bool>,
@@ -125,6 +128,9 @@ impl SynthesisOptions {
         }
         if let Some(text) = self.not_in_sources_answer {
             builder = builder.not_in_sources_answer(text);
+        }
+        if let Some(text) = self.empty_response {
+            builder = builder.empty_response(text);
         }
         if let Some(on) = self.vision {
             builder = builder.vision(on);
