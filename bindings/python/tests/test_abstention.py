@@ -68,3 +68,45 @@ def test_a_declined_query_the_evidence_covers_is_answered_with_the_sources_sente
         assert "on_declined" in str(e) and '"keep"' in str(e)
     else:
         raise AssertionError("on_declined='never' was taken")
+
+
+def test_escalate_answers_from_every_node_when_the_first_abstains() -> None:
+    calls: List[str] = []
+
+    def llm(prompt: str) -> str:
+        calls.append(prompt)
+        if len(calls) == 1:  # compact over the first node only: the dome
+            return "Not in the sources."
+        if "Confidence:" in prompt:  # the reduce, over the map records
+            return "Every six months."
+        found = "mirror is cleaned" in prompt
+        return ('{"information": "%s", "confidence": %d, "no_information": %s}'
+                % ("The mirror is cleaned every six months." if found else "",
+                   5 if found else 0, "false" if found else "true"))
+
+    nodes = ["The dome opens at dusk.", "The mirror is cleaned every six months."]
+    synth = synthkit_rs.Synthesizer("compact", llm=llm, chat=False, context_window=2048,
+                                    num_output=64, evidence=False, on_unsupported="warn",
+                                    escalate=1)
+    r = synth.synthesize("How often is the mirror cleaned?", nodes)
+    assert r.response == "Every six months.", (r.response, calls)
+    assert r.escalation["escalated"] is True
+    assert (r.escalation["reason"], r.escalation["first_nodes"]) == ("abstained", 1)
+    assert (r.escalation["from"], r.escalation["to"]) == ("compact", "map_reduce")
+    assert r.usage["calls"] == len(calls) >= 3
+    try:
+        synth.stream("How often is the mirror cleaned?", nodes)
+    except synthkit_rs.InputError as e:
+        assert "escalate=" in str(e)
+    else:
+        raise AssertionError("a stream was escalated")
+    for bad in (0, -2, "yes"):
+        try:
+            synthkit_rs.Synthesizer("compact", llm=llm, chat=False, escalate=bad)
+        except synthkit_rs.InputError as e:
+            assert "escalate=" in str(e)
+        else:
+            raise AssertionError(f"escalate={bad!r} was taken")
+    plain = synthkit_rs.Synthesizer("compact", llm=lambda p: "Not in the sources.", chat=False,
+                                    context_window=2048, num_output=64, evidence=False)
+    assert plain.synthesize("How often is the mirror cleaned?", nodes).escalation is None

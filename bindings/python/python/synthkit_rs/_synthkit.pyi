@@ -67,6 +67,9 @@ class Response:
     def evidence(self) -> Optional[dict[str, Any]]:
         """With evidence on: what was kept (node_id, sentences) and dropped."""
     @property
+    def escalation(self) -> Optional[dict[str, Any]]:
+        """With escalate=: escalated, reason, from, to, first_nodes, first_answer, first_usage."""
+    @property
     def quotes(self) -> Optional[list[dict[str, Any]]]: ...
     @property
     def unsupported_numbers(self) -> Optional[list[dict[str, Any]]]: ...
@@ -291,6 +294,10 @@ class Synthesizer:
         # a query the model declines though the evidence covers it: "extract" (None, the
         # default: the sources' own sentences) or "keep" (the model's words)
         on_declined: Optional[str] = None,
+        # escalation: True (the first 5 nodes) or how many nodes are read first; then
+        # map_reduce over every node when that answer abstains or is found in no source
+        # (not with stream())
+        escalate: Union[bool, int, None] = None,
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

@@ -10,7 +10,7 @@ use synthkit_testkit::Server;
 use synthkit_testkit::openai::{chat_reply, error_reply};
 use synthkit_testkit::record::Recorder;
 
-use crate::common::{QUESTION, docs, json_of, stderr, synthkit};
+use crate::common::{QUESTION, assert_usage_error, docs, json_of, stderr, synthkit};
 
 /// A server whose plain answers abstain, whose map records state the answer, and whose
 /// reduce (a plain call over records) answers from them.
@@ -124,12 +124,7 @@ fn the_plan_counts_the_escalation_and_stream_is_refused() {
             .any(|r| r["step"] == "map")
     );
     let out = ask(&server.base, dir.path(), &["--escalate", "--stream"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("drop --stream or --escalate"),
-        "{}",
-        stderr(&out)
-    );
+    assert_usage_error(&out, "drop --stream or --escalate");
 }
 
 #[test]
@@ -140,10 +135,54 @@ fn summarize_refuses_escalate() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("use `ask --escalate`"),
-        "{}",
-        stderr(&out)
-    );
+    assert_usage_error(&out, "use `ask --escalate`");
+}
+
+#[test]
+fn batch_escalate_is_the_default_of_lines_that_do_not_say() {
+    let (server, seen) = server();
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = json!([
+        "The dome opens at dusk.",
+        "The primary mirror is cleaned every three months."
+    ]);
+    let lines = [
+        json!({"id": "default", "query": QUESTION, "nodes": nodes}),
+        json!({"id": "off", "query": QUESTION, "nodes": nodes, "escalate": false}),
+    ];
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(
+        &input,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let output = dir.path().join("out.jsonl");
+    let out = synthkit()
+        .args(["batch", "-q", "--evidence", "off", "--escalate=1"])
+        .args(["--base-url", &server.base, "--context-window", "4096"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .env("OPENAI_API_KEY", "")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Vec<Value> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap()["response"].clone();
+    let escalated = by_id("default");
+    assert_eq!(escalated["text"], "Every three months.", "{rows:#?}");
+    assert_eq!(escalated["escalation"]["first_nodes"], 1);
+    assert_eq!(escalated["escalation"]["reason"], "abstained");
+    let off = by_id("off");
+    assert!(off.get("escalation").is_none(), "{off:#}");
+    assert_eq!(off["answerable"], false, "{off:#}");
+    // The escalated line made a compact call, maps and a reduce; the other one call.
+    let calls = seen.to("/chat/completions").len() as u64;
+    let used = |r: &Value| r["usage"]["calls"].as_u64().unwrap();
+    assert_eq!(used(&escalated) + used(&off), calls);
+    assert_eq!(used(&off), 1);
 }

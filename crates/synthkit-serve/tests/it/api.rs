@@ -154,6 +154,39 @@ async fn a_model_answers_evidence_first_and_abstains_unless_the_request_says() {
     assert!(response.get("evidence").is_none(), "{response}");
 }
 
+/// A request's `escalate` (a number of nodes read first) reaches the engine: a grounded
+/// first answer is kept (the response's `escalation` says it did not widen, after one
+/// call); `escalate` with `stream` is a 400 naming both. (Widening itself: the CLI's and
+/// the core's escalation tests.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_escalates_and_refuses_to_escalate_a_stream() {
+    let fake = FakeOpenAi::start(FakeConfig::replying("Every six months."));
+    let service = Service::openai(&fake, ServiceLimits::default()).await;
+    let body = json!({"query": QUERY, "nodes": nodes(), "evidence": false, "escalate": 2});
+    let (status, response) = service.post(&body).await;
+    assert_eq!(status, 200, "{response}");
+    let e = &response["escalation"];
+    assert_eq!(e["escalated"], false, "{response}");
+    assert_eq!(
+        (e["first_nodes"].as_u64(), e["from"].as_str()),
+        (Some(2), Some("compact"))
+    );
+    assert_eq!(fake.bodies().len(), 1);
+    let (_, plain) = service
+        .post(&json!({"query": QUERY, "nodes": nodes(), "evidence": false}))
+        .await;
+    assert!(plain.get("escalation").is_none(), "{plain}");
+    let mut stream = body.clone();
+    stream["stream"] = json!(true);
+    let (status, error) = service.post(&stream).await;
+    assert_eq!(status, 400, "{error}");
+    assert_error_body(
+        &error,
+        "invalid_request",
+        "leave out `stream` or `escalate`",
+    );
+}
+
 /// Issue 42, item 12: a map_reduce whose records (the model's replies, here far over the
 /// output reserve they were asked within) are too long to combine was a 500
 /// `synthesis_failed`; it is the model's doing: 502 `model_error`, saying what to change.
