@@ -59,9 +59,11 @@ impl Response {
     }
 
     /// `{"calls", "prompt_tokens", "completion_tokens", "truncated_calls",
-    /// "reasoning_tokens"}`: the server's token counts where it reported them, else
-    /// synthkit's (`reasoning_tokens`: the completion tokens a reasoning model spent
-    /// thinking, 0 for others).
+    /// "reasoning_tokens", "cached_prompt_tokens", "cache_write_tokens"}`: the server's
+    /// token counts where it reported them, else synthkit's (`reasoning_tokens`: the
+    /// completion tokens a reasoning model spent thinking, 0 for others;
+    /// `cached_prompt_tokens`: the prompt tokens the server read from its prompt cache;
+    /// `cache_write_tokens`: those it stored there, Anthropic only).
     #[getter]
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let u = &self.inner.usage;
@@ -71,6 +73,8 @@ impl Response {
         d.set_item("completion_tokens", u.completion_tokens)?;
         d.set_item("truncated_calls", u.truncated_calls)?;
         d.set_item("reasoning_tokens", u.reasoning_tokens)?;
+        d.set_item("cached_prompt_tokens", u.cached_prompt_tokens)?;
+        d.set_item("cache_write_tokens", u.cache_write_tokens)?;
         Ok(d)
     }
 

@@ -416,6 +416,17 @@ pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonRep
                 response.usage.reasoning_tokens.into(),
             );
         }
+        // Servers with a prompt cache: of the prompt tokens, those reused (and stored).
+        if let Some(usage) = obj.get_mut("usage").and_then(Value::as_object_mut) {
+            for (key, n) in [
+                ("cached_prompt_tokens", response.usage.cached_prompt_tokens),
+                ("cache_write_tokens", response.usage.cache_write_tokens),
+            ] {
+                if n > 0 {
+                    usage.insert(key.into(), n.into());
+                }
+            }
+        }
         if let Some(t) = &response.truncation {
             obj.insert(
                 "truncation".into(),

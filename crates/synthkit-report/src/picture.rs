@@ -164,12 +164,18 @@ fn call_box(h: &mut Html, s: &SynthStep, index: &Index<'_>, limit: Option<usize>
         ", counted by the server"
     } else {
         ", counted by synthkit"
-    })
-    .markup("; reply ")
-    .value(thousands(s.completion_tokens))
-    .markup(" of ")
-    .value(thousands(s.max_tokens as u64))
-    .markup(" tokens</p>");
+    });
+    if s.cached_prompt_tokens > 0 {
+        // The server read these from its prompt cache instead of processing them.
+        h.markup(", ")
+            .value(thousands(s.cached_prompt_tokens))
+            .markup(" of them from the server's prompt cache");
+    }
+    h.markup("; reply ")
+        .value(thousands(s.completion_tokens))
+        .markup(" of ")
+        .value(thousands(s.max_tokens as u64))
+        .markup(" tokens</p>");
     if !s.input_calls.is_empty() {
         h.markup("<p>reads the summaries of ");
         for c in &s.input_calls {

@@ -10,6 +10,7 @@
 //! | `synthkit_model_calls_total` | counter | model calls finished (cache hits included) |
 //! | `synthkit_model_prompt_tokens_total` | counter | prompt tokens of those calls |
 //! | `synthkit_model_completion_tokens_total` | counter | completion tokens of those calls |
+//! | `synthkit_model_cached_prompt_tokens_total` | counter | of the prompt tokens, those the server read from its prompt cache |
 //! | `synthkit_model_calls_in_flight` | gauge | calls at the backend now |
 //! | `synthkit_model_call_duration_seconds` | histogram | one backend attempt, to the end of its reply |
 //! | `synthkit_model_errors_total` | counter | backend attempts that failed |
@@ -95,6 +96,8 @@ pub struct Metrics {
     pub prompt_tokens: AtomicU64,
     /// Completion tokens of finished calls.
     pub completion_tokens: AtomicU64,
+    /// Of the prompt tokens, those the server read from its prompt cache.
+    pub cached_prompt_tokens: AtomicU64,
     /// Calls at the backend now.
     pub calls_in_flight: AtomicI64,
     /// One backend attempt's latency.
@@ -172,7 +175,7 @@ impl Metrics {
             .get()
             .map(|c| c.snapshot())
             .map_or((0, 0), |s| (s.hits, s.misses));
-        let counters: [(&str, &str, u64); 10] = [
+        let counters: [(&str, &str, u64); 11] = [
             (
                 "synthkit_http_connections_idle_closed_total",
                 "Connections closed for sending no request within the header or keep-alive timeout.",
@@ -192,6 +195,11 @@ impl Metrics {
                 "synthkit_model_completion_tokens_total",
                 "Completion tokens of finished model calls.",
                 self.completion_tokens.load(Ordering::Relaxed),
+            ),
+            (
+                "synthkit_model_cached_prompt_tokens_total",
+                "Of the prompt tokens of finished model calls, those the server read from its prompt cache.",
+                self.cached_prompt_tokens.load(Ordering::Relaxed),
             ),
             (
                 "synthkit_model_errors_total",
@@ -271,6 +279,7 @@ impl Observer for MetricsObserver {
         m.calls.fetch_add(1, Ordering::Relaxed);
         saturating_add(&m.prompt_tokens, report.usage.prompt_tokens);
         saturating_add(&m.completion_tokens, report.usage.completion_tokens);
+        saturating_add(&m.cached_prompt_tokens, report.usage.cached_prompt_tokens);
     }
 
     fn event(&self, event: &SynthEvent) {

@@ -23,6 +23,14 @@ pub struct UsageTotals {
     /// ([`crate::model::Usage::reasoning_tokens`]).
     #[serde(skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Of the prompt tokens, those the servers read from their prompt caches
+    /// ([`crate::model::Usage::cached_prompt_tokens`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
+    /// Of the prompt tokens, those the servers wrote to their prompt caches
+    /// ([`crate::model::Usage::cache_write_tokens`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     /// Calls whose reply was cut at the output limit (`finish_reason: length`); each one is
     /// also reported as [`SynthEvent::ReplyTruncated`].
     pub truncated_calls: u64,

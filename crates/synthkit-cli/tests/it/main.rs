@@ -38,6 +38,7 @@ mod openai_loopback;
 mod openai_settings;
 mod otel;
 mod plan_bounds;
+mod prompt_cache;
 #[cfg(unix)]
 mod reading;
 mod report;

@@ -71,6 +71,10 @@ pub struct AnswerLine {
     /// Completion tokens, all calls.
     #[serde(default)]
     pub completion_tokens: Option<u64>,
+    /// Of the prompt tokens, those the server read from its prompt cache (absent when
+    /// none was, or the server does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<u64>,
     /// Calls whose reply was cut at the output limit.
     #[serde(default)]
     pub truncated_calls: Option<u64>,

@@ -160,6 +160,8 @@ pub fn answer_line(
             line.calls = Some(response.usage.calls);
             line.prompt_tokens = Some(response.usage.prompt_tokens);
             line.completion_tokens = Some(response.usage.completion_tokens);
+            line.cached_prompt_tokens = (response.usage.cached_prompt_tokens > 0)
+                .then_some(response.usage.cached_prompt_tokens);
             line.truncated_calls = Some(response.usage.truncated_calls);
             // The engine's own reading: the model said the sources do not answer.
             line.abstained = Some(!response.answerable);

@@ -201,6 +201,14 @@ pub struct UsageBody {
     /// Of the completion tokens, those reasoning models spent thinking (absent when 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    /// Of the prompt tokens, those the servers read from their prompt caches (absent
+    /// when 0: nothing reused, or the server does not say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<u64>,
+    /// Of the prompt tokens, those the servers wrote to their prompt caches (Anthropic;
+    /// absent when 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
 }
 
 /// What truncation dropped.

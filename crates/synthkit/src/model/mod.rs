@@ -107,6 +107,16 @@ pub struct Usage {
     /// report them, synthkit's count of the thinking text). 0 for other models.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Of the prompt tokens, those the server read from its prompt cache instead of
+    /// processing them (OpenAI-compatible `usage.prompt_tokens_details.cached_tokens`,
+    /// llama.cpp's `timings.cache_n`, Anthropic's `cache_read_input_tokens`). 0 when the
+    /// server reused nothing or does not say.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
+    /// Of the prompt tokens, those the server wrote to its prompt cache for later calls
+    /// (Anthropic's `cache_creation_input_tokens`). 0 elsewhere.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -126,6 +136,12 @@ impl std::ops::AddAssign for Usage {
         self.prompt_tokens = self.prompt_tokens.saturating_add(rhs.prompt_tokens);
         self.completion_tokens = self.completion_tokens.saturating_add(rhs.completion_tokens);
         self.reasoning_tokens = self.reasoning_tokens.saturating_add(rhs.reasoning_tokens);
+        self.cached_prompt_tokens = self
+            .cached_prompt_tokens
+            .saturating_add(rhs.cached_prompt_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(rhs.cache_write_tokens);
     }
 }
 

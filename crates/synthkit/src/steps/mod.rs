@@ -100,6 +100,9 @@ pub struct SynthStep {
     /// Of [`SynthStep::completion_tokens`], those spent thinking.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Of [`SynthStep::prompt_tokens`], those the server read from its prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
     /// Set when the reply was not used as an answer: how it read (it said the sources do
     /// not answer, talked about the previous answer, or stated facts in no passage shown
     /// in place of a grounded previous answer); see [`crate::text::abstention`].
@@ -144,6 +147,7 @@ impl SynthStep {
                 .0
                 .to_string(),
             reasoning_tokens: report.usage.reasoning_tokens,
+            cached_prompt_tokens: report.usage.cached_prompt_tokens,
             not_used: None,
             kept_previous: false,
         }

@@ -180,6 +180,10 @@ fn sum(a: &UsageTotals, b: &UsageTotals) -> UsageTotals {
     t.prompt_tokens = a.prompt_tokens.saturating_add(b.prompt_tokens);
     t.completion_tokens = a.completion_tokens.saturating_add(b.completion_tokens);
     t.reasoning_tokens = a.reasoning_tokens.saturating_add(b.reasoning_tokens);
+    t.cached_prompt_tokens = a
+        .cached_prompt_tokens
+        .saturating_add(b.cached_prompt_tokens);
+    t.cache_write_tokens = a.cache_write_tokens.saturating_add(b.cache_write_tokens);
     t.truncated_calls = a.truncated_calls.saturating_add(b.truncated_calls);
     t
 }

@@ -35,6 +35,12 @@ pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
 /// else synthkit's count of the thinking); only on calls that thought. The name of the
 /// GenAI conventions' `gen_ai.client.inference.usage.reasoning.output_tokens`.
 pub const USAGE_REASONING_OUTPUT_TOKENS: &str = "gen_ai.usage.reasoning.output_tokens";
+/// Of the prompt tokens, those the server read from its prompt cache (the server's
+/// count); only on calls that reused some.
+pub const USAGE_CACHE_READ_INPUT_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
+/// Of the prompt tokens, those the server wrote to its prompt cache (Anthropic); only on
+/// calls that wrote some.
+pub const USAGE_CACHE_CREATION_INPUT_TOKENS: &str = "gen_ai.usage.cache_creation.input_tokens";
 /// Why the model stopped (`stop`, `length`, `other`).
 pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 /// The output type: `json` for a structured call, `text` otherwise.

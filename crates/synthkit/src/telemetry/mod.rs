@@ -17,7 +17,9 @@
 //!   `tracing` name is `synthkit.call`): `gen_ai.operation.name`, `gen_ai.provider.name`,
 //!   `gen_ai.request.model`, `gen_ai.request.max_tokens`, `gen_ai.usage.input_tokens`,
 //!   `gen_ai.usage.output_tokens`, `gen_ai.usage.reasoning.output_tokens` (a call that
-//!   thought), `gen_ai.response.finish_reasons`, `gen_ai.output.type`, and synthkit's `synthkit.index`, `synthkit.retries`,
+//!   thought), `gen_ai.usage.cache_read.input_tokens` and
+//!   `gen_ai.usage.cache_creation.input_tokens` (a call whose server reused or stored a
+//!   prompt prefix), `gen_ai.response.finish_reasons`, `gen_ai.output.type`, and synthkit's `synthkit.index`, `synthkit.retries`,
 //!   `synthkit.truncated`, `synthkit.usage_reported`, `synthkit.counted_prompt_tokens`,
 //!   and `synthkit.nodes` / `synthkit.node_ids` (at most [`MAX_NODE_IDS`]): the nodes
 //!   whose text the prompt held (above a tree's first level, the nodes under the
@@ -303,6 +305,8 @@ pub(crate) fn call_span<'a>(
             { genai::USAGE_INPUT_TOKENS } = tracing::field::Empty,
             { genai::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
             { genai::USAGE_REASONING_OUTPUT_TOKENS } = tracing::field::Empty,
+            { genai::USAGE_CACHE_READ_INPUT_TOKENS } = tracing::field::Empty,
+            { genai::USAGE_CACHE_CREATION_INPUT_TOKENS } = tracing::field::Empty,
             { genai::RESPONSE_FINISH_REASONS } = tracing::field::Empty,
             { genai::SYNTHKIT_MODE } = step.mode.as_str(),
             { genai::SYNTHKIT_STEP } = step.step.as_str(),
@@ -361,6 +365,18 @@ pub(crate) fn record_call_end(span: &tracing::Span, end: &CallEnd<'_>) {
         span.record(
             genai::USAGE_REASONING_OUTPUT_TOKENS,
             int(end.usage.reasoning_tokens),
+        );
+    }
+    if end.usage.cached_prompt_tokens > 0 {
+        span.record(
+            genai::USAGE_CACHE_READ_INPUT_TOKENS,
+            int(end.usage.cached_prompt_tokens),
+        );
+    }
+    if end.usage.cache_write_tokens > 0 {
+        span.record(
+            genai::USAGE_CACHE_CREATION_INPUT_TOKENS,
+            int(end.usage.cache_write_tokens),
         );
     }
     span.record(genai::SYNTHKIT_USAGE_REPORTED, end.usage_reported);

@@ -426,6 +426,7 @@ mod sqlite {
                 prompt_tokens: 12,
                 completion_tokens: 3,
                 reasoning_tokens: 2,
+                ..Usage::default()
             }),
             finish_reason: Some(FinishReason::Stop),
             thinking: format!("thought before {text}"),

@@ -102,6 +102,30 @@ async fn chat_and_text_completions_return_text_and_usage() {
     );
 }
 
+/// Issue 45: the server keeps what it read; the same prompt again is read from its slot's
+/// cache, and the usage says how many prompt tokens were (`cached_prompt_tokens`, from
+/// `prompt_tokens_details.cached_tokens` or `timings.cache_n`). Other tests share the
+/// server, so a few tries, sequentially: one of them must land on the slot that holds it.
+#[tokio::test]
+async fn a_repeated_prompt_reports_the_prompt_tokens_the_server_reused() {
+    let server = server!();
+    let model = OpenAiModel::new(server.config()).unwrap();
+    let prompt = chat(&"The primary mirror is cleaned every six months. ".repeat(8));
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let usage = model.complete(&prompt).await.unwrap().usage.expect("usage");
+        assert!(
+            usage.cached_prompt_tokens <= usage.prompt_tokens,
+            "{usage:?}"
+        );
+        seen.push(usage.cached_prompt_tokens);
+        if usage.cached_prompt_tokens > 0 {
+            return;
+        }
+    }
+    panic!("no call reused the prompt: cached tokens {seen:?}");
+}
+
 #[tokio::test]
 async fn streaming_yields_deltas_then_done_with_usage() {
     let server = server!();

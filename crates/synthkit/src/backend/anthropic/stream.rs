@@ -254,7 +254,25 @@ mod tests {
         // The thinking comes apart, never as text.
         let thinking = |e: &Result<StreamEvent, String>| matches!(e, Ok(StreamEvent::Thinking(t)) if t == "hmm");
         assert_eq!(events.iter().filter(|e| thinking(e)).count(), 1);
-        assert_hello_cut_at_length(events.into_iter().filter(|e| !thinking(e)));
+        // The 7 prompt tokens read from the cache are counted, within the 29.
+        let events = events
+            .into_iter()
+            .filter(|e| !thinking(e))
+            .map(|e| match e {
+                Ok(StreamEvent::Done {
+                    usage: Some(mut u),
+                    finish_reason,
+                }) => {
+                    assert_eq!(u.cached_prompt_tokens, 7, "{u:?}");
+                    u.cached_prompt_tokens = 0;
+                    Ok(StreamEvent::Done {
+                        usage: Some(u),
+                        finish_reason,
+                    })
+                }
+                other => other,
+            });
+        assert_hello_cut_at_length(events);
     }
 
     #[test]

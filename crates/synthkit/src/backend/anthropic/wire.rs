@@ -204,6 +204,8 @@ impl From<WireUsage> for Usage {
                 .flatten()
                 .fold(0u64, |a, n| a.saturating_add(*n)),
             completion_tokens: u.output_tokens.unwrap_or(0),
+            cached_prompt_tokens: u.cache_read_input_tokens.unwrap_or(0),
+            cache_write_tokens: u.cache_creation_input_tokens.unwrap_or(0),
             ..Default::default()
         }
     }
@@ -298,8 +300,23 @@ mod tests {
             Usage {
                 prompt_tokens: 29,
                 completion_tokens: 4,
+                cached_prompt_tokens: 7,
                 ..Default::default()
             }
+        );
+        // Cache writes are prompt tokens too, counted apart.
+        let written: WireUsage = serde_json::from_value(
+            json!({"input_tokens": 3, "cache_creation_input_tokens": 40, "output_tokens": 1}),
+        )
+        .unwrap_or_default();
+        let u = Usage::from(written);
+        assert_eq!(
+            (
+                u.prompt_tokens,
+                u.cached_prompt_tokens,
+                u.cache_write_tokens
+            ),
+            (43, 0, 40)
         );
     }
 }

@@ -198,7 +198,7 @@ fn parse_completion(
     held.verdict()?;
     let completion = Completion {
         text: text.to_string(),
-        usage: reply.usage.map(Into::into),
+        usage: reply.usage_reported(),
         finish_reason: choice.finish_reason.as_deref().map(wire::finish_reason),
         thinking: choice
             .message()

@@ -26,6 +26,9 @@ use crate::model::{FinishReason, ModelError, StreamEvent, Usage};
 #[derive(Debug, Default)]
 pub struct ChunkParser {
     usage: Option<Usage>,
+    /// llama.cpp's `timings.cache_n` of the last chunk that had one (its final chunk may
+    /// carry it apart from the usage).
+    cache_n: Option<u64>,
     finish_reason: Option<FinishReason>,
     deltas: usize,
     /// What the reply held besides text (a refusal, tool calls, reasoning).
@@ -107,8 +110,11 @@ impl ChunkParser {
                 self.finish_reason = Some(wire::finish_reason(reason));
             }
         }
-        if let Some(u) = chunk.usage {
-            self.usage = Some(u.into());
+        if let Some(n) = chunk.timings_cache_n() {
+            self.cache_n = Some(n);
+        }
+        if let Some(u) = chunk.usage_reported() {
+            self.usage = Some(u);
         }
         false
     }
@@ -116,7 +122,13 @@ impl ChunkParser {
     /// The final event: `Done`, or the error for a refusal or a reply without text.
     fn done(&self) -> Result<StreamEvent, ModelError> {
         self.held.verdict()?;
-        let usage = self.usage.unwrap_or_default();
+        let mut reported = self.usage;
+        if let (Some(u), Some(n)) = (reported.as_mut(), self.cache_n)
+            && u.cached_prompt_tokens == 0
+        {
+            u.cached_prompt_tokens = n.min(u.prompt_tokens);
+        }
+        let usage = reported.unwrap_or_default();
         tracing::debug!(
             deltas = self.deltas,
             prompt_tokens = usage.prompt_tokens,
@@ -125,7 +137,7 @@ impl ChunkParser {
             "openai stream finished"
         );
         Ok(StreamEvent::Done {
-            usage: self.usage,
+            usage: reported,
             finish_reason: self.finish_reason,
         })
     }
@@ -206,6 +218,40 @@ mod tests {
                 finish_reason: Some(FinishReason::Stop)
             })
         );
+    }
+
+    /// Issue 45: a stream's cached prompt tokens, from `prompt_tokens_details` or, where
+    /// the usage lacks them, from llama.cpp's `timings.cache_n` (on another chunk too).
+    #[test]
+    fn a_stream_counts_the_prompt_tokens_the_server_reused() {
+        let done_usage = |payloads: &[&str]| {
+            let (events, _) = run(payloads);
+            match events.last() {
+                Some(Ok(StreamEvent::Done { usage, .. })) => *usage,
+                other => panic!("{other:?}"),
+            }
+        };
+        let usage = done_usage(&[
+            r#"{"choices":[{"text":"a","index":0,"finish_reason":"stop"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":62,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":55}}}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!((usage.prompt_tokens, usage.cached_prompt_tokens), (62, 55));
+        let usage = done_usage(&[
+            r#"{"choices":[{"text":"a","index":0,"finish_reason":"stop"}],"timings":{"cache_n":55,"prompt_n":7}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":62,"completion_tokens":1}}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(usage.cached_prompt_tokens, 55);
+        // Never more than the prompt, whatever a server says.
+        let usage = done_usage(&[
+            r#"{"choices":[{"text":"a","index":0,"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1},"timings":{"cache_n":900}}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(usage.cached_prompt_tokens, 5);
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub(crate) struct Response {
     pub model: Option<Value>,
     pub choices: Option<Vec<Choice>>,
     pub usage: Option<WireUsage>,
+    /// llama.cpp's `timings` (read for `cache_n`, the prompt tokens its slot reused).
+    pub timings: Option<Value>,
     /// An error object some servers send with status 200 or inside a stream.
     pub error: Option<Value>,
 }
@@ -191,6 +193,20 @@ pub(crate) struct WireUsage {
         deserialize_with = "lenient_reasoning_tokens"
     )]
     pub reasoning_tokens: Option<u64>,
+    /// Where OpenAI, vLLM and llama.cpp report the prompt tokens read from the prompt
+    /// cache (`prompt_tokens_details.cached_tokens`; read leniently).
+    #[serde(
+        rename = "prompt_tokens_details",
+        deserialize_with = "lenient_cached_tokens"
+    )]
+    pub cached_tokens: Option<u64>,
+}
+
+fn lenient_cached_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let v = Option::<Value>::deserialize(d)?;
+    Ok(v.as_ref()
+        .and_then(|v| v.get("cached_tokens"))
+        .and_then(Value::as_u64))
 }
 
 fn lenient_reasoning_tokens<'de, D: serde::Deserializer<'de>>(
@@ -208,11 +224,31 @@ impl From<WireUsage> for Usage {
             prompt_tokens: u.prompt_tokens.unwrap_or(0),
             completion_tokens: u.completion_tokens.unwrap_or(0),
             reasoning_tokens: u.reasoning_tokens.unwrap_or(0),
+            cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
+            cache_write_tokens: 0,
         }
     }
 }
 
 impl Response {
+    /// The prompt tokens llama.cpp's slot reused (`timings.cache_n`), when it says.
+    pub fn timings_cache_n(&self) -> Option<u64> {
+        self.timings.as_ref()?.get("cache_n")?.as_u64()
+    }
+
+    /// The usage of this response or chunk: its `usage`, with the cached prompt tokens of
+    /// `timings.cache_n` where `usage` does not report them (older llama.cpp), capped at
+    /// the prompt.
+    pub fn usage_reported(&self) -> Option<Usage> {
+        let mut usage: Usage = self.usage?.into();
+        if usage.cached_prompt_tokens == 0
+            && let Some(n) = self.timings_cache_n()
+        {
+            usage.cached_prompt_tokens = n.min(usage.prompt_tokens);
+        }
+        Some(usage)
+    }
+
     /// The model that answered, when the server names it.
     pub fn model_name(&self) -> Option<&str> {
         crate::backend::http::server::model_name(self.model.as_ref())
@@ -279,6 +315,32 @@ mod tests {
                    "max_tokens": 16, "temperature": 0.5, "stream": true,
                    "stream_options": {"include_usage": true}})
         );
+    }
+
+    /// Issue 45: the prompt tokens a server read from its prompt cache, as OpenAI, vLLM
+    /// and llama.cpp report them (`prompt_tokens_details.cached_tokens`), else
+    /// llama.cpp's `timings.cache_n`; anything but a count there is none.
+    #[test]
+    fn cached_prompt_tokens_are_read_from_usage_or_timings() {
+        let usage = |body: &str| {
+            serde_json::from_str::<Response>(body)
+                .unwrap()
+                .usage_reported()
+        };
+        let u = usage(r#"{"choices":[],"usage":{"prompt_tokens":62,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":55}},"timings":{"cache_n":1}}"#).unwrap();
+        assert_eq!((u.prompt_tokens, u.cached_prompt_tokens), (62, 55));
+        let u = usage(r#"{"choices":[],"usage":{"prompt_tokens":62,"completion_tokens":3},"timings":{"cache_n":55,"prompt_n":7}}"#).unwrap();
+        assert_eq!(u.cached_prompt_tokens, 55);
+        let u = usage(r#"{"choices":[],"usage":{"prompt_tokens":62,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":"x"}},"timings":"y"}"#).unwrap();
+        assert_eq!(u.cached_prompt_tokens, 0);
+        assert_eq!(usage(r#"{"choices":[],"timings":{"cache_n":5}}"#), None);
+        // Serialized, a zero stays out (a usage object is as before without a cache).
+        let plain = serde_json::to_value(Usage {
+            prompt_tokens: 1,
+            ..Usage::default()
+        })
+        .unwrap();
+        assert!(plain.get("cached_prompt_tokens").is_none(), "{plain}");
     }
 
     #[test]

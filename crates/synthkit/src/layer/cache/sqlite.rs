@@ -329,6 +329,8 @@ fn read(conn: &Connection, key: &str) -> rusqlite::Result<Option<CachedReply>> {
                     prompt_tokens: from_sql_count(p),
                     completion_tokens: from_sql_count(c),
                     reasoning_tokens: reasoning.map_or(0, from_sql_count),
+                    // A replayed reply reused no server cache: nothing was sent.
+                    ..Usage::default()
                 }),
                 _ => None,
             },

@@ -306,6 +306,8 @@ async fn chat_stream_yields_deltas_then_one_done_with_usage() {
                     usage: Some(Usage {
                         prompt_tokens: 29,
                         completion_tokens: 2,
+                        // llama.cpp's `timings.cache_n` (issue 45).
+                        cached_prompt_tokens: 28,
                         ..Default::default()
                     }),
                     finish_reason: Some(FinishReason::Length)
