@@ -69,6 +69,10 @@ pub struct Row {
     /// Prompt tokens.
     #[serde(default)]
     pub prompt_tokens: u64,
+    /// Of the prompt tokens, those the server read from its prompt cache (0: none, or
+    /// the server does not say).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
     /// Completion tokens.
     #[serde(default)]
     pub completion_tokens: u64,
@@ -164,6 +168,7 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
         grounding: answer.grounding,
         calls: answer.calls.unwrap_or(0),
         prompt_tokens: answer.prompt_tokens.unwrap_or(0),
+        cached_prompt_tokens: answer.cached_prompt_tokens.unwrap_or(0),
         completion_tokens: answer.completion_tokens.unwrap_or(0),
         truncated_calls: answer.truncated_calls.unwrap_or(0),
         wall_ms: answer.wall_ms.unwrap_or(0.0),
@@ -173,4 +178,8 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
         answer_sha256: answer.sha256.clone(),
         unknown_evidence: Vec::new(),
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

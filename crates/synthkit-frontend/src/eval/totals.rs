@@ -67,6 +67,9 @@ pub struct Totals {
     pub calls: u64,
     /// Prompt tokens.
     pub prompt_tokens: u64,
+    /// Of the prompt tokens, those the servers read from their prompt caches.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
     /// Calls cut at the output limit.
@@ -169,6 +172,9 @@ impl Totals {
             // Counts read from files: never wrapped, at most u64::MAX.
             t.calls = t.calls.saturating_add(r.calls);
             t.prompt_tokens = t.prompt_tokens.saturating_add(r.prompt_tokens);
+            t.cached_prompt_tokens = t
+                .cached_prompt_tokens
+                .saturating_add(r.cached_prompt_tokens);
             t.completion_tokens = t.completion_tokens.saturating_add(r.completion_tokens);
             t.truncated_calls = t.truncated_calls.saturating_add(r.truncated_calls);
             t.wall_ms += r.wall_ms;
@@ -289,4 +295,8 @@ pub fn paired(rows: &[Row]) -> Vec<Paired> {
         }
     }
     out
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
