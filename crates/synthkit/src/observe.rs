@@ -40,6 +40,43 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+impl UsageTotals {
+    /// Counts one more call that used `usage` (saturating: the counts are servers').
+    pub fn add_call(&mut self, usage: &Usage) {
+        self.calls = self.calls.saturating_add(1);
+        self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(usage.completion_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(usage.reasoning_tokens);
+        self.cached_prompt_tokens = self
+            .cached_prompt_tokens
+            .saturating_add(usage.cached_prompt_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(usage.cache_write_tokens);
+    }
+
+    /// These totals and `other`'s together (saturating).
+    pub fn plus(self, other: UsageTotals) -> Self {
+        Self {
+            calls: self.calls.saturating_add(other.calls),
+            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_add(other.completion_tokens),
+            reasoning_tokens: self.reasoning_tokens.saturating_add(other.reasoning_tokens),
+            cached_prompt_tokens: self
+                .cached_prompt_tokens
+                .saturating_add(other.cached_prompt_tokens),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .saturating_add(other.cache_write_tokens),
+            truncated_calls: self.truncated_calls.saturating_add(other.truncated_calls),
+        }
+    }
+}
+
 /// What a finished call looked like (for traces and progress).
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]

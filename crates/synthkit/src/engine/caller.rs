@@ -272,17 +272,7 @@ impl Caller {
             },
         );
         if let Ok(mut u) = self.usage.lock() {
-            u.calls += 1;
-            // Saturating: the counts are the server's.
-            u.prompt_tokens = u.prompt_tokens.saturating_add(usage.prompt_tokens);
-            u.completion_tokens = u.completion_tokens.saturating_add(usage.completion_tokens);
-            u.reasoning_tokens = u.reasoning_tokens.saturating_add(usage.reasoning_tokens);
-            u.cached_prompt_tokens = u
-                .cached_prompt_tokens
-                .saturating_add(usage.cached_prompt_tokens);
-            u.cache_write_tokens = u
-                .cache_write_tokens
-                .saturating_add(usage.cache_write_tokens);
+            u.add_call(&usage);
         }
         // Calibration learns from the first reply only, so that every run of the same
         // job packs the same prompts (a resumed run finds them in its cache).

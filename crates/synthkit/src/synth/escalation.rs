@@ -54,7 +54,6 @@ use super::{SynthesisInput, Synthesizer};
 use crate::error::SynthError;
 use crate::grounding::GroundingStatus;
 use crate::mode::ResponseMode;
-use crate::observe::UsageTotals;
 use crate::response::Response;
 pub use crate::response::{EscalationReason, EscalationReport};
 
@@ -139,7 +138,7 @@ impl Synthesizer {
             "the first answer was set aside; escalating over every node"
         );
         let mut wider = self.wider(e)?.run_to_end::<Response>(input).await?;
-        wider.usage = sum(&first.usage, &wider.usage);
+        wider.usage = first.usage.plus(wider.usage);
         if let (Some(mut steps), Some(more)) = (first.steps, wider.steps.take()) {
             steps.extend(more);
             wider.steps = Some(steps);
@@ -171,19 +170,4 @@ fn set_aside(first: &Response) -> Option<EscalationReason> {
         Some(g) if g.status == GroundingStatus::Unsupported => Some(EscalationReason::Unsupported),
         _ => None,
     }
-}
-
-/// Two syntheses' usage together (saturating).
-fn sum(a: &UsageTotals, b: &UsageTotals) -> UsageTotals {
-    let mut t = *b;
-    t.calls = a.calls.saturating_add(b.calls);
-    t.prompt_tokens = a.prompt_tokens.saturating_add(b.prompt_tokens);
-    t.completion_tokens = a.completion_tokens.saturating_add(b.completion_tokens);
-    t.reasoning_tokens = a.reasoning_tokens.saturating_add(b.reasoning_tokens);
-    t.cached_prompt_tokens = a
-        .cached_prompt_tokens
-        .saturating_add(b.cached_prompt_tokens);
-    t.cache_write_tokens = a.cache_write_tokens.saturating_add(b.cache_write_tokens);
-    t.truncated_calls = a.truncated_calls.saturating_add(b.truncated_calls);
-    t
 }
