@@ -85,12 +85,11 @@ impl Response {
     /// `reply_cut` (the reply was shortened to that bound).
     #[getter]
     fn steps<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(steps) = &self.inner.steps else {
-            return Ok(None);
-        };
-        let value = serde_json::to_value(steps)
-            .map_err(|e| SynthkitError::new_err(format!("cannot write the steps: {e}")))?;
-        from_json(py, &value).map(Some)
+        to_python(
+            py,
+            self.inner.steps.as_ref().map(serde_json::to_value),
+            "steps",
+        )
     }
 
     /// The grounding check of the answer (`None` for JSON answers, abstentions and modes
@@ -101,12 +100,11 @@ impl Response {
     /// replaced it).
     #[getter]
     fn grounding<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(g) = &self.inner.grounding else {
-            return Ok(None);
-        };
-        let value = serde_json::to_value(g)
-            .map_err(|e| SynthkitError::new_err(format!("cannot write the grounding: {e}")))?;
-        from_json(py, &value).map(Some)
+        to_python(
+            py,
+            self.inner.grounding.as_ref().map(serde_json::to_value),
+            "grounding",
+        )
     }
 
     /// With `escalate=` (`None` otherwise): `escalated` (whether the first answer was set
@@ -114,12 +112,11 @@ impl Response {
     /// mode run over every node), `first_answer` and `first_usage`.
     #[getter]
     fn escalation<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(e) = &self.inner.escalation else {
-            return Ok(None);
-        };
-        let value = serde_json::to_value(e)
-            .map_err(|e| SynthkitError::new_err(format!("cannot write the escalation: {e}")))?;
-        from_json(py, &value).map(Some)
+        to_python(
+            py,
+            self.inner.escalation.as_ref().map(serde_json::to_value),
+            "escalation",
+        )
     }
 
     /// What the evidence stage kept and left out, with `evidence` on (`None` otherwise):
@@ -127,12 +124,11 @@ impl Response {
     /// characters), `dropped`, `dropped_count`, `answerable`, `coverage`, `abstained`.
     #[getter]
     fn evidence<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(e) = &self.inner.evidence else {
-            return Ok(None);
-        };
-        let value = serde_json::to_value(e)
-            .map_err(|e| SynthkitError::new_err(format!("cannot write the evidence: {e}")))?;
-        from_json(py, &value).map(Some)
+        to_python(
+            py,
+            self.inner.evidence.as_ref().map(serde_json::to_value),
+            "evidence",
+        )
     }
 
     /// `None` without `citations=True`; else a list of `{"marker": n, "node_ids": [...]}`
@@ -161,24 +157,28 @@ impl Response {
     /// `unclosed`). `None` without citations; empty outside quote mode.
     #[getter]
     fn quotes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(c) = &self.inner.citations else {
-            return Ok(None);
-        };
-        let value = serde_json::to_value(&c.quotes)
-            .map_err(|e| SynthkitError::new_err(format!("cannot write the quotes: {e}")))?;
-        from_json(py, &value).map(Some)
+        to_python(
+            py,
+            self.inner
+                .citations
+                .as_ref()
+                .map(|c| serde_json::to_value(&c.quotes)),
+            "quotes",
+        )
     }
 
     /// With `citations="quotes"`: `{"number", "markers", "sentence"}` for each number of a
     /// cited sentence that none of its cited sources contains. `None` without citations.
     #[getter]
     fn unsupported_numbers<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(c) = &self.inner.citations else {
-            return Ok(None);
-        };
-        let value = serde_json::to_value(&c.unsupported_numbers)
-            .map_err(|e| SynthkitError::new_err(format!("cannot write the numbers: {e}")))?;
-        from_json(py, &value).map(Some)
+        to_python(
+            py,
+            self.inner
+                .citations
+                .as_ref()
+                .map(|c| serde_json::to_value(&c.unsupported_numbers)),
+            "numbers",
+        )
     }
 
     /// For `simple_summarize`: `{"dropped_tokens", "dropped_node_ids"}` when the context
@@ -281,4 +281,19 @@ fn preview(text: &str, chars: usize) -> String {
         shown.push('…');
     }
     shown
+}
+
+/// `value` (written as JSON by `serde_json::to_value`) as a Python object (JSON's shapes: dicts, lists, strings, numbers), or `None`;
+/// `what` names it in the error when it cannot be written.
+fn to_python<'py>(
+    py: Python<'py>,
+    value: Option<serde_json::Result<serde_json::Value>>,
+    what: &str,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let value =
+        value.map_err(|e| SynthkitError::new_err(format!("cannot write the {what}: {e}")))?;
+    from_json(py, &value).map(Some)
 }
