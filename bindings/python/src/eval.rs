@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use synthkit::many::{Order, Window};
 use synthkit_frontend::eval::{
     AnswerLine, Case, CaseError, Paired, RegexBudget, Row, Totals, nodes_text, paired,
     parse_answer_line, parse_case_within, run_case, score, table, totals,
 };
-use synthkit::many::{Order, Window};
 
 use crate::nodes::{from_json, to_json, type_name};
 use crate::synthesizer::Synthesizer;

@@ -19,8 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyString, PyTuple};
 use serde_json::Value;
 use synthkit::many::{Order, Window};
-use synthkit_frontend::request::{RequestDefaults, RequestError, SynthesizeRequest, error_kind};
 use synthkit::{Concurrency, SynthesisInput};
+use synthkit_frontend::request::{RequestDefaults, RequestError, SynthesizeRequest, error_kind};
 
 use crate::errors::to_py;
 use crate::nodes::{from_json, nodes_from, to_json};

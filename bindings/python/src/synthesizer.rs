@@ -18,9 +18,9 @@ use crate::pyllm::{self, LlmOptions};
 use crate::response::Response;
 use crate::sharing::{self, SharingArgs};
 use crate::stream::ResponseStream;
+use crate::structured::Structured;
 use crate::templates::TemplateArgs;
 use crate::truncation::TruncationPolicy;
-use crate::structured::Structured;
 use crate::{InputError, block_on, runtime};
 
 /// The names of the response modes, as `mode=` takes them.
@@ -97,7 +97,8 @@ impl Synthesizer {
 
 /// `escalate=`: `None`/`False` (off), `True` (the first 5 nodes) or a number of nodes.
 fn escalation(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<synthkit::Escalation>> {
-    const MUST: &str = "escalate= must be True, False, None or the number of nodes read first (at least 1)";
+    const MUST: &str =
+        "escalate= must be True, False, None or the number of nodes read first (at least 1)";
     let Some(value) = value.filter(|v| !v.is_none()) else {
         return Ok(None);
     };
@@ -111,7 +112,6 @@ fn escalation(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<synthkit::Esc
         _ => Err(InputError::new_err(MUST)),
     }
 }
-
 
 #[pymethods]
 impl Synthesizer {

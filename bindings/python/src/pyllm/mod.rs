@@ -35,8 +35,8 @@ pub(crate) mod convert;
 pub(crate) mod scope;
 
 use bridge::{Caller, Runner, helpers};
-use convert::{LastFailure, LlmFailure};
 pub(crate) use convert::llm_exception;
+use convert::{LastFailure, LlmFailure};
 use scope::Scope;
 
 /// What the constructor says about a Python model.
