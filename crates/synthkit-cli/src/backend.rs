@@ -9,14 +9,11 @@
 //! secret that the library never prints. Without `--model` (or `SYNTHKIT_MODEL`), a server given by URL is
 //! asked which model it serves (`GET /models`).
 
-use std::path::Path;
-
-use anyhow::{Result, anyhow};
-use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
+use anyhow::Result;
 use synthkit::layer::sharing::{CacheLocation, Sharing};
-use synthkit_frontend::{ModelSetup, StackOptions};
 
-use crate::flags::{LimitArgs, LlmKind, ModelArgs, SynthArgs};
+use crate::flags::SynthArgs;
+pub use crate::settings::StackFlags;
 
 /// The chosen model behind the library's model stack, with the tokenizers, slots and
 /// server that go with it: the setup every front end builds ([`synthkit_frontend`]).
@@ -37,79 +34,6 @@ pub async fn connect(args: &SynthArgs) -> Result<Backend> {
     connect_with(StackFlags::of(args)).await
 }
 
-/// The flags that build the backend and its stack: `ask`'s and `summarize`'s, or
-/// `batch`'s (one stack for every synthesis of the batch).
-#[derive(Debug, Clone, Copy)]
-pub struct StackFlags<'a> {
-    /// Which backend, where and which model.
-    pub model_args: &'a ModelArgs,
-    /// Rates, retries and sharing.
-    pub limits: &'a LimitArgs,
-    /// `--concurrency`: calls in flight of one synthesis.
-    pub concurrency: Option<usize>,
-    /// Syntheses run at once (1 but for `batch --jobs`): the stack lets each have its
-    /// calls in flight.
-    pub syntheses: usize,
-    /// `--cache FILE`.
-    pub cache: Option<&'a Path>,
-    /// `--plan`: no model call will be made (no key needed, no cache or Redis opened).
-    pub plan: bool,
-}
-
-impl<'a> StackFlags<'a> {
-    /// The flags of `ask` and `summarize`.
-    pub fn of(args: &'a SynthArgs) -> Self {
-        Self {
-            model_args: &args.model_args,
-            limits: &args.limits,
-            concurrency: args.concurrency,
-            syntheses: 1,
-            cache: args.cache.as_deref(),
-            plan: args.dry_run.plan,
-        }
-    }
-
-    /// The setup the flags ask for: the backend (`--llm`, `--api`, the server's flags),
-    /// how prompts are counted (`--tokenizer`, else the server where it can count:
-    /// llama.cpp's `/tokenize`, vLLM's, `count_tokens`, quietly keeping ours where it
-    /// cannot; with `--server-tokenizer` the config's own probe warns, with
-    /// `--no-server-tokenizer` the server is not asked), and the stack.
-    pub fn setup(&self, sharing: Sharing) -> Result<ModelSetup> {
-        let flags = self.model_args;
-        let setup = match flags.kind() {
-            LlmKind::Extractive => ModelSetup::extractive()
-                .with_window(flags.context_window, flags.num_output)
-                .with_name(flags.model.clone()),
-            LlmKind::Openai | LlmKind::Anthropic => {
-                let settings: ServerSettings = match flags.kind() {
-                    LlmKind::Anthropic => flags.anthropic_config()?.into(),
-                    _ => flags.openai_config()?.into(),
-                };
-                let counting = if flags.server_tokenizer || flags.no_server_tokenizer {
-                    Counting::AsConfigured
-                } else {
-                    Counting::ServerWhereAvailable
-                };
-                ModelSetup::server(settings)
-                    .with_counting(counting)
-                    .require_key(!self.plan)
-            }
-        };
-        // `--tokenizer` counts and splits; without it, the extractive backend and the
-        // splitter use cl100k_base, a server counts as chosen above.
-        let setup = match flags.tokenizer {
-            Some(t) => setup.with_tokenizer(t.shared()),
-            None => setup,
-        };
-        let stack = StackOptions::default()
-            .with_calls_in_flight(self.concurrency)
-            .with_syntheses(self.syntheses)
-            .with_retry(self.limits.retry_policy()?)
-            .with_sharing(sharing);
-        Ok(setup.with_stack(stack))
-    }
-}
-
 /// [`connect`] with the flags of any verb.
 pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
     let sharing = if args.plan {
@@ -121,11 +45,10 @@ pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
         };
         args.limits.open_sharing(local).await?
     };
-    let flags = args.model_args;
-    args.setup(sharing)?.build().await.map_err(|e| match e {
-        ConnectError::NoKey { url } => anyhow!(flags.no_key(url)),
-        other => anyhow!(other),
-    })
+    args.setup(sharing)?
+        .build()
+        .await
+        .map_err(|e| crate::settings::connect_error(args.model_args, e, false))
 }
 
 /// The note on standard error after a cached run: `N cached, M new calls`.

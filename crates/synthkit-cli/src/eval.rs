@@ -22,9 +22,8 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use serde_json::json;
 use synthkit::many::{Order, Window};
-use synthkit::prompt::PromptBudget;
 use synthkit::text::TokenTextSplitter;
-use synthkit::{Concurrency, Node, ResponseMode, SynthesisOptions, Synthesizer};
+use synthkit::{Node, ResponseMode, Synthesizer};
 use synthkit_frontend::eval::{
     AnswerLine, Case, CaseInput, RegexBudget, Row, nodes_text, parse_answer_line,
     parse_case_within, run_case,
@@ -39,6 +38,7 @@ use crate::output::{note, warn};
 use crate::pages::{BatchReports, batch_report_path};
 use crate::paths_root::PathsRoot;
 use crate::progress::BatchProgress;
+use crate::settings::SynthesisSettings;
 use crate::templates::CustomTemplates;
 use synthkit_frontend::batch::{self as batch_io, LineReader, RawLine};
 
@@ -235,6 +235,7 @@ struct Runner {
     splitter: Arc<TokenTextSplitter>,
     templates: CustomTemplates,
     root: Arc<PathsRoot>,
+    settings: SynthesisSettings,
 }
 
 impl Runner {
@@ -261,40 +262,21 @@ impl Runner {
         mode: ResponseMode,
         nodes: &[Node],
     ) -> Result<(Synthesizer, Option<Arc<synthkit::steps::StepRecorder>>)> {
-        let info = self.backend.model().info();
-        let budget = PromptBudget::new(info.context_window, info.num_output)
-            .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
-            .with_tokenizer(self.backend.budget_tokenizer.clone())
-            .with_max_prompt_tokens(self.args.max_prompt_tokens)
-            .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
-        // The extractive backend always cites (it says which sentences it took); the
-        // markers stay out of the answer without --cite.
-        let citations = self.args.cites() || self.backend.is_extractive();
-        let mut options = SynthesisOptions::default();
-        options.mode = Some(mode);
-        options.budget = Some(budget);
-        options.concurrency = Some(Concurrency::for_server(
-            self.args.concurrency,
-            self.backend.server_slots,
-        ));
-        options.citations = Some(citations);
-        options.citation_markers = Some(self.args.cites());
-        options.citation_style = Some(self.args.citation_style());
-        options.escalation = self
+        let checks = self
             .args
-            .escalation
-            .escalate
-            .map(|first| Some(synthkit::Escalation::new(first as usize)));
-        options.system_prompt = self.args.prompts.system_prompt.clone();
-        options.templates = self.templates.list();
-        self.args
             .checks
             .checks(synthkit_frontend::AnswerChecks::for_questions_to(
                 self.backend.backend,
-            ))
-            .set(&mut options);
+            ));
         // A case none of whose chunks is relevant (no nodes) is answered as every front
         // end answers it (the checks set it).
+        let options = self.settings.options(
+            &self.backend,
+            &self.backend.model().info(),
+            mode,
+            self.templates.list(),
+            &checks,
+        )?;
         let builder = options.apply(Synthesizer::builder(self.backend.model()));
         let mut fanout = Fanout::default();
         fanout.push(self.progress.clone());
@@ -608,6 +590,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             splitter,
             templates,
             root: Arc::clone(&root),
+            settings: SynthesisSettings::of_eval(args),
         });
         // At most --jobs runs in flight, each on its own task (aborted if this is
         // dropped), their rows taken in case order.

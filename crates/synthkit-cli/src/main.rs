@@ -2,14 +2,19 @@
 //! synthesis, offline (extractive) or with an OpenAI-compatible model.
 //!
 //! `main` only parses the arguments, runs the verb and turns errors into exit codes
-//! (0 success, 2 usage errors, 1 anything else); the work lives in the modules, in three
-//! tiers whose imports run one way, as ripgrep's do: the verbs use the services and the
-//! flags, the services use the flags (and each other, one way), and `flags` imports
-//! nothing else of the command.
+//! (0 success, 2 usage errors, 1 anything else); the work lives in the modules, in four
+//! tiers whose imports run one way, as ripgrep's do: the verbs use the services, the
+//! settings and the flags, the services use the settings and the flags (and each other, one
+//! way), `settings` (the one conversion from flags to built things) uses only the flags,
+//! and `flags` imports nothing else of the command.
 //! The verbs never import each other: what two of them share is a service.
 
 // Every flag of every verb, with its parsers and defaults.
 mod flags;
+
+// The one conversion from flags to built things (the options and the model setup that
+// several verbs build).
+mod settings;
 
 // The services the verbs share: reading (input, nodes, templates), the model and its
 // stack, plans, progress, output, traces, report pages, JSON-lines files, errors.

@@ -375,7 +375,7 @@ mod tests {
         let nodes = gather_nodes(args, query, &backend, None, &Spinner::new(false)).unwrap();
         let progress = Arc::new(Progress::new(false));
         let t = Instant::now();
-        let planned = Synthesis::new(&backend, mode, args, &templates, query);
+        let planned = Synthesis::new(&backend, mode, args, &templates, query).unwrap();
         let estimate = planned.estimate(nodes.clone()).await.unwrap();
         let took = t.elapsed();
         progress.fix_total(&estimate);

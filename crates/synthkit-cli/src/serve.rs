@@ -5,12 +5,11 @@
 //! SIGTERM or Ctrl-C, draining requests in flight for up to `--shutdown-grace` seconds.
 
 use anyhow::{Context, Result, anyhow};
-use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
 use synthkit::layer::sharing::CacheLocation;
-use synthkit_serve::{AccessPolicy, ApiKeys, AppState, Backend, Metrics, ModelSetup, StackOptions};
+use synthkit_serve::{AccessPolicy, ApiKeys, AppState, Backend, Metrics, ModelSetup};
 
 use crate::error::usage;
-use crate::flags::{LlmKind, ModelArgs, ServeArgs};
+use crate::flags::ServeArgs;
 
 /// Runs the service until SIGTERM or Ctrl-C.
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -90,16 +89,8 @@ async fn backend_config(args: &ServeArgs) -> Result<ModelSetup> {
             "serve counts tokens with the server's /tokenize where it has one, else with the model's tokenizer; --tokenizer is for ask and summarize",
         ));
     }
-    let setup = match m.kind() {
-        LlmKind::Extractive => ModelSetup::extractive().with_window(m.context_window, m.num_output),
-        LlmKind::Openai => ModelSetup::openai(with_key(m, m.openai_config()?)?),
-        LlmKind::Anthropic => ModelSetup::anthropic(with_key(m, m.anthropic_config()?)?),
-    };
-    let setup = if m.no_server_tokenizer {
-        setup.with_counting(Counting::AsConfigured)
-    } else {
-        setup
-    };
+    let setup = crate::settings::model_setup(m, true)?;
+    crate::settings::check_key(m, &setup)?;
     let local = if let Some(path) = &args.cache.cache {
         CacheLocation::Sqlite(path.clone())
     } else if args.cache.memory_cache {
@@ -110,20 +101,6 @@ async fn backend_config(args: &ServeArgs) -> Result<ModelSetup> {
         CacheLocation::None
     };
     let sharing = args.limits.open_sharing(local).await?;
-    let stack = StackOptions::default()
-        .with_calls_in_flight(Some(args.concurrency))
-        .with_retry(args.limits.retry_policy()?)
-        .with_sharing(sharing);
+    let stack = crate::settings::stack_options(&args.limits, Some(args.concurrency), 1, sharing)?;
     Ok(setup.with_stack(stack))
-}
-
-/// A server's config from the flags (as `ask` reads them) and the environment; without a
-/// key, the API's own URL is refused at once.
-fn with_key<C: Clone + Into<ServerSettings>>(m: &ModelArgs, config: C) -> Result<C> {
-    let settings: ServerSettings = config.clone().into();
-    settings.check_key().map_err(|e| match e {
-        ConnectError::NoKey { url } => usage(m.no_key(url)),
-        other => anyhow!(other),
-    })?;
-    Ok(config)
 }

@@ -8,23 +8,20 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use futures::StreamExt;
 use synthkit::model::{LanguageModel, ModelError, TimeoutKind};
-use synthkit::prompt::PromptBudget;
-use synthkit::text::{SharedTokenizer, TokenTextSplitter};
-use synthkit::{
-    AnswerFiltering, Concurrency, Node, Observer, OnTruncation, Response, ResponseMode, SynthError,
-    SynthesisInput, SynthesisOptions, Synthesizer,
-};
+use synthkit::text::TokenTextSplitter;
+use synthkit::{Node, Observer, Response, ResponseMode, SynthError, SynthesisInput, Synthesizer};
 use synthkit_extractive::ExtractiveModel;
 
 use crate::backend::{self, Backend};
 use crate::error::usage;
-use crate::flags::{JsonFormat, SynthArgs, TopK, TruncationPolicy, default_overlap};
+use crate::flags::{JsonFormat, SynthArgs, TopK, default_overlap};
 use crate::input;
 use crate::observe::{Fanout, ModelTime};
 use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
 use crate::plan::{self, Estimate};
 use crate::progress::Progress;
 use crate::rank;
+use crate::settings::SynthesisSettings;
 use crate::spinner::{Spinner, thousands};
 use crate::templates::CustomTemplates;
 use crate::trace::Trace;
@@ -33,7 +30,7 @@ use synthkit_frontend::AnswerChecks;
 /// One synthesis of `ask` or `summarize`: the backend, the mode, the flags, the templates
 /// and the query (the nodes are given beside it). Its run, its estimate and its `--plan`
 /// build their synthesizers from it, so that a plan mirrors the run.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Synthesis<'a> {
     /// The backend whose model answers (or that a plan mirrors).
     pub backend: &'a Backend,
@@ -47,19 +44,22 @@ pub struct Synthesis<'a> {
     pub query: &'a str,
     /// Evidence first and the policy for unsupported answers.
     pub checks: AnswerChecks,
+    /// The options the flags ask for.
+    pub settings: SynthesisSettings,
 }
 
 impl<'a> Synthesis<'a> {
     /// The synthesis of `query` in `mode` with `backend`'s limits, the flags and the
-    /// templates.
+    /// templates; fails on flags that cannot go together or an `--output-schema` that
+    /// cannot be read.
     pub fn new(
         backend: &'a Backend,
         mode: ResponseMode,
         args: &'a SynthArgs,
         templates: &'a CustomTemplates,
         query: &'a str,
-    ) -> Self {
-        Self {
+    ) -> Result<Self> {
+        Ok(Self {
             backend,
             mode,
             args,
@@ -68,7 +68,8 @@ impl<'a> Synthesis<'a> {
             checks: args
                 .checks
                 .checks(AnswerChecks::for_questions_to(backend.backend)),
-        }
+            settings: SynthesisSettings::of_synth(args)?,
+        })
     }
 
     /// This synthesis with `checks`.
@@ -114,125 +115,27 @@ impl<'a> Synthesis<'a> {
 }
 
 /// Builds a synthesizer for `model` (the backend's, or a planner standing in for it) with
-/// the options of `synthesis` (its flags, mode, templates and answer checks).
-///
-/// Citations are on with `--cite`, and always with the extractive backend, which cites
-/// exactly: without `--cite` its markers are removed from the answer, and the citations
-/// still say which sources its sentences came from.
+/// the options of `synthesis` ([`SynthesisSettings::options`]: its flags, mode, templates
+/// and answer checks).
 pub fn build_synthesizer(
     model: Arc<dyn LanguageModel>,
     synthesis: &Synthesis<'_>,
     observer: Arc<dyn Observer>,
     dry_run: bool,
 ) -> Result<Synthesizer> {
-    let (backend, mode, args, templates) = (
+    let options = synthesis.settings.options(
         synthesis.backend,
+        &model.info(),
         synthesis.mode,
-        synthesis.args,
-        synthesis.templates,
-    );
-    let tokenizer: SharedTokenizer = backend.budget_tokenizer.clone();
-    let info = model.info();
-    let budget = PromptBudget::new(info.context_window, info.num_output)
-        .map_err(|e| usage(format!("{e} (see --context-window and --num-output)")))?
-        .with_chunk_overlap_ratio(args.overlap)
-        .map_err(|e| usage(format!("{e} (see --overlap)")))?
-        .with_tokenizer(tokenizer)
-        .with_max_prompt_tokens(args.max_prompt_tokens)
-        .map_err(|e| usage(format!("{e} (see --max-prompt-tokens)")))?;
-    let mut options = SynthesisOptions::default();
-    options.mode = Some(mode);
-    options.budget = Some(budget);
-    options.concurrency = Some(Concurrency::for_server(
-        args.concurrency,
-        backend.server_slots,
-    ));
-    options.answer_filtering = Some(if args.structured_filtering {
-        AnswerFiltering::on()
-    } else {
-        AnswerFiltering::Off
-    });
-    options.on_truncation = Some(match args.on_truncation {
-        TruncationPolicy::Warn => OnTruncation::Warn,
-        TruncationPolicy::Error => OnTruncation::Error,
-    });
-    options.citations = Some(shows_citations(args, backend));
-    options.citation_markers = Some(args.cites());
-    options.citation_style = Some(args.citation_style());
-    options.return_steps = Some(wants_steps(args));
-    options.system_prompt = args.prompts.system_prompt.clone();
-    options.templates = templates.list();
-    options.thinking_reserve = Some(args.thinking_reserve);
-    options.not_in_sources_answer = args.not_in_sources.clone();
-    options.vision = args.model_args.vision_override();
-    synthesis.checks.set(&mut options);
-    if let Some(first) = args.escalation.escalate {
-        if args.stream {
-            return Err(usage(
-                "--escalate judges a whole answer before it is shown: drop --stream or --escalate"
-                    .to_string(),
-            ));
-        }
-        options.escalation = Some(Some(synthkit::Escalation::new(first as usize)));
-    }
-    options.output_schema = args
-        .output_schema
-        .as_deref()
-        .map(read_output_schema)
-        .transpose()?;
+        synthesis.templates.list(),
+        &synthesis.checks,
+    )?;
     // A dry run makes no spans: no trace shows calls that were never made.
     let builder = options
         .apply(Synthesizer::builder(model))
         .observer(observer)
         .spans(!dry_run);
     builder.build().map_err(|e| usage(e.to_string()))
-}
-
-/// The largest `--output-schema` file read: 1 MiB.
-const MAX_OUTPUT_SCHEMA_BYTES: u64 = 1 << 20;
-
-/// `--output-schema FILE`: its JSON, checked as a schema (shape and cost) before any call.
-fn read_output_schema(path: &std::path::Path) -> Result<serde_json::Value> {
-    let file = std::fs::File::open(path).map_err(|e| {
-        usage(format!(
-            "cannot read --output-schema `{}`: {e}",
-            path.display()
-        ))
-    })?;
-    let bytes = crate::input::read_capped(file, Some(MAX_OUTPUT_SCHEMA_BYTES)).map_err(|e| {
-        usage(format!(
-            "cannot read --output-schema `{}`: {e}",
-            path.display()
-        ))
-    })?;
-    if bytes.len() as u64 > MAX_OUTPUT_SCHEMA_BYTES {
-        return Err(usage(format!(
-            "--output-schema `{}` is over 1 MiB: a schema that large is not one a model can follow",
-            path.display()
-        )));
-    }
-    let schema: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-        usage(format!(
-            "--output-schema `{}` is not JSON: {e}",
-            path.display()
-        ))
-    })?;
-    synthkit::schema::CompiledSchema::new(schema.clone())
-        .map_err(|e| usage(format!("--output-schema `{}`: {e}", path.display())))?;
-    Ok(schema)
-}
-
-/// Whether the model sees numbered sources: with `--cite`, and for the extractive
-/// backend (it cites what it quotes) unless the answer is JSON (`--output-schema`).
-fn shows_citations(args: &SynthArgs, backend: &Backend) -> bool {
-    args.cites() || (backend.is_extractive() && args.output_schema.is_none())
-}
-
-/// Whether the response carries its steps: for `--steps` (a plan makes no call). The
-/// report and the trace's `run` line take theirs from the run's own recorder, which keeps
-/// them when the run fails too.
-fn wants_steps(args: &SynthArgs) -> bool {
-    !args.dry_run.plan && args.report.steps
 }
 
 /// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`
@@ -360,7 +263,7 @@ pub async fn run(
         Some(p) => Some(Arc::new(Trace::create(p, args.dry_run.plan)?)),
         None => None,
     };
-    let planned = Synthesis::new(&backend, mode, args, &templates, query)
+    let planned = Synthesis::new(&backend, mode, args, &templates, query)?
         .with_checks(args.checks.checks(base_checks(backend.backend)));
     if args.dry_run.plan {
         let outcome = planned.dry_run(nodes, trace.clone()).await;
@@ -401,7 +304,7 @@ pub async fn run(
     // before the failure).
     let failure_record = (trace.is_some() || args.report.report.is_some()).then(|| {
         let recorder = Synthesizer::builder(backend.model())
-            .citations(shows_citations(args, &backend))
+            .citations(planned.settings.shows_citations(&backend))
             .step_recorder(&nodes);
         (Arc::new(recorder), nodes.clone())
     });

@@ -8,7 +8,7 @@ use synthkit::ResponseMode;
 use super::batch::PathsArgs;
 use super::limits::LimitArgs;
 use super::model::ModelArgs;
-use super::synth::{CiteStyle, DEFAULT_CHUNK_SIZE, PromptArgs};
+use super::synth::{CiteStyle, DEFAULT_CHUNK_SIZE, PromptArgs, WindowArgs};
 use super::values::{TopK, parse_mode, parse_top_k};
 
 impl EvalArgs {
@@ -95,9 +95,9 @@ pub struct EvalArgs {
     /// server's slots when it says fewer.
     #[arg(long, value_name = "N", help_heading = "Synthesis")]
     pub concurrency: Option<usize>,
-    /// The most tokens one prompt may have, below the model's window.
-    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
-    pub max_prompt_tokens: Option<usize>,
+    /// How each call uses the window, as `ask` has it.
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Other prompts than the defaults (to measure a prompt before making it one).
     #[command(flatten)]
     pub prompts: PromptArgs,

@@ -29,7 +29,8 @@ pub use report::ReportVerbArgs;
 pub use serve::ServeArgs;
 pub use synth::{
     ASK_DEFAULT_MODE, AskArgs, DEFAULT_FOLDER_TOP_K, ImagesMode, JsonFormat, PromptArgs,
-    SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TruncationPolicy, WalkArgs, default_overlap,
+    SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TruncationPolicy, WalkArgs, WindowArgs,
+    default_overlap,
 };
 pub use text::{SplitArgs, TokensArgs};
 pub use values::{TopK, UsageError, usage};

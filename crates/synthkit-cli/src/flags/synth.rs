@@ -152,14 +152,9 @@ pub struct SynthArgs {
     /// for ask, tree_summarize for summarize].
     #[arg(long, value_name = "MODE", value_parser = parse_mode, help_heading = "Synthesis")]
     pub mode: Option<ResponseMode>,
-    /// Tokens of overlap between packed chunks, as a fraction of the chunk (0 to 1).
-    #[arg(
-        long,
-        value_name = "RATIO",
-        default_value_t = 0.1,
-        help_heading = "Synthesis"
-    )]
-    pub overlap: f64,
+    /// How each call uses the model's window.
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Model calls in flight at once (tree levels, accumulate); 0 means no limit.
     /// Default: 8, or the server's slots when it says fewer (llama.cpp /props). Against a
     /// server, the calls in flight are also halved when it is overloaded and grow back
@@ -183,23 +178,6 @@ pub struct SynthArgs {
     /// The prompt templates and the system prompt.
     #[command(flatten)]
     pub prompts: PromptArgs,
-    /// The most tokens one prompt may have, below the model's window (system prompt and
-    /// template included): less context in each call, more calls. For cost, or for a
-    /// model that answers worse with long prompts. Default: a prompt may fill the window
-    /// less --num-output.
-    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
-    pub max_prompt_tokens: Option<usize>,
-    /// Reasoning models (Qwen3, DeepSeek-R1, ...): extra output tokens for thinking on
-    /// every call, on top of --num-output and taken off the prompt room, so a model that
-    /// thinks before it answers is not cut while thinking. Thinking never goes into a
-    /// prompt or the answer either way.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 0,
-        help_heading = "Synthesis"
-    )]
-    pub thinking_reserve: usize,
     /// The answer printed when the model says the sources do not answer (the default
     /// prompts ask it to reply "Not in the sources"; --json then says "answerable":
     /// false). Default: "The sources do not answer this question."
@@ -233,17 +211,6 @@ pub struct SynthArgs {
     /// --structured-filtering.
     #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
     pub output_schema: Option<PathBuf>,
-    /// What to do when a model reply is cut at the output limit (--num-output): warn keeps
-    /// the answer and prints a warning (--json counts them in usage.truncated_calls);
-    /// error fails with exit code 1.
-    #[arg(
-        long,
-        value_enum,
-        value_name = "POLICY",
-        default_value_t = TruncationPolicy::Warn,
-        help_heading = "Synthesis"
-    )]
-    pub on_truncation: TruncationPolicy,
 
     /// Evidence first and the grounding check.
     #[command(flatten)]
@@ -352,6 +319,49 @@ fn parse_image_size(s: &str) -> Result<usize, String> {
         )),
         FileSize(None) => Err("images have a size limit: give a size such as 20M".into()),
     }
+}
+
+/// How each call uses the model's window: the overlap of packed chunks, the cap on one
+/// prompt, the thinking reserve, and what a reply cut at the output limit does; shared by
+/// `ask`, `summarize` and `eval`, so that eval measures what `ask` runs.
+#[derive(Debug, Clone, Args)]
+pub struct WindowArgs {
+    /// Tokens of overlap between packed chunks, as a fraction of the chunk (0 to 1).
+    #[arg(
+        long,
+        value_name = "RATIO",
+        default_value_t = 0.1,
+        help_heading = "Synthesis"
+    )]
+    pub overlap: f64,
+    /// The most tokens one prompt may have, below the model's window (system prompt and
+    /// template included): less context in each call, more calls. For cost, or for a
+    /// model that answers worse with long prompts. Default: a prompt may fill the window
+    /// less --num-output.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
+    pub max_prompt_tokens: Option<usize>,
+    /// Reasoning models (Qwen3, DeepSeek-R1, ...): extra output tokens for thinking on
+    /// every call, on top of --num-output and taken off the prompt room, so a model that
+    /// thinks before it answers is not cut while thinking. Thinking never goes into a
+    /// prompt or the answer either way.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        help_heading = "Synthesis"
+    )]
+    pub thinking_reserve: usize,
+    /// What to do when a model reply is cut at the output limit (--num-output): warn keeps
+    /// the answer and prints a warning (--json counts them in usage.truncated_calls);
+    /// error fails with exit code 1.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        default_value_t = TruncationPolicy::Warn,
+        help_heading = "Synthesis"
+    )]
+    pub on_truncation: TruncationPolicy,
 }
 
 /// The prompts of a synthesis: the template files and the system prompt.

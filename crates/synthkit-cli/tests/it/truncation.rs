@@ -121,3 +121,64 @@ fn on_truncation_error_exits_1() {
     let run = ask(&server, &["--on-truncation", "ignore"]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
 }
+
+/// `eval` takes ask's window flags and answers as `ask` does with them: a cut reply is
+/// counted in the row with the default policy, and fails the run with
+/// `--on-truncation error` (the row says so; the evaluation goes on).
+#[test]
+fn eval_runs_with_asks_truncation_policy() {
+    let server = server("length");
+    let dir = tempfile::tempdir().unwrap();
+    let case = serde_json::json!({
+        "id": "c1", "query": "How often is the mirror cleaned?",
+        "nodes": [{"id": "mirror", "text": "The primary mirror is cleaned every three months."}],
+        "answers": ["three months"], "answerable": true,
+    });
+    let cases = crate::common::write(dir.path(), "cases.jsonl", format!("{case}\n"));
+    let eval = |extra: &[&str]| {
+        let out = synthkit()
+            .arg("eval")
+            .arg(&cases)
+            .args(["--base-url", &server.base, "--model", "m"])
+            .args(["--num-output", "64", "--retries", "1", "--evidence", "off"])
+            .args(["--json", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            crate::common::stderr(&out)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["rows"][0].clone()
+    };
+    let warned = eval(&[]);
+    assert!(warned["error"].is_null(), "{warned}");
+    assert!(warned["truncated_calls"].as_u64() >= Some(1), "{warned}");
+    let failed = eval(&["--on-truncation", "error"]);
+    assert_has(
+        "the row's error",
+        failed["error"].as_str().unwrap_or_default(),
+        "output limit",
+    );
+}
+
+/// `eval --overlap` is checked as `ask`'s is, naming the flag.
+#[test]
+fn eval_checks_the_overlap_as_ask_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = crate::common::write(
+        dir.path(),
+        "cases.jsonl",
+        "{\"id\": \"c1\", \"query\": \"q\", \"nodes\": [{\"id\": \"a\", \"text\": \"t\"}], \"answers\": [\"t\"], \"answerable\": true}\n",
+    );
+    let out = synthkit()
+        .arg("eval")
+        .arg(&cases)
+        .args(["--overlap", "2", "--quiet"])
+        .output()
+        .unwrap();
+    crate::common::assert_usage_error(&out, "see --overlap");
+}
