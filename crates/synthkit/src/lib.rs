@@ -194,6 +194,7 @@ mod debug_fields;
 mod setters;
 pub mod backend;
 pub mod citation;
+pub mod cost;
 pub(crate) mod engine;
 pub mod error;
 pub mod evidence;

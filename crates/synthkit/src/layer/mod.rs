@@ -10,6 +10,8 @@
 //! - [`retry`]: the one layer that sends a call again on transient failures (backoff
 //!   with jitter, `Retry-After`, a bound on sends and on time).
 //! - [`cache`]: answers repeated requests from a store.
+//! - [`cost`]: a cap on what a run may cost at the user's prices, held at every call
+//!   (put outside the stack, per run or request).
 //! - [`sharing`]: where the rate budget and the response cache live (this process, a
 //!   file, or Redis shared by every process), as every front end chooses them.
 //! - [`limit`]: the in-process limiter (calls in flight and the per-minute budgets),
@@ -44,6 +46,7 @@ use crate::model::LanguageModel;
 pub mod adaptive;
 pub mod budget;
 pub mod cache;
+pub mod cost;
 pub mod gate;
 pub mod limit;
 pub mod meter;
