@@ -8,6 +8,7 @@ use std::io::{self, Write};
 
 use anyhow::Result;
 use serde_json::{Value, json};
+use synthkit::cost::Prices;
 use synthkit::model::ModelInfo;
 use synthkit::{Node, Plan, PlanRow, ResponseMode, Synthesizer};
 
@@ -27,6 +28,8 @@ pub struct Estimate {
     /// Prompt tokens of all the calls, counted as the run counts them (the backend's exact
     /// counter when it has one).
     pub prompt_tokens: usize,
+    /// Completion tokens at most: every call answering with its whole `max_tokens`.
+    pub max_completion_tokens: usize,
     /// Whether both are exact (else they are upper bounds).
     pub exact: bool,
     /// The calls by step and level.
@@ -40,6 +43,7 @@ impl Estimate {
             calls: plan.calls,
             levels: (mode == ResponseMode::TreeSummarize).then(|| plan.levels()),
             prompt_tokens: plan.prompt_tokens,
+            max_completion_tokens: plan.max_completion_tokens,
             exact: plan.exact,
             rows: plan.rows,
         }
@@ -81,6 +85,23 @@ pub fn refusal_message(estimate: &Estimate, args: &SynthArgs) -> String {
     )
 }
 
+/// What `estimate` may cost at most at `prices`: every prompt token read fresh, every
+/// reply as long as its cap.
+pub fn cost_bound(estimate: &Estimate, prices: &Prices) -> f64 {
+    prices.bound(estimate.prompt_tokens, estimate.max_completion_tokens)
+}
+
+/// The error of a run refused for its cost: the plan's figure, the cap, the ways on.
+pub fn cost_refusal_message(estimate: &Estimate, prices: &Prices, cap: f64) -> String {
+    format!(
+        "not started: this run may cost up to ${:.6} ({} model calls, {} prompt tokens and up to {} completion tokens at the prices given), over --max-cost ${cap}; raise --max-cost, or read fewer chunks (--top-k N, --include GLOB)",
+        cost_bound(estimate, prices),
+        estimate.calls,
+        estimate.prompt_tokens,
+        estimate.max_completion_tokens,
+    )
+}
+
 /// Prints the plan of a run refused for its size on standard error.
 pub fn print_refusal(backend: &Backend, mode: ResponseMode, estimate: &Estimate) -> Result<()> {
     let info = backend.model().info();
@@ -105,6 +126,7 @@ pub fn print(
     mode: ResponseMode,
     node_count: usize,
     args: &SynthArgs,
+    prices: Option<Prices>,
 ) -> Result<()> {
     let rows = &plan.rows;
     let (calls, prompt_tokens, exact) = (plan.calls, plan.prompt_tokens, plan.exact);
@@ -147,6 +169,13 @@ pub fn print(
                 obj.insert("price_per_1k".into(), json!(p));
                 obj.insert("estimated_cost_usd".into(), json!(c));
             }
+            if let Some(p) = &prices {
+                obj.insert("prices".into(), json!(p));
+                obj.insert(
+                    "max_cost_usd".into(),
+                    json!(p.bound(prompt_tokens, max_completion)),
+                );
+            }
             if let Some(t) = &plan.truncation {
                 obj.insert("truncation".into(), json!({"dropped_tokens": t.dropped_tokens, "dropped_node_ids": t.dropped_node_ids}));
             }
@@ -163,6 +192,8 @@ pub fn print(
         subject: &subject,
         rows,
         price_per_1k: args.dry_run.price_per_1k,
+        prices,
+        max_completion_tokens: max_completion,
         without_calls: &without_calls,
     };
     text.write(&mut out, backend, info)?;
@@ -187,6 +218,10 @@ pub(crate) struct TextPlan<'a> {
     pub rows: &'a [PlanRow],
     /// `--price-per-1k`.
     pub price_per_1k: Option<f64>,
+    /// `--price-input` and its kin.
+    pub prices: Option<Prices>,
+    /// Completion tokens at most, all the calls together.
+    pub max_completion_tokens: usize,
     /// The line printed when no call is needed.
     pub without_calls: &'a str,
 }
@@ -209,7 +244,6 @@ impl TextPlan<'_> {
         if self.rows.is_empty() {
             return writeln!(out, "{}", self.without_calls);
         }
-        let calls: usize = self.rows.iter().map(|r| r.calls).sum();
         let prompt_tokens: usize = self.rows.iter().map(|r| r.prompt_tokens).sum();
         let exact = self.rows.iter().all(|r| r.exact);
         write_table(out, self.rows)?;
@@ -217,9 +251,18 @@ impl TextPlan<'_> {
         writeln!(
             out,
             "completion tokens: at most {} ({} per call)",
-            calls * info.num_output,
-            info.num_output
+            self.max_completion_tokens, info.num_output
         )?;
+        if let Some(p) = &self.prices {
+            writeln!(
+                out,
+                "cost: at most ${:.6} ({prompt_tokens} prompt tokens at ${} and {} completion tokens at ${} per million, none read from a cache)",
+                p.bound(prompt_tokens, self.max_completion_tokens),
+                p.input,
+                self.max_completion_tokens,
+                p.output
+            )?;
+        }
         if let Some(p) = self.price_per_1k {
             let cost = prompt_tokens as f64 / 1000.0 * p;
             writeln!(

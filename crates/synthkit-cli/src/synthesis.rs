@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use futures::StreamExt;
+use synthkit::layer::cost::CostCapped;
 use synthkit::model::{LanguageModel, ModelError, TimeoutKind};
 use synthkit::text::TokenTextSplitter;
 use synthkit::{Node, Observer, Response, ResponseMode, SynthError, SynthesisInput, Synthesizer};
@@ -21,7 +22,7 @@ use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
 use crate::plan::{self, Estimate};
 use crate::progress::Progress;
 use crate::rank;
-use crate::settings::SynthesisSettings;
+use crate::settings::{CostSettings, SynthesisSettings};
 use crate::spinner::{Spinner, thousands};
 use crate::templates::CustomTemplates;
 use crate::trace::Trace;
@@ -110,7 +111,18 @@ impl<'a> Synthesis<'a> {
                 info.num_output
             )
         })?;
-        plan::print(&plan, self.backend, &info, self.mode, node_count, self.args)
+        let prices = CostSettings::of(&self.args.cost)?
+            .filter(|_| !self.backend.is_extractive())
+            .map(|c| c.prices);
+        plan::print(
+            &plan,
+            self.backend,
+            &info,
+            self.mode,
+            node_count,
+            self.args,
+            prices,
+        )
     }
 }
 
@@ -255,7 +267,10 @@ pub async fn run(
         ));
     }
     let templates = CustomTemplates::read(&args.prompts)?;
+    let cost = CostSettings::of(&args.cost)?;
     let backend = backend::connect(args).await?;
+    // The extractive backend is free: no prices, no cap.
+    let cost = cost.filter(|_| !backend.is_extractive());
     let spinner = Spinner::new(!args.quiet);
     let nodes = gather_nodes(args, query, &backend, folder_top_k, &spinner)?;
 
@@ -275,22 +290,39 @@ pub async fn run(
 
     let progress = Arc::new(Progress::new(!args.quiet));
     let guarded = !backend.is_extractive() && !args.yes;
-    if (progress.draws() || guarded) && mode.calls_model() {
-        // The bar's length and the size check: the calls counted up front with the run's
-        // packing (no model call). If counting fails, the run reports the error; the bar
-        // follows the library.
+    // --max-cost is checked against the plan whatever --yes says.
+    let capped = cost.and_then(|c| c.max_cost.map(|cap| (c.prices, cap)));
+    if (progress.draws() || guarded || capped.is_some()) && mode.calls_model() {
+        // The bar's length and the size and cost checks: the calls counted up front with
+        // the run's packing (no model call). If counting fails, the run reports the error
+        // (a capped run is not started: its cost cannot be checked); the bar follows the
+        // library.
         spinner.set(format!(
             "planning the calls over {} chunks",
             thousands(nodes.len())
         ));
         let counted = planned.estimate(nodes.clone()).await;
         spinner.clear();
-        if let Ok(estimate) = counted {
-            if guarded && plan::too_large(&estimate, args) {
-                plan::print_refusal(&backend, mode, &estimate)?;
-                return Err(usage(plan::refusal_message(&estimate, args)));
+        match counted {
+            Ok(estimate) => {
+                if guarded && plan::too_large(&estimate, args) {
+                    plan::print_refusal(&backend, mode, &estimate)?;
+                    return Err(usage(plan::refusal_message(&estimate, args)));
+                }
+                if let Some((prices, cap)) = &capped
+                    && plan::cost_bound(&estimate, prices) > *cap
+                {
+                    plan::print_refusal(&backend, mode, &estimate)?;
+                    return Err(usage(plan::cost_refusal_message(&estimate, prices, *cap)));
+                }
+                progress.fix_total(&estimate);
             }
-            progress.fix_total(&estimate);
+            Err(e) if capped.is_some() => {
+                return Err(anyhow!(
+                    "not started: --max-cost needs the run's plan, and counting its calls failed: {e:#}"
+                ));
+            }
+            Err(_) => {}
         }
     }
     let model_time = Arc::new(ModelTime::default());
@@ -311,7 +343,13 @@ pub async fn run(
     if let Some((recorder, _)) = &failure_record {
         fanout.push(recorder.clone());
     }
-    let synth = planned.synthesizer(backend.model(), Arc::new(fanout), false)?;
+    // Every call is held to --max-cost as it goes out (the plan is an upper bound; this
+    // is the promise).
+    let model: Arc<dyn LanguageModel> = match cost.and_then(|c| c.ledger()) {
+        Some(ledger) => Arc::new(CostCapped::new(backend.model(), ledger)),
+        None => backend.model(),
+    };
+    let synth = planned.synthesizer(model, Arc::new(fanout), false)?;
     if backend.is_extractive() && mode.calls_model() {
         note(args.quiet, EXTRACTIVE_NOTE);
     }
@@ -400,12 +438,18 @@ pub async fn run(
         }
         backend::report_cache(&mut report.fields, &backend);
         backend::report_concurrency(&mut report.fields, &backend);
+        if let Some(c) = &cost {
+            output::report_cost(&mut report.fields, &c.prices, &response.usage);
+        }
         output::write_json(&mut stdout.lock(), &report)?;
     } else if !args.stream {
         output::write_text(&mut stdout.lock(), &response, style)?;
     }
     if let Some(n) = backend::concurrency_note(&backend) {
         note(args.quiet, &n);
+    }
+    if let Some(c) = &cost {
+        note(args.quiet, &output::cost_note(&c.prices, &response.usage));
     }
     if response.usage.truncated_calls > 0 && !args.quiet {
         warn(&output::truncated_calls_warning(

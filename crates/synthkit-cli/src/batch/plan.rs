@@ -81,6 +81,8 @@ pub async fn run<R: BufRead>(
         subject: &subject,
         rows: &total.rows,
         price_per_1k: args.dry_run.price_per_1k,
+        prices: None,
+        max_completion_tokens: total.max_completion_tokens,
         without_calls: "no model call is needed",
     };
     let stdout = io::stdout();

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod answer;
 mod batch;
+mod cost;
 mod eval;
 mod limits;
 mod model;
@@ -20,6 +21,7 @@ mod text;
 mod values;
 
 pub use batch::BatchArgs;
+pub use cost::{CostArgs, PriceArgs};
 pub use eval::EvalArgs;
 pub use limits::LimitArgs;
 pub use model::{LlmKind, ModelArgs};

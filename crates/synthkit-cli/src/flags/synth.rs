@@ -172,6 +172,9 @@ pub struct SynthArgs {
     /// and stops unless --yes is given (a language-model backend only).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TOTAL_PROMPT_TOKENS, help_heading = "Model")]
     pub max_total_prompt_tokens: usize,
+    /// Prices and the cost cap.
+    #[command(flatten)]
+    pub cost: super::cost::CostArgs,
     /// Run even when the plan is over --max-calls or --max-total-prompt-tokens.
     #[arg(long, short = 'y', help_heading = "Model")]
     pub yes: bool,
@@ -390,7 +393,8 @@ pub struct PlanArgs {
     #[arg(long, help_heading = "Output")]
     pub plan: bool,
     /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
-    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output")]
+    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output",
+          conflicts_with_all = ["price_input", "prices"])]
     pub price_per_1k: Option<f64>,
 }
 

@@ -21,6 +21,7 @@ mod bad_nodes;
 mod batch;
 mod browser;
 mod cite_quotes;
+mod cost;
 mod declined;
 mod docs;
 mod escalate;

@@ -1,0 +1,146 @@
+//! Issue 45, budgets in money: with the user's prices, `--json`'s usage says what the run
+//! cost (cached prompt tokens at their own price) and `--plan` what it may cost at most;
+//! `--max-cost` refuses a run whose plan may cost more before any call, with the plan's
+//! figure, and `--yes` does not lift it.
+
+use axum::Router;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use serde_json::{Value, json};
+use synthkit_testkit::Server;
+use synthkit_testkit::openai::{chat_reply, error_reply};
+
+use crate::common::{QUESTION, assert_has, assert_usage_error, docs, json_of, stderr, synthkit};
+
+/// A server that answers every chat call with 100 prompt tokens, 60 of them cached, and 4
+/// completion tokens; counts the calls.
+fn server() -> (Server, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let chat = move |axum::Json(_): axum::Json<Value>| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let usage = json!({"prompt_tokens": 100, "completion_tokens": 4,
+                               "prompt_tokens_details": {"cached_tokens": 60}});
+            axum::Json(chat_reply("m", "Every three months.", "stop", &usage)).into_response()
+        }
+    };
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .fallback(|| async { error_reply(404, None, "not found") });
+    (Server::start(app), calls)
+}
+
+fn ask(server: &Server, extra: &[&str]) -> std::process::Output {
+    let dir = docs();
+    synthkit()
+        .args(["ask", QUESTION])
+        .args([
+            "--base-url",
+            &server.base,
+            "--model",
+            "m",
+            "--context-window",
+            "4096",
+        ])
+        .args(["--evidence", "off", "--on-unsupported", "warn"])
+        .args(extra)
+        .arg(dir.path())
+        .env("OPENAI_API_KEY", "")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn json_usage_says_what_the_run_cost_at_the_prices_given() {
+    let (server, _) = server();
+    let out = ask(
+        &server,
+        &[
+            "--json",
+            "--price-input",
+            "2",
+            "--price-cached-input",
+            "0.5",
+            "--price-output",
+            "8",
+        ],
+    );
+    let v = json_of(&out);
+    let usage = &v["usage"];
+    let calls = usage["calls"].as_f64().unwrap();
+    assert!(calls >= 1.0, "{v}");
+    // Per call: 40 fresh at 2, 60 cached at 0.5, 4 out at 8, per million.
+    let expected = calls * (40.0 * 2.0 + 60.0 * 0.5 + 4.0 * 8.0) / 1e6;
+    let cost = usage["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - expected).abs() < 1e-6,
+        "{cost} against {expected}: {v}"
+    );
+    assert_has("standard error", &stderr(&out), "cost: $");
+    // Without prices, no cost is made up.
+    let v = json_of(&ask(&server, &["--json"]));
+    assert!(v["usage"].get("cost_usd").is_none(), "{v}");
+}
+
+#[test]
+fn max_cost_refuses_a_run_its_plan_may_pass_before_any_call() {
+    let (server, calls) = server();
+    let prices = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(prices.path(), r#"{"input": 1000, "output": 1000}"#).unwrap();
+    let path = prices.path().to_str().unwrap();
+    let out = ask(&server, &["--prices", path, "--max-cost", "0.001", "--yes"]);
+    assert_usage_error(&out, "not started: this run may cost up to $");
+    assert_has("standard error", &stderr(&out), "over --max-cost $0.001");
+    // The plan was printed with the refusal, and nothing reached the server.
+    assert_has("standard error", &stderr(&out), "plan: compact");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // A cap the plan fits under runs.
+    let out = ask(&server, &["--prices", path, "--max-cost", "100"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(calls.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+}
+
+#[test]
+fn plan_says_what_the_run_may_cost_at_most() {
+    let (server, calls) = server();
+    let v = json_of(&ask(
+        &server,
+        &[
+            "--plan",
+            "--json",
+            "--price-input",
+            "1",
+            "--price-output",
+            "3",
+        ],
+    ));
+    let total = &v["total"];
+    let bound = (total["prompt_tokens"].as_f64().unwrap() * 1.0
+        + total["max_completion_tokens"].as_f64().unwrap() * 3.0)
+        / 1e6;
+    let said = v["max_cost_usd"].as_f64().unwrap();
+    assert!((said - bound).abs() < 1e-9, "{said} against {bound}: {v}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[test]
+fn cost_flags_that_cannot_work_are_usage_errors() {
+    let (server, _) = server();
+    assert_usage_error(
+        &ask(&server, &["--max-cost", "1"]),
+        "--max-cost needs the prices",
+    );
+    assert_usage_error(
+        &ask(&server, &["--price-input=-1", "--price-output", "1"]),
+        "input price must be a number of at least 0",
+    );
+    assert_usage_error(&ask(&server, &["--price-input", "1"]), "--price-output");
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), r#"{"input": 1}"#).unwrap();
+    assert_usage_error(
+        &ask(&server, &["--prices", bad.path().to_str().unwrap()]),
+        "the prices are not",
+    );
+}
