@@ -426,6 +426,10 @@ pub fn report_json<'a>(response: &'a Response, info: &ReportInfo<'_>) -> JsonRep
                     usage.insert(key.into(), n.into());
                 }
             }
+            // With the user's prices: what the run cost.
+            if let Some(cost) = response.usage.cost_usd {
+                usage.insert("cost_usd".into(), cost.into());
+            }
         }
         if let Some(t) = &response.truncation {
             obj.insert(
@@ -511,20 +515,6 @@ pub fn truncated_calls_warning(calls: u64, num_output: usize) -> String {
     format!("{replies} cut at the output limit (--num-output {num_output}); raise --num-output")
 }
 
-/// Adds `cost_usd` to the `usage` of a JSON report: what `usage` cost at `prices`.
-pub fn report_cost(
-    report: &mut serde_json::Value,
-    prices: &synthkit::cost::Prices,
-    usage: &synthkit::UsageTotals,
-) {
-    if let Some(obj) = report
-        .get_mut("usage")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        obj.insert("cost_usd".into(), json!(round_usd(prices.cost(usage))));
-    }
-}
-
 /// The note on standard error after a priced run: `cost: $0.000123 (...)`.
 pub fn cost_note(prices: &synthkit::cost::Prices, usage: &synthkit::UsageTotals) -> String {
     format!(
@@ -534,11 +524,6 @@ pub fn cost_note(prices: &synthkit::cost::Prices, usage: &synthkit::UsageTotals)
         usage.cached_prompt_tokens.min(usage.prompt_tokens),
         usage.completion_tokens
     )
-}
-
-/// An amount of money rounded to a millionth (what the JSON reports show).
-pub fn round_usd(usd: f64) -> f64 {
-    (usd * 1e6).round() / 1e6
 }
 
 /// Milliseconds rounded to 0.001.

@@ -408,7 +408,10 @@ pub async fn run(
             ),
         );
     }
-    let response = outcome?;
+    let mut response = outcome?;
+    if let Some(c) = &cost {
+        c.prices.price(&mut response.usage);
+    }
     if let Some(t) = &response.truncation {
         warn(&format!(
             "{mode} cut {} tokens of context to fit one prompt (from {}); use tree_summarize or compact to read everything",
@@ -438,9 +441,6 @@ pub async fn run(
         }
         backend::report_cache(&mut report.fields, &backend);
         backend::report_concurrency(&mut report.fields, &backend);
-        if let Some(c) = &cost {
-            output::report_cost(&mut report.fields, &c.prices, &response.usage);
-        }
         output::write_json(&mut stdout.lock(), &report)?;
     } else if !args.stream {
         output::write_text(&mut stdout.lock(), &response, style)?;

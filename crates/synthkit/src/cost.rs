@@ -107,6 +107,12 @@ impl Prices {
             + per_million(usage.completion_tokens, self.output)
     }
 
+    /// Sets `usage.cost_usd` to what it cost at these prices (rounded to a millionth, as
+    /// reports show money).
+    pub fn price(&self, usage: &mut UsageTotals) {
+        usage.cost_usd = Some((self.cost(usage) * 1e6).round() / 1e6);
+    }
+
     /// The most calls with `prompt_tokens` prompt tokens and replies of at most
     /// `max_completion_tokens` tokens may cost: every prompt token read fresh.
     pub fn bound(&self, prompt_tokens: usize, max_completion_tokens: usize) -> f64 {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::model::{ModelRequest, StepInfo, Usage};
 
 /// Totals over the calls of one synthesis.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct UsageTotals {
     /// Model calls made.
@@ -34,6 +34,10 @@ pub struct UsageTotals {
     /// Calls whose reply was cut at the output limit (`finish_reason: length`); each one is
     /// also reported as [`SynthEvent::ReplyTruncated`].
     pub truncated_calls: u64,
+    /// What the calls cost at the caller's prices ([`crate::cost::Prices::price`]); `None`
+    /// when no prices were given (the engine never makes one up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -73,6 +77,10 @@ impl UsageTotals {
                 .cache_write_tokens
                 .saturating_add(other.cache_write_tokens),
             truncated_calls: self.truncated_calls.saturating_add(other.truncated_calls),
+            cost_usd: match (self.cost_usd, other.cost_usd) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            },
         }
     }
 }

@@ -21,7 +21,10 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use serde_json::Value;
+use synthkit::cost::Prices;
+use synthkit::layer::cost::CostCapped;
 use synthkit::many::{Order, Window};
+use synthkit::model::LanguageModel;
 use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_frontend::batch::{
     self as batch_io, Existing, HashDefaults, LineReader, LineRequest, Parsed, SeenIds, Verdict,
@@ -36,6 +39,7 @@ use crate::flags::BatchArgs;
 use crate::output::note;
 use crate::pages::BatchReports;
 use crate::progress::BatchProgress;
+use crate::settings::CostSettings;
 
 /// The request hash's defaults of a batch: `--mode` and `--max-prompt-tokens`.
 fn hash_defaults(args: &BatchArgs) -> HashDefaults {
@@ -96,6 +100,8 @@ struct Finished {
     text: String,
     failed: bool,
     replaces: bool,
+    /// What the line's calls cost, at the prices given.
+    cost_usd: Option<f64>,
 }
 
 impl Finished {
@@ -128,6 +134,7 @@ impl Finished {
             text,
             failed: outcome.is_err(),
             replaces: false,
+            cost_usd: outcome.ok().and_then(|r| r.usage.cost_usd),
         }
     }
 }
@@ -138,6 +145,8 @@ struct Tally {
     answered: usize,
     failed: usize,
     skipped: usize,
+    /// What the answered lines cost, at the prices given.
+    cost_usd: Option<f64>,
 }
 
 impl Tally {
@@ -292,10 +301,12 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         cache: args.cache.as_deref(),
         plan: args.dry_run.plan,
     };
+    let cost = CostSettings::of(&args.cost)?;
     if args.dry_run.plan {
         let reader = LineReader::new(open_input(&args.input)?, max_line);
         let backend = backend::connect_with(flags).await?;
-        return plan::run(args, &backend, defaults(args, &backend), reader).await;
+        let prices = cost.filter(|_| !backend.is_extractive()).map(|c| c.prices);
+        return plan::run(args, &backend, defaults(args, &backend), reader, prices).await;
     }
     let output = args
         .output
@@ -320,6 +331,16 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     let backend = backend::connect_with(flags).await?;
     let defaults = defaults(args, &backend);
     let files = LineFiles::new(args, &backend)?;
+    // The extractive backend is free; with --max-cost, one ledger holds every call of
+    // the batch to the cap.
+    let cost = cost.filter(|_| !backend.is_extractive());
+    let lines = LineModel {
+        model: match cost.and_then(|c| c.ledger()) {
+            Some(ledger) => Arc::new(CostCapped::new(backend.model(), ledger)),
+            None => backend.model(),
+        },
+        prices: cost.map(|c| c.prices),
+    };
     let reports = match &args.report_dir {
         Some(dir) => Some(Arc::new(BatchReports::create(dir, &backend)?)),
         None => None,
@@ -392,7 +413,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
                     request,
                     replaces,
                 },
-                &backend,
+                &lines,
                 defaults.clone(),
                 &observer,
                 reports.clone(),
@@ -405,6 +426,9 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         batch_io::append_line(&mut out, finished.text)
             .map_err(|e| anyhow!("cannot write to {}: {e}", output.display()))?;
         replaced |= finished.replaces;
+        if let Some(c) = finished.cost_usd {
+            tally.cost_usd = Some(tally.cost_usd.unwrap_or(0.0) + c);
+        }
         if finished.failed {
             tally.failed += 1;
         } else {
@@ -425,8 +449,12 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     };
     progress.clear();
     let (calls, tokens) = progress.totals();
+    let cost = match tally.cost_usd {
+        Some(c) => format!(", ${c:.6}"),
+        None => String::new(),
+    };
     eprintln!(
-        "batch: {} lines: {} answered, {} failed, {} already in {}; {calls} model calls, {tokens} tokens; {:.1} s",
+        "batch: {} lines: {} answered, {} failed, {} already in {}; {calls} model calls, {tokens} tokens{cost}; {:.1} s",
         tally.total(),
         tally.answered,
         tally.failed,
@@ -440,10 +468,10 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
     if errors > 0 {
         let retry_hint = if retry {
             "run the same command again to retry those that failed for a transient cause \
-             (connection, timeout, rate limit, server error); fix the input for the others"
+             (connection, timeout, rate limit, server error, cost cap); fix the input for the others"
         } else {
             "run again without --no-retry-failed to retry those that failed for a transient \
-             cause (connection, timeout, rate limit, server error)"
+             cause (connection, timeout, rate limit, server error, cost cap)"
         };
         return Err(anyhow!(
             "{errors} line{} of {} {} ({} failed in this run): they say why; {retry_hint}",
@@ -520,12 +548,19 @@ struct Line {
     replaces: bool,
 }
 
+/// The model every line's synthesis calls (the backend's, held to `--max-cost` when it is
+/// given) and the prices its usage is priced at.
+struct LineModel {
+    model: Arc<dyn LanguageModel>,
+    prices: Option<Prices>,
+}
+
 /// Starts one line in `window`: its synthesis on its own task (so that the batch uses
 /// every worker thread), or its error line at once.
 fn start_line(
     window: &mut Window<Finished>,
     line: Line,
-    backend: &Backend,
+    lines: &LineModel,
     defaults: RequestDefaults,
     observer: &Arc<dyn Observer>,
     reports: Option<Arc<BatchReports>>,
@@ -559,7 +594,7 @@ fn start_line(
         }
         // With reports, the request keeps a recorder of its calls (for failed lines too).
         r.report = reports.is_some();
-        r.prepare(backend.model(), defaults, |b| b.observer(observer))
+        r.prepare(Arc::clone(&lines.model), defaults, |b| b.observer(observer))
             .map_err(|e| ErrorDetail {
                 kind: e.kind().into(),
                 message: format!("line {number}: {e}"),
@@ -576,6 +611,7 @@ fn start_line(
     };
     let (id_again, hash_again) = (id.clone(), hash.clone());
     let files = files.clone();
+    let prices = lines.prices;
     let run = async move {
         let mut run = run;
         if let Some((paths, top_k)) = paths {
@@ -605,6 +641,9 @@ fn start_line(
                 }
                 if !run.return_steps {
                     response.steps = None;
+                }
+                if let Some(p) = &prices {
+                    p.price(&mut response.usage);
                 }
                 Finished::of(&id, hash.as_deref(), Ok(&response))
             }

@@ -20,6 +20,7 @@ pub async fn run<R: BufRead>(
     backend: &Backend,
     defaults: RequestDefaults,
     mut reader: LineReader<R>,
+    prices: Option<synthkit::cost::Prices>,
 ) -> Result<()> {
     let info = backend.model().info();
     let mut total = Plan::default();
@@ -81,7 +82,7 @@ pub async fn run<R: BufRead>(
         subject: &subject,
         rows: &total.rows,
         price_per_1k: args.dry_run.price_per_1k,
-        prices: None,
+        prices,
         max_completion_tokens: total.max_completion_tokens,
         without_calls: "no model call is needed",
     };

@@ -100,6 +100,11 @@ pub struct BatchArgs {
     /// Requests and tokens per minute, retries: one budget for the whole batch.
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Prices (each result line's usage says what it cost) and --max-cost: one cap for
+    /// the whole run of the command (a line whose call could pass it fails as `cost_cap`,
+    /// and a resumed batch runs it again under a new cap).
+    #[command(flatten)]
+    pub cost: super::cost::CostArgs,
 
     /// Evidence first and the grounding check.
     #[command(flatten)]

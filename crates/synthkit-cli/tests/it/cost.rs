@@ -144,3 +144,93 @@ fn cost_flags_that_cannot_work_are_usage_errors() {
         "the prices are not",
     );
 }
+
+/// `synthkit batch IN -o OUT` against `server` with `extra`.
+fn batch(
+    server: &Server,
+    input: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    synthkit()
+        .arg("batch")
+        .arg(input)
+        .arg("-o")
+        .arg(out)
+        .args([
+            "--base-url",
+            &server.base,
+            "--model",
+            "m",
+            "--context-window",
+            "4096",
+        ])
+        .args([
+            "--evidence",
+            "off",
+            "--on-unsupported",
+            "warn",
+            "--quiet",
+            "--jobs",
+            "1",
+        ])
+        .args(extra)
+        .env("OPENAI_API_KEY", "")
+        .output()
+        .unwrap()
+}
+
+fn result_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A batch's cap holds every line's calls: at a cap of 0 no call is sent and each line
+/// fails as `cost_cap`, which a resumed batch (with its own cap) runs again; priced
+/// lines say what they cost, and the summary what the batch did.
+#[test]
+fn batch_holds_the_whole_batch_to_max_cost_and_prices_each_line() {
+    let (server, calls) = server();
+    let dir = tempfile::tempdir().unwrap();
+    let line = json!({"query": QUESTION, "nodes": [crate::common::MIRROR]});
+    let input = crate::common::write(dir.path(), "in.jsonl", format!("{line}\n{line}\n"));
+    let out = dir.path().join("out.jsonl");
+    let prices = ["--price-input", "1", "--price-output", "1"];
+
+    let capped = batch(
+        &server,
+        &input,
+        &out,
+        &[&prices[..], &["--max-cost", "0"]].concat(),
+    );
+    assert_eq!(capped.status.code(), Some(1), "{}", stderr(&capped));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    for line in result_lines(&out) {
+        assert_eq!(line["error"]["transient"], "cost_cap", "{line}");
+        assert_has(
+            "the error",
+            line["error"]["message"].as_str().unwrap(),
+            "cost cap",
+        );
+    }
+
+    let resumed = batch(
+        &server,
+        &input,
+        &out,
+        &[&prices[..], &["--max-cost", "10"]].concat(),
+    );
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let lines = result_lines(&out);
+    assert_eq!(lines.len(), 2);
+    for line in &lines {
+        let usage = &line["response"]["usage"];
+        let expected = usage["calls"].as_f64().unwrap() * (100.0 + 4.0) / 1e6;
+        let cost = usage["cost_usd"].as_f64().unwrap();
+        assert!((cost - expected).abs() < 1e-6, "{line}");
+    }
+    assert_has("the summary", &stderr(&resumed), "tokens, $0.000");
+}

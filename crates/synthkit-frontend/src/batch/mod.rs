@@ -22,7 +22,8 @@ use synthkit::model::ModelError;
 /// Why sending the same request again may succeed, if it may: the model's connection
 /// failed or its reply was cut (`transport`), it timed out (`timeout`), it was rate
 /// limited or overloaded (`rate_limited`: 429, 529, a rate budget's deadline) or failed
-/// on its side (`server_error`: 5xx). An error line's `error.transient`.
+/// on its side (`server_error`: 5xx), or the run's cost cap refused it before it was sent
+/// (`cost_cap`: a later run has its own cap). An error line's `error.transient`.
 pub fn transient_cause(e: &SynthError) -> Option<&'static str> {
     let (SynthError::Model { source, .. } | SynthError::Count { source, .. }) = e else {
         return None;
@@ -33,6 +34,7 @@ pub fn transient_cause(e: &SynthError) -> Option<&'static str> {
         ModelError::RateLimited { .. } => Some("rate_limited"),
         ModelError::Server { .. } => Some("server_error"),
         ModelError::Layer { layer, .. } if *layer == "redis budget" => Some("transport"),
+        ModelError::Layer { layer, .. } if *layer == "cost cap" => Some("cost_cap"),
         ModelError::Layer { .. } => synthkit::layer::limit::limit_error(source)
             .filter(|l| matches!(l, synthkit::layer::limit::LimitError::Deadline { .. }))
             .map(|_| "rate_limited"),
