@@ -497,7 +497,12 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             &format!("resuming: {} rows already scored", rows.len()),
         );
     }
-    let mut append = |row: Row, rows: &mut Vec<Row>| -> Result<()> {
+    // Every system's rows priced alike (those resumed from the output too).
+    let prices = crate::settings::cost::prices(&args.prices)?;
+    let mut append = |mut row: Row, rows: &mut Vec<Row>| -> Result<()> {
+        if let Some(p) = &prices {
+            row.price(p);
+        }
         if let (Some(file), Some(path)) = (out.as_mut(), &args.output) {
             let text = serde_json::to_string(&row)
                 .map_err(|e| anyhow!("cannot write a row as JSON: {e}"))?;
@@ -623,6 +628,9 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
 
     // In case order, each case's rows in the order they were made.
     rows.sort_by_key(|r| index.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
+    if let Some(p) = &prices {
+        rows.iter_mut().for_each(|r| r.price(p));
+    }
     let totals = synthkit_frontend::eval::totals(&rows);
     let paired = synthkit_frontend::eval::paired(&rows);
     if args.json {

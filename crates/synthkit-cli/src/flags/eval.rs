@@ -105,6 +105,11 @@ pub struct EvalArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
 
+    /// Prices: each row (every system's, alike) says what its tokens cost, and the table
+    /// has a cost column.
+    #[command(flatten)]
+    pub prices: super::cost::PriceArgs,
+
     /// Evidence first and the grounding check.
     #[command(flatten)]
     pub checks: super::answer::CheckArgs,

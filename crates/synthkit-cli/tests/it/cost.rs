@@ -234,3 +234,59 @@ fn batch_holds_the_whole_batch_to_max_cost_and_prices_each_line() {
     }
     assert_has("the summary", &stderr(&resumed), "tokens, $0.000");
 }
+
+/// `eval` prices every system's rows alike (synthkit's runs and answers from a file), sums
+/// them in the totals and shows a cost column.
+#[test]
+fn eval_prices_every_systems_rows_alike() {
+    let (server, _) = server();
+    let dir = tempfile::tempdir().unwrap();
+    let case = json!({"id": "c1", "query": QUESTION, "nodes": [crate::common::MIRROR],
+                      "answers": ["three months"], "answerable": true});
+    let cases = crate::common::write(dir.path(), "cases.jsonl", format!("{case}\n"));
+    let other = json!({"id": "c1", "mode": "compact", "system": "ref", "answer": "Every three months.",
+                       "calls": 2, "prompt_tokens": 1000, "completion_tokens": 50});
+    let answers = crate::common::write(dir.path(), "ref.jsonl", format!("{other}\n"));
+    let eval = |extra: &[&str]| {
+        synthkit()
+            .arg("eval")
+            .arg(&cases)
+            .arg("--answers")
+            .arg(&answers)
+            .args([
+                "--modes",
+                "compact",
+                "--base-url",
+                &server.base,
+                "--model",
+                "m",
+            ])
+            .args(["--evidence", "off", "--on-unsupported", "warn", "--quiet"])
+            .args(["--price-input", "2", "--price-output", "10"])
+            .args(extra)
+            .env("OPENAI_API_KEY", "")
+            .output()
+            .unwrap()
+    };
+    let v = json_of(&eval(&["--json"]));
+    let rows = v["rows"].as_array().unwrap();
+    let theirs = rows.iter().find(|r| r["system"] == "ref").unwrap();
+    assert!(
+        (theirs["cost_usd"].as_f64().unwrap() - (1000.0 * 2.0 + 50.0 * 10.0) / 1e6).abs() < 1e-9
+    );
+    let ours = rows.iter().find(|r| r["system"] == "synthkit").unwrap();
+    let calls = ours["calls"].as_f64().unwrap();
+    assert!(
+        (ours["cost_usd"].as_f64().unwrap() - calls * (100.0 * 2.0 + 4.0 * 10.0) / 1e6).abs()
+            < 1e-9
+    );
+    let total: f64 = v["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!(total > 0.0, "{v}");
+    let table = crate::common::stdout(&eval(&[]));
+    assert_has("the table", &table, "cost $");
+}

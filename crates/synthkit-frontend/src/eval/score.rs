@@ -79,6 +79,9 @@ pub struct Row {
     /// Calls cut at the output limit.
     #[serde(default)]
     pub truncated_calls: u64,
+    /// What the calls cost at the prices given ([`Row::price`]; `None`: no prices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// Wall time (milliseconds).
     #[serde(default)]
     pub wall_ms: f64,
@@ -105,6 +108,19 @@ pub struct Row {
 }
 
 impl Row {
+    /// Sets [`Row::cost_usd`] to what the row's tokens cost at `prices`: its cached prompt
+    /// tokens at the cached price. Rows of every system are priced alike, so that their
+    /// costs compare.
+    pub fn price(&mut self, prices: &synthkit::cost::Prices) {
+        let mut usage = synthkit::UsageTotals::default();
+        usage.calls = self.calls;
+        usage.prompt_tokens = self.prompt_tokens;
+        usage.cached_prompt_tokens = self.cached_prompt_tokens;
+        usage.completion_tokens = self.completion_tokens;
+        prices.price(&mut usage);
+        self.cost_usd = usage.cost_usd;
+    }
+
     /// Records the case's evidence ids that name none of `node_ids` (the nodes its run
     /// was given) in [`Row::unknown_evidence`], and returns them.
     pub fn check_evidence<'a>(
@@ -171,6 +187,7 @@ pub fn score(case: &Case, system: &str, answer: &AnswerLine, nodes_text: Option<
         cached_prompt_tokens: answer.cached_prompt_tokens.unwrap_or(0),
         completion_tokens: answer.completion_tokens.unwrap_or(0),
         truncated_calls: answer.truncated_calls.unwrap_or(0),
+        cost_usd: None,
         wall_ms: answer.wall_ms.unwrap_or(0.0),
         report: None,
         tags: case.tags.clone(),

@@ -31,12 +31,16 @@ pub const QUOTES_HEADING: &str = "quotes v/m/nf";
 /// intermediate replies cut at the size of their input.
 pub const GUARDS_HEADING: &str = "guards set/kept/bound";
 
+/// The heading of the cost column [`table`] adds when rows were priced.
+pub const COST_HEADING: &str = "cost $";
+
 /// The heading of the grounding column [`table`] adds when rows were grounding-checked:
 /// answers checked, partly supported, unsupported.
 pub const GROUNDING_HEADING: &str = "grounded checked/partly/unsupp";
 
 /// The totals as a plain-text table, one line per (system, mode) under a line of
-/// [`TABLE_HEADINGS`] (and [`QUOTES_HEADING`] when a row checked quotes,
+/// [`TABLE_HEADINGS`] (and [`COST_HEADING`] when rows were priced, [`QUOTES_HEADING`]
+/// when a row checked quotes,
 /// [`GUARDS_HEADING`] when a guard acted), each column
 /// padded to its widest cell, then one line per paired comparison
 /// ([`super::noise::Paired::describe`]): what `synthkit eval` prints.
@@ -44,6 +48,7 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
     let quotes = totals.iter().any(|t| t.quotes.is_some());
     let guards = totals.iter().any(|t| t.guards.is_some());
     let grounding = totals.iter().any(|t| t.grounding.is_some());
+    let cost = totals.iter().any(|t| t.cost_usd.is_some());
     let lines: Vec<Vec<String>> = totals
         .iter()
         .map(|t| {
@@ -61,6 +66,10 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
                     t.prompt_tokens.to_string(),
                     format!("{:.1}", t.wall_ms / 1000.0),
                 ])
+                .chain(cost.then(|| {
+                    t.cost_usd
+                        .map_or_else(|| "-".to_string(), |c| format!("{c:.6}"))
+                }))
                 .chain(quote_cell)
                 .chain(guards.then(|| {
                     t.guards.map_or_else(
@@ -80,6 +89,7 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
     let headings: Vec<&str> = TABLE_HEADINGS
         .iter()
         .copied()
+        .chain(cost.then_some(COST_HEADING))
         .chain(quotes.then_some(QUOTES_HEADING))
         .chain(guards.then_some(GUARDS_HEADING))
         .chain(grounding.then_some(GROUNDING_HEADING))

@@ -74,6 +74,9 @@ pub struct Totals {
     pub completion_tokens: u64,
     /// Calls cut at the output limit.
     pub truncated_calls: u64,
+    /// What every row cost at the prices given (`None`: no row was priced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// Wall time of every run together (milliseconds).
     pub wall_ms: f64,
     /// The ids of the first [`NAMED_WRONG`] cases answered wrong (failed runs too), in
@@ -177,6 +180,9 @@ impl Totals {
                 .saturating_add(r.cached_prompt_tokens);
             t.completion_tokens = t.completion_tokens.saturating_add(r.completion_tokens);
             t.truncated_calls = t.truncated_calls.saturating_add(r.truncated_calls);
+            if let Some(c) = r.cost_usd {
+                t.cost_usd = Some(t.cost_usd.unwrap_or(0.0) + c);
+            }
             t.wall_ms += r.wall_ms;
             if !r.correct && t.wrong_ids.len() < NAMED_WRONG {
                 t.wrong_ids.push(r.id.clone());
