@@ -32,6 +32,19 @@ async fn serve(args: ServeArgs) -> Result<()> {
     )
     .map_err(|e| usage(e.to_string()))?;
     let limits = args.service.limits()?;
+    let prices = crate::settings::cost::prices(&args.prices)?;
+    match (prices, args.max_cost_per_request) {
+        (None, Some(_)) => {
+            return Err(usage(
+                "--max-cost-per-request needs the prices: give --price-input and --price-output (USD per million tokens), or --prices FILE",
+            ));
+        }
+        (_, Some(cap)) => {
+            synthkit::cost::checked_cap(cap)
+                .map_err(|e| usage(format!("{e} (--max-cost-per-request)")))?;
+        }
+        _ => {}
+    }
     let access = access_policy(&args)?;
     let backend = backend_config(&args).await?;
     let checks = args
@@ -45,6 +58,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let state = AppState::new(backend, limits, keys, metrics)
         .with_access(access)
         .with_checks(checks);
+    let state = match (prices, args.max_cost_per_request) {
+        (Some(p), cap) => state.with_prices(p, cap),
+        (None, _) => state,
+    };
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;

@@ -94,6 +94,10 @@ pub struct PlanTotalBody {
     pub max_completion_tokens: usize,
     /// Whether every step is exact; false: the totals are upper bounds.
     pub exact: bool,
+    /// With the service's prices: the most the calls may cost, in USD (every prompt token
+    /// read fresh, every reply as long as its cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// The service's per-request caps.
@@ -105,6 +109,9 @@ pub struct PlanCapsBody {
     pub max_prompt_tokens_per_request: usize,
     /// `--max-completion-tokens-per-request`.
     pub max_completion_tokens_per_request: usize,
+    /// The request's cost cap in USD (its `max_cost`, else `--max-cost-per-request`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
 }
 
 impl PlanBody {
@@ -129,12 +136,24 @@ impl PlanBody {
                 prompt_tokens: plan.prompt_tokens,
                 max_completion_tokens: plan.max_completion_tokens,
                 exact: plan.exact,
+                max_cost_usd: None,
             },
             caps,
             within_caps: plan.calls <= caps.max_calls_per_request
                 && plan.prompt_tokens <= caps.max_prompt_tokens_per_request
                 && plan.max_completion_tokens <= caps.max_completion_tokens_per_request,
         }
+    }
+
+    /// This plan with its cost at `prices` checked against `cap` (a request's cost cap).
+    pub fn with_cost(mut self, prices: Option<synthkit::cost::Prices>, cap: Option<f64>) -> Self {
+        if let Some(p) = prices {
+            let cost = p.bound(self.total.prompt_tokens, self.total.max_completion_tokens);
+            self.total.max_cost_usd = Some((cost * 1e6).round() / 1e6);
+            self.caps.max_cost = cap;
+            self.within_caps &= cap.is_none_or(|cap| cost <= cap);
+        }
+        self
     }
 
     /// What is over the caps, in words (`at most 466 model calls (--max-calls-per-request
@@ -158,6 +177,13 @@ impl PlanBody {
             over.push(format!(
                 "up to {} completion tokens (--max-completion-tokens-per-request {})",
                 self.total.max_completion_tokens, self.caps.max_completion_tokens_per_request
+            ));
+        }
+        if let (Some(cost), Some(cap)) = (self.total.max_cost_usd, self.caps.max_cost)
+            && cost > cap
+        {
+            over.push(format!(
+                "up to ${cost} at the service's prices (a cost cap of ${cap})"
             ));
         }
         over

@@ -192,7 +192,7 @@ impl ApiError {
     /// `method_not_allowed`, `unsupported_media_type`, `uri_too_long`,
     /// `headers_too_large`, `host_not_allowed`, `origin_not_allowed`, `overloaded`,
     /// `http_error`, `invalid_option`, `model_error`, `model_timeout`,
-    /// `model_rate_limited`, `model_refused`, `truncated`, `synthesis_failed`.
+    /// `model_rate_limited`, `model_refused`, `cost_cap`, `truncated`, `synthesis_failed`.
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Unauthorized(_) => "unauthorized",
@@ -300,6 +300,7 @@ fn flag_hint(e: &SynthError) -> String {
 fn synthesis_status(e: &SynthError) -> StatusCode {
     match error_kind(e) {
         "invalid_option" => StatusCode::BAD_REQUEST,
+        "cost_cap" => StatusCode::UNPROCESSABLE_ENTITY,
         "model_timeout" => StatusCode::GATEWAY_TIMEOUT,
         "model_rate_limited" => StatusCode::SERVICE_UNAVAILABLE,
         "model_error" | "truncated" | "schema_mismatch" | "model_refused"

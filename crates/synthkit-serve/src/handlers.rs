@@ -33,6 +33,25 @@ pub(crate) struct Job {
     pub(crate) report: Option<Arc<StepRecorder>>,
     /// Only the plan was asked for (`"plan": true`).
     pub(crate) plan: bool,
+    /// The prices and the cost cap (priced responses, the plan's cost check).
+    pub(crate) cost: Cost,
+}
+
+/// A request's prices and cost cap.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cost {
+    pub(crate) prices: Option<synthkit::cost::Prices>,
+    pub(crate) max_cost: Option<f64>,
+}
+
+impl Cost {
+    /// Prices `usage` (its `cost_usd`) and adds the cost to the metrics.
+    pub(crate) fn price(&self, state: &AppState, usage: &mut synthkit::UsageTotals) {
+        if let Some(p) = &self.prices {
+            p.price(usage);
+            state.inner.metrics.add_cost(usage.cost_usd.unwrap_or(0.0));
+        }
+    }
 }
 
 /// `POST /v1/synthesize`. The key, the content type, the body's size and the time limit
@@ -65,7 +84,7 @@ async fn synthesize_in_span(
         Err(e) => return e.into_response(),
     }
     if job.stream {
-        return crate::sse::respond(state, job.synth, job.input);
+        return crate::sse::respond(state, job.synth, job.input, job.cost);
     }
     // With a report, what the page needs after the input has gone to the synthesis.
     let report = job
@@ -78,8 +97,12 @@ async fn synthesize_in_span(
             recorder,
             owner: key,
         });
-    let return_steps = job.return_steps;
-    match run(&state, job).await {
+    let (return_steps, cost) = (job.return_steps, job.cost);
+    let outcome = run(&state, job).await.map(|mut r| {
+        cost.price(&state, &mut r.usage);
+        r
+    });
+    match outcome {
         Ok(r) => match report {
             Some(report) => report.answer(&state, r, return_steps),
             None => json_response(StatusCode::OK, &r),
@@ -109,6 +132,7 @@ async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, Api
         max_calls_per_request: limits.max_calls_per_request,
         max_prompt_tokens_per_request: limits.max_prompt_tokens_per_request,
         max_completion_tokens_per_request: limits.max_completion_tokens_per_request,
+        max_cost: None,
     };
     if !job.plan && !mode.calls_model() {
         return Ok(None);
@@ -117,7 +141,7 @@ async fn check_plan(state: &AppState, job: &Job) -> Result<Option<PlanBody>, Api
         p = job.synth.plan_input(&job.input) => p.map_err(plan_error)?,
         () = state.inner.cancel.cancelled() => return Err(ApiError::ShuttingDown),
     };
-    let body = PlanBody::new(&plan, mode, caps);
+    let body = PlanBody::new(&plan, mode, caps).with_cost(job.cost.prices, job.cost.max_cost);
     if job.plan {
         return Ok(Some(body));
     }
@@ -190,6 +214,8 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
     let defaults = RequestDefaults {
         mode: ResponseMode::Compact,
         concurrency: Concurrency::limit(s.limits.max_request_concurrency),
+        prices: s.prices,
+        max_cost: s.max_cost_per_request,
         ..RequestDefaults::default()
     };
     let defaults = defaults.with_checks(&s.checks);
@@ -207,6 +233,10 @@ fn prepare(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Job,
         return_steps: run.return_steps,
         report: run.steps,
         plan: run.plan,
+        cost: Cost {
+            prices: run.prices,
+            max_cost: run.max_cost,
+        },
     })
 }
 

@@ -11,6 +11,7 @@
 //! | `synthkit_model_prompt_tokens_total` | counter | prompt tokens of those calls |
 //! | `synthkit_model_completion_tokens_total` | counter | completion tokens of those calls |
 //! | `synthkit_model_cached_prompt_tokens_total` | counter | of the prompt tokens, those the server read from its prompt cache |
+//! | `synthkit_model_cost_usd_total` | counter | what the answered requests cost at the service's prices, in USD (0 without prices) |
 //! | `synthkit_model_calls_in_flight` | gauge | calls at the backend now |
 //! | `synthkit_model_call_duration_seconds` | histogram | one backend attempt, to the end of its reply |
 //! | `synthkit_model_errors_total` | counter | backend attempts that failed |
@@ -98,6 +99,9 @@ pub struct Metrics {
     pub completion_tokens: AtomicU64,
     /// Of the prompt tokens, those the server read from its prompt cache.
     pub cached_prompt_tokens: AtomicU64,
+    /// What the answered requests cost at the service's prices, in millionths of a USD
+    /// (shown in USD).
+    pub cost_micro_usd: AtomicU64,
     /// Calls at the backend now.
     pub calls_in_flight: AtomicI64,
     /// One backend attempt's latency.
@@ -117,6 +121,14 @@ impl Metrics {
     /// Empty metrics.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// Adds what a request cost, in USD (a negative or non-finite amount adds nothing).
+    pub fn add_cost(&self, usd: f64) {
+        if usd.is_finite() && usd > 0.0 {
+            // Saturating: `as` stops at u64::MAX for an amount beyond it.
+            saturating_add(&self.cost_micro_usd, (usd * 1e6).round() as u64);
+        }
     }
 
     /// Reads cache hits and misses from `counters` (the model stack's cache layer).
@@ -238,6 +250,11 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP synthkit_model_cost_usd_total What the answered requests cost at the service's prices (--price-input and kin), in USD.\n# TYPE synthkit_model_cost_usd_total counter\nsynthkit_model_cost_usd_total {}",
+            self.cost_micro_usd.load(Ordering::Relaxed) as f64 / 1e6
+        );
         gauge(
             &mut out,
             "synthkit_model_calls_in_flight",

@@ -38,19 +38,27 @@ enum Phase {
 
 struct Flow {
     phase: Phase,
+    /// The prices the final response is priced at.
+    cost: crate::handlers::Cost,
     state: AppState,
     deadline: Instant,
     limit: Duration,
 }
 
 /// The SSE response for a checked streaming request: `synth` over `input`.
-pub(crate) fn respond(state: AppState, synth: Synthesizer, input: SynthesisInput) -> Response {
+pub(crate) fn respond(
+    state: AppState,
+    synth: Synthesizer,
+    input: SynthesisInput,
+    cost: crate::handlers::Cost,
+) -> Response {
     let limit = state.inner.limits.request_timeout;
     let opening: BoxFuture<'static, Result<StreamingResponse, SynthError>> = Box::pin(
         async move { synth.stream_input(input).await }.instrument(tracing::Span::current()),
     );
     let flow = Flow {
         phase: Phase::Opening(opening),
+        cost,
         state,
         deadline: Instant::now() + limit,
         limit,
@@ -90,7 +98,10 @@ fn events(flow: Flow) -> impl Stream<Item = Result<Event, Infallible>> + Send {
                         Ok(Some(Err(e))) => return Some((error_event(&ApiError::from(e)), flow)),
                         Ok(None) => {
                             let event = match s.finish().await {
-                                Ok(response) => json_event("response", &response),
+                                Ok(mut response) => {
+                                    flow.cost.price(&flow.state, &mut response.usage);
+                                    json_event("response", &response)
+                                }
                                 Err(e) => error_event(&ApiError::from(e)),
                             };
                             return Some((event, flow));

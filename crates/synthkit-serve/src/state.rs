@@ -41,6 +41,10 @@ pub(crate) struct Inner {
     pub(crate) reports: Arc<ReportStore>,
     /// Evidence first and the policy for unsupported answers, unless a request says.
     pub(crate) checks: synthkit_frontend::AnswerChecks,
+    /// The prices responses are priced at, and the cap of every request
+    /// ([`AppState::with_prices`]).
+    pub(crate) prices: Option<synthkit::cost::Prices>,
+    pub(crate) max_cost_per_request: Option<f64>,
 }
 
 impl AppState {
@@ -68,6 +72,8 @@ impl AppState {
                 idle: Arc::new(Notify::new()),
                 reports: Arc::new(ReportStore::default()),
                 checks: synthkit_frontend::AnswerChecks::for_questions_to(backend.name),
+                prices: None,
+                max_cost_per_request: None,
             }),
         }
     }
@@ -79,6 +85,23 @@ impl AppState {
     pub fn with_checks(self, checks: synthkit_frontend::AnswerChecks) -> Self {
         let mut inner = (*self.inner).clone();
         inner.checks = checks;
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The same state with responses priced at `prices` (their `usage.cost_usd`, and the
+    /// metric `synthkit_model_cost_usd_total`) and every request held to
+    /// `max_cost_per_request` (a request's `max_cost` may only lower it). Set it before
+    /// serving.
+    pub fn with_prices(
+        self,
+        prices: synthkit::cost::Prices,
+        max_cost_per_request: Option<f64>,
+    ) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.prices = Some(prices);
+        inner.max_cost_per_request = max_cost_per_request;
         Self {
             inner: Arc::new(inner),
         }

@@ -50,6 +50,15 @@ pub struct ServeArgs {
     /// Evidence first and the grounding check.
     #[command(flatten)]
     pub checks: super::answer::CheckArgs,
+    /// Prices: each response's usage says what it cost (`cost_usd`), and
+    /// `synthkit_model_cost_usd_total` what every request did.
+    #[command(flatten)]
+    pub prices: super::cost::PriceArgs,
+    /// The most one request may cost, in USD at the prices (needs them): a request whose
+    /// plan may cost more is refused (422 `too_costly`) and no call goes out that could
+    /// take a request past it (422 `cost_cap`); a request's `max_cost` may only lower it.
+    #[arg(long, value_name = "USD", help_heading = "Cost")]
+    pub max_cost_per_request: Option<f64>,
 
     /// The response cache: SQLite, memory or Redis.
     #[command(flatten)]

@@ -161,6 +161,13 @@ pub struct SynthesizeRequest {
     #[serde(default, deserialize_with = "escalating")]
     #[schemars(with = "Value")]
     pub escalate: Option<Option<synthkit::Escalation>>,
+    /// The most this request may cost, at the front end's prices (the service's
+    /// `--price-input` and kin; needs them), and at most the front end's own cap (the
+    /// service's `--max-cost-per-request`): a request whose plan may cost more is refused
+    /// before any call, and no call goes out that could take its calls past it. The
+    /// response's `usage.cost_usd` says what it cost.
+    #[serde(default)]
+    pub max_cost: Option<f64>,
 }
 
 /// Reads `escalate`: `false`/`null` (off), `true` (the first 5 nodes) or a number of
@@ -264,6 +271,12 @@ pub struct RequestDefaults {
     pub on_unsupported: synthkit::grounding::OnUnsupported,
     /// The escalation of a request that says nothing of `escalate` (`None`: off).
     pub escalation: Option<synthkit::Escalation>,
+    /// The prices a request's usage is priced at (`None`: this front end has none, and a
+    /// request's `max_cost` is refused).
+    pub prices: Option<synthkit::cost::Prices>,
+    /// The cap of a request that sets no `max_cost`, and the most one may set (`None`: no
+    /// cap unless the request sets one).
+    pub max_cost: Option<f64>,
 }
 
 impl RequestDefaults {
@@ -290,6 +303,8 @@ impl Default for RequestDefaults {
             evidence_by_default: false,
             on_unsupported: synthkit::grounding::OnUnsupported::default(),
             escalation: None,
+            prices: None,
+            max_cost: None,
         }
     }
 }
@@ -315,6 +330,30 @@ pub struct PreparedRequest {
     /// too, so a failed synthesis still gets its page
     /// ([`StepRecorder::take`](synthkit::steps::StepRecorder::take)).
     pub steps: Option<Arc<StepRecorder>>,
+    /// The prices the response's usage is priced at ([`PreparedRequest::price`]).
+    pub prices: Option<synthkit::cost::Prices>,
+    /// The request's cost cap (its `max_cost`, else the front end's), which its model
+    /// calls are held to and its plan is checked against.
+    pub max_cost: Option<f64>,
+}
+
+impl PreparedRequest {
+    /// Sets `usage.cost_usd` at the request's prices, if there are any.
+    pub fn price(&self, usage: &mut synthkit::UsageTotals) {
+        if let Some(p) = &self.prices {
+            p.price(usage);
+        }
+    }
+
+    /// What the request's plan may cost at most at its prices, with its cap: `Some((may
+    /// cost, cap))` when the request is capped.
+    pub fn plan_cost(&self, plan: &synthkit::Plan) -> Option<(f64, f64)> {
+        let (prices, cap) = (self.prices?, self.max_cost?);
+        Some((
+            prices.bound(plan.prompt_tokens, plan.max_completion_tokens),
+            cap,
+        ))
+    }
 }
 
 /// A request's `citations`: off, `[n]` markers, or quoted citations.
@@ -372,6 +411,19 @@ pub enum RequestError {
     /// A node is not a node (the message names its index in `nodes`).
     #[error("nodes[{index}]: {0}", index = .0.position().saturating_sub(1))]
     Nodes(#[from] NodeJsonError),
+    /// `max_cost` where the front end has no prices.
+    #[error(
+        "`max_cost` needs prices, and this front end has none (start the service with --price-input and --price-output): leave it out"
+    )]
+    CostWithoutPrices,
+    /// `max_cost` is not a number at or above 0, or above the front end's cap.
+    #[error("`max_cost` {given} {why}")]
+    Cost {
+        /// What the request gave.
+        given: f64,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The synthesizer refused an option (a template, the output schema, citations with
     /// a schema, ...).
     #[error(transparent)]
@@ -393,12 +445,28 @@ impl SynthesizeRequest {
     /// Builds the request's synthesizer on `model` and its input. `customize` gets the
     /// builder first (an observer, a budget); the request's own options are set after it.
     /// The request's `concurrency` is capped at `defaults.concurrency`.
+    ///
+    /// With a cost cap (the request's `max_cost`, else `defaults.max_cost`), the model is
+    /// held to it ([`synthkit::layer::cost`]): one ledger for this request.
     pub fn prepare(
         self,
         model: Arc<dyn LanguageModel>,
         defaults: RequestDefaults,
         customize: impl FnOnce(SynthesizerBuilder) -> SynthesizerBuilder,
     ) -> Result<PreparedRequest, RequestError> {
+        let cap = cost_cap(self.max_cost, &defaults)?;
+        let model: Arc<dyn LanguageModel> = match (defaults.prices, cap) {
+            (Some(prices), Some(cap)) => {
+                let ledger = synthkit::layer::cost::CostLedger::new(prices, cap).map_err(|e| {
+                    RequestError::Cost {
+                        given: cap,
+                        why: e.to_string(),
+                    }
+                })?;
+                Arc::new(synthkit::layer::cost::CostCapped::new(model, ledger))
+            }
+            _ => model,
+        };
         self.prepare_on(customize(Synthesizer::builder(model)), defaults)
     }
 
@@ -407,11 +475,16 @@ impl SynthesizeRequest {
     /// (templates, system prompt, budget, output schema), but for `citations`, which is
     /// the request's (false when left out), and the mode and the concurrency, which come
     /// from `defaults` as for [`SynthesizeRequest::prepare`].
+    /// A cost cap is not available here (the base's model is its own): `max_cost` is
+    /// refused.
     pub fn prepare_from(
         self,
         base: &Synthesizer,
         defaults: RequestDefaults,
     ) -> Result<PreparedRequest, RequestError> {
+        if self.max_cost.is_some() {
+            return Err(RequestError::CostWithoutPrices);
+        }
         self.prepare_on(base.to_builder(), defaults)
     }
 
@@ -424,6 +497,7 @@ impl SynthesizeRequest {
         if self.query.trim().is_empty() {
             return Err(RequestError::EmptyQuery);
         }
+        let (prices, max_cost) = (defaults.prices, cost_cap(self.max_cost, &defaults)?);
         // Left out: the front end's default, if it has one; else the base's (prepare_from).
         let escalation = self.escalate.or(defaults.escalation.map(Some));
         if self.stream && matches!(escalation, Some(Some(_))) {
@@ -495,6 +569,8 @@ impl SynthesizeRequest {
         }
         let synthesizer = builder.build()?;
         Ok(PreparedRequest {
+            prices,
+            max_cost,
             synthesizer,
             input: SynthesisInput::new(self.query, nodes),
             stream: self.stream,
@@ -503,5 +579,29 @@ impl SynthesizeRequest {
             plan: self.plan,
             steps,
         })
+    }
+}
+
+/// The cost cap of a request: its `max_cost` (checked: a number at or above 0, at most the
+/// front end's cap, and only where there are prices), else the front end's.
+fn cost_cap(given: Option<f64>, defaults: &RequestDefaults) -> Result<Option<f64>, RequestError> {
+    let Some(given) = given else {
+        return Ok(defaults.max_cost.filter(|_| defaults.prices.is_some()));
+    };
+    if defaults.prices.is_none() {
+        return Err(RequestError::CostWithoutPrices);
+    }
+    if !(given.is_finite() && given >= 0.0) {
+        return Err(RequestError::Cost {
+            given,
+            why: "must be a number of at least 0".into(),
+        });
+    }
+    match defaults.max_cost {
+        Some(cap) if given > cap => Err(RequestError::Cost {
+            given,
+            why: format!("is above this front end's cap of {cap}: ask for at most that"),
+        }),
+        _ => Ok(Some(given)),
     }
 }

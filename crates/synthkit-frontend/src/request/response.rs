@@ -12,7 +12,8 @@ use synthkit::model::ModelError;
 
 /// A stable machine-readable name for a failed synthesis: `invalid_option` (the caller's
 /// options, a template, the budget), `truncated`, `model_timeout`, `model_rate_limited`,
-/// `schema_mismatch`, `model_refused` (a refusal or a reply without text), `model_error`
+/// `schema_mismatch`, `model_refused` (a refusal or a reply without text), `cost_cap` (a
+/// call refused before it was sent: it could have passed the cost cap), `model_error`
 /// (anything else the model did), `synthesis_failed`.
 pub fn error_kind(e: &SynthError) -> &'static str {
     match e {
@@ -38,6 +39,7 @@ pub fn error_kind(e: &SynthError) -> &'static str {
             ModelError::RateLimited { .. } => "model_rate_limited",
             ModelError::SchemaMismatch { .. } => "schema_mismatch",
             ModelError::Refused { .. } | ModelError::NoText { .. } => "model_refused",
+            ModelError::Layer { layer, .. } if *layer == "cost cap" => "cost_cap",
             _ => "model_error",
         },
         _ => "synthesis_failed",

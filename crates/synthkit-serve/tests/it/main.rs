@@ -12,6 +12,7 @@ mod api;
 mod costs;
 mod guard;
 mod hostile;
+mod money;
 mod nodes;
 mod report;
 #[cfg(feature = "redis")]
