@@ -361,6 +361,13 @@ pub async fn run(
         progress.clear();
         response.map_err(|e| explain(e, args))
     };
+    // Priced before anything shows it (the report, the trace, --json, the note).
+    let outcome = outcome.map(|mut r| {
+        if let Some(c) = &cost {
+            c.prices.price(&mut r.usage);
+        }
+        r
+    });
     let grounded_answer = outcome
         .as_ref()
         .ok()
@@ -408,10 +415,7 @@ pub async fn run(
             ),
         );
     }
-    let mut response = outcome?;
-    if let Some(c) = &cost {
-        c.prices.price(&mut response.usage);
-    }
+    let response = outcome?;
     if let Some(t) = &response.truncation {
         warn(&format!(
             "{mode} cut {} tokens of context to fit one prompt (from {}); use tree_summarize or compact to read everything",

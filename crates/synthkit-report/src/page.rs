@@ -202,6 +202,9 @@ fn settings(h: &mut Html, run: &RunRecord) {
         "replies cut at the output limit",
         thousands(run.usage.truncated_calls),
     );
+    if let Some(usd) = run.usage.cost_usd {
+        row("cost", format!("${usd:.6} at the prices given"));
+    }
     if let Some(ms) = run.total_ms {
         row("time", format!("{ms:.0} ms"));
     }

@@ -233,7 +233,7 @@ impl BudgetRecord {
 }
 
 /// Calls and tokens over a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageRecord {
     /// Model calls.
     pub calls: u64,
@@ -243,6 +243,27 @@ pub struct UsageRecord {
     pub completion_tokens: u64,
     /// Replies cut at the output limit.
     pub truncated_calls: u64,
+    /// What the calls cost at the user's prices (`None`: no prices given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl UsageRecord {
+    /// The usage of `steps` (the calls a recorder or a trace kept): calls, tokens and cut
+    /// replies summed; no cost (prices are the front end's).
+    pub fn of_steps(steps: &[synthkit::SynthStep]) -> Self {
+        Self {
+            calls: steps.len() as u64,
+            prompt_tokens: steps
+                .iter()
+                .fold(0u64, |a, s| a.saturating_add(s.prompt_tokens)),
+            completion_tokens: steps
+                .iter()
+                .fold(0u64, |a, s| a.saturating_add(s.completion_tokens)),
+            truncated_calls: steps.iter().filter(|s| s.truncated).count() as u64,
+            cost_usd: None,
+        }
+    }
 }
 
 impl RunRecord {
@@ -285,6 +306,7 @@ impl RunRecord {
                 prompt_tokens: response.usage.prompt_tokens,
                 completion_tokens: response.usage.completion_tokens,
                 truncated_calls: response.usage.truncated_calls,
+                cost_usd: response.usage.cost_usd,
             },
             ..Self::default()
         }
@@ -327,16 +349,7 @@ impl RunRecord {
     ) -> Self {
         let excerpt = caps::source_excerpt_bytes(nodes.len());
         let kept = nodes.len().min(caps::MAX_SOURCES);
-        let usage = UsageRecord {
-            calls: steps.len() as u64,
-            prompt_tokens: steps
-                .iter()
-                .fold(0u64, |a, s| a.saturating_add(s.prompt_tokens)),
-            completion_tokens: steps
-                .iter()
-                .fold(0u64, |a, s| a.saturating_add(s.completion_tokens)),
-            truncated_calls: steps.iter().filter(|s| s.truncated).count() as u64,
-        };
+        let usage = UsageRecord::of_steps(&steps);
         Self {
             query: query.to_string(),
             mode: Some(mode),

@@ -92,16 +92,7 @@ pub fn read_trace(mut reader: impl BufRead) -> Result<RunRecord, TraceError> {
         Some(r) => Ok(r),
         None if steps.is_empty() => Err(TraceError::Empty),
         None => {
-            let usage = UsageRecord {
-                calls: steps.len() as u64,
-                prompt_tokens: steps
-                    .iter()
-                    .fold(0u64, |a, s| a.saturating_add(s.prompt_tokens)),
-                completion_tokens: steps
-                    .iter()
-                    .fold(0u64, |a, s| a.saturating_add(s.completion_tokens)),
-                truncated_calls: steps.iter().filter(|s| s.truncated).count() as u64,
-            };
+            let usage = UsageRecord::of_steps(&steps);
             let mode = steps.first().map(|s| s.mode);
             steps.sort_by_key(|s| (s.level, s.index, s.call));
             Ok(RunRecord {

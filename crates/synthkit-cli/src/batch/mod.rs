@@ -635,15 +635,15 @@ fn start_line(
         let mode = run.synthesizer.mode();
         match outcome {
             Ok(mut response) => {
+                if let Some(p) = &prices {
+                    p.price(&mut response.usage);
+                }
                 if let Some((reports, steps, query, nodes)) = report {
                     let record = RunRecord::of_outcome(&query, mode, &nodes, Ok(&response), &steps);
                     reports.write(&id, &run.synthesizer, record);
                 }
                 if !run.return_steps {
                     response.steps = None;
-                }
-                if let Some(p) = &prices {
-                    p.price(&mut response.usage);
                 }
                 Finished::of(&id, hash.as_deref(), Ok(&response))
             }

@@ -55,9 +55,13 @@ fn ask(server: &Server, extra: &[&str]) -> std::process::Output {
 #[test]
 fn json_usage_says_what_the_run_cost_at_the_prices_given() {
     let (server, _) = server();
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("run.html");
     let out = ask(
         &server,
         &[
+            "--report",
+            page.to_str().unwrap(),
             "--json",
             "--price-input",
             "2",
@@ -79,6 +83,13 @@ fn json_usage_says_what_the_run_cost_at_the_prices_given() {
         "{cost} against {expected}: {v}"
     );
     assert_has("standard error", &stderr(&out), "cost: $");
+    // The report's settings and usage show it too.
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_has(
+        "the report",
+        &html,
+        &format!("${expected:.6} at the prices given"),
+    );
     // Without prices, no cost is made up.
     let v = json_of(&ask(&server, &["--json"]));
     assert!(v["usage"].get("cost_usd").is_none(), "{v}");
