@@ -1,7 +1,8 @@
 //! `--nodes`: pre-retrieved nodes as JSON, a JSON array or JSON lines, each node read by
 //! the library's one node reader ([`synthkit::node::NodeListReader`]: plain strings,
-//! synthkit's form, LlamaIndex's `TextNode` and `NodeWithScore`, one id rule). Errors name
-//! the line and column (and, in an array, the node's index).
+//! synthkit's form, LlamaIndex's `TextNode` and `NodeWithScore`, one id rule), or a
+//! LlamaIndex `Response` (`ask --json --format llamaindex`), whose `source_nodes` are the
+//! nodes. Errors name the line and column (and, in an array, the node's index).
 
 use anyhow::{Result, anyhow};
 use serde::de::{self, DeserializeSeed, Visitor};
@@ -125,6 +126,11 @@ fn read_one(
 /// line and column (and, in an array, the node's index).
 pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
     let trimmed = text.trim_start();
+    if trimmed.starts_with('{')
+        && let Some(nodes) = response_source_nodes(text, name)
+    {
+        return nodes;
+    }
     let mut reader = NodeListReader::new();
     let mut failed = None;
     if trimmed.starts_with('[') {
@@ -192,6 +198,35 @@ pub fn parse_nodes(text: &str, name: &str) -> Result<Vec<Node>> {
         ));
     }
     Ok(reader.into_nodes())
+}
+
+/// The nodes of a LlamaIndex `Response` (what `ask --json --format llamaindex` prints:
+/// `{"response", "source_nodes": [NodeWithScore...], "metadata"}`), so that an answer's
+/// sources can be asked again; `None` when `text` is not one such object.
+fn response_source_nodes(text: &str, name: &str) -> Option<Result<Vec<Node>>> {
+    let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(text) else {
+        return None;
+    };
+    if !object.contains_key("response") {
+        return None;
+    }
+    let Some(Value::Array(nodes)) = object.remove("source_nodes") else {
+        return None;
+    };
+    let mut reader = NodeListReader::new();
+    for (i, node) in nodes.into_iter().enumerate() {
+        if let Err(e) = reader.push(node) {
+            return Some(Err(anyhow!(
+                "{name}: a LlamaIndex Response's source_nodes[{i}]: {e}"
+            )));
+        }
+    }
+    if reader.is_empty() {
+        return Some(Err(anyhow!(
+            "{name} is a LlamaIndex Response with no source_nodes: there are no nodes to answer from"
+        )));
+    }
+    Some(Ok(reader.into_nodes()))
 }
 
 /// The error of node `position`, read from `line` (JSON lines, or one pretty-printed

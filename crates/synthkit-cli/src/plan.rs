@@ -94,9 +94,10 @@ pub fn cost_bound(estimate: &Estimate, prices: &Prices) -> f64 {
 /// The error of a run refused for its cost: the plan's figure, the cap, the ways on.
 pub fn cost_refusal_message(estimate: &Estimate, prices: &Prices, cap: f64) -> String {
     format!(
-        "not started: this run may cost up to ${:.6} ({} model calls, {} prompt tokens and up to {} completion tokens at the prices given), over --max-cost ${cap}; raise --max-cost, or read fewer chunks (--top-k N, --include GLOB)",
+        "not started: this run may cost up to ${:.6} ({} model call{}, {} prompt tokens and up to {} completion tokens at the prices given), over --max-cost ${cap}; raise --max-cost, or read fewer chunks (--top-k N, --include GLOB)",
         cost_bound(estimate, prices),
         estimate.calls,
+        if estimate.calls == 1 { "" } else { "s" },
         estimate.prompt_tokens,
         estimate.max_completion_tokens,
     )

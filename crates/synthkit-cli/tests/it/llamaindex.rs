@@ -259,6 +259,13 @@ fn llamaindex_format_has_the_response_shape_and_round_trips() {
     );
     let again = json_of(&run(&args, &again_path));
     assert_eq!(again, v);
+    // The whole output, as printed, is read back too: its source_nodes are the nodes.
+    let whole_path = write(
+        dir.path(),
+        "whole.json",
+        serde_json::to_string_pretty(&v).unwrap(),
+    );
+    assert_eq!(json_of(&run(&args, &whole_path)), v);
     // And the hidden keys are still hidden from the model.
     let out = run(
         &["ask", QUESTION, "-q", "--mode", "context_only"],
