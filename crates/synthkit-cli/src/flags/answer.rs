@@ -64,6 +64,8 @@ impl CheckArgs {
 /// `--evidence`, `--evidence-tokens`, `--on-unsupported`, `--on-declined`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
+    /// Show the model the sentences that bear on the question (on with a model).
+    ///
     /// Evidence first: each chunk is shown to the model as its sentences that bear on the
     /// question (the others left out, chunks with none skipped), and a question no
     /// sentence bears on is answered "not in the sources" without a model call; --json's
@@ -74,6 +76,7 @@ pub struct CheckArgs {
     pub evidence: Option<Switch>,
     /// The most tokens of kept sentences, all chunks together.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "TOKENS",
         default_value_t = synthkit::evidence::DEFAULT_EVIDENCE_TOKENS,
@@ -81,6 +84,8 @@ pub struct CheckArgs {
         help_heading = "Answer checks"
     )]
     pub evidence_tokens: usize,
+    /// An answer whose facts are in no source: warn, abstain or error.
+    ///
     /// An answer's facts (numbers, dates, versions, names, quoted words) are looked up in
     /// what the model was shown; when none is found: warn keeps the answer with a warning,
     /// abstain answers "not in the sources", error fails with exit code 1 [default: abstain
@@ -97,6 +102,7 @@ pub struct CheckArgs {
     /// sentences (the model's reply in --json's `evidence.extracted`), keep keeps the
     /// model's words. Streams keep the model's words [default: extract].
     #[arg(
+        hide_short_help = true,
         long,
         value_enum,
         value_name = "POLICY",

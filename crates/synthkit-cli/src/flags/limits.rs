@@ -24,26 +24,27 @@ pub const DEFAULT_RETRIES: u32 = RetryPolicy::DEFAULT_MAX_ATTEMPTS;
 pub struct LimitArgs {
     /// Requests per minute to the model. Every send counts, retries included; calls wait
     /// for their turn. With `serve --redis-url`, one budget for every replica.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub rpm: Option<u32>,
     /// Tokens per minute to the model: every send (retries included) is charged its prompt
     /// tokens plus its whole output reserve (--num-output). With `serve --redis-url`, one
     /// budget for every replica.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub tpm: Option<u32>,
     /// The most sends of one model call, the first included: 429s, overloads, 5xx,
     /// timeouts and dropped connections are sent again (exponential backoff with full
     /// jitter, honouring Retry-After) until this many sends; 1 sends each call once.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_RETRIES, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = DEFAULT_RETRIES, value_parser = clap::value_parser!(u32).range(1..))]
     pub retries: u32,
     /// The most seconds one model call may take from its first send, waits for the rate
     /// budget and Retry-After included: no send is started that would wait past it.
-    #[arg(long, value_name = "SECS", default_value_t = RetryPolicy::DEFAULT_MAX_ELAPSED.as_secs_f64())]
+    #[arg(hide_short_help = true, long, value_name = "SECS", default_value_t = RetryPolicy::DEFAULT_MAX_ELAPSED.as_secs_f64())]
     pub retry_max_secs: f64,
     /// Redis for sharing: the --rpm/--tpm budget and the response cache are shared by
     /// every process given the same URL and --redis-prefix (`ask`, `batch`, `serve`
     /// replicas, Python), unless --cache (or `serve --memory-cache`) keeps the cache local.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "URL",
         env = "SYNTHKIT_REDIS_URL",
@@ -51,10 +52,10 @@ pub struct LimitArgs {
     )]
     pub redis_url: Option<String>,
     /// The prefix of every Redis key.
-    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_REDIS_PREFIX, help_heading = "Sharing")]
+    #[arg(hide_short_help = true, long, value_name = "PREFIX", default_value = DEFAULT_REDIS_PREFIX, help_heading = "Sharing")]
     pub redis_prefix: String,
     /// Seconds a reply stays in the Redis cache.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_REDIS_TTL_SECS, help_heading = "Sharing")]
+    #[arg(hide_short_help = true, long, value_name = "SECS", default_value_t = DEFAULT_REDIS_TTL_SECS, help_heading = "Sharing")]
     pub cache_ttl: u64,
 }
 

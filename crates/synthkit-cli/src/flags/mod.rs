@@ -55,6 +55,8 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// More log lines on standard error (-v, -vv).
+    ///
     /// More log lines on standard error: -v for each call's retries, corrections and
     /// cache notes (info), -vv for debug. RUST_LOG overrides.
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]

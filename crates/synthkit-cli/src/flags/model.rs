@@ -47,17 +47,23 @@ pub struct ModelArgs {
     /// The backend [default: extractive, or a model server when --base-url,
     /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL (ANTHROPIC_BASE_URL with --api anthropic) or
     /// --api anthropic is given].
-    #[arg(long, value_enum, value_name = "KIND")]
+    #[arg(hide_short_help = true, long, value_enum, value_name = "KIND")]
     pub llm: Option<LlmKind>,
+    /// The API the server speaks: openai or anthropic.
+    ///
     /// The API the model server speaks: openai (/v1/chat/completions) or anthropic
     /// (Anthropic's Messages API, /v1/messages: Anthropic, llama.cpp) [default: openai].
     #[arg(long, value_enum, value_name = "API", env = "SYNTHKIT_API")]
     pub api: Option<Api>,
+    /// The model server's API base URL (an OpenAI-compatible server).
+    ///
     /// The API base URL (with or without /v1 for anthropic); without this flag and
     /// SYNTHKIT_BASE_URL, OPENAI_BASE_URL is used (ANTHROPIC_BASE_URL with --api
     /// anthropic).
     #[arg(long, value_name = "URL", env = "SYNTHKIT_BASE_URL")]
     pub base_url: Option<String>,
+    /// The model name [default: the server's first model].
+    ///
     /// The model name [env: SYNTHKIT_MODEL; default: the first model the server lists at
     /// /models when a base URL is given, else gpt-4o-mini]. JSON reports name the model
     /// the server says answered.
@@ -65,66 +71,75 @@ pub struct ModelArgs {
     pub model: Option<String>,
     /// The environment variable that holds the API key (the key itself is never printed)
     /// [default: OPENAI_API_KEY, ANTHROPIC_API_KEY with --api anthropic].
-    #[arg(long, value_name = "NAME")]
+    #[arg(hide_short_help = true, long, value_name = "NAME")]
     pub api_key_env: Option<String>,
+    /// The model's context window in tokens [default: asked from the server].
+    ///
     /// The model's context window in tokens [default: asked from the server, else 3900;
     /// 8192 for extractive].
     #[arg(long, value_name = "N")]
     pub context_window: Option<usize>,
+    /// Tokens reserved for each answer.
+    ///
     /// Tokens reserved for each answer [default: 256].
     #[arg(long, value_name = "N")]
     pub num_output: Option<usize>,
     /// Use the completions endpoint (/completions) instead of chat.
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub completion_api: bool,
     /// Count tokens with the server's /tokenize (llama.cpp, vLLM) and warn when it has
     /// none. Without this flag it is used anyway when the server has one, unless
     /// --tokenizer or --no-server-tokenizer is given.
-    #[arg(long, conflicts_with = "no_server_tokenizer")]
+    #[arg(hide_short_help = true, long, conflicts_with = "no_server_tokenizer")]
     pub server_tokenizer: bool,
     /// Never ask the server to count tokens; use the built-in tokenizer.
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub no_server_tokenizer: bool,
     /// The request timeout in seconds [default: 600]: how long a model call may wait for
     /// its whole reply, or a streamed call for its first token (the server reads the
     /// whole prompt first: minutes for long prompts on a CPU).
-    #[arg(long, value_name = "SECS")]
+    #[arg(hide_short_help = true, long, value_name = "SECS")]
     pub timeout: Option<f64>,
     /// Seconds opening a connection to the server may take [default: 10].
-    #[arg(long, value_name = "SECS")]
+    #[arg(hide_short_help = true, long, value_name = "SECS")]
     pub connect_timeout: Option<f64>,
     /// Seconds a streamed reply may stay silent between two tokens [default: 120]; a
     /// stream that keeps producing is never cut.
-    #[arg(long, value_name = "SECS")]
+    #[arg(hide_short_help = true, long, value_name = "SECS")]
     pub idle_timeout: Option<f64>,
     /// The most bytes read of one model reply, streamed or not (SSE framing included)
     /// [default: 8388608, 8 MiB]: a larger reply is refused, never held whole.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_reply_bytes: Option<u64>,
     /// The sampling temperature [default: 0.1].
     #[arg(long, value_name = "T", value_parser = parse_temperature)]
     pub temperature: Option<f32>,
     /// Nucleus sampling: sample from the tokens of this cumulative probability (0 to 1)
     /// [default: the server's].
-    #[arg(long, value_name = "P", value_parser = parse_top_p)]
+    #[arg(hide_short_help = true, long, value_name = "P", value_parser = parse_top_p)]
     pub top_p: Option<f32>,
     /// The sampling seed, for reproducible answers where the server honours it.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
     pub seed: Option<i64>,
     /// A JSON object merged into every request body, for server-specific parameters
     /// (for example '{"top_k": 40, "cache_prompt": true}'); its fields win over synthkit's.
-    #[arg(long, value_name = "JSON", value_parser = parse_extra_body)]
+    #[arg(hide_short_help = true, long, value_name = "JSON", value_parser = parse_extra_body)]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// The tokenizer for splitting and budgets: cl100k_base or o200k_base [default: the
     /// model's own when known, else cl100k_base].
-    #[arg(long, value_name = "NAME", value_parser = parse_tokenizer)]
+    #[arg(hide_short_help = true, long, value_name = "NAME", value_parser = parse_tokenizer)]
     pub tokenizer: Option<BpeTokenizer>,
     /// Say the model takes images, whatever its server says (llama.cpp's /props, the
     /// models listing).
-    #[arg(long, overrides_with = "no_vision")]
+    #[arg(hide_short_help = true, long, overrides_with = "no_vision")]
     pub vision: bool,
     /// Say the model takes no images: image nodes are refused before any call.
-    #[arg(long, overrides_with = "vision")]
+    #[arg(hide_short_help = true, long, overrides_with = "vision")]
     pub no_vision: bool,
 }
 

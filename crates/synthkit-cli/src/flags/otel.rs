@@ -13,11 +13,16 @@ pub struct OtelArgs {
     /// http://127.0.0.1:6006). Without it: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
     /// $OTEL_EXPORTER_OTLP_ENDPOINT. An unreachable endpoint costs a warning, never the
     /// answer.
-    #[arg(long, value_name = "URL", help_heading = "Tracing")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "URL",
+        help_heading = "Tracing"
+    )]
     pub otlp_endpoint: Option<String>,
     /// Put the prompts, replies and the query on the exported spans (off by default: they
     /// may hold private text).
-    #[arg(long, help_heading = "Tracing")]
+    #[arg(hide_short_help = true, long, help_heading = "Tracing")]
     pub otel_content: bool,
 }
 

@@ -11,8 +11,10 @@ use clap::Args;
 pub struct ReportArgs {
     /// With --json: add `steps`, one object per model call (step, level, index, node ids,
     /// tokens, time, retries, corrections, truncation, the reply up to 16 KiB).
-    #[arg(long, requires = "json")]
+    #[arg(hide_short_help = true, long, requires = "json")]
     pub steps: bool,
+    /// Write an HTML report of the run to FILE.
+    ///
     /// Write an HTML report of the run to FILE: the answer and its citations, every model
     /// call as a box (click for its nodes and reply), the budget, the sources. One file,
     /// nothing fetched; open it in a browser.

@@ -94,79 +94,109 @@ pub struct AccessArgs {
 pub struct ServiceLimitArgs {
     /// On SIGTERM or Ctrl-C, seconds the requests in flight may still run before they
     /// are cancelled.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "SECS",
+        default_value_t = 30.0
+    )]
     pub shutdown_grace: f64,
     /// The largest request body in bytes (413 above it).
-    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_BODY_BYTES)]
+    #[arg(hide_short_help = true, long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
     /// The most nodes in one request (422 above it).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_NODES)]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_NODES)]
     pub max_nodes: usize,
     /// Seconds a client has to send a synthesis request's body after its headers (408
     /// `body_timeout` after it). Bodies are read before a request takes one of the
     /// --max-requests slots.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "SECS",
+        default_value_t = 30.0
+    )]
     pub body_timeout: f64,
     /// Bytes of request bodies being read at once across all requests; a body whose next
     /// bytes would go over it is refused with 503 `overloaded` (512 MiB by default).
-    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_PENDING_BODY_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_PENDING_BODY_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_pending_body_bytes: usize,
     /// Seconds one synthesis may take once its body is read (504, or an `error` event,
     /// after it).
-    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "SECS",
+        default_value_t = 300.0
+    )]
     pub request_timeout: f64,
     /// The most model calls of one request in flight at once (a request's `concurrency`
     /// is capped at it).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY)]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUEST_CONCURRENCY)]
     pub max_request_concurrency: usize,
     /// The most model calls one request may plan: a request over it is refused with 422
     /// `too_costly` and its plan, before any model call.
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CALLS_PER_REQUEST)]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CALLS_PER_REQUEST)]
     pub max_calls_per_request: usize,
     /// The most prompt tokens one request may plan, all its calls together (422
     /// `too_costly` above it, before any model call).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST)]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_PROMPT_TOKENS_PER_REQUEST)]
     pub max_prompt_tokens_per_request: usize,
     /// The most completion tokens one request may plan: its calls' `max_tokens` together,
     /// thinking reserve included (422 `too_costly` above it, before any model call).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_COMPLETION_TOKENS_PER_REQUEST)]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_COMPLETION_TOKENS_PER_REQUEST)]
     pub max_completion_tokens_per_request: usize,
     /// The largest `thinking_reserve` a request may ask, in tokens per call (422
     /// `thinking_reserve_too_large` above it).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_THINKING_RESERVE)]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_THINKING_RESERVE)]
     pub max_thinking_reserve: usize,
     /// Synthesis requests being answered at once across all connections (a request takes
     /// its slot once its body is read); more are refused at once with 503 `overloaded`
     /// and Retry-After.
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUESTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_REQUESTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_requests: usize,
     /// Open client connections at once (lowered to fit the open-file limit); more wait in
     /// the kernel's accept backlog.
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
     /// Seconds a client has to send a request's headers, from when its connection opens
     /// or its previous response ends (slow headers; idle HTTP/1 keep-alive).
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "SECS",
+        default_value_t = 10.0
+    )]
     pub header_timeout: f64,
     /// Seconds a connection may stay with no request in flight before it is closed
     /// (HTTP/2; HTTP/1 connections close after --header-timeout first).
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "SECS",
+        default_value_t = 60.0
+    )]
     pub keep_alive_timeout: f64,
     /// The most request headers (431 above it).
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_HEADERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_MAX_HEADERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_headers: usize,
     /// The largest request line and headers in bytes (431 above it).
-    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_HEADER_BYTES)]
+    #[arg(hide_short_help = true, long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_HEADER_BYTES)]
     pub max_header_bytes: usize,
     /// The longest request target (path and query) in bytes (414 above it).
-    #[arg(long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_URI_BYTES)]
+    #[arg(hide_short_help = true, long, value_name = "BYTES", default_value_t = ServiceLimits::DEFAULT_MAX_URI_BYTES)]
     pub max_uri_bytes: usize,
     /// HTTP/2 streams open at once on one connection.
-    #[arg(long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_HTTP2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = ServiceLimits::DEFAULT_HTTP2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..))]
     pub http2_max_streams: u32,
     /// Seconds between two checks of the backend for /readyz (a probe answers from the
     /// last check).
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "SECS",
+        default_value_t = 1.0
+    )]
     pub readiness_interval: f64,
 }
 

@@ -117,6 +117,8 @@ impl SynthArgs {
 /// Options shared by `ask` and `summarize`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
+    /// Files and folders to read (`-`: standard input).
+    ///
     /// Files and folders to read (`-`: standard input; nothing: standard input when it is
     /// not a terminal). Folders are read recursively like ripgrep does (.gitignore, .ignore
     /// and hidden files respected, symbolic links followed) and every file whose content is
@@ -129,24 +131,30 @@ pub struct SynthArgs {
     #[command(flatten)]
     pub walk: WalkArgs,
     // --- documents: end
+    /// Pre-retrieved nodes: a JSON array or JSON lines (synthkit or LlamaIndex shapes).
+    ///
     /// Pre-retrieved nodes: a JSON array or JSON lines of {id, text, metadata,
     /// excluded_llm_metadata_keys, score}, LlamaIndex TextNode objects (`id_`, ...) or
     /// NodeWithScore objects ({node, score}), mixed freely (`-`: standard input).
     #[arg(long, value_name = "FILE", help_heading = "Input")]
     pub nodes: Option<PathBuf>,
+    /// Keep the N chunks most relevant to the query (`all`: every chunk).
+    ///
     /// Keep only the N chunks most relevant to the query (BM25 over each chunk's text,
     /// file path and section), best first; `all` keeps every chunk. Default for `ask`
     /// when a folder is read: 20; otherwise all.
     #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
     pub top_k: Option<TopK>,
     /// The most tokens in a node when files are split.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
     pub chunk_size: usize,
     /// Tokens a node repeats from the previous node of the same file [default: 20, capped
     /// below the chunk size].
-    #[arg(long, value_name = "M", help_heading = "Input")]
+    #[arg(hide_short_help = true, long, value_name = "M", help_heading = "Input")]
     pub chunk_overlap: Option<usize>,
 
+    /// The response mode (compact, refine, tree_summarize, map_reduce, ...).
+    ///
     /// The response mode: refine, compact, tree_summarize, simple_summarize, accumulate,
     /// compact_accumulate, generation, no_text, context_only, map_reduce [default: compact
     /// for ask, tree_summarize for summarize].
@@ -159,18 +167,25 @@ pub struct SynthArgs {
     /// Default: 8, or the server's slots when it says fewer (llama.cpp /props). Against a
     /// server, the calls in flight are also halved when it is overloaded and grow back
     /// slowly.
-    #[arg(long, value_name = "N", help_heading = "Synthesis")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        help_heading = "Synthesis"
+    )]
     pub concurrency: Option<usize>,
     /// Requests and tokens per minute, retries.
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Stop with the plan when a run plans more model calls than N (unless --yes).
+    ///
     /// A run planning more model calls than N prints its plan and stops unless --yes is
     /// given (a language-model backend only; the extractive backend is free).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS, help_heading = "Model")]
     pub max_calls: usize,
     /// A run planning more prompt tokens than N, all its calls together, prints its plan
     /// and stops unless --yes is given (a language-model backend only).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TOTAL_PROMPT_TOKENS, help_heading = "Model")]
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = DEFAULT_MAX_TOTAL_PROMPT_TOKENS, help_heading = "Model")]
     pub max_total_prompt_tokens: usize,
     /// Prices and the cost cap.
     #[command(flatten)]
@@ -184,14 +199,21 @@ pub struct SynthArgs {
     /// The answer printed when the model says the sources do not answer (the default
     /// prompts ask it to reply "Not in the sources"; --json then says "answerable":
     /// false). Default: "The sources do not answer this question."
-    #[arg(long, value_name = "TEXT", help_heading = "Synthesis")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "TEXT",
+        help_heading = "Synthesis"
+    )]
     pub not_in_sources: Option<String>,
     /// --escalate (shared with eval).
     #[command(flatten)]
     pub escalation: EscalateArgs,
     /// Refine/compact: each step says whether its context answered; others are ignored.
-    #[arg(long, help_heading = "Synthesis")]
+    #[arg(hide_short_help = true, long, help_heading = "Synthesis")]
     pub structured_filtering: bool,
+    /// Number the sources and have the answer cite them (`--cite=quotes`: quoted).
+    ///
     /// Number the sources in the prompts and have the answer cite them as `[n]`: markers
     /// are checked against the sources each call was shown (invalid ones are removed and
     /// reported), renumbered in order of first use, and the cited sources are listed
@@ -205,14 +227,19 @@ pub struct SynthArgs {
           default_missing_value = "markers", help_heading = "Synthesis")]
     pub cite: Option<CiteStyle>,
     /// The same as --cite=quotes.
-    #[arg(long, help_heading = "Synthesis")]
+    #[arg(hide_short_help = true, long, help_heading = "Synthesis")]
     pub cite_quotes: bool,
     /// A JSON Schema file: the answer is JSON that the model is asked for with the schema
     /// (the server enforces it where it can) and that is checked against it, as the
     /// service checks `output_schema` (the same cost limits; a reply that breaks it is an
     /// error naming the JSON path). At most 1 MiB; not with --cite or
     /// --structured-filtering.
-    #[arg(long, value_name = "FILE", help_heading = "Synthesis")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "FILE",
+        help_heading = "Synthesis"
+    )]
     pub output_schema: Option<PathBuf>,
 
     /// Evidence first and the grounding check.
@@ -223,6 +250,8 @@ pub struct SynthArgs {
     #[command(flatten)]
     pub model_args: ModelArgs,
     // --- cache (layer::cache): begin
+    /// Keep every model reply in the SQLite file FILE and answer repeats from it.
+    ///
     /// Keep every model reply in the SQLite file FILE (created if missing) and answer
     /// repeated calls from it: a run that was stopped, rerun, only makes the calls it had
     /// not finished. Ignored with --plan.
@@ -238,12 +267,17 @@ pub struct SynthArgs {
     /// The shape of --json: `llamaindex` prints LlamaIndex's Response ({response,
     /// source_nodes: [{node: TextNode, score}], metadata}), whose source_nodes --nodes reads
     /// back. `--format llamaindex` needs --json (a usage error without it) and no --plan.
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = JsonFormat::Synthkit,
+    #[arg(hide_short_help = true, long, value_enum, value_name = "FORMAT", default_value_t = JsonFormat::Synthkit,
           requires_if("llamaindex", "json"), help_heading = "Output")]
     pub format: JsonFormat,
     /// Write one JSON line per model call (prompt, response, tokens, time) to FILE, and a
     /// last `run` line (answer, sources, steps) that `synthkit report` reads.
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "FILE",
+        help_heading = "Output"
+    )]
     pub trace: Option<PathBuf>,
     /// `--steps` and `--report FILE`.
     #[command(flatten)]
@@ -264,15 +298,19 @@ pub struct SynthArgs {
 #[command(next_help_heading = "Input")]
 pub struct WalkArgs {
     /// Read hidden files and folders too (names starting with `.`).
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub hidden: bool,
     /// Read files that .gitignore, .ignore or git's excludes leave out.
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub no_ignore: bool,
+    /// In folders, read only files matching GLOB (`*.md`); repeatable.
+    ///
     /// In folders, read only files matching GLOB (gitignore syntax, relative to the folder:
     /// `*.md`, `guide/**/*.html`); repeatable.
     #[arg(long, value_name = "GLOB")]
     pub include: Vec<String>,
+    /// In folders, never read files or folders matching GLOB; repeatable.
+    ///
     /// In folders, never read files or enter folders matching GLOB (`*.js`, `/vendor`);
     /// repeatable.
     #[arg(long, value_name = "GLOB")]
@@ -281,22 +319,22 @@ pub struct WalkArgs {
     /// stylesheets, scripts, SVG images, JSON data, redirect pages, and copies (files
     /// whose text is at least 80% in other files read, such as mdBook's print.html or a
     /// page both as Markdown and HTML). -v names every file left out.
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub keep_all: bool,
     /// The largest file read (and `.gz` unpacked): bytes, or with K, M or G (KiB, MiB,
     /// GiB); `none` for no limit. Larger files are skipped and named; a larger --nodes
     /// file or standard input is an error.
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size)]
+    #[arg(hide_short_help = true, long, value_name = "SIZE", default_value = DEFAULT_MAX_FILE_SIZE, value_parser = parse_size)]
     pub max_file_size: FileSize,
     /// Image files (PNG, JPEG, WebP, GIF: known by their first bytes and their name) in
     /// folders and arguments: `auto` sends each as an image node when the model takes
     /// images (its server says so, or --vision), else skips them with a note; `on` sends
     /// them (a model known to take none is an error before any call); `off` skips them.
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ImagesMode::Auto)]
+    #[arg(hide_short_help = true, long, value_enum, value_name = "WHEN", default_value_t = ImagesMode::Auto)]
     pub images: ImagesMode,
     /// The largest image file sent: bytes, or with K, M or G, at most 20M (the default:
     /// the most OpenAI's API takes for one image). Larger images are skipped and named.
-    #[arg(long, value_name = "SIZE", default_value = "20M", value_parser = parse_image_size)]
+    #[arg(hide_short_help = true, long, value_name = "SIZE", default_value = "20M", value_parser = parse_image_size)]
     pub max_image_bytes: usize,
 }
 
@@ -331,6 +369,7 @@ fn parse_image_size(s: &str) -> Result<usize, String> {
 pub struct WindowArgs {
     /// Tokens of overlap between packed chunks, as a fraction of the chunk (0 to 1).
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "RATIO",
         default_value_t = 0.1,
@@ -341,13 +380,14 @@ pub struct WindowArgs {
     /// template included): less context in each call, more calls. For cost, or for a
     /// model that answers worse with long prompts. Default: a prompt may fill the window
     /// less --num-output.
-    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), help_heading = "Synthesis")]
     pub max_prompt_tokens: Option<usize>,
     /// Reasoning models (Qwen3, DeepSeek-R1, ...): extra output tokens for thinking on
     /// every call, on top of --num-output and taken off the prompt room, so a model that
     /// thinks before it answers is not cut while thinking. Thinking never goes into a
     /// prompt or the answer either way.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "N",
         default_value_t = 0,
@@ -358,6 +398,7 @@ pub struct WindowArgs {
     /// the answer and prints a warning (--json counts them in usage.truncated_calls);
     /// error fails with exit code 1.
     #[arg(
+        hide_short_help = true,
         long,
         value_enum,
         value_name = "POLICY",
@@ -372,16 +413,16 @@ pub struct WindowArgs {
 #[command(next_help_heading = "Synthesis")]
 pub struct PromptArgs {
     /// A completion template file for question answering ({context_str}, {query_str}).
-    #[arg(long, value_name = "FILE")]
+    #[arg(hide_short_help = true, long, value_name = "FILE")]
     pub qa_template: Option<PathBuf>,
     /// A completion template file for refining ({query_str}, {existing_answer}, {context_msg}).
-    #[arg(long, value_name = "FILE")]
+    #[arg(hide_short_help = true, long, value_name = "FILE")]
     pub refine_template: Option<PathBuf>,
     /// A completion template file for tree summaries ({context_str}, {query_str}).
-    #[arg(long, value_name = "FILE")]
+    #[arg(hide_short_help = true, long, value_name = "FILE")]
     pub summary_template: Option<PathBuf>,
     /// A system prompt added to every call.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(hide_short_help = true, long, value_name = "TEXT")]
     pub system_prompt: Option<String>,
 }
 
@@ -393,7 +434,7 @@ pub struct PlanArgs {
     #[arg(long, help_heading = "Output")]
     pub plan: bool,
     /// With --plan: the price of 1,000 prompt tokens in USD, to estimate the cost.
-    #[arg(long, value_name = "USD", requires = "plan", help_heading = "Output",
+    #[arg(hide_short_help = true, long, value_name = "USD", requires = "plan", help_heading = "Output",
           conflicts_with_all = ["price_input", "prices"])]
     pub price_per_1k: Option<f64>,
 }
@@ -401,6 +442,8 @@ pub struct PlanArgs {
 /// `--escalate[=N]`, on `ask`, `batch` and `eval`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct EscalateArgs {
+    /// Answer from the first N chunks, then map_reduce over all when that fails.
+    ///
     /// Escalate: answer from the first N chunks first (5 when N is not given), and when
     /// that answer says the sources do not answer, or states facts found in no chunk
     /// shown, answer again with map_reduce over every chunk (each read on its own).

@@ -682,3 +682,38 @@ fn max_prompt_tokens_plans_smaller_prompts_and_more_calls() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// `-h` is a screen of the flags most runs use, as ripgrep splits them; `--help` has every
+/// flag, with the whole text.
+#[test]
+fn short_help_is_a_screen_and_long_help_has_every_flag() {
+    for verb in ["ask", "summarize", "batch", "eval", "serve"] {
+        let short = stdout(&synthkit().args([verb, "-h"]).output().unwrap());
+        let long = stdout(&synthkit().args([verb, "--help"]).output().unwrap());
+        assert!(
+            short.lines().count() <= 80,
+            "{verb} -h is {} lines:\n{short}",
+            short.lines().count()
+        );
+        assert!(long.lines().count() > short.lines().count(), "{verb}");
+        assert!(short.contains("--base-url"), "{verb}: {short}");
+        assert!(long.contains("--retry-max-secs"), "{verb}: {long}");
+        assert!(!short.contains("--retry-max-secs"), "{verb}: {short}");
+    }
+    let short = stdout(&synthkit().args(["ask", "-h"]).output().unwrap());
+    for common in [
+        "--top-k",
+        "--mode",
+        "--json",
+        "--plan",
+        "--max-cost",
+        "--evidence",
+    ] {
+        assert!(short.contains(common), "{common} not in ask -h:\n{short}");
+    }
+    let long = stdout(&synthkit().args(["ask", "--help"]).output().unwrap());
+    assert!(
+        long.contains("BM25 over each chunk's text"),
+        "the whole text of --top-k: {long}"
+    );
+}
