@@ -26,6 +26,10 @@ mod declined;
 mod docs;
 mod escalate;
 mod eval;
+mod eval_answers;
+mod eval_common;
+mod eval_page;
+mod eval_resume;
 #[cfg(unix)]
 mod folders;
 mod hostile_peers;
