@@ -40,6 +40,10 @@ mod llama_server;
 mod map_reduce;
 mod memory_cache;
 mod modes;
+mod modes_common;
+mod modes_concurrency;
+mod modes_filtering;
+mod modes_templates;
 mod node_json;
 #[cfg(feature = "openai")]
 mod openai_loopback;
