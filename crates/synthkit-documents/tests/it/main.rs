@@ -14,3 +14,9 @@ mod common;
 mod folders;
 #[cfg(unix)]
 mod read_documents;
+#[cfg(unix)]
+mod read_documents_common;
+#[cfg(unix)]
+mod read_documents_links;
+#[cfg(unix)]
+mod read_documents_walk;
