@@ -12,29 +12,17 @@
 use anyhow::Result;
 use synthkit::layer::sharing::{CacheLocation, Sharing};
 
-use crate::flags::SynthArgs;
 pub use crate::settings::StackFlags;
 
 /// The chosen model behind the library's model stack, with the tokenizers, slots and
 /// server that go with it: the setup every front end builds ([`synthkit_frontend`]).
 pub type Backend = synthkit_frontend::BuiltModel;
 
-/// The server's base URL: `--base-url` (or `SYNTHKIT_BASE_URL`), else `OPENAI_BASE_URL`;
-/// with the name of where it came from.
-pub fn base_url(args: &SynthArgs) -> Option<(String, &'static str)> {
-    args.model_args.base_url()
-}
-
 /// Builds the backend and its model stack (the library's order: adaptive concurrency,
-/// rate budget, retries, cache). For a server this may ask it for its context window,
-/// model and slots (and probe `/tokenize`); it never makes a model call. With `--cache
-/// FILE` (not with `--plan`, which makes no call) the stack answers repeated calls from
-/// the file; with `--redis-url`, the budget and the cache are Redis's.
-pub async fn connect(args: &SynthArgs) -> Result<Backend> {
-    connect_with(StackFlags::of(args)).await
-}
-
-/// [`connect`] with the flags of any verb.
+/// rate budget, retries, cache) from the flags of any verb. For a server this may ask it
+/// for its context window, model and slots (and probe `/tokenize`); it never makes a model
+/// call. With `--cache FILE` (not with `--plan`, which makes no call) the stack answers
+/// repeated calls from the file; with `--redis-url`, the budget and the cache are Redis's.
 pub async fn connect_with(args: StackFlags<'_>) -> Result<Backend> {
     let sharing = if args.plan {
         Sharing::default()

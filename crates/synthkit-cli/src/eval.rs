@@ -38,8 +38,9 @@ use crate::output::{note, warn};
 use crate::pages::{BatchReports, batch_report_path};
 use crate::paths_root::PathsRoot;
 use crate::progress::BatchProgress;
+use crate::settings::CheckSettings;
+use crate::settings::CustomTemplates;
 use crate::settings::SynthesisSettings;
-use crate::templates::CustomTemplates;
 use synthkit_frontend::batch::{self as batch_io, LineReader, RawLine};
 
 /// The longest line of a cases or answers file (bytes).
@@ -262,12 +263,8 @@ impl Runner {
         mode: ResponseMode,
         nodes: &[Node],
     ) -> Result<(Synthesizer, Option<Arc<synthkit::steps::StepRecorder>>)> {
-        let checks = self
-            .args
-            .checks
-            .checks(synthkit_frontend::AnswerChecks::for_questions_to(
-                self.backend.backend,
-            ));
+        let checks =
+            CheckSettings::for_questions(&self.args.checks).for_backend(self.backend.backend);
         // A case none of whose chunks is relevant (no nodes) is answered as every front
         // end answers it (the checks set it).
         let options = self.settings.options(

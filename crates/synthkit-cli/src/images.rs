@@ -10,6 +10,7 @@ use synthkit::Node;
 use crate::error::usage;
 use crate::input::read_capped;
 use crate::output::{note, warn};
+use crate::settings::run::ImageSettings;
 
 /// What `--images` and the model make of the image files found: image nodes (id and
 /// `file_path` the path, no text), or none with one note saying why. `vision`: whether
@@ -18,7 +19,7 @@ use crate::output::{note, warn};
 /// call. An image over `--max-image-bytes` is skipped and named; an unreadable one too.
 pub fn image_nodes(
     images: &[PathBuf],
-    walk: &crate::flags::WalkArgs,
+    settings: &ImageSettings,
     vision: Option<bool>,
     model: &str,
     quiet: bool,
@@ -31,7 +32,7 @@ pub fn image_nodes(
         1 => format!("image file {}", first.display()),
         n => format!("{n} image files"),
     };
-    match (walk.images, vision) {
+    match (settings.mode, vision) {
         (ImagesMode::Off, _) => {
             note(quiet, &format!("skipping {count} (--images off)"));
             return Ok(Vec::new());
@@ -57,7 +58,7 @@ pub fn image_nodes(
             )));
         }
     }
-    let max = walk.max_image_bytes;
+    let max = settings.max_bytes;
     let mut nodes = Vec::with_capacity(images.len());
     for path in images {
         let shown = path.display().to_string();

@@ -22,15 +22,15 @@ use anyhow::{Context, Result, anyhow};
 use synthkit::Node;
 use synthkit::text::TokenTextSplitter;
 use synthkit_documents::chunk::chunk_nodes;
-use synthkit_documents::decode::decode_always;
 use synthkit_documents::{
     Format, LeftOut, LeftOutReason, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
 };
 
 use crate::error::usage;
-use crate::flags::SynthArgs;
 use crate::output::{note, warn};
 use crate::paths_root::{PathsRoot, Resolved};
+use crate::settings::run::SourceSettings;
+use crate::settings::templates::decode;
 use crate::spinner::Spinner;
 
 /// How a document read from standard input is named.
@@ -69,17 +69,6 @@ pub fn read_stdin(max: Option<u64>) -> Result<Vec<u8>> {
     read_capped(io::stdin().lock(), max).context("cannot read standard input")
 }
 
-/// Text from bytes, whatever they hold (the library's rule: byte-order marks, UTF-8,
-/// windows-1252 for legacy 8-bit text), with a warning naming `name` when the decoding was
-/// not clean.
-pub fn decode(bytes: Vec<u8>, name: &str) -> String {
-    let decoded = decode_always(&bytes);
-    if let Some(n) = &decoded.note {
-        warn(&format!("{name} {n}"));
-    }
-    decoded.text
-}
-
 /// Reads one file, or standard input for `None` or `-` (for `tokens` and `split`), as
 /// `ask` reads a file: `.gz` unpacked, HTML and PDF as text, the size limit applied; a
 /// binary or empty file is an error.
@@ -111,22 +100,6 @@ pub fn read_single(path: Option<&Path>, max_file_size: Option<u64>) -> Result<St
         }
         Err(reason) => Err(anyhow!("cannot read {name}: {reason}")),
     }
-}
-
-/// The reading options given on the command line.
-pub fn read_options(args: &SynthArgs) -> ReadOptions {
-    let mut options = ReadOptions::new()
-        .hidden(args.walk.hidden)
-        .no_ignore(args.walk.no_ignore)
-        .keep_all(args.walk.keep_all)
-        .max_file_size(args.walk.max_file_size.0);
-    for glob in &args.walk.include {
-        options = options.include(glob.clone());
-    }
-    for glob in &args.walk.exclude {
-        options = options.exclude(glob.clone());
-    }
-    options
 }
 
 /// Whether `-v` (or a `RUST_LOG` at info or more) asked for every step's notes.
@@ -167,30 +140,16 @@ pub fn is_image_file(path: &Path) -> bool {
 
 /// Reads every path of the command line: files, folders and `-` for standard input. With
 /// no path, standard input is read unless it is a terminal. `spinner` shows the progress.
-pub fn read_documents(args: &SynthArgs, spinner: &Spinner) -> Result<Documents> {
-    if let Some(style) = style_read_as_path(args) {
-        return Err(usage(format!(
-            "`{style}` was read as a file to read, and there is none: the citation style goes after `=` (`--cite={style}`); a bare `--cite` asks for `[n]` markers and never takes the next argument"
-        )));
-    }
+pub fn read_documents(sources: &SourceSettings, spinner: &Spinner) -> Result<Documents> {
     read_documents_with(
-        &args.paths,
-        &read_options(args),
+        &sources.paths,
+        &sources.read,
         Say {
-            quiet: args.quiet,
+            quiet: sources.quiet,
             verbose: verbose(),
         },
         spinner,
     )
-}
-
-/// A path that names a citation style when `--cite` was written without `=` before it
-/// (`--cite quotes`) and no such file exists.
-fn style_read_as_path(args: &SynthArgs) -> Option<&str> {
-    args.cite?;
-    args.paths.iter().filter_map(|p| p.to_str()).find(|p| {
-        matches!(*p, "quotes" | "quote" | "markers" | "marker") && fs::symlink_metadata(p).is_err()
-    })
 }
 
 /// Reads `paths` (files and folders) with `options`: the `paths` of `batch` lines and
@@ -617,7 +576,7 @@ pub fn read_nodes(path: &Path, max: Option<u64>) -> Result<Vec<Node>> {
             "--nodes {name} is larger than {max} bytes: raise --max-file-size (or `none`), or send fewer nodes"
         )));
     }
-    let text = decode(bytes, &name);
+    let text = decode(&bytes, &name);
     crate::node_json::parse_nodes(&text, &name)
 }
 
@@ -653,9 +612,9 @@ mod tests {
 
     #[test]
     fn lossy_decoding_and_bom() {
-        assert_eq!(decode(b"\xEF\xBB\xBFhi".to_vec(), "x"), "hi");
+        assert_eq!(decode(b"\xEF\xBB\xBFhi", "x"), "hi");
         // Legacy 8-bit text is windows-1252; damaged UTF-8 keeps U+FFFD.
-        assert_eq!(decode(b"a\xFFb".to_vec(), "x"), "a\u{FF}b");
-        assert_eq!(decode(b"\xC3\xA9 \xFF".to_vec(), "x"), "\u{E9} \u{FFFD}");
+        assert_eq!(decode(b"a\xFFb", "x"), "a\u{FF}b");
+        assert_eq!(decode(b"\xC3\xA9 \xFF", "x"), "\u{E9} \u{FFFD}");
     }
 }

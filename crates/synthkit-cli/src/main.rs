@@ -5,8 +5,9 @@
 //! (0 success, 2 usage errors, 1 anything else); the work lives in the modules, in four
 //! tiers whose imports run one way, as ripgrep's do: the verbs use the services, the
 //! settings and the flags, the services use the settings and the flags (and each other, one
-//! way), `settings` (the one conversion from flags to built things) uses only the flags,
-//! and `flags` imports nothing else of the command.
+//! way), `settings` (the one conversion from flags to built things) uses only the flags
+//! (and the leaf `say`), and `flags` imports nothing else of the command. `ask` and
+//! `summarize` take their whole run from `settings` ([`settings::SynthRun`]).
 //! The verbs never import each other: what two of them share is a service.
 
 // Every flag of every verb, with its parsers and defaults.
@@ -16,7 +17,10 @@ mod flags;
 // several verbs build).
 mod settings;
 
-// The services the verbs share: reading (input, nodes, templates), the model and its
+// Notes and warnings on standard error: a leaf every tier may use.
+mod say;
+
+// The services the verbs share: reading (input, nodes), the model and its
 // stack, plans, progress, output, traces, report pages, JSON-lines files, errors.
 mod backend;
 mod error;
@@ -32,7 +36,6 @@ mod plan;
 mod progress;
 mod rank;
 mod spinner;
-mod templates;
 mod trace;
 
 // The verbs: ask and summarize (synthesis), tokens and split (text), batch, eval, serve,
@@ -50,6 +53,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::flags::{Cli, Command};
+use crate::settings::SynthRun;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -84,24 +88,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Tokens(a) => text::tokens(&a),
         Command::Split(a) => text::split(&a),
-        Command::Ask(a) => block_on(synthesis::run(
-            &a.question,
-            flags::ASK_DEFAULT_MODE,
-            Some(flags::DEFAULT_FOLDER_TOP_K),
-            synthkit_frontend::AnswerChecks::for_questions_to,
-            &a.synth,
-        )),
-        Command::Summarize(a) if a.synth.escalation.escalate.is_some() => Err(crate::error::usage(
-            "--escalate answers a question from the best chunks first, and a summary reads \
-             every chunk: use `ask --escalate`, or drop --escalate",
-        )),
-        Command::Summarize(a) => block_on(synthesis::run(
-            &a.query,
-            flags::SUMMARIZE_DEFAULT_MODE,
-            None,
-            |_| synthkit_frontend::AnswerChecks::for_summaries(),
-            &a.synth,
-        )),
+        Command::Ask(a) => block_on(synthesis::run(&SynthRun::ask(&a)?)),
+        Command::Summarize(a) => block_on(synthesis::run(&SynthRun::summarize(&a)?)),
         Command::Batch(a) => block_on(batch::run(&a)),
         Command::Eval(a) => block_on(eval::run(&a)),
         Command::Report(a) => report::run(&a),

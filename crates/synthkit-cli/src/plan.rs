@@ -13,8 +13,8 @@ use synthkit::model::ModelInfo;
 use synthkit::{Node, Plan, PlanRow, ResponseMode, Synthesizer};
 
 use crate::backend::Backend;
-use crate::flags::SynthArgs;
 use crate::output::write_json;
+use crate::settings::run::{OutputSettings, SizeGuards};
 
 /// The calls a run is expected to make, counted before it starts (for the progress bar
 /// and the size check of `--max-calls` / `--max-total-prompt-tokens`): the numbers of
@@ -59,23 +59,23 @@ pub async fn estimate(synth: &Synthesizer, query: &str, nodes: Vec<Node>) -> Res
 
 /// Whether a run of `estimate` needs `--yes`: more calls than `--max-calls` or more
 /// prompt tokens than `--max-total-prompt-tokens`.
-pub fn too_large(estimate: &Estimate, args: &SynthArgs) -> bool {
-    estimate.calls > args.max_calls || estimate.prompt_tokens > args.max_total_prompt_tokens
+pub fn too_large(estimate: &Estimate, guards: &SizeGuards) -> bool {
+    estimate.calls > guards.max_calls || estimate.prompt_tokens > guards.max_total_prompt_tokens
 }
 
 /// The error of a run refused for its size: what is over, and the ways on.
-pub fn refusal_message(estimate: &Estimate, args: &SynthArgs) -> String {
+pub fn refusal_message(estimate: &Estimate, guards: &SizeGuards) -> String {
     let mut over = Vec::new();
-    if estimate.calls > args.max_calls {
+    if estimate.calls > guards.max_calls {
         over.push(format!(
             "{} model calls (--max-calls {})",
-            estimate.calls, args.max_calls
+            estimate.calls, guards.max_calls
         ));
     }
-    if estimate.prompt_tokens > args.max_total_prompt_tokens {
+    if estimate.prompt_tokens > guards.max_total_prompt_tokens {
         over.push(format!(
             "{} prompt tokens (--max-total-prompt-tokens {})",
-            estimate.prompt_tokens, args.max_total_prompt_tokens
+            estimate.prompt_tokens, guards.max_total_prompt_tokens
         ));
     }
     format!(
@@ -126,19 +126,18 @@ pub fn print(
     info: &ModelInfo,
     mode: ResponseMode,
     node_count: usize,
-    args: &SynthArgs,
+    shown: &OutputSettings,
     prices: Option<Prices>,
 ) -> Result<()> {
     let rows = &plan.rows;
     let (calls, prompt_tokens, exact) = (plan.calls, plan.prompt_tokens, plan.exact);
     let max_completion = plan.max_completion_tokens;
-    let cost = args
-        .dry_run
+    let cost = shown
         .price_per_1k
         .map(|p| prompt_tokens as f64 / 1000.0 * p);
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    if args.json {
+    if shown.json {
         let steps: Vec<Value> = rows
             .iter()
             .map(|r| {
@@ -166,7 +165,7 @@ pub fn print(
             },
         });
         if let Some(obj) = report.as_object_mut() {
-            if let (Some(p), Some(c)) = (args.dry_run.price_per_1k, cost) {
+            if let (Some(p), Some(c)) = (shown.price_per_1k, cost) {
                 obj.insert("price_per_1k".into(), json!(p));
                 obj.insert("estimated_cost_usd".into(), json!(c));
             }
@@ -192,7 +191,7 @@ pub fn print(
     let text = TextPlan {
         subject: &subject,
         rows,
-        price_per_1k: args.dry_run.price_per_1k,
+        price_per_1k: shown.price_per_1k,
         prices,
         max_completion_tokens: max_completion,
         without_calls: &without_calls,

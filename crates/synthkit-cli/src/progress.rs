@@ -241,11 +241,11 @@ mod tests {
     use synthkit::ResponseMode;
 
     use crate::backend;
-    use crate::flags::{Cli, Command, SynthArgs};
+    use crate::flags::{Cli, Command, SummarizeArgs};
     use crate::observe::Fanout;
+    use crate::settings::SynthRun;
     use crate::spinner::Spinner;
     use crate::synthesis::{Synthesis, gather_nodes};
-    use crate::templates::CustomTemplates;
 
     fn len(p: &Progress) -> u64 {
         p.bar.length().unwrap_or(0)
@@ -333,7 +333,7 @@ mod tests {
         }
     }
 
-    fn args(dir: &std::path::Path, mode: &str, extra: &[&str]) -> SynthArgs {
+    fn args(dir: &std::path::Path, mode: &str, extra: &[&str]) -> SummarizeArgs {
         let mut argv = vec![
             "synthkit".to_string(),
             "summarize".into(),
@@ -344,8 +344,10 @@ mod tests {
             mode.into(),
         ];
         argv.extend(extra.iter().map(|s| s.to_string()));
+        argv.push("--query".into());
+        argv.push("Summarize.".into());
         match Cli::try_parse_from(argv).unwrap().command {
-            Command::Summarize(a) => a.synth,
+            Command::Summarize(a) => a,
             _ => unreachable!(),
         }
     }
@@ -368,14 +370,15 @@ mod tests {
     }
 
     /// What `synthesis::run` does: count up front, fix the bar, run with the bar observing.
-    async fn run(args: &SynthArgs, mode: ResponseMode) -> (Estimate, Arc<Recorder>, Duration) {
-        let query = "Summarize.";
-        let backend = backend::connect(args).await.unwrap();
-        let templates = CustomTemplates::default();
-        let nodes = gather_nodes(args, query, &backend, None, &Spinner::new(false)).unwrap();
+    async fn run(args: &SummarizeArgs, mode: ResponseMode) -> (Estimate, Arc<Recorder>, Duration) {
+        let run = SynthRun::summarize(args).unwrap();
+        assert_eq!(run.mode, mode);
+        let query = run.query;
+        let backend = backend::connect_with(run.stack).await.unwrap();
+        let nodes = gather_nodes(&run.sources, query, &backend, &Spinner::new(false)).unwrap();
         let progress = Arc::new(Progress::new(false));
         let t = Instant::now();
-        let planned = Synthesis::new(&backend, mode, args, &templates, query).unwrap();
+        let planned = Synthesis::new(&backend, &run);
         let estimate = planned.estimate(nodes.clone()).await.unwrap();
         let took = t.elapsed();
         progress.fix_total(&estimate);
@@ -467,8 +470,9 @@ mod tests {
                 ],
             ] {
                 let a = args(dir.path(), name, extra);
-                let b = backend::connect(&a).await.unwrap();
-                let chunks = gather_nodes(&a, "q", &b, None, &Spinner::new(false))
+                let r = SynthRun::summarize(&a).unwrap();
+                let b = backend::connect_with(r.stack).await.unwrap();
+                let chunks = gather_nodes(&r.sources, "q", &b, &Spinner::new(false))
                     .unwrap()
                     .len();
                 let t = Instant::now();

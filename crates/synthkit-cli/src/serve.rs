@@ -10,6 +10,7 @@ use synthkit_serve::{AccessPolicy, ApiKeys, AppState, Backend, Metrics, ModelSet
 
 use crate::error::usage;
 use crate::flags::ServeArgs;
+use crate::settings::CheckSettings;
 
 /// Runs the service until SIGTERM or Ctrl-C.
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -47,11 +48,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let access = access_policy(&args)?;
     let backend = backend_config(&args).await?;
-    let checks = args
-        .checks
-        .checks(synthkit_frontend::AnswerChecks::for_questions_to(
-            backend.backend_name(),
-        ));
+    let checks = CheckSettings::for_questions(&args.checks).for_backend(backend.backend_name());
     let metrics = Metrics::new();
     let backend = Backend::build(backend, metrics.clone()).await?;
     let model = backend.model().info();

@@ -1,7 +1,6 @@
 //! `ask` and `summarize`: gather nodes, build the synthesizer, answer (or plan), print.
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,68 +14,40 @@ use synthkit_extractive::ExtractiveModel;
 
 use crate::backend::{self, Backend};
 use crate::error::usage;
-use crate::flags::{JsonFormat, SynthArgs, TopK, default_overlap};
+use crate::flags::JsonFormat;
 use crate::input;
 use crate::observe::{Fanout, ModelTime};
 use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
 use crate::plan::{self, Estimate};
 use crate::progress::Progress;
 use crate::rank;
-use crate::settings::{CostSettings, SynthesisSettings};
+use crate::settings::SynthRun;
+use crate::settings::run::SourceSettings;
 use crate::spinner::{Spinner, thousands};
-use crate::templates::CustomTemplates;
 use crate::trace::Trace;
 use synthkit_frontend::AnswerChecks;
 
-/// One synthesis of `ask` or `summarize`: the backend, the mode, the flags, the templates
-/// and the query (the nodes are given beside it). Its run, its estimate and its `--plan`
-/// build their synthesizers from it, so that a plan mirrors the run.
+/// One synthesis of `ask` or `summarize`: the backend and the run (mode, query, options,
+/// templates), the nodes given beside it. Its run, its estimate and its `--plan` build
+/// their synthesizers from it, so that a plan mirrors the run.
 #[derive(Clone)]
 pub struct Synthesis<'a> {
     /// The backend whose model answers (or that a plan mirrors).
     pub backend: &'a Backend,
-    /// The response mode.
-    pub mode: ResponseMode,
-    /// The flags of `ask` or `summarize`.
-    pub args: &'a SynthArgs,
-    /// The template files read.
-    pub templates: &'a CustomTemplates,
-    /// The question (or summarize's query).
-    pub query: &'a str,
+    /// What the flags ask for.
+    pub run: &'a SynthRun<'a>,
     /// Evidence first and the policy for unsupported answers.
     pub checks: AnswerChecks,
-    /// The options the flags ask for.
-    pub settings: SynthesisSettings,
 }
 
 impl<'a> Synthesis<'a> {
-    /// The synthesis of `query` in `mode` with `backend`'s limits, the flags and the
-    /// templates; fails on flags that cannot go together or an `--output-schema` that
-    /// cannot be read.
-    pub fn new(
-        backend: &'a Backend,
-        mode: ResponseMode,
-        args: &'a SynthArgs,
-        templates: &'a CustomTemplates,
-        query: &'a str,
-    ) -> Result<Self> {
-        Ok(Self {
+    /// The synthesis `run` asks for with `backend` (its checks those of the backend).
+    pub fn new(backend: &'a Backend, run: &'a SynthRun<'a>) -> Self {
+        Self {
             backend,
-            mode,
-            args,
-            templates,
-            query,
-            checks: args
-                .checks
-                .checks(AnswerChecks::for_questions_to(backend.backend)),
-            settings: SynthesisSettings::of_synth(args)?,
-        })
-    }
-
-    /// This synthesis with `checks`.
-    pub fn with_checks(mut self, checks: AnswerChecks) -> Self {
-        self.checks = checks;
-        self
+            run,
+            checks: run.checks.for_backend(backend.backend),
+        }
     }
 
     /// The synthesizer over `model` with these flags and templates, reporting to
@@ -94,7 +65,7 @@ impl<'a> Synthesis<'a> {
     /// with a dry run's synthesizer.
     pub async fn estimate(&self, nodes: Vec<Node>) -> Result<Estimate> {
         let synth = self.synthesizer(self.backend.model(), Arc::new(Fanout::default()), true)?;
-        plan::estimate(&synth, self.query, nodes).await
+        plan::estimate(&synth, self.run.query, nodes).await
     }
 
     /// `--plan`: plans the synthesis of `nodes` (no model call, the plan's steps on
@@ -104,23 +75,25 @@ impl<'a> Synthesis<'a> {
         let observer = trace.map(|t| t as Arc<dyn Observer>);
         let synth = self.synthesizer(self.backend.model(), Arc::new(Fanout::default()), true)?;
         let node_count = nodes.len();
-        let input = SynthesisInput::new(self.query, nodes);
+        let input = SynthesisInput::new(self.run.query, nodes);
         let plan = synth.plan_observed(&input, observer).await.map_err(|e| {
             anyhow!(
                 "planning failed, assuming every answer takes all {} output tokens: {e}",
                 info.num_output
             )
         })?;
-        let prices = CostSettings::of(&self.args.cost)?
+        let prices = self
+            .run
+            .cost
             .filter(|_| !self.backend.is_extractive())
             .map(|c| c.prices);
         plan::print(
             &plan,
             self.backend,
             &info,
-            self.mode,
+            self.run.mode,
             node_count,
-            self.args,
+            &self.run.output,
             prices,
         )
     }
@@ -135,11 +108,12 @@ pub fn build_synthesizer(
     observer: Arc<dyn Observer>,
     dry_run: bool,
 ) -> Result<Synthesizer> {
-    let options = synthesis.settings.options(
+    let run = synthesis.run;
+    let options = run.synthesis.options(
         synthesis.backend,
         &model.info(),
-        synthesis.mode,
-        synthesis.templates.list(),
+        run.mode,
+        run.templates.list(),
         &synthesis.checks,
     )?;
     // A dry run makes no spans: no trace shows calls that were never made.
@@ -150,48 +124,42 @@ pub fn build_synthesizer(
     builder.build().map_err(|e| usage(e.to_string()))
 }
 
-/// Gathers the nodes: `--nodes`, then the files (split into nodes), then `--top-k`
-/// (`folder_top_k` when it is not given and a folder was read).
+/// Gathers the nodes: `--nodes`, then the files (split into nodes), then the best chunks
+/// for `query` as `sources.top_k` says.
 pub(crate) fn gather_nodes(
-    args: &SynthArgs,
+    sources: &SourceSettings,
     query: &str,
     backend: &Backend,
-    folder_top_k: Option<usize>,
     spinner: &Spinner,
 ) -> Result<Vec<Node>> {
-    let overlap = args
-        .chunk_overlap
-        .unwrap_or_else(|| default_overlap(args.chunk_size));
-    let splitter =
-        TokenTextSplitter::new(args.chunk_size, overlap, backend.split_tokenizer.clone())
-            .map_err(|e| usage(format!("{e} (see --chunk-size and --chunk-overlap)")))?;
-    let nodes_from_stdin = args.nodes.as_deref().is_some_and(|p| p == Path::new("-"));
-    if nodes_from_stdin && (args.paths.iter().any(|p| p == Path::new("-"))) {
-        return Err(usage(
-            "standard input cannot hold both --nodes and documents: give one of them a file",
-        ));
-    }
-    let mut nodes = match &args.nodes {
-        Some(p) => input::read_nodes(p, args.walk.max_file_size.0)?,
+    let splitter = TokenTextSplitter::new(
+        sources.chunk_size,
+        sources.chunk_overlap,
+        backend.split_tokenizer.clone(),
+    )
+    .map_err(|e| usage(format!("{e} (see --chunk-size and --chunk-overlap)")))?;
+    let mut nodes = match &sources.nodes {
+        Some(p) => input::read_nodes(p, sources.max_file_size)?,
         None => Vec::new(),
     };
     let mut from_folder = false;
     let mut images = Vec::new();
-    if !args.paths.is_empty() || args.nodes.is_none() {
-        let read = input::read_documents(args, spinner)?;
+    if sources.reads_files() {
+        let read = input::read_documents(sources, spinner)?;
         from_folder = read.from_folder;
         let model = backend.model();
         let info = model.info();
         images = crate::images::image_nodes(
             &read.images,
-            &args.walk,
+            &sources.images,
             // The offline extractive backend reads text only.
-            args.model_args
-                .vision_override()
+            sources
+                .images
+                .vision
                 .or(info.vision)
                 .or((backend.is_extractive()).then_some(false)),
             &info.name,
-            args.quiet,
+            sources.quiet,
         )?;
         let docs = read.docs;
         if docs.len() > 1 {
@@ -211,11 +179,7 @@ pub(crate) fn gather_nodes(
         }
         nodes.extend(from_docs);
     }
-    let k = match args.top_k {
-        Some(TopK::All) => None,
-        Some(TopK::Best(k)) => Some(k),
-        None => folder_top_k.filter(|_| from_folder),
-    };
+    let k = sources.top_k.keep(from_folder);
     // Ranked when the folder holds more than `k` chunks, or with --top-k: then a chunk
     // with no relevance to the question is never sent. A small folder goes whole. Images
     // (no text to rank) all go, after the text.
@@ -223,7 +187,7 @@ pub(crate) fn gather_nodes(
         spinner.clear();
         return Ok(images);
     }
-    if let Some(k) = k.filter(|&k| k < nodes.len() || args.top_k.is_some()) {
+    if let Some(k) = k.filter(|&k| k < nodes.len() || sources.top_k.given()) {
         spinner.set(format!("ranking {} chunks", thousands(nodes.len())));
         let total = nodes.len();
         nodes = rank::top_k(nodes, query, k);
@@ -231,12 +195,12 @@ pub(crate) fn gather_nodes(
             // Nothing to answer from: the synthesis of no nodes says the sources do not
             // answer (`answerable: false`, exit 0), as a retriever that found nothing.
             spinner.clear();
-            note(args.quiet, &rank::nothing_relevant(total));
+            note(sources.quiet, &rank::nothing_relevant(total));
             return Ok(images);
         }
-        if args.top_k.is_none() && nodes.len() < total {
+        if !sources.top_k.given() && nodes.len() < total {
             note(
-                args.quiet,
+                sources.quiet,
                 &format!(
                     "kept the {} chunks most relevant to the question of {} (--top-k N or --top-k all to change)",
                     nodes.len(),
@@ -250,37 +214,22 @@ pub(crate) fn gather_nodes(
     Ok(nodes)
 }
 
-/// Runs `ask` or `summarize`; `folder_top_k` is the `--top-k` used when a folder is read
-/// and none is given; `base_checks` gives the verb's answer checks for a backend's name.
-pub async fn run(
-    query: &str,
-    default_mode: ResponseMode,
-    folder_top_k: Option<usize>,
-    base_checks: fn(&str) -> AnswerChecks,
-    args: &SynthArgs,
-) -> Result<()> {
+/// Runs `ask` or `summarize` as `run` says.
+pub async fn run(run: &SynthRun<'_>) -> Result<()> {
     let start = Instant::now();
-    let mode = args.mode.unwrap_or(default_mode);
-    if args.dry_run.plan && args.format == JsonFormat::Llamaindex {
-        return Err(usage(
-            "--format llamaindex shapes an answer; --plan makes no answer (leave one out)",
-        ));
-    }
-    let templates = CustomTemplates::read(&args.prompts)?;
-    let cost = CostSettings::of(&args.cost)?;
-    let backend = backend::connect(args).await?;
+    let (query, mode, out) = (run.query, run.mode, &run.output);
+    let backend = backend::connect_with(run.stack).await?;
     // The extractive backend is free: no prices, no cap.
-    let cost = cost.filter(|_| !backend.is_extractive());
-    let spinner = Spinner::new(!args.quiet);
-    let nodes = gather_nodes(args, query, &backend, folder_top_k, &spinner)?;
+    let cost = run.cost.filter(|_| !backend.is_extractive());
+    let spinner = Spinner::new(!out.quiet);
+    let nodes = gather_nodes(&run.sources, query, &backend, &spinner)?;
 
-    let trace = match &args.trace {
-        Some(p) => Some(Arc::new(Trace::create(p, args.dry_run.plan)?)),
+    let trace = match &out.trace {
+        Some(p) => Some(Arc::new(Trace::create(p, run.plan)?)),
         None => None,
     };
-    let planned = Synthesis::new(&backend, mode, args, &templates, query)?
-        .with_checks(args.checks.checks(base_checks(backend.backend)));
-    if args.dry_run.plan {
+    let planned = Synthesis::new(&backend, run);
+    if run.plan {
         let outcome = planned.dry_run(nodes, trace.clone()).await;
         if let Some(t) = &trace {
             t.finish()?;
@@ -288,8 +237,8 @@ pub async fn run(
         return outcome;
     }
 
-    let progress = Arc::new(Progress::new(!args.quiet));
-    let guarded = !backend.is_extractive() && !args.yes;
+    let progress = Arc::new(Progress::new(!out.quiet));
+    let guarded = !backend.is_extractive() && !run.guards.yes;
     // --max-cost is checked against the plan whatever --yes says.
     let capped = cost.and_then(|c| c.max_cost.map(|cap| (c.prices, cap)));
     if (progress.draws() || guarded || capped.is_some()) && mode.calls_model() {
@@ -305,9 +254,9 @@ pub async fn run(
         spinner.clear();
         match counted {
             Ok(estimate) => {
-                if guarded && plan::too_large(&estimate, args) {
+                if guarded && plan::too_large(&estimate, &run.guards) {
                     plan::print_refusal(&backend, mode, &estimate)?;
-                    return Err(usage(plan::refusal_message(&estimate, args)));
+                    return Err(usage(plan::refusal_message(&estimate, &run.guards)));
                 }
                 if let Some((prices, cap)) = &capped
                     && plan::cost_bound(&estimate, prices) > *cap
@@ -334,9 +283,9 @@ pub async fn run(
     }
     // The report's and the trace's calls, kept when the run fails too (what was called
     // before the failure).
-    let failure_record = (trace.is_some() || args.report.report.is_some()).then(|| {
+    let failure_record = (trace.is_some() || out.report.is_some()).then(|| {
         let recorder = Synthesizer::builder(backend.model())
-            .citations(planned.settings.shows_citations(&backend))
+            .citations(run.synthesis.shows_citations(&backend))
             .step_recorder(&nodes);
         (Arc::new(recorder), nodes.clone())
     });
@@ -351,15 +300,15 @@ pub async fn run(
     };
     let synth = planned.synthesizer(model, Arc::new(fanout), false)?;
     if backend.is_extractive() && mode.calls_model() {
-        note(args.quiet, EXTRACTIVE_NOTE);
+        note(out.quiet, EXTRACTIVE_NOTE);
     }
 
-    let outcome = if args.stream {
-        stream_answer(&synth, query, nodes, &progress, args).await
+    let outcome = if out.stream {
+        stream_answer(&synth, run, nodes, &progress).await
     } else {
         let response = synth.synthesize(query, nodes).await;
         progress.clear();
-        response.map_err(|e| explain(e, args))
+        response.map_err(|e| explain(e, run))
     };
     // Priced before anything shows it (the report, the trace, --json, the note).
     let outcome = outcome.map(|mut r| {
@@ -398,17 +347,17 @@ pub async fn run(
         t.finish()?;
     }
     if let Some(n) = backend::cache_note(&backend) {
-        note(args.quiet, &n);
+        note(out.quiet, &n);
     }
-    if let (Some(path), Some(run)) = (&args.report.report, &run_record) {
-        crate::pages::write(path, run)?;
+    if let (Some(path), Some(record)) = (&out.report, &run_record) {
+        crate::pages::write(path, record)?;
         let what = if outcome.is_ok() {
             "report"
         } else {
             "report of the failed run (its calls so far)"
         };
         note(
-            args.quiet,
+            out.quiet,
             &format!(
                 "{what} written to {} (open it in a browser)",
                 path.display()
@@ -423,11 +372,11 @@ pub async fn run(
             t.dropped_node_ids.join(", ")
         ));
     }
-    let style = output::SourceStyle::of(&response, args.cites());
+    let style = output::SourceStyle::of(&response, out.cites);
     let stdout = io::stdout();
-    if args.json && args.format == JsonFormat::Llamaindex {
+    if out.json && out.format == JsonFormat::Llamaindex {
         output::write_json(&mut stdout.lock(), &output::report_llamaindex(&response))?;
-    } else if args.json {
+    } else if out.json {
         let info = output::ReportInfo {
             mode,
             backend: backend.backend,
@@ -438,7 +387,7 @@ pub async fn run(
             grounded: grounded_answer,
         };
         let mut report = output::report_json(&response, &info);
-        if args.report.steps
+        if out.steps
             && let Some(obj) = report.fields.as_object_mut()
         {
             obj.insert("steps".into(), serde_json::json!(response.steps));
@@ -446,16 +395,16 @@ pub async fn run(
         backend::report_cache(&mut report.fields, &backend);
         backend::report_concurrency(&mut report.fields, &backend);
         output::write_json(&mut stdout.lock(), &report)?;
-    } else if !args.stream {
+    } else if !out.stream {
         output::write_text(&mut stdout.lock(), &response, style)?;
     }
     if let Some(n) = backend::concurrency_note(&backend) {
-        note(args.quiet, &n);
+        note(out.quiet, &n);
     }
     if let Some(c) = &cost {
-        note(args.quiet, &output::cost_note(&c.prices, &response.usage));
+        note(out.quiet, &output::cost_note(&c.prices, &response.usage));
     }
-    if response.usage.truncated_calls > 0 && !args.quiet {
+    if response.usage.truncated_calls > 0 && !out.quiet {
         warn(&output::truncated_calls_warning(
             response.usage.truncated_calls,
             synth.budget().num_output(),
@@ -467,26 +416,25 @@ pub async fn run(
 /// Streams the answer to standard output as it arrives, then prints the sources.
 async fn stream_answer(
     synth: &Synthesizer,
-    query: &str,
+    run: &SynthRun<'_>,
     nodes: Vec<Node>,
     progress: &Progress,
-    args: &SynthArgs,
 ) -> Result<Response> {
-    let mut stream = synth.stream(query, nodes).await.map_err(|e| {
+    let mut stream = synth.stream(run.query, nodes).await.map_err(|e| {
         progress.clear();
-        explain(e, args)
+        explain(e, run)
     })?;
     let stdout = io::stdout();
     while let Some(delta) = stream.next().await {
         progress.clear();
-        let delta = delta.map_err(|e| explain(e, args))?;
+        let delta = delta.map_err(|e| explain(e, run))?;
         let mut out = stdout.lock();
         out.write_all(delta.as_bytes())?;
         out.flush()?;
     }
-    let response = stream.finish().await.map_err(|e| explain(e, args))?;
+    let response = stream.finish().await.map_err(|e| explain(e, run))?;
     progress.clear();
-    let style = output::SourceStyle::of(&response, args.cites());
+    let style = output::SourceStyle::of(&response, run.output.cites);
     output::write_after_answer(&mut stdout.lock(), &response, style)?;
     Ok(response)
 }
@@ -509,7 +457,7 @@ fn grounded(response: &Response, extractive: bool, mode: ResponseMode) -> Option
 }
 
 /// A synthesis error with a hint when the server could not be reached.
-fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
+fn explain(e: SynthError, run: &SynthRun<'_>) -> anyhow::Error {
     if matches!(e, SynthError::DuplicateNodeId { .. }) {
         return usage(format!(
             "{e} (--nodes ids must be unique, and differ from the PATH#N ids of files read)"
@@ -575,9 +523,9 @@ fn explain(e: SynthError, args: &SynthArgs) -> anyhow::Error {
         Some(flag) => anyhow!("{e} ({flag})"),
         None => anyhow::Error::new(e),
     };
-    match (unreachable, backend::base_url(args)) {
+    match (unreachable, &run.base_url) {
         (true, Some((url, from))) => {
-            let url = synthkit::secret::redact_url(&url);
+            let url = synthkit::secret::redact_url(url);
             anyhow!("{e}; check that a server is running at {url} ({from})")
         }
         _ => e,

@@ -39,6 +39,7 @@ use crate::flags::BatchArgs;
 use crate::output::note;
 use crate::pages::BatchReports;
 use crate::progress::BatchProgress;
+use crate::settings::CheckSettings;
 use crate::settings::CostSettings;
 
 /// The request hash's defaults of a batch: `--mode` and `--max-prompt-tokens`.
@@ -169,13 +170,7 @@ fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
             .map(|n| synthkit::Escalation::new(n as usize)),
         ..RequestDefaults::default()
     };
-    defaults.with_checks(
-        &args
-            .checks
-            .checks(synthkit_frontend::AnswerChecks::for_questions_to(
-                backend.backend,
-            )),
-    )
+    defaults.with_checks(&CheckSettings::for_questions(&args.checks).for_backend(backend.backend))
 }
 
 /// What a resumed batch will do with the lines of its input.

@@ -20,6 +20,7 @@ mod synth;
 mod text;
 mod values;
 
+pub use answer::CheckArgs;
 pub use batch::BatchArgs;
 pub use cost::{CostArgs, PriceArgs};
 pub use eval::EvalArgs;

@@ -4,14 +4,24 @@
 //!
 //! - [`model`]: the model setup (backend, counting, key rule) and the stack around it;
 //! - [`synthesis`]: the options of one synthesis, for `ask`, `summarize` and `eval`;
-//! - [`cost`]: the prices and the cost cap.
+//! - [`cost`]: the prices and the cost cap;
+//! - [`checks`]: the answer's checks, a verb's defaults then the flags;
+//! - [`templates`]: the template files, read;
+//! - [`run`]: what one `ask` or `summarize` runs, all of the above and the sources,
+//!   guards and output, so that the verb reads no flag.
 //!
-//! This tier imports `flags` and the libraries, never a service or a verb.
+//! This tier imports `flags`, the leaf `say` and the libraries, never a service or a verb.
 
+pub mod checks;
 pub mod cost;
 pub mod model;
+pub mod run;
 pub mod synthesis;
+pub mod templates;
 
+pub use checks::CheckSettings;
 pub use cost::CostSettings;
 pub use model::{StackFlags, check_key, connect_error, model_setup, stack_options};
+pub use run::SynthRun;
 pub use synthesis::SynthesisSettings;
+pub use templates::CustomTemplates;

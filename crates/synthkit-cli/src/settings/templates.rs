@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use synthkit::prompt::{PromptTemplate, TemplateKind};
 
-use crate::error::usage;
-use crate::flags::PromptArgs;
-use crate::input;
+use synthkit_documents::decode::decode_always;
+
+use crate::flags::{PromptArgs, usage};
+use crate::say::warn;
 
 /// Custom templates read from `--qa-template`, `--refine-template`, `--summary-template`.
 #[derive(Debug, Clone, Default)]
@@ -31,7 +32,7 @@ impl CustomTemplates {
             })?;
             Ok(Some(PromptTemplate::completion(
                 kind,
-                input::decode(bytes, &p.display().to_string()),
+                decode(&bytes, &p.display().to_string()),
             )))
         };
         Ok(Self {
@@ -49,4 +50,14 @@ impl CustomTemplates {
             .cloned()
             .collect()
     }
+}
+
+/// `bytes` as text, decoded as every file read is (a legacy 8-bit file, `name`, named in
+/// a warning).
+pub fn decode(bytes: &[u8], name: &str) -> String {
+    let decoded = decode_always(bytes);
+    if let Some(n) = &decoded.note {
+        warn(&format!("{name} {n}"));
+    }
+    decoded.text
 }
