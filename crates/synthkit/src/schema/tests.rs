@@ -19,8 +19,7 @@ fn doubling(depth: usize) -> Value {
 }
 
 #[test]
-fn a_schema_that_doubles_at_each_reference_is_refused_quickly() {
-    let start = std::time::Instant::now();
+fn a_schema_that_doubles_at_each_reference_is_refused_by_its_cost() {
     let e = CompiledSchema::new(doubling(22)).unwrap_err();
     assert_eq!(
         e,
@@ -52,7 +51,6 @@ fn a_schema_that_doubles_at_each_reference_is_refused_quickly() {
         CompiledSchema::new(anchored),
         Err(SchemaError::TooCostly { .. })
     ));
-    assert!(start.elapsed() < std::time::Duration::from_secs(5));
     // A chain within the limit compiles, and checks.
     let ok = CompiledSchema::new(doubling(10)).unwrap();
     assert!(ok.check(&json!(3)).is_ok());
