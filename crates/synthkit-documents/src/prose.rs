@@ -10,7 +10,7 @@ const REDIRECT_MAX_WORDS: usize = 40;
 
 /// The asset a file name says (its extension, inside a `.gz`): `.css`, `.scss`, `.sass`,
 /// `.less` are styles; `.js`, `.mjs`, `.cjs`, `.map` scripts; `.svg`, `.svgz` images;
-/// `.json` data.
+/// `.json` data; `.woff`, `.woff2`, `.ttf`, `.otf`, `.eot` fonts.
 pub(crate) fn by_name(name: &str) -> Option<Asset> {
     let lower = name.to_ascii_lowercase();
     let inner = lower.strip_suffix(".gz").unwrap_or(&lower);
@@ -20,6 +20,7 @@ pub(crate) fn by_name(name: &str) -> Option<Asset> {
         "js" | "mjs" | "cjs" | "map" => Some(Asset::Script),
         "svg" | "svgz" => Some(Asset::Svg),
         "json" => Some(Asset::Data),
+        "woff" | "woff2" | "ttf" | "otf" | "eot" => Some(Asset::Font),
         _ => None,
     }
 }
@@ -73,6 +74,8 @@ mod tests {
         assert_eq!(by_name("book.JS"), Some(Asset::Script));
         assert_eq!(by_name("ferris.svg"), Some(Asset::Svg));
         assert_eq!(by_name("assert.json.gz"), Some(Asset::Data));
+        assert_eq!(by_name("FiraSans-Regular.woff2"), Some(Asset::Font));
+        assert_eq!(by_name("OpenSans.TTF"), Some(Asset::Font));
         assert_eq!(by_name("README.md"), None);
         assert_eq!(by_name("NEWS.gz"), None);
         assert_eq!(by_name("Makefile"), None);

@@ -77,6 +77,9 @@ pub enum Asset {
     Data,
     /// An HTML page that only redirects to another (`<meta http-equiv="refresh">`).
     Redirect,
+    /// A web font (`.woff`, `.woff2`, `.ttf`, `.otf`, `.eot`): binary, and expected beside
+    /// HTML documentation, so counted rather than named as a binary file.
+    Font,
 }
 
 impl Asset {
@@ -88,6 +91,7 @@ impl Asset {
             Asset::Svg => "svg image",
             Asset::Data => "json data",
             Asset::Redirect => "redirect page",
+            Asset::Font => "font",
         }
     }
 }
@@ -96,7 +100,7 @@ impl SkipReason {
     /// The reason's short name, as counted in summaries: `binary`, `empty`, `too large`,
     /// `symlink loop`, `not a file`, `outside root`, `too deep`, `duplicate`, `unreadable`,
     /// `minified`, `stylesheet`, `script`, `svg image`, `json data`, `redirect page`,
-    /// `copy`.
+    /// `font`, `copy`.
     pub fn kind(&self) -> &'static str {
         match self {
             SkipReason::Binary => "binary",
@@ -115,7 +119,7 @@ impl SkipReason {
     }
 
     /// Every kind, in the order summaries list them.
-    pub const KINDS: [&'static str; 16] = [
+    pub const KINDS: [&'static str; 17] = [
         "binary",
         "minified",
         "stylesheet",
@@ -123,6 +127,7 @@ impl SkipReason {
         "svg image",
         "json data",
         "redirect page",
+        "font",
         "copy",
         "empty",
         "too large",

@@ -70,6 +70,8 @@ fn book() -> TempDir {
         "book/searchindex.json",
         "{\"doc_urls\": [\"ch1.html\"]}\n",
     );
+    // A web font: binary, but expected beside HTML, so an asset rather than a binary skip.
+    write(root, "book/FiraSans-Regular.woff2", b"wOF2\0\x01\0\0\0\0\x12\x34");
     dir
 }
 
@@ -101,6 +103,7 @@ fn assets_and_copies_in_a_folder_are_named_skips() {
         ("book/ferris.svg", Asset::Svg),
         ("book/searchindex.json", Asset::Data),
         ("book/old-chapter.html", Asset::Redirect),
+        ("book/FiraSans-Regular.woff2", Asset::Font),
     ] {
         assert_eq!(reason(name), Some(SkipReason::Asset(asset)), "{name}");
     }
