@@ -23,7 +23,8 @@ use synthkit::Node;
 use synthkit::text::TokenTextSplitter;
 use synthkit_documents::chunk::chunk_nodes;
 use synthkit_documents::{
-    Format, LeftOut, LeftOutReason, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
+    Format, LeftOut, LeftOutReason, ReadNote, ReadOptions, ReadReport, Reader, SkipReason,
+    Skipped,
 };
 
 use crate::error::usage;
@@ -37,6 +38,10 @@ use crate::spinner::Spinner;
 pub const STDIN_NAME: &str = "<stdin>";
 /// Skipped files named one by one without `-v` (all are counted).
 const NAMED_SKIPS: usize = 10;
+
+/// How many imperfectly decoded files are named on standard error before the rest are
+/// counted in one line (all are named with -v).
+const NAMED_READ_NOTES: usize = 3;
 
 /// A document: where it came from and its text.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,6 +181,47 @@ fn read_paths(
 struct Say {
     quiet: bool,
     verbose: bool,
+}
+
+/// Says what was read imperfectly (text not valid UTF-8, decoded as windows-1252 or with
+/// U+FFFD): the first [`NAMED_READ_NOTES`] named, then one line counting the rest by what
+/// became of them (all named with -v). A documentation folder may hold dozens of legacy
+/// 8-bit files; one warning each buries the rest of standard error.
+fn say_read_notes(notes: &[ReadNote], say: Say) {
+    let named = if say.verbose {
+        notes.len()
+    } else {
+        NAMED_READ_NOTES.min(notes.len())
+    };
+    for n in &notes[..named] {
+        warn(&n.to_string());
+    }
+    let rest = &notes[named..];
+    if rest.is_empty() {
+        return;
+    }
+    // Counted by what the decoding did, in order of first sight.
+    let mut outcomes: Vec<(&str, usize)> = Vec::new();
+    for n in rest {
+        let outcome = match n.message.rsplit_once("; ") {
+            Some((_, o)) if o.starts_with("decoded as ") => o,
+            _ => "with bad bytes replaced by U+FFFD",
+        };
+        match outcomes.iter_mut().find(|(o, _)| *o == outcome) {
+            Some((_, count)) => *count += 1,
+            None => outcomes.push((outcome, 1)),
+        }
+    }
+    let counts: Vec<String> = outcomes
+        .iter()
+        .map(|(outcome, n)| format!("{n} {outcome}"))
+        .collect();
+    warn(&format!(
+        "{} more file{} decoded imperfectly ({}; -v names them all)",
+        rest.len(),
+        plural(rest.len()),
+        counts.join(", ")
+    ));
 }
 
 /// What is said about skipped files: each named until [`NAMED_SKIPS`] (all when verbose).
@@ -322,9 +368,7 @@ fn read_documents_with(
     spinner.set("looking for copies");
     reader.leave_out_copies(&mut all);
     spinner.clear();
-    for n in &all.notes {
-        warn(&n.to_string());
-    }
+    say_read_notes(&all.notes, say);
     let mut notes = SkipNotes {
         say,
         named: 0,

@@ -232,3 +232,46 @@ fn vision_and_no_vision_work_on_batch_lines_too() {
     );
     assert_eq!(fake.completions(), 0);
 }
+
+#[test]
+fn hints_say_who_knows_whether_the_model_takes_images() {
+    let (dir, _) = docs_with_image();
+    // The offline backend: no server to blame, and --images on cannot help.
+    let offline = |extra: &[&str]| {
+        crate::common::synthkit()
+            .args(["ask", QUESTION])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = offline(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("the offline backend reads text only"), "{err}");
+    assert!(!err.contains("server says"), "{err}");
+    assert!(!err.contains("--images on or"), "{err}");
+    let out = offline(&["--images", "on"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("offline backend reads text only"), "{err}");
+    assert!(!err.contains("server says"), "{err}");
+
+    // --no-vision: the user said so, not the server (which says it takes images).
+    let fake = Fake::start(Some(true));
+    let out = ask(&fake, &[dir.path()], &["--no-vision"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--no-vision says"), "{err}");
+    assert!(!err.contains("server says"), "{err}");
+    let out = ask(&fake, &[dir.path()], &["--no-vision", "--images", "on"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drop one of the two"), "{}", stderr(&out));
+    assert_eq!(fake.completions(), 0);
+
+    // A server that says nothing: not blamed for saying no.
+    let fake = Fake::start(None);
+    let out = ask(&fake, &[dir.path()], &[]);
+    let err = stderr(&out);
+    assert!(err.contains("its server does not say"), "{err}");
+}

@@ -75,7 +75,7 @@ fn text_is_read_by_content_and_skips_are_named_and_counted() {
     assert_has(
         "standard error",
         &err,
-        "note: skipping image file docs/image.png: the model `extractive` takes no images (--images on or --vision sends them)\n",
+        "note: skipping image file docs/image.png: the offline backend reads text only: a vision model behind --base-url reads images (llama.cpp: --mmproj)\n",
     );
     assert_has(
         "standard error",
@@ -228,4 +228,37 @@ fn gz_and_utf16_files_are_read() {
         "Fixed the mirror cleaning schedule.",
     );
     assert!(text.contains("The dome opens at dusk."), "{text}");
+}
+
+#[test]
+fn imperfect_decodings_are_named_a_few_then_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    for (i, word) in words.iter().enumerate() {
+        let text = format!("The caf\u{e9} of {word} opens at {i} o'clock, after the {word} market.\n");
+        // Legacy 8-bit text: é as one byte.
+        let bytes: Vec<u8> = text.chars().map(|c| c as u32 as u8).collect();
+        write(dir.path(), &format!("docs/{word}.txt"), bytes);
+    }
+    let out = run(dir.path(), &["ask", QUESTION, "docs", "--mode", "no_text"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let named = err
+        .lines()
+        .filter(|l| l.starts_with("warning: docs/") && l.contains("not valid UTF-8"))
+        .count();
+    assert_eq!(named, 3, "{err}");
+    assert_has(
+        "standard error",
+        &err,
+        "warning: 3 more files decoded imperfectly (3 decoded as windows-1252; -v names them all)\n",
+    );
+    let out = run(dir.path(), &["ask", QUESTION, "docs", "--mode", "no_text", "-v"]);
+    let err = stderr(&out);
+    let named = err
+        .lines()
+        .filter(|l| l.contains("docs/") && l.contains("not valid UTF-8"))
+        .count();
+    assert_eq!(named, 6, "{err}");
+    assert!(!err.contains("more files decoded"), "{err}");
 }
