@@ -9,14 +9,24 @@
 //! log redirected to a file or read by another program holds plain text. Log lines show
 //! the call span they happen in, not the synthesis and step spans above it (those are for
 //! the trace UI).
+//!
+//! One style for every line on standard error: the library's events are written as the
+//! command's own lines are (`warning: ...`, `note: ...`, `error: ...`, `debug: ...`), the
+//! message first, then its fields and the span it happened in, so a reader or a `grep`
+//! meets one shape.
 
+use std::fmt;
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use synthkit::telemetry::otel::{self, OtelGuard};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::filter::{LevelFilter, filter_fn};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
 
 use crate::flags::OtelArgs;
 
@@ -42,8 +52,7 @@ pub fn init(
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(colours())
-        .with_target(false)
-        .without_time()
+        .event_format(Lines)
         .with_filter(filter)
         .with_filter(
             filter_fn(move |meta| {
@@ -76,4 +85,53 @@ pub fn verbose() -> bool {
 /// (<https://no-color.org>) is unset or empty.
 fn colours() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The log line format: the level as the command's own lines name it, the message and
+/// fields, then the spans it happened in: `warning: retrying after HTTP 502 attempt=1 (in
+/// call{model="m"})`.
+struct Lines;
+
+impl<S, N> FormatEvent<S, N> for Lines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let (word, colour) = match *event.metadata().level() {
+            Level::ERROR => ("error", "31"),
+            Level::WARN => ("warning", "33"),
+            Level::INFO => ("note", "32"),
+            Level::DEBUG => ("debug", "34"),
+            Level::TRACE => ("trace", "35"),
+        };
+        if writer.has_ansi_escapes() {
+            write!(writer, "\x1b[1;{colour}m{word}\x1b[0m: ")?;
+        } else {
+            write!(writer, "{word}: ")?;
+        }
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        if let Some(scope) = ctx.event_scope() {
+            let mut open = false;
+            for span in scope.from_root() {
+                write!(writer, "{}{}", if open { ", " } else { " (in " }, span.name())?;
+                open = true;
+                let extensions = span.extensions();
+                if let Some(fields) = extensions.get::<FormattedFields<N>>()
+                    && !fields.is_empty()
+                {
+                    write!(writer, "{{{fields}}}")?;
+                }
+            }
+            if open {
+                write!(writer, ")")?;
+            }
+        }
+        writeln!(writer)
+    }
 }
