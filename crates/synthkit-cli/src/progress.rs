@@ -101,6 +101,11 @@ impl Progress {
         }
     }
 
+    /// Runs `f` (a line on standard error) with the bar hidden, so the two do not mix.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
+    }
+
     /// Removes the bar from the terminal (before an answer is printed). A run that needed
     /// fewer calls than planned finishes at its real count.
     pub fn clear(&self) {

@@ -18,6 +18,7 @@ use crate::flags::JsonFormat;
 use crate::input;
 use crate::observe::{Fanout, ModelTime};
 use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
+use crate::pace;
 use crate::plan::{self, Estimate};
 use crate::progress::Progress;
 use crate::rank;
@@ -152,12 +153,11 @@ pub(crate) fn gather_nodes(
         images = crate::images::image_nodes(
             &read.images,
             &sources.images,
-            // The offline extractive backend reads text only.
-            sources
-                .images
-                .vision
-                .or(info.vision)
-                .or((backend.is_extractive()).then_some(false)),
+            crate::images::VisionWord::of(
+                sources.images.vision,
+                backend.is_extractive(),
+                info.vision,
+            ),
             &info.name,
             sources.quiet,
         )?;
@@ -241,6 +241,7 @@ pub async fn run(run: &SynthRun<'_>) -> Result<()> {
     let guarded = !backend.is_extractive() && !run.guards.yes;
     // --max-cost is checked against the plan whatever --yes says.
     let capped = cost.and_then(|c| c.max_cost.map(|cap| (c.prices, cap)));
+    let mut planned_calls = None;
     if (progress.draws() || guarded || capped.is_some()) && mode.calls_model() {
         // The bar's length and the size and cost checks: the calls counted up front with
         // the run's packing (no model call). If counting fails, the run reports the error
@@ -265,6 +266,7 @@ pub async fn run(run: &SynthRun<'_>) -> Result<()> {
                     return Err(usage(plan::cost_refusal_message(&estimate, prices, *cap)));
                 }
                 progress.fix_total(&estimate);
+                planned_calls = Some(estimate);
             }
             Err(e) if capped.is_some() => {
                 return Err(anyhow!(
@@ -280,6 +282,21 @@ pub async fn run(run: &SynthRun<'_>) -> Result<()> {
     fanout.push(model_time.clone());
     if let Some(t) = &trace {
         fanout.push(t.clone());
+    }
+    // A question that will keep the user waiting is told so once, with what would help:
+    // a small window from the plan now, else a slow server after the first call.
+    let ranked = run.sources.top_k.folder.is_some();
+    if let Some(estimate) = planned_calls.filter(|_| ranked && !backend.is_extractive()) {
+        let window = backend.model().info().context_window;
+        match pace::window_hint(&estimate, window, nodes.len()) {
+            Some(line) => note(out.quiet, &line),
+            None => fanout.push(Arc::new(pace::SlowServer::new(
+                estimate,
+                nodes.len(),
+                out.quiet,
+                progress.clone(),
+            ))),
+        }
     }
     // The report's and the trace's calls, kept when the run fails too (what was called
     // before the failure).

@@ -36,6 +36,7 @@ mod eval_resume;
 #[cfg(unix)]
 mod folders;
 mod hostile_peers;
+mod hints;
 mod images;
 mod limits;
 mod llama_cli;
