@@ -30,17 +30,14 @@ use synthkit_frontend::eval::{
 };
 use synthkit_report::RunRecord;
 
-use crate::backend::{self, Backend, StackFlags};
+use crate::backend::{self, Backend};
 use crate::error::usage;
-use crate::flags::{EvalArgs, default_overlap};
 use crate::observe::Fanout;
 use crate::output::{note, warn};
 use crate::pages::{BatchReports, batch_report_path};
 use crate::paths_root::PathsRoot;
 use crate::progress::BatchProgress;
-use crate::settings::CheckSettings;
-use crate::settings::CustomTemplates;
-use crate::settings::SynthesisSettings;
+use crate::settings::eval::{CaseRuns, EvalRun};
 use synthkit_frontend::batch::{self as batch_io, LineReader, RawLine};
 
 /// The longest line of a cases or answers file (bytes).
@@ -135,7 +132,7 @@ fn file_system(path: &Path) -> String {
 /// in one mode for one system, nor a line one that synthkit runs here (`system` in
 /// `modes`).
 fn read_answers(
-    args: &EvalArgs,
+    args: &EvalRun<'_>,
     index: &HashMap<&str, usize>,
     modes: &[ResponseMode],
 ) -> Result<Vec<AnswerFile>> {
@@ -154,7 +151,7 @@ fn read_answers(
                 )));
             }
             let system = line.system.get_or_insert_with(|| default.clone()).clone();
-            if system == args.system && modes.iter().any(|m| m.as_str() == line.mode) {
+            if system == args.runs.system && modes.iter().any(|m| m.as_str() == line.mode) {
                 return Err(usage(format!(
                     "{}: line {number}: the answer to `{}` in mode `{}` is named `{system}`, as \
                      synthkit's own runs are: give the line another `system` (a line without \
@@ -229,14 +226,12 @@ fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
 
 /// What every synthkit run shares.
 struct Runner {
-    args: EvalArgs,
+    runs: CaseRuns,
     backend: Backend,
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
     splitter: Arc<TokenTextSplitter>,
-    templates: CustomTemplates,
     root: Arc<PathsRoot>,
-    settings: SynthesisSettings,
 }
 
 impl Runner {
@@ -249,7 +244,7 @@ impl Runner {
             _ => return Err("this kind of case input is not supported".into()),
         };
         let (root, splitter) = (Arc::clone(&self.root), Arc::clone(&self.splitter));
-        let (query, top_k, flag) = (case.query.clone(), case.top_k, self.args.top_k);
+        let (query, top_k, flag) = (case.query.clone(), case.top_k, self.runs.top_k);
         tokio::task::spawn_blocking(move || {
             crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter)
         })
@@ -263,15 +258,14 @@ impl Runner {
         mode: ResponseMode,
         nodes: &[Node],
     ) -> Result<(Synthesizer, Option<Arc<synthkit::steps::StepRecorder>>)> {
-        let checks =
-            CheckSettings::for_questions(&self.args.checks).for_backend(self.backend.backend);
+        let checks = self.runs.checks.clone().for_backend(self.backend.backend);
         // A case none of whose chunks is relevant (no nodes) is answered as every front
         // end answers it (the checks set it).
-        let options = self.settings.options(
+        let options = self.runs.synthesis.options(
             &self.backend,
             &self.backend.model().info(),
             mode,
-            self.templates.list(),
+            self.runs.templates.list(),
             &checks,
         )?;
         let builder = options.apply(Synthesizer::builder(self.backend.model()));
@@ -298,7 +292,7 @@ impl Runner {
                 let (line, report) = self.run(case, mode, &nodes).await?;
                 let text = nodes_text(&nodes);
                 let mut row =
-                    synthkit_frontend::eval::score(case, &self.args.system, &line, Some(&text));
+                    synthkit_frontend::eval::score(case, &self.runs.system, &line, Some(&text));
                 row.report = report;
                 let unknown =
                     row.check_evidence(&case.evidence, nodes.iter().map(|n| n.id.as_str()));
@@ -315,7 +309,7 @@ impl Runner {
             Err(e) => {
                 let mut line = AnswerLine::new(case.id.clone(), mode.as_str(), "");
                 line.error = Some(format!("cannot read the case's paths: {e}"));
-                synthkit_frontend::eval::score(case, &self.args.system, &line, None)
+                synthkit_frontend::eval::score(case, &self.runs.system, &line, None)
             }
         })
     }
@@ -330,9 +324,9 @@ impl Runner {
         nodes: &[Node],
     ) -> Result<(AnswerLine, Option<String>)> {
         let (synth, recorder) = self.synthesizer(mode, nodes)?;
-        let run = run_case(&synth, case, nodes.to_vec(), self.args.cites()).await;
+        let run = run_case(&synth, case, nodes.to_vec(), self.runs.cites).await;
         let (line, outcome) = (run.line, run.outcome);
-        let report = match (&self.reports, &recorder, &self.args.report_dir) {
+        let report = match (&self.reports, &recorder, &self.runs.report_dir) {
             (Some(reports), Some(recorder), Some(dir)) => {
                 let error = line.error.clone().unwrap_or_default();
                 let ended = match &outcome {
@@ -351,12 +345,12 @@ impl Runner {
 }
 
 /// Runs `synthkit eval`.
-pub async fn run(args: &EvalArgs) -> Result<()> {
+pub async fn run(args: EvalRun<'_>) -> Result<()> {
     let start = Instant::now();
     let root = Arc::new(PathsRoot::for_input(
         &args.cases,
-        args.paths.paths_root.as_deref(),
-        args.paths.allow_paths_outside,
+        args.paths_root.as_deref(),
+        args.allow_paths_outside,
     )?);
     // Shared with the runs' tasks, never copied.
     let cases = Arc::new(read_cases(&args.cases, &root)?);
@@ -365,14 +359,10 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         .enumerate()
         .map(|(i, c)| (c.id.as_str(), i))
         .collect();
-    let modes: Vec<ResponseMode> = if args.modes.is_empty() && args.answers.is_empty() {
-        vec![ResponseMode::Compact]
-    } else {
-        args.modes.clone()
-    };
-    let answer_files = read_answers(args, &index, &modes)?;
+    let modes = args.modes.clone();
+    let answer_files = read_answers(&args, &index, &modes)?;
 
-    let (mut out, mut rows) = match &args.output {
+    let (mut out, mut rows) = match &args.rows {
         Some(path) => {
             let (file, rows) = open_rows(path)?;
             (Some(file), rows)
@@ -439,11 +429,11 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         );
     }
     // synthkit's own failed runs (an outage, a timeout) are run again, unless told not to.
-    if !args.no_retry_failed {
+    if args.retry_failed {
         let before = rows.len();
         rows.retain(|r| {
             !(r.error.is_some()
-                && r.system == args.system
+                && r.system == args.runs.system
                 && r.answer_sha256.is_none()
                 && modes.iter().any(|m| m.as_str() == r.mode))
         });
@@ -461,7 +451,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
     // one of them.
     let own: HashSet<Key> = rows
         .iter()
-        .filter(|r| r.system == args.system && r.answer_sha256.is_none())
+        .filter(|r| r.system == args.runs.system && r.answer_sha256.is_none())
         .map(key)
         .collect();
     for file in &answer_files {
@@ -475,7 +465,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
                     line.id,
                     line.mode,
                     k.2,
-                    args.output
+                    args.rows
                         .as_deref()
                         .unwrap_or(Path::new("the output"))
                         .display()
@@ -495,12 +485,12 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         );
     }
     // Every system's rows priced alike (those resumed from the output too).
-    let prices = crate::settings::cost::prices(&args.prices)?;
+    let prices = args.prices;
     let mut append = |mut row: Row, rows: &mut Vec<Row>| -> Result<()> {
         if let Some(p) = &prices {
             row.price(p);
         }
-        if let (Some(file), Some(path)) = (out.as_mut(), &args.output) {
+        if let (Some(file), Some(path)) = (out.as_mut(), &args.rows) {
             let text = serde_json::to_string(&row)
                 .map_err(|e| anyhow!("cannot write a row as JSON: {e}"))?;
             batch_io::append_line(file, text)
@@ -531,7 +521,7 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
             }
             let case = &cases[i];
             let nodes = case.nodes().map(nodes_text);
-            let row = synthkit_frontend::eval::score(case, &args.system, &line, nodes.as_deref());
+            let row = synthkit_frontend::eval::score(case, &args.runs.system, &line, nodes.as_deref());
             done.insert(k, line.sha256.clone());
             append(row, &mut fresh)?;
             scored += 1;
@@ -558,45 +548,37 @@ pub async fn run(args: &EvalArgs) -> Result<()> {
         .enumerate()
         .flat_map(|(i, c)| modes.iter().map(move |m| (i, *m, c)))
         .filter(|(_, m, c)| {
-            !done.contains_key(&(c.id.clone(), m.as_str().to_string(), args.system.clone()))
+            !done.contains_key(&(c.id.clone(), m.as_str().to_string(), args.runs.system.clone()))
         })
         .map(|(i, m, _)| (i, m))
         .collect();
     let mut runs = 0usize;
     if !todo.is_empty() {
-        let overlap = default_overlap(args.chunk_size);
-        let flags = StackFlags {
-            model_args: &args.model_args,
-            limits: &args.limits,
-            concurrency: args.concurrency,
-            syntheses: args.jobs as usize,
-            cache: args.cache.as_deref(),
-            plan: false,
-        };
-        let backend = backend::connect_with(flags).await?;
-        let splitter =
-            TokenTextSplitter::new(args.chunk_size, overlap, backend.split_tokenizer.clone())
-                .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
+        let backend = backend::connect_with(args.stack).await?;
+        let splitter = TokenTextSplitter::new(
+            args.chunk_size,
+            args.chunk_overlap,
+            backend.split_tokenizer.clone(),
+        )
+        .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
         let splitter = Arc::new(splitter);
-        let reports = match &args.report_dir {
+        let reports = match &args.runs.report_dir {
             Some(dir) => Some(BatchReports::create(dir, &backend)?),
             None => None,
         };
-        let templates = CustomTemplates::read(&args.prompts)?;
         let progress = Arc::new(BatchProgress::new(!args.quiet, Some(todo.len() as u64)));
+        let jobs = args.jobs;
         let runner = Arc::new(Runner {
-            args: args.clone(),
+            runs: args.runs.clone(),
             backend,
             progress: progress.clone(),
             reports,
             splitter,
-            templates,
             root: Arc::clone(&root),
-            settings: SynthesisSettings::of_eval(args),
         });
         // At most --jobs runs in flight, each on its own task (aborted if this is
         // dropped), their rows taken in case order.
-        let mut window: Window<Result<Row>> = Window::new(args.jobs as usize, Order::Input);
+        let mut window: Window<Result<Row>> = Window::new(jobs, Order::Input);
         let mut todo = todo.into_iter();
         loop {
             while window.has_room() {

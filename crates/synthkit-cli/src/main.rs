@@ -6,8 +6,9 @@
 //! tiers whose imports run one way, as ripgrep's do: the verbs use the services, the
 //! settings and the flags, the services use the settings and the flags (and each other, one
 //! way), `settings` (the one conversion from flags to built things) uses only the flags
-//! (and the leaf `say`), and `flags` imports nothing else of the command. `ask` and
-//! `summarize` take their whole run from `settings` ([`settings::SynthRun`]).
+//! (and the leaf `say`), and `flags` imports nothing else of the command. Every verb
+//! takes its whole run from `settings` ([`settings::SynthRun`], [`settings::BatchRun`],
+//! [`settings::EvalRun`], `settings::ServeRun`, [`settings::text`]), never a clap struct.
 //! The verbs never import each other: what two of them share is a service.
 
 // Every flag of every verb, with its parsers and defaults.
@@ -30,6 +31,7 @@ mod logging;
 mod node_json;
 mod observe;
 mod output;
+mod pace;
 mod pages;
 mod paths_root;
 mod plan;
@@ -53,7 +55,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::flags::{Cli, Command};
-use crate::settings::SynthRun;
+use crate::settings::text::{ReportRun, SplitRun, TokensRun};
+use crate::settings::{BatchRun, EvalRun, SynthRun};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -86,15 +89,15 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Tokens(a) => text::tokens(&a),
-        Command::Split(a) => text::split(&a),
+        Command::Tokens(a) => text::tokens(&TokensRun::of(a)),
+        Command::Split(a) => text::split(&SplitRun::of(a)?),
         Command::Ask(a) => block_on(synthesis::run(&SynthRun::ask(&a)?)),
         Command::Summarize(a) => block_on(synthesis::run(&SynthRun::summarize(&a)?)),
-        Command::Batch(a) => block_on(batch::run(&a)),
-        Command::Eval(a) => block_on(eval::run(&a)),
-        Command::Report(a) => report::run(&a),
+        Command::Batch(a) => block_on(batch::run(&BatchRun::of(&a)?)),
+        Command::Eval(a) => block_on(eval::run(EvalRun::of(&a)?)),
+        Command::Report(a) => report::run(&ReportRun::of(a)),
         #[cfg(feature = "serve")]
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(a) => serve::run(settings::ServeRun::of(&a)?),
         #[cfg(not(feature = "serve"))]
         Command::Serve(_) => Err(crate::error::usage(flags::NO_SERVE)),
     }

@@ -5,11 +5,11 @@ use std::io::BufReader;
 use anyhow::Result;
 
 use crate::error::usage;
-use crate::flags::ReportVerbArgs;
 use crate::pages;
+use crate::settings::text::ReportRun;
 
 /// `synthkit report TRACE -o FILE`.
-pub fn run(args: &ReportVerbArgs) -> Result<()> {
+pub fn run(args: &ReportRun) -> Result<()> {
     let file = std::fs::File::open(&args.trace).map_err(|e| {
         usage(format!(
             "cannot read the trace {}: {e}",

@@ -4,16 +4,15 @@
 use std::io::{self, Write};
 
 use anyhow::Result;
-use synthkit::text::{TokenTextSplitter, Tokenizer};
+use synthkit::text::Tokenizer;
 
-use crate::error::usage;
-use crate::flags::{SplitArgs, TokensArgs, default_overlap};
 use crate::input;
 use crate::output::write_json;
+use crate::settings::text::{SplitRun, TokensRun};
 
 /// `synthkit tokens`: prints the token count.
-pub fn tokens(args: &TokensArgs) -> Result<()> {
-    let text = input::read_single(args.file.as_deref(), args.max_file_size.0)?;
+pub fn tokens(args: &TokensRun) -> Result<()> {
+    let text = input::read_single(args.input.file.as_deref(), args.input.max_file_size)?;
     let mut out = io::stdout().lock();
     writeln!(out, "{}", args.tokenizer.count(&text))?;
     Ok(out.flush()?)
@@ -21,14 +20,9 @@ pub fn tokens(args: &TokensArgs) -> Result<()> {
 
 /// `synthkit split`: prints the chunks, each after a header line
 /// `--- chunk I/N (T tokens) ---`, or a JSON array of the chunk texts with `--json`.
-pub fn split(args: &SplitArgs) -> Result<()> {
-    let overlap = args
-        .overlap
-        .unwrap_or_else(|| default_overlap(args.chunk_size));
-    let splitter = TokenTextSplitter::new(args.chunk_size, overlap, args.tokenizer.shared())
-        .map_err(|e| usage(format!("{e} (see --chunk-size and --overlap)")))?;
-    let text = input::read_single(args.file.as_deref(), args.max_file_size.0)?;
-    let chunks = splitter.split_chunks(&text);
+pub fn split(args: &SplitRun) -> Result<()> {
+    let text = input::read_single(args.input.file.as_deref(), args.input.max_file_size)?;
+    let chunks = args.splitter.split_chunks(&text);
     let mut out = io::stdout().lock();
     if args.json {
         let texts: Vec<&str> = chunks.iter().map(|c| c.text(&text)).collect();

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 use synthkit::cost::Prices;
 use synthkit::layer::cost::CostCapped;
-use synthkit::many::{Order, Window};
+use synthkit::many::Window;
 use synthkit::model::LanguageModel;
 use synthkit::{Concurrency, Observer, Response, ResponseMode, SynthError};
 use synthkit_frontend::batch::{
@@ -33,19 +33,12 @@ use synthkit_frontend::batch::{
 use synthkit_frontend::request::{ErrorDetail, RequestDefaults, error_kind};
 use synthkit_report::RunRecord;
 
-use crate::backend::{self, Backend, StackFlags};
+use crate::backend::{self, Backend};
 use crate::error::usage;
-use crate::flags::BatchArgs;
 use crate::output::note;
 use crate::pages::BatchReports;
 use crate::progress::BatchProgress;
-use crate::settings::CheckSettings;
-use crate::settings::CostSettings;
-
-/// The request hash's defaults of a batch: `--mode` and `--max-prompt-tokens`.
-fn hash_defaults(args: &BatchArgs) -> HashDefaults {
-    HashDefaults::new(args.mode, args.max_prompt_tokens)
-}
+use crate::settings::batch::{BatchRun, LinePaths};
 
 /// Opens IN (a usage error when it cannot be read).
 fn open_input(path: &Path) -> Result<Box<dyn std::io::BufRead + Send>> {
@@ -159,18 +152,18 @@ impl Tally {
 /// The request defaults of the batch: `--mode`, `--concurrency` (else the default capped
 /// at the server's slots) as each synthesis's calls in flight, `--max-prompt-tokens` and
 /// `--escalate`.
-fn defaults(args: &BatchArgs, backend: &Backend) -> RequestDefaults {
+fn defaults(args: &BatchRun<'_>, backend: &Backend) -> RequestDefaults {
+    let flags = args.requests;
     let defaults = RequestDefaults {
-        mode: args.mode.unwrap_or(ResponseMode::Compact),
-        concurrency: Concurrency::for_server(args.concurrency, backend.server_slots),
-        max_prompt_tokens: args.max_prompt_tokens,
-        escalation: args
-            .escalation
+        mode: flags.mode.unwrap_or(ResponseMode::Compact),
+        concurrency: Concurrency::for_server(flags.concurrency, backend.server_slots),
+        max_prompt_tokens: flags.max_prompt_tokens,
+        escalation: flags
             .escalate
             .map(|n| synthkit::Escalation::new(n as usize)),
         ..RequestDefaults::default()
     };
-    defaults.with_checks(&CheckSettings::for_questions(&args.checks).for_backend(backend.backend))
+    defaults.with_checks(&args.checks.clone().for_backend(backend.backend))
 }
 
 /// What a resumed batch will do with the lines of its input.
@@ -281,25 +274,13 @@ fn survey(
 }
 
 /// Runs `synthkit batch`.
-pub async fn run(args: &BatchArgs) -> Result<()> {
+pub async fn run(args: &BatchRun<'_>) -> Result<()> {
     let start = Instant::now();
-    let max_line = args
-        .max_line_bytes
-        .0
-        .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
-    let hash_defaults = hash_defaults(args);
-    let flags = StackFlags {
-        model_args: &args.model_args,
-        limits: &args.limits,
-        concurrency: args.concurrency,
-        syntheses: args.jobs as usize,
-        cache: args.cache.as_deref(),
-        plan: args.dry_run.plan,
-    };
-    let cost = CostSettings::of(&args.cost)?;
-    if args.dry_run.plan {
+    let (max_line, hash_defaults) = (args.max_line, args.hash_defaults);
+    let cost = args.cost;
+    if args.plan {
         let reader = LineReader::new(open_input(&args.input)?, max_line);
-        let backend = backend::connect_with(flags).await?;
+        let backend = backend::connect_with(args.stack).await?;
         let prices = cost.filter(|_| !backend.is_extractive()).map(|c| c.prices);
         return plan::run(args, &backend, defaults(args, &backend), reader, prices).await;
     }
@@ -307,7 +288,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         .output
         .as_deref()
         .ok_or_else(|| usage("give the output file with -o OUT"))?;
-    let retry = !args.no_retry_failed;
+    let retry = args.retry_failed;
     let from_stdin = args.input == Path::new("-");
     let (mut out, existing) = crate::output::open_results(output)?;
     // A file's ids are checked before any call; standard input's as they come.
@@ -323,9 +304,9 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         )?)
     };
     let mut reader = LineReader::new(open_input(&args.input)?, max_line);
-    let backend = backend::connect_with(flags).await?;
+    let backend = backend::connect_with(args.stack).await?;
     let defaults = defaults(args, &backend);
-    let files = LineFiles::new(args, &backend)?;
+    let files = LineFiles::new(&args.paths, &args.input, &backend)?;
     // The extractive backend is free; with --max-cost, one ledger holds every call of
     // the batch to the cap.
     let cost = cost.filter(|_| !backend.is_extractive());
@@ -357,12 +338,7 @@ pub async fn run(args: &BatchArgs) -> Result<()> {
         note(args.quiet, &text);
     }
 
-    let order = if args.unordered {
-        Order::Finished
-    } else {
-        Order::Input
-    };
-    let mut window = Window::new(args.jobs as usize, order);
+    let mut window = Window::new(args.jobs, args.order);
     let mut tally = Tally::default();
     let mut seen = SeenIds::default();
     // Error lines of OUT that this run replaces, and whether a line was replaced.
@@ -496,22 +472,22 @@ struct LineFiles {
 }
 
 impl LineFiles {
-    fn new(args: &BatchArgs, backend: &Backend) -> Result<Self> {
-        let overlap = crate::flags::default_overlap(args.chunk_size);
+    /// The reading of `paths` as `settings` say, under the root of `input` (IN).
+    fn new(settings: &LinePaths, input: &Path, backend: &Backend) -> Result<Self> {
         let splitter = synthkit::text::TokenTextSplitter::new(
-            args.chunk_size,
-            overlap,
+            settings.chunk_size,
+            settings.chunk_overlap,
             backend.split_tokenizer.clone(),
         )
         .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
         let root = crate::paths_root::PathsRoot::for_input(
-            &args.input,
-            args.paths.paths_root.as_deref(),
-            args.paths.allow_paths_outside,
+            input,
+            settings.paths_root.as_deref(),
+            settings.allow_paths_outside,
         )?;
         Ok(Self {
             splitter: Arc::new(splitter),
-            top_k: args.top_k,
+            top_k: settings.top_k,
             root: Arc::new(root),
         })
     }

@@ -10,13 +10,13 @@ use synthkit_frontend::request::RequestDefaults;
 use synthkit_frontend::batch::{LineReader, Parsed, parse_line};
 
 use crate::backend::Backend;
-use crate::flags::BatchArgs;
+use crate::settings::batch::BatchRun;
 use crate::plan::TextPlan;
 
 /// Plans every line of the input and prints the batch's plan; lines that cannot run are
 /// named on standard error (and make the exit code 1).
 pub async fn run<R: BufRead>(
-    args: &BatchArgs,
+    args: &BatchRun<'_>,
     backend: &Backend,
     defaults: RequestDefaults,
     mut reader: LineReader<R>,
@@ -25,10 +25,8 @@ pub async fn run<R: BufRead>(
     let info = backend.model().info();
     let mut total = Plan::default();
     let (mut planned, mut bad) = (0usize, 0usize);
-    let max_line = args.max_line_bytes.0.unwrap_or(u64::MAX);
-    let max_line = usize::try_from(max_line).unwrap_or(usize::MAX);
-    let hash_defaults = super::hash_defaults(args);
-    let files = super::LineFiles::new(args, backend)?;
+    let (max_line, hash_defaults) = (args.max_line, args.hash_defaults);
+    let files = super::LineFiles::new(&args.paths, &args.input, backend)?;
     while let Some((number, raw)) = reader.next_line()? {
         let request = match parse_line(number, raw, max_line, hash_defaults) {
             Parsed::Blank => continue,
@@ -81,7 +79,7 @@ pub async fn run<R: BufRead>(
     let plan = TextPlan {
         subject: &subject,
         rows: &total.rows,
-        price_per_1k: args.dry_run.price_per_1k,
+        price_per_1k: args.price_per_1k,
         prices,
         max_completion_tokens: total.max_completion_tokens,
         without_calls: "no model call is needed",
