@@ -521,7 +521,8 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
             }
             let case = &cases[i];
             let nodes = case.nodes().map(nodes_text);
-            let row = synthkit_frontend::eval::score(case, &args.runs.system, &line, nodes.as_deref());
+            let row =
+                synthkit_frontend::eval::score(case, &args.runs.system, &line, nodes.as_deref());
             done.insert(k, line.sha256.clone());
             append(row, &mut fresh)?;
             scored += 1;
@@ -548,7 +549,11 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
         .enumerate()
         .flat_map(|(i, c)| modes.iter().map(move |m| (i, *m, c)))
         .filter(|(_, m, c)| {
-            !done.contains_key(&(c.id.clone(), m.as_str().to_string(), args.runs.system.clone()))
+            !done.contains_key(&(
+                c.id.clone(),
+                m.as_str().to_string(),
+                args.runs.system.clone(),
+            ))
         })
         .map(|(i, m, _)| (i, m))
         .collect();

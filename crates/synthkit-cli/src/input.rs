@@ -23,8 +23,7 @@ use synthkit::Node;
 use synthkit::text::TokenTextSplitter;
 use synthkit_documents::chunk::chunk_nodes;
 use synthkit_documents::{
-    Format, LeftOut, LeftOutReason, ReadNote, ReadOptions, ReadReport, Reader, SkipReason,
-    Skipped,
+    Format, LeftOut, LeftOutReason, ReadNote, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
 };
 
 use crate::error::usage;

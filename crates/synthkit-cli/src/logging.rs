@@ -20,9 +20,9 @@ use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use synthkit::telemetry::otel::{self, OtelGuard};
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
-use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::filter::{LevelFilter, filter_fn};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
@@ -119,7 +119,12 @@ where
         if let Some(scope) = ctx.event_scope() {
             let mut open = false;
             for span in scope.from_root() {
-                write!(writer, "{}{}", if open { ", " } else { " (in " }, span.name())?;
+                write!(
+                    writer,
+                    "{}{}",
+                    if open { ", " } else { " (in " },
+                    span.name()
+                )?;
                 open = true;
                 let extensions = span.extensions();
                 if let Some(fields) = extensions.get::<FormattedFields<N>>()

@@ -29,20 +29,46 @@ fn chunks_per_call(estimate: &Estimate, chunks: usize) -> usize {
     (chunks / estimate.calls.max(1)).max(1)
 }
 
+/// What would help a run of `chunks` chunks whose window holds `fit` of them: fewer
+/// chunks, and, with evidence on (`evidence_tokens`), fewer evidence tokens.
+fn what_helps(fit: usize, chunks: usize, evidence_tokens: Option<usize>) -> String {
+    let mut ways = Vec::new();
+    if chunks > fit {
+        ways.push(format!("--top-k {fit}"));
+    }
+    if let Some(tokens) = evidence_tokens {
+        ways.push(format!(
+            "a smaller --evidence-tokens (now {})",
+            thousands(tokens)
+        ));
+    }
+    match ways.is_empty() {
+        true => String::new(),
+        false => format!("; fewer answer sooner: {}", ways.join(", or ")),
+    }
+}
+
 /// The line for a small window the kept chunks fill several times over, if it is one: a
 /// question run (its chunks ranked) of several calls to a model whose window is at most
-/// [`SMALL_WINDOW`] tokens.
-pub fn window_hint(estimate: &Estimate, window: usize, chunks: usize) -> Option<String> {
+/// [`SMALL_WINDOW`] tokens. `evidence_tokens`: the evidence budget, when evidence is on.
+pub fn window_hint(
+    estimate: &Estimate,
+    window: usize,
+    chunks: usize,
+    evidence_tokens: Option<usize>,
+) -> Option<String> {
     if estimate.calls < 2 || window > SMALL_WINDOW || chunks < 2 {
         return None;
     }
     let fit = chunks_per_call(estimate, chunks);
+    let up_to = if estimate.exact { "" } else { "up to " };
     Some(format!(
-        "the {chunks} chunks kept fill the model's {}-token window {} times ({} calls, {} prompt tokens); fewer answer sooner: --top-k {fit}, or fewer --evidence-tokens",
+        "the {chunks} chunks kept fill the model's {}-token window {up_to}{} times ({up_to}{} calls, {} prompt tokens){}",
         thousands(window),
         estimate.calls,
         estimate.calls,
         thousands(estimate.prompt_tokens),
+        what_helps(fit, chunks, evidence_tokens),
     ))
 }
 
@@ -51,6 +77,7 @@ pub fn window_hint(estimate: &Estimate, window: usize, chunks: usize) -> Option<
 pub fn pace_hint(
     estimate: &Estimate,
     chunks: usize,
+    evidence_tokens: Option<usize>,
     first_prompt_tokens: usize,
     first_secs: f64,
 ) -> Option<String> {
@@ -64,16 +91,13 @@ pub fn pace_hint(
         return None;
     }
     let fit = chunks_per_call(estimate, chunks);
-    let more = if chunks > fit {
-        format!("; fewer chunks answer sooner: --top-k {fit}")
-    } else {
-        String::new()
-    };
+    let up_to = if estimate.exact { "" } else { "up to " };
     Some(format!(
-        "the server read the first prompt at about {} tokens a second: the {} calls left need about {} more{more}",
+        "the server read the first prompt at about {} tokens a second: the {up_to}{} calls left need about {} more{}",
         thousands(rate.round() as usize),
         estimate.calls - 1,
         duration(secs),
+        what_helps(fit, chunks, evidence_tokens),
     ))
 }
 
@@ -90,6 +114,7 @@ fn duration(secs: f64) -> String {
 pub struct SlowServer {
     estimate: Estimate,
     chunks: usize,
+    evidence_tokens: Option<usize>,
     quiet: bool,
     seen: AtomicBool,
     /// The run's bar, hidden while the line is written.
@@ -97,11 +122,19 @@ pub struct SlowServer {
 }
 
 impl SlowServer {
-    /// Watches a run of `estimate` over `chunks` chunks, drawn by `progress`.
-    pub fn new(estimate: Estimate, chunks: usize, quiet: bool, progress: Arc<Progress>) -> Self {
+    /// Watches a run of `estimate` over `chunks` chunks (`evidence_tokens`: the evidence
+    /// budget, when evidence is on), drawn by `progress`.
+    pub fn new(
+        estimate: Estimate,
+        chunks: usize,
+        evidence_tokens: Option<usize>,
+        quiet: bool,
+        progress: Arc<Progress>,
+    ) -> Self {
         Self {
             estimate,
             chunks,
+            evidence_tokens,
             quiet,
             seen: AtomicBool::new(false),
             progress,
@@ -117,7 +150,8 @@ impl Observer for SlowServer {
         let line = pace_hint(
             &self.estimate,
             self.chunks,
-            report.usage.prompt_tokens,
+            self.evidence_tokens,
+            usize::try_from(report.usage.prompt_tokens).unwrap_or(usize::MAX),
             report.elapsed.as_secs_f64(),
         );
         if let Some(line) = line {
@@ -134,31 +168,39 @@ mod tests {
         Estimate {
             calls,
             prompt_tokens,
+            exact: true,
             ..Estimate::default()
         }
     }
 
     #[test]
     fn a_small_window_filled_often_is_said_with_the_top_k_that_fits() {
-        let line = window_hint(&planned(4, 15_200), 4096, 20).unwrap();
+        let line = window_hint(&planned(4, 15_200), 4096, 20, None).unwrap();
         assert!(line.contains("4,096-token window 4 times"), "{line}");
         assert!(line.contains("--top-k 5"), "{line}");
+        assert!(!line.contains("evidence"), "{line}");
+        // Evidence on: its budget is named too; a plan of upper bounds says so.
+        let mut bound = planned(4, 15_200);
+        bound.exact = false;
+        let line = window_hint(&bound, 4096, 20, Some(2000)).unwrap();
+        assert!(line.contains("up to 4 times"), "{line}");
+        assert!(line.contains("--evidence-tokens (now 2,000)"), "{line}");
         // One call, or a large window: nothing to say.
-        assert_eq!(window_hint(&planned(1, 3_000), 4096, 20), None);
-        assert_eq!(window_hint(&planned(4, 15_200), 32_768, 20), None);
+        assert_eq!(window_hint(&planned(1, 3_000), 4096, 20, None), None);
+        assert_eq!(window_hint(&planned(4, 15_200), 32_768, 20, None), None);
     }
 
     #[test]
     fn a_slow_first_call_is_said_when_the_rest_would_take_a_minute() {
         // 3,000 tokens in 50 s: 60 a second; 6,000 left: 100 s.
-        let line = pace_hint(&planned(3, 9_000), 21, 3_000, 50.0).unwrap();
+        let line = pace_hint(&planned(3, 9_000), 21, None, 3_000, 50.0).unwrap();
         assert!(line.contains("about 60 tokens a second"), "{line}");
         assert!(line.contains("2 calls left need about 100 s"), "{line}");
         assert!(line.contains("--top-k 7"), "{line}");
         // A fast server: nothing to say.
-        assert_eq!(pace_hint(&planned(4, 12_000), 20, 3_000, 1.0), None);
+        assert_eq!(pace_hint(&planned(4, 12_000), 20, None, 3_000, 1.0), None);
         // One call: nothing left to wait for.
-        assert_eq!(pace_hint(&planned(1, 3_000), 20, 3_000, 50.0), None);
+        assert_eq!(pace_hint(&planned(1, 3_000), 20, None, 3_000, 50.0), None);
         assert_eq!(duration(4_000.0), "67 min");
     }
 }

@@ -288,11 +288,14 @@ pub async fn run(run: &SynthRun<'_>) -> Result<()> {
     let ranked = run.sources.top_k.folder.is_some();
     if let Some(estimate) = planned_calls.filter(|_| ranked && !backend.is_extractive()) {
         let window = backend.model().info().context_window;
-        match pace::window_hint(&estimate, window, nodes.len()) {
+        let checks = run.checks.for_backend(backend.backend);
+        let evidence = checks.evidence.then_some(checks.evidence_tokens);
+        match pace::window_hint(&estimate, window, nodes.len(), evidence) {
             Some(line) => note(out.quiet, &line),
             None => fanout.push(Arc::new(pace::SlowServer::new(
                 estimate,
                 nodes.len(),
+                evidence,
                 out.quiet,
                 progress.clone(),
             ))),

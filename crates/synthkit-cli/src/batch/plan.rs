@@ -10,8 +10,8 @@ use synthkit_frontend::request::RequestDefaults;
 use synthkit_frontend::batch::{LineReader, Parsed, parse_line};
 
 use crate::backend::Backend;
-use crate::settings::batch::BatchRun;
 use crate::plan::TextPlan;
+use crate::settings::batch::BatchRun;
 
 /// Plans every line of the input and prints the batch's plan; lines that cannot run are
 /// named on standard error (and make the exit code 1).

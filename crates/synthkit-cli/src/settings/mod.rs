@@ -28,12 +28,8 @@ pub mod templates;
 pub mod text;
 
 pub use batch::BatchRun;
-pub use checks::CheckSettings;
-pub use cost::CostSettings;
 pub use eval::EvalRun;
 pub use model::{StackFlags, check_key, connect_error, model_setup, stack_options};
 pub use run::SynthRun;
 #[cfg(feature = "serve")]
 pub use serve::ServeRun;
-pub use synthesis::SynthesisSettings;
-pub use templates::CustomTemplates;

@@ -21,7 +21,8 @@ const QUESTION: &str = "How often are the telescope mirrors cleaned?";
 /// A server whose window is `n_ctx` tokens and whose every reply takes `delay`, reporting
 /// 100 prompt tokens a call (so a 1 s call reads 100 tokens a second).
 fn server(n_ctx: usize, delay: Duration) -> Server {
-    let props = move || async move { axum::Json(json!({"default_generation_settings": {"n_ctx": n_ctx}})) };
+    let props =
+        move || async move { axum::Json(json!({"default_generation_settings": {"n_ctx": n_ctx}})) };
     let chat = move || async move {
         tokio::time::sleep(delay).await;
         let usage = json!({"prompt_tokens": 100, "completion_tokens": 4});
@@ -56,7 +57,14 @@ fn ask(server: &Server, dir: &Path, extra: &[&str]) -> Output {
     synthkit()
         .args(["ask", QUESTION])
         .arg(dir.join("docs"))
-        .args(["--base-url", &server.base, "--llm", "openai", "--model", "m", "--yes"])
+        .args([
+            "--base-url",
+            &server.base,
+            "--llm",
+            "openai",
+            "--model",
+            "m",
+        ])
         .args(["--evidence", "off", "--on-unsupported", "warn"])
         .args(extra)
         .output()
@@ -78,14 +86,22 @@ fn a_small_window_is_said_once_with_the_top_k_that_fits() {
     // The slow-server line is not said beside it.
     assert_eq!(hint_lines(&out, "tokens a second"), 0, "{}", stderr(&out));
     // -q keeps it quiet; the offline backend has no window to fill.
-    assert_eq!(hint_lines(&ask(&small, dir.path(), &["-q"]), "-token window"), 0);
+    assert_eq!(
+        hint_lines(&ask(&small, dir.path(), &["-q"]), "-token window"),
+        0
+    );
     let offline = synthkit()
         .args(["ask", QUESTION])
         .arg(dir.path().join("docs"))
         .output()
         .unwrap();
     assert!(offline.status.success(), "{}", stderr(&offline));
-    assert_eq!(hint_lines(&offline, "-token window"), 0, "{}", stderr(&offline));
+    assert_eq!(
+        hint_lines(&offline, "-token window"),
+        0,
+        "{}",
+        stderr(&offline)
+    );
 }
 
 #[test]

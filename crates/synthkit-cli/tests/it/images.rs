@@ -264,9 +264,14 @@ fn hints_say_who_knows_whether_the_model_takes_images() {
     let err = stderr(&out);
     assert!(err.contains("--no-vision says"), "{err}");
     assert!(!err.contains("server says"), "{err}");
+    let fake = Fake::start(Some(true));
     let out = ask(&fake, &[dir.path()], &["--no-vision", "--images", "on"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("drop one of the two"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("drop one of the two"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(fake.completions(), 0);
 
     // A server that says nothing: not blamed for saying no.

@@ -43,7 +43,9 @@ fn retries_show_on_stderr_unless_quiet() {
     assert!(stderr.contains("502"), "{stderr}");
     // One style: `warning: ...` as the command's own lines, never `WARN`.
     assert!(
-        stderr.lines().any(|l| l.starts_with("warning: ") && l.contains("retrying")),
+        stderr
+            .lines()
+            .any(|l| l.starts_with("warning: ") && l.contains("retrying")),
         "{stderr}"
     );
     assert!(!stderr.contains("WARN"), "{stderr}");

@@ -35,8 +35,8 @@ mod eval_page;
 mod eval_resume;
 #[cfg(unix)]
 mod folders;
-mod hostile_peers;
 mod hints;
+mod hostile_peers;
 mod images;
 mod limits;
 mod llama_cli;

@@ -235,7 +235,8 @@ fn imperfect_decodings_are_named_a_few_then_counted() {
     let dir = tempfile::tempdir().unwrap();
     let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
     for (i, word) in words.iter().enumerate() {
-        let text = format!("The caf\u{e9} of {word} opens at {i} o'clock, after the {word} market.\n");
+        let text =
+            format!("The caf\u{e9} of {word} opens at {i} o'clock, after the {word} market.\n");
         // Legacy 8-bit text: é as one byte.
         let bytes: Vec<u8> = text.chars().map(|c| c as u32 as u8).collect();
         write(dir.path(), &format!("docs/{word}.txt"), bytes);
@@ -253,7 +254,10 @@ fn imperfect_decodings_are_named_a_few_then_counted() {
         &err,
         "warning: 3 more files decoded imperfectly (3 decoded as windows-1252; -v names them all)\n",
     );
-    let out = run(dir.path(), &["ask", QUESTION, "docs", "--mode", "no_text", "-v"]);
+    let out = run(
+        dir.path(),
+        &["ask", QUESTION, "docs", "--mode", "no_text", "-v"],
+    );
     let err = stderr(&out);
     let named = err
         .lines()

@@ -71,7 +71,11 @@ fn book() -> TempDir {
         "{\"doc_urls\": [\"ch1.html\"]}\n",
     );
     // A web font: binary, but expected beside HTML, so an asset rather than a binary skip.
-    write(root, "book/FiraSans-Regular.woff2", b"wOF2\0\x01\0\0\0\0\x12\x34");
+    write(
+        root,
+        "book/FiraSans-Regular.woff2",
+        b"wOF2\0\x01\0\0\0\0\x12\x34",
+    );
     dir
 }
 
