@@ -243,11 +243,15 @@ impl SkipNotes {
             warn(&format!("not reading {path}: {}", skipped.reason));
             return;
         }
-        // Left out as not prose or as a copy: expected in a documentation folder, so
-        // named with -v only (and counted in the summary).
+        // Left out as not prose (an asset, a minified or generated page) or as a copy:
+        // expected in a documentation folder, so named with -v only (and counted in the
+        // summary).
         let expected = matches!(
             skipped.reason,
-            SkipReason::Asset(_) | SkipReason::Copy { .. } | SkipReason::Duplicate { .. }
+            SkipReason::Asset(_)
+                | SkipReason::Minified
+                | SkipReason::Copy { .. }
+                | SkipReason::Duplicate { .. }
         );
         if !self.allowed(expected) {
             return;

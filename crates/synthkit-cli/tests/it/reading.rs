@@ -266,3 +266,20 @@ fn imperfect_decodings_are_named_a_few_then_counted() {
     assert_eq!(named, 6, "{err}");
     assert!(!err.contains("more files decoded"), "{err}");
 }
+
+#[test]
+fn minified_pages_in_a_folder_are_counted_not_named() {
+    let dir = tree();
+    let packed: String = (0..400).map(|i| format!("a{i}=b{i};")).collect();
+    write(dir.path(), "docs/bundle.txt", packed);
+    let out = run(dir.path(), &["ask", QUESTION, "docs", "--mode", "no_text"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("bundle.txt"), "{err}");
+    assert!(err.contains("1 minified"), "{err}");
+    let out = run(
+        dir.path(),
+        &["ask", QUESTION, "docs", "--mode", "no_text", "-v"],
+    );
+    assert!(stderr(&out).contains("bundle.txt"), "{}", stderr(&out));
+}
