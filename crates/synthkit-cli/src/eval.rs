@@ -227,6 +227,8 @@ fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
 /// What every synthkit run shares.
 struct Runner {
     runs: CaseRuns,
+    /// `--top-k`, for `paths` cases that set none.
+    top_k: Option<crate::flags::TopK>,
     backend: Backend,
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
@@ -244,7 +246,7 @@ impl Runner {
             _ => return Err("this kind of case input is not supported".into()),
         };
         let (root, splitter) = (Arc::clone(&self.root), Arc::clone(&self.splitter));
-        let (query, top_k, flag) = (case.query.clone(), case.top_k, self.runs.top_k);
+        let (query, top_k, flag) = (case.query.clone(), case.top_k, self.top_k);
         tokio::task::spawn_blocking(move || {
             crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter)
         })
@@ -349,8 +351,8 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
     let start = Instant::now();
     let root = Arc::new(PathsRoot::for_input(
         &args.cases,
-        args.paths_root.as_deref(),
-        args.allow_paths_outside,
+        args.paths.paths_root.as_deref(),
+        args.paths.allow_paths_outside,
     )?);
     // Shared with the runs' tasks, never copied.
     let cases = Arc::new(read_cases(&args.cases, &root)?);
@@ -561,8 +563,8 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
     if !todo.is_empty() {
         let backend = backend::connect_with(args.stack).await?;
         let splitter = TokenTextSplitter::new(
-            args.chunk_size,
-            args.chunk_overlap,
+            args.paths.chunk_size,
+            args.paths.chunk_overlap,
             backend.split_tokenizer.clone(),
         )
         .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
@@ -575,6 +577,7 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
         let jobs = args.jobs;
         let runner = Arc::new(Runner {
             runs: args.runs.clone(),
+            top_k: args.paths.top_k,
             backend,
             progress: progress.clone(),
             reports,

@@ -21,7 +21,7 @@ mod text;
 mod values;
 
 pub use answer::CheckArgs;
-pub use batch::BatchArgs;
+pub use batch::{BatchArgs, PathsArgs};
 pub use cost::{CostArgs, PriceArgs};
 pub use eval::EvalArgs;
 pub use limits::LimitArgs;

@@ -11,7 +11,7 @@ use synthkit_frontend::batch::HashDefaults;
 use super::checks::CheckSettings;
 use super::cost::CostSettings;
 use super::model::StackFlags;
-use crate::flags::{BatchArgs, TopK, default_overlap};
+use crate::flags::{BatchArgs, PathsArgs, TopK, default_overlap};
 
 /// One `synthkit batch`, as its flags ask for it.
 #[derive(Debug, Clone)]
@@ -63,8 +63,9 @@ pub struct RequestFlags {
     pub escalate: Option<u32>,
 }
 
-/// How the `paths` of a line are read: `--chunk-size` (and its default overlap),
-/// `--top-k`, `--paths-root` and `--allow-paths-outside`.
+/// How the `paths` of a line (or an eval case) are read: `--chunk-size` (and its default
+/// overlap), `--top-k`, `--paths-root` and `--allow-paths-outside`, alike for `batch` and
+/// `eval`.
 #[derive(Debug, Clone)]
 pub struct LinePaths {
     /// `--chunk-size`.
@@ -77,6 +78,19 @@ pub struct LinePaths {
     pub paths_root: Option<PathBuf>,
     /// `--allow-paths-outside`.
     pub allow_paths_outside: bool,
+}
+
+impl LinePaths {
+    /// The reading `paths`, `chunk_size` and `top_k` ask for.
+    pub fn of(paths: &PathsArgs, chunk_size: usize, top_k: Option<TopK>) -> Self {
+        Self {
+            chunk_size,
+            chunk_overlap: default_overlap(chunk_size),
+            top_k,
+            paths_root: paths.paths_root.clone(),
+            allow_paths_outside: paths.allow_paths_outside,
+        }
+    }
 }
 
 impl<'a> BatchRun<'a> {
@@ -108,13 +122,7 @@ impl<'a> BatchRun<'a> {
                 Order::Input
             },
             jobs: args.jobs as usize,
-            paths: LinePaths {
-                chunk_size: args.chunk_size,
-                chunk_overlap: default_overlap(args.chunk_size),
-                top_k: args.top_k,
-                paths_root: args.paths.paths_root.clone(),
-                allow_paths_outside: args.paths.allow_paths_outside,
-            },
+            paths: LinePaths::of(&args.paths, args.chunk_size, args.top_k),
             report_dir: args.report_dir.clone(),
             quiet: args.quiet,
             stack: StackFlags {

@@ -7,21 +7,21 @@ use anyhow::Result;
 use synthkit::ResponseMode;
 use synthkit::cost::Prices;
 
+use super::batch::LinePaths;
 use super::checks::CheckSettings;
 use super::model::StackFlags;
 use super::synthesis::SynthesisSettings;
 use super::templates::CustomTemplates;
-use crate::flags::{EvalArgs, TopK, default_overlap};
+use crate::flags::EvalArgs;
 
 /// One `synthkit eval`, as its flags ask for it.
 #[derive(Debug, Clone)]
 pub struct EvalRun<'a> {
     /// The cases file.
     pub cases: PathBuf,
-    /// `--paths-root`: where the cases' `paths` are read (default: the cases' folder).
-    pub paths_root: Option<PathBuf>,
-    /// `--allow-paths-outside`.
-    pub allow_paths_outside: bool,
+    /// How the cases' `paths` are read, as `batch` reads a line's (the root by default
+    /// the cases' folder).
+    pub paths: LinePaths,
     /// The modes synthkit runs each case in: `--modes`, else compact unless answers
     /// produced elsewhere are scored.
     pub modes: Vec<ResponseMode>,
@@ -33,10 +33,6 @@ pub struct EvalRun<'a> {
     pub retry_failed: bool,
     /// `--jobs`: runs in flight at once.
     pub jobs: usize,
-    /// `--chunk-size`.
-    pub chunk_size: usize,
-    /// The overlap of chunks: the default for the chunk size.
-    pub chunk_overlap: usize,
     /// How each of synthkit's runs of a case is made.
     pub runs: CaseRuns,
     /// The prices every system's rows are priced at, when given.
@@ -56,8 +52,6 @@ pub struct EvalRun<'a> {
 pub struct CaseRuns {
     /// `--system`: the name of synthkit's runs.
     pub system: String,
-    /// `--top-k`, for `paths` cases that set none.
-    pub top_k: Option<TopK>,
     /// Whether the answers cite their sources (`--cite`, `--cite-quotes`).
     pub cites: bool,
     /// The options of each synthesis.
@@ -80,18 +74,14 @@ impl<'a> EvalRun<'a> {
         };
         Ok(Self {
             cases: args.cases.clone(),
-            paths_root: args.paths.paths_root.clone(),
-            allow_paths_outside: args.paths.allow_paths_outside,
+            paths: LinePaths::of(&args.paths, args.chunk_size, args.top_k),
             modes,
             answers: args.answers.clone(),
             rows: args.output.clone(),
             retry_failed: !args.no_retry_failed,
             jobs: args.jobs as usize,
-            chunk_size: args.chunk_size,
-            chunk_overlap: default_overlap(args.chunk_size),
             runs: CaseRuns {
                 system: args.system.clone(),
-                top_k: args.top_k,
                 cites: args.cites(),
                 synthesis: SynthesisSettings::of_eval(args),
                 templates: CustomTemplates::read(&args.prompts)?,
