@@ -199,12 +199,14 @@ fn say_read_notes(notes: &[ReadNote], say: Say) {
     if rest.is_empty() {
         return;
     }
-    // Counted by what the decoding did, in order of first sight.
-    let mut outcomes: Vec<(&str, usize)> = Vec::new();
+    // Counted by what the decoding did (a Unicode encoding kept, its bad bytes replaced;
+    // else a legacy one used), in order of first sight.
+    let mut outcomes: Vec<(String, usize)> = Vec::new();
     for n in rest {
-        let outcome = match n.message.rsplit_once("; ") {
-            Some((_, o)) if o.starts_with("decoded as ") => o,
-            _ => "with bad bytes replaced by U+FFFD",
+        let outcome = if n.encoding.starts_with("UTF-") {
+            "with bad bytes replaced by U+FFFD".to_string()
+        } else {
+            format!("decoded as {}", n.encoding)
         };
         match outcomes.iter_mut().find(|(o, _)| *o == outcome) {
             Some((_, count)) => *count += 1,

@@ -213,6 +213,9 @@ pub struct ReadFile {
     pub document: Document,
     /// What to say about its decoding (see [`ReadNote::message`]).
     pub note: Option<String>,
+    /// The encoding its text was decoded with (see [`crate::decode::Decoded::encoding`];
+    /// `UTF-8` for a PDF's text).
+    pub encoding: &'static str,
     /// What its content says it is when it is not prose (an SVG image, a redirect page).
     pub asset: Option<Asset>,
 }
@@ -384,6 +387,7 @@ impl Reader {
                                 report.notes.push(ReadNote {
                                     path: file.clone(),
                                     message,
+                                    encoding: read.encoding,
                                 });
                             }
                             report.documents.push(read.document);
@@ -472,9 +476,9 @@ impl Reader {
             .unwrap_or_default();
         let document = |text: String, format: Format| Document::new(path, text, format);
         let mut asset = None;
-        let (doc, note) = if is_pdf(&bytes) {
+        let (doc, note, encoding) = if is_pdf(&bytes) {
             let text = pdf_text(&bytes).map_err(SkipReason::Unreadable)?;
-            (document(text, Format::Plain), None)
+            (document(text, Format::Plain), None, "UTF-8")
         } else {
             let named_html = matches!(ext.as_str(), "html" | "htm" | "xhtml");
             let decoded = decode(&bytes, named_html).ok_or(SkipReason::Binary)?;
@@ -488,13 +492,21 @@ impl Reader {
                 if prose::is_redirect(&decoded.text, &text) {
                     asset = Some(Asset::Redirect);
                 }
-                (document(text, Format::Markdown), decoded.note)
+                (
+                    document(text, Format::Markdown),
+                    decoded.note,
+                    decoded.encoding,
+                )
             } else {
                 if prose::is_svg(&decoded.text) {
                     asset = Some(Asset::Svg);
                 }
                 let format = format.unwrap_or(Format::Plain);
-                (document(decoded.text, format), decoded.note)
+                (
+                    document(decoded.text, format),
+                    decoded.note,
+                    decoded.encoding,
+                )
             }
         };
         if doc.text.trim().is_empty() {
@@ -503,6 +515,7 @@ impl Reader {
         Ok(ReadFile {
             document: doc,
             note,
+            encoding,
             asset,
         })
     }

@@ -240,6 +240,10 @@ pub struct ReadNote {
     /// What happened, to follow the path: `is not valid UTF-8 (first bad byte at offset
     /// 8); decoded as windows-1252`.
     pub message: String,
+    /// The encoding the text was decoded with: `windows-1252` (or the one an HTML
+    /// `<meta charset>` named) for legacy text, `UTF-8` or `UTF-16..` when bad bytes were
+    /// replaced with U+FFFD.
+    pub encoding: &'static str,
 }
 
 impl fmt::Display for ReadNote {
