@@ -260,7 +260,7 @@ impl Runner {
         mode: ResponseMode,
         nodes: &[Node],
     ) -> Result<(Synthesizer, Option<Arc<synthkit::steps::StepRecorder>>)> {
-        let checks = self.runs.checks.clone().for_backend(self.backend.backend);
+        let checks = self.runs.checks.for_backend(self.backend.backend);
         // A case none of whose chunks is relevant (no nodes) is answered as every front
         // end answers it (the checks set it).
         let options = self.runs.synthesis.options(
@@ -361,8 +361,8 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
         .enumerate()
         .map(|(i, c)| (c.id.as_str(), i))
         .collect();
-    let modes = args.modes.clone();
-    let answer_files = read_answers(&args, &index, &modes)?;
+    let modes = &args.modes;
+    let answer_files = read_answers(&args, &index, modes)?;
 
     let (mut out, mut rows) = match &args.rows {
         Some(path) => {

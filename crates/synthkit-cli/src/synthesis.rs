@@ -288,7 +288,7 @@ pub async fn run(run: &SynthRun<'_>) -> Result<()> {
     let ranked = run.sources.top_k.folder.is_some();
     if let Some(estimate) = planned_calls.filter(|_| ranked && !backend.is_extractive()) {
         let window = backend.model().info().context_window;
-        let checks = run.checks.for_backend(backend.backend);
+        let checks = &planned.checks;
         let evidence = checks.evidence.then_some(checks.evidence_tokens);
         match pace::window_hint(&estimate, window, nodes.len(), evidence) {
             Some(line) => note(out.quiet, &line),

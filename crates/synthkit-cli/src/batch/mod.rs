@@ -163,7 +163,7 @@ fn defaults(args: &BatchRun<'_>, backend: &Backend) -> RequestDefaults {
             .map(|n| synthkit::Escalation::new(n as usize)),
         ..RequestDefaults::default()
     };
-    defaults.with_checks(&args.checks.clone().for_backend(backend.backend))
+    defaults.with_checks(&args.checks.for_backend(backend.backend))
 }
 
 /// What a resumed batch will do with the lines of its input.
