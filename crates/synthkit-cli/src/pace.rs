@@ -42,10 +42,10 @@ fn what_helps(fit: usize, chunks: usize, evidence_tokens: Option<usize>) -> Stri
             thousands(tokens)
         ));
     }
-    match ways.is_empty() {
-        true => String::new(),
-        false => format!("; fewer answer sooner: {}", ways.join(", or ")),
+    if ways.is_empty() {
+        return String::new();
     }
+    format!("; fewer answer sooner: {}", ways.join(", or "))
 }
 
 /// The line for a small window the kept chunks fill several times over, if it is one: a
