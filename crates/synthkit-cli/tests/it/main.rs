@@ -15,6 +15,7 @@
 mod common;
 
 mod anthropic_cli;
+mod ask_inputs;
 mod ask_offline;
 mod bad_input;
 mod bad_nodes;
