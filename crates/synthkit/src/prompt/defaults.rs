@@ -97,14 +97,8 @@ why they matter, the answer they give and your confidence in it (1 to 5). If the
 nothing about it, set no_information to true.
 Question: {query_str}";
 
-const MAP_CHAT_USER: &str = "Passages:
----
-{context_str}
----
-Extract what these passages say about the question: the facts (keep names and numbers), \
-why they matter, the answer they give and your confidence in it (1 to 5). If they say \
-nothing about it, set no_information to true.
-Question: {query_str}";
+/// The same words as [`MAP_COMPLETION`]: the schema's instructions end both.
+const MAP_CHAT_USER: &str = MAP_COMPLETION;
 
 const REDUCE_COMPLETION: &str =
     "Notes taken from different passages, each with its confidence (1 to 5):
@@ -125,105 +119,123 @@ Answer the question using only these notes. Where they conflict, trust the bette
 supported, more confident ones; do not mention the notes.
 Question: {query_str}";
 
-/// A chat template, or the same messages as one completion text in the (impossible) case
-/// the chat builder refuses them.
-fn chat_or_text(kind: TemplateKind, messages: &[(Role, &str)]) -> PromptTemplate {
-    let owned: Vec<(Role, String)> = messages
-        .iter()
-        .map(|(role, text)| (*role, (*text).to_string()))
-        .collect();
-    PromptTemplate::chat(kind, owned).unwrap_or_else(|_| {
-        let joined: Vec<&str> = messages.iter().map(|(_, text)| *text).collect();
-        PromptTemplate::completion(kind, joined.join("\n\n"))
-    })
+/// One kind's default texts: the completion prompt, the chat prompt's user message, and
+/// whether the chat prompt opens with [`SYSTEM_PERSONA`].
+struct Texts {
+    kind: TemplateKind,
+    completion: &'static str,
+    chat_user: &'static str,
+    persona: bool,
 }
 
+impl Texts {
+    const fn new(
+        kind: TemplateKind,
+        completion: &'static str,
+        chat_user: &'static str,
+        persona: bool,
+    ) -> Self {
+        Self {
+            kind,
+            completion,
+            chat_user,
+            persona,
+        }
+    }
+}
+
+const QA: Texts = Texts::new(TemplateKind::Qa, QA_COMPLETION, QA_CHAT_USER, true);
+const REFINE: Texts = Texts::new(
+    TemplateKind::Refine,
+    REFINE_COMPLETION,
+    REFINE_CHAT_USER,
+    false,
+);
+const SUMMARY: Texts = Texts::new(
+    TemplateKind::Summary,
+    SUMMARY_COMPLETION,
+    SUMMARY_CHAT_USER,
+    true,
+);
+const SIMPLE_TEXTS: Texts = Texts::new(TemplateKind::Simple, SIMPLE, SIMPLE, false);
+const MAP: Texts = Texts::new(TemplateKind::Map, MAP_COMPLETION, MAP_CHAT_USER, false);
+const REDUCE: Texts = Texts::new(
+    TemplateKind::Reduce,
+    REDUCE_COMPLETION,
+    REDUCE_CHAT_USER,
+    true,
+);
 /// The question-answering prompt for completion models (`context_str`, `query_str`).
 ///
 /// Used by the first step of `refine` and `compact`, by `simple_summarize` and by
 /// `accumulate`.
 pub fn qa() -> PromptTemplate {
-    PromptTemplate::completion(TemplateKind::Qa, QA_COMPLETION)
+    for_kind(TemplateKind::Qa, false)
 }
 
 /// The question-answering prompt for chat models: a system message with the rules and a
 /// user message with the passages and the question (`context_str`, `query_str`).
 pub fn qa_chat() -> PromptTemplate {
-    chat_or_text(
-        TemplateKind::Qa,
-        &[(Role::System, SYSTEM_PERSONA), (Role::User, QA_CHAT_USER)],
-    )
+    for_kind(TemplateKind::Qa, true)
 }
 
 /// The refine prompt for completion models (`query_str`, `existing_answer`,
 /// `context_msg`): rewrite the current answer with the new passages, or repeat it when
 /// they do not help.
 pub fn refine() -> PromptTemplate {
-    PromptTemplate::completion(TemplateKind::Refine, REFINE_COMPLETION)
+    for_kind(TemplateKind::Refine, false)
 }
 
 /// The refine prompt for chat models: one user message (`context_msg`, `query_str`,
 /// `existing_answer`).
 pub fn refine_chat() -> PromptTemplate {
-    chat_or_text(TemplateKind::Refine, &[(Role::User, REFINE_CHAT_USER)])
+    for_kind(TemplateKind::Refine, true)
 }
 
 /// The summary prompt for completion models (`context_str`, `query_str`): combine
 /// passages from several sources into one answer. Used by `tree_summarize`.
 pub fn summary() -> PromptTemplate {
-    PromptTemplate::completion(TemplateKind::Summary, SUMMARY_COMPLETION)
+    for_kind(TemplateKind::Summary, false)
 }
 
 /// The summary prompt for chat models: the question-answering system message and a user
 /// message with the passages and the question (`context_str`, `query_str`).
 pub fn summary_chat() -> PromptTemplate {
-    chat_or_text(
-        TemplateKind::Summary,
-        &[
-            (Role::System, SYSTEM_PERSONA),
-            (Role::User, SUMMARY_CHAT_USER),
-        ],
-    )
+    for_kind(TemplateKind::Summary, true)
 }
 
 /// The query alone, `{query_str}` (kind [`TemplateKind::Simple`]), used by `generation`.
 pub fn simple() -> PromptTemplate {
-    PromptTemplate::completion(TemplateKind::Simple, SIMPLE)
+    for_kind(TemplateKind::Simple, false)
 }
 
 /// The query alone as one user message (kind [`TemplateKind::Simple`]).
 pub fn simple_chat() -> PromptTemplate {
-    chat_or_text(TemplateKind::Simple, &[(Role::User, SIMPLE)])
+    for_kind(TemplateKind::Simple, true)
 }
 
 /// map_reduce's map prompt for completion models (`context_str`, `query_str`): extract
 /// a record about the question from the passages. The record's JSON schema follows it.
 pub fn map() -> PromptTemplate {
-    PromptTemplate::completion(TemplateKind::Map, MAP_COMPLETION)
+    for_kind(TemplateKind::Map, false)
 }
 
 /// map_reduce's map prompt for chat models: one user message (`context_str`,
 /// `query_str`).
 pub fn map_chat() -> PromptTemplate {
-    chat_or_text(TemplateKind::Map, &[(Role::User, MAP_CHAT_USER)])
+    for_kind(TemplateKind::Map, true)
 }
 
 /// map_reduce's reduce prompt for completion models (`context_str`, `query_str`): answer
 /// from the records, weighing their confidence where they conflict.
 pub fn reduce() -> PromptTemplate {
-    PromptTemplate::completion(TemplateKind::Reduce, REDUCE_COMPLETION)
+    for_kind(TemplateKind::Reduce, false)
 }
 
 /// map_reduce's reduce prompt for chat models: the question-answering system message and
 /// a user message with the records and the question (`context_str`, `query_str`).
 pub fn reduce_chat() -> PromptTemplate {
-    chat_or_text(
-        TemplateKind::Reduce,
-        &[
-            (Role::System, SYSTEM_PERSONA),
-            (Role::User, REDUCE_CHAT_USER),
-        ],
-    )
+    for_kind(TemplateKind::Reduce, true)
 }
 
 /// The default template of `kind`, the chat variant when `chat` is true.
@@ -231,20 +243,28 @@ pub fn reduce_chat() -> PromptTemplate {
 /// [`TemplateKind::Custom`] has no default of its own and gets the simple prompt
 /// (kind [`TemplateKind::Simple`]).
 pub fn for_kind(kind: TemplateKind, chat: bool) -> PromptTemplate {
-    match (kind, chat) {
-        (TemplateKind::Qa, false) => qa(),
-        (TemplateKind::Qa, true) => qa_chat(),
-        (TemplateKind::Refine, false) => refine(),
-        (TemplateKind::Refine, true) => refine_chat(),
-        (TemplateKind::Summary, false) => summary(),
-        (TemplateKind::Summary, true) => summary_chat(),
-        (TemplateKind::Map, false) => map(),
-        (TemplateKind::Map, true) => map_chat(),
-        (TemplateKind::Reduce, false) => reduce(),
-        (TemplateKind::Reduce, true) => reduce_chat(),
-        (TemplateKind::Simple | TemplateKind::Custom, false) => simple(),
-        (TemplateKind::Simple | TemplateKind::Custom, true) => simple_chat(),
+    let texts = match kind {
+        TemplateKind::Qa => &QA,
+        TemplateKind::Refine => &REFINE,
+        TemplateKind::Summary => &SUMMARY,
+        TemplateKind::Map => &MAP,
+        TemplateKind::Reduce => &REDUCE,
+        TemplateKind::Simple | TemplateKind::Custom => &SIMPLE_TEXTS,
+    };
+    if !chat {
+        return PromptTemplate::completion(texts.kind, texts.completion);
     }
+    let mut messages = Vec::with_capacity(2);
+    if texts.persona {
+        messages.push((Role::System, SYSTEM_PERSONA.to_string()));
+    }
+    messages.push((Role::User, texts.chat_user.to_string()));
+    // The same messages as one completion text in the (impossible) case the chat builder
+    // refuses them.
+    PromptTemplate::chat(texts.kind, messages.clone()).unwrap_or_else(|_| {
+        let joined: Vec<String> = messages.into_iter().map(|(_, text)| text).collect();
+        PromptTemplate::completion(texts.kind, joined.join("\n\n"))
+    })
 }
 
 /// The instructions added after a rendered prompt when the reply must be JSON following
@@ -279,70 +299,34 @@ pub const CITATION_INSTRUCTIONS: &str = "Cite sources as [n]; keep existing [n] 
 mod tests {
     use super::*;
 
-    fn all() -> Vec<(PromptTemplate, TemplateKind, bool, Vec<&'static str>)> {
+    /// The passages and the question.
+    const CQ: &[&str] = &["context_str", "query_str"];
+
+    fn all() -> Vec<(PromptTemplate, TemplateKind, bool, &'static [&'static str])> {
+        use TemplateKind::{Map, Qa, Reduce, Refine, Simple, Summary};
         vec![
-            (
-                qa(),
-                TemplateKind::Qa,
-                false,
-                vec!["context_str", "query_str"],
-            ),
-            (
-                qa_chat(),
-                TemplateKind::Qa,
-                true,
-                vec!["context_str", "query_str"],
-            ),
+            (qa(), Qa, false, CQ),
+            (qa_chat(), Qa, true, CQ),
             (
                 refine(),
-                TemplateKind::Refine,
+                Refine,
                 false,
-                vec!["query_str", "existing_answer", "context_msg"],
+                &["query_str", "existing_answer", "context_msg"],
             ),
             (
                 refine_chat(),
-                TemplateKind::Refine,
+                Refine,
                 true,
-                vec!["context_msg", "query_str", "existing_answer"],
+                &["context_msg", "query_str", "existing_answer"],
             ),
-            (
-                summary(),
-                TemplateKind::Summary,
-                false,
-                vec!["context_str", "query_str"],
-            ),
-            (
-                summary_chat(),
-                TemplateKind::Summary,
-                true,
-                vec!["context_str", "query_str"],
-            ),
-            (simple(), TemplateKind::Simple, false, vec!["query_str"]),
-            (
-                map(),
-                TemplateKind::Map,
-                false,
-                vec!["context_str", "query_str"],
-            ),
-            (
-                map_chat(),
-                TemplateKind::Map,
-                true,
-                vec!["context_str", "query_str"],
-            ),
-            (
-                reduce(),
-                TemplateKind::Reduce,
-                false,
-                vec!["context_str", "query_str"],
-            ),
-            (
-                reduce_chat(),
-                TemplateKind::Reduce,
-                true,
-                vec!["context_str", "query_str"],
-            ),
-            (simple_chat(), TemplateKind::Simple, true, vec!["query_str"]),
+            (summary(), Summary, false, CQ),
+            (summary_chat(), Summary, true, CQ),
+            (simple(), Simple, false, &["query_str"]),
+            (simple_chat(), Simple, true, &["query_str"]),
+            (map(), Map, false, CQ),
+            (map_chat(), Map, true, CQ),
+            (reduce(), Reduce, false, CQ),
+            (reduce_chat(), Reduce, true, CQ),
         ]
     }
 
@@ -357,22 +341,24 @@ mod tests {
     }
 
     #[test]
-    fn for_kind_picks_variant() {
+    fn the_persona_opens_the_answering_chat_prompts_only() {
+        for (t, kind, chat, _) in all() {
+            let opens = t
+                .render(&[])
+                .to_text()
+                .starts_with(&format!("system: {SYSTEM_PERSONA}"));
+            let answering = matches!(
+                kind,
+                TemplateKind::Qa | TemplateKind::Summary | TemplateKind::Reduce
+            );
+            assert_eq!(opens, chat && answering, "{kind} chat={chat}");
+        }
+    }
+
+    #[test]
+    fn custom_gets_the_simple_prompt() {
         for chat in [false, true] {
-            assert_eq!(
-                for_kind(TemplateKind::Qa, chat),
-                if chat { qa_chat() } else { qa() }
-            );
-            assert_eq!(
-                for_kind(TemplateKind::Refine, chat),
-                if chat { refine_chat() } else { refine() }
-            );
-            assert_eq!(
-                for_kind(TemplateKind::Summary, chat),
-                if chat { summary_chat() } else { summary() }
-            );
             let simple_t = if chat { simple_chat() } else { simple() };
-            assert_eq!(for_kind(TemplateKind::Simple, chat), simple_t);
             assert_eq!(for_kind(TemplateKind::Custom, chat), simple_t);
         }
     }
