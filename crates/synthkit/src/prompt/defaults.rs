@@ -100,16 +100,6 @@ Question: {query_str}";
 /// The same words as [`MAP_COMPLETION`]: the schema's instructions end both.
 const MAP_CHAT_USER: &str = MAP_COMPLETION;
 
-const REDUCE_COMPLETION: &str =
-    "Notes taken from different passages, each with its confidence (1 to 5):
----
-{context_str}
----
-Answer the question using only these notes. Where they conflict, trust the better \
-supported, more confident ones; do not mention the notes.
-Question: {query_str}
-Answer:";
-
 const REDUCE_CHAT_USER: &str =
     "Notes taken from different passages, each with its confidence (1 to 5):
 ---
@@ -119,11 +109,11 @@ Answer the question using only these notes. Where they conflict, trust the bette
 supported, more confident ones; do not mention the notes.
 Question: {query_str}";
 
-/// One kind's default texts: the completion prompt, the chat prompt's user message, and
-/// whether the chat prompt opens with [`SYSTEM_PERSONA`].
+/// One kind's default texts: the completion prompt (its parts, joined), the chat prompt's
+/// user message, and whether the chat prompt opens with [`SYSTEM_PERSONA`].
 struct Texts {
     kind: TemplateKind,
-    completion: &'static str,
+    completion: &'static [&'static str],
     chat_user: &'static str,
     persona: bool,
 }
@@ -131,7 +121,7 @@ struct Texts {
 impl Texts {
     const fn new(
         kind: TemplateKind,
-        completion: &'static str,
+        completion: &'static [&'static str],
         chat_user: &'static str,
         persona: bool,
     ) -> Self {
@@ -144,24 +134,24 @@ impl Texts {
     }
 }
 
-const QA: Texts = Texts::new(TemplateKind::Qa, QA_COMPLETION, QA_CHAT_USER, true);
+const QA: Texts = Texts::new(TemplateKind::Qa, &[QA_COMPLETION], QA_CHAT_USER, true);
 const REFINE: Texts = Texts::new(
     TemplateKind::Refine,
-    REFINE_COMPLETION,
+    &[REFINE_COMPLETION],
     REFINE_CHAT_USER,
     false,
 );
 const SUMMARY: Texts = Texts::new(
     TemplateKind::Summary,
-    SUMMARY_COMPLETION,
+    &[SUMMARY_COMPLETION],
     SUMMARY_CHAT_USER,
     true,
 );
-const SIMPLE_TEXTS: Texts = Texts::new(TemplateKind::Simple, SIMPLE, SIMPLE, false);
-const MAP: Texts = Texts::new(TemplateKind::Map, MAP_COMPLETION, MAP_CHAT_USER, false);
+const SIMPLE_TEXTS: Texts = Texts::new(TemplateKind::Simple, &[SIMPLE], SIMPLE, false);
+const MAP: Texts = Texts::new(TemplateKind::Map, &[MAP_COMPLETION], MAP_CHAT_USER, false);
 const REDUCE: Texts = Texts::new(
     TemplateKind::Reduce,
-    REDUCE_COMPLETION,
+    &[REDUCE_CHAT_USER, "\nAnswer:"],
     REDUCE_CHAT_USER,
     true,
 );
@@ -252,7 +242,7 @@ pub fn for_kind(kind: TemplateKind, chat: bool) -> PromptTemplate {
         TemplateKind::Simple | TemplateKind::Custom => &SIMPLE_TEXTS,
     };
     if !chat {
-        return PromptTemplate::completion(texts.kind, texts.completion);
+        return PromptTemplate::completion(texts.kind, texts.completion.concat());
     }
     let mut messages = Vec::with_capacity(2);
     if texts.persona {
