@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::api::{HealthBody, PlanBody, PlanCapsBody, SynthesizeRequest};
 use crate::auth::KeyId;
+use crate::cost::Cost;
 use crate::error::{ApiError, json_response};
 use crate::metrics::MetricsObserver;
 use crate::readiness::BackendState;
@@ -35,23 +36,6 @@ pub(crate) struct Job {
     pub(crate) plan: bool,
     /// The prices and the cost cap (priced responses, the plan's cost check).
     pub(crate) cost: Cost,
-}
-
-/// A request's prices and cost cap.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Cost {
-    pub(crate) prices: Option<synthkit::cost::Prices>,
-    pub(crate) max_cost: Option<f64>,
-}
-
-impl Cost {
-    /// Prices `usage` (its `cost_usd`) and adds the cost to the metrics.
-    pub(crate) fn price(&self, state: &AppState, usage: &mut synthkit::UsageTotals) {
-        if let Some(p) = &self.prices {
-            p.price(usage);
-            state.inner.metrics.add_cost(usage.cost_usd.unwrap_or(0.0));
-        }
-    }
 }
 
 /// `POST /v1/synthesize`. The key, the content type, the body's size and the time limit

@@ -38,6 +38,7 @@ pub mod api;
 pub mod auth;
 pub mod backend;
 mod body;
+mod cost;
 pub mod error;
 mod handlers;
 pub mod limits;

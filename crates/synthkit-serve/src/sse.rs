@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::DeltaEvent;
+use crate::cost::Cost;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -39,7 +40,7 @@ enum Phase {
 struct Flow {
     phase: Phase,
     /// The prices the final response is priced at.
-    cost: crate::handlers::Cost,
+    cost: Cost,
     state: AppState,
     deadline: Instant,
     limit: Duration,
@@ -50,7 +51,7 @@ pub(crate) fn respond(
     state: AppState,
     synth: Synthesizer,
     input: SynthesisInput,
-    cost: crate::handlers::Cost,
+    cost: Cost,
 ) -> Response {
     let limit = state.inner.limits.request_timeout;
     let opening: BoxFuture<'static, Result<StreamingResponse, SynthError>> = Box::pin(
