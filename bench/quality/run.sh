@@ -7,7 +7,7 @@
 #   bench/quality/run.sh MODEL [options]
 #
 #   MODEL                a GGUF path, or smollm2 | qwen05 | qwen15 (fetched into the
-#                        llama-server cache by scripts/fetch-smollm2.sh / fetch-model.sh)
+#                        llama-server cache by scripts/fetch-model.sh)
 #   --ctx N              the context window for the server and both systems (default 4096)
 #   --num-output N       the output budget per model call, both systems (default 256)
 #   --temperature T      the sampling temperature, both systems (default 0: greedy, so a
@@ -80,7 +80,7 @@ done
 # --- the model file ---------------------------------------------------------------------
 case "$MODEL" in
     smollm2) MODEL_PATH=$(bash "$REPO/scripts/fetch-smollm2.sh") ;;
-    qwen05|qwen15) MODEL_PATH=$(bash "$HERE/fetch-model.sh" "$MODEL") ;;
+    qwen05|qwen15) MODEL_PATH=$(bash "$REPO/scripts/fetch-model.sh" "$MODEL") ;;
     *) MODEL_PATH="$MODEL" ;;
 esac
 [[ -f $MODEL_PATH ]] || { echo "run.sh: no model file at $MODEL_PATH" >&2; exit 2; }

