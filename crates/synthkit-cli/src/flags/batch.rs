@@ -19,6 +19,14 @@ pub const DEFAULT_JOBS: u32 = 4;
 /// Where `paths` (of `batch` lines and `eval` cases) may be read.
 #[derive(Debug, Clone, Args)]
 pub struct PathsArgs {
+    /// With `paths` lines (eval: cases) that set no `top_k`: keep the N chunks most
+    /// relevant to the query; `all` keeps every chunk [default: 20 when a folder is read,
+    /// else all].
+    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
+    pub top_k: Option<TopK>,
+    /// The most tokens in a node when `paths` are split.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
+    pub chunk_size: usize,
     /// The folder `paths` are read under: relative paths are read from it, and nothing
     /// outside it is read (an absolute path, `..`, or a symbolic link out of it is an
     /// error) [default: the folder of the input file (the cases file for eval); the
@@ -76,13 +84,6 @@ pub struct BatchArgs {
     #[arg(long, value_name = "SIZE", default_value = DEFAULT_MAX_LINE_BYTES,
           value_parser = parse_size, help_heading = "Batch")]
     pub max_line_bytes: FileSize,
-    /// With `paths` lines that set no `top_k`: keep the N chunks most relevant to the
-    /// query; `all` keeps every chunk [default: 20 when a folder is read, else all].
-    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
-    pub top_k: Option<TopK>,
-    /// The most tokens in a node when `paths` are split.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
-    pub chunk_size: usize,
     /// Where `paths` may be read.
     #[command(flatten)]
     pub paths: PathsArgs,

@@ -8,8 +8,8 @@ use synthkit::ResponseMode;
 use super::batch::PathsArgs;
 use super::limits::LimitArgs;
 use super::model::ModelArgs;
-use super::synth::{CiteStyle, DEFAULT_CHUNK_SIZE, PromptArgs, WindowArgs};
-use super::values::{TopK, parse_mode, parse_top_k};
+use super::synth::{CiteStyle, PromptArgs, WindowArgs};
+use super::values::parse_mode;
 
 impl EvalArgs {
     /// Whether `--cite` (any style) or `--cite-quotes` was given.
@@ -67,13 +67,6 @@ pub struct EvalArgs {
     /// timeout, an error reply) instead of running them again.
     #[arg(long, help_heading = "Eval")]
     pub no_retry_failed: bool,
-    /// With `paths` cases that set no `top_k`: keep the N chunks most relevant to the
-    /// query; `all` keeps every chunk [default: 20 when a folder is read, else all].
-    #[arg(long, value_name = "N|all", value_parser = parse_top_k, help_heading = "Input")]
-    pub top_k: Option<TopK>,
-    /// The most tokens in a node when `paths` are split.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHUNK_SIZE, help_heading = "Input")]
-    pub chunk_size: usize,
     /// Where `paths` may be read.
     #[command(flatten)]
     pub paths: PathsArgs,

@@ -81,12 +81,12 @@ pub struct LinePaths {
 }
 
 impl LinePaths {
-    /// The reading `paths`, `chunk_size` and `top_k` ask for.
-    pub fn of(paths: &PathsArgs, chunk_size: usize, top_k: Option<TopK>) -> Self {
+    /// The reading `paths` asks for.
+    pub fn of(paths: &PathsArgs) -> Self {
         Self {
-            chunk_size,
-            chunk_overlap: default_overlap(chunk_size),
-            top_k,
+            chunk_size: paths.chunk_size,
+            chunk_overlap: default_overlap(paths.chunk_size),
+            top_k: paths.top_k,
             paths_root: paths.paths_root.clone(),
             allow_paths_outside: paths.allow_paths_outside,
         }
@@ -122,7 +122,7 @@ impl<'a> BatchRun<'a> {
                 Order::Input
             },
             jobs: args.jobs as usize,
-            paths: LinePaths::of(&args.paths, args.chunk_size, args.top_k),
+            paths: LinePaths::of(&args.paths),
             report_dir: args.report_dir.clone(),
             quiet: args.quiet,
             stack: StackFlags {

@@ -74,7 +74,7 @@ impl<'a> EvalRun<'a> {
         };
         Ok(Self {
             cases: args.cases.clone(),
-            paths: LinePaths::of(&args.paths, args.chunk_size, args.top_k),
+            paths: LinePaths::of(&args.paths),
             modes,
             answers: args.answers.clone(),
             rows: args.output.clone(),
