@@ -13,7 +13,7 @@ use synthkit_testkit::{FakeConfig, FakeOpenAi};
 use crate::batch_common::{
     RUN_TIMEOUT, batch, ids, line, numbered, results, run, slow_fake, write_lines,
 };
-use crate::common::{assert_stderr_has, cpu_ticks, stderr, wait_while_progressing};
+use crate::common::{assert_stderr_has, stderr, wait_writing};
 
 #[test]
 fn a_bad_line_becomes_an_error_line_and_the_batch_goes_on() {
@@ -183,18 +183,6 @@ fn max_prompt_tokens_is_the_default_of_lines_that_set_none() {
     assert_eq!(fake.requests() - before, whole);
 }
 
-/// Peak resident set size of a running process, in KiB (`VmHWM`).
-fn peak_rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| {
-        l.strip_prefix("VmHWM:")?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    })
-}
-
 #[test]
 fn ten_thousand_lines_in_bounded_memory() {
     const LINES: usize = 10_000;
@@ -217,19 +205,9 @@ fn ten_thousand_lines_in_bounded_memory() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let mut peak = 0;
     // No bound on the run's time: only a run that stops writing lines (and using CPU)
     // fails, as hung.
-    let status = wait_while_progressing(
-        &mut child,
-        "synthkit batch of 10,000 lines",
-        || {
-            let written = std::fs::metadata(&output).map_or(0, |m| m.len());
-            written + cpu_ticks(pid).unwrap_or(0)
-        },
-        || peak = peak_rss_kb(pid).unwrap_or(peak).max(peak),
-    );
+    let (status, peak) = wait_writing(&mut child, "synthkit batch of 10,000 lines", &output);
     assert!(status.success());
     let results = results(&output);
     assert_eq!(results.len(), LINES);

@@ -74,6 +74,19 @@ pub fn ask_on(path: &Path, question: &str, flags: &[&str]) -> Output {
     on(path, &[&["ask", question], flags].concat())
 }
 
+/// `synthkit ask QUESTION` over `dir` against the OpenAI-compatible server at `base`, with
+/// a 4,096-token window, no key and `extra`.
+pub fn ask_at(base: &str, dir: &Path, extra: &[&str]) -> Output {
+    synthkit()
+        .args(["ask", QUESTION, "--base-url", base, "-q"])
+        .args(["--context-window", "4096"])
+        .args(extra)
+        .arg(dir)
+        .env("OPENAI_API_KEY", "")
+        .output()
+        .unwrap()
+}
+
 /// `synthkit ARGS` run in `dir`.
 pub fn run_in(dir: &Path, args: &[&str]) -> Output {
     synthkit().current_dir(dir).args(args).output().unwrap()
@@ -272,6 +285,33 @@ pub fn wait_while_progressing(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Peak resident set size of a running process, in KiB (`VmHWM`).
+pub fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix("VmHWM:")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// [`wait_while_progressing`] for a child that writes `out` as it works: its progress is
+/// the bytes written and the CPU time used. Returns how it ended and its peak resident
+/// set size in KiB (0 when none was read).
+pub fn wait_writing(child: &mut Child, what: &str, out: &Path) -> (ExitStatus, u64) {
+    let pid = child.id();
+    let mut peak = 0;
+    let status = wait_while_progressing(
+        child,
+        what,
+        || std::fs::metadata(out).map_or(0, |m| m.len()) + cpu_ticks(pid).unwrap_or(0),
+        || peak = peak_rss_kb(pid).unwrap_or(peak).max(peak),
+    );
+    (status, peak)
 }
 
 /// Sends `sig` (`-TERM`, `-KILL`) to `pid`.

@@ -32,19 +32,28 @@ fn server() -> (Server, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     (Server::start(app), calls)
 }
 
+/// The flags both verbs run with: the server, a 4,096-token window, evidence off.
+fn model_flags(server: &Server) -> [&str; 10] {
+    let base = server.base.as_str();
+    [
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--context-window",
+        "4096",
+        "--evidence",
+        "off",
+        "--on-unsupported",
+        "warn",
+    ]
+}
+
 fn ask(server: &Server, extra: &[&str]) -> std::process::Output {
     let dir = docs();
     synthkit()
         .args(["ask", QUESTION])
-        .args([
-            "--base-url",
-            &server.base,
-            "--model",
-            "m",
-            "--context-window",
-            "4096",
-        ])
-        .args(["--evidence", "off", "--on-unsupported", "warn"])
+        .args(model_flags(server))
         .args(extra)
         .arg(dir.path())
         .env("OPENAI_API_KEY", "")
@@ -168,23 +177,8 @@ fn batch(
         .arg(input)
         .arg("-o")
         .arg(out)
-        .args([
-            "--base-url",
-            &server.base,
-            "--model",
-            "m",
-            "--context-window",
-            "4096",
-        ])
-        .args([
-            "--evidence",
-            "off",
-            "--on-unsupported",
-            "warn",
-            "--quiet",
-            "--jobs",
-            "1",
-        ])
+        .args(model_flags(server))
+        .args(["--quiet", "--jobs", "1"])
         .args(extra)
         .env("OPENAI_API_KEY", "")
         .output()

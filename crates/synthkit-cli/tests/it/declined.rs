@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use synthkit_testkit::Server;
 use synthkit_testkit::openai::{chat_reply, error_reply};
 
-use crate::common::{QUESTION, docs, json_of, stdout};
+use crate::common::{ask_at, docs, json_of, stdout};
 
 /// A server that declines every question.
 fn declining() -> Server {
@@ -22,22 +22,11 @@ fn declining() -> Server {
     Server::start(app)
 }
 
-fn ask(base: &str, dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    crate::common::synthkit()
-        .args(["ask", QUESTION, "--base-url", base, "-q"])
-        .args(["--context-window", "4096"])
-        .args(extra)
-        .arg(dir)
-        .env("OPENAI_API_KEY", "")
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn a_declined_question_the_sources_cover_is_answered_with_their_sentences() {
     let dir = docs();
     let server = declining();
-    let v = json_of(&ask(&server.base, dir.path(), &["--json"]));
+    let v = json_of(&ask_at(&server.base, dir.path(), &["--json"]));
     let answer = v["answer"].as_str().unwrap();
     assert!(answer.contains("every three months"), "{v:#}");
     let extracted = &v["evidence"]["extracted"];
@@ -51,7 +40,7 @@ fn a_declined_question_the_sources_cover_is_answered_with_their_sentences() {
     );
     assert_eq!(v["grounding"]["status"], "supported", "{v:#}");
     // The text output says where the answer came from.
-    let text = stdout(&ask(&server.base, dir.path(), &[]));
+    let text = stdout(&ask_at(&server.base, dir.path(), &[]));
     assert!(text.contains("every three months"), "{text}");
     assert!(
         text.contains("Extracted: the model said the sources do not answer"),
@@ -63,7 +52,7 @@ fn a_declined_question_the_sources_cover_is_answered_with_their_sentences() {
 fn on_declined_keep_keeps_the_models_words() {
     let dir = docs();
     let server = declining();
-    let v = json_of(&ask(
+    let v = json_of(&ask_at(
         &server.base,
         dir.path(),
         &["--json", "--on-declined", "keep"],

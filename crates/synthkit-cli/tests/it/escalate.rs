@@ -10,7 +10,7 @@ use synthkit_testkit::Server;
 use synthkit_testkit::openai::{chat_reply, error_reply};
 use synthkit_testkit::record::Recorder;
 
-use crate::common::{QUESTION, assert_usage_error, docs, json_of, stderr, synthkit};
+use crate::common::{QUESTION, ask_at, assert_usage_error, docs, json_of, stderr, synthkit};
 
 /// A server whose plain answers abstain, whose map records state the answer, and whose
 /// reduce (a plain call over records) answers from them.
@@ -37,23 +37,9 @@ fn server() -> (Server, Recorder) {
     (Server::start(seen.wrap(app)), seen)
 }
 
+/// `ask` with evidence off: the first answer is the model's own.
 fn ask(base: &str, dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    synthkit()
-        .args([
-            "ask",
-            QUESTION,
-            "--base-url",
-            base,
-            "-q",
-            "--evidence",
-            "off",
-        ])
-        .args(["--context-window", "4096"])
-        .args(extra)
-        .arg(dir)
-        .env("OPENAI_API_KEY", "")
-        .output()
-        .unwrap()
+    ask_at(base, dir, &[&["--evidence", "off"], extra].concat())
 }
 
 #[test]

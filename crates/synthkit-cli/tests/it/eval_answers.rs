@@ -3,10 +3,28 @@
 //! `system` kept apart from synthkit's runs; technical answers matched as a reader reads
 //! them; and bad cases or answers lines refused with exit 2, naming the line.
 
+use std::path::Path;
+use std::process::Output;
+
 use serde_json::json;
 
 use crate::common::{MIRROR, QUESTION, assert_usage_error, json_of, stderr, synthkit, write};
 use crate::eval_common::{cases, row};
+
+/// `synthkit eval -q CASES`.
+fn eval(cases: &Path) -> Output {
+    synthkit().args(["eval", "-q"]).arg(cases).output().unwrap()
+}
+
+/// `synthkit eval -q --answers ANSWERS CASES`: answers produced elsewhere, scored.
+fn scored(answers: &Path, cases: &Path) -> Output {
+    synthkit()
+        .args(["eval", "-q", "--answers"])
+        .arg(answers)
+        .arg(cases)
+        .output()
+        .unwrap()
+}
 
 #[test]
 fn answers_from_elsewhere_are_scored_by_the_same_code() {
@@ -257,12 +275,7 @@ fn technical_answers_are_scored_as_a_reader_reads_them() {
     })
     .collect();
     let answers = write(dir.path(), "a.jsonl", answers);
-    let out = synthkit()
-        .args(["eval", "-q", "--answers"])
-        .arg(&answers)
-        .arg(&cases)
-        .output()
-        .unwrap();
+    let out = scored(&answers, &cases);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("3 (75%)"), "{table}");
@@ -280,7 +293,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         "bad.jsonl",
         "\n{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n{\"id\": \"b\", \"query\": \"Q\", \"nodes\": [\"t\"]}\n",
     );
-    let out = synthkit().args(["eval", "-q"]).arg(&bad).output().unwrap();
+    let out = eval(&bad);
     assert_usage_error(&out, "line 3: an answerable case needs");
 
     let dup = write(
@@ -288,7 +301,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         "dup.jsonl",
         "{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n{\"id\": \"a\", \"query\": \"Q\", \"nodes\": [\"t\"], \"answers\": [\"x\"]}\n",
     );
-    let out = synthkit().args(["eval", "-q"]).arg(&dup).output().unwrap();
+    let out = eval(&dup);
     assert_usage_error(&out, "line 2: the id `a` is already used by line 1");
 
     let answers = write(
@@ -296,12 +309,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         "a.jsonl",
         "{\"id\": \"zz\", \"mode\": \"m\", \"answer\": \"x\"}\n",
     );
-    let out = synthkit()
-        .args(["eval", "-q", "--answers"])
-        .arg(&answers)
-        .arg(&cases)
-        .output()
-        .unwrap();
+    let out = scored(&answers, &cases);
     assert_usage_error(&out, "names the case `zz`");
 
     let missing = write(
@@ -309,11 +317,7 @@ fn bad_input_is_a_usage_error_naming_the_line() {
         "paths.jsonl",
         "{\"id\": \"p\", \"query\": \"Q\", \"paths\": [\"nowhere\"], \"answers\": [\"x\"]}\n",
     );
-    let out = synthkit()
-        .args(["eval", "-q"])
-        .arg(&missing)
-        .output()
-        .unwrap();
+    let out = eval(&missing);
     assert_usage_error(&out, "line 1: the path `nowhere` does not exist");
 }
 
@@ -333,12 +337,7 @@ fn eval_input_is_checked_whole() {
             json!({"id": "c1", "mode": "compact", "system": "s", "answer": "no"})
         ),
     );
-    let out = synthkit()
-        .args(["eval", "-q", "--answers"])
-        .arg(&twice)
-        .arg(&cases)
-        .output()
-        .unwrap();
+    let out = scored(&twice, &cases);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("twice.jsonl: line 2: the answer to `c1` in mode `compact` for the system `s` is given twice")
@@ -387,11 +386,7 @@ fn eval_input_is_checked_whole() {
                    "answers": ["three months"], "evidence": ["mirorr"]})
         ),
     );
-    let out = synthkit()
-        .args(["eval", "-q"])
-        .arg(&unknown)
-        .output()
-        .unwrap();
+    let out = eval(&unknown);
     assert_usage_error(
         &out,
         "line 1: `evidence[0]` is `mirorr`, which is the id of no node",

@@ -6,19 +6,7 @@ use serde_json::Value;
 use std::fs::File;
 use std::process::Stdio;
 
-use crate::common::{cpu_ticks, spawn_synthkit, wait_while_progressing};
-
-/// Peak resident set size of a running process, in KiB (`VmHWM`).
-fn peak_rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| {
-        l.strip_prefix("VmHWM:")?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    })
-}
+use crate::common::{spawn_synthkit, wait_writing};
 
 #[cfg(target_os = "linux")]
 #[test]
@@ -40,19 +28,9 @@ fn a_json_report_of_many_nodes_holds_no_value_per_node() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let mut peak = 0;
     // No bound on the run's time: only a run that stops using CPU (and writing its
     // report) fails, as hung.
-    let status = wait_while_progressing(
-        &mut child,
-        "summarize of 60,000 nodes",
-        || {
-            let written = std::fs::metadata(&out).map_or(0, |m| m.len());
-            written + cpu_ticks(pid).unwrap_or(0)
-        },
-        || peak = peak_rss_kb(pid).unwrap_or(peak).max(peak),
-    );
+    let (status, peak) = wait_writing(&mut child, "summarize of 60,000 nodes", &out);
     assert!(status.success());
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let sources = report["sources"].as_array().unwrap();
