@@ -202,11 +202,12 @@ def test_the_usual_flow_runs_offline_with_the_synthesizers_llm(monkeypatch: pyte
 
 def test_the_synthesizers_llm_is_the_llm_it_calls(fake_server: FakeOpenAI) -> None:
     llm = llm_for(fake_server)
-    synth = SynthkitSynthesizer(llm=llm, evidence=False)
+    synth = SynthkitSynthesizer(llm=llm, evidence=False, on_unsupported="warn")
     assert synth.llm is llm
     docs = [Document(text=n.node.get_content(), id_=n.node.node_id) for n in make_nodes()]
     index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
-    assert str(index.as_query_engine(llm=synth.llm, response_synthesizer=synth).query(QUERY)) == DEFAULT_ANSWER
+    engine = index.as_query_engine(llm=synth.llm, response_synthesizer=synth, similarity_top_k=3)
+    assert str(engine.query(QUERY)) == DEFAULT_ANSWER
     assert fake_server.calls == 1
 
 
