@@ -328,7 +328,8 @@ class SynthkitProcessor:
         self.postprocess = postprocess
         self.preprocess_map_kwargs = dict(map_kwargs[0] or {})
         self.postprocess_map_kwargs = dict(map_kwargs[1] or {})
-        # Built once here, so that a bad option is refused before Ray starts an actor.
+        # Built once here, so that a bad option is refused before Ray starts an actor (on
+        # the driver: a cache file or a Redis connection is opened there too).
         synthkit_rs.Synthesizer(**config.synthesizer_kwargs())
 
     def __call__(self, dataset: Any) -> Any:
