@@ -8,7 +8,8 @@
 #   2. each extra ([llama-index], [anthropic], [openai], [ray]) in a venv of its own holding
 #      only `<wheel>[extra]` and pytest (~/.cache/synthkit-python-extras/EXTRA-KEY, KEY a
 #      hash of the extra's requirements as the wheel declares them): its test in
-#      tests/extras (and, for [ray], the Ray example's test, tests/test_ray_batch.py).
+#      tests/extras (and, for [ray], the Ray processor's and the Ray example's tests,
+#      tests/test_ray_processor.py and tests/test_ray_batch.py).
 #
 # Venvs are created once and reused; the wheel is reinstalled when it changed. The first run
 # compiles synthkit in release (10-20 minutes on two cores) and installs the extras (Ray is
@@ -86,7 +87,7 @@ install_wheel "$venv"
 status=0
 echo "python-tests: main suite, $wheel installed into $venv" >&2
 env PATH="$no_rust_path" SYNTHKIT_TEST_WHEEL="$wheel" "$venv/bin/python" -m pytest -q \
-  -p no:cacheprovider --timeout=300 --ignore=tests/extras --ignore=tests/test_ray_batch.py \
+  -p no:cacheprovider --timeout=300 --ignore=tests/extras --ignore=tests/test_ray_batch.py --ignore=tests/test_ray_processor.py \
   tests "$@" || status=$?
 
 # extra_key EXTRA TEST_DEP...: a hash of the requirements the wheel declares for EXTRA (what
@@ -129,7 +130,7 @@ for extra in $extras; do
   fi
   install_wheel "$ev"
   tests=("tests/extras/test_${extra//-/_}_extra.py")
-  [ "$extra" = ray ] && tests+=(tests/test_ray_batch.py)
+  [ "$extra" = ray ] && tests+=(tests/test_ray_processor.py tests/test_ray_batch.py)
   echo "python-tests: [$extra] extra: ${tests[*]} in $ev" >&2
   env PATH="$ev/bin:${no_rust_path#"$venv/bin:"}" SYNTHKIT_EXTRA="$extra" \
     "$ev/bin/python" -m pytest -q -p no:cacheprovider --timeout=300 "${tests[@]}" ||

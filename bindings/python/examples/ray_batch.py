@@ -21,9 +21,12 @@ run) is removed; at the end OUT is rewritten to one line per id. Within a run, a
 that fails for a transient cause is sent again up to ``--retries`` times (default 2, 1 s
 then 2 s apart) before its error line is written.
 
-The driver reads the input (ids, hashes, the resume's choices) and writes the lines to
-run to a file beside OUT (``.OUT.ray-pending.jsonl``, removed at the end), which Ray
-Data reads (``read_text``); on a cluster, put OUT on storage every node sees.
+This script is the command line of ``synthkit_rs.ray.run_batch``: the driver reads the
+input (ids, hashes, the resume's choices) and writes the lines to run to a file beside OUT
+(``.OUT.ray-pending.jsonl``, removed at the end), which Ray Data reads (``read_text``) and
+the actors of ``synthkit_rs.ray.build_processor``'s stage answer; on a cluster, put OUT on
+storage every node sees. A ``"plan": true`` line is an error line, as in ``synthkit
+batch`` (``build_processor`` answers it with its plan).
 
 Backends: ``--base-url`` (an OpenAI-compatible server), ``--api anthropic`` with
 ``--base-url`` (a Messages API server), or neither: synthkit's offline extractive backend.
@@ -42,179 +45,47 @@ response, 1 when OUT holds an error line, 2 for usage errors (duplicate ids).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import ray
 
-#: Bounds of the in-run retries of transient failures.
-MAX_RETRIES = 10
-RETRY_BACKOFF_S = 1.0
+from synthkit_rs.ray import MAX_RETRIES, SynthkitProcessorConfig, run_batch
 
 
-def _result_line(rid: Any, sha: Optional[str], key: str, value: Any) -> str:
-    return json.dumps({"id": rid, "request_sha256": sha, key: value}, ensure_ascii=False)
-
-
-def _line_message(number: int, message: str) -> str:
-    """``synthesize_many``'s ``requests[i]: ...`` as ``synthkit batch``'s ``line N: ...``."""
-    if message.startswith("requests["):
-        message = message.split("]: ", 1)[-1]
-    return f"line {number}: {message}"
-
-
-class SynthesizeBatch:
-    """The ``map_batches`` callable: one ``synthkit_rs.Synthesizer`` per actor, built once
-    (the Redis connection and the HTTP client with it), answering each batch with
-    ``synthesize_many`` and sending transient failures again, at most ``retries`` times."""
-
-    def __init__(self, options: Dict[str, Any], jobs: int, retries: int) -> None:
-        import synthkit_rs as synthkit
-
-        self._synth = synthkit.Synthesizer(**options)
-        self._failed = synthkit.FailedRequest
-        self._jobs = jobs
-        self._retries = retries
-
-    def _answer(self, requests: List[Dict[str, Any]]) -> List[Any]:
-        results: List[Any] = list(self._synth.synthesize_many(requests, jobs=self._jobs))
-        for attempt in range(self._retries):
-            again = [
-                i for i, r in enumerate(results)
-                if isinstance(r, self._failed) and r.to_dict().get("transient")
-            ]
-            if not again:
-                break
-            time.sleep(RETRY_BACKOFF_S * (2 ** attempt))
-            retried = self._synth.synthesize_many([requests[i] for i in again], jobs=self._jobs)
-            for i, r in zip(again, retried):
-                results[i] = r
-        return results
-
-    def __call__(self, batch: Dict[str, Any]) -> Dict[str, List[Any]]:
-        items = [json.loads(str(raw)) for raw in batch["text"]]
-        lines: List[Optional[str]] = [None] * len(items)
-        answered = [False] * len(items)
-        runnable: List[int] = []
-        for i, item in enumerate(items):
-            if "paths" in item["request"]:
-                error = {
-                    "kind": "invalid_request",
-                    "message": f"line {item['number']}: `paths` lines are read by "
-                    "`synthkit batch`; give this recipe `nodes`",
-                }
-                lines[i] = _result_line(item["id"], item["request_sha256"], "error", error)
-            else:
-                runnable.append(i)
-        results = self._answer([items[i]["request"] for i in runnable])
-        for i, result in zip(runnable, results):
-            item = items[i]
-            if isinstance(result, self._failed):
-                error = result.to_dict()
-                error["message"] = _line_message(item["number"], error["message"])
-                lines[i] = _result_line(item["id"], item["request_sha256"], "error", error)
-            else:
-                response = result.to_dict()
-                lines[i] = _result_line(item["id"], item["request_sha256"], "response", response)
-                answered[i] = True
-        return {"line": [str(line) for line in lines], "answered": answered}
-
-
-def synthesizer_options(args: argparse.Namespace) -> Dict[str, Any]:
-    """The ``Synthesizer`` keyword arguments from the command line (no ``--base-url``:
-    the offline extractive backend)."""
-    options: Dict[str, Any] = {"mode": args.mode, "concurrency": args.concurrency}
-    if args.api != "openai":
-        options["api"] = args.api
+def processor_config(args: argparse.Namespace) -> SynthkitProcessorConfig:
+    """The processor's config from the command line (no ``--base-url``: the offline
+    extractive backend)."""
+    options: Dict[str, Any] = {}
     for name in ("base_url", "model", "rpm", "tpm", "redis_url", "redis_prefix", "cache",
                  "num_output", "context_window", "max_prompt_tokens"):
         value = getattr(args, name)
         if value is not None:
             options[name] = value
-    return options
-
-
-def _pending_path(output: str) -> str:
-    folder, name = os.path.split(os.path.abspath(output))
-    return os.path.join(folder, f".{name}.ray-pending.jsonl")
+    return SynthkitProcessorConfig(
+        mode=args.mode, api=args.api, **options,
+        synthesizer_options={"concurrency": args.concurrency},
+        jobs=args.jobs, retries=args.retries, batch_size=args.batch_size,
+        concurrency=args.actors, num_cpus=args.actor_cpus,
+    )
 
 
 def run(args: argparse.Namespace) -> Dict[str, float]:
-    """Runs (or resumes) the batch; returns the summary figures, with ``errors``: the
-    error lines OUT holds at the end."""
-    from synthkit_rs import BatchFiles
+    """Runs (or resumes) the batch on a local Ray (or ``--address``'s), started only when
+    there are lines to run; returns ``run_batch``'s summary."""
+    config = processor_config(args)
 
-    start = time.monotonic()
-    files = BatchFiles(
-        args.input, args.output, mode=args.mode, max_prompt_tokens=args.max_prompt_tokens,
-        retry_failed=not args.no_retry_failed,
-    )
-    survey = files.survey
-    if survey["cut_bytes"]:
-        print(f"ray_batch: the output's last line was cut ({survey['cut_bytes']} bytes): "
-              "rewriting it", file=sys.stderr)
-    if survey["kept"] or survey["retry"] or survey["changed"]:
-        retry = sum(survey["retry"].values())
-        print(f"ray_batch: resuming {args.output}: {survey['kept']} results kept, {retry} "
-              f"failed lines to retry, {survey['changed']} changed, {survey['new']} new",
-              file=sys.stderr)
-    counts = {"lines": 0, "answered": 0, "failed": 0, "kept": survey["kept"]}
-    pending = _pending_path(args.output)
-    to_run = 0
-    with open(pending, "w", encoding="utf-8") as todo:
-        for item in files.pending():
-            if "error" in item:
-                files.append(_result_line(item["id"], item["request_sha256"], "error",
-                                          item["error"]))
-                counts["lines"] += 1
-                counts["failed"] += 1
-            else:
-                todo.write(json.dumps(item, ensure_ascii=False) + "\n")
-                to_run += 1
+    def start_ray() -> None:
+        if args.address:
+            ray.init(address=args.address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+
     try:
-        if to_run:
-            if args.address:
-                ray.init(address=args.address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
-            try:
-                answered = ray.data.read_text(pending).map_batches(
-                    SynthesizeBatch,
-                    fn_constructor_kwargs={"options": synthesizer_options(args),
-                                           "jobs": args.jobs, "retries": args.retries},
-                    batch_size=args.batch_size,
-                    concurrency=args.actors,
-                    num_cpus=args.actor_cpus,
-                    batch_format="numpy",
-                )
-                for batch in answered.iter_batches(batch_format="numpy", batch_size=None):
-                    for line, ok in zip(batch["line"], batch["answered"]):
-                        files.append(str(line))
-                        counts["lines"] += 1
-                        counts["answered" if ok else "failed"] += 1
-            finally:
-                ray.shutdown()
-        held = files.finish()
+        return run_batch(args.input, args.output, config, retry_failed=not args.no_retry_failed,
+                         start_ray=start_ray)
     finally:
-        if os.path.exists(pending):
-            os.remove(pending)
-    seconds = time.monotonic() - start
-    errors = sum(held["errors"].values())
-    summary = {**counts, "errors": errors, "seconds": seconds,
-               "lines_per_second": counts["lines"] / seconds if seconds else 0.0}
-    print(
-        "ray_batch: {lines} lines: {answered} answered, {failed} failed, {kept} already in "
-        "OUT; {seconds:.1f} s, {lines_per_second:.1f} lines/s".format(**summary),
-        file=sys.stderr,
-    )
-    if errors:
-        print(f"ray_batch: {errors} error lines in {args.output}: run the same command again "
-              "to retry those that failed for a transient cause; fix the input for the others",
-              file=sys.stderr)
-    return summary
+        ray.shutdown()
 
 
 def parse_args(argv: List[str]) -> argparse.Namespace:

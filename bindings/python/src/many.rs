@@ -9,6 +9,10 @@
 //! system prompt, budget, citations); its `concurrency` is capped at the synthesizer's.
 //! Nodes take every shape `synthesize` takes.
 //!
+//! A dict with `"plan": true` is planned, as the service plans it: its slot holds the plan
+//! (`Synthesizer.plan`'s dict: the calls and prompt tokens by step and level) and no model
+//! is called.
+//!
 //! The requests are read lazily from any iterable, one as a slot frees up, so a generator
 //! is never held whole; a result waits only for the earlier ones still running, so at
 //! most `jobs` finished results wait in Rust. A request that fails gets a
@@ -154,6 +158,8 @@ struct Many {
 /// A request's result, before it becomes a Python object.
 enum Outcome {
     Answered(Box<synthkit::Response>),
+    /// A `"plan": true` request's plan.
+    Planned(Box<synthkit::Plan>),
     Failed(Failure),
 }
 
@@ -169,6 +175,8 @@ struct Failure {
 /// A read request, ready to run (or already failed).
 enum Started {
     Run(synthkit::Synthesizer, SynthesisInput, Option<Value>),
+    /// A `"plan": true` request: planned, never run.
+    Plan(synthkit::Synthesizer, SynthesisInput, Option<Value>),
     Failed(Failure),
 }
 
@@ -231,6 +239,10 @@ impl Many {
             }
             match window.next().await {
                 Some(Done::Ready(outcome)) => outcomes.push(outcome),
+                Some(Done::Planned(index, id, result)) => outcomes.push(match result {
+                    Ok(plan) => Outcome::Planned(plan),
+                    Err(e) => Outcome::Failed(failure(index, id, error_kind(&e), to_py(e))),
+                }),
                 Some(Done::Ran(index, id, result)) => outcomes.push(match result {
                     Ok(response) => Outcome::Answered(response),
                     Err(Lost::Synthesis(e)) => {
@@ -346,6 +358,7 @@ impl Many {
             .or_insert_with(|| self.citations.clone());
         let request: SynthesizeRequest =
             serde_json::from_value(Value::Object(body)).map_err(|e| invalid(e.to_string()))?;
+        let plan = request.plan;
         let prepared = request
             .prepare_from(&self.base, self.defaults.clone())
             .map_err(|e| {
@@ -358,7 +371,11 @@ impl Many {
             })?;
         let mut input = prepared.input;
         input.nodes = nodes;
-        Ok(Started::Run(prepared.synthesizer, input, id))
+        Ok(if plan {
+            Started::Plan(prepared.synthesizer, input, id)
+        } else {
+            Started::Run(prepared.synthesizer, input, id)
+        })
     }
 }
 
@@ -368,6 +385,11 @@ impl Many {
 enum Done {
     Ready(Outcome),
     Ran(usize, Option<Value>, Result<Box<synthkit::Response>, Lost>),
+    Planned(
+        usize,
+        Option<Value>,
+        Result<Box<synthkit::Plan>, synthkit::SynthError>,
+    ),
 }
 
 /// Why a request that ran has no response.
@@ -383,6 +405,7 @@ enum Lost {
 fn start(window: &mut Window<Done>, index: usize, started: Started) {
     let (synth, input, id) = match started {
         Started::Run(synth, input, id) => (synth, input, id),
+        Started::Plan(synth, input, id) => return start_plan(window, index, synth, input, id),
         Started::Failed(f) => return window.ready(Done::Ready(Outcome::Failed(f))),
     };
     let id_again = id.clone();
@@ -392,6 +415,24 @@ fn start(window: &mut Window<Done>, index: usize, started: Started) {
             Done::Ran(index, id, result.map(Box::new).map_err(Lost::Synthesis))
         },
         move |e| Done::Ran(index, id_again, Err(Lost::Task(e))),
+    );
+}
+
+/// Starts the plan of a `"plan": true` request in `window`: no model call.
+fn start_plan(
+    window: &mut Window<Done>,
+    index: usize,
+    synth: synthkit::Synthesizer,
+    input: SynthesisInput,
+    id: Option<Value>,
+) {
+    let id_again = id.clone();
+    window.spawn(
+        async move {
+            let plan = synth.plan_input(&input).await.map(Box::new);
+            Done::Planned(index, id, plan)
+        },
+        move |e| Done::Planned(index, id_again, Err(e)),
     );
 }
 
@@ -435,6 +476,11 @@ fn outcomes_to_list(py: Python<'_>, outcomes: Vec<Outcome>) -> PyResult<Py<PyLis
     for outcome in outcomes {
         match outcome {
             Outcome::Answered(r) => list.append(Py::new(py, Response::new(*r))?)?,
+            Outcome::Planned(plan) => {
+                let value = serde_json::to_value(&plan)
+                    .map_err(|e| SynthkitError::new_err(format!("cannot write the plan: {e}")))?;
+                list.append(from_json(py, &value)?)?;
+            }
             Outcome::Failed(f) => {
                 let id = match &f.id {
                     Some(v) => from_json(py, v)?.unbind(),

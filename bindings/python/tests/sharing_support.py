@@ -1,8 +1,8 @@
-"""Helpers of the shared-budget tests: a real ``redis-server`` on a loopback port, and the
-tokens a recorded request was charged.
+"""Helpers of the shared-budget and Ray tests: a real ``redis-server`` on a loopback port,
+the tokens a recorded request was charged, and Ray.
 
 ``redis_server()`` skips the test with a message when ``redis-server`` is not installed,
-unless ``CI`` is set: then it fails (CI installs it).
+and ``need_ray()`` when Ray is not, unless ``CI`` is set: then they fail (CI installs them).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
+from types import ModuleType
 from typing import Iterator, List, Sequence
 
 import pytest
@@ -22,6 +23,17 @@ from fake_openai import Recorded
 #: How long a started redis-server may take to accept connections: a safety net for one
 #: that never does, not a bound on how fast it starts (it polls, and goes on at once).
 START_DEADLINE_S = 60.0
+
+
+def need_ray() -> ModuleType:
+    """The ``ray`` module, or the test skipped (failed under ``CI``) without it."""
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("ray is not installed: scripts/python-tests.sh installs it in CI")
+        pytest.skip("ray is not installed (pip install 'ray[data]'; scripts/python-tests.sh does)")
+    return ray
 
 
 def _free_port() -> int:

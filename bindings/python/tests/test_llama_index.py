@@ -172,6 +172,45 @@ def test_no_llm_at_all_does_not_need_openai_key(monkeypatch: pytest.MonkeyPatch)
     assert "six months" in str(synth.synthesize(QUERY, make_nodes()))
 
 
+def test_the_usual_flow_runs_offline_with_the_synthesizers_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``index.as_query_engine(llm=synth.llm, response_synthesizer=synth)``: no model, no
+    key, no LlamaIndex global set; without ``llm=`` LlamaIndex resolves its OpenAI default
+    (and its key) before it looks at the synthesizer."""
+    from llama_index.core import Settings, SummaryIndex
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    docs = [Document(text=n.node.get_content(), id_=n.node.node_id) for n in make_nodes()]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+    with pytest.warns(UserWarning, match="offline extractive backend"):
+        synth = SynthkitSynthesizer()
+    with pytest.raises((ValueError, ImportError), match="OpenAI|openai"):
+        index.as_query_engine(response_synthesizer=synth)
+    engine = index.as_query_engine(llm=synth.llm, response_synthesizer=synth, similarity_top_k=3)
+    resp = engine.query(QUERY)
+    assert "six months" in str(resp)
+    assert len(resp.source_nodes) == 3
+    # An index that needs no embedding model: every node goes to the synthesizer.
+    resp = SummaryIndex.from_documents(docs).as_query_engine(llm=synth.llm, response_synthesizer=synth).query(QUERY)
+    assert "six months" in str(resp)
+    assert Settings._llm is None and Settings._embed_model is None
+    # The stand-in answers nothing itself, and means "no llm" where it is given as one.
+    with pytest.raises(synthkit_rs.InputError, match="answers nothing itself"):
+        synth.llm.complete("x")
+    with pytest.warns(UserWarning, match="offline extractive backend"):
+        assert SynthkitSynthesizer(llm=synth.llm).synthesizer.backend == "extractive"
+
+
+def test_the_synthesizers_llm_is_the_llm_it_calls(fake_server: FakeOpenAI) -> None:
+    llm = llm_for(fake_server)
+    synth = SynthkitSynthesizer(llm=llm, evidence=False, on_unsupported="warn")
+    assert synth.llm is llm
+    docs = [Document(text=n.node.get_content(), id_=n.node.node_id) for n in make_nodes()]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+    engine = index.as_query_engine(llm=synth.llm, response_synthesizer=synth, similarity_top_k=3)
+    assert str(engine.query(QUERY)) == DEFAULT_ANSWER
+    assert fake_server.calls == 1
+
+
 def test_empty_nodes_give_empty_response(fake_server: FakeOpenAI) -> None:
     resp = SynthkitSynthesizer(llm=llm_for(fake_server)).synthesize(QUERY, [])
     assert str(resp) == "Empty Response"

@@ -75,6 +75,23 @@ def test_dict_requests_keep_the_synthesizers_settings_they_leave_out(
     assert results[1].citations is None
 
 
+def test_a_plan_request_is_planned_and_calls_no_model(fake_server: FakeOpenAI) -> None:
+    synth = synthkit_rs.Synthesizer(base_url=fake_server.base_url, context_window=4096,
+                                    num_output=64, evidence=False)
+    results = synth.synthesize_many([
+        {"id": "p", "query": "How often?", "nodes": NODES, "plan": True, "mode": "refine"},
+        {"id": "a", "query": "How often?", "nodes": NODES},
+    ])
+    plan, answered = results
+    assert isinstance(answered, synthkit_rs.Response)
+    assert isinstance(plan, dict), plan
+    # refine: a qa call on the first node, a refine call on the second.
+    assert plan["calls"] == 2, plan
+    assert [row["step"] for row in plan["rows"]] == ["qa", "refine"]
+    assert plan["prompt_tokens"] > 0 and plan["max_completion_tokens"] == 2 * 64
+    assert fake_server.calls == 1
+
+
 def test_a_model_failure_is_a_failed_request_with_the_llms_exception() -> None:
     class Broken(RuntimeError):
         pass

@@ -25,26 +25,17 @@ import pytest
 
 import synthkit_rs
 from fake_openai import FakeOpenAI, JsonHandler
-from sharing_support import charges, redis_server, steady_tokens_per_minute
+from sharing_support import charges, need_ray, redis_server, steady_tokens_per_minute
 
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "ray_batch.py"
 NODES = ["The primary mirror is cleaned every six months.", "The dome opens at dusk."]
 NUM_OUTPUT = 64
 
 
-def _need_ray() -> None:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("ray is not installed: scripts/python-tests.sh installs it in CI")
-        pytest.skip("ray is not installed (pip install 'ray[data]'; scripts/python-tests.sh does)")
-
-
 def test_ray_actors_answer_every_request_once_within_one_shared_budget(
     tmp_path: pathlib.Path,
 ) -> None:
-    _need_ray()
+    need_ray()
     tpm = 30_000
     steady_s = 25
     with redis_server() as redis_url, FakeOpenAI() as server:
@@ -99,7 +90,7 @@ def _recipe(inp: pathlib.Path, out: pathlib.Path, *extra: str) -> List[str]:
 
 
 def test_ids_error_lines_and_duplicates_as_synthkit_batch_has_them(tmp_path: pathlib.Path) -> None:
-    _need_ray()
+    need_ray()
     inp = _write(tmp_path / "in.jsonl", [
         {"query": "How often is the mirror cleaned?", "nodes": NODES},  # id 1
         {"id": "a", "query": "When does the dome open?", "nodes": NODES},
@@ -107,23 +98,27 @@ def test_ids_error_lines_and_duplicates_as_synthkit_batch_has_them(tmp_path: pat
         "not json",  # id 4: an error line
         {"query": "When does the dome open?", "nodes": NODES, "paths": ["docs"]},  # id 5
         {"query": "When?", "nodes": NODES},  # id 6
+        {"query": "When does the dome open?", "nodes": NODES, "plan": True},  # id 7
     ])
     out = tmp_path / "out.jsonl"
     proc = subprocess.run(_recipe(inp, out, "--actors", "1"), capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 1, proc.stderr[-4000:]
     by_id = {json.dumps(r["id"]): r for r in _results(out)}
-    assert sorted(by_id) == sorted(["1", '"a"', "4", "5", "6"])
+    assert sorted(by_id) == sorted(["1", '"a"', "4", "5", "6", "7"])
     assert "six months" in by_id["1"]["response"]["text"]
     assert by_id["4"]["error"]["kind"] == "invalid_request"
     assert by_id["4"]["error"]["message"].startswith("line 4: not JSON")
     assert by_id["5"]["error"]["kind"] == "invalid_request"
+    # A plan line is an error line, as in synthkit batch (which plans a file with --plan).
+    assert by_id["7"]["error"]["kind"] == "invalid_request"
+    assert by_id["7"]["error"]["message"].startswith("line 7: `plan` asks for a plan")
     assert all(len(r["request_sha256"]) == 64 for r in by_id.values())
     # Run again: every result is kept (the error lines are permanent ones).
     again = subprocess.run(_recipe(inp, out, "--actors", "1"), capture_output=True, text=True,
                            timeout=240)
     assert again.returncode == 1, again.stderr[-4000:]
-    assert "5 results kept" in again.stderr, again.stderr[-4000:]
+    assert "6 results kept" in again.stderr, again.stderr[-4000:]
     assert [json.dumps(r["id"]) for r in _results(out)] == list(by_id)
     # Two lines with one id: refused before any call, naming both lines (exit 2).
     dup = _write(tmp_path / "dup.jsonl", [
@@ -211,7 +206,7 @@ def _complete_lines(path: pathlib.Path) -> int:
 
 @pytest.mark.parametrize("backend", ["offline", "anthropic"])
 def test_a_killed_run_resumes_with_every_id_once(tmp_path: pathlib.Path, backend: str) -> None:
-    _need_ray()
+    need_ray()
     total = 3000 if backend == "offline" else 400
     # Half the lines without an id: named by their line number, as synthkit batch does.
     lines = [
@@ -268,7 +263,7 @@ def _results_whole(path: pathlib.Path) -> List[Dict[str, Any]]:
 
 
 def test_transient_failures_are_retried_in_the_run_and_on_resume(tmp_path: pathlib.Path) -> None:
-    _need_ray()
+    need_ray()
     import synthkit_rs as synthkit
 
     # How many sends one request makes through synthkit's own retries when every send

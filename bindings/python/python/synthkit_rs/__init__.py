@@ -16,6 +16,9 @@ With ``base_url="http://127.0.0.1:8080/v1"`` an OpenAI-compatible server answers
 ``llama_index.response_synthesizers.synthkit.SynthkitSynthesizer`` plugs it into LlamaIndex query engines.
 ``synthkit_rs.evaluate(cases, answers, synthesizers=...)`` scores answers without a judge, as
 ``synthkit eval`` does (``await synthkit_rs.aevaluate(...)`` from a coroutine).
+``synthkit_rs.ray.build_processor(config, preprocess=..., postprocess=...)`` runs it on Ray
+Data, in the shape of Ray's LLM processors (the ``[ray]`` extra; this module never imports
+Ray).
 """
 
 from __future__ import annotations

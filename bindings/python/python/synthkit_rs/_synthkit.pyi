@@ -140,7 +140,7 @@ class Pending:
 #: A request of ``synthesize_many``: ``(query, nodes)``, or a dict in the shape of the
 #: service's ``POST /v1/synthesize`` body (``query``, ``nodes``, ``mode``, ``templates``,
 #: ``citations``, ``citation_markers``, ``output_schema``, ``concurrency``,
-#: ``system_prompt``) with an optional ``id``.
+#: ``system_prompt``, ``plan``) with an optional ``id``.
 RequestLike = Union[Tuple[str, Iterable[NodeLike]], Mapping[str, Any]]
 
 class EvalResult:
@@ -304,10 +304,13 @@ class Synthesizer:
     def stream(self, query: str, nodes: Iterable[NodeLike]) -> ResponseStream: ...
     def synthesize_many(
         self, requests: Iterable[RequestLike], jobs: int = 4
-    ) -> list[Union[Response, FailedRequest]]: ...
+    ) -> list[Union[Response, FailedRequest, dict[str, Any]]]:
+        """A ``Response`` or ``FailedRequest`` per request, in input order; a dict request
+        with ``"plan": True`` gets its plan (``{"rows", "calls", "prompt_tokens",
+        "max_completion_tokens", "exact"}``), and no model is called for it."""
     def asynthesize_many(
         self, requests: Iterable[RequestLike], jobs: int = 4
-    ) -> Awaitable[list[Union[Response, FailedRequest]]]: ...
+    ) -> Awaitable[list[Union[Response, FailedRequest, dict[str, Any]]]]: ...
     @property
     def mode(self) -> str: ...
     @property

@@ -5,8 +5,8 @@ response synthesizer::
 
     from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer
 
-    synth = SynthkitSynthesizer(llm=llm, response_mode="compact")
-    engine = index.as_query_engine(llm=llm, response_synthesizer=synth)
+    synth = SynthkitSynthesizer(llm=llm, response_mode="compact")  # no llm: offline
+    engine = index.as_query_engine(llm=synth.llm, response_synthesizer=synth)
 
 Installed by the ``llama-index-response-synthesizers-synthkit`` distribution, beside the
 plain API ``synthkit_rs``. Requires ``llama-index-core`` (0.14): the ``[llama-index]`` extra.

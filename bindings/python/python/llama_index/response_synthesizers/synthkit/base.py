@@ -5,8 +5,8 @@ response synthesizer::
 
     from llama_index.response_synthesizers.synthkit import SynthkitSynthesizer
 
-    synth = SynthkitSynthesizer(llm=llm, response_mode="compact")
-    engine = index.as_query_engine(llm=llm, response_synthesizer=synth)
+    synth = SynthkitSynthesizer(llm=llm, response_mode="compact")  # no llm: offline
+    engine = index.as_query_engine(llm=synth.llm, response_synthesizer=synth)
     print(engine.query("How often is the mirror cleaned?"))
 
 Every model call goes through the ``llm`` itself (any LlamaIndex LLM: its ``achat`` /
@@ -51,7 +51,12 @@ from llama_index.core.instrumentation.events.synthesis import (
     SynthesizeStartEvent,
 )
 from llama_index.core.indices.prompt_helper import PromptHelper
-from llama_index.core.llms import LLM, MockLLM
+from llama_index.core.base.llms.types import (
+    CompletionResponse,
+    CompletionResponseGen,
+    LLMMetadata,
+)
+from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
@@ -63,7 +68,7 @@ import llama_index.core.instrumentation as instrument
 import synthkit_rs
 from llama_index.response_synthesizers.synthkit._events import LlmEvents
 
-__all__ = ["SynthkitSynthesizer"]
+__all__ = ["BackendLLM", "SynthkitSynthesizer"]
 
 dispatcher = instrument.get_dispatcher(__name__)
 
@@ -171,6 +176,37 @@ def _chat_template(name: str, t: Any) -> TemplateArg:
         "PromptTemplate or a ChatPromptTemplate (synthkit puts each node's image at its "
         "place in {context_str})"
     )
+
+
+class BackendLLM(CustomLLM):
+    """``SynthkitSynthesizer.llm`` when synthkit calls no LlamaIndex LLM (the offline
+    extractive backend, or ``base_url=``): given as ``as_query_engine(llm=...)``, it keeps
+    LlamaIndex from resolving its default ``Settings.llm`` (OpenAI, which wants a key).
+    It answers nothing itself: a call raises ``synthkit_rs.InputError`` saying so. Given
+    to a ``SynthkitSynthesizer`` (or set as ``Settings.llm``), it means no LLM."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SynthkitBackendLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="synthkit")
+
+    def _refuse(self) -> "synthkit_rs.InputError":
+        return synthkit_rs.InputError(
+            "SynthkitSynthesizer.llm stands in for synthkit's own backend and answers "
+            "nothing itself: only the SynthkitSynthesizer it came from answers; give the "
+            "component that called it a LlamaIndex LLM of its own"
+        )
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        raise self._refuse()
+
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        raise self._refuse()
 
 
 class SynthkitSynthesizer(BaseSynthesizer):
@@ -345,11 +381,13 @@ class SynthkitSynthesizer(BaseSynthesizer):
                 stacklevel=2,
             )
         # Never resolve Settings.llm here: it builds OpenAI() and wants a key even when
-        # synthkit answers on its own. An unset Settings.llm is replaced by a MockLLM
-        # that is never called.
+        # synthkit answers on its own. Without an LLM, the synthesizer's own is a stand-in
+        # that refuses every call (`llm`: what `as_query_engine(llm=...)` takes).
         base_llm = llm if llm is not None else Settings._llm
+        if isinstance(base_llm, BackendLLM):
+            base_llm = None
         super().__init__(
-            llm=base_llm if base_llm is not None else MockLLM(),
+            llm=base_llm if base_llm is not None else BackendLLM(),
             callback_manager=callback_manager,
             prompt_helper=prompt_helper,
             streaming=streaming,
@@ -454,6 +492,15 @@ class SynthkitSynthesizer(BaseSynthesizer):
             simple_template=_template_text(self._templates["simple_template"]),
             **self._options,
         )
+
+    @property
+    def llm(self) -> LLM:
+        """The LLM to give the query engine: ``index.as_query_engine(llm=synth.llm,
+        response_synthesizer=synth)``. It is the ``llm`` synthkit calls, or, when synthkit
+        calls no LlamaIndex LLM (the offline extractive backend, ``base_url=``), a
+        stand-in that answers nothing itself, so that LlamaIndex does not resolve its
+        default ``Settings.llm`` (OpenAI, which wants a key)."""
+        return self._llm
 
     @property
     def synthesizer(self) -> synthkit_rs.Synthesizer:
