@@ -45,12 +45,24 @@ fn synthesizer(model: Arc<ScriptedModel>, evidence: Evidence) -> Synthesizer {
         .unwrap()
 }
 
+/// A model that always replies `reply`.
+fn replying(reply: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::constant(ModelInfo::new("m"), reply))
+}
+
+/// A synthesizer whose model always replies `reply`, with evidence, that does `on` with an
+/// unsupported answer.
+fn checking(reply: &str, on: OnUnsupported) -> Synthesizer {
+    Synthesizer::builder(replying(reply))
+        .evidence(evidence())
+        .on_unsupported(on)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_prompt_holds_the_bearing_sentence_and_not_its_neighbours() {
-    let model = Arc::new(ScriptedModel::constant(
-        ModelInfo::new("m"),
-        "Every three months.",
-    ));
+    let model = replying("Every three months.");
     let synth = synthesizer(model.clone(), evidence());
     let nodes = sample_nodes();
     let all = nodes.len();
@@ -98,7 +110,7 @@ async fn the_prompt_holds_the_bearing_sentence_and_not_its_neighbours() {
 
 #[tokio::test]
 async fn nothing_bearing_on_the_question_is_answered_without_a_call() {
-    let model = Arc::new(ScriptedModel::constant(ModelInfo::new("m"), "Made up."));
+    let model = replying("Made up.");
     let synth = Synthesizer::builder(model.clone())
         .evidence(evidence())
         .not_in_sources_answer("Not in the documents.")
@@ -128,10 +140,7 @@ async fn nothing_bearing_on_the_question_is_answered_without_a_call() {
 #[tokio::test]
 async fn an_answer_stating_a_number_no_source_holds_is_unsupported() {
     let question = "How often is the mirror cleaned?";
-    let model = Arc::new(ScriptedModel::constant(
-        ModelInfo::new("m"),
-        "It is cleaned every 9 weeks by Dr. Helga Brandt.",
-    ));
+    let model = replying("It is cleaned every 9 weeks by Dr. Helga Brandt.");
     for evidence_on in [true, false] {
         let mut builder = Synthesizer::builder(model.clone());
         if evidence_on {
@@ -186,18 +195,13 @@ async fn an_answer_stating_a_number_no_source_holds_is_unsupported() {
         .unwrap_err();
     assert!(e.to_string().contains("\"9\""), "{e}");
     // A supported answer is left alone, and names the node holding its facts.
-    let model = Arc::new(ScriptedModel::constant(
-        ModelInfo::new("m"),
+    let r = checking(
         "Every three months, in March, June, September and December.",
-    ));
-    let r = Synthesizer::builder(model)
-        .evidence(evidence())
-        .on_unsupported(OnUnsupported::Error)
-        .build()
-        .unwrap()
-        .synthesize(question, sample_nodes())
-        .await
-        .unwrap();
+        OnUnsupported::Error,
+    )
+    .synthesize(question, sample_nodes())
+    .await
+    .unwrap();
     let g = r.grounding.unwrap();
     assert_eq!(g.status, GroundingStatus::Supported, "{g:?}");
     assert!(
@@ -208,15 +212,7 @@ async fn an_answer_stating_a_number_no_source_holds_is_unsupported() {
 
 #[tokio::test]
 async fn a_streamed_answer_is_checked_when_it_ends() {
-    let model = Arc::new(ScriptedModel::constant(
-        ModelInfo::new("m"),
-        "It is cleaned every 9 weeks.",
-    ));
-    let synth = Synthesizer::builder(model)
-        .evidence(evidence())
-        .on_unsupported(OnUnsupported::Abstain)
-        .build()
-        .unwrap();
+    let synth = checking("It is cleaned every 9 weeks.", OnUnsupported::Abstain);
     let stream = synth
         .stream("How often is the mirror cleaned?", sample_nodes())
         .await
@@ -302,10 +298,7 @@ async fn without_evidence_a_bare_marker_gets_no_quote() {
 
 /// A model that declines every question.
 fn declines() -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::constant(
-        ModelInfo::new("m"),
-        "Not in the sources.",
-    ))
+    replying("Not in the sources.")
 }
 
 #[tokio::test]
@@ -377,10 +370,7 @@ async fn a_declined_question_stays_declined_when_told_or_the_evidence_covers_too
 
 #[tokio::test]
 async fn a_name_whose_words_are_in_a_nodes_id_is_not_missing() {
-    let model = Arc::new(ScriptedModel::constant(
-        ModelInfo::new("m"),
-        "A reactor backed by the operating system's event queue.",
-    ));
+    let model = replying("A reactor backed by the operating system's event queue.");
     let synth = synthesizer(model.clone(), evidence());
     let nodes = vec![
         Node::new(
