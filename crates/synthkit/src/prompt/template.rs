@@ -245,6 +245,7 @@ impl RenderedPrompt {
     /// The images of the prompt as a short key (each image's message, place and
     /// fingerprint): with [`RenderedPrompt::without_images`], a cache key that never holds
     /// image data. Empty for a prompt without images.
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
     pub(crate) fn image_key(&self) -> String {
         let RenderedPrompt::Chat(messages) = self else {
             return String::new();

@@ -41,6 +41,7 @@ const NAMES: [&str; 3] = ["think", "thinking", "reasoning"];
 /// What a reply that thought and wrote no answer held, for its
 /// [`crate::model::ModelError::NoText`]: `cut` when the server stopped it at the output
 /// limit (the model was still thinking).
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) fn only_thought(cut: bool) -> &'static str {
     if cut {
         "reasoning (thinking): the reply was cut at the output limit while the model was still thinking, before any answer; raise the thinking reserve (SynthesizerBuilder::thinking_reserve, --thinking-reserve) or the output reserve (num_output)"
