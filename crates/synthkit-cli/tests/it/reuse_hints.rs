@@ -1,0 +1,65 @@
+//! Issue 45: `--reuse-hints` says what calls tell the server so that it reuses their
+//! shared prefix: by default llama.cpp's `id_slot` to a server that reports its slots
+//! (and no `prompt_cache_key` to one that is not OpenAI's), `all` adds
+//! `prompt_cache_key`, `none` sends neither.
+
+use synthkit_testkit::slots::{SlotCall, SlotConfig, SlotServer};
+
+use crate::common::{QUESTION, docs, stderr, synthkit};
+
+fn ask(hints: Option<&str>) -> Vec<SlotCall> {
+    let server = SlotServer::start(SlotConfig {
+        slots: Some(2),
+        ..SlotConfig::default()
+    });
+    let dir = docs();
+    let mut cmd = synthkit();
+    cmd.args(["ask", QUESTION, "--json", "-q"])
+        .args([
+            "--base-url",
+            server.base(),
+            "--model",
+            "m",
+            "--context-window",
+            "4096",
+        ])
+        .args(["--evidence", "off", "--on-unsupported", "warn"]);
+    if let Some(h) = hints {
+        cmd.args(["--reuse-hints", h]);
+    }
+    let out = cmd
+        .arg(dir.path())
+        .env("OPENAI_API_KEY", "")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    server.calls()
+}
+
+#[test]
+fn reuse_hints_choose_what_calls_carry() {
+    let calls = ask(None);
+    assert!(!calls.is_empty());
+    assert!(calls.iter().all(|c| c.id_slot.is_some()), "{calls:?}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.body.get("prompt_cache_key").is_none())
+    );
+
+    let calls = ask(Some("all"));
+    assert!(calls.iter().all(|c| c.id_slot.is_some()));
+    assert!(
+        calls.iter().all(|c| c.body["prompt_cache_key"].is_string()),
+        "{calls:?}"
+    );
+
+    let calls = ask(Some("none"));
+    assert!(!calls.is_empty());
+    assert!(calls.iter().all(|c| c.id_slot.is_none()), "{calls:?}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.body.get("prompt_cache_key").is_none())
+    );
+}
