@@ -117,6 +117,16 @@ fn request_with_prefix(system: &str) -> ModelRequest {
     synthkit::testing::qa_request(prompt, 0, 16, None).with_extension(prefix)
 }
 
+/// The body of one call with a prefix to a server with `slots`, its model configured by
+/// `config`.
+async fn one_body(slots: Option<usize>, config: impl Fn(OpenAiConfig) -> OpenAiConfig) -> Value {
+    let server = slot_server(slots, 0);
+    let model = openai(&server, config).await;
+    let request = request_with_prefix("Be brief.");
+    model.complete(&request).await.unwrap();
+    server.calls().remove(0).body
+}
+
 #[tokio::test]
 async fn the_calls_of_a_synthesis_share_their_prefix_and_their_slot() {
     let server = slot_server(Some(4), 0);
@@ -213,13 +223,8 @@ async fn no_id_slot_to_a_server_that_reports_no_slots() {
     assert_eq!(calls.len(), 3);
     assert!(calls.iter().all(|c| c.body.get("id_slot").is_none()));
     // Nor with slots, when the config turns it off.
-    let server = slot_server(Some(4), 0);
-    let model = openai(&server, |c| c.with_slot_affinity(false)).await;
-    model
-        .complete(&request_with_prefix("Be brief."))
-        .await
-        .unwrap();
-    assert!(server.calls()[0].body.get("id_slot").is_none());
+    let body = one_body(Some(4), |c| c.with_slot_affinity(false)).await;
+    assert!(body.get("id_slot").is_none());
 }
 
 #[tokio::test]
@@ -239,13 +244,8 @@ async fn prompt_cache_keys_follow_the_prefix() {
     assert_ne!(keys[0], keys[2], "another system prompt, another key");
     assert!(keys.iter().all(|k| k.len() == 32));
     // By default only OpenAI's own server gets one.
-    let server = slot_server(None, 0);
-    let model = openai(&server, |c| c).await;
-    model
-        .complete(&request_with_prefix("Be brief."))
-        .await
-        .unwrap();
-    assert!(server.calls()[0].body.get("prompt_cache_key").is_none());
+    let body = one_body(None, |c| c).await;
+    assert!(body.get("prompt_cache_key").is_none());
 }
 
 #[tokio::test]
