@@ -14,6 +14,8 @@
 //! - [`here::serve`]: an app served by the calling runtime, for tests that must share it.
 //! - [`scripted::ScriptedLlama`]: a llama.cpp-like model with its own tokenizer and chat
 //!   template (`/tokenize`, `/apply-template`, `/props`) whose replies vary in length.
+//! - [`slots::SlotServer`]: a llama.cpp-like server with slots (`/props` `total_slots`)
+//!   that records each call's `id_slot` and messages, and can refuse a field with a 400.
 //! - [`llamaindex`]: LlamaIndex's JSON shapes (a `TextNode`, an `ImageNode`), as fixtures.
 //! - [`png`]: small PNG images of any size, written here (no image files in the repository).
 //! - [`redis::RedisServer`]: a real `redis-server` on a free loopback port.
@@ -36,6 +38,7 @@ pub mod record;
 pub mod redis;
 pub mod scripted;
 pub mod server;
+pub mod slots;
 
 pub use openai::{FakeConfig, FakeOpenAi, Seen};
 pub use server::Server;

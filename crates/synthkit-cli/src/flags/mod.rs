@@ -25,7 +25,7 @@ pub use batch::{BatchArgs, PathsArgs};
 pub use cost::{CostArgs, PriceArgs};
 pub use eval::EvalArgs;
 pub use limits::LimitArgs;
-pub use model::{LlmKind, ModelArgs};
+pub use model::{LlmKind, ModelArgs, ReuseHints};
 pub use otel::OtelArgs;
 pub use report::ReportVerbArgs;
 #[cfg(feature = "serve")]

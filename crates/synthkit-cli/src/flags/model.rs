@@ -30,6 +30,19 @@ pub enum LlmKind {
     Anthropic,
 }
 
+/// What calls tell the server so that it reuses what it read of their shared prefix.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum ReuseHints {
+    /// llama.cpp's id_slot where the server reports its slots, prompt_cache_key to
+    /// OpenAI's own server, Anthropic's cache_control where the prefix is long enough.
+    #[default]
+    Auto,
+    /// As auto, and prompt_cache_key to every OpenAI-compatible server.
+    All,
+    /// None of them.
+    None,
+}
+
 /// The API a model server speaks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum Api {
@@ -141,6 +154,16 @@ pub struct ModelArgs {
     /// Say the model takes no images: image nodes are refused before any call.
     #[arg(hide_short_help = true, long, overrides_with = "vision")]
     pub no_vision: bool,
+    /// What calls tell the server so that it reuses the prompt prefix they share (the
+    /// system messages and template text). They never change the prompt, its count or a
+    /// budget; a server that refuses one gets the call again without it, once.
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "WHICH",
+        default_value = "auto"
+    )]
+    pub reuse_hints: ReuseHints,
 }
 
 impl ModelArgs {

@@ -9,13 +9,14 @@ use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
 use synthkit::layer::sharing::Sharing;
 use synthkit_frontend::{ModelSetup, StackOptions};
 
-use crate::flags::{LimitArgs, LlmKind, ModelArgs, SynthArgs, usage};
+use crate::flags::{LimitArgs, LlmKind, ModelArgs, ReuseHints, SynthArgs, usage};
 
 /// The model the flags ask for: the backend (`--llm`, `--api`, the server's flags) and how
 /// prompts are counted: `--tokenizer`, else the server where it can count (llama.cpp's
 /// `/tokenize`, vLLM's, `count_tokens`, quietly keeping ours where it cannot); with
 /// `--server-tokenizer` the config's own probe warns, with `--no-server-tokenizer` the
-/// server is not asked. `require_key`: refuse the API's own server without a key (a plan,
+/// server is not asked; `--reuse-hints`, which prompt-reuse hints calls carry.
+/// `require_key`: refuse the API's own server without a key (a plan,
 /// which makes no call, goes without).
 pub fn model_setup(flags: &ModelArgs, require_key: bool) -> Result<ModelSetup> {
     let setup = match flags.kind() {
@@ -23,9 +24,21 @@ pub fn model_setup(flags: &ModelArgs, require_key: bool) -> Result<ModelSetup> {
             .with_window(flags.context_window, flags.num_output)
             .with_name(flags.model.clone()),
         LlmKind::Openai | LlmKind::Anthropic => {
+            let hints = flags.reuse_hints;
             let settings: ServerSettings = match flags.kind() {
-                LlmKind::Anthropic => flags.anthropic_config()?.into(),
-                _ => flags.openai_config()?.into(),
+                LlmKind::Anthropic => flags
+                    .anthropic_config()?
+                    .with_cache_control(hints != ReuseHints::None)
+                    .into(),
+                _ => flags
+                    .openai_config()?
+                    .with_slot_affinity(hints != ReuseHints::None)
+                    .with_prompt_cache_key(match hints {
+                        ReuseHints::Auto => None,
+                        ReuseHints::All => Some(true),
+                        ReuseHints::None => Some(false),
+                    })
+                    .into(),
             };
             let counting = if flags.server_tokenizer || flags.no_server_tokenizer {
                 Counting::AsConfigured

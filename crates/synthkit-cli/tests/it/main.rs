@@ -53,6 +53,7 @@ mod prompt_cache;
 mod reading;
 mod report;
 mod resume;
+mod reuse_hints;
 mod secrets;
 mod serve;
 mod sharing;

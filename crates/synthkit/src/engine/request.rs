@@ -13,7 +13,8 @@ use crate::citation::{self, label_before, label_lines, numbers_in};
 use crate::error::SynthError;
 use crate::model::{ModelError, ModelRequest, StepInfo};
 use crate::prompt::{
-    BudgetError, PromptSource, PromptTemplate, RenderedPrompt, TemplateKind, defaults,
+    BudgetError, PromptPrefix, PromptSource, PromptTemplate, RenderedPrompt, TemplateKind, VARYING,
+    defaults,
 };
 use crate::text::{Chunk, ChunkCursor};
 
@@ -197,12 +198,39 @@ impl Job {
         if let Some(a) = template.partial_value("existing_answer") {
             variables.push(("existing_answer".to_string(), a.to_string()));
         }
-        ModelRequest::new(prompt)
+        let prefix = self.prefix(template, vars, schema.as_deref());
+        let request = ModelRequest::new(prompt)
             .with_schema(schema)
             .with_max_tokens(self.max_tokens())
             .with_prompt_tokens(prompt_tokens)
             .with_extension(step)
-            .with_extension(PromptSource::new(template.kind(), variables))
+            .with_extension(PromptSource::new(template.kind(), variables));
+        match prefix {
+            Some(prefix) => request.with_extension(prefix),
+            None => request,
+        }
+    }
+
+    /// The part of `template`'s prompts that every call of it repeats (the system
+    /// messages and the template text before the first value a synthesis fills), read
+    /// from the prompt rendered with each filled variable and each of `vars` set to a
+    /// marker ([`PromptPrefix`]). It only labels the request: the prompt sent and its
+    /// count are those rendered above.
+    fn prefix(
+        &self,
+        template: &PromptTemplate,
+        vars: &[(&str, &str)],
+        schema: Option<&Value>,
+    ) -> Option<PromptPrefix> {
+        let filled = template.kind().filled_variables().iter().copied();
+        let varying: Vec<(&str, &str)> = filled
+            .chain(vars.iter().map(|(name, _)| *name))
+            .map(|name| (name, VARYING))
+            .collect();
+        let shape = template.render(&self.vars(&varying));
+        let shape = self.finish_prompt(template.kind(), shape, schema);
+        let tokenizer = self.budget().tokenizer();
+        PromptPrefix::before_marker(&shape, VARYING, |text| tokenizer.count(text))
     }
 
     /// The next request from `cursor`: as much of its text as fits beside `template`

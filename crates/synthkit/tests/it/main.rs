@@ -50,6 +50,8 @@ mod openai_loopback;
 mod overflow;
 mod overflow_props;
 mod prompt_limit;
+#[cfg(all(feature = "openai", feature = "anthropic"))]
+mod prompt_reuse;
 #[cfg(feature = "openai")]
 mod reply_cap;
 mod scheduling;

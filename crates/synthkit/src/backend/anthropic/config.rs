@@ -25,12 +25,21 @@ pub type AnthropicConfig = HttpConfig<Anthropic>;
 pub struct AnthropicOptions {
     /// The `anthropic-version` header (default [`AnthropicConfig::API_VERSION`]).
     pub version: String,
+    /// Whether calls mark the end of the prompt's shared prefix with a `cache_control`
+    /// breakpoint (`{"type": "ephemeral"}`, default true), so that the server caches it
+    /// for the calls that repeat it. Sent only when the prefix's whole leading messages
+    /// reach the model's minimum for caching
+    /// ([`AnthropicConfig::min_cached_tokens`]), one breakpoint per call (the API
+    /// allows four). A server that refuses it gets the call again without it, and it
+    /// is not sent to that server again.
+    pub cache_control: bool,
 }
 
 impl Default for AnthropicOptions {
     fn default() -> Self {
         Self {
             version: AnthropicConfig::API_VERSION.to_string(),
+            cache_control: true,
         }
     }
 }
@@ -38,6 +47,22 @@ impl Default for AnthropicOptions {
 impl AnthropicConfig {
     /// The `anthropic-version` sent by default.
     pub const API_VERSION: &'static str = "2023-06-01";
+
+    /// The fewest prompt tokens Anthropic caches for the config's model: 2048 for Haiku
+    /// models, 1024 for the others. A shorter prefix is not marked.
+    pub fn min_cached_tokens(&self) -> usize {
+        if self.model.to_ascii_lowercase().contains("haiku") {
+            2048
+        } else {
+            1024
+        }
+    }
+
+    setters! {
+        /// Whether calls mark the shared prefix with `cache_control` (its
+        /// `cache_control` option).
+        pub fn with_cache_control(enabled: bool) => api.cache_control;
+    }
 
     /// The counting endpoint: `{root}/v1/messages/count_tokens`.
     pub fn count_tokens_url(&self) -> String {

@@ -56,6 +56,7 @@ use serde_json::Value;
 
 use crate::backend::http::clock::ServedModel;
 use crate::backend::http::errors::clip;
+use crate::backend::http::reuse::{HintSet, Hints};
 use crate::backend::http::server::parse_reply;
 use crate::backend::http::verdict::Held;
 use crate::backend::http::{HttpApi, HttpModel, key_headers};
@@ -123,6 +124,29 @@ impl HttpApi for Anthropic {
 
     fn body(config: &AnthropicConfig, request: &ModelRequest, stream: bool) -> Value {
         wire::request_body(request, config, stream)
+    }
+
+    /// A `cache_control` breakpoint at the end of the shared prefix, when the config
+    /// asks for it and the prefix is long enough to be cached.
+    fn write_hints(
+        config: &AnthropicConfig,
+        request: &ModelRequest,
+        body: &mut Value,
+        hints: &Hints<'_>,
+    ) -> HintSet {
+        let Some(prefix) = hints.prefix else {
+            return HintSet::NONE;
+        };
+        let min = config.min_cached_tokens();
+        let set_by_user = ["system", "messages"]
+            .iter()
+            .any(|f| config.extra_body.contains_key(*f));
+        let wanted = config.api.cache_control && hints.allows(HintSet::CACHE_CONTROL);
+        if wanted && !set_by_user && wire::mark_prefix(body, &request.prompt, prefix, min) {
+            HintSet::CACHE_CONTROL
+        } else {
+            HintSet::NONE
+        }
     }
 
     fn parse_reply(

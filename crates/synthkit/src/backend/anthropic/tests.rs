@@ -142,3 +142,60 @@ fn images_are_base64_image_blocks_at_their_places() {
     assert!(!key.contains("iVBORw0KGgo"), "{key}");
     assert!(key.contains("image/png"), "{key}");
 }
+
+#[test]
+fn breakpoints_go_on_the_last_whole_block_of_the_prefix() {
+    use crate::prompt::{ChatMessage, PromptPrefix, RenderedPrompt, Role};
+    let config = AnthropicConfig::new("claude-sonnet-4-5");
+    let chat = |messages: Vec<(Role, &str)>| {
+        RenderedPrompt::Chat(
+            messages
+                .into_iter()
+                .map(|(r, t)| ChatMessage::new(r, t))
+                .collect(),
+        )
+    };
+    let mark = |prompt: &RenderedPrompt, whole: usize, tokens: usize| {
+        let request = ModelRequest::new(prompt.clone());
+        let mut body = wire::request_body(&request, &config, false);
+        let prefix = PromptPrefix::leading(prompt, whole, 0, tokens).unwrap();
+        let marked = wire::mark_prefix(&mut body, prompt, &prefix, config.min_cached_tokens());
+        (marked, body)
+    };
+    // A system message and a fixed user turn held whole: the breakpoint is on the user
+    // turn (which caches the system too).
+    let p = chat(vec![
+        (Role::System, "Be brief."),
+        (Role::User, "Here are the rules."),
+        (Role::Assistant, "Understood."),
+        (Role::User, "The passages."),
+    ]);
+    let (marked, body) = mark(&p, 2, 1024);
+    assert!(marked);
+    assert_eq!(body["system"], "Be brief.");
+    assert_eq!(
+        body["messages"][0]["content"][0]["cache_control"]["type"],
+        "ephemeral"
+    );
+    assert_eq!(body.to_string().matches("cache_control").count(), 1);
+    // Under the minimum, nothing.
+    assert!(!mark(&p, 2, 1023).0);
+    // A system message after the prefix would change the `system` the API sends first.
+    let late = chat(vec![
+        (Role::System, "Be brief."),
+        (Role::User, "The passages."),
+        (Role::System, "Cite."),
+    ]);
+    assert!(!mark(&late, 1, 5000).0);
+    // A completion prompt has no whole message to mark.
+    let text = RenderedPrompt::Text("Context: x".into());
+    let request = ModelRequest::new(text.clone());
+    let mut body = wire::request_body(&request, &config, false);
+    let prefix = PromptPrefix::leading(&text, 0, 8, 0).unwrap();
+    assert!(!wire::mark_prefix(&mut body, &text, &prefix, 0));
+    // Haiku models cache from 2048 tokens.
+    assert_eq!(
+        AnthropicConfig::new("claude-haiku-4-5").min_cached_tokens(),
+        2048
+    );
+}

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::AnthropicConfig;
 use crate::backend::http::count::lenient_count;
 use crate::model::{FinishReason, ModelRequest, Usage};
-use crate::prompt::{ChatMessage, ContentPart, RenderedPrompt, Role};
+use crate::prompt::{ChatMessage, ContentPart, PromptPrefix, RenderedPrompt, Role};
 use crate::text::thinking::{MAX_THINKING_BYTES, push_capped};
 
 /// The `system` text and the `messages` of a prompt: a text prompt is one user message;
@@ -104,6 +104,62 @@ pub(crate) fn request_body(
         body.insert("stream".into(), Value::Bool(true));
     }
     crate::backend::http::body_with_extra(body, &config.extra_body)
+}
+
+/// Marks the end of `prefix` in `body` (the body of `prompt`) with a `cache_control`
+/// breakpoint when its whole leading messages hold at least `min_tokens`: on `system`
+/// when they are system messages only, else on the last of them among the `messages`.
+/// Returns whether it marked one. A prompt whose system messages are not all in the
+/// prefix is not marked (the API sends every system message first, so its start would
+/// not be the prefix); nor is a body whose `system` or message content is not as
+/// [`request_body`] wrote it.
+pub(crate) fn mark_prefix(
+    body: &mut Value,
+    prompt: &RenderedPrompt,
+    prefix: &PromptPrefix,
+    min_tokens: usize,
+) -> bool {
+    let RenderedPrompt::Chat(chat) = prompt else {
+        return false;
+    };
+    let lead = prefix.whole_messages.min(chat.len());
+    if lead == 0
+        || prefix.whole_message_tokens < min_tokens
+        || chat.iter().skip(lead).any(|m| m.role == Role::System)
+    {
+        return false;
+    }
+    let others = chat
+        .iter()
+        .take(lead)
+        .filter(|m| m.role != Role::System)
+        .count();
+    let Value::Object(fields) = body else {
+        return false;
+    };
+    let target = match others.checked_sub(1) {
+        None => fields.get_mut("system"),
+        Some(last) => fields
+            .get_mut("messages")
+            .and_then(|m| m.get_mut(last))
+            .and_then(|m| m.get_mut("content")),
+    };
+    let Some(target) = target else {
+        return false;
+    };
+    let mark = json!({"type": "ephemeral"});
+    if let Value::String(text) = target {
+        let text = std::mem::take(text);
+        *target = json!([{"type": "text", "text": text, "cache_control": mark}]);
+        return true;
+    }
+    match target.as_array_mut().and_then(|b| b.last_mut()) {
+        Some(Value::Object(block)) => {
+            block.insert("cache_control".into(), mark);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// A reply (`"type": "message"`), or the `message` of a stream's `message_start`.

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::HttpConfig;
 use super::clock::ServedModel;
+use super::reuse::{HintSet, Hints};
 use super::sse::EventParser;
 use crate::layer::stack::CacheIdentity;
 use crate::model::{Completion, ModelError, ModelRequest, PromptCounter};
@@ -90,6 +91,27 @@ pub trait HttpApi: Sized + Send + Sync + 'static {
     /// The JSON body of one model call, streamed or not (the config's extra body fields
     /// added last).
     fn body(config: &HttpConfig<Self>, request: &ModelRequest, stream: bool) -> Value;
+
+    /// Whether calls carry llama.cpp's `id_slot` when the server reported its slots
+    /// (its `/props` `total_slots`); false by default.
+    fn slot_affinity(config: &HttpConfig<Self>) -> bool {
+        let _ = config;
+        false
+    }
+
+    /// Writes into `body` (of `request`) the hints that help the server reuse what it read of the
+    /// prompt's shared prefix ([`Hints`]: the slot leased, the prefix, what the server
+    /// refused) and returns which it wrote; none by default. A field the extra body
+    /// fields set already is left as they set it.
+    fn write_hints(
+        config: &HttpConfig<Self>,
+        request: &ModelRequest,
+        body: &mut Value,
+        hints: &Hints<'_>,
+    ) -> HintSet {
+        let _ = (config, request, body, hints);
+        HintSet::NONE
+    }
 
     /// Parses a whole (non-streamed) reply: the completion and the model the server
     /// named. `key` is redacted from every error.

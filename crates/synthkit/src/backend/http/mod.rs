@@ -23,6 +23,7 @@ pub(crate) mod count_cache;
 pub(crate) mod discovery;
 pub(crate) mod errors;
 mod model;
+pub mod reuse;
 mod sampling;
 pub(crate) mod server;
 pub(crate) mod sse;

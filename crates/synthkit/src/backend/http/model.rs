@@ -15,11 +15,13 @@ use super::discovery::{
     first_model_id, models_context_window, props_context_window, props_window_error, slots_in,
     vision_in,
 };
+use super::reuse::{self, Reuse, SlotLease};
 use super::server::Server;
 use crate::model::{
     Completion, CompletionStream, LanguageModel, ModelError, ModelFuture, ModelInfo, ModelRequest,
     SharedCounter,
 };
+use crate::prompt::PromptPrefix;
 use crate::secret::redact_url;
 use crate::text::SharedTokenizer;
 
@@ -76,7 +78,7 @@ impl<A: HttpApi> HttpModel<A> {
         }
         // One `/props` answers both the window and the slots (llama.cpp).
         let props = model.get_json(&model.props_url()).await;
-        model.server.discovered_slots = props.as_ref().and_then(slots_in);
+        model.use_slots(props.as_ref());
         model.server.discovered_vision =
             vision_in(props.as_ref(), listing.as_ref(), &model.config.model);
         if model.config.context_window.is_none() {
@@ -149,12 +151,21 @@ impl<A: HttpApi> HttpModel<A> {
     /// [`ModelInfo::DEFAULT_CONTEXT_WINDOW`] in force. Never fails.
     pub async fn discover(&mut self) -> Option<usize> {
         let props = self.get_json(&self.props_url()).await;
-        self.server.discovered_slots = props.as_ref().and_then(slots_in);
+        self.use_slots(props.as_ref());
         let found = self.context_window_from(props.as_ref(), None).await;
         if found.is_some() {
             self.server.discovered_context_window = found;
         }
         found
+    }
+
+    /// Takes the slots from a `/props` answer, and tracks them for `id_slot` when the
+    /// API sends it ([`HttpApi::slot_affinity`]).
+    fn use_slots(&mut self, props: Option<&Value>) {
+        let slots = props.and_then(slots_in);
+        self.server.discovered_slots = slots;
+        let tracked = slots.filter(|_| A::slot_affinity(&self.config));
+        self.server.reuse.set_slots(tracked);
     }
 
     fn props_url(&self) -> String {
@@ -216,22 +227,51 @@ impl<A: HttpApi> HttpModel<A> {
 
     /// Sends one request (its body made for `stream` or not), once, on a clock started
     /// now: the seam where a retry layer would sit. Returns the response when its status
-    /// is a success, else the mapped error.
+    /// is a success, else the mapped error, and the server slot the call holds (when the
+    /// backend tracks slots), to keep until the reply is read. The body carries the
+    /// prompt-reuse hints the API writes ([`HttpApi::write_hints`]); a server that
+    /// refuses them gets the request once more without those it refused
+    /// ([`super::reuse`]).
     async fn send(
         &self,
         request: &ModelRequest,
         stream: bool,
-    ) -> Result<(reqwest::Response, CallClock), ModelError> {
+    ) -> Result<(reqwest::Response, CallClock, Option<SlotLease>), ModelError> {
         let url = A::endpoint(&self.config);
-        let to = (url.as_str(), A::headers(&self.config)?);
-        let body = A::body(&self.config, request, stream);
-        self.server
-            .send(&self.config.transport, to, &body, stream)
-            .await
+        let headers = A::headers(&self.config)?;
+        let reuse = &self.server.reuse;
+        let prefix = PromptPrefix::of(request);
+        let lease = reuse.lease(prefix);
+        let mut body = A::body(&self.config, request, stream);
+        let hints = reuse.hints(prefix, lease.as_ref());
+        let sent = A::write_hints(&self.config, request, &mut body, &hints);
+        let transport = &self.config.transport;
+        let to = (url.as_str(), headers.clone());
+        let (said, status) = match self.server.send(transport, to, &body, stream).await {
+            Ok((response, clock)) => {
+                if !sent.is_empty() {
+                    reuse.answered();
+                }
+                return Ok((response, clock, lease));
+            }
+            Err(ModelError::BadRequest { status, body }) => (body, status),
+            Err(e) => return Err(e),
+        };
+        let Some(dropped) = reuse.to_drop(sent, &said) else {
+            return Err(ModelError::BadRequest { status, body: said });
+        };
+        let mut body = A::body(&self.config, request, stream);
+        let hints = reuse.hints_without(prefix, lease.as_ref(), dropped);
+        A::write_hints(&self.config, request, &mut body, &hints);
+        let again = (self.server)
+            .send(transport, (url.as_str(), headers), &body, stream)
+            .await;
+        reuse.after_resend(dropped, Reuse::names_any(sent, &said), again.is_ok());
+        again.map(|(response, clock)| (response, clock, lease))
     }
 
     async fn complete_with(&self, request: &ModelRequest) -> Result<Completion, ModelError> {
-        let (response, clock) = self.send(request, false).await?;
+        let (response, clock, _slot) = self.send(request, false).await?;
         let completion = self
             .server
             .read_completion(&self.config.transport, response, &clock, A::parse_reply)
@@ -323,11 +363,17 @@ impl<A: HttpApi> LanguageModel for HttpModel<A> {
     /// JSON is handled too (within the request timeout).
     fn stream<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a, CompletionStream> {
         Box::pin(async move {
-            let reply = self.send(request, true).await?;
+            let (response, clock, slot) = self.send(request, true).await?;
             let transport = &self.config.transport;
-            (self.server)
-                .read_stream(transport, reply, A::parse_reply, A::stream_parser)
-                .await
+            let stream = (self.server)
+                .read_stream(
+                    transport,
+                    (response, clock),
+                    A::parse_reply,
+                    A::stream_parser,
+                )
+                .await?;
+            Ok(reuse::hold(stream, slot))
         })
     }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::clock::{CallClock, ServedModel};
 use super::errors::{clip, from_error_object};
+use super::reuse::Reuse;
 use super::sse::{EventParser, sse_stream};
 use super::{Link, Transport, is_json};
 use crate::model::{Completion, CompletionStream, ModelError, one_delta_stream};
@@ -37,6 +38,8 @@ pub(crate) struct Server {
     pub tokenizer: Option<SharedTokenizer>,
     /// The model the server named in its latest reply.
     pub served: ServedModel,
+    /// The slots' table and the prompt-reuse hints the server refused.
+    pub reuse: Reuse,
 }
 
 impl Server {
@@ -49,6 +52,7 @@ impl Server {
             discovered_vision: None,
             tokenizer: None,
             served: ServedModel::default(),
+            reuse: Reuse::default(),
         })
     }
 

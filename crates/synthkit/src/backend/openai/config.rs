@@ -27,6 +27,18 @@ pub struct OpenAiOptions {
     pub json_schema: bool,
     /// Whether to ask for usage in streams (`stream_options.include_usage`, default true).
     pub stream_usage: bool,
+    /// Whether calls carry llama.cpp's `id_slot` when the server reported its slots
+    /// (`/props` `total_slots`; default true): calls whose prompts share a prefix go to
+    /// the slot that last held it, calls at once spread over the others. Never sent to
+    /// a server that reported no slots.
+    pub slot_affinity: bool,
+    /// Whether calls carry `prompt_cache_key` (the prompt's shared prefix's key, 32 hex
+    /// digits), which OpenAI uses to send requests sharing a prefix to the same cache:
+    /// `Some(true)` always, `Some(false)` never, `None` (the default) only to OpenAI's
+    /// own server ([`OpenAiConfig::is_api_server`]). Other servers ignore or refuse the
+    /// field; a refusal is answered by sending again without it, and it is not sent to
+    /// that server again.
+    pub prompt_cache_key: Option<bool>,
 }
 
 impl Default for OpenAiOptions {
@@ -35,6 +47,8 @@ impl Default for OpenAiOptions {
             is_chat: true,
             json_schema: true,
             stream_usage: true,
+            slot_affinity: true,
+            prompt_cache_key: None,
         }
     }
 }
@@ -54,5 +68,11 @@ impl OpenAiConfig {
 
         /// Whether to ask for usage in streams.
         pub fn with_stream_usage(include: bool) => api.stream_usage;
+
+        /// Whether calls carry llama.cpp's `id_slot` (its `slot_affinity` option).
+        pub fn with_slot_affinity(enabled: bool) => api.slot_affinity;
+
+        /// Whether calls carry `prompt_cache_key` (`None`: only to OpenAI's server).
+        pub fn with_prompt_cache_key(enabled: Option<bool>) => api.prompt_cache_key;
     }
 }

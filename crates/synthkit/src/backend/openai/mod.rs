@@ -52,6 +52,7 @@ use serde_json::Value;
 
 use crate::backend::http::clock::ServedModel;
 use crate::backend::http::errors::clip;
+use crate::backend::http::reuse::{HintSet, Hints, put};
 use crate::backend::http::server::parse_reply;
 use crate::backend::http::verdict::Held;
 use crate::backend::http::{HttpApi, HttpModel, key_headers};
@@ -137,6 +138,41 @@ impl HttpApi for OpenAi {
                 extra: &config.extra_body,
             },
         )
+    }
+
+    fn slot_affinity(config: &OpenAiConfig) -> bool {
+        config.api.slot_affinity
+    }
+
+    /// `id_slot` (the slot leased for the call) and, where the config asks for it,
+    /// `prompt_cache_key` (the shared prefix's key).
+    fn write_hints(
+        config: &OpenAiConfig,
+        _request: &ModelRequest,
+        body: &mut Value,
+        hints: &Hints<'_>,
+    ) -> HintSet {
+        let mut sent = HintSet::NONE;
+        if let Some(slot) = hints.slot.filter(|_| hints.allows(HintSet::ID_SLOT)) {
+            sent = sent.with(put(body, "id_slot", Value::from(slot), HintSet::ID_SLOT));
+        }
+        let wanted = config
+            .api
+            .prompt_cache_key
+            .unwrap_or(config.is_api_server());
+        if let Some(prefix) = hints.prefix
+            && wanted
+            && hints.allows(HintSet::PROMPT_CACHE_KEY)
+        {
+            let key = Value::from(prefix.key.hex());
+            sent = sent.with(put(
+                body,
+                "prompt_cache_key",
+                key,
+                HintSet::PROMPT_CACHE_KEY,
+            ));
+        }
+        sent
     }
 
     fn parse_reply(
