@@ -24,6 +24,21 @@ async fn post(service: &Service, body: &Value) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
+/// A question over [`nodes`] that asks for its report.
+fn report_body() -> Value {
+    json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "report": true})
+}
+
+/// A synthesis with `"report": true` on `service` (with [`KEY`]): its report's address.
+async fn reported(service: &Service) -> String {
+    let (status, r) = post(service, &report_body()).await;
+    assert_eq!(status, 200, "{r}");
+    r["report_url"].as_str().unwrap().to_string()
+}
+
+/// The address of a report no synthesis made.
+const UNKNOWN_REPORT: &str = "/v1/report/0123456789abcdef0123456789abcdef";
+
 async fn get(service: &Service, path: &str, key: Option<&str>) -> (u16, String, String) {
     let mut request = reqwest::Client::new().get(format!("{}{path}", service.url));
     if let Some(k) = key {
@@ -73,12 +88,7 @@ async fn steps_and_reports_on_request() {
 
     let (status, _, body) = get(&service, url, None).await;
     assert_eq!(status, 401, "the report sits behind the key: {body}");
-    let (status, _, body) = get(
-        &service,
-        "/v1/report/0123456789abcdef0123456789abcdef",
-        Some(KEY),
-    )
-    .await;
+    let (status, _, body) = get(&service, UNKNOWN_REPORT, Some(KEY)).await;
     assert_eq!(status, 404);
     assert_error_body(
         &serde_json::from_str(&body).unwrap(),
@@ -143,19 +153,10 @@ async fn a_failed_synthesis_keeps_its_report() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn report_requests_are_counted_under_their_route() {
     let service = Service::extractive_with_keys(KEY).await;
-    let body =
-        json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "report": true});
-    let (status, r) = post(&service, &body).await;
-    assert_eq!(status, 200, "{r}");
-    let url = r["report_url"].as_str().unwrap();
+    let url = &reported(&service).await;
     let (status, _, _) = get(&service, url, Some(KEY)).await;
     assert_eq!(status, 200);
-    let (status, _, _) = get(
-        &service,
-        "/v1/report/0123456789abcdef0123456789abcdef",
-        Some(KEY),
-    )
-    .await;
+    let (status, _, _) = get(&service, UNKNOWN_REPORT, Some(KEY)).await;
     assert_eq!(status, 404);
     let m = service.state.metrics();
     assert_eq!(m.requests("/v1/report/{id}", 200), 1, "{}", m.render());
@@ -184,21 +185,12 @@ async fn report_requests_are_counted_under_their_route() {
 async fn a_report_is_read_only_with_the_key_that_made_it() {
     let other = "another-key";
     let service = Service::extractive_with_keys(&format!("{KEY}\n{other}\n")).await;
-    let body =
-        json!({"query": "How often is the mirror cleaned?", "nodes": nodes(), "report": true});
-    let (status, r) = post(&service, &body).await;
-    assert_eq!(status, 200, "{r}");
-    let url = r["report_url"].as_str().unwrap();
+    let url = &reported(&service).await;
     let (status, _, _) = get(&service, url, Some(KEY)).await;
     assert_eq!(status, 200, "the key that made it reads it");
     let (status, _, theirs) = get(&service, url, Some(other)).await;
     assert_eq!(status, 404, "another key: {theirs}");
-    let (_, _, unknown) = get(
-        &service,
-        "/v1/report/0123456789abcdef0123456789abcdef",
-        Some(other),
-    )
-    .await;
+    let (_, _, unknown) = get(&service, UNKNOWN_REPORT, Some(other)).await;
     assert_eq!(theirs, unknown, "the same answer as an unknown id");
     assert_error_body(
         &serde_json::from_str(&theirs).unwrap(),
@@ -209,7 +201,7 @@ async fn a_report_is_read_only_with_the_key_that_made_it() {
     let open = Service::extractive(ServiceLimits::default()).await;
     let r = reqwest::Client::new()
         .post(open.synthesize_url())
-        .json(&body)
+        .json(&report_body())
         .send()
         .await
         .unwrap();
