@@ -11,7 +11,7 @@ use synthkit::prompt::TemplateKind;
 use synthkit::testing::{ScriptedModel, WordTokenizer};
 use synthkit::{Node, ResponseMode, SynthError, Synthesizer, SynthesizerBuilder};
 
-use crate::common::fixtures::scripted;
+use crate::common::fixtures::{scripted, stream_whole};
 
 /// Nodes `n1`, `n2`, ... (citation labels count from 1).
 fn nodes(texts: &[String]) -> Vec<Node> {
@@ -200,13 +200,7 @@ async fn map_reduce_makes_no_reduce_call_when_every_record_has_nothing() {
         "{:?}",
         kinds(&model)
     );
-    let streamed = s
-        .stream("When?", nodes(&texts))
-        .await
-        .unwrap()
-        .finish()
-        .await
-        .unwrap();
+    let streamed = stream_whole(&s, "When?", nodes(&texts)).await;
     assert_eq!(streamed.text, r.text);
 }
 
@@ -266,13 +260,7 @@ async fn map_reduce_collapses_records_that_do_not_fit_one_reduce_prompt() {
     );
     // Streaming gives the same answer with the same calls.
     let before = model.requests().len();
-    let streamed = s
-        .stream("What?", nodes(&texts))
-        .await
-        .unwrap()
-        .finish()
-        .await
-        .unwrap();
+    let streamed = stream_whole(&s, "What?", nodes(&texts)).await;
     assert_eq!(streamed.text, r.text);
     assert_eq!(model.requests().len() - before, before);
 }
@@ -368,13 +356,7 @@ async fn map_reduce_carries_citations_to_the_final_answer() {
         "{citations:?}"
     );
     // Streamed, the same answer and citations.
-    let streamed = s
-        .stream("What?", nodes(&texts))
-        .await
-        .unwrap()
-        .finish()
-        .await
-        .unwrap();
+    let streamed = stream_whole(&s, "What?", nodes(&texts)).await;
     assert_eq!(streamed.text, r.text);
     assert_eq!(streamed.citations, r.citations);
 }

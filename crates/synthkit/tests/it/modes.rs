@@ -10,7 +10,7 @@ use synthkit::prompt::{BudgetError, PromptBudget, TemplateKind};
 use synthkit::testing::ScriptedModel;
 use synthkit::{ResponseMode, SynthError, Synthesizer};
 
-use crate::common::fixtures::nodes;
+use crate::common::fixtures::{nodes, stream_whole};
 use crate::modes_common::{answer, assert_kinds, echo_kind, info, synth, synth_with};
 
 #[tokio::test]
@@ -19,7 +19,7 @@ async fn zero_nodes_cost_no_call_except_generation() {
         let model = ScriptedModel::new(info(), echo_kind);
         let s = synth(&model, mode);
         let r = s.synthesize("q", vec![]).await.unwrap();
-        let streamed = s.stream("q", vec![]).await.unwrap().finish().await.unwrap();
+        let streamed = stream_whole(&s, "q", vec![]).await;
         assert_eq!(r.text, streamed.text, "{mode}");
         if mode == ResponseMode::Generation {
             assert_eq!(r.usage.calls, 1);

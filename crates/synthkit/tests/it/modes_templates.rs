@@ -49,11 +49,12 @@ async fn a_template_missing_a_variable_is_named() {
     assert!(err.to_string().contains("{existing_answer}"), "{err}");
 }
 
-#[tokio::test]
-async fn extra_variables_reach_every_call() {
+/// A synthesizer in `mode` whose QA template has a `{tone}` variable, "dry" by default,
+/// over a model that echoes each prompt's kind.
+fn toned(mode: ResponseMode) -> (ScriptedModel, Synthesizer) {
     let model = ScriptedModel::new(info(), echo_kind);
     let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::Accumulate)
+        .mode(mode)
         .qa_template(PromptTemplate::completion(
             TemplateKind::Qa,
             "Tone: {tone}\n{context_str}\n{query_str}",
@@ -61,6 +62,12 @@ async fn extra_variables_reach_every_call() {
         .variable("tone", "dry")
         .build()
         .unwrap();
+    (model, s)
+}
+
+#[tokio::test]
+async fn extra_variables_reach_every_call() {
+    let (model, s) = toned(ResponseMode::Accumulate);
     s.synthesize("q", nodes(&["a", "b"])).await.unwrap();
     for r in model.requests() {
         assert!(r.prompt.to_text().starts_with("Tone: dry\n"));
@@ -118,16 +125,7 @@ async fn a_template_with_unknown_variables_is_refused_up_front() {
 /// A synthesis's own variables override the synthesizer's defaults.
 #[tokio::test]
 async fn a_synthesis_variable_overrides_the_default() {
-    let model = ScriptedModel::new(info(), echo_kind);
-    let s = Synthesizer::builder(Arc::new(model.clone()))
-        .mode(ResponseMode::SimpleSummarize)
-        .qa_template(PromptTemplate::completion(
-            TemplateKind::Qa,
-            "Tone: {tone}\n{context_str}\n{query_str}",
-        ))
-        .variable("tone", "dry")
-        .build()
-        .unwrap();
+    let (model, s) = toned(ResponseMode::SimpleSummarize);
     let mut input = synthkit::SynthesisInput::new("q", nodes(&["a"]));
     input.variables.push(("tone".into(), "warm".into()));
     s.synthesize_input(input).await.unwrap();

@@ -11,7 +11,7 @@ use synthkit::steps::MAX_STEP_REPLY_BYTES;
 use synthkit::testing::ScriptedModel;
 use synthkit::{Response, ResponseMode, Synthesizer};
 
-use crate::common::fixtures::{PACKING_MODES, many_nodes, nodes, scripted};
+use crate::common::fixtures::{PACKING_MODES, many_nodes, nodes, scripted, stream_whole};
 
 async fn run(mode: ResponseMode, model: ScriptedModel, citations: bool) -> Response {
     Synthesizer::builder(Arc::new(model))
@@ -105,13 +105,7 @@ async fn steps_only_on_request_and_in_streams_too() {
         .return_steps(true)
         .build()
         .unwrap();
-    let streamed = with
-        .stream("q", many_nodes())
-        .await
-        .unwrap()
-        .finish()
-        .await
-        .unwrap();
+    let streamed = stream_whole(&with, "q", many_nodes()).await;
     let steps = streamed.steps.unwrap();
     assert_eq!(steps.len() as u64, streamed.usage.calls);
     assert_eq!(steps.last().unwrap().node_ids, vec!["n11".to_string()]);

@@ -4,7 +4,7 @@
 //! and streamed runs.
 
 use crate::common::fixtures::Events;
-use crate::common::fixtures::nodes;
+use crate::common::fixtures::{nodes, stream_whole};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -83,13 +83,7 @@ async fn whole_replies_are_not_reported() {
         .await
         .unwrap();
     assert_eq!(r.usage.truncated_calls, 0);
-    let streamed = s
-        .stream("q", nodes(&["The sky is blue."]))
-        .await
-        .unwrap()
-        .finish()
-        .await
-        .unwrap();
+    let streamed = stream_whole(&s, "q", nodes(&["The sky is blue."])).await;
     assert_eq!(streamed.usage.truncated_calls, 0);
     assert!(events.truncated().is_empty());
 }

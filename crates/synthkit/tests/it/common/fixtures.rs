@@ -7,6 +7,21 @@ use synthkit::model::{CompletionStream, LanguageModel, ModelError, ModelInfo, St
 use synthkit::observe::CallReport;
 use synthkit::{Node, Observer, ResponseMode, SynthEvent, Synthesizer};
 
+/// `synth`'s streamed answer to `query` over `nodes`, read to its end.
+pub async fn stream_whole(
+    synth: &Synthesizer,
+    query: &str,
+    nodes: Vec<Node>,
+) -> synthkit::Response {
+    synth
+        .stream(query, nodes)
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap()
+}
+
 /// The description of a scripted test model with this window and output.
 pub fn scripted(window: usize, output: usize) -> ModelInfo {
     ModelInfo::new("scripted")
