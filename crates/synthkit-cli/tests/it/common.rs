@@ -74,6 +74,19 @@ pub fn ask_on(path: &Path, question: &str, flags: &[&str]) -> Output {
     on(path, &[&["ask", question], flags].concat())
 }
 
+/// The flags for model `m` at the OpenAI-compatible server at `base`, with a known window
+/// (no discovery).
+pub fn server_flags(base: &str) -> Vec<&str> {
+    vec![
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--context-window",
+        "4096",
+    ]
+}
+
 /// `synthkit ask QUESTION` over `dir` against the OpenAI-compatible server at `base`, with
 /// a 4,096-token window, no key and `extra`.
 pub fn ask_at(base: &str, dir: &Path, extra: &[&str]) -> Output {

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use synthkit_testkit::Server;
 use synthkit_testkit::openai::{chat_reply, error_reply};
 
-use crate::common::{QUESTION, assert_has, assert_usage_error, docs, json_of, stderr, synthkit};
+use crate::common::{
+    QUESTION, assert_has, assert_usage_error, docs, json_of, server_flags, stderr, synthkit,
+};
 
 /// A server that answers every chat call with 100 prompt tokens, 60 of them cached, and 4
 /// completion tokens; counts the calls.
@@ -33,20 +35,9 @@ fn server() -> (Server, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
 }
 
 /// The flags both verbs run with: the server, a 4,096-token window, evidence off.
-fn model_flags(server: &Server) -> [&str; 10] {
-    let base = server.base.as_str();
-    [
-        "--base-url",
-        base,
-        "--model",
-        "m",
-        "--context-window",
-        "4096",
-        "--evidence",
-        "off",
-        "--on-unsupported",
-        "warn",
-    ]
+fn model_flags(server: &Server) -> Vec<&str> {
+    let checks = ["--evidence", "off", "--on-unsupported", "warn"];
+    [server_flags(&server.base), checks.to_vec()].concat()
 }
 
 fn ask(server: &Server, extra: &[&str]) -> std::process::Output {

@@ -9,7 +9,7 @@ use synthkit_testkit::Server;
 use synthkit_testkit::openai::{chat_reply, error_reply};
 use synthkit_testkit::record::numbered;
 
-use crate::common::{QUESTION, docs, json_of, stderr, synthkit, write};
+use crate::common::{QUESTION, docs, json_of, server_flags, stderr, synthkit, write};
 
 /// `synthkit ask -q --mode refine EXTRA --report PAGE --trace TRACE` over two of the sample
 /// documents in `docs`.
@@ -101,7 +101,7 @@ fn a_failed_run_reports_its_calls_so_far() {
     let page = dir.path().join("failed.html");
     let trace = dir.path().join("failed.jsonl");
     let mut flags = vec!["--yes", "--retries", "1"];
-    flags.extend(model_flags(&server));
+    flags.extend(server_flags(&server.base));
     let out = ask_refine_with_report(dir.path(), &flags, &page, &trace);
     assert!(!out.status.success(), "the run fails: {}", stderr(&out));
     assert!(stderr(&out).contains("400"), "{}", stderr(&out));
@@ -243,7 +243,7 @@ fn batch_reports_a_failed_line() {
     let line = r#"{"id": "q1", "query": "When does the dome open?", "nodes": ["The dome opens at dusk.", "Parking is behind the cafe."], "mode": "refine"}"#;
     let input = write(dir.path(), "in.jsonl", line);
     let reports = dir.path().join("reports");
-    let flags = [model_flags(&server), vec!["--evidence", "off"]].concat();
+    let flags = [server_flags(&server.base), vec!["--evidence", "off"]].concat();
     let out = batch_with_reports(dir.path(), &input, &reports, &flags);
     let result = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     assert!(
@@ -265,19 +265,6 @@ fn answers_once_then_refuses() -> Server {
         }
         error_reply(400, None, "this request is refused")
     }))
-}
-
-/// The flags for model `m` at `server`, with a known window (no discovery).
-fn model_flags(server: &Server) -> Vec<&str> {
-    let base = server.base.as_str();
-    vec![
-        "--base-url",
-        base,
-        "--model",
-        "m",
-        "--context-window",
-        "4096",
-    ]
 }
 
 /// The page of a run refused after its first call: the failure, its reason, that call.
