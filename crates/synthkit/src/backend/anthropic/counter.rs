@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;
-use serde_json::Value;
 
 use super::{AnthropicConfig, api_headers, wire};
+use crate::backend::http::count::input_tokens_reply;
 use crate::backend::http::count_cache::CountCache;
 use crate::backend::http::{Link, Transport};
 use crate::model::{ModelError, ModelFuture, PromptCounter};
@@ -44,16 +44,7 @@ impl Inner {
                 &self.transport.clock(),
             )
             .await?;
-        let reply: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ModelError::Malformed(format!("count_tokens answered unparsable JSON: {e}"))
-        })?;
-        reply
-            .get("input_tokens")
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| {
-                ModelError::Malformed("count_tokens answered without `input_tokens`".into())
-            })
+        input_tokens_reply(&bytes, "count_tokens")
     }
 }
 

@@ -30,6 +30,23 @@ pub(crate) fn count_of(value: &Value) -> Option<u64> {
     None
 }
 
+/// The `input_tokens` of a counting endpoint's reply (`{"input_tokens": n}`: Anthropic's
+/// `count_tokens`, llama.cpp's `/v1/chat/completions/input_tokens`); `endpoint` names it
+/// in the error when the reply is not JSON or has no such count.
+pub(crate) fn input_tokens_reply(
+    bytes: &[u8],
+    endpoint: &str,
+) -> Result<usize, crate::model::ModelError> {
+    use crate::model::ModelError;
+    let reply: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ModelError::Malformed(format!("{endpoint} answered unparsable JSON: {e}")))?;
+    reply
+        .get("input_tokens")
+        .and_then(Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| ModelError::Malformed(format!("{endpoint} answered without `input_tokens`")))
+}
+
 /// An integral float within range (`12.0`): a count written as a float.
 // The bounds are checked first, so the cast is exact.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]

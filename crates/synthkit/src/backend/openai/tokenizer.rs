@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::OpenAiConfig;
+use crate::backend::http::count::input_tokens_reply;
 use crate::backend::http::count_cache::CountCache;
 use crate::backend::http::{Link, Transport, key_headers};
 use crate::model::{ModelError, ModelFuture, PromptCounter};
@@ -183,20 +184,7 @@ impl Endpoint {
                 &json!({"model": self.model, "messages": wire_messages(messages)}),
             )
             .await?;
-        let reply: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ModelError::Malformed(format!(
-                "/v1/chat/completions/input_tokens answered unparsable JSON: {e}"
-            ))
-        })?;
-        reply
-            .get("input_tokens")
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| {
-                ModelError::Malformed(
-                    "/v1/chat/completions/input_tokens answered without `input_tokens`".into(),
-                )
-            })
+        input_tokens_reply(&bytes, "/v1/chat/completions/input_tokens")
     }
 
     async fn detokenize(&self, tokens: &[u32]) -> Result<String, ModelError> {
