@@ -11,6 +11,8 @@
 //! * [`FixedModel`]: an instant model that always gives the same answer (benchmarks).
 //! * [`qa_request`]: a request as synthesis sends it, for testing models and layers
 //!   directly.
+//! * [`doubling_schema`]: a small JSON schema whose checking doubles at every reference
+//!   (the hostile schema that the schema's cost bound must refuse).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -372,4 +374,20 @@ impl crate::text::Tokenizer for LumpyTokenizer {
     fn decode(&self, _tokens: &[u32]) -> Option<String> {
         None
     }
+}
+
+/// A JSON schema of `depth + 1` definitions, `l0 .. l{depth}`: each `l{i}` is
+/// `anyOf[$ref l{i+1}, $ref l{i+1}]` and the last an integer, so checking a value that is
+/// not an integer tries 2^depth paths, from a schema of a few hundred bytes.
+pub fn doubling_schema(depth: usize) -> serde_json::Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..depth {
+        let next = format!("#/$defs/l{}", i + 1);
+        defs.insert(
+            format!("l{i}"),
+            serde_json::json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+        );
+    }
+    defs.insert(format!("l{depth}"), serde_json::json!({"type": "integer"}));
+    serde_json::json!({"$defs": defs, "$ref": "#/$defs/l0"})
 }

@@ -4,32 +4,18 @@
 //! checked.
 
 use serde_json::{Value, json};
+use synthkit::testing::doubling_schema;
 use synthkit_serve::ServiceLimits;
 use synthkit_testkit::{FakeConfig, FakeOpenAi};
 
 use crate::common::{Service, assert_error_body, nodes};
-
-/// `$defs` `l0 .. l{depth}`: `l{i}` is `anyOf[$ref l{i+1}, $ref l{i+1}]`, the last an
-/// integer: checking a value that is not an integer tries 2^depth paths.
-fn doubling_defs(depth: usize) -> serde_json::Map<String, Value> {
-    let mut defs = serde_json::Map::new();
-    for i in 0..depth {
-        let next = format!("#/$defs/l{}", i + 1);
-        defs.insert(
-            format!("l{i}"),
-            json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
-        );
-    }
-    defs.insert(format!("l{depth}"), json!({"type": "integer"}));
-    defs
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schema_that_doubles_at_each_reference_is_refused_with_400_at_once() {
     // The reply is not an integer: checking it would try 2^22 paths (35 s of CPU).
     let fake = FakeOpenAi::start(FakeConfig::replying("\"text\""));
     let service = Service::openai(&fake, ServiceLimits::default()).await;
-    let schema = json!({"$defs": doubling_defs(22), "$ref": "#/$defs/l0"});
+    let schema = doubling_schema(22);
     assert!(schema.to_string().len() < 2_000);
     let (status, e) = service
         .post(&json!({"query": "q?", "nodes": nodes(), "output_schema": schema}))

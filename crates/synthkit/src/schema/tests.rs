@@ -4,23 +4,11 @@
 use super::*;
 use serde_json::json;
 
-/// `l0 -> anyOf[$ref l1, $ref l1] -> ... -> l{depth} -> integer`: 2^depth checks.
-fn doubling(depth: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..depth {
-        let next = format!("#/$defs/l{}", i + 1);
-        defs.insert(
-            format!("l{i}"),
-            json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
-        );
-    }
-    defs.insert(format!("l{depth}"), json!({"type": "integer"}));
-    json!({"$defs": defs, "$ref": "#/$defs/l0"})
-}
+use crate::testing::doubling_schema;
 
 #[test]
 fn a_schema_that_doubles_at_each_reference_is_refused_by_its_cost() {
-    let e = CompiledSchema::new(doubling(22)).unwrap_err();
+    let e = CompiledSchema::new(doubling_schema(22)).unwrap_err();
     assert_eq!(
         e,
         SchemaError::TooCostly {
@@ -29,7 +17,7 @@ fn a_schema_that_doubles_at_each_reference_is_refused_by_its_cost() {
     );
     assert!(e.to_string().contains("10000"), "{e}");
     // Escaped pointers and anchors are followed too.
-    let mut escaped = doubling(30);
+    let mut escaped = doubling_schema(30);
     escaped["$ref"] = json!("#/%24defs/l0");
     assert!(matches!(
         CompiledSchema::new(escaped),
@@ -52,7 +40,7 @@ fn a_schema_that_doubles_at_each_reference_is_refused_by_its_cost() {
         Err(SchemaError::TooCostly { .. })
     ));
     // A chain within the limit compiles, and checks.
-    let ok = CompiledSchema::new(doubling(10)).unwrap();
+    let ok = CompiledSchema::new(doubling_schema(10)).unwrap();
     assert!(ok.check(&json!(3)).is_ok());
 }
 
