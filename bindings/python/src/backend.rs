@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use synthkit::backend::anthropic::{Anthropic, AnthropicConfig};
+use synthkit::backend::http::reuse::ReuseHints;
 use synthkit::backend::connect::{ConnectError, Counting};
 use synthkit::backend::http::{HttpApi, HttpConfig, Sampling, Transport};
 use synthkit::backend::openai::{OpenAi, OpenAiConfig};
@@ -72,6 +73,8 @@ pub(crate) struct BackendOptions {
     pub timeout: Option<f64>,
     /// Chat API (`/chat/completions`) or completion API (`/completions`).
     pub chat: bool,
+    /// Which prompt-reuse hints calls carry (`reuse_hints=`).
+    pub reuse_hints: ReuseHints,
 }
 
 /// The model and what the synthesizer reports about it.
@@ -171,7 +174,11 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
         // the server has one, its model from `/v1/models` when not given, exact prompt
         // counts from `/v1/messages/count_tokens` where the server counts.
         (Api::Anthropic, _) => {
-            ModelSetup::anthropic(configured::<Anthropic>(&opts)?.with_server_tokenizer(true))
+            ModelSetup::anthropic(
+                configured::<Anthropic>(&opts)?
+                    .with_server_tokenizer(true)
+                    .with_reuse_hints(opts.reuse_hints),
+            )
                 .with_counting(Counting::AsConfigured)
         }
         (Api::OpenAi, None) => ModelSetup::extractive()
@@ -180,7 +187,11 @@ pub(crate) async fn connect(opts: BackendOptions, sharing: &Sharing) -> PyResult
         // Budgets match the model best when the server counts: its /tokenize where it has
         // one (llama.cpp, vLLM); servers without one keep the built-in tokenizer.
         (Api::OpenAi, Some(_)) => {
-            ModelSetup::openai(configured::<OpenAi>(&opts)?.with_chat(opts.chat))
+            ModelSetup::openai(
+                configured::<OpenAi>(&opts)?
+                    .with_chat(opts.chat)
+                    .with_reuse_hints(opts.reuse_hints),
+            )
         }
     };
     Backend::build(setup, opts.concurrency, sharing, None)

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use synthkit::backend::http::reuse::ReuseHints;
 use synthkit::layer::sharing::Sharing;
 use synthkit::model::LanguageModel;
 use synthkit::prompt::PromptBudget;
@@ -64,6 +65,12 @@ pub(crate) fn mode_names() -> Vec<&'static str> {
 /// model declines though a sentence covers most of it is answered with the sources' own
 /// sentences unless `on_declined="keep"` (`response.evidence["extracted"]` says so). The
 /// extractive backend ranks sentences itself: there evidence defaults to off and `"warn"`.
+///
+/// `reuse_hints=` says what calls tell a server so that it reuses what it already read
+/// of their shared prefix: `"auto"` (llama.cpp's `id_slot` where the server reports its
+/// slots, `prompt_cache_key` to OpenAI's own server, Anthropic's `cache_control` where
+/// the prefix is long enough), `"all"` (and `prompt_cache_key` to every server) or
+/// `"none"`. Hints never change a prompt, its count or a budget.
 #[pyclass(module = "synthkit_rs._synthkit", frozen)]
 pub struct Synthesizer {
     inner: PerCaller,
@@ -173,6 +180,9 @@ impl Synthesizer {
         // escalation: True (the first 5 nodes) or a number of nodes read first; then
         // map_reduce over every node when that answer abstains or is found in no source
         escalate = None,
+        // what calls tell a server so that it reuses the prompt prefix they share:
+        // "auto", "all" or "none"
+        reuse_hints = "auto",
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -218,7 +228,9 @@ impl Synthesizer {
         on_unsupported: Option<&str>,
         on_declined: Option<&str>,
         escalate: Option<&Bound<'_, PyAny>>,
+        reuse_hints: &str,
     ) -> PyResult<Self> {
+        let reuse_hints: ReuseHints = reuse_hints.parse().map_err(InputError::new_err)?;
         let escalation = escalation(escalate)?;
         let extract_when_declined = match on_declined {
             None | Some("extract") => None,
@@ -274,6 +286,7 @@ impl Synthesizer {
                     ("api_key_env", api_key_env.is_some()),
                     ("temperature", temperature.is_some()),
                     ("timeout", timeout.is_some()),
+                    ("reuse_hints", reuse_hints != ReuseHints::Auto),
                 ];
                 if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
                     return Err(InputError::new_err(format!(
@@ -322,6 +335,7 @@ impl Synthesizer {
                     temperature,
                     timeout,
                     chat,
+                    reuse_hints,
                 };
                 backend::check(&opts)?;
                 {

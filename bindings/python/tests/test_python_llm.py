@@ -286,6 +286,10 @@ def test_options_that_do_not_apply_are_errors(fake_server: FakeOpenAI) -> None:
         SynthkitSynthesizer(llm=MockLLM(), temperature=0.2)
     with pytest.raises(synthkit_rs.InputError, match="direct=True needs an OpenAI-compatible llm"):
         SynthkitSynthesizer(llm=MockLLM(), direct=True)
+    with pytest.raises(synthkit_rs.InputError, match="reuse_hints does not apply with llm="):
+        synthkit_rs.Synthesizer(llm=lambda m: "x", reuse_hints="none")
+    with pytest.raises(synthkit_rs.InputError, match="reuse_hints='none' applies to the direct HTTP path"):
+        SynthkitSynthesizer(llm=MockLLM(), reuse_hints="none")
 
 
 def test_extractive_only_without_llm_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

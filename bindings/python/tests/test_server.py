@@ -215,3 +215,18 @@ def test_gil_released_while_waiting() -> None:
         assert r.response == DEFAULT_ANSWER
         assert ran_during_the_call.is_set()
         assert server.answered == 1
+
+def test_reuse_hints_choose_what_calls_carry(fake_server: FakeOpenAI) -> None:
+    # The loopback server is not OpenAI's: by default no prompt_cache_key, with "all"
+    # every call carries one, with "none" none does.
+    carried = {}
+    for hints in ("auto", "all", "none"):
+        fake_server.reset()
+        synth = synthkit_rs.Synthesizer(
+            base_url=fake_server.base_url, context_window=4096, reuse_hints=hints
+        )
+        synth.synthesize(QUERY, NODES)
+        carried[hints] = ["prompt_cache_key" in r.body for r in fake_server.requests]
+    assert carried == {"auto": [False], "all": [True], "none": [False]}
+    with pytest.raises(synthkit_rs.InputError, match="auto, all or none"):
+        synthkit_rs.Synthesizer(base_url=fake_server.base_url, reuse_hints="off")

@@ -298,6 +298,10 @@ class Synthesizer:
         # map_reduce over every node when that answer abstains or is found in no source
         # (not with stream())
         escalate: Union[bool, int, None] = None,
+        # what calls tell a server so that it reuses the prompt prefix they share:
+        # "auto" (id_slot, prompt_cache_key to OpenAI's server, cache_control), "all"
+        # (prompt_cache_key to every server too) or "none"
+        reuse_hints: str = "auto",
     ) -> None: ...
     def synthesize(self, query: str, nodes: Iterable[NodeLike]) -> Response: ...
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...

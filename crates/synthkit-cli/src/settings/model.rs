@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 use synthkit::backend::connect::{ConnectError, Counting, ServerSettings};
+use synthkit::backend::http::reuse::ReuseHints as Hints;
 use synthkit::layer::sharing::Sharing;
 use synthkit_frontend::{ModelSetup, StackOptions};
 
@@ -24,21 +25,14 @@ pub fn model_setup(flags: &ModelArgs, require_key: bool) -> Result<ModelSetup> {
             .with_window(flags.context_window, flags.num_output)
             .with_name(flags.model.clone()),
         LlmKind::Openai | LlmKind::Anthropic => {
-            let hints = flags.reuse_hints;
+            let hints = match flags.reuse_hints {
+                ReuseHints::Auto => Hints::Auto,
+                ReuseHints::All => Hints::All,
+                ReuseHints::None => Hints::None,
+            };
             let settings: ServerSettings = match flags.kind() {
-                LlmKind::Anthropic => flags
-                    .anthropic_config()?
-                    .with_cache_control(hints != ReuseHints::None)
-                    .into(),
-                _ => flags
-                    .openai_config()?
-                    .with_slot_affinity(hints != ReuseHints::None)
-                    .with_prompt_cache_key(match hints {
-                        ReuseHints::Auto => None,
-                        ReuseHints::All => Some(true),
-                        ReuseHints::None => Some(false),
-                    })
-                    .into(),
+                LlmKind::Anthropic => flags.anthropic_config()?.with_reuse_hints(hints).into(),
+                _ => flags.openai_config()?.with_reuse_hints(hints).into(),
             };
             let counting = if flags.server_tokenizer || flags.no_server_tokenizer {
                 Counting::AsConfigured

@@ -64,6 +64,11 @@ impl AnthropicConfig {
         pub fn with_cache_control(enabled: bool) => api.cache_control;
     }
 
+    /// The reuse hints `hints` chooses: `cache_control` breakpoints unless `None`.
+    pub fn with_reuse_hints(self, hints: crate::backend::http::reuse::ReuseHints) -> Self {
+        self.with_cache_control(hints.slots_and_breakpoints())
+    }
+
     /// The counting endpoint: `{root}/v1/messages/count_tokens`.
     pub fn count_tokens_url(&self) -> String {
         self.root_join("/v1/messages/count_tokens")

@@ -28,6 +28,65 @@ use crate::prompt::{PrefixKey, PromptPrefix};
 /// server picks).
 pub const MAX_TRACKED_SLOTS: usize = 64;
 
+/// Which reuse hints a model's calls carry, as a user chooses them (`--reuse-hints`, the
+/// Python package's `reuse_hints=`); each API's config applies it
+/// (`OpenAiConfig::with_reuse_hints`, `AnthropicConfig::with_reuse_hints`).
+///
+/// ```
+/// use synthkit::backend::http::reuse::ReuseHints;
+///
+/// assert_eq!("none".parse::<ReuseHints>(), Ok(ReuseHints::None));
+/// assert!("off".parse::<ReuseHints>().unwrap_err().contains("auto, all or none"));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReuseHints {
+    /// llama.cpp's `id_slot` where the server reports its slots, `prompt_cache_key` to
+    /// OpenAI's own server only, Anthropic's `cache_control` where the prefix is long
+    /// enough to be cached.
+    #[default]
+    Auto,
+    /// As `Auto`, and `prompt_cache_key` to every OpenAI-compatible server.
+    All,
+    /// None of them.
+    None,
+}
+
+impl std::str::FromStr for ReuseHints {
+    type Err = String;
+
+    /// `auto`, `all` or `none`; anything else is an error that names them.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "all" => Ok(Self::All),
+            "none" => Ok(Self::None),
+            other => Err(format!(
+                "reuse hints must be auto, all or none, got `{}`",
+                crate::model::excerpt(other, 40)
+            )),
+        }
+    }
+}
+
+impl ReuseHints {
+    /// Whether calls carry the hints a server takes without being asked (`id_slot`,
+    /// `cache_control`): all but `None`.
+    pub fn slots_and_breakpoints(self) -> bool {
+        self != Self::None
+    }
+
+    /// Whether calls carry `prompt_cache_key`: `None` leaves it to the server's address
+    /// (only OpenAI's own), `Some(true)` to every server, `Some(false)` to none.
+    pub fn prompt_cache_key(self) -> Option<bool> {
+        match self {
+            Self::Auto => None,
+            Self::All => Some(true),
+            Self::None => Some(false),
+        }
+    }
+}
+
 /// A set of hints (which fields a request carried, or which the server refused).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HintSet(u8);

@@ -75,4 +75,11 @@ impl OpenAiConfig {
         /// Whether calls carry `prompt_cache_key` (`None`: only to OpenAI's server).
         pub fn with_prompt_cache_key(enabled: Option<bool>) => api.prompt_cache_key;
     }
+
+    /// The reuse hints `hints` chooses: `id_slot` unless `None`, `prompt_cache_key` as
+    /// [`ReuseHints::prompt_cache_key`](crate::backend::http::reuse::ReuseHints::prompt_cache_key) says.
+    pub fn with_reuse_hints(self, hints: crate::backend::http::reuse::ReuseHints) -> Self {
+        self.with_slot_affinity(hints.slots_and_breakpoints())
+            .with_prompt_cache_key(hints.prompt_cache_key())
+    }
 }

@@ -291,6 +291,9 @@ class SynthkitSynthesizer(BaseSynthesizer):
         on_declined: a query the model declines though a sentence covers most of it is
             answered with the sources' own sentences (``"extract"``, the default) or keeps
             the model's "not in the sources" (``"keep"``).
+        reuse_hints: on the direct HTTP path, what calls tell the server so that it
+            reuses the prompt prefix they share: ``"auto"`` (the default), ``"all"`` or
+            ``"none"`` (as ``synthkit_rs.Synthesizer``'s).
     """
 
     def __init__(
@@ -337,6 +340,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
         evidence: Optional[bool] = None,
         on_unsupported: Optional[str] = None,
         on_declined: Optional[str] = None,
+        reuse_hints: str = "auto",
     ) -> None:
         _refuse_unsupported(
             program_factory=program_factory,
@@ -416,11 +420,13 @@ class SynthkitSynthesizer(BaseSynthesizer):
         }
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if not self._direct:
-            if api != "openai":
-                raise synthkit_rs.InputError(
-                    f"api={api!r} applies to the direct HTTP path (base_url=): without it "
-                    "synthkit calls the llm"
-                )
+            direct_only = (("api", api, "openai"), ("reuse_hints", reuse_hints, "auto"))
+            for name, value, default in direct_only:
+                if value != default:
+                    raise synthkit_rs.InputError(
+                        f"{name}={value!r} applies to the direct HTTP path (base_url=): "
+                        "without it synthkit calls the llm"
+                    )
             if base_llm is not None:
                 for name in ("model", "temperature"):
                     if overrides[name] is not None:
@@ -461,6 +467,7 @@ class SynthkitSynthesizer(BaseSynthesizer):
             self._options.update(api_key_env=api_key_env, timeout=timeout)
         if self._direct:
             self._options["api"] = api
+            self._options["reuse_hints"] = reuse_hints
             # No LlamaIndex LLM makes these calls: synthkit reports each one as an LLM
             # span with its start/end events (filled in once the model is known).
             self._options["on_call"] = LlmEvents({}, owner=self)
