@@ -51,6 +51,7 @@ impl ReadinessState {
         };
         // No pooled connection: each check opens its own, so a backend that went away is
         // seen at the next check rather than through a kept-alive connection.
+        synthkit::tls::install_default_provider();
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .build()

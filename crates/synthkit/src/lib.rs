@@ -220,6 +220,8 @@ pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "otel"))]
+pub mod tls;
 
 pub use citation::{Citation, CitationStyle, Citations, Quote, QuoteOrigin, QuoteStatus};
 pub use error::SynthError;

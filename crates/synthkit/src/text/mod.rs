@@ -1,6 +1,7 @@
 //! Text handling: tokenizers and the token text splitter.
 
 pub mod abstention;
+mod bpe;
 pub mod normalized;
 pub mod plain;
 pub mod printable;

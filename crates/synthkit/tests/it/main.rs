@@ -18,6 +18,7 @@ mod common;
 mod abstention;
 #[cfg(feature = "anthropic")]
 mod anthropic;
+mod bpe_equivalence;
 mod cache;
 mod cache_race;
 mod citation_quotes;

@@ -66,6 +66,7 @@ pub fn context_error_in(message: &str) -> Option<crate::model::ModelError> {
 
 /// An HTTP client with synthkit's user agent and `connect_timeout`.
 pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client, ModelError> {
+    crate::tls::install_default_provider();
     reqwest::Client::builder()
         .user_agent(concat!("synthkit/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(connect_timeout)

@@ -105,6 +105,7 @@ impl fmt::Debug for ExportClient {
 
 impl ExportClient {
     pub(super) fn new(timeout: Duration) -> Result<Self, String> {
+        crate::tls::install_default_provider();
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(1)))
