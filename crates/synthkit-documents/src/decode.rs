@@ -53,6 +53,13 @@ pub fn decode(bytes: &[u8], html: bool) -> Option<Decoded> {
     Some(decoded)
 }
 
+/// The `encoding_rs` name of an encoding's label (`UTF-8`, `windows-1252`): how an
+/// encoding saved by its name is restored (see [`ReadNote`](crate::ReadNote)'s and
+/// [`ReadFile`](crate::ReadFile)'s serde forms). `None`: no encoding has that label.
+pub fn encoding_named(label: &str) -> Option<&'static str> {
+    Encoding::for_label(label.as_bytes()).map(Encoding::name)
+}
+
 /// Decodes `bytes` as [`decode`] does, without telling binary from text: for bytes that
 /// must be taken as text whatever they hold (a file given to count its tokens).
 pub fn decode_always(bytes: &[u8]) -> Decoded {

@@ -19,7 +19,9 @@ pub mod read;
 pub mod report;
 pub mod walk;
 
-pub use read::{ProgressFn, ReadError, ReadFile, ReadOptions, ReadProgress, Reader, read_paths};
+pub use read::{
+    ProgressFn, ReadCache, ReadError, ReadFile, ReadOptions, ReadProgress, Reader, read_paths,
+};
 pub use report::{Asset, LeftOut, LeftOutReason, ReadNote, ReadReport, SkipReason, Skipped};
 pub use walk::WalkOptions;
 
@@ -27,7 +29,7 @@ use std::path::PathBuf;
 
 /// A document read from a file (or standard input): where it came from, its text, and
 /// the markup that text is in.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Document {
     /// The path as given or found (`<stdin>` for standard input).
@@ -51,7 +53,7 @@ impl Document {
 }
 
 /// The markup of a document's text, which decides how it is chunked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Format {
     /// Plain text (also PDF text).

@@ -181,6 +181,18 @@ pub struct ReadProgress<'a> {
 /// A callback for [`Reader::on_progress`].
 pub type ProgressFn = Arc<dyn Fn(ReadProgress<'_>) + Send + Sync>;
 
+/// Files read before, kept by a front end (an on-disk index): consulted before a file
+/// found in a folder is opened, told of each file read. What a file read as is only
+/// reused while its size and modification time are those it had ([`fs::Metadata`] of
+/// the file as it really is, links followed); a store is free to forget anything.
+pub trait ReadCache: Send + Sync {
+    /// What the file found at `path`, now with `meta`, read as before, if it is known and
+    /// unchanged.
+    fn get(&self, path: &Path, meta: &fs::Metadata) -> Option<ReadFile>;
+    /// Remembers what the file at `path`, with `meta`, read as.
+    fn put(&self, path: &Path, meta: &fs::Metadata, read: &ReadFile);
+}
+
 /// Reads files and folders, remembering what it has read so that a file reached twice
 /// is read once.
 #[derive(Clone, Default)]
@@ -191,6 +203,7 @@ pub struct Reader {
     /// Documents read from files found in folders (only they may be copies).
     in_folders: HashSet<PathBuf>,
     progress: Option<ProgressFn>,
+    cache: Option<Arc<dyn ReadCache>>,
     files: usize,
     bytes: u64,
 }
@@ -206,7 +219,8 @@ impl fmt::Debug for Reader {
 }
 
 /// A file that was read: the document and, when its decoding was not clean, a note.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(into = "SavedRead")]
 #[non_exhaustive]
 pub struct ReadFile {
     /// The document.
@@ -218,6 +232,47 @@ pub struct ReadFile {
     pub encoding: &'static str,
     /// What its content says it is when it is not prose (an SVG image, a redirect page).
     pub asset: Option<Asset>,
+}
+
+/// A [`ReadFile`] as saved: its encoding by name.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedRead {
+    document: Document,
+    note: Option<String>,
+    encoding: String,
+    asset: Option<Asset>,
+}
+
+impl From<ReadFile> for SavedRead {
+    fn from(r: ReadFile) -> Self {
+        Self {
+            document: r.document,
+            note: r.note,
+            encoding: r.encoding.to_owned(),
+            asset: r.asset,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ReadFile {
+    fn deserialize<D: serde::Deserializer<'de>>(input: D) -> Result<Self, D::Error> {
+        <SavedRead as serde::Deserialize>::deserialize(input)?
+            .try_into()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl TryFrom<SavedRead> for ReadFile {
+    type Error = String;
+    fn try_from(r: SavedRead) -> Result<Self, String> {
+        Ok(Self {
+            encoding: crate::decode::encoding_named(&r.encoding)
+                .ok_or_else(|| format!("unknown encoding `{}`", r.encoding))?,
+            document: r.document,
+            note: r.note,
+            asset: r.asset,
+        })
+    }
 }
 
 impl Reader {
@@ -234,6 +289,31 @@ impl Reader {
     pub fn on_progress(mut self, progress: ProgressFn) -> Self {
         self.progress = Some(progress);
         self
+    }
+
+    /// Consults `cache` before reading a file found in a folder, and tells it what each
+    /// such file read as ([`ReadCache`]).
+    pub fn with_cache(mut self, cache: Arc<dyn ReadCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// Reads the file found in a folder at `file` (really at `open`) as
+    /// [`read_file_at`](Self::read_file_at) does, or takes what the cache kept of it.
+    fn read_found(&self, open: &Path, file: &Path) -> Result<ReadFile, SkipReason> {
+        let cache = self.cache.as_ref();
+        let meta = cache.and_then(|_| fs::metadata(open).ok());
+        if let (Some(cache), Some(meta)) = (cache, &meta)
+            && let Some(kept) = cache.get(file, meta)
+            && kept.document.path == file
+        {
+            return Ok(kept);
+        }
+        let read = self.read_file_at(open, file);
+        if let (Some(cache), Some(meta), Ok(read)) = (cache, &meta, &read) {
+            cache.put(file, meta, read);
+        }
+        read
     }
 
     fn report_progress(&mut self, path: &Path, bytes: usize) {
@@ -358,9 +438,9 @@ impl Reader {
                     }
                     self.seen.insert(key.clone(), file.clone());
                     let read = if self.options.walk.confinement().is_some() {
-                        self.read_file_at(&key, &file)
+                        self.read_found(&key, &file)
                     } else {
-                        self.read_file(&file)
+                        self.read_found(&file, &file)
                     };
                     let bytes = read.as_ref().map_or(0, |r| r.document.text.len());
                     self.report_progress(&file, bytes);

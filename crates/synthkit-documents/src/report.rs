@@ -4,10 +4,12 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
+
 use super::Document;
 
 /// Why a file was not read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SkipReason {
     /// Not text: a NUL byte, or too many control characters, near its start.
@@ -64,7 +66,7 @@ pub enum SkipReason {
 }
 
 /// Kinds of text files that are not prose (see [`SkipReason::Asset`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Asset {
     /// CSS (`.css`, `.scss`, `.sass`, `.less`).
@@ -195,7 +197,7 @@ pub(crate) fn human(bytes: u64) -> String {
 }
 
 /// A file visited and not read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped {
     /// The path, as found.
     pub path: PathBuf,
@@ -210,7 +212,7 @@ impl fmt::Display for Skipped {
 }
 
 /// Why the walk did not visit a file or folder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum LeftOutReason {
     /// Its name starts with `.` (read with the walk's `hidden` option).
@@ -221,7 +223,7 @@ pub enum LeftOutReason {
 }
 
 /// A file or folder the walk did not visit (a folder is counted once, not its files).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeftOut {
     /// The path.
     pub path: PathBuf,
@@ -233,7 +235,8 @@ pub struct LeftOut {
 
 /// Something worth saying about a document that was read: its text may not be exactly
 /// what the file meant (invalid UTF-8 replaced, or decoded as windows-1252).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "SavedNote")]
 pub struct ReadNote {
     /// The file.
     pub path: PathBuf,
@@ -244,6 +247,44 @@ pub struct ReadNote {
     /// `<meta charset>` named) for legacy text, `UTF-8` or `UTF-16..` when bad bytes were
     /// replaced with U+FFFD.
     pub encoding: &'static str,
+}
+
+/// A [`ReadNote`] as saved: its encoding by name.
+#[derive(Serialize, Deserialize)]
+struct SavedNote {
+    path: PathBuf,
+    message: String,
+    encoding: String,
+}
+
+impl From<ReadNote> for SavedNote {
+    fn from(n: ReadNote) -> Self {
+        Self {
+            path: n.path,
+            message: n.message,
+            encoding: n.encoding.to_owned(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ReadNote {
+    fn deserialize<D: serde::Deserializer<'de>>(input: D) -> Result<Self, D::Error> {
+        SavedNote::deserialize(input)?
+            .try_into()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl TryFrom<SavedNote> for ReadNote {
+    type Error = String;
+    fn try_from(n: SavedNote) -> Result<Self, String> {
+        Ok(Self {
+            encoding: crate::decode::encoding_named(&n.encoding)
+                .ok_or_else(|| format!("unknown encoding `{}`", n.encoding))?,
+            path: n.path,
+            message: n.message,
+        })
+    }
 }
 
 impl fmt::Display for ReadNote {
