@@ -234,6 +234,8 @@ struct Runner {
     reports: Option<BatchReports>,
     splitter: Arc<TokenTextSplitter>,
     root: Arc<PathsRoot>,
+    /// Where the folder indexes of `paths` are kept (`--index-dir`); `None`: none.
+    index_dir: Option<Arc<std::path::Path>>,
 }
 
 impl Runner {
@@ -247,8 +249,10 @@ impl Runner {
         };
         let (root, splitter) = (Arc::clone(&self.root), Arc::clone(&self.splitter));
         let (query, top_k, flag) = (case.query.clone(), case.top_k, self.top_k);
+        let index_dir = self.index_dir.clone();
         tokio::task::spawn_blocking(move || {
-            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter)
+            let index_dir = index_dir.as_deref();
+            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter, index_dir)
         })
         .await
         .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))
@@ -583,6 +587,7 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
             reports,
             splitter,
             root: Arc::clone(&root),
+            index_dir: args.paths.index_dir.as_deref().map(Arc::from),
         });
         // At most --jobs runs in flight, each on its own task (aborted if this is
         // dropped), their rows taken in case order.

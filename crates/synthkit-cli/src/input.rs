@@ -120,6 +120,8 @@ pub struct Documents {
     pub from_folder: bool,
     /// The image files found (not counted as skipped), in order.
     pub images: Vec<PathBuf>,
+    /// What was said of the read.
+    pub told: Told,
 }
 
 /// The names of the image files read: `.png`, `.jpg`, `.jpeg`, `.webp`, `.gif`.
@@ -148,38 +150,41 @@ pub fn read_documents(sources: &SourceSettings, spinner: &Spinner) -> Result<Doc
     read_documents_with(
         &sources.paths,
         &sources.read,
-        Say {
-            quiet: sources.quiet,
-            verbose: verbose(),
-        },
+        None,
+        Say::new(sources.quiet),
         spinner,
     )
 }
 
-/// Reads `paths` (files and folders) with `options`: the `paths` of `batch` lines and
-/// `eval` cases.
-fn read_paths(
+/// Reads `paths` with `options` as [`read_documents`] does, taking the files found in
+/// folders that `cache` kept (unchanged since) from it instead of reading them.
+pub fn read_with(
     paths: &[PathBuf],
     options: &ReadOptions,
-    quiet: bool,
+    cache: Option<std::sync::Arc<dyn synthkit_documents::ReadCache>>,
+    say: Say,
     spinner: &Spinner,
 ) -> Result<Documents> {
-    read_documents_with(
-        paths,
-        options,
-        Say {
-            quiet,
-            verbose: verbose(),
-        },
-        spinner,
-    )
+    read_documents_with(paths, options, cache, say, spinner)
 }
 
 /// How much to say on standard error.
 #[derive(Debug, Clone, Copy)]
-struct Say {
-    quiet: bool,
-    verbose: bool,
+pub struct Say {
+    /// `--quiet`: no notes.
+    pub quiet: bool,
+    /// `-v`: every file named.
+    pub verbose: bool,
+}
+
+impl Say {
+    /// As `--quiet` and `-v` (or `RUST_LOG`) say.
+    pub fn new(quiet: bool) -> Self {
+        Self {
+            quiet,
+            verbose: verbose(),
+        }
+    }
 }
 
 /// Says what was read imperfectly (text not valid UTF-8, decoded as windows-1252 or with
@@ -307,10 +312,14 @@ impl SkipNotes {
 fn read_documents_with(
     paths: &[PathBuf],
     options: &ReadOptions,
+    cache: Option<std::sync::Arc<dyn synthkit_documents::ReadCache>>,
     say: Say,
     spinner: &Spinner,
 ) -> Result<Documents> {
     let mut reader = Reader::new(options.clone()).on_progress(spinner.reading());
+    if let Some(cache) = cache {
+        reader = reader.with_cache(cache);
+    }
     if paths.is_empty() {
         if io::stdin().is_terminal() {
             return Err(usage(
@@ -322,8 +331,7 @@ fn read_documents_with(
             .collect();
         return Ok(Documents {
             docs,
-            from_folder: false,
-            images: Vec::new(),
+            ..Documents::default()
         });
     }
     if paths.iter().filter(|p| is_stdin(p)).count() > 1 {
@@ -373,34 +381,13 @@ fn read_documents_with(
     spinner.set("looking for copies");
     reader.leave_out_copies(&mut all);
     spinner.clear();
-    say_read_notes(&all.notes, say);
-    let mut notes = SkipNotes {
-        say,
-        named: 0,
-        unnamed: 0,
+    let told = Told {
+        files: all.documents.len(),
+        notes: all.notes,
+        skipped: all.skipped,
+        left_out: all.left_out,
     };
-    for skipped in &all.skipped {
-        notes.say(skipped);
-    }
-    for left in &all.left_out {
-        notes.say_left_out(left);
-    }
-    let files = all.documents.len();
-    let mut parts: Vec<String> = all.skip_summary().into_iter().collect();
-    if let Some(l) = all.left_out_summary() {
-        parts.push(l);
-    }
-    let summary = match parts.join("; ") {
-        s if s.is_empty() => String::new(),
-        s if notes.unnamed > 0 => format!(" ({s}; -v names them all)"),
-        s => format!(" ({s})"),
-    };
-    if say.verbose || !summary.is_empty() {
-        note(
-            say.quiet,
-            &format!("read {files} file{}{summary}", plural(files)),
-        );
-    }
+    say_told(&told, say);
     let docs = all
         .documents
         .into_iter()
@@ -414,7 +401,60 @@ fn read_documents_with(
         docs,
         from_folder,
         images,
+        told,
     })
+}
+
+/// What a read says on standard error once it is done: the files read imperfectly, the
+/// files skipped and left out, and how many were read. Kept by the folder index, so that a
+/// folder asked again says what it said the first time.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Told {
+    /// Documents read.
+    pub files: usize,
+    /// Documents read imperfectly.
+    pub notes: Vec<ReadNote>,
+    /// Files skipped, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Files and folders the walk left out.
+    pub left_out: Vec<LeftOut>,
+}
+
+/// Says what `told` holds as [`read_documents`] says it.
+pub fn say_told(told: &Told, say: Say) {
+    say_read_notes(&told.notes, say);
+    let mut notes = SkipNotes {
+        say,
+        named: 0,
+        unnamed: 0,
+    };
+    for skipped in &told.skipped {
+        notes.say(skipped);
+    }
+    for left in &told.left_out {
+        notes.say_left_out(left);
+    }
+    let report = ReadReport {
+        skipped: told.skipped.clone(),
+        left_out: told.left_out.clone(),
+        ..ReadReport::default()
+    };
+    let mut parts: Vec<String> = report.skip_summary().into_iter().collect();
+    if let Some(l) = report.left_out_summary() {
+        parts.push(l);
+    }
+    let summary = match parts.join("; ") {
+        s if s.is_empty() => String::new(),
+        s if notes.unnamed > 0 => format!(" ({s}; -v names them all)"),
+        s => format!(" ({s})"),
+    };
+    let files = told.files;
+    if say.verbose || !summary.is_empty() {
+        note(
+            say.quiet,
+            &format!("read {files} file{}{summary}", plural(files)),
+        );
+    }
 }
 
 /// The error for a folder that gave no document.
@@ -563,6 +603,7 @@ pub fn nodes_from_paths(
     top_k: Option<usize>,
     flag: Option<crate::flags::TopK>,
     splitter: &TokenTextSplitter,
+    index_dir: Option<&Path>,
 ) -> std::result::Result<Vec<Node>, String> {
     use crate::flags::TopK;
     if paths.iter().any(|p| is_stdin(Path::new(p))) {
@@ -585,13 +626,19 @@ pub fn nodes_from_paths(
     let options = root.read_options();
     within_paths_bound(&read_these, &options)?;
     let spinner = Spinner::new(false);
-    let mut read =
-        read_paths(&read_these, &options, true, &spinner).map_err(|e| format!("{e:#}"))?;
-    for doc in &mut read.docs {
-        doc.path = root.name(&doc.path);
-    }
-    let nodes = nodes_from_documents(&read.docs, splitter);
-    if nodes.is_empty() {
+    let rename = |path: &str| root.name(path);
+    let source = crate::chunks::ChunkSource {
+        paths: &read_these,
+        options: &options,
+        index_dir,
+        splitter,
+        naming: &format!("paths root {}", root.dir().display()),
+        rename: Some(&rename),
+        say: Say::new(true),
+    };
+    let read = crate::chunks::read_chunks(&source, &spinner).map_err(|e| format!("{e:#}"))?;
+    let total = read.chunks.len();
+    if read.chunks.is_empty() {
         return Err("no text to work on: every file of `paths` is empty or skipped".into());
     }
     let k = match (top_k, flag) {
@@ -601,14 +648,16 @@ pub fn nodes_from_paths(
         (None, None) => read
             .from_folder
             .then_some(crate::flags::DEFAULT_FOLDER_TOP_K)
-            .filter(|&k| k < nodes.len()),
+            .filter(|&k| k < total),
     };
-    let Some(k) = k else { return Ok(nodes) };
-    // None kept (no chunk shares a word with the question): no nodes, whose synthesis
-    // says the sources do not answer.
-    Ok(crate::rank::top_k(nodes, query, k))
+    let nodes = match k {
+        // None kept (no chunk shares a word with the question): no nodes, whose
+        // synthesis says the sources do not answer.
+        Some(k) => read.chunks.top_k(query, k),
+        None => read.chunks.into_nodes(),
+    };
+    nodes.map_err(|e| format!("{e:#}"))
 }
-
 /// Reads pre-retrieved nodes from a file (`-`: standard input), refusing one larger than
 /// `max` bytes (`--max-file-size`; `None`: no limit) before reading past it.
 pub fn read_nodes(path: &Path, max: Option<u64>) -> Result<Vec<Node>> {

@@ -24,7 +24,9 @@ mod say;
 // The services the verbs share: reading (input, nodes), the model and its
 // stack, plans, progress, output, traces, report pages, JSON-lines files, errors.
 mod backend;
+mod chunks;
 mod error;
+mod folder_index;
 mod images;
 mod input;
 mod logging;

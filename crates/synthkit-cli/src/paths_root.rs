@@ -79,6 +79,11 @@ impl PathsRoot {
         })
     }
 
+    /// The folder as given.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The root of the paths in `input` (`-`: standard input): `flag` (`--paths-root`)
     /// when given, else the input file's folder, else (standard input) the current folder.
     pub fn for_input(input: &Path, flag: Option<&Path>, outside: bool) -> Result<Self> {

@@ -13,6 +13,7 @@ use synthkit::{Node, Observer, Response, ResponseMode, SynthError, SynthesisInpu
 use synthkit_extractive::ExtractiveModel;
 
 use crate::backend::{self, Backend};
+use crate::chunks::{self, ChunkSource, Chunks, ReadChunks};
 use crate::error::usage;
 use crate::flags::JsonFormat;
 use crate::input;
@@ -145,8 +146,31 @@ pub(crate) fn gather_nodes(
     };
     let mut from_folder = false;
     let mut images = Vec::new();
+    let mut chunks = Chunks::Memory(Vec::new());
     if sources.reads_files() {
-        let read = input::read_documents(sources, spinner)?;
+        let source = ChunkSource {
+            paths: &sources.paths,
+            options: &sources.read,
+            // `--nodes` are ranked with the files' chunks: all in memory.
+            index_dir: sources
+                .index_dir
+                .as_deref()
+                .filter(|_| sources.nodes.is_none()),
+            splitter: &splitter,
+            naming: "",
+            rename: None,
+            say: input::Say::new(sources.quiet),
+        };
+        let read = if sources.paths.is_empty() {
+            input::read_documents(sources, spinner).map(|r| ReadChunks {
+                chunks: Chunks::Memory(input::nodes_from_documents(&r.docs, &splitter)),
+                from_folder: false,
+                images: r.images,
+                names: r.docs.into_iter().map(|d| d.path).collect(),
+            })?
+        } else {
+            chunks::read_chunks(&source, spinner)?
+        };
         from_folder = read.from_folder;
         let model = backend.model();
         let info = model.info();
@@ -161,36 +185,35 @@ pub(crate) fn gather_nodes(
             &info.name,
             sources.quiet,
         )?;
-        let docs = read.docs;
-        if docs.len() > 1 {
-            spinner.set(format!(
-                "splitting {} files into chunks",
-                thousands(docs.len())
-            ));
-        }
-        let from_docs = input::nodes_from_documents(&docs, &splitter);
-        if from_docs.is_empty() && nodes.is_empty() && images.is_empty() {
-            let names: Vec<&str> = docs.iter().map(|d| d.path.as_str()).collect();
-            return Err(match names.as_slice() {
+        if read.chunks.is_empty() && nodes.is_empty() && images.is_empty() {
+            return Err(match read.names.as_slice() {
                 [] => anyhow!("no text to work on: every file given was skipped"),
                 [one] => anyhow!("no text to work on: {one} is empty"),
                 many => anyhow!("no text to work on: {} are empty", many.join(", ")),
             });
         }
-        nodes.extend(from_docs);
+        chunks = read.chunks;
+    }
+    // `--nodes` first, then the files' chunks (in memory, or still in the index).
+    let total = nodes.len() + chunks.len();
+    if let Chunks::Memory(read) = chunks {
+        nodes.extend(read);
+        chunks = Chunks::Memory(Vec::new());
     }
     let k = sources.top_k.keep(from_folder);
     // Ranked when the folder holds more than `k` chunks, or with --top-k: then a chunk
     // with no relevance to the question is never sent. A small folder goes whole. Images
     // (no text to rank) all go, after the text.
-    if nodes.is_empty() {
+    if total == 0 {
         spinner.clear();
         return Ok(images);
     }
-    if let Some(k) = k.filter(|&k| k < nodes.len() || sources.top_k.given()) {
-        spinner.set(format!("ranking {} chunks", thousands(nodes.len())));
-        let total = nodes.len();
-        nodes = rank::top_k(nodes, query, k);
+    if let Some(k) = k.filter(|&k| k < total || sources.top_k.given()) {
+        spinner.set(format!("ranking {} chunks", thousands(total)));
+        nodes = match chunks {
+            Chunks::Indexed(..) => chunks.top_k(query, k)?,
+            Chunks::Memory(_) => rank::top_k(nodes, query, k),
+        };
         if nodes.is_empty() {
             // Nothing to answer from: the synthesis of no nodes says the sources do not
             // answer (`answerable: false`, exit 0), as a retriever that found nothing.
@@ -208,6 +231,8 @@ pub(crate) fn gather_nodes(
                 ),
             );
         }
+    } else if let Chunks::Indexed(..) = chunks {
+        nodes = chunks.into_nodes()?;
     }
     spinner.clear();
     nodes.extend(images);

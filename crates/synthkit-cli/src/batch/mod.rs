@@ -469,6 +469,8 @@ struct LineFiles {
     splitter: Arc<synthkit::text::TokenTextSplitter>,
     top_k: Option<crate::flags::TopK>,
     root: Arc<crate::paths_root::PathsRoot>,
+    /// Where the folder indexes of `paths` are kept (`--index-dir`); `None`: none.
+    index_dir: Option<Arc<Path>>,
 }
 
 impl LineFiles {
@@ -489,6 +491,7 @@ impl LineFiles {
             splitter: Arc::new(splitter),
             top_k: settings.top_k,
             root: Arc::new(root),
+            index_dir: settings.index_dir.as_deref().map(Arc::from),
         })
     }
 
@@ -501,8 +504,10 @@ impl LineFiles {
     ) -> std::result::Result<Vec<synthkit::Node>, String> {
         let (splitter, flag) = (Arc::clone(&self.splitter), self.top_k);
         let root = Arc::clone(&self.root);
+        let index_dir = self.index_dir.clone();
         tokio::task::spawn_blocking(move || {
-            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter)
+            let index_dir = index_dir.as_deref();
+            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter, index_dir)
         })
         .await
         .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))

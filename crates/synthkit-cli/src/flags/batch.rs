@@ -38,6 +38,9 @@ pub struct PathsArgs {
     /// and its text is sent to the model and returned in `source_nodes`).
     #[arg(long, help_heading = "Input")]
     pub allow_paths_outside: bool,
+    /// The folder index, for the folders of `paths`.
+    #[command(flatten)]
+    pub index: super::synth::IndexArgs,
 }
 
 /// `synthkit batch`.

@@ -31,7 +31,7 @@ pub use report::ReportVerbArgs;
 #[cfg(feature = "serve")]
 pub use serve::ServeArgs;
 pub use synth::{
-    ASK_DEFAULT_MODE, AskArgs, DEFAULT_FOLDER_TOP_K, ImagesMode, JsonFormat, PromptArgs,
+    ASK_DEFAULT_MODE, AskArgs, DEFAULT_FOLDER_TOP_K, ImagesMode, IndexArgs, JsonFormat, PromptArgs,
     SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TruncationPolicy, WalkArgs, WindowArgs,
     default_overlap,
 };

@@ -336,6 +336,34 @@ pub struct WalkArgs {
     /// the most OpenAI's API takes for one image). Larger images are skipped and named.
     #[arg(hide_short_help = true, long, value_name = "SIZE", default_value = "20M", value_parser = parse_image_size)]
     pub max_image_bytes: usize,
+    /// The folder index.
+    #[command(flatten)]
+    pub index: IndexArgs,
+}
+
+/// The folder index: whether folders read are kept on disk, and where.
+#[derive(Debug, Clone, Args)]
+pub struct IndexArgs {
+    /// Read folders afresh, without the folder index (nothing is kept on disk).
+    ///
+    /// Read folders afresh, without the folder index: nothing is looked up or kept on disk.
+    /// By default what a folder read, split and ranked is kept in an index, so that asking
+    /// again reads only the files that changed (by path, size and modification time).
+    #[arg(hide_short_help = true, long)]
+    pub no_index: bool,
+    /// Where folder indexes are kept.
+    ///
+    /// Where folder indexes are kept: one SQLite file per set of folders and reading
+    /// options, at most 2 GiB in all (the least recently used removed first, and any
+    /// unused for 30 days). Default: $XDG_CACHE_HOME/synthkit/index, else
+    /// ~/.cache/synthkit/index.
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DIR",
+        env = "SYNTHKIT_INDEX_DIR"
+    )]
+    pub index_dir: Option<PathBuf>,
 }
 
 /// `--images`: whether image files are read.

@@ -78,6 +78,8 @@ pub struct LinePaths {
     pub paths_root: Option<PathBuf>,
     /// `--allow-paths-outside`.
     pub allow_paths_outside: bool,
+    /// Where folder indexes are kept (`--index-dir`); `None`: `--no-index`.
+    pub index_dir: Option<PathBuf>,
 }
 
 impl LinePaths {
@@ -89,6 +91,7 @@ impl LinePaths {
             top_k: paths.top_k,
             paths_root: paths.paths_root.clone(),
             allow_paths_outside: paths.allow_paths_outside,
+            index_dir: super::run::index_dir(&paths.index),
         }
     }
 }

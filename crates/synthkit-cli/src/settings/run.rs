@@ -15,7 +15,7 @@ use super::model::StackFlags;
 use super::synthesis::SynthesisSettings;
 use super::templates::CustomTemplates;
 use crate::flags::{
-    ASK_DEFAULT_MODE, AskArgs, DEFAULT_FOLDER_TOP_K, ImagesMode, JsonFormat,
+    ASK_DEFAULT_MODE, AskArgs, DEFAULT_FOLDER_TOP_K, ImagesMode, IndexArgs, JsonFormat,
     SUMMARIZE_DEFAULT_MODE, SummarizeArgs, SynthArgs, TopK, WalkArgs, default_overlap, usage,
 };
 
@@ -135,6 +135,9 @@ pub struct SourceSettings {
     pub top_k: TopKRule,
     /// `--quiet`.
     pub quiet: bool,
+    /// Where the folder index is kept (`--index-dir`, else the user's cache folder);
+    /// `None`: `--no-index`, or no cache folder known.
+    pub index_dir: Option<PathBuf>,
 }
 
 impl SourceSettings {
@@ -167,6 +170,7 @@ impl SourceSettings {
                 folder: folder_top_k,
             },
             quiet: args.quiet,
+            index_dir: index_dir(&args.walk.index),
         })
     }
 
@@ -175,6 +179,23 @@ impl SourceSettings {
     pub fn reads_files(&self) -> bool {
         !self.paths.is_empty() || self.nodes.is_none()
     }
+}
+
+/// Where folder indexes are kept: `--index-dir` (or `SYNTHKIT_INDEX_DIR`), else
+/// `$XDG_CACHE_HOME/synthkit/index`, else `~/.cache/synthkit/index`; none with
+/// `--no-index`.
+pub fn index_dir(index: &IndexArgs) -> Option<PathBuf> {
+    if index.no_index {
+        return None;
+    }
+    if let Some(dir) = &index.index_dir {
+        return Some(dir.clone());
+    }
+    let nonempty = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
+    nonempty("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| nonempty("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|cache| cache.join("synthkit").join("index"))
 }
 
 /// The reading options `walk` asks for.

@@ -30,6 +30,7 @@ pub fn batch_with_notes(fake: &FakeOpenAi, input: &Path, output: &Path) -> Comma
         .env_remove("SYNTHKIT_API")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("OPENAI_API_KEY")
+        .env("SYNTHKIT_INDEX_DIR", crate::common::test_index_dir())
         .arg("batch")
         .arg(input)
         .arg("-o")

@@ -40,12 +40,19 @@ const ENVIRONMENT: [&str; 13] = [
     "OTEL_SERVICE_NAME",
 ];
 
+/// Where the tests' folder indexes are kept: under the build's temporary folder, never
+/// the user's cache.
+pub fn test_index_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("folder-index")
+}
+
 /// `synthkit` in a clean environment, killed after 180 s.
 pub fn synthkit() -> Command {
     let mut cmd = Command::cargo_bin("synthkit").unwrap();
     for var in ENVIRONMENT {
         cmd.env_remove(var);
     }
+    cmd.env("SYNTHKIT_INDEX_DIR", test_index_dir());
     cmd.timeout(Duration::from_secs(180));
     cmd
 }
@@ -62,6 +69,7 @@ pub fn hermetic(cmd: &mut std::process::Command) {
     for var in ENVIRONMENT {
         cmd.env_remove(var);
     }
+    cmd.env("SYNTHKIT_INDEX_DIR", test_index_dir());
 }
 
 /// `synthkit ARGS PATH`: a command over one file or folder.

@@ -35,6 +35,7 @@ mod eval_common;
 mod eval_page;
 mod eval_resume;
 #[cfg(unix)]
+mod folder_index;
 mod folders;
 mod hints;
 mod hostile_peers;
