@@ -48,8 +48,8 @@ pub struct ChunkSource<'a> {
 pub enum Chunks {
     /// Every chunk, in order.
     Memory(Vec<Node>),
-    /// The index's snapshot, ranked there.
-    Indexed(Arc<FolderIndex>, Snapshot),
+    /// The index's snapshot, ranked there, and its chunks when they were just read.
+    Indexed(Arc<FolderIndex>, Snapshot, Option<Vec<Node>>),
 }
 
 impl Chunks {
@@ -57,7 +57,7 @@ impl Chunks {
     pub fn len(&self) -> usize {
         match self {
             Chunks::Memory(nodes) => nodes.len(),
-            Chunks::Indexed(_, s) => usize::try_from(s.corpus.chunks).unwrap_or(usize::MAX),
+            Chunks::Indexed(_, s, _) => usize::try_from(s.corpus.chunks).unwrap_or(usize::MAX),
         }
     }
 
@@ -70,7 +70,7 @@ impl Chunks {
     pub fn top_k(self, query: &str, k: usize) -> Result<Vec<Node>> {
         match self {
             Chunks::Memory(nodes) => Ok(rank::top_k(nodes, query, k)),
-            Chunks::Indexed(ix, snapshot) => {
+            Chunks::Indexed(ix, snapshot, _) => {
                 ix.top_k(&snapshot, query, k).map_err(|e| damaged(&ix, e))
             }
         }
@@ -80,7 +80,8 @@ impl Chunks {
     pub fn into_nodes(self) -> Result<Vec<Node>> {
         match self {
             Chunks::Memory(nodes) => Ok(nodes),
-            Chunks::Indexed(ix, _) => ix.nodes().map_err(|e| damaged(&ix, e)),
+            Chunks::Indexed(_, _, Some(nodes)) => Ok(nodes),
+            Chunks::Indexed(ix, _, None) => ix.nodes().map_err(|e| damaged(&ix, e)),
         }
     }
 }
@@ -124,7 +125,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
         return Ok(ReadChunks {
             from_folder: snapshot.from_folder,
             images: snapshot.images.clone(),
-            chunks: Chunks::Indexed(ix.clone(), snapshot),
+            chunks: Chunks::Indexed(ix.clone(), snapshot, None),
             names: Vec::new(),
         });
     }
@@ -158,6 +159,8 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
         ));
     }
     let nodes = input::nodes_from_documents(&read.docs, source.splitter);
+    let names: Vec<String> = read.docs.into_iter().map(|d| d.path).collect();
+    let mut kept = None;
     if let Some((ix, (fp, racy))) = &writing {
         if nodes.is_empty() {
             // Nothing to keep: the error (or the images alone) comes from memory.
@@ -171,21 +174,21 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
                 images: read.images.clone(),
                 corpus: rank::Corpus::default(),
             };
-            save(
-                ix,
-                (!racy).then_some(fp.as_str()),
-                snapshot,
-                &nodes,
-                source.say,
-            );
+            let fp = (!racy).then_some(fp.as_str());
+            kept = save(ix, fp, snapshot, &nodes, source.say).map(|s| (ix.clone(), s));
         }
     }
+    // Kept: ranked from the index (the words are counted once), every chunk still at hand.
+    let chunks = match kept {
+        Some((ix, snapshot)) => Chunks::Indexed(ix, snapshot, Some(nodes)),
+        None => Chunks::Memory(nodes),
+    };
     spinner.clear();
     Ok(ReadChunks {
-        chunks: Chunks::Memory(nodes),
+        chunks,
         from_folder: read.from_folder,
         images: read.images,
-        names: read.docs.into_iter().map(|d| d.path).collect(),
+        names,
     })
 }
 
@@ -238,11 +241,18 @@ fn unusable(say: Say, ix: &FolderIndex, e: &anyhow::Error) {
     );
 }
 
-/// Keeps a read in its index; a failure is said and loses nothing (the read goes on from
-/// memory).
-fn save(ix: &FolderIndex, fingerprint: Option<&str>, snapshot: Snapshot, nodes: &[Node], say: Say) {
-    match ix.save(fingerprint, snapshot, nodes) {
-        Ok(()) if say.verbose => {
+/// Keeps a read in its index, and gives back the snapshot kept; a failure is said and
+/// loses nothing (the read goes on from memory).
+fn save(
+    ix: &FolderIndex,
+    fingerprint: Option<&str>,
+    snapshot: Snapshot,
+    nodes: &[Node],
+    say: Say,
+) -> Option<Snapshot> {
+    let saved = ix.save(fingerprint, snapshot, nodes);
+    match &saved {
+        Ok(_) if say.verbose => {
             let (reused, read) = ix.counts();
             let racy = if fingerprint.is_none() {
                 " (a file changed in the last 2 s: the next question looks again)"
@@ -258,7 +268,7 @@ fn save(ix: &FolderIndex, fingerprint: Option<&str>, snapshot: Snapshot, nodes: 
                 ),
             );
         }
-        Ok(()) => {}
+        Ok(_) => {}
         Err(e) => {
             ix.abandon();
             note(
@@ -270,6 +280,7 @@ fn save(ix: &FolderIndex, fingerprint: Option<&str>, snapshot: Snapshot, nodes: 
             );
         }
     }
+    saved.ok().flatten()
 }
 
 /// The error for an index that could not be read back: removed, so that the next

@@ -200,7 +200,7 @@ impl FolderIndex {
         fingerprint: Option<&str>,
         snapshot: Snapshot,
         nodes: &[Node],
-    ) -> Result<()> {
+    ) -> Result<Option<Snapshot>> {
         let Some(fingerprint) = fingerprint else {
             let conn = self.conn();
             conn.execute_batch("DELETE FROM chunks; DELETE FROM words; DELETE FROM meta;")?;
@@ -209,7 +209,7 @@ impl FolderIndex {
                 params![self.generation],
             )?;
             conn.execute_batch("COMMIT")?;
-            return Ok(());
+            return Ok(None);
         };
         let analyzer = Analyzer::new();
         let mut lengths: Vec<u8> = Vec::with_capacity(nodes.len() * 5);
@@ -260,7 +260,7 @@ impl FolderIndex {
         conn.execute_batch("COMMIT")?;
         drop(conn);
         make_room(self.file.parent().unwrap_or(Path::new(".")), &self.file);
-        Ok(())
+        Ok(Some(snapshot))
     }
 
     /// Every chunk of the snapshot, in order.
@@ -389,21 +389,27 @@ fn prepare(file: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     let layout: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if layout == LAYOUT {
+        // Nothing to write: a question over an unchanged folder only reads.
+        return Ok(conn);
+    }
+    // Another process may be making the same file: looked at again under the write lock.
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let layout: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if layout != LAYOUT {
         conn.execute_batch(
             "DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS chunks;
-             DROP TABLE IF EXISTS words; DROP TABLE IF EXISTS meta;",
+             DROP TABLE IF EXISTS words; DROP TABLE IF EXISTS meta;
+             CREATE TABLE files (
+                 path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
+                 generation INTEGER NOT NULL, read BLOB NOT NULL);
+             CREATE TABLE chunks (id INTEGER PRIMARY KEY, node BLOB NOT NULL);
+             CREATE TABLE words (word INTEGER PRIMARY KEY, postings BLOB NOT NULL);
+             CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);",
         )?;
+        conn.pragma_update(None, "user_version", LAYOUT)?;
     }
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS files (
-             path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
-             generation INTEGER NOT NULL, read BLOB NOT NULL);
-         CREATE TABLE IF NOT EXISTS chunks (id INTEGER PRIMARY KEY, node BLOB NOT NULL);
-         CREATE TABLE IF NOT EXISTS words (word INTEGER PRIMARY KEY, postings BLOB NOT NULL);
-         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);",
-    )?;
-    conn.pragma_update(None, "user_version", LAYOUT)?;
+    conn.execute_batch("COMMIT")?;
     Ok(conn)
 }
 

@@ -162,11 +162,15 @@ fn a_folder_asked_again_reads_only_what_changed() {
     let out = ask(dir.path(), index.path(), q, &["--chunk-size", "80"]);
     assert_eq!(files_read(&out), Some((0, 6)));
     // A file written this instant is never trusted: read every time until it is older.
-    write(
+    // (Here its time is an hour ahead, so that it stays "just written" on a slow machine.)
+    let fresh = write(
         dir.path(),
         "docs/fresh.md",
         "# Fresh\n\nThe fresh page was just written.\n",
     );
+    let ahead = SystemTime::now() + Duration::from_secs(3600);
+    let file = std::fs::File::options().append(true).open(&fresh).unwrap();
+    file.set_modified(ahead).unwrap();
     for _ in 0..2 {
         let out = ask(dir.path(), index.path(), q, &["--chunk-size", "80"]);
         assert_eq!(files_read(&out), Some((1, 6)));
