@@ -232,10 +232,19 @@ fn open_index(
 
 /// Says that the index at hand cannot be used; the paths are read without it.
 fn unusable(say: Say, ix: &FolderIndex, e: &anyhow::Error) {
+    let busy = e
+        .downcast_ref::<rusqlite::Error>()
+        .and_then(rusqlite::Error::sqlite_error_code)
+        == Some(rusqlite::ErrorCode::DatabaseBusy);
+    let why = if busy {
+        "another synthkit is updating it".to_string()
+    } else {
+        format!("{e:#}")
+    };
     note(
         say.quiet,
         &format!(
-            "the folder index {} cannot be used ({e:#}); reading without it",
+            "the folder index {} cannot be used ({why}); reading without it",
             ix.file().display()
         ),
     );
