@@ -137,7 +137,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
         }
     });
     let cache = writing.as_ref().map(|(ix, _)| ix.clone() as Arc<_>);
-    let read = input::read_with(source.paths, source.options, cache, source.say, spinner);
+    let read = input::read_documents(source.paths, source.options, cache, source.say, spinner);
     let mut read = match read {
         Ok(read) => read,
         Err(e) => {

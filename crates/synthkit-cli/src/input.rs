@@ -29,7 +29,6 @@ use synthkit_documents::{
 use crate::error::usage;
 use crate::output::{note, warn};
 use crate::paths_root::{PathsRoot, Resolved};
-use crate::settings::run::SourceSettings;
 use crate::settings::templates::decode;
 use crate::spinner::Spinner;
 
@@ -142,30 +141,6 @@ pub fn is_image_file(path: &Path) -> bool {
         .and_then(|f| f.take(12).read_to_end(&mut head))
         .is_ok()
         && synthkit::node::ImageFormat::sniff(&head).is_some()
-}
-
-/// Reads every path of the command line: files, folders and `-` for standard input. With
-/// no path, standard input is read unless it is a terminal. `spinner` shows the progress.
-pub fn read_documents(sources: &SourceSettings, spinner: &Spinner) -> Result<Documents> {
-    read_documents_with(
-        &sources.paths,
-        &sources.read,
-        None,
-        Say::new(sources.quiet),
-        spinner,
-    )
-}
-
-/// Reads `paths` with `options` as [`read_documents`] does, taking the files found in
-/// folders that `cache` kept (unchanged since) from it instead of reading them.
-pub fn read_with(
-    paths: &[PathBuf],
-    options: &ReadOptions,
-    cache: Option<std::sync::Arc<dyn synthkit_documents::ReadCache>>,
-    say: Say,
-    spinner: &Spinner,
-) -> Result<Documents> {
-    read_documents_with(paths, options, cache, say, spinner)
 }
 
 /// How much to say on standard error.
@@ -309,7 +284,11 @@ impl SkipNotes {
     }
 }
 
-fn read_documents_with(
+/// Reads every path given (files, folders and `-` for standard input; with no path,
+/// standard input unless it is a terminal) with `options`, taking the files found in
+/// folders that `cache` kept (unchanged since) from it instead of reading them. `spinner`
+/// shows the progress.
+pub fn read_documents(
     paths: &[PathBuf],
     options: &ReadOptions,
     cache: Option<std::sync::Arc<dyn synthkit_documents::ReadCache>>,

@@ -13,7 +13,7 @@ use synthkit::{Node, Observer, Response, ResponseMode, SynthError, SynthesisInpu
 use synthkit_extractive::ExtractiveModel;
 
 use crate::backend::{self, Backend};
-use crate::chunks::{self, ChunkSource, Chunks, ReadChunks};
+use crate::chunks::{self, ChunkSource, Chunks};
 use crate::error::usage;
 use crate::flags::JsonFormat;
 use crate::input;
@@ -146,7 +146,7 @@ pub(crate) fn gather_nodes(
     };
     let mut from_folder = false;
     let mut images = Vec::new();
-    let mut chunks = Chunks::Memory(Vec::new());
+    let mut chunks = None;
     if sources.reads_files() {
         let source = ChunkSource {
             paths: &sources.paths,
@@ -161,16 +161,8 @@ pub(crate) fn gather_nodes(
             rename: None,
             say: input::Say::new(sources.quiet),
         };
-        let read = if sources.paths.is_empty() {
-            input::read_documents(sources, spinner).map(|r| ReadChunks {
-                chunks: Chunks::Memory(input::nodes_from_documents(&r.docs, &splitter)),
-                from_folder: false,
-                images: r.images,
-                names: r.docs.into_iter().map(|d| d.path).collect(),
-            })?
-        } else {
-            chunks::read_chunks(&source, spinner)?
-        };
+        // No path: standard input, read as a file is (never through the index).
+        let read = chunks::read_chunks(&source, spinner)?;
         from_folder = read.from_folder;
         let model = backend.model();
         let info = model.info();
@@ -192,14 +184,17 @@ pub(crate) fn gather_nodes(
                 many => anyhow!("no text to work on: {} are empty", many.join(", ")),
             });
         }
-        chunks = read.chunks;
+        chunks = Some(read.chunks);
     }
-    // `--nodes` first, then the files' chunks (in memory, or still in the index).
-    let total = nodes.len() + chunks.len();
-    if let Chunks::Memory(read) = chunks {
-        nodes.extend(read);
-        chunks = Chunks::Memory(Vec::new());
-    }
+    // `--nodes` first, then the files' chunks: in memory, or still in the index.
+    let total = nodes.len() + chunks.as_ref().map_or(0, Chunks::len);
+    let indexed = match chunks {
+        Some(Chunks::Memory(read)) => {
+            nodes.extend(read);
+            None
+        }
+        indexed => indexed,
+    };
     let k = sources.top_k.keep(from_folder);
     // Ranked when the folder holds more than `k` chunks, or with --top-k: then a chunk
     // with no relevance to the question is never sent. A small folder goes whole. Images
@@ -210,9 +205,9 @@ pub(crate) fn gather_nodes(
     }
     if let Some(k) = k.filter(|&k| k < total || sources.top_k.given()) {
         spinner.set(format!("ranking {} chunks", thousands(total)));
-        nodes = match chunks {
-            Chunks::Indexed(..) => chunks.top_k(query, k)?,
-            Chunks::Memory(_) => rank::top_k(nodes, query, k),
+        nodes = match indexed {
+            Some(indexed) => indexed.top_k(query, k)?,
+            None => rank::top_k(nodes, query, k),
         };
         if nodes.is_empty() {
             // Nothing to answer from: the synthesis of no nodes says the sources do not
@@ -231,8 +226,8 @@ pub(crate) fn gather_nodes(
                 ),
             );
         }
-    } else if let Chunks::Indexed(..) = chunks {
-        nodes = chunks.into_nodes()?;
+    } else if let Some(indexed) = indexed {
+        nodes = indexed.into_nodes()?;
     }
     spinner.clear();
     nodes.extend(images);
