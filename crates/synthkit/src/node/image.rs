@@ -290,7 +290,6 @@ impl NodeImage {
 
     /// A short name of the image's content for cache keys: its mime type, size and a
     /// 64-bit hash of its data.
-    #[cfg(any(feature = "openai", feature = "anthropic"))]
     pub(crate) fn fingerprint(&self) -> String {
         use std::hash::{Hash as _, Hasher as _};
         let mut h = std::collections::hash_map::DefaultHasher::new();
