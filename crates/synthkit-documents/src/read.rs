@@ -181,8 +181,9 @@ pub struct ReadProgress<'a> {
 /// A callback for [`Reader::on_progress`].
 pub type ProgressFn = Arc<dyn Fn(ReadProgress<'_>) + Send + Sync>;
 
-/// Files read before, kept by a front end (an on-disk index): consulted before a file
-/// found in a folder is opened, told of each file read. What a file read as is only
+/// Files read before, kept by a front end (an on-disk index): consulted before any file
+/// [`Reader::read_path`] reads from disk (a file named on its own or found in a folder;
+/// standard input never), told of each file read. What a file read as is only
 /// reused while its size and modification time are those it had ([`fs::Metadata`] of
 /// the file as it really is, links followed); a store is free to forget anything.
 pub trait ReadCache: Send + Sync {
@@ -291,14 +292,14 @@ impl Reader {
         self
     }
 
-    /// Consults `cache` before reading a file found in a folder, and tells it what each
-    /// such file read as ([`ReadCache`]).
+    /// Consults `cache` before reading a file from disk (named or found in a folder), and
+    /// tells it what each such file read as ([`ReadCache`]).
     pub fn with_cache(mut self, cache: Arc<dyn ReadCache>) -> Self {
         self.cache = Some(cache);
         self
     }
 
-    /// Reads the file found in a folder at `file` (really at `open`) as
+    /// Reads the file at `file` (really at `open`), named or found in a folder, as
     /// [`read_file_at`](Self::read_file_at) does, or takes what the cache kept of it.
     fn read_found(&self, open: &Path, file: &Path) -> Result<ReadFile, SkipReason> {
         let cache = self.cache.as_ref();
