@@ -149,6 +149,39 @@ async fn the_calls_of_a_synthesis_share_their_prefix_and_their_slot() {
     );
 }
 
+/// One case asked in two modes: the default prompts open alike, so the second call
+/// finds the passages already read, in the slot that read them.
+#[tokio::test]
+async fn compact_and_tree_summarize_share_the_passages_and_the_slot() {
+    let server = slot_server(Some(4), 0);
+    let model: Arc<dyn LanguageModel> = Arc::new(openai(&server, |c| c).await);
+    synthesize(model.clone(), ResponseMode::Compact, "Be brief.", 3, 1).await;
+    synthesize(model, ResponseMode::TreeSummarize, "Be brief.", 3, 1).await;
+    let calls = server.calls();
+    assert_eq!(calls.len(), 2, "{}", order(&calls));
+    assert_eq!(calls[0].id_slot, calls[1].id_slot, "{}", order(&calls));
+    let user = |c: &SlotCall| {
+        c.messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .map(text)
+            .unwrap_or_default()
+    };
+    let (qa, summary) = (user(&calls[0]), user(&calls[1]));
+    let shared = qa
+        .char_indices()
+        .zip(summary.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or(qa.len().min(summary.len()), |((i, _), _)| i);
+    let passage = "Passage 2: the primary mirror is cleaned every six months.";
+    let end = qa.find(passage).expect("the last passage") + passage.len();
+    assert!(
+        shared >= end,
+        "the two prompts part before the last passage: {:?}",
+        &qa[..shared]
+    );
+}
+
 #[tokio::test]
 async fn calls_at_once_spread_over_the_slots() {
     let server = slot_server(Some(4), 300);
