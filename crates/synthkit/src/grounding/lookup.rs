@@ -4,7 +4,7 @@
 
 use aho_corasick::AhoCorasick;
 use rustc_hash::{FxHashMap, FxHashSet};
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 use super::MAX_OPERANDS;
 
@@ -33,9 +33,20 @@ fn straighten(c: char) -> char {
 /// `text` as every lookup reads it: Unicode NFC, typographic quotes and hyphens
 /// straightened, each run of white space one space (none at the ends), lower case.
 pub(super) fn normalize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+    // Most text is NFC already (all ASCII is): the quick check spares composing it again,
+    // which was most of the time of a grounding check over long sources.
+    if is_nfc_quick(text.chars()) == IsNormalized::Yes {
+        normalized(text.len(), text.chars())
+    } else {
+        normalized(text.len(), text.nfc())
+    }
+}
+
+/// [`normalize`] of the chars of a text in NFC, about `len` bytes long.
+fn normalized(len: usize, chars: impl Iterator<Item = char>) -> String {
+    let mut out = String::with_capacity(len);
     let mut space = false;
-    for c in text.nfc() {
+    for c in chars {
         if c.is_whitespace() {
             space = true;
             continue;
@@ -297,6 +308,10 @@ const MONTHS: [(&str, &[&str]); 12] = [
 
 /// The month a word names (any case), 1 to 12.
 pub(super) fn month(word: &str) -> Option<u8> {
+    // Month names and their short forms are 3 to 9 ASCII letters: most words are not.
+    if !(3..=9).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
     let n = MONTHS.iter().position(|(name, short)| {
         name.eq_ignore_ascii_case(word) || short.iter().any(|s| s.eq_ignore_ascii_case(word))
     })?;
@@ -619,5 +634,32 @@ impl Matcher {
                 Key::Date(d) => index.dates.contains(d),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_composes_only_what_is_not_composed() {
+        // "café" written with a combining accent, and composed: one text once normalized.
+        assert_eq!(
+            normalize("Caf\u{65}\u{301}  \u{201C}Menu\u{201D}"),
+            "caf\u{e9} \"menu\""
+        );
+        assert_eq!(normalize("Caf\u{e9} \"Menu\""), "caf\u{e9} \"menu\"");
+        assert_eq!(normalize("\t A\u{b}B \n"), "a b");
+        assert_eq!(normalize(""), "");
+    }
+
+    #[test]
+    fn months_are_named_in_full_or_short_in_any_case() {
+        assert_eq!(month("SEPT"), Some(9));
+        assert_eq!(month("december"), Some(12));
+        assert_eq!(month("May"), Some(5));
+        assert_eq!(month("ma"), None);
+        assert_eq!(month("septembers"), None);
+        assert_eq!(month("m\u{e4}r"), None);
     }
 }
