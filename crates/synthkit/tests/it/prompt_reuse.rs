@@ -82,6 +82,15 @@ fn text(message: &Value) -> String {
     }
 }
 
+/// The text of a recorded call's user message.
+fn user_text(call: &SlotCall) -> String {
+    call.messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .map(text)
+        .unwrap_or_default()
+}
+
 /// The calls as a readable record: each call's slot, and how its system messages and
 /// its user message start.
 fn order(calls: &[SlotCall]) -> String {
@@ -96,13 +105,7 @@ fn order(calls: &[SlotCall]) -> String {
                 .filter(|m| m["role"] == "system")
                 .map(|m| text(m).chars().take(22).collect())
                 .collect();
-            let user = c
-                .messages
-                .iter()
-                .find(|m| m["role"] == "user")
-                .map(text)
-                .unwrap_or_default();
-            let start: String = user.chars().take(22).collect();
+            let start: String = user_text(c).chars().take(22).collect();
             format!("call {i}: id_slot={slot} system={system:?} user={start:?}\n")
         })
         .collect()
@@ -160,14 +163,7 @@ async fn compact_and_tree_summarize_share_the_passages_and_the_slot() {
     let calls = server.calls();
     assert_eq!(calls.len(), 2, "{}", order(&calls));
     assert_eq!(calls[0].id_slot, calls[1].id_slot, "{}", order(&calls));
-    let user = |c: &SlotCall| {
-        c.messages
-            .iter()
-            .find(|m| m["role"] == "user")
-            .map(text)
-            .unwrap_or_default()
-    };
-    let (qa, summary) = (user(&calls[0]), user(&calls[1]));
+    let (qa, summary) = (user_text(&calls[0]), user_text(&calls[1]));
     let shared = qa
         .char_indices()
         .zip(summary.chars())
