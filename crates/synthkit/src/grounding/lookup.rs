@@ -33,13 +33,39 @@ fn straighten(c: char) -> char {
 /// `text` as every lookup reads it: Unicode NFC, typographic quotes and hyphens
 /// straightened, each run of white space one space (none at the ends), lower case.
 pub(super) fn normalize(text: &str) -> String {
-    // Most text is NFC already (all ASCII is): the quick check spares composing it again,
-    // which was most of the time of a grounding check over long sources.
+    // Most sources are ASCII: nothing to compose, straighten or look up in Unicode's case
+    // tables, byte by byte.
+    if text.is_ascii() {
+        return normalized_ascii(text);
+    }
+    // Most other text is NFC already: the quick check spares composing it again, which was
+    // most of the time of a grounding check over long sources.
     if is_nfc_quick(text.chars()) == IsNormalized::Yes {
         normalized(text.len(), text.chars())
     } else {
         normalized(text.len(), text.nfc())
     }
+}
+
+/// [`normalize`] of an ASCII text: the same result as [`normalized`] gives it.
+fn normalized_ascii(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len());
+    let mut space = false;
+    for &b in text.as_bytes() {
+        // `char::is_whitespace` on ASCII: tab, line feed, vertical tab, form feed,
+        // carriage return and space (`u8::is_ascii_whitespace` leaves out the vertical tab).
+        if matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ') {
+            space = true;
+            continue;
+        }
+        if space && !out.is_empty() {
+            out.push(b' ');
+        }
+        space = false;
+        out.push(b.to_ascii_lowercase());
+    }
+    // Every byte pushed is ASCII, so the bytes are UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// [`normalize`] of the chars of a text in NFC, about `len` bytes long.
@@ -463,11 +489,31 @@ impl Key {
     }
 }
 
-/// What one source holds, read once: its normalised text (for phrases), its words, its
-/// numbers (written in digits or as number words) and its dates.
+/// What of a source the keys of one answer need read: a source is only scanned for the
+/// kinds of fact the answer states (its words are found by the [`Matcher`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Needs {
+    /// Its numbers, in digits and in words (and their operands, for derived numbers).
+    numbers: bool,
+    /// Its dates.
+    dates: bool,
+}
+
+impl Needs {
+    /// What `keys` need.
+    pub(super) fn of(keys: &[&Key]) -> Self {
+        Needs {
+            numbers: keys.iter().any(|k| matches!(k, Key::Number(_))),
+            dates: keys.iter().any(|k| matches!(k, Key::Date(_))),
+        }
+    }
+}
+
+/// What one source holds, read once: its normalised text (for words and phrases), and
+/// what the answer's [`Needs`] ask of it: its numbers (written in digits or as number
+/// words) and its dates.
 pub(super) struct SourceIndex<'t> {
     text: &'t str,
-    words: FxHashSet<&'t str>,
     /// The canonical forms of its numbers.
     numbers: FxHashSet<String>,
     /// Distinct scaled values, in order of first appearance, at most [`MAX_OPERANDS`].
@@ -476,39 +522,64 @@ pub(super) struct SourceIndex<'t> {
     dates: FxHashSet<DateKey>,
 }
 
+/// The value of a lower-case word that may be a number word of a source: `six`, `forty`,
+/// `third` (a source's `twenty-one` is two words, read together by [`SourceIndex`]).
+fn source_number_word(word: &str) -> Option<u32> {
+    // Number and ordinal words are 3 to 9 ASCII letters: most words are not.
+    if !(3..=9).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    simple_number_word(word).or_else(|| {
+        let n = ORDINAL_WORDS.iter().position(|&w| w == word)?;
+        u32::try_from(n + 1).ok()
+    })
+}
+
 impl<'t> SourceIndex<'t> {
-    /// The index of `text`, which [`normalize`] gave.
-    pub(super) fn new(text: &'t str) -> Self {
+    /// The index of `text`, which [`normalize`] gave, with what `needs` asks.
+    pub(super) fn new(text: &'t str, needs: Needs) -> Self {
         let mut index = SourceIndex {
             text,
-            words: FxHashSet::default(),
             numbers: FxHashSet::default(),
             operands: Vec::new(),
             operand_set: FxHashSet::default(),
             dates: FxHashSet::default(),
         };
-        scan_numbers(text, |_, _, n| index.add_number(n));
+        if needs.numbers {
+            index.read_numbers();
+        }
+        if needs.dates {
+            index.read_dates();
+        }
+        index
+    }
+
+    /// Reads the numbers of the text, in digits and in words.
+    fn read_numbers(&mut self) {
+        let text = self.text;
+        scan_numbers(text, |_, _, n| self.add_number(n));
         let mut tens: Option<(usize, u32)> = None;
         word_runs(text, |at, word| {
-            index.words.insert(word);
-            let value = number_word(word).or_else(|| {
-                let n = ORDINAL_WORDS.iter().position(|&w| w == word)?;
-                u32::try_from(n + 1).ok()
-            });
+            let value = source_number_word(word);
             if let Some(v) = value {
-                index.add_number(Number::whole(v));
+                self.add_number(Number::whole(v));
                 if let Some((end, t)) = tens
                     && (1..=9).contains(&v)
                     && matches!(text.get(end..at), Some(" " | "-"))
                 {
-                    index.add_number(Number::whole(t + v));
+                    self.add_number(Number::whole(t + v));
                 }
             }
             tens = value
                 .filter(|_| is_tens_word(word))
                 .map(|v| (at + word.len(), v));
         });
-        let cores: Vec<&str> = text
+    }
+
+    /// Reads the dates of the text, whatever their format.
+    fn read_dates(&mut self) {
+        let cores: Vec<&str> = self
+            .text
             .split(' ')
             .map(|chunk| {
                 chunk
@@ -520,13 +591,12 @@ impl<'t> SourceIndex<'t> {
             let Some((_, key)) = date_at(|k| cores.get(k).copied(), |_| true, i, false) else {
                 continue;
             };
-            index.dates.insert(key);
+            self.dates.insert(key);
             if key.year != 0 && key.month != 0 && key.day != 0 {
-                index.dates.insert(DateKey { day: 0, ..key });
-                index.dates.insert(DateKey { year: 0, ..key });
+                self.dates.insert(DateKey { day: 0, ..key });
+                self.dates.insert(DateKey { year: 0, ..key });
             }
         }
-        index
     }
 
     fn add_number(&mut self, n: Number) {
@@ -562,12 +632,15 @@ impl<'t> SourceIndex<'t> {
 }
 
 /// Finds the facts of one answer in sources: one Aho-Corasick automaton of all their
-/// phrases, so a source is read once whatever the number of facts.
+/// words and phrases, so a source is read once whatever the number of facts.
 pub(super) struct Matcher {
     automaton: Option<AhoCorasick>,
-    /// The pattern of each fact that has a phrase.
+    /// The pattern of each fact that has a word or a phrase.
     pattern_of: Vec<Option<usize>>,
-    patterns: usize,
+    /// Whether each pattern is a word: found only as a whole run of word chars (with no
+    /// `v` before a digit taken as a boundary, as a phrase's `2.3` is in `v2.3`).
+    is_word: Vec<bool>,
+    needs: Needs,
 }
 
 impl Matcher {
@@ -575,12 +648,18 @@ impl Matcher {
     pub(super) fn new(keys: &[&Key]) -> Self {
         let mut ids: FxHashMap<&str, usize> = FxHashMap::default();
         let mut patterns: Vec<&str> = Vec::new();
+        let mut is_word: Vec<bool> = Vec::new();
         let pattern_of = keys
             .iter()
             .map(|key| {
-                let phrase = key.phrase()?;
-                Some(*ids.entry(phrase).or_insert_with(|| {
-                    patterns.push(phrase);
+                let (pattern, word) = match key {
+                    Key::Word(w) => (w.as_str(), true),
+                    key => (key.phrase()?, false),
+                };
+                // A word is all word chars and a phrase never is: one string is never both.
+                Some(*ids.entry(pattern).or_insert_with(|| {
+                    patterns.push(pattern);
+                    is_word.push(word);
                     patterns.len() - 1
                 }))
             })
@@ -591,23 +670,40 @@ impl Matcher {
         Matcher {
             automaton,
             pattern_of,
-            patterns: patterns.len(),
+            is_word,
+            needs: Needs::of(keys),
+        }
+    }
+
+    /// The index of the normalised source `text` this matcher's keys need.
+    pub(super) fn index<'t>(&self, text: &'t str) -> SourceIndex<'t> {
+        SourceIndex::new(text, self.needs)
+    }
+
+    /// Whether the pattern found at `start..end` of `text` stands where pattern `p` may.
+    fn stands(&self, p: usize, text: &str, start: usize, end: usize) -> bool {
+        if self.is_word.get(p).copied().unwrap_or(false) {
+            !char_before(text, start).is_some_and(is_word_char)
+                && !char_at(text, end).is_some_and(is_word_char)
+        } else {
+            on_boundaries(text, start, end)
         }
     }
 
     /// Which of `keys` (those given to [`Matcher::new`]) `index` holds.
     pub(super) fn holds(&self, keys: &[&Key], index: &SourceIndex<'_>) -> Vec<bool> {
-        let mut phrase_found = vec![false; self.patterns];
+        let mut pattern_found = vec![false; self.is_word.len()];
         if let Some(matches) = self
             .automaton
             .as_ref()
             .and_then(|a| a.try_find_overlapping_iter(index.text).ok())
         {
-            let mut left = self.patterns;
+            let mut left = pattern_found.len();
             for m in matches {
-                if let Some(found) = phrase_found.get_mut(m.pattern().as_usize())
+                let p = m.pattern().as_usize();
+                if let Some(found) = pattern_found.get_mut(p)
                     && !*found
-                    && on_boundaries(index.text, m.start(), m.end())
+                    && self.stands(p, index.text, m.start(), m.end())
                 {
                     *found = true;
                     left -= 1;
@@ -617,20 +713,19 @@ impl Matcher {
                 }
             }
         }
-        let phrase = |k: usize| {
+        let pattern = |k: usize| {
             self.pattern_of
                 .get(k)
                 .copied()
                 .flatten()
-                .and_then(|p| phrase_found.get(p).copied())
+                .and_then(|p| pattern_found.get(p).copied())
                 .unwrap_or(false)
         };
         keys.iter()
             .enumerate()
             .map(|(k, key)| match key {
-                Key::Word(w) => index.words.contains(w.as_str()),
-                Key::Phrase(_) => phrase(k),
-                Key::Number(n) => index.numbers.contains(&n.canonical) || phrase(k),
+                Key::Word(_) | Key::Phrase(_) => pattern(k),
+                Key::Number(n) => index.numbers.contains(&n.canonical) || pattern(k),
                 Key::Date(d) => index.dates.contains(d),
             })
             .collect()
@@ -651,6 +746,50 @@ mod tests {
         assert_eq!(normalize("Caf\u{e9} \"Menu\""), "caf\u{e9} \"menu\"");
         assert_eq!(normalize("\t A\u{b}B \n"), "a b");
         assert_eq!(normalize(""), "");
+    }
+
+    #[test]
+    fn ascii_text_is_normalized_as_any_text() {
+        for b in 0u8..=0x7F {
+            let c = char::from(b);
+            let text = format!("{c}Ab{c}{c} c{c}D {c}");
+            assert_eq!(
+                normalize(&text),
+                normalized(text.len(), text.chars()),
+                "byte {b:#04x}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_word_is_found_only_as_a_whole_word() {
+        let keys = [Key::Word("2".into()), Key::Word("port".into())];
+        let keys: Vec<&Key> = keys.iter().collect();
+        let matcher = Matcher::new(&keys);
+        let text = normalize("v2 and ports, x2");
+        assert_eq!(matcher.holds(&keys, &matcher.index(&text)), [false, false]);
+        let text = normalize("Port 2.");
+        assert_eq!(matcher.holds(&keys, &matcher.index(&text)), [true, true]);
+    }
+
+    #[test]
+    fn a_source_is_read_for_numbers_and_dates_only_when_asked() {
+        let text = normalize("Six ships left on 3 March 2020.");
+        let words = [Key::Word("ships".into())];
+        let words: Vec<&Key> = words.iter().collect();
+        let index = Matcher::new(&words).index(&text);
+        assert!(index.numbers.is_empty() && index.dates.is_empty());
+        let facts = [
+            Key::Number(Number::whole(6)),
+            Key::Date(DateKey {
+                year: 2020,
+                month: 3,
+                day: 3,
+            }),
+        ];
+        let facts: Vec<&Key> = facts.iter().collect();
+        let matcher = Matcher::new(&facts);
+        assert_eq!(matcher.holds(&facts, &matcher.index(&text)), [true, true]);
     }
 
     #[test]

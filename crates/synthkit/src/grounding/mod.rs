@@ -56,7 +56,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::text::abstention::DEFAULT_NOT_IN_SOURCES_ANSWER;
 use crate::text::cap_text;
-use lookup::{Key, Matcher, SourceIndex, normalize};
+use lookup::{Key, Matcher, normalize};
 
 /// The most of an answer read, in bytes (cut at a character boundary); the rest is not
 /// checked, and the grounding says it was [`truncated`](Grounding::truncated).
@@ -273,6 +273,20 @@ pub fn facts(answer: &str, question: &str) -> Vec<Fact> {
 /// the texts its calls were shown.
 pub fn check<S: AsRef<str>>(answer: &str, question: &str, sources: &[S]) -> Grounding {
     let Read { facts, truncated } = read(answer, question);
+    if facts.is_empty() {
+        // Nothing to look up: no source need be read.
+        return Grounding {
+            status: GroundingStatus::Supported,
+            unsupported: Vec::new(),
+            derived: Vec::new(),
+            checked: 0,
+            found: 0,
+            sources: Vec::new(),
+            truncated,
+            source_ids: Vec::new(),
+            withheld: None,
+        };
+    }
     let keys: Vec<&Key> = facts.iter().map(|f| &f.key).collect();
     let matcher = Matcher::new(&keys);
     let mut found = vec![false; facts.len()];
@@ -281,7 +295,7 @@ pub fn check<S: AsRef<str>>(answer: &str, question: &str, sources: &[S]) -> Grou
     let mut budget = MAX_DERIVATION_STEPS;
     for ((s, source), held) in sources.iter().enumerate().zip(held.iter_mut()) {
         let text = normalize(source.as_ref());
-        let index = SourceIndex::new(&text);
+        let index = matcher.index(&text);
         for (holds, found) in matcher.holds(&keys, &index).into_iter().zip(&mut found) {
             if holds {
                 *found = true;
@@ -363,7 +377,8 @@ fn read(answer: &str, question: &str) -> Read {
         vec![false; candidates.len()]
     } else {
         let keys: Vec<&Key> = candidates.iter().map(|f| &f.key).collect();
-        Matcher::new(&keys).holds(&keys, &SourceIndex::new(&question))
+        let matcher = Matcher::new(&keys);
+        matcher.holds(&keys, &matcher.index(&question))
     };
     let mut facts: Vec<Fact> = candidates
         .into_iter()
