@@ -11,13 +11,16 @@
 #      tests/extras (and, for [ray], the Ray processor's and the Ray example's tests,
 #      tests/test_ray_processor.py and tests/test_ray_batch.py).
 #
+# The main suite runs beside the extras, which run one after another.
+#
 # Venvs are created once and reused; the wheel is reinstalled when it changed. The first run
 # compiles synthkit in release (10-20 minutes on two cores) and installs the extras (Ray is
 # the largest); later runs take seconds plus pytest's time. Arguments go to the main suite's
 # pytest. SYNTHKIT_PYTHON_EXTRAS="" skips the extras (never in CI); "openai ray" runs those.
 #
-# Exit status: 0 when every suite passed, else the first failure's; 77 when python3 or
-# venv/pip is missing (the Rust driver test skips on it outside CI).
+# Exit status: 0 when every suite passed, else the main suite's when it failed, else the
+# first failed extra's; 77 when python3 or venv/pip is missing (the Rust driver test skips
+# on it outside CI).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -85,10 +88,15 @@ cd "$repo/bindings/python"
 export PYTHONDONTWRITEBYTECODE=1
 install_wheel "$venv"
 status=0
-echo "python-tests: main suite, $wheel installed into $venv" >&2
+# The main suite runs beside the extras (one pytest process each, mostly waiting on loopback
+# servers and Ray): its output is printed when it ends, its status counts first.
+echo "python-tests: main suite, $wheel installed into $venv (beside the extras)" >&2
+main_log="$(mktemp)"
 env PATH="$no_rust_path" SYNTHKIT_TEST_WHEEL="$wheel" "$venv/bin/python" -m pytest -q \
   -p no:cacheprovider --timeout=300 --ignore=tests/extras --ignore=tests/test_ray_batch.py --ignore=tests/test_ray_processor.py \
-  tests "$@" || status=$?
+  tests "$@" >"$main_log" 2>&1 &
+main_pid=$!
+trap 'kill "$main_pid" 2>/dev/null || true; rm -f "$main_log"' EXIT
 
 # extra_key EXTRA TEST_DEP...: a hash of the requirements the wheel declares for EXTRA (what
 # pip installs), and of the extra's venv's test dependencies.
@@ -136,4 +144,9 @@ for extra in $extras; do
     "$ev/bin/python" -m pytest -q -p no:cacheprovider --timeout=300 "${tests[@]}" ||
     { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 done
+main_status=0
+wait "$main_pid" || main_status=$?
+echo "python-tests: main suite:" >&2
+cat "$main_log"
+[ "$main_status" -eq 0 ] || status=$main_status
 exit "$status"
