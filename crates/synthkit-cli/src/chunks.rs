@@ -5,8 +5,8 @@
 //! first walked for their fingerprint ([`folder_index::fingerprint`]: names, sizes and
 //! times). The same as last time: the read's notes are said again and the chunks stay in
 //! the index, ranked there ([`Chunks::top_k`]) and loaded only when kept. Else the paths
-//! are read (files unchanged since taken from the index), split, and kept as the new
-//! snapshot. Whatever goes wrong with the index is said in a note and the paths are read
+//! are read (files unchanged since taken from the index), split (documents split before
+//! taken from the index), and kept as the new snapshot. Whatever goes wrong with the index is said in a note and the paths are read
 //! without it: the index changes how soon an answer comes, never what it says.
 
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use synthkit::Node;
 use synthkit::text::TokenTextSplitter;
 use synthkit_documents::ReadOptions;
 
-use crate::folder_index::{self, FolderIndex, Snapshot};
+use crate::folder_index::{self, FolderIndex, Pieces, Snapshot};
 use crate::input::{self, Say};
 use crate::rank;
 use crate::say::note;
@@ -48,8 +48,8 @@ pub struct ChunkSource<'a> {
 pub enum Chunks {
     /// Every chunk, in order.
     Memory(Vec<Node>),
-    /// The index's snapshot, ranked there, and its chunks when they were just read.
-    Indexed(Arc<FolderIndex>, Snapshot, Option<Vec<Node>>),
+    /// The index's snapshot, ranked there (its chunks loaded from it when wanted).
+    Indexed(Arc<FolderIndex>, Snapshot),
 }
 
 impl Chunks {
@@ -57,7 +57,7 @@ impl Chunks {
     pub fn len(&self) -> usize {
         match self {
             Chunks::Memory(nodes) => nodes.len(),
-            Chunks::Indexed(_, s, _) => usize::try_from(s.corpus.chunks).unwrap_or(usize::MAX),
+            Chunks::Indexed(_, s) => usize::try_from(s.corpus.chunks).unwrap_or(usize::MAX),
         }
     }
 
@@ -70,7 +70,7 @@ impl Chunks {
     pub fn top_k(self, query: &str, k: usize) -> Result<Vec<Node>> {
         match self {
             Chunks::Memory(nodes) => Ok(rank::top_k(nodes, query, k)),
-            Chunks::Indexed(ix, snapshot, _) => {
+            Chunks::Indexed(ix, snapshot) => {
                 ix.top_k(&snapshot, query, k).map_err(|e| damaged(&ix, e))
             }
         }
@@ -80,8 +80,7 @@ impl Chunks {
     pub fn into_nodes(self) -> Result<Vec<Node>> {
         match self {
             Chunks::Memory(nodes) => Ok(nodes),
-            Chunks::Indexed(_, _, Some(nodes)) => Ok(nodes),
-            Chunks::Indexed(ix, _, None) => ix.nodes().map_err(|e| damaged(&ix, e)),
+            Chunks::Indexed(ix, _) => ix.nodes().map_err(|e| damaged(&ix, e)),
         }
     }
 }
@@ -103,14 +102,14 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
     let index = open_index(source, spinner);
     let hit = index
         .as_ref()
-        .and_then(|(ix, (fp, _))| match ix.snapshot(fp) {
+        .and_then(|(ix, (fp, _), _)| match ix.snapshot(fp) {
             Ok(hit) => hit,
             Err(e) => {
                 unusable(source.say, ix, &e);
                 None
             }
         });
-    if let (Some((ix, _)), Some(snapshot)) = (&index, hit) {
+    if let (Some((ix, _, _)), Some(snapshot)) = (&index, hit) {
         spinner.clear();
         input::say_told(&snapshot.told, source.say);
         if source.say.verbose {
@@ -125,23 +124,23 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
         return Ok(ReadChunks {
             from_folder: snapshot.from_folder,
             images: snapshot.images.clone(),
-            chunks: Chunks::Indexed(ix.clone(), snapshot, None),
+            chunks: Chunks::Indexed(ix.clone(), snapshot),
             names: Vec::new(),
         });
     }
-    let writing = index.filter(|(ix, _)| match ix.begin() {
+    let writing = index.filter(|(ix, _, _)| match ix.begin() {
         Ok(()) => true,
         Err(e) => {
             unusable(source.say, ix, &e);
             false
         }
     });
-    let cache = writing.as_ref().map(|(ix, _)| ix.clone() as Arc<_>);
+    let cache = writing.as_ref().map(|(ix, _, _)| ix.clone() as Arc<_>);
     let read = input::read_documents(source.paths, source.options, cache, source.say, spinner);
     let mut read = match read {
         Ok(read) => read,
         Err(e) => {
-            if let Some((ix, _)) = &writing {
+            if let Some((ix, _, _)) = &writing {
                 ix.abandon();
             }
             return Err(e);
@@ -158,31 +157,46 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
             thousands(read.docs.len())
         ));
     }
-    let nodes = input::nodes_from_documents(&read.docs, source.splitter);
-    let names: Vec<String> = read.docs.into_iter().map(|d| d.path).collect();
-    let mut kept = None;
-    if let Some((ix, (fp, racy))) = &writing {
-        if nodes.is_empty() {
-            // Nothing to keep: the error (or the images alone) comes from memory.
-            ix.abandon();
-        } else {
-            spinner.set(format!("indexing {} chunks", thousands(nodes.len())));
-            let snapshot = Snapshot {
-                fingerprint: String::new(),
-                told: read.told.clone(),
-                from_folder: read.from_folder,
-                images: read.images.clone(),
-                corpus: rank::Corpus::default(),
-            };
-            let fp = (!racy).then_some(fp.as_str());
-            kept = save(ix, fp, snapshot, &nodes, source.say).map(|s| (ix.clone(), s));
+    // Split through the index when it is written: a document split before is not again.
+    let pieces = writing.as_ref().and_then(|(ix, _, chunking)| {
+        match ix.pieces(&read.docs, source.splitter, chunking) {
+            Ok(pieces) => Some(pieces),
+            Err(e) => {
+                ix.abandon();
+                unusable(source.say, ix, &e);
+                None
+            }
         }
-    }
-    // Kept: ranked from the index (the words are counted once), every chunk still at hand.
-    let chunks = match kept {
-        Some((ix, snapshot)) => Chunks::Indexed(ix, snapshot, Some(nodes)),
-        None => Chunks::Memory(nodes),
+    });
+    let chunks = match (&writing, pieces) {
+        (Some((ix, (fp, racy), _)), Some(pieces)) => {
+            if pieces.pieces.is_empty() {
+                // Nothing to keep: the error (or the images alone) comes from memory.
+                ix.abandon();
+                Chunks::Memory(Vec::new())
+            } else {
+                spinner.set(format!(
+                    "indexing {} chunks",
+                    thousands(pieces.pieces.len())
+                ));
+                let snapshot = Snapshot {
+                    fingerprint: String::new(),
+                    told: read.told.clone(),
+                    from_folder: read.from_folder,
+                    images: read.images.clone(),
+                    corpus: rank::Corpus::default(),
+                };
+                let fp = (!racy).then_some(fp.as_str());
+                // Kept: ranked from the index (the words are counted once).
+                match save(ix, fp, snapshot, &pieces, source.say) {
+                    Some(snapshot) => Chunks::Indexed(ix.clone(), snapshot),
+                    None => Chunks::Memory(pieces.nodes()?),
+                }
+            }
+        }
+        _ => Chunks::Memory(input::nodes_from_documents(&read.docs, source.splitter)),
     };
+    let names: Vec<String> = read.docs.into_iter().map(|d| d.path).collect();
     spinner.clear();
     Ok(ReadChunks {
         chunks,
@@ -198,7 +212,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
 fn open_index(
     source: &ChunkSource<'_>,
     spinner: &Spinner,
-) -> Option<(Arc<FolderIndex>, (String, bool))> {
+) -> Option<(Arc<FolderIndex>, (String, bool), String)> {
     let dir = source.index_dir?;
     let applies = source.paths.iter().all(|p| p.as_os_str() != "-")
         && source.paths.iter().any(|p| p.is_dir());
@@ -216,7 +230,7 @@ fn open_index(
     );
     let opened = FolderIndex::open(dir, source.paths, source.options).and_then(|ix| {
         let fp = folder_index::fingerprint(source.paths, source.options, &chunking)?;
-        Ok((Arc::new(ix), fp))
+        Ok((Arc::new(ix), fp, chunking))
     });
     match opened {
         Ok(opened) => Some(opened),
@@ -256,10 +270,10 @@ fn save(
     ix: &FolderIndex,
     fingerprint: Option<&str>,
     snapshot: Snapshot,
-    nodes: &[Node],
+    pieces: &Pieces,
     say: Say,
 ) -> Option<Snapshot> {
-    let saved = ix.save(fingerprint, snapshot, nodes);
+    let saved = ix.save(fingerprint, snapshot, pieces);
     match &saved {
         Ok(_) if say.verbose => {
             let (reused, read) = ix.counts();
@@ -271,9 +285,14 @@ fn save(
             note(
                 say.quiet,
                 &format!(
-                    "folder index {}: read {read} file{}, {reused} unchanged taken from the index{racy}",
+                    "folder index {}: read {read} file{}, {reused} unchanged taken from the index; \
+                     split {} document{}, reused {} split{}{racy}",
                     ix.file().display(),
                     if read == 1 { "" } else { "s" },
+                    pieces.split,
+                    if pieces.split == 1 { "" } else { "s" },
+                    pieces.reused,
+                    if pieces.reused == 1 { "" } else { "s" },
                 ),
             );
         }

@@ -1,5 +1,5 @@
 //! The folder index (issue 46): a folder asked again is not read again, only what changed
-//! is, the answer and its ranked sources are those of a fresh read, `--no-index` keeps
+//! is (and only that is split again), the answer and its ranked sources are those of a fresh read, `--no-index` keeps
 //! nothing, and a damaged index is said and read around. Counted by the files the command
 //! says it read, never timed.
 
@@ -91,14 +91,6 @@ fn files_read(out: &std::process::Output) -> Option<(usize, usize)> {
         .lines()
         .find(|l| l.contains("folder index") && l.contains("unchanged taken from the index"))
         .unwrap_or_else(|| panic!("no index note in:\n{err}"));
-    let number_after = |word: &str| -> usize {
-        let at = line.find(word).unwrap() + word.len();
-        let digits: String = line[at..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        digits.parse().unwrap()
-    };
     let unchanged = line.find(" unchanged").unwrap();
     let before: String = line[..unchanged]
         .chars()
@@ -106,7 +98,30 @@ fn files_read(out: &std::process::Output) -> Option<(usize, usize)> {
         .take_while(char::is_ascii_digit)
         .collect();
     let unchanged: usize = before.chars().rev().collect::<String>().parse().unwrap();
-    Some((number_after(": read "), unchanged))
+    Some((number_after(line, ": read "), unchanged))
+}
+
+/// The number right after the first `word` in `line`.
+fn number_after(line: &str, word: &str) -> usize {
+    let at = line.find(word).unwrap() + word.len();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().unwrap()
+}
+
+/// What the index said it split: `(documents split, splits reused)`.
+fn documents_split(out: &std::process::Output) -> (usize, usize) {
+    let err = stderr(out);
+    let line = err
+        .lines()
+        .find(|l| l.contains("folder index") && l.contains("; split "))
+        .unwrap_or_else(|| panic!("no split note in:\n{err}"));
+    (
+        number_after(line, "; split "),
+        number_after(line, ", reused "),
+    )
 }
 
 #[test]
@@ -114,10 +129,9 @@ fn a_folder_asked_again_reads_only_what_changed() {
     let dir = manual(6);
     let index = tempfile::tempdir().unwrap();
     let q = "How often is the mirror checked?";
-    assert_eq!(
-        files_read(&ask(dir.path(), index.path(), q, &[])),
-        Some((6, 0))
-    );
+    let first = ask(dir.path(), index.path(), q, &[]);
+    assert_eq!(files_read(&first), Some((6, 0)));
+    assert_eq!(documents_split(&first), (6, 0));
     // Nothing changed: no file read.
     assert_eq!(files_read(&ask(dir.path(), index.path(), q, &[])), None);
     assert_eq!(
@@ -134,6 +148,8 @@ fn a_folder_asked_again_reads_only_what_changed() {
     set_time(&changed, 60);
     let out = ask(dir.path(), index.path(), "When is the dome painted?", &[]);
     assert_eq!(files_read(&out), Some((1, 5)));
+    // ... and it alone is split again: the others' chunks and word counts are reused.
+    assert_eq!(documents_split(&out), (1, 5));
     assert!(
         stdout(&out).contains("painted white every spring"),
         "{}",
@@ -154,6 +170,7 @@ fn a_folder_asked_again_reads_only_what_changed() {
         &["--json"],
     );
     assert_eq!(files_read(&out), Some((1, 5)));
+    assert_eq!(documents_split(&out), (1, 5));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     for s in report["sources"].as_array().unwrap() {
         assert!(!s["id"].as_str().unwrap().contains("mirror-0"), "{s}");
@@ -161,6 +178,7 @@ fn a_folder_asked_again_reads_only_what_changed() {
     // Another chunk size: the documents are taken from the index and split again.
     let out = ask(dir.path(), index.path(), q, &["--chunk-size", "80"]);
     assert_eq!(files_read(&out), Some((0, 6)));
+    assert_eq!(documents_split(&out), (6, 0));
     // A file written this instant is never trusted: read every time until it is older.
     // (Here its time is an hour ahead, so that it stays "just written" on a slow machine.)
     let fresh = write(
@@ -171,9 +189,11 @@ fn a_folder_asked_again_reads_only_what_changed() {
     let ahead = SystemTime::now() + Duration::from_secs(3600);
     let file = std::fs::File::options().append(true).open(&fresh).unwrap();
     file.set_modified(ahead).unwrap();
-    for _ in 0..2 {
+    // Its text is the same the second time: its split is reused.
+    for split in [(1, 6), (0, 7)] {
         let out = ask(dir.path(), index.path(), q, &["--chunk-size", "80"]);
         assert_eq!(files_read(&out), Some((1, 6)));
+        assert_eq!(documents_split(&out), split);
         assert!(stderr(&out).contains("the next question looks again"));
     }
 }

@@ -7,6 +7,9 @@
 //!
 //! - every document read from those folders (keyed by path, size and modification time),
 //!   so that when files change only they are read again ([`ReadCache`]);
+//! - every document's chunks with their words counted (keyed by its name, markup, text and
+//!   the chunking), so that only the documents that changed are split again
+//!   ([`FolderIndex::pieces`]);
 //! - a *snapshot*: the chunks of the last read with their words counted for BM25 (an
 //!   inverted index: each word's chunks), and what the read said on standard error, valid
 //!   while the walk finds the same files with the same sizes and times, and the chunking
@@ -43,7 +46,11 @@ use synthkit_documents::walk::{Found, walk};
 use synthkit_documents::{ReadCache, ReadFile, ReadOptions};
 
 use crate::input::Told;
-use crate::rank::{self, Analyzer, Corpus, Query, Terms};
+use crate::rank::{self, Analyzer, Corpus, Query};
+
+mod splits;
+
+pub use splits::Pieces;
 
 /// The most disk all folder indexes together may take (2 GiB).
 pub const MAX_INDEX_BYTES: u64 = 2 << 30;
@@ -56,7 +63,7 @@ const BUSY_WAIT: Duration = Duration::from_secs(2);
 /// (git's "racy" files), and a read holding one keeps no snapshot.
 const RACY: Duration = Duration::from_secs(2);
 /// The layout of the tables; an index of another layout is emptied and rebuilt.
-const LAYOUT: i64 = 1;
+const LAYOUT: i64 = 2;
 /// The extension of index files.
 const EXTENSION: &str = "sqlite";
 
@@ -127,7 +134,8 @@ impl FolderIndex {
             }
         };
         let generation: i64 = conn.query_row(
-            "SELECT COALESCE(MAX(generation), 0) + 1 FROM files",
+            "SELECT MAX(COALESCE((SELECT MAX(generation) FROM files), 0),
+                        COALESCE((SELECT MAX(generation) FROM splits), 0)) + 1",
             [],
             |r| r.get(0),
         )?;
@@ -192,50 +200,48 @@ impl FolderIndex {
         let _ = self.conn().execute_batch("ROLLBACK");
     }
 
-    /// Keeps `nodes` (every chunk of the read, in order) and what the read said as the
-    /// snapshot for `fingerprint` (none when a file was too recently modified to be
-    /// trusted: `None`), forgets the files the read did not find, and commits.
+    /// Keeps `pieces` (every chunk of the read, in order: [`pieces`](Self::pieces)) and
+    /// what the read said as the snapshot for `fingerprint` (none when a file was too
+    /// recently modified to be trusted: `None`), forgets the files and splits the read did
+    /// not use, and commits.
     pub fn save(
         &self,
         fingerprint: Option<&str>,
         snapshot: Snapshot,
-        nodes: &[Node],
+        pieces: &Pieces,
     ) -> Result<Option<Snapshot>> {
         let Some(fingerprint) = fingerprint else {
             let conn = self.conn();
             conn.execute_batch("DELETE FROM chunks; DELETE FROM words; DELETE FROM meta;")?;
-            conn.execute(
-                "DELETE FROM files WHERE generation < ?1",
-                params![self.generation],
-            )?;
+            self.forget_unused(&conn)?;
             conn.execute_batch("COMMIT")?;
             return Ok(None);
         };
-        let analyzer = Analyzer::new();
-        let mut lengths: Vec<u8> = Vec::with_capacity(nodes.len() * 5);
+        let pieces = &pieces.pieces;
+        let mut lengths: Vec<u8> = Vec::with_capacity(pieces.len() * 5);
         let mut postings: HashMap<u32, (u32, Vec<u8>)> = HashMap::new();
         let mut corpus = Corpus::default();
         let conn = self.conn();
         conn.execute_batch("DELETE FROM chunks; DELETE FROM words;")?;
         {
             let mut insert = conn.prepare("INSERT INTO chunks (id, node) VALUES (?1, ?2)")?;
-            for (id, node) in nodes.iter().enumerate() {
+            for (id, piece) in pieces.iter().enumerate() {
                 let id = u32::try_from(id).map_err(|_| anyhow!("too many chunks to index"))?;
-                let terms: Terms = analyzer.terms(node);
+                let terms = &piece.terms;
                 corpus = Corpus {
                     chunks: corpus.chunks + 1,
                     words: corpus.words + u64::from(terms.length),
                 };
                 lengths.extend_from_slice(&terms.length.to_le_bytes());
-                lengths.push(u8::from(rank::is_first_chunk(node)));
-                for (word, count) in terms.counts {
+                lengths.push(u8::from(piece.first));
+                for &(word, count) in &terms.counts {
                     let (last, list) = postings.entry(word).or_insert((0, Vec::new()));
                     // Chunk ids ascending: each stored as its distance from the last.
                     varint(list, id - *last);
                     varint(list, count);
                     *last = id;
                 }
-                insert.execute(params![id, deflate(&serde_json::to_vec(node)?)?])?;
+                insert.execute(params![id, piece.node])?;
             }
             let mut insert = conn.prepare("INSERT INTO words (word, postings) VALUES (?1, ?2)")?;
             for (word, (_, list)) in &postings {
@@ -253,14 +259,24 @@ impl FolderIndex {
             meta,
             params!["snapshot", deflate(&serde_json::to_vec(&snapshot)?)?],
         )?;
-        conn.execute(
-            "DELETE FROM files WHERE generation < ?1",
-            params![self.generation],
-        )?;
+        self.forget_unused(&conn)?;
         conn.execute_batch("COMMIT")?;
         drop(conn);
         make_room(self.file.parent().unwrap_or(Path::new(".")), &self.file);
         Ok(Some(snapshot))
+    }
+
+    /// Removes the files and splits this read did not look at or use.
+    fn forget_unused(&self, conn: &Connection) -> rusqlite::Result<()> {
+        conn.execute(
+            "DELETE FROM files WHERE generation < ?1",
+            params![self.generation],
+        )?;
+        conn.execute(
+            "DELETE FROM splits WHERE generation < ?1",
+            params![self.generation],
+        )?;
+        Ok(())
     }
 
     /// Every chunk of the snapshot, in order.
@@ -400,12 +416,15 @@ fn prepare(file: &Path) -> rusqlite::Result<Connection> {
         conn.execute_batch(
             "DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS chunks;
              DROP TABLE IF EXISTS words; DROP TABLE IF EXISTS meta;
+             DROP TABLE IF EXISTS splits;
              CREATE TABLE files (
                  path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
                  generation INTEGER NOT NULL, read BLOB NOT NULL);
              CREATE TABLE chunks (id INTEGER PRIMARY KEY, node BLOB NOT NULL);
              CREATE TABLE words (word INTEGER PRIMARY KEY, postings BLOB NOT NULL);
-             CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);",
+             CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+             CREATE TABLE splits (
+                 key BLOB PRIMARY KEY, generation INTEGER NOT NULL, chunks BLOB NOT NULL);",
         )?;
         conn.pragma_update(None, "user_version", LAYOUT)?;
     }
