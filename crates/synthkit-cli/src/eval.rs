@@ -22,7 +22,6 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use serde_json::json;
 use synthkit::many::{Order, Window};
-use synthkit::text::TokenTextSplitter;
 use synthkit::{Node, ResponseMode, Synthesizer};
 use synthkit_frontend::eval::{
     AnswerLine, Case, CaseInput, RegexBudget, Row, nodes_text, parse_answer_line,
@@ -35,7 +34,7 @@ use crate::error::usage;
 use crate::observe::Fanout;
 use crate::output::{note, warn};
 use crate::pages::{BatchReports, batch_report_path};
-use crate::paths_root::PathsRoot;
+use crate::paths_root::{PathsReader, PathsRoot};
 use crate::progress::BatchProgress;
 use crate::settings::eval::{CaseRuns, EvalRun};
 use synthkit_frontend::batch::{self as batch_io, LineReader, RawLine};
@@ -227,15 +226,11 @@ fn open_rows(path: &Path) -> Result<(std::fs::File, Vec<Row>)> {
 /// What every synthkit run shares.
 struct Runner {
     runs: CaseRuns,
-    /// `--top-k`, for `paths` cases that set none.
-    top_k: Option<crate::flags::TopK>,
     backend: Backend,
     progress: Arc<BatchProgress>,
     reports: Option<BatchReports>,
-    splitter: Arc<TokenTextSplitter>,
-    root: Arc<PathsRoot>,
-    /// Where the folder indexes of `paths` are kept (`--index-dir`); `None`: none.
-    index_dir: Option<Arc<std::path::Path>>,
+    /// How `paths` cases are read.
+    paths: PathsReader,
 }
 
 impl Runner {
@@ -247,15 +242,7 @@ impl Runner {
             CaseInput::Paths(paths) => paths.clone(),
             _ => return Err("this kind of case input is not supported".into()),
         };
-        let (root, splitter) = (Arc::clone(&self.root), Arc::clone(&self.splitter));
-        let (query, top_k, flag) = (case.query.clone(), case.top_k, self.top_k);
-        let index_dir = self.index_dir.clone();
-        tokio::task::spawn_blocking(move || {
-            let index_dir = index_dir.as_deref();
-            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter, index_dir)
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))
+        self.paths.read(paths, case.query.clone(), case.top_k).await
     }
 
     /// The synthesizer of one run, observed by the progress and `recorder`.
@@ -566,13 +553,11 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
     let mut runs = 0usize;
     if !todo.is_empty() {
         let backend = backend::connect_with(args.stack).await?;
-        let splitter = TokenTextSplitter::new(
-            args.paths.chunk_size,
-            args.paths.chunk_overlap,
+        let paths = PathsReader::new(
+            &args.paths,
+            Arc::clone(&root),
             backend.split_tokenizer.clone(),
-        )
-        .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
-        let splitter = Arc::new(splitter);
+        )?;
         let reports = match &args.runs.report_dir {
             Some(dir) => Some(BatchReports::create(dir, &backend)?),
             None => None,
@@ -581,13 +566,10 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
         let jobs = args.jobs;
         let runner = Arc::new(Runner {
             runs: args.runs.clone(),
-            top_k: args.paths.top_k,
             backend,
             progress: progress.clone(),
             reports,
-            splitter,
-            root: Arc::clone(&root),
-            index_dir: args.paths.index_dir.as_deref().map(Arc::from),
+            paths,
         });
         // At most --jobs runs in flight, each on its own task (aborted if this is
         // dropped), their rows taken in case order.

@@ -21,11 +21,16 @@
 //! root.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Result;
+use synthkit::Node;
+use synthkit::text::{SharedTokenizer, TokenTextSplitter};
 use synthkit_documents::ReadOptions;
 
 use crate::error::usage;
+use crate::flags::TopK;
+use crate::settings::batch::LinePaths;
 
 /// The deepest a `paths` folder is walked: a folder this many levels below a path is
 /// not entered (skipped, and named).
@@ -168,6 +173,63 @@ impl PathsRoot {
             .ok()
             .filter(|rel| !rel.as_os_str().is_empty())
             .map_or_else(|| path.to_string(), |rel| rel.display().to_string())
+    }
+}
+
+/// How the `paths` of a `batch` line or an `eval` case are read: `ask`'s reader and
+/// chunking (`--chunk-size`), ranked with the line's or case's `top_k`, else `--top-k`,
+/// else ask's default for a folder; under a [`PathsRoot`], at most
+/// [`crate::input::MAX_PATHS_FILES`] files and [`crate::input::MAX_PATHS_BYTES`] bytes
+/// each, through the folder index when one is kept.
+#[derive(Clone)]
+pub struct PathsReader {
+    splitter: Arc<TokenTextSplitter>,
+    top_k: Option<TopK>,
+    root: Arc<PathsRoot>,
+    /// Where the folder indexes of `paths` are kept (`--index-dir`); `None`: none.
+    index_dir: Option<Arc<Path>>,
+}
+
+impl PathsReader {
+    /// The reading `settings` ask for, under `root`, chunked with `tokenizer`.
+    pub fn new(
+        settings: &LinePaths,
+        root: Arc<PathsRoot>,
+        tokenizer: SharedTokenizer,
+    ) -> Result<Self> {
+        let splitter =
+            TokenTextSplitter::new(settings.chunk_size, settings.chunk_overlap, tokenizer)
+                .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
+        Ok(Self {
+            splitter: Arc::new(splitter),
+            top_k: settings.top_k,
+            root,
+            index_dir: settings.index_dir.as_deref().map(Arc::from),
+        })
+    }
+
+    /// The nodes of `paths` for `query` ([`crate::input::nodes_from_paths`]), read on a
+    /// blocking thread (never a runtime's); the error says why there is nothing to read.
+    pub async fn read(
+        &self,
+        paths: Vec<String>,
+        query: String,
+        top_k: Option<usize>,
+    ) -> std::result::Result<Vec<Node>, String> {
+        let reader = self.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::input::nodes_from_paths(
+                &paths,
+                &reader.root,
+                &query,
+                top_k,
+                reader.top_k,
+                &reader.splitter,
+                reader.index_dir.as_deref(),
+            )
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))
     }
 }
 

@@ -37,6 +37,7 @@ use crate::backend::{self, Backend};
 use crate::error::usage;
 use crate::output::note;
 use crate::pages::BatchReports;
+use crate::paths_root::{PathsReader, PathsRoot};
 use crate::progress::BatchProgress;
 use crate::settings::batch::{BatchRun, LinePaths};
 
@@ -306,7 +307,7 @@ pub async fn run(args: &BatchRun<'_>) -> Result<()> {
     let mut reader = LineReader::new(open_input(&args.input)?, max_line);
     let backend = backend::connect_with(args.stack).await?;
     let defaults = defaults(args, &backend);
-    let files = LineFiles::new(&args.paths, &args.input, &backend)?;
+    let files = line_files(&args.paths, &args.input, &backend)?;
     // The extractive backend is free; with --max-cost, one ledger holds every call of
     // the batch to the cap.
     let cost = cost.filter(|_| !backend.is_extractive());
@@ -459,59 +460,15 @@ pub async fn run(args: &BatchRun<'_>) -> Result<()> {
     Ok(())
 }
 
-/// How the `paths` of a line are read: `ask`'s reader and chunking (`--chunk-size`), ranked
-/// with the line's `top_k`, else `--top-k`, else ask's default for a folder; under
-/// `--paths-root` (by default IN's folder: [`crate::paths_root`]), at most
-/// [`crate::input::MAX_PATHS_FILES`] files and [`crate::input::MAX_PATHS_BYTES`] bytes a
-/// line.
-#[derive(Clone)]
-struct LineFiles {
-    splitter: Arc<synthkit::text::TokenTextSplitter>,
-    top_k: Option<crate::flags::TopK>,
-    root: Arc<crate::paths_root::PathsRoot>,
-    /// Where the folder indexes of `paths` are kept (`--index-dir`); `None`: none.
-    index_dir: Option<Arc<Path>>,
-}
-
-impl LineFiles {
-    /// The reading of `paths` as `settings` say, under the root of `input` (IN).
-    fn new(settings: &LinePaths, input: &Path, backend: &Backend) -> Result<Self> {
-        let splitter = synthkit::text::TokenTextSplitter::new(
-            settings.chunk_size,
-            settings.chunk_overlap,
-            backend.split_tokenizer.clone(),
-        )
-        .map_err(|e| usage(format!("{e} (see --chunk-size)")))?;
-        let root = crate::paths_root::PathsRoot::for_input(
-            input,
-            settings.paths_root.as_deref(),
-            settings.allow_paths_outside,
-        )?;
-        Ok(Self {
-            splitter: Arc::new(splitter),
-            top_k: settings.top_k,
-            root: Arc::new(root),
-            index_dir: settings.index_dir.as_deref().map(Arc::from),
-        })
-    }
-
-    /// The nodes of `paths` for `query`, read on a blocking thread (never a runtime's).
-    async fn read(
-        &self,
-        paths: Vec<String>,
-        query: String,
-        top_k: Option<usize>,
-    ) -> std::result::Result<Vec<synthkit::Node>, String> {
-        let (splitter, flag) = (Arc::clone(&self.splitter), self.top_k);
-        let root = Arc::clone(&self.root);
-        let index_dir = self.index_dir.clone();
-        tokio::task::spawn_blocking(move || {
-            let index_dir = index_dir.as_deref();
-            crate::input::nodes_from_paths(&paths, &root, &query, top_k, flag, &splitter, index_dir)
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))
-    }
+/// How the `paths` of a line are read ([`PathsReader`]), under `--paths-root` (by default
+/// IN's folder: [`crate::paths_root`]).
+fn line_files(settings: &LinePaths, input: &Path, backend: &Backend) -> Result<PathsReader> {
+    let root = PathsRoot::for_input(
+        input,
+        settings.paths_root.as_deref(),
+        settings.allow_paths_outside,
+    )?;
+    PathsReader::new(settings, Arc::new(root), backend.split_tokenizer.clone())
 }
 
 /// An input line to run: its number, id, request hash, request (or why it cannot run),
@@ -540,7 +497,7 @@ fn start_line(
     defaults: RequestDefaults,
     observer: &Arc<dyn Observer>,
     reports: Option<Arc<BatchReports>>,
-    files: &LineFiles,
+    files: &PathsReader,
 ) {
     let Line {
         number,

@@ -26,7 +26,7 @@ pub async fn run<R: BufRead>(
     let mut total = Plan::default();
     let (mut planned, mut bad) = (0usize, 0usize);
     let (max_line, hash_defaults) = (args.max_line, args.hash_defaults);
-    let files = super::LineFiles::new(&args.paths, &args.input, backend)?;
+    let files = super::line_files(&args.paths, &args.input, backend)?;
     while let Some((number, raw)) = reader.next_line()? {
         let request = match parse_line(number, raw, max_line, hash_defaults) {
             Parsed::Blank => continue,
