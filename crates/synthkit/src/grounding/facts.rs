@@ -7,10 +7,11 @@ use std::sync::LazyLock;
 
 use rustc_hash::FxHashSet;
 
+use super::dates::date_at;
 use super::lookup::{
-    Key, Number, char_at, char_before, date_at, is_tens_word, is_word_char, leading_punctuation,
-    number_word, scan_numbers, trailing_punctuation,
+    Key, char_at, char_before, is_word_char, leading_punctuation, trailing_punctuation,
 };
+use super::numbers::{Number, is_tens_word, number_word, scan_numbers};
 use super::{Fact, FactKind, MAX_CANDIDATES, MAX_NAME_WORDS, MAX_PHRASE_CHARS, MAX_SPAN_CHARS};
 
 /// The longest citation marker skipped, in bytes (as `citation` reads them).

@@ -7,12 +7,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 use super::MAX_OPERANDS;
-
-/// Decimal places kept exact in the arithmetic of derived numbers.
-const SCALE_DIGITS: usize = 6;
-/// The most integer digits of a number that takes part in arithmetic (more are compared
-/// as written only).
-const MAX_ARITHMETIC_DIGITS: usize = 24;
+use super::dates::{DateKey, date_at};
+use super::numbers::{Number, is_tens_word, scan_numbers, source_number_word};
 
 /// Whether `c` is part of a word: a letter, a digit or `_`.
 pub(super) fn is_word_char(c: char) -> bool {
@@ -98,7 +94,7 @@ pub(super) fn char_at(text: &str, at: usize) -> Option<char> {
 
 /// Whether a word-like needle may start at byte `at`: no word char before it, or a `v`
 /// alone before a digit (`v2.3` holds `2.3`).
-fn starts_word(text: &str, at: usize, first: char) -> bool {
+pub(super) fn starts_word(text: &str, at: usize, first: char) -> bool {
     match char_before(text, at) {
         None => true,
         Some(c) if !is_word_char(c) => true,
@@ -120,174 +116,6 @@ fn on_boundaries(text: &str, start: usize, end: usize) -> bool {
         && (!is_word_char(last) || !char_at(text, end).is_some_and(is_word_char))
 }
 
-/// A number as lookups compare it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Number {
-    /// Digits without thousands separators or leading zeros; up to two decimal places
-    /// without trailing zeros (`3.50` is `3.5`). Three or more decimal places are kept
-    /// as written: `1.650` is how much of Europe writes 1650, and a version's `.650` is
-    /// not `.65`.
-    canonical: String,
-    /// The value times 10^6, when it has at most 6 decimal places and 24 integer digits.
-    pub(super) scaled: Option<i128>,
-    /// A number written with a decimal point is also looked up as its digits, a phrase:
-    /// `1.70` is in `1.70.0` (a version) though no number of that source is 1.7.
-    pub(super) phrase: Option<String>,
-}
-
-impl Number {
-    /// The number of integer digits `int` (no separators) and decimals `frac`.
-    fn new(int: &str, frac: &str) -> Self {
-        let int = match int.trim_start_matches('0') {
-            "" => "0",
-            digits => digits,
-        };
-        let frac_kept = if frac.len() <= 2 {
-            frac.trim_end_matches('0')
-        } else {
-            frac
-        };
-        let canonical = if frac_kept.is_empty() {
-            int.to_string()
-        } else {
-            format!("{int}.{frac_kept}")
-        };
-        let scaled = (int.len() <= MAX_ARITHMETIC_DIGITS && frac.len() <= SCALE_DIGITS)
-            .then(|| {
-                let padded = format!("{int}{frac:0<SCALE_DIGITS$}");
-                padded.parse::<i128>().ok()
-            })
-            .flatten();
-        let phrase = (!frac.is_empty()).then(|| format!("{int}.{frac}"));
-        Number {
-            canonical,
-            scaled,
-            phrase,
-        }
-    }
-
-    /// A whole number (a number word's value).
-    pub(super) fn whole(n: u32) -> Self {
-        Number::new(&n.to_string(), "")
-    }
-}
-
-/// Every number written in digits in `text`, with its byte range: digit runs that may
-/// hold thousands separators (`1,000`) and one decimal point. A run right after a letter
-/// (`x86`, `mp3`) is not a number, but one after a lone `v` is (`v2.3`); a run of
-/// several points (`1.65.0`) is a version, not a number; letters after a number are its
-/// unit or ordinal suffix (`3rd`, `5km`); commas that are not thousands separators
-/// separate numbers (`1,2`).
-pub(super) fn scan_numbers(text: &str, mut each: impl FnMut(usize, usize, Number)) {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if !b.is_ascii_digit() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let mut end = i;
-        while let Some(&c) = bytes.get(end) {
-            if c.is_ascii_digit() {
-                end += 1;
-            } else if matches!(c, b'.' | b',') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit)
-            {
-                end += 2;
-            } else {
-                break;
-            }
-        }
-        i = end;
-        if starts_word(text, start, '0')
-            && let Some(run) = text.get(start..end)
-        {
-            numbers_of_run(run, start, &mut each);
-        }
-    }
-}
-
-/// The numbers of one run of digits, points and commas starting at byte `at`.
-fn numbers_of_run(run: &str, at: usize, each: &mut impl FnMut(usize, usize, Number)) {
-    let points = run.matches('.').count();
-    if points > 1 {
-        return;
-    }
-    let (int, frac) = run.split_once('.').unwrap_or((run, ""));
-    let mut groups = int.split(',');
-    let thousands =
-        groups.next().is_some_and(|g| (1..=3).contains(&g.len())) && groups.all(|g| g.len() == 3);
-    if thousands {
-        each(at, at + run.len(), Number::new(&int.replace(',', ""), frac));
-        return;
-    }
-    let mut offset = at;
-    for piece in run.split(',') {
-        let (int, frac) = piece.split_once('.').unwrap_or((piece, ""));
-        each(offset, offset + piece.len(), Number::new(int, frac));
-        offset += piece.len() + 1;
-    }
-}
-
-/// Number words read as numbers: zero to nineteen.
-const UNIT_WORDS: [&str; 20] = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-];
-/// Twenty to ninety.
-const TENS_WORDS: [&str; 8] = [
-    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-];
-/// Ordinal words a source may write for a number (`third` for `3rd`).
-const ORDINAL_WORDS: [&str; 12] = [
-    "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
-    "eleventh", "twelfth",
-];
-
-/// The value of a lower-case unit word (`six`), teen or ten (`forty`).
-fn simple_number_word(word: &str) -> Option<u32> {
-    if let Some(n) = UNIT_WORDS.iter().position(|&w| w == word) {
-        return u32::try_from(n).ok();
-    }
-    let n = TENS_WORDS.iter().position(|&w| w == word)?;
-    u32::try_from(20 + 10 * n).ok()
-}
-
-/// Whether a lower-case word is a ten (`twenty` to `ninety`).
-pub(super) fn is_tens_word(word: &str) -> bool {
-    TENS_WORDS.contains(&word)
-}
-
-/// The value of a lower-case number word: `six`, `forty`, `twenty-one`.
-pub(super) fn number_word(word: &str) -> Option<u32> {
-    match word.split_once('-') {
-        Some((tens, unit)) if is_tens_word(tens) => {
-            let unit = simple_number_word(unit).filter(|u| (1..=9).contains(u))?;
-            Some(simple_number_word(tens)? + unit)
-        }
-        Some(_) => None,
-        None => simple_number_word(word),
-    }
-}
-
 /// Every maximal run of word chars of `text`, with its byte offset.
 pub(super) fn word_runs<'t>(text: &'t str, mut each: impl FnMut(usize, &'t str)) {
     let mut start = None;
@@ -306,133 +134,6 @@ pub(super) fn word_runs<'t>(text: &'t str, mut each: impl FnMut(usize, &'t str))
     if let Some(run) = start.and_then(|s| text.get(s..).map(|r| (s, r))) {
         each(run.0, run.1);
     }
-}
-
-/// A date, as much of it as was written: 0 for a part not given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) struct DateKey {
-    pub(super) year: u16,
-    pub(super) month: u8,
-    pub(super) day: u8,
-}
-
-/// Month names and the abbreviations read for them, by month - 1.
-const MONTHS: [(&str, &[&str]); 12] = [
-    ("january", &["jan"]),
-    ("february", &["feb"]),
-    ("march", &["mar"]),
-    ("april", &["apr"]),
-    ("may", &[]),
-    ("june", &["jun"]),
-    ("july", &["jul"]),
-    ("august", &["aug"]),
-    ("september", &["sep", "sept"]),
-    ("october", &["oct"]),
-    ("november", &["nov"]),
-    ("december", &["dec"]),
-];
-
-/// The month a word names (any case), 1 to 12.
-pub(super) fn month(word: &str) -> Option<u8> {
-    // Month names and their short forms are 3 to 9 ASCII letters: most words are not.
-    if !(3..=9).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return None;
-    }
-    let n = MONTHS.iter().position(|(name, short)| {
-        name.eq_ignore_ascii_case(word) || short.iter().any(|s| s.eq_ignore_ascii_case(word))
-    })?;
-    u8::try_from(n + 1).ok()
-}
-
-/// A day of the month as written: `3`, `03`, `3rd`.
-fn day(word: &str) -> Option<u8> {
-    let digits = word
-        .strip_suffix("st")
-        .or_else(|| word.strip_suffix("nd"))
-        .or_else(|| word.strip_suffix("rd"))
-        .or_else(|| word.strip_suffix("th"))
-        .unwrap_or(word);
-    if digits.is_empty() || digits.len() > 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().filter(|d| (1..=31).contains(d))
-}
-
-/// A year as written: four digits.
-fn year(word: &str) -> Option<u16> {
-    (word.len() == 4 && word.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| word.parse().ok())
-        .flatten()
-        .filter(|&y| y > 0)
-}
-
-/// An ISO 8601 date: `2019-04-01`.
-pub(super) fn iso_date(word: &str) -> Option<DateKey> {
-    let mut parts = word.split('-');
-    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || m.len() != 2 || d.len() != 2 {
-        return None;
-    }
-    let month = day(m).filter(|&m| m <= 12)?;
-    Some(DateKey {
-        year: year(y)?,
-        month,
-        day: day(d)?,
-    })
-}
-
-/// A date read from the words `words` (cores of white-space separated chunks, without
-/// their punctuation): `March 3, 2020`, `3 March 2020`, `March 2020`, `March 3`,
-/// `2019-04-01`. Returns how many words it took. `joined(k)` says whether word `k`
-/// follows word `k - 1` with nothing but white space and punctuation between; with
-/// `capital_months`, a month must be written with a capital (as in an answer).
-pub(super) fn date_at<'w>(
-    word: impl Fn(usize) -> Option<&'w str>,
-    joined: impl Fn(usize) -> bool,
-    i: usize,
-    capital_months: bool,
-) -> Option<(usize, DateKey)> {
-    let first = word(i)?;
-    if let Some(key) = iso_date(first) {
-        return Some((1, key));
-    }
-    let month_at = |k: usize| {
-        let w = word(k)?;
-        if capital_months && !w.starts_with(|c: char| c.is_uppercase()) {
-            return None;
-        }
-        month(w)
-    };
-    let next = |k: usize| word(k).filter(|_| joined(k));
-    if let Some(m) = month_at(i) {
-        if let Some(d) = next(i + 1).and_then(day) {
-            let y = next(i + 2).and_then(year);
-            let key = DateKey {
-                year: y.unwrap_or(0),
-                month: m,
-                day: d,
-            };
-            return Some((if y.is_some() { 3 } else { 2 }, key));
-        }
-        let y = next(i + 1).and_then(year)?;
-        return Some((
-            2,
-            DateKey {
-                year: y,
-                month: m,
-                day: 0,
-            },
-        ));
-    }
-    let d = day(first)?;
-    let m = month_at(i + 1).filter(|_| joined(i + 1))?;
-    let y = next(i + 2).and_then(year);
-    let key = DateKey {
-        year: y.unwrap_or(0),
-        month: m,
-        day: d,
-    };
-    Some((if y.is_some() { 3 } else { 2 }, key))
 }
 
 /// The characters trimmed from a chunk's start before it is read as a word.
@@ -520,19 +221,6 @@ pub(super) struct SourceIndex<'t> {
     operands: Vec<i128>,
     operand_set: FxHashSet<i128>,
     dates: FxHashSet<DateKey>,
-}
-
-/// The value of a lower-case word that may be a number word of a source: `six`, `forty`,
-/// `third` (a source's `twenty-one` is two words, read together by [`SourceIndex`]).
-fn source_number_word(word: &str) -> Option<u32> {
-    // Number and ordinal words are 3 to 9 ASCII letters: most words are not.
-    if !(3..=9).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_lowercase()) {
-        return None;
-    }
-    simple_number_word(word).or_else(|| {
-        let n = ORDINAL_WORDS.iter().position(|&w| w == word)?;
-        u32::try_from(n + 1).ok()
-    })
 }
 
 impl<'t> SourceIndex<'t> {
@@ -790,15 +478,5 @@ mod tests {
         let facts: Vec<&Key> = facts.iter().collect();
         let matcher = Matcher::new(&facts);
         assert_eq!(matcher.holds(&facts, &matcher.index(&text)), [true, true]);
-    }
-
-    #[test]
-    fn months_are_named_in_full_or_short_in_any_case() {
-        assert_eq!(month("SEPT"), Some(9));
-        assert_eq!(month("december"), Some(12));
-        assert_eq!(month("May"), Some(5));
-        assert_eq!(month("ma"), None);
-        assert_eq!(month("septembers"), None);
-        assert_eq!(month("m\u{e4}r"), None);
     }
 }

@@ -48,9 +48,11 @@
 //! assert_eq!(g.sources, [1, 0]); // both hold 7; source 1 also derives 3.2
 //! ```
 
+mod dates;
 mod facts;
 pub(crate) mod gate;
 mod lookup;
+mod numbers;
 
 use serde::{Deserialize, Serialize};
 
