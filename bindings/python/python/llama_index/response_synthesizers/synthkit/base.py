@@ -33,9 +33,8 @@ Requires ``llama-index-core`` (0.14).
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from typing import Any, AsyncGenerator, Dict, Generator, Iterator, List, Optional, Sequence, Type, Union
+from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
@@ -45,11 +44,6 @@ from llama_index.core.base.response.schema import (
     StreamingResponse,
 )
 from llama_index.core.callbacks.base import CallbackManager
-from llama_index.core.callbacks.schema import CBEventType, EventPayload
-from llama_index.core.instrumentation.events.synthesis import (
-    SynthesizeEndEvent,
-    SynthesizeStartEvent,
-)
 from llama_index.core.indices.prompt_helper import PromptHelper
 from llama_index.core.base.llms.types import (
     CompletionResponse,
@@ -60,13 +54,14 @@ from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 import llama_index.core.instrumentation as instrument
 
 import synthkit_rs
 from llama_index.response_synthesizers.synthkit._events import LlmEvents
+from llama_index.response_synthesizers.synthkit._synthesis import _Synthesis, _adeltas, _deltas
 
 __all__ = ["BackendLLM", "SynthkitSynthesizer"]
 
@@ -655,96 +650,3 @@ class SynthkitSynthesizer(BaseSynthesizer):
             if pending:
                 run.finish(await self._synth.asynthesize(run.query_str, run.items))
         return run.response
-
-
-class _Synthesis:
-    """One ``synthesize`` or ``asynthesize`` call of a :class:`SynthkitSynthesizer`: the
-    events LlamaIndex's synthesizers send around it (the start and end events, the
-    callback manager's ``SYNTHESIZE`` event) and its response, written once for both.
-
-    Made, it has sent the start event; with no nodes, ``response`` is already the empty
-    response (and the end event sent). The caller runs the synthesis inside ``events()``
-    when it yields True (a streamed response is set before the block) and sets the
-    response with ``finish``."""
-
-    def __init__(
-        self,
-        synthesizer: "SynthkitSynthesizer",
-        query: QueryTextType,
-        nodes: List[NodeWithScore],
-        additional_source_nodes: Optional[Sequence[NodeWithScore]],
-        is_async: bool,
-    ) -> None:
-        self._synthesizer = synthesizer
-        self.response: Optional[RESPONSE_TYPE] = None
-        self._deltas = _adeltas if is_async else _deltas
-        dispatcher.event(SynthesizeStartEvent(query=query))
-        if len(nodes) == 0:
-            self.response = synthesizer._empty(query, is_async=is_async)
-            dispatcher.event(SynthesizeEndEvent(query=query, response=self.response))
-            return
-        self.query = QueryBundle(query_str=query) if isinstance(query, str) else query
-        self.query_str = self.query.query_str
-        self._nodes = nodes
-        self.items: Any = None
-        self.source_nodes = list(nodes) + list(additional_source_nodes or [])
-
-    @contextlib.contextmanager
-    def events(self) -> Iterator[bool]:
-        """The callback manager's ``SYNTHESIZE`` event around the block (the nodes are
-        converted inside it, into ``items``; a streaming synthesizer's response is set
-        there too), then the end event; an exception sends neither end. Yields whether
-        the block has a synthesis to run: False for the empty response (sent already)
-        and for a stream."""
-        if self.response is not None:
-            yield False
-            return
-        with self._synthesizer._callback_manager.event(
-            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: self.query_str}
-        ) as event:
-            self.items = self._synthesizer._synthkit_nodes(self._nodes)
-            if self._synthesizer._streaming:
-                self._stream()
-            yield self.response is None
-            event.on_end(payload={EventPayload.RESPONSE: self.response})
-        dispatcher.event(SynthesizeEndEvent(query=self.query, response=self.response))
-
-    def _stream(self) -> None:
-        """The streamed response: ``_deltas`` or ``_adeltas`` over the stream."""
-        response_str: RESPONSE_TEXT_TYPE = self._deltas(
-            self._synthesizer._synth.stream(self.query_str, self.items), self._synthesizer
-        )
-        self.response = self._synthesizer._prepare_response_output(
-            response_str, self.source_nodes
-        )
-
-    def finish(self, result: synthkit_rs.Response) -> None:
-        """The response of a finished synthesis."""
-        self.response = self._synthesizer._finished(result, self.source_nodes)
-
-
-def _deltas(
-    stream: synthkit_rs.ResponseStream, owner: Any = None
-) -> Generator[str, None, None]:
-    """The stream's deltas as a generator (what LlamaIndex's StreamingResponse takes); once
-    drained, the full response is ``owner.last_response`` (usage, citations)."""
-    try:
-        yield from stream
-        if owner is not None:
-            owner.last_response = stream.response
-    finally:
-        stream.close()
-
-
-async def _adeltas(
-    stream: synthkit_rs.ResponseStream, owner: Any = None
-) -> AsyncGenerator[str, None]:
-    """The stream's deltas as an async generator (for AsyncStreamingResponse); once
-    drained, the full response is ``owner.last_response``."""
-    try:
-        async for delta in stream:
-            yield delta
-        if owner is not None:
-            owner.last_response = stream.response
-    finally:
-        stream.close()
