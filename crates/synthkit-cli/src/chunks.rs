@@ -6,8 +6,9 @@
 //! times). The same as last time: the read's notes are said again and the chunks stay in
 //! the index, ranked there ([`Chunks::top_k`]) and loaded only when kept. Else the paths
 //! are read (files unchanged since taken from the index), split (documents split before
-//! taken from the index), and kept as the new snapshot. Whatever goes wrong with the index is said in a note and the paths are read
-//! without it: the index changes how soon an answer comes, never what it says.
+//! taken from the index), and kept as the new snapshot. Whatever goes wrong with the
+//! index is said in a note and the paths are read without it: the index changes how soon
+//! an answer comes, never what it says.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -188,9 +189,13 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
                 };
                 let fp = (!racy).then_some(fp.as_str());
                 // Kept: ranked from the index (the words are counted once).
+                // Not kept (a racy file, a failed save): from memory, split again should
+                // a kept piece not decode.
                 match save(ix, fp, snapshot, &pieces, source.say) {
                     Some(snapshot) => Chunks::Indexed(ix.clone(), snapshot),
-                    None => Chunks::Memory(pieces.nodes()?),
+                    None => Chunks::Memory(pieces.nodes().unwrap_or_else(|_| {
+                        input::nodes_from_documents(&read.docs, source.splitter)
+                    })),
                 }
             }
         }
