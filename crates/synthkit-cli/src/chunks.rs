@@ -189,11 +189,11 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
                 };
                 let fp = (!racy).then_some(fp.as_str());
                 // Kept: ranked from the index (the words are counted once).
-                // Not kept (a racy file, a failed save): from memory, split again should
-                // a kept piece not decode.
+                // Not kept (a racy file, a failed save): from memory (the nodes split
+                // before read back from the index), split again should one not load.
                 match save(ix, fp, snapshot, &pieces, source.say) {
                     Some(snapshot) => Chunks::Indexed(ix.clone(), snapshot),
-                    None => Chunks::Memory(pieces.nodes().unwrap_or_else(|_| {
+                    None => Chunks::Memory(pieces.nodes(ix).unwrap_or_else(|_| {
                         input::nodes_from_documents(&read.docs, source.splitter)
                     })),
                 }

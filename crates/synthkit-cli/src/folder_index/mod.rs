@@ -7,13 +7,13 @@
 //!
 //! - every document read from those folders (keyed by path, size and modification time),
 //!   so that when files change only they are read again ([`ReadCache`]);
-//! - every document's chunks with their words counted (keyed by its name, markup, text and
-//!   the chunking), so that only the documents that changed are split again
-//!   ([`FolderIndex::pieces`]);
-//! - a *snapshot*: the chunks of the last read with their words counted for BM25 (an
-//!   inverted index: each word's chunks), and what the read said on standard error, valid
-//!   while the walk finds the same files with the same sizes and times, and the chunking
-//!   (size, overlap, tokenizer) is the same.
+//! - every document's chunks, each node once, with their words counted (keyed by its name,
+//!   markup, text and the chunking), so that only the documents that changed are split
+//!   again ([`FolderIndex::pieces`]);
+//! - a *snapshot*: which chunks the last read gave, in order, with each chunk's length and
+//!   each word's chunks for BM25 (an inverted index), and what the read said on standard
+//!   error, valid while the walk finds the same files with the same sizes and times, and
+//!   the chunking (size, overlap, tokenizer) is the same.
 //!
 //! A question over an unchanged folder walks it (names and `stat` only), finds the
 //! snapshot, scores the chunks holding the question's words from their postings and
@@ -63,9 +63,12 @@ const BUSY_WAIT: Duration = Duration::from_secs(2);
 /// (git's "racy" files), and a read holding one keeps no snapshot.
 const RACY: Duration = Duration::from_secs(2);
 /// The layout of the tables; an index of another layout is emptied and rebuilt.
-const LAYOUT: i64 = 2;
+const LAYOUT: i64 = 3;
 /// The extension of index files.
 const EXTENSION: &str = "sqlite";
+/// The bytes of one chunk's entry in the snapshot's `lengths`: its length in words (u32),
+/// whether it is its document's first chunk (u8) and its node's id (i64), little-endian.
+const ENTRY: usize = 13;
 
 /// One folder index (see the [module documentation](self)).
 pub struct FolderIndex {
@@ -200,10 +203,10 @@ impl FolderIndex {
         let _ = self.conn().execute_batch("ROLLBACK");
     }
 
-    /// Keeps `pieces` (every chunk of the read, in order: [`pieces`](Self::pieces)) and
-    /// what the read said as the snapshot for `fingerprint` (none when a file was too
-    /// recently modified to be trusted: `None`), forgets the files and splits the read did
-    /// not use, and commits.
+    /// Keeps `pieces` (every chunk of the read, in order: [`pieces`](Self::pieces), whose
+    /// nodes are already in the index) and what the read said as the snapshot for
+    /// `fingerprint` (none when a file was too recently modified to be trusted: `None`),
+    /// forgets the files and splits the read did not use, and commits.
     pub fn save(
         &self,
         fingerprint: Option<&str>,
@@ -212,19 +215,18 @@ impl FolderIndex {
     ) -> Result<Option<Snapshot>> {
         let Some(fingerprint) = fingerprint else {
             let conn = self.conn();
-            conn.execute_batch("DELETE FROM chunks; DELETE FROM words; DELETE FROM meta;")?;
+            conn.execute_batch("DELETE FROM words; DELETE FROM meta;")?;
             self.forget_unused(&conn)?;
             conn.execute_batch("COMMIT")?;
             return Ok(None);
         };
         let pieces = &pieces.pieces;
-        let mut lengths: Vec<u8> = Vec::with_capacity(pieces.len() * 5);
+        let mut lengths: Vec<u8> = Vec::with_capacity(pieces.len() * ENTRY);
         let mut postings: HashMap<u32, (u32, Vec<u8>)> = HashMap::new();
         let mut corpus = Corpus::default();
         let conn = self.conn();
-        conn.execute_batch("DELETE FROM chunks; DELETE FROM words;")?;
+        conn.execute_batch("DELETE FROM words;")?;
         {
-            let mut insert = conn.prepare("INSERT INTO chunks (id, node) VALUES (?1, ?2)")?;
             for (id, piece) in pieces.iter().enumerate() {
                 let id = u32::try_from(id).map_err(|_| anyhow!("too many chunks to index"))?;
                 let terms = &piece.terms;
@@ -234,6 +236,7 @@ impl FolderIndex {
                 };
                 lengths.extend_from_slice(&terms.length.to_le_bytes());
                 lengths.push(u8::from(piece.first));
+                lengths.extend_from_slice(&piece.id.to_le_bytes());
                 for &(word, count) in &terms.counts {
                     let (last, list) = postings.entry(word).or_insert((0, Vec::new()));
                     // Chunk ids ascending: each stored as its distance from the last.
@@ -241,7 +244,6 @@ impl FolderIndex {
                     varint(list, count);
                     *last = id;
                 }
-                insert.execute(params![id, piece.node])?;
             }
             let mut insert = conn.prepare("INSERT INTO words (word, postings) VALUES (?1, ?2)")?;
             for (word, (_, list)) in &postings {
@@ -266,25 +268,35 @@ impl FolderIndex {
         Ok(Some(snapshot))
     }
 
-    /// Removes the files and splits this read did not look at or use.
-    fn forget_unused(&self, conn: &Connection) -> rusqlite::Result<()> {
+    /// Removes the files and splits (with their nodes) this read did not look at or use.
+    fn forget_unused(&self, conn: &Connection) -> Result<()> {
         conn.execute(
             "DELETE FROM files WHERE generation < ?1",
             params![self.generation],
         )?;
-        conn.execute(
-            "DELETE FROM splits WHERE generation < ?1",
-            params![self.generation],
-        )?;
-        Ok(())
+        self.forget_unused_splits(conn)
+    }
+
+    /// The snapshot's chunk entries ([`ENTRY`] bytes each, in order).
+    fn lengths(conn: &Connection) -> Result<Vec<u8>> {
+        let lengths: Vec<u8> =
+            conn.query_row("SELECT value FROM meta WHERE key = 'lengths'", [], |r| {
+                r.get(0)
+            })?;
+        if !lengths.len().is_multiple_of(ENTRY) {
+            return Err(anyhow!("the index is damaged (cut chunk lengths)"));
+        }
+        Ok(lengths)
     }
 
     /// Every chunk of the snapshot, in order.
     pub fn nodes(&self) -> Result<Vec<Node>> {
         let conn = self.conn();
-        let mut select = conn.prepare("SELECT node FROM chunks ORDER BY id")?;
-        let rows = select.query_map([], |r| r.get::<_, Vec<u8>>(0))?;
-        rows.map(|row| Ok(serde_json::from_slice(&inflate(&row?)?)?))
+        let lengths = Self::lengths(&conn)?;
+        let mut select = conn.prepare("SELECT node FROM nodes WHERE id = ?1")?;
+        lengths
+            .chunks_exact(ENTRY)
+            .map(|entry| load(&mut select, node_id(entry)))
             .collect()
     }
 
@@ -292,11 +304,8 @@ impl FolderIndex {
     /// scores, as [`rank::top_k`] ranks them all in memory.
     pub fn top_k(&self, snapshot: &Snapshot, query: &str, k: usize) -> Result<Vec<Node>> {
         let conn = self.conn();
-        let lengths: Vec<u8> =
-            conn.query_row("SELECT value FROM meta WHERE key = 'lengths'", [], |r| {
-                r.get(0)
-            })?;
-        let chunks = lengths.len() / 5;
+        let lengths = Self::lengths(&conn)?;
+        let chunks = lengths.len() / ENTRY;
         if k == 0 || chunks == 0 {
             return Ok(Vec::new());
         }
@@ -322,8 +331,8 @@ impl FolderIndex {
         }
         let mut scores = vec![0.0f64; chunks];
         for (chunk, words) in &counts {
-            let at = *chunk as usize * 5;
-            let Some(entry) = lengths.get(at..at + 5) else {
+            let at = *chunk as usize * ENTRY;
+            let Some(entry) = lengths.get(at..at + ENTRY) else {
                 return Err(anyhow!("the index is damaged (a chunk past its end)"));
             };
             let length = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
@@ -332,13 +341,13 @@ impl FolderIndex {
                 *s = q.score(length, count, entry[4] == 1);
             }
         }
-        let mut select = conn.prepare("SELECT node FROM chunks WHERE id = ?1")?;
+        let mut select = conn.prepare("SELECT node FROM nodes WHERE id = ?1")?;
         rank::best_first(&scores, k)
             .into_iter()
-            .map(|(id, score)| {
-                let bytes: Vec<u8> = select.query_row([id as i64], |r| r.get(0))?;
-                let node: Node = serde_json::from_slice(&inflate(&bytes)?)?;
-                Ok(node.with_score(score))
+            .map(|(chunk, score)| {
+                let at = chunk * ENTRY;
+                let entry = &lengths[at..at + ENTRY];
+                Ok(load(&mut select, node_id(entry))?.with_score(score))
             })
             .collect()
     }
@@ -416,20 +425,35 @@ fn prepare(file: &Path) -> rusqlite::Result<Connection> {
         conn.execute_batch(
             "DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS chunks;
              DROP TABLE IF EXISTS words; DROP TABLE IF EXISTS meta;
-             DROP TABLE IF EXISTS splits;
+             DROP TABLE IF EXISTS splits; DROP TABLE IF EXISTS nodes;
              CREATE TABLE files (
                  path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
                  generation INTEGER NOT NULL, read BLOB NOT NULL);
-             CREATE TABLE chunks (id INTEGER PRIMARY KEY, node BLOB NOT NULL);
+             CREATE TABLE nodes (id INTEGER PRIMARY KEY, node BLOB NOT NULL);
              CREATE TABLE words (word INTEGER PRIMARY KEY, postings BLOB NOT NULL);
              CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
              CREATE TABLE splits (
-                 key BLOB PRIMARY KEY, generation INTEGER NOT NULL, chunks BLOB NOT NULL);",
+                 key BLOB PRIMARY KEY, generation INTEGER NOT NULL, first INTEGER NOT NULL,
+                 count INTEGER NOT NULL, terms BLOB NOT NULL);",
         )?;
         conn.pragma_update(None, "user_version", LAYOUT)?;
     }
     conn.execute_batch("COMMIT")?;
     Ok(conn)
+}
+
+/// The node id of a snapshot entry ([`ENTRY`] bytes).
+fn node_id(entry: &[u8]) -> i64 {
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&entry[5..ENTRY]);
+    i64::from_le_bytes(id)
+}
+
+/// The node with `id`; an error when the index has none (it is damaged).
+fn load(select: &mut rusqlite::Statement<'_>, id: i64) -> Result<Node> {
+    let bytes: Option<Vec<u8>> = select.query_row([id], |r| r.get(0)).optional()?;
+    let bytes = bytes.ok_or_else(|| anyhow!("the index is damaged (a chunk's node is missing)"))?;
+    Ok(serde_json::from_slice(&inflate(&bytes)?)?)
 }
 
 /// Whether SQLite found the file not to be a database, or damaged.
@@ -639,6 +663,95 @@ fn postings(bytes: &[u8]) -> Result<Vec<(u32, u32)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::Document;
+    use synthkit::text::{BpeTokenizer, TokenTextSplitter};
+    use synthkit_documents::Format;
+
+    fn doc(path: &str, text: &str) -> Document {
+        Document {
+            path: path.into(),
+            text: text.into(),
+            format: Format::Markdown,
+        }
+    }
+
+    fn rows(ix: &FolderIndex, table: &str) -> i64 {
+        ix.conn()
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            fingerprint: String::new(),
+            told: Told::default(),
+            from_folder: true,
+            images: Vec::new(),
+            corpus: Corpus::default(),
+        }
+    }
+
+    /// Reads `docs` as one question's read would, and keeps it.
+    fn read(ix: &FolderIndex, docs: &[Document]) -> (Pieces, Snapshot) {
+        let splitter = TokenTextSplitter::new(5, 0, BpeTokenizer::cl100k_base().shared()).unwrap();
+        ix.begin().unwrap();
+        let pieces = ix.pieces(docs, &splitter, "5 0 cl100k").unwrap();
+        let kept = ix.save(Some("fp"), snapshot(), &pieces).unwrap().unwrap();
+        (pieces, kept)
+    }
+
+    #[test]
+    fn each_node_is_kept_once_and_goes_with_its_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            FolderIndex::open(dir.path(), &[dir.path().into()], &ReadOptions::default()).unwrap()
+        };
+        let words = "one two three four five six seven eight nine ten eleven twelve";
+        let docs = [
+            doc("a.md", words),
+            doc("b.md", "alpha beta gamma delta epsilon zeta eta"),
+        ];
+        let ix = open();
+        let (first, kept) = read(&ix, &docs);
+        assert_eq!((first.split, first.reused), (2, 0));
+        let chunks = first.pieces.len() as i64;
+        assert!(chunks > 2, "{chunks} chunks");
+        assert_eq!(rows(&ix, "nodes"), chunks);
+        let all = ix.nodes().unwrap();
+        assert_eq!(all.len() as i64, chunks);
+        assert!(all[0].text.starts_with("one"), "{}", all[0].text);
+        let best = ix.top_k(&kept, "gamma", 1).unwrap();
+        assert!(best[0].text.contains("gamma"), "{}", best[0].text);
+        drop(ix);
+
+        // b.md changes: a.md's split and nodes are reused, b.md's old nodes go.
+        let ix = open();
+        let docs = [
+            doc("a.md", words),
+            doc("b.md", "omega psi chi phi upsilon tau sigma rho"),
+        ];
+        let (second, kept) = read(&ix, &docs);
+        assert_eq!((second.split, second.reused), (1, 1));
+        assert_eq!(rows(&ix, "nodes"), second.pieces.len() as i64);
+        assert_eq!(rows(&ix, "splits"), 2);
+        assert!(
+            ix.top_k(&kept, "gamma", 3)
+                .unwrap()
+                .iter()
+                .all(|n| !n.text.contains("gamma"))
+        );
+        let best = ix.top_k(&kept, "sigma", 1).unwrap();
+        assert!(best[0].text.contains("sigma"), "{}", best[0].text);
+        // A read not kept goes on from memory: the reused nodes come from the index.
+        let texts: Vec<String> = second
+            .nodes(&ix)
+            .unwrap()
+            .into_iter()
+            .map(|n| n.text)
+            .collect();
+        let kept: Vec<String> = ix.nodes().unwrap().into_iter().map(|n| n.text).collect();
+        assert_eq!(texts, kept);
+    }
 
     #[test]
     fn postings_round_trip() {

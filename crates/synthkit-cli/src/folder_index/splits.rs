@@ -5,13 +5,15 @@
 //! overlap, tokenizer, naming) and on nothing else: their key is a SHA-256 of those, so a
 //! split is reused whenever all of them are the same, whatever happened to the file's
 //! time (a file rewritten with the same text, a file too recent to trust, a folder asked
-//! through another index of the same documents is not: one index, one table). Each chunk
-//! is kept as its node (deflated JSON, as the `chunks` table holds it) with its words
-//! counted for BM25, so the snapshot is written from the pieces without splitting or
-//! counting again. Splits no document of the read used are removed when it is saved.
+//! through another index of the same documents is not: one index, one table). A split
+//! keeps each chunk's words counted for BM25 and where its node is: the `nodes` table
+//! holds each chunk's node once (deflated JSON), under ids that follow one another within
+//! a split, and the snapshot points at them, so the snapshot is written from the pieces
+//! without splitting, counting or copying a chunk's text again. Splits no document of the
+//! read used are removed with their nodes when it is saved.
 
 use anyhow::{Result, anyhow};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 use synthkit::Node;
 use synthkit::text::TokenTextSplitter;
@@ -23,8 +25,11 @@ use crate::rank::{self, Analyzer, Terms};
 
 /// One chunk as the index keeps it.
 pub struct Piece {
-    /// The node, deflated JSON.
-    pub node: Vec<u8>,
+    /// The id of its node in the `nodes` table.
+    pub id: i64,
+    /// The node, deflated JSON, when the document was split by this read (else it is
+    /// only in the index).
+    pub node: Option<Vec<u8>>,
     /// Whether it is its document's first chunk (ranking favours it a little).
     pub first: bool,
     /// Its words for BM25.
@@ -42,11 +47,20 @@ pub struct Pieces {
 }
 
 impl Pieces {
-    /// The nodes (for a read that could not be saved and goes on from memory).
-    pub fn nodes(&self) -> Result<Vec<Node>> {
+    /// The nodes (for a read that was not kept as a snapshot and goes on from memory):
+    /// those split now from memory, the others from `ix`.
+    pub fn nodes(&self, ix: &FolderIndex) -> Result<Vec<Node>> {
+        let conn = ix.conn();
+        let mut select = conn.prepare("SELECT node FROM nodes WHERE id = ?1")?;
         self.pieces
             .iter()
-            .map(|p| Ok(serde_json::from_slice(&inflate(&p.node)?)?))
+            .map(|p| {
+                let bytes = match &p.node {
+                    Some(bytes) => bytes.clone(),
+                    None => select.query_row([p.id], |r| r.get::<_, Vec<u8>>(0))?,
+                };
+                Ok(serde_json::from_slice(&inflate(&bytes)?)?)
+            })
             .collect()
     }
 }
@@ -63,11 +77,17 @@ impl FolderIndex {
     ) -> Result<Pieces> {
         let analyzer = Analyzer::new();
         let conn = self.conn();
-        let mut find = conn.prepare("SELECT chunks FROM splits WHERE key = ?1")?;
+        let mut find = conn.prepare("SELECT first, count, terms FROM splits WHERE key = ?1")?;
         let mut mark = conn.prepare("UPDATE splits SET generation = ?2 WHERE key = ?1")?;
         let mut keep = conn.prepare(
-            "INSERT OR REPLACE INTO splits (key, generation, chunks) VALUES (?1, ?2, ?3)",
+            "INSERT OR REPLACE INTO splits (key, generation, first, count, terms)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
+        let mut node = conn.prepare("INSERT INTO nodes (id, node) VALUES (?1, ?2)")?;
+        let mut next: i64 =
+            conn.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM nodes", [], |r| {
+                r.get(0)
+            })?;
         let mut out = Pieces {
             pieces: Vec::new(),
             split: 0,
@@ -75,31 +95,67 @@ impl FolderIndex {
         };
         for doc in docs {
             let key = key(chunking, doc);
-            let kept: Option<Vec<u8>> = find.query_row(params![key], |r| r.get(0)).optional()?;
-            // A split that cannot be decoded is split again (and replaced).
-            if let Some(pieces) = kept.and_then(|bytes| decode(&bytes).ok()) {
-                mark.execute(params![key, self.generation])?;
-                out.pieces.extend(pieces);
-                out.reused += 1;
-                continue;
+            let kept: Option<(i64, i64, Vec<u8>)> = find
+                .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            if let Some((first, count, terms)) = kept {
+                // A split that cannot be decoded is split again (and replaced).
+                if let Ok(pieces) = decode(first, count, &terms) {
+                    mark.execute(params![key, self.generation])?;
+                    out.pieces.extend(pieces);
+                    out.reused += 1;
+                    continue;
+                }
+                remove_nodes(&conn, first, count)?;
             }
             let nodes = chunk_nodes(&doc.path, &doc.text, doc.format, splitter);
-            let pieces = nodes
-                .iter()
-                .map(|node| {
-                    Ok(Piece {
-                        node: deflate(&serde_json::to_vec(node)?)?,
-                        first: rank::is_first_chunk(node),
-                        terms: analyzer.terms(node),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            keep.execute(params![key, self.generation, encode(&pieces)])?;
+            let first = next;
+            let mut pieces = Vec::with_capacity(nodes.len());
+            for n in &nodes {
+                let bytes = deflate(&serde_json::to_vec(n)?)?;
+                node.execute(params![next, bytes])?;
+                pieces.push(Piece {
+                    id: next,
+                    node: Some(bytes),
+                    first: rank::is_first_chunk(n),
+                    terms: analyzer.terms(n),
+                });
+                next += 1;
+            }
+            let count = next - first;
+            keep.execute(params![key, self.generation, first, count, encode(&pieces)])?;
             out.pieces.extend(pieces);
             out.split += 1;
         }
         Ok(out)
     }
+
+    /// Removes the splits this read did not use, with their nodes.
+    pub(super) fn forget_unused_splits(&self, conn: &Connection) -> Result<()> {
+        let stale: Vec<(i64, i64)> = {
+            let mut select =
+                conn.prepare("SELECT first, count FROM splits WHERE generation < ?1")?;
+            let rows = select.query_map([self.generation], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        for (first, count) in stale {
+            remove_nodes(conn, first, count)?;
+        }
+        conn.execute(
+            "DELETE FROM splits WHERE generation < ?1",
+            params![self.generation],
+        )?;
+        Ok(())
+    }
+}
+
+/// Removes the `count` nodes of a split from `first` on.
+fn remove_nodes(conn: &Connection, first: i64, count: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "DELETE FROM nodes WHERE id >= ?1 AND id < ?2",
+        params![first, first.saturating_add(count.max(0))],
+    )?;
+    Ok(())
 }
 
 /// The key of `doc`'s split under `chunking`.
@@ -112,14 +168,12 @@ fn key(chunking: &str, doc: &Document) -> Vec<u8> {
     key.finalize().to_vec()
 }
 
-/// A split as stored: its chunk count, then for each chunk its node's length and bytes,
-/// its first-chunk flag, its length in words and its words (a 4-byte hash, then a count).
+/// A split's words as stored: its chunk count, then for each chunk its first-chunk flag,
+/// its length in words and its words (a 4-byte hash, then a count).
 fn encode(pieces: &[Piece]) -> Vec<u8> {
     let mut out = Vec::new();
     varint(&mut out, len32(pieces.len()));
     for p in pieces {
-        varint(&mut out, len32(p.node.len()));
-        out.extend_from_slice(&p.node);
         out.push(u8::from(p.first));
         varint(&mut out, p.terms.length);
         varint(&mut out, len32(p.terms.counts.len()));
@@ -131,13 +185,14 @@ fn encode(pieces: &[Piece]) -> Vec<u8> {
     out
 }
 
-/// A length as stored (a chunk's node or word list is far below 4 GiB; saturated).
+/// A length as stored (a chunk's word list is far below 4 GiB; saturated).
 fn len32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// The pieces of a stored split ([`encode`]); an error when it is cut or damaged.
-fn decode(bytes: &[u8]) -> Result<Vec<Piece>> {
+/// The pieces of a stored split whose `count` nodes have ids from `first` on
+/// ([`encode`]); an error when it is cut, damaged or holds another count.
+fn decode(first: i64, count: i64, bytes: &[u8]) -> Result<Vec<Piece>> {
     let damaged = || anyhow!("a kept split is damaged");
     let mut at = 0;
     let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
@@ -149,12 +204,13 @@ fn decode(bytes: &[u8]) -> Result<Vec<Piece>> {
         *at = end;
         Ok(slice)
     };
-    let count = read_varint(bytes, &mut at)? as usize;
-    // Each piece takes at least 4 bytes: a count past that is damage, not an allocation.
-    let mut pieces = Vec::with_capacity(count.min(bytes.len() / 4));
-    for _ in 0..count {
-        let len = read_varint(bytes, &mut at)? as usize;
-        let node = take(&mut at, len)?.to_vec();
+    let stored = read_varint(bytes, &mut at)?;
+    if i64::from(stored) != count || first < 1 || first.checked_add(count).is_none() {
+        return Err(damaged());
+    }
+    // Each piece takes at least 3 bytes: a count past that is damage, not an allocation.
+    let mut pieces = Vec::with_capacity((stored as usize).min(bytes.len() / 3));
+    for id in first..first + count {
         let first = take(&mut at, 1)?[0] == 1;
         let length = read_varint(bytes, &mut at)?;
         let words = read_varint(bytes, &mut at)? as usize;
@@ -165,7 +221,8 @@ fn decode(bytes: &[u8]) -> Result<Vec<Piece>> {
             counts.push((word, read_varint(bytes, &mut at)?));
         }
         pieces.push(Piece {
-            node,
+            id,
+            node: None,
             first,
             terms: Terms { length, counts },
         });
@@ -182,7 +239,8 @@ mod tests {
 
     fn piece(word: u32) -> Piece {
         Piece {
-            node: vec![1, 2, 3],
+            id: 0,
+            node: Some(vec![1, 2, 3]),
             first: word == 7,
             terms: Terms {
                 length: 9,
@@ -194,19 +252,24 @@ mod tests {
     #[test]
     fn splits_round_trip_and_damage_is_an_error() {
         let bytes = encode(&[piece(7), piece(8)]);
-        let back = decode(&bytes).unwrap();
+        let back = decode(40, 2, &bytes).unwrap();
         assert_eq!(back.len(), 2);
         assert!(back[0].first && !back[1].first);
-        assert_eq!(back[1].node, vec![1, 2, 3]);
+        assert_eq!((back[0].id, back[1].id), (40, 41));
+        assert!(back[1].node.is_none());
         assert_eq!(back[1].terms, piece(8).terms);
         for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            assert!(decode(40, 2, &bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(decode(&longer).is_err());
+        assert!(decode(40, 2, &longer).is_err());
+        // Another count than the row's, or ids that cannot be, is damage.
+        assert!(decode(40, 3, &bytes).is_err());
+        assert!(decode(0, 2, &bytes).is_err());
+        assert!(decode(i64::MAX, 2, &bytes).is_err());
         // A huge count in a few bytes is an error, not an allocation.
-        assert!(decode(&[0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        assert!(decode(1, 0xffff_ffff, &[0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
     }
 
     #[test]
