@@ -6,6 +6,8 @@
 # /props, /tokenize.
 #
 #   scripts/llama-server.sh [PORT] [CTX]        defaults: PORT 18080, CTX 2048
+#   scripts/llama-server.sh --build-only        build (first run only) and exit: CI starts
+#                                               the build beside its own
 #
 # Prints one line, `http://127.0.0.1:PORT/v1 PID`, once the server answers /health, and exits
 # while the server keeps running. Stop it with `kill PID`.
@@ -34,6 +36,8 @@
 # cannot be downloaded); 1 any other failure (build error, server did not come up).
 set -euo pipefail
 
+build_only=0
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 port=${1:-18080}
 ctx=${2:-2048}
 cache=${LLAMA_CACHE:-$HOME/.cache/llama-server-tiny}
@@ -97,6 +101,7 @@ if [[ ${LLAMA_MODEL:-} == tiny-vision && ! -f $cache/tiny-vision/mmproj.gguf ]];
 fi
 flock -u 9 2>/dev/null || true
 exec 9>&-
+[[ $build_only == 1 ]] && exit 0
 
 model=$cache/tiny.gguf
 mmproj=()
