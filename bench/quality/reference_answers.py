@@ -185,6 +185,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--ids", default="", help="only these case ids (comma-separated)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N cases (0: all)")
     ap.add_argument("--system", default=f"llamaindex-{LLAMA_INDEX_VERSION}")
+    ap.add_argument("--use-async", action="store_true",
+                    help="use_async=True: the fan-out modes' calls (tree_summarize, accumulate) at once")
     ap.add_argument("--retry-errors", action="store_true", help="run failed (id, mode) pairs again")
     ap.add_argument("-o", "--output", required=True, help="ANSWERS.jsonl (appended to)")
     args = ap.parse_args(argv)
@@ -222,7 +224,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.limit > 0:
         cases = cases[: args.limit]
     done = done_pairs(args.output, args.retry_errors)
-    synths = {m: get_response_synthesizer(llm=llm, response_mode=m) for m in modes}
+    synths = {m: get_response_synthesizer(llm=llm, response_mode=m, use_async=args.use_async)
+              for m in modes}
     todo = [(c, m) for c in cases for m in modes if (c["id"], m) not in done]
     log(f"{len(cases)} cases x {len(modes)} modes; {len(todo)} to run, {len(cases) * len(modes) - len(todo)} already in {args.output}")
 

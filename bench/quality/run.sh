@@ -9,6 +9,8 @@
 #   MODEL                a GGUF path, or smollm2 | qwen05 | qwen15 (fetched into the
 #                        llama-server cache by scripts/fetch-model.sh)
 #   --ctx N              the context window for the server and both systems (default 4096)
+#   --server-ctx N       the server's whole context (default: --ctx; with -np 2 in
+#                        LLAMA_SERVER_ARGS give twice --ctx, as each slot gets its share)
 #   --num-output N       the output budget per model call, both systems (default 256)
 #   --temperature T      the sampling temperature, both systems (default 0: greedy, so a
 #                        rerun gives the same answers and the noise is the cases')
@@ -18,6 +20,8 @@
 #   --port N             the llama-server port (default 18123)
 #   --out DIR            results (default ~/.cache/synthkit-quality/runs/MODEL-ctxN[-subset])
 #   --skip-synthkit | --skip-reference
+#   --use-async          the reference's fan-out modes (tree_summarize, accumulate) with
+#                        use_async=True
 #   -h, --help
 #
 # Background-friendly and resumable: `nohup bench/quality/run.sh qwen15 --subset &` logs to
@@ -37,6 +41,10 @@
 #                          instance `--evidence on --on-unsupported abstain`)
 #   LLAMA_SERVER_ARGS      extra llama-server arguments (default `-np 1`: one slot with the
 #                          whole window, as requests run one at a time)
+#
+# Each step's wall time and the prompt tokens the server actually read for it (its
+# `llamacpp:prompt_tokens_total` counter before and after: cached tokens are not read) go
+# to OUT/server.tsv (the server is started with --metrics).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -47,6 +55,7 @@ LLAMA_INDEX_VERSION="0.14.25"
 
 MODEL=""
 CTX=4096
+SERVER_CTX=""
 NUM_OUTPUT=256
 TEMPERATURE=0
 MODES="compact,refine,tree_summarize"
@@ -56,11 +65,13 @@ PORT=18123
 OUT=""
 SKIP_SK=0
 SKIP_REF=0
+USE_ASYNC=0
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --ctx) CTX="$2"; shift 2 ;;
+        --server-ctx) SERVER_CTX="$2"; shift 2 ;;
         --num-output) NUM_OUTPUT="$2"; shift 2 ;;
         --temperature) TEMPERATURE="$2"; shift 2 ;;
         --modes) MODES="$2"; shift 2 ;;
@@ -70,6 +81,7 @@ while [[ $# -gt 0 ]]; do
         --out) OUT="$2"; shift 2 ;;
         --skip-synthkit) SKIP_SK=1; shift ;;
         --skip-reference) SKIP_REF=1; shift ;;
+        --use-async) USE_ASYNC=1; shift ;;
         -h|--help) usage; exit 0 ;;
         -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) MODEL="$1"; shift ;;
@@ -118,9 +130,9 @@ if [[ $SKIP_REF == 0 ]]; then
 fi
 
 # --- the server ---------------------------------------------------------------------------------
-export LLAMA_SERVER_ARGS="${LLAMA_SERVER_ARGS:--np 1}"
+export LLAMA_SERVER_ARGS="${LLAMA_SERVER_ARGS:--np 1} --metrics"
 read -r BASE_URL SERVER_PID < <(LLAMA_MODEL="$MODEL_PATH" LLAMA_WATCH_PID=$$ \
-    bash "$REPO/scripts/llama-server.sh" "$PORT" "$CTX")
+    bash "$REPO/scripts/llama-server.sh" "$PORT" "${SERVER_CTX:-$CTX}")
 [[ -n ${SERVER_PID:-} ]] || { echo "run.sh: llama-server did not start (see above)" >&2; exit 1; }
 # A kill of this script ends what it started: the step running now and the server. Steps
 # run in the background and are waited for, so a TERM is handled at once (bash defers its
@@ -141,6 +153,23 @@ step() {
     return "$rc"
 }
 echo "run.sh: llama-server $BASE_URL (pid $SERVER_PID)"
+# The prompt tokens the server has read so far (empty when it does not say).
+server_reads() {
+    curl -s --max-time 5 "${BASE_URL%/v1}/metrics" 2>/dev/null \
+        | awk '$1 == "llamacpp:prompt_tokens_total" { printf "%d", $2 }'
+}
+# Runs a step and writes its name, wall seconds and prompt tokens read to OUT/server.tsv.
+measured() {
+    local name=$1 rc=0 before after start
+    shift
+    before=$(server_reads)
+    start=$(date +%s.%N)
+    step "$@" || rc=$?
+    after=$(server_reads)
+    printf '%s\t%.1f\t%s\n' "$name" "$(echo "$(date +%s.%N) - $start" | bc)" \
+        "$(( ${after:-0} - ${before:-0} ))" >> "$OUT/server.tsv"
+    return "$rc"
+}
 
 # --- synthkit -------------------------------------------------------------------------------------
 if [[ -n ${SYNTHKIT:-} ]]; then
@@ -155,7 +184,7 @@ MODEL_ARGS=(--base-url "$BASE_URL" --context-window "$CTX" --num-output "$NUM_OU
 if [[ $SKIP_SK == 0 && ! -f $OUT/.synthkit-done ]]; then
     echo "run.sh: synthkit eval ($MODES)"
     read -r -a EXTRA <<< "${SYNTHKIT_EVAL_ARGS:-}"
-    step "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" "${EXTRA[@]}" -o "$OUT/synthkit.jsonl" \
+    measured synthkit "${SK[@]}" eval "$CASES" --modes "$MODES" "${MODEL_ARGS[@]}" "${EXTRA[@]}" -o "$OUT/synthkit.jsonl" \
         > >(tee "$OUT/synthkit-score.md")
     touch "$OUT/.synthkit-done"
 fi
@@ -163,9 +192,11 @@ fi
 # --- the reference -------------------------------------------------------------------------------
 if [[ $SKIP_REF == 0 ]]; then
     echo "run.sh: reference (llama-index-core $LLAMA_INDEX_VERSION)"
-    step "$VENV/bin/python" "$HERE/reference_answers.py" "$CASES" --base-url "$BASE_URL" \
+    ASYNC=()
+    [[ $USE_ASYNC == 1 ]] && ASYNC=(--use-async)
+    measured reference "$VENV/bin/python" "$HERE/reference_answers.py" "$CASES" --base-url "$BASE_URL" \
         --context-window "$CTX" --num-output "$NUM_OUTPUT" --temperature "$TEMPERATURE" \
-        --modes "$MODES" -o "$OUT/reference.jsonl"
+        --modes "$MODES" "${ASYNC[@]}" -o "$OUT/reference.jsonl"
 fi
 
 # --- both side by side ---------------------------------------------------------------------------
