@@ -55,11 +55,11 @@ impl Pieces {
         self.pieces
             .iter()
             .map(|p| {
-                let bytes = match &p.node {
-                    Some(bytes) => bytes.clone(),
-                    None => select.query_row([p.id], |r| r.get::<_, Vec<u8>>(0))?,
+                let json = match &p.node {
+                    Some(bytes) => inflate(bytes)?,
+                    None => inflate(&select.query_row([p.id], |r| r.get::<_, Vec<u8>>(0))?)?,
                 };
-                Ok(serde_json::from_slice(&inflate(&bytes)?)?)
+                Ok(serde_json::from_slice(&json)?)
             })
             .collect()
     }
