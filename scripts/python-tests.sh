@@ -7,11 +7,14 @@
 #      ~/.cache/synthkit-python-venv): the wheel plus the pinned test dependencies below;
 #   2. each extra ([llama-index], [anthropic], [openai], [ray]) in a venv of its own holding
 #      only `<wheel>[extra]` and pytest (~/.cache/synthkit-python-extras/EXTRA-KEY, KEY a
-#      hash of the extra's requirements as the wheel declares them): its test in
-#      tests/extras (and, for [ray], the Ray processor's and the Ray example's tests,
-#      tests/test_ray_processor.py and tests/test_ray_batch.py).
+#      hash of the extra's requirements as pyproject.toml declares them, from which maturin
+#      writes the wheel's): its test in tests/extras (and, for [ray], the Ray processor's and
+#      the Ray example's tests, tests/test_ray_processor.py and tests/test_ray_batch.py).
 #
-# The main suite runs beside the extras, which run one after another.
+# A missing extras venv is made beside the wheel's build, all of them at once (mostly
+# downloads, while the build mostly compiles): its requirements first, then, once the wheel
+# is built, `pip install <wheel>[extra]` as a user runs it (which finds them installed).
+# The main suite runs beside the extras' tests, which run one after another.
 #
 # Venvs are created once and reused; the wheel is reinstalled when it changed. The first run
 # compiles synthkit in release (10-20 minutes on two cores) and installs the extras (Ray is
@@ -54,17 +57,30 @@ declare -A extra_more_deps=([ray]="llama-index-core==0.14.25")
 source "$repo/scripts/venv-lib.sh"
 ensure_venv python-tests "$venv" "$python" "${deps[@]}"
 
-wheel="$("$repo/scripts/build-wheel.sh")"
-wheel_sum="$(sha256sum "$wheel" | cut -d' ' -f1)"
+# extra_reqs EXTRA: the requirements pyproject.toml declares for EXTRA, one a line.
+extra_reqs() {
+  "$venv/bin/python" - "$repo/bindings/python/pyproject.toml" "$1" <<'PY'
+import sys
+try:
+    import tomllib
+except ImportError:
+    sys.exit("python-tests: reading pyproject.toml's extras needs Python 3.11 or newer (tomllib)")
+with open(sys.argv[1], "rb") as f:
+    extras = tomllib.load(f)["project"]["optional-dependencies"]
+if sys.argv[2] not in extras:
+    sys.exit(f"python-tests: pyproject.toml declares no extra {sys.argv[2]!r}")
+print("\n".join(extras[sys.argv[2]]))
+PY
+}
 
-# install_wheel VENV: (re)installs the wheel, without its dependencies, when it changed.
-install_wheel() {
-  local v="$1" stamp="$1/.synthkit-wheel"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wheel_sum" ]; then
-    PATH="$no_rust_path" "$v/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-      --force-reinstall "$wheel"
-    echo "$wheel_sum" >"$stamp"
-  fi
+# make_extra_venv EV REQ...: a venv at EV holding REQs (the extra's and its tests'); EV/.ready
+# when it worked, nothing left when it failed. Run in the background, one per extra.
+make_extra_venv() {
+  local ev="$1"
+  shift
+  "$python" -m venv "$ev" &&
+    PATH="$no_rust_path" "$ev/bin/python" -m pip install --quiet --disable-pip-version-check "$@" &&
+    touch "$ev/.ready" || rm -rf "$ev"
 }
 
 # A PATH without any directory holding cargo or rustc (~/.cargo/bin, rustup's toolchains):
@@ -83,6 +99,41 @@ if PATH="$no_rust_path" command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+declare -A extra_venv extra_pid extra_log extra_deps_of
+for extra in $extras; do
+  # shellcheck disable=SC2206 # a list of pins, no spaces inside one
+  test_deps=("${extra_test_deps[@]}" ${extra_more_deps[$extra]:-})
+  reqs="$(extra_reqs "$extra")"
+  key="$(printf '%s\n' "$reqs" | sort | cat - <(printf '%s\n' "${test_deps[@]}") | sha256sum | cut -c1-16)"
+  ev="$extras_root/$extra-$key"
+  extra_venv[$extra]="$ev"
+  extra_deps_of[$extra]="${test_deps[*]}"
+  if [ ! -f "$ev/.synthkit-extra" ]; then
+    # A changed extra gets a new venv: the old one goes (Ray's is about 1 GB).
+    rm -rf "$extras_root/$extra"-*
+    mkdir -p "$extras_root"
+    echo "python-tests: creating $ev for the [$extra] extra (beside the wheel's build)" >&2
+    extra_log[$extra]="$(mktemp)"
+    mapfile -t req_list <<<"$reqs"
+    make_extra_venv "$ev" "${req_list[@]}" "${test_deps[@]}" >"${extra_log[$extra]}" 2>&1 &
+    extra_pid[$extra]=$!
+  fi
+done
+venvs_started=$SECONDS
+
+wheel="$("$repo/scripts/build-wheel.sh")"
+wheel_sum="$(sha256sum "$wheel" | cut -d' ' -f1)"
+
+# install_wheel VENV: (re)installs the wheel, without its dependencies, when it changed.
+install_wheel() {
+  local v="$1" stamp="$1/.synthkit-wheel"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wheel_sum" ]; then
+    PATH="$no_rust_path" "$v/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+      --force-reinstall "$wheel"
+    echo "$wheel_sum" >"$stamp"
+  fi
+}
+
 cd "$repo/bindings/python"
 # No bytecode written into the source tree's tests/.
 export PYTHONDONTWRITEBYTECODE=1
@@ -98,43 +149,25 @@ env PATH="$no_rust_path" SYNTHKIT_TEST_WHEEL="$wheel" "$venv/bin/python" -m pyte
 main_pid=$!
 trap 'kill "$main_pid" 2>/dev/null || true; rm -f "$main_log"' EXIT
 
-# extra_key EXTRA TEST_DEP...: a hash of the requirements the wheel declares for EXTRA (what
-# pip installs), and of the extra's venv's test dependencies.
-extra_key() {
-  "$venv/bin/python" - "$wheel" "$@" <<'PY'
-import hashlib, sys, zipfile
-wheel, extra, test_deps = sys.argv[1], sys.argv[2], sys.argv[3:]
-with zipfile.ZipFile(wheel) as z:
-    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-    lines = z.read(meta).decode().splitlines()
-reqs = sorted(l for l in lines if l.startswith("Requires-Dist:") and f"extra == '{extra}'" in l.replace('"', "'"))
-if not reqs:
-    sys.exit(f"the wheel declares no extra {extra!r}")
-print(hashlib.sha256("\n".join(reqs + test_deps).encode()).hexdigest()[:16])
-PY
-}
-
 for extra in $extras; do
+  ev="${extra_venv[$extra]}"
   # shellcheck disable=SC2206 # a list of pins, no spaces inside one
-  test_deps=("${extra_test_deps[@]}" ${extra_more_deps[$extra]:-})
-  key="$(extra_key "$extra" "${test_deps[@]}")"
-  ev="$extras_root/$extra-$key"
-  started=$SECONDS
-  if [ ! -f "$ev/.synthkit-extra" ]; then
-    # A changed extra gets a new venv: the old one goes (Ray's is about 1 GB).
-    rm -rf "$extras_root/$extra"-*
-    echo "python-tests: creating $ev with the wheel's [$extra] extra" >&2
-    "$python" -m venv "$ev"
-    if ! PATH="$no_rust_path" "$ev/bin/python" -m pip install --quiet --disable-pip-version-check \
-      "$wheel[$extra]" "${test_deps[@]}"; then
+  test_deps=(${extra_deps_of[$extra]})
+  if [ -n "${extra_pid[$extra]:-}" ]; then
+    wait "${extra_pid[$extra]}" || true
+    if [ ! -f "$ev/.ready" ] ||
+      ! PATH="$no_rust_path" "$ev/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "$wheel[$extra]" "${test_deps[@]}" >>"${extra_log[$extra]}" 2>&1; then
+      cat "${extra_log[$extra]}" >&2
       echo "python-tests: pip could not install the wheel with [$extra]" >&2
-      rm -rf "$ev"
+      rm -rf "$ev" "${extra_log[$extra]}"
       status=1
       continue
     fi
+    rm -f "${extra_log[$extra]}" "$ev/.ready"
     echo "$extra" >"$ev/.synthkit-extra"
     echo "$wheel_sum" >"$ev/.synthkit-wheel"
-    echo "python-tests: $ev created in $((SECONDS - started)) s" >&2
+    echo "python-tests: $ev ready $((SECONDS - venvs_started)) s after the venvs were started" >&2
   fi
   install_wheel "$ev"
   tests=("tests/extras/test_${extra//-/_}_extra.py")
