@@ -28,16 +28,12 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow};
-use flate2::Compression;
-use flate2::read::DeflateDecoder;
-use flate2::write::DeflateEncoder;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -48,8 +44,13 @@ use synthkit_documents::{ReadCache, ReadFile, ReadOptions};
 use crate::input::Told;
 use crate::rank::{self, Analyzer, Corpus, Query};
 
+mod bytes;
+mod room;
 mod splits;
 
+use bytes::{deflate, hex, inflate, postings, varint};
+use room::make_room;
+pub use room::remove;
 pub use splits::Pieces;
 
 /// The most disk all folder indexes together may take (2 GiB).
@@ -527,139 +528,6 @@ fn stamp(meta: &fs::Metadata) -> Option<(i64, i64)> {
     Some((size, nanos))
 }
 
-/// Removes the indexes of `dir` unused for [`UNUSED_DAYS`] days, then the least recently
-/// used until all fit in [`MAX_INDEX_BYTES`]; `current` goes last (and only when it alone
-/// is over the bound).
-fn make_room(dir: &Path, current: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let unused = Duration::from_secs(UNUSED_DAYS * 24 * 3600);
-    let now = SystemTime::now();
-    let mut indexes: Vec<(bool, SystemTime, u64, PathBuf)> = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some(EXTENSION) {
-            continue;
-        }
-        let Ok(meta) = entry.metadata() else { continue };
-        let used = meta.modified().unwrap_or(now);
-        let size = meta.len() + companion_size(&path);
-        indexes.push((path == current, used, size, path));
-    }
-    // Oldest first, the current one last.
-    indexes.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-    let mut total: u64 = indexes.iter().map(|i| i.2).sum();
-    for (is_current, used, size, path) in indexes {
-        let stale = !is_current && now.duration_since(used).is_ok_and(|age| age > unused);
-        if !stale && total <= MAX_INDEX_BYTES {
-            continue;
-        }
-        remove(&path);
-        total = total.saturating_sub(size);
-    }
-}
-
-/// SQLite's write-ahead log and shared-memory files beside an index.
-fn companions(path: &Path) -> [PathBuf; 2] {
-    let name = path.as_os_str().to_os_string();
-    let with = |suffix: &str| {
-        let mut n = name.clone();
-        n.push(suffix);
-        PathBuf::from(n)
-    };
-    [with("-wal"), with("-shm")]
-}
-
-fn companion_size(path: &Path) -> u64 {
-    companions(path)
-        .iter()
-        .filter_map(|p| fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum()
-}
-
-/// Removes the index file at `path` and SQLite's files beside it.
-pub fn remove(path: &Path) {
-    let _ = fs::remove_file(path);
-    for c in companions(path) {
-        let _ = fs::remove_file(c);
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Compressed (deflate, fastest level: the index is written once per change and read on
-/// every question).
-fn deflate(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
-    encoder.write_all(bytes)?;
-    encoder.finish()
-}
-
-/// The most a stored value may inflate to (64 MiB, a file's default size limit): a
-/// damaged index cannot make a read hold more.
-const MAX_INFLATED: u64 = 64 << 20;
-
-fn inflate(bytes: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    DeflateDecoder::new(bytes)
-        .take(MAX_INFLATED + 1)
-        .read_to_end(&mut out)
-        .context("the index is damaged")?;
-    if out.len() as u64 > MAX_INFLATED {
-        return Err(anyhow!("the index is damaged (a value too large)"));
-    }
-    Ok(out)
-}
-
-/// Appends `n` as a LEB128 variable-length integer.
-fn varint(out: &mut Vec<u8>, mut n: u32) {
-    while n >= 0x80 {
-        out.push((n as u8 & 0x7f) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-/// Reads a LEB128 integer of `bytes` at `at`, moving past it.
-fn read_varint(bytes: &[u8], at: &mut usize) -> Result<u32> {
-    let mut n: u32 = 0;
-    for shift in (0..35).step_by(7) {
-        let byte = *bytes
-            .get(*at)
-            .ok_or_else(|| anyhow!("the index is damaged (cut postings)"))?;
-        *at += 1;
-        let bits = u32::from(byte & 0x7f);
-        if shift == 28 && bits > 0x0f {
-            return Err(anyhow!("the index is damaged (bad postings)"));
-        }
-        n |= bits << shift;
-        if byte & 0x80 == 0 {
-            return Ok(n);
-        }
-    }
-    Err(anyhow!("the index is damaged (bad postings)"))
-}
-
-/// A word's postings: each chunk holding it (ascending) with its count.
-fn postings(bytes: &[u8]) -> Result<Vec<(u32, u32)>> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    let mut chunk: u32 = 0;
-    while at < bytes.len() {
-        let gap = read_varint(bytes, &mut at)?;
-        let count = read_varint(bytes, &mut at)?;
-        chunk = chunk
-            .checked_add(gap)
-            .ok_or_else(|| anyhow!("the index is damaged (bad postings)"))?;
-        out.push((chunk, count));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -751,22 +619,5 @@ mod tests {
             .collect();
         let kept: Vec<String> = ix.nodes().unwrap().into_iter().map(|n| n.text).collect();
         assert_eq!(texts, kept);
-    }
-
-    #[test]
-    fn postings_round_trip() {
-        let mut list = Vec::new();
-        let mut last = 0;
-        for (chunk, count) in [(0u32, 1u32), (5, 300), (70_000, 2), (u32::MAX, 1)] {
-            varint(&mut list, chunk - last);
-            varint(&mut list, count);
-            last = chunk;
-        }
-        assert_eq!(
-            postings(&list).unwrap(),
-            vec![(0, 1), (5, 300), (70_000, 2), (u32::MAX, 1)]
-        );
-        assert!(postings(&[0x80]).is_err());
-        assert!(postings(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).is_err());
     }
 }

@@ -19,7 +19,8 @@ use synthkit::Node;
 use synthkit::text::TokenTextSplitter;
 use synthkit_documents::chunk::chunk_nodes;
 
-use super::{FolderIndex, LAYOUT, deflate, inflate, read_varint, varint};
+use super::bytes::{deflate, inflate, read_varint, varint};
+use super::{FolderIndex, LAYOUT};
 use crate::input::Document;
 use crate::rank::{self, Analyzer, Terms};
 
