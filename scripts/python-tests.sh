@@ -11,9 +11,10 @@
 #      writes the wheel's): its test in tests/extras (and, for [ray], the Ray processor's and
 #      the Ray example's tests, tests/test_ray_processor.py and tests/test_ray_batch.py).
 #
-# A missing extras venv is made beside the wheel's build, all of them at once (mostly
-# downloads, while the build mostly compiles): its requirements first, then, once the wheel
-# is built, `pip install <wheel>[extra]` as a user runs it (which finds them installed).
+# A missing extras venv is made beside the wheel's build, all of them at once: its
+# requirements first, then, once the wheel is built, `pip install <wheel>[extra]` as a user
+# runs it (which finds them installed). On two cores this saves little: the installs want
+# the CPU too (unpacking, compiling bytecode) and took as long as the wheel's build.
 # The main suite runs beside the extras' tests, which run one after another.
 #
 # Venvs are created once and reused; the wheel is reinstalled when it changed. The first run
