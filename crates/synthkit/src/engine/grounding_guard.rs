@@ -66,8 +66,11 @@ impl Job {
     /// it; [`ReplyReading::Answer`] otherwise. Not reported here.
     ///
     /// The checks read every text shown so far (linear in it, the answers bounded by
-    /// [`grounding::MAX_ANSWER_BYTES`]): they run on a blocking thread, as the
-    /// synthesis's grounding gate does, not on the runtime's (inline without a runtime).
+    /// [`grounding::MAX_ANSWER_BYTES`]). The first, of the reply against the current
+    /// step's text, runs on the runtime's thread when the two together are at most
+    /// [`INLINE_CHECK_BYTES`] (a few hundred microseconds at most, less than handing them
+    /// to another thread costs); it settles most replies. The rest run on a blocking
+    /// thread, as the synthesis's grounding gate does (inline without a runtime).
     pub(crate) async fn grounding_reading(
         &self,
         request: &ModelRequest,
@@ -78,14 +81,25 @@ impl Job {
         let Some(previous) = previous.filter(|p| !p.trim().is_empty()) else {
             return ReplyReading::Answer;
         };
-        if !self.reads(request) || reply.trim().is_empty() || guard.shown.is_empty() {
+        if !self.reads(request) || reply.trim().is_empty() {
+            return ReplyReading::Answer;
+        }
+        let Some(current) = guard.shown.last() else {
+            return ReplyReading::Answer;
+        };
+        let here = (reply.len() + current.len() <= INLINE_CHECK_BYTES)
+            .then(|| grounding::check(reply, &self.query, std::slice::from_ref(current)));
+        if here
+            .as_ref()
+            .is_some_and(|h| h.status != GroundingStatus::Unsupported)
+        {
             return ReplyReading::Answer;
         }
         let (reply, previous, question) =
             (reply.to_string(), previous.to_string(), self.query.clone());
         let shown = guard.shown.clone();
         let known = guard.answer_grounded;
-        let run = move || judge(&reply, &previous, &question, &shown, known);
+        let run = move || judge(&reply, &previous, &question, &shown, known, here);
         let verdict = match tokio::runtime::Handle::try_current() {
             Ok(runtime) => match runtime.spawn_blocking(run).await {
                 Ok(v) => v,
@@ -119,9 +133,22 @@ struct Verdict {
     answer_grounded: bool,
 }
 
+/// The most bytes of a reply and the current step's text together that the guard's
+/// first check reads on the runtime's thread ([`Job::grounding_reading`]); longer ones
+/// are read on a blocking thread.
+pub(crate) const INLINE_CHECK_BYTES: usize = 8 * 1024;
+
 /// The rule, on texts: the reply is set aside when it is unsupported by `shown` and
-/// `previous` is not (`known`: it was found grounded already).
-fn judge(reply: &str, previous: &str, question: &str, shown: &[Arc<str>], known: bool) -> Verdict {
+/// `previous` is not (`known`: it was found grounded already). `here` is the reply's
+/// check against the last of `shown` when it was made already.
+fn judge(
+    reply: &str,
+    previous: &str,
+    question: &str,
+    shown: &[Arc<str>],
+    known: bool,
+    here: Option<grounding::Grounding>,
+) -> Verdict {
     let used = Verdict {
         unsupported: None,
         answer_grounded: known,
@@ -131,7 +158,8 @@ fn judge(reply: &str, previous: &str, question: &str, shown: &[Arc<str>], known:
     let Some((current, earlier)) = shown.split_last() else {
         return used;
     };
-    let here = grounding::check(reply, question, std::slice::from_ref(current));
+    let here =
+        here.unwrap_or_else(|| grounding::check(reply, question, std::slice::from_ref(current)));
     // No fact to check is `Supported`; some found is `Supported` or `Partly`.
     if here.status != GroundingStatus::Unsupported {
         return used;
@@ -174,6 +202,7 @@ mod tests {
             Q,
             &texts,
             false,
+            None,
         );
         assert_eq!(
             v.unsupported.as_deref(),
@@ -195,16 +224,16 @@ mod tests {
             "Every 6 months, and it was 14 weeks once in 1822.",
             "It is cleaned often.",
         ] {
-            let v = judge(reply, previous, Q, &texts, false);
+            let v = judge(reply, previous, Q, &texts, false, None);
             assert!(v.unsupported.is_none(), "{reply}");
         }
         // An answer so far that is not grounded has nothing to keep.
         let texts = shown(&["The dome opens at dusk.", "The dome closes at dawn."]);
-        let v = judge("Every 14 weeks.", previous, Q, &texts, false);
+        let v = judge("Every 14 weeks.", previous, Q, &texts, false, None);
         assert!(v.unsupported.is_none());
         assert!(!v.answer_grounded);
         // An answer known to be grounded is not checked again.
-        let v = judge("Every 14 weeks.", previous, Q, &texts, true);
+        let v = judge("Every 14 weeks.", previous, Q, &texts, true, None);
         assert!(v.unsupported.is_some());
     }
 }
