@@ -246,15 +246,24 @@ impl Job {
         }
         use crate::options::{MIN_BOUNDED_OUTPUT, OUTPUT_GROWTH};
         let source = request.source()?;
+        let num_output = self.budget().num_output();
+        if MIN_BOUNDED_OUTPUT >= num_output {
+            return None;
+        }
+        // Inputs of `cap` tokens or more allow the whole reserve: counting stops there.
+        let cap = (num_output as f64 / OUTPUT_GROWTH).ceil() as usize;
         let tokenizer = self.budget().tokenizer();
-        let input_tokens: usize = ["context_str", "context_msg", "existing_answer"]
+        let mut input_tokens = 0usize;
+        for text in ["context_str", "context_msg", "existing_answer"]
             .iter()
             .filter_map(|v| source.variable(v))
-            .map(|text| tokenizer.count(text))
-            .sum();
+        {
+            let room = cap.checked_sub(input_tokens)?;
+            input_tokens += tokenizer.count_till_limit(text, room)?;
+        }
         let allowed = ((input_tokens as f64) * OUTPUT_GROWTH).ceil() as usize;
         let allowed = allowed.max(MIN_BOUNDED_OUTPUT);
-        if allowed >= self.budget().num_output() {
+        if allowed >= num_output {
             return None;
         }
         let mut bounded = request.clone();

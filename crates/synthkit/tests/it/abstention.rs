@@ -356,6 +356,32 @@ async fn intermediate_outputs_are_bounded_by_their_input() {
 }
 
 #[tokio::test]
+async fn the_output_bound_is_the_input_counted_exactly_up_to_the_reserve() {
+    // A first step that reads fewer tokens than the reserve may write as many as it
+    // reads, to the token; one that reads the reserve or more keeps the whole reserve.
+    let tokenizer = synthkit::text::tokenizer::default_tokenizer();
+    for (words, reserve) in [(90, 100), (99, 100), (100, 100), (400, 100)] {
+        let text = "mirror ".repeat(words);
+        let read = tokenizer.count(text.trim());
+        let model = ScriptedModel::constant(info(), "An answer.");
+        let synth = build(&model, ResponseMode::Refine, |b| {
+            b.budget(synthkit::prompt::PromptBudget::new(4096, reserve).unwrap())
+        });
+        synth
+            .synthesize("When?", nodes(&[&text, "Two."]))
+            .await
+            .unwrap();
+        let first = model.requests()[0].max_tokens;
+        let expected = if read < reserve {
+            read.max(64)
+        } else {
+            reserve
+        };
+        assert_eq!(first, expected, "{words} words, {read} tokens");
+    }
+}
+
+#[tokio::test]
 async fn an_expanding_answer_is_cut_at_the_size_of_its_input() {
     // A model that writes as much as it may (a server cuts it at max_tokens): refine's
     // steps before the last may write at most what they read, and a reply cut there is
