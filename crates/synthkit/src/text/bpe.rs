@@ -19,6 +19,8 @@ use bpe::byte_pair_encoding::BytePairEncoding;
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
 
+use super::pretoken::Scanner;
+
 /// The hash factor that gives the tokens of both encodings distinct hashes in
 /// [`BytePairEncoding`] (the factor the `bpe` crate's authors found for them).
 const HASH_FACTOR: u64 = 17_846_336_922_010_275_747;
@@ -82,6 +84,15 @@ impl Table {
     fn nfc(self) -> bool {
         false
     }
+
+    /// The hand-written pre-tokenizer of ASCII text, where there is one
+    /// ([`super::pretoken`]); the regex reads the rest.
+    fn scanner(self) -> Option<Scanner> {
+        match self {
+            Table::Cl100k => Some(super::pretoken::cl100k_piece),
+            Table::O200k => None,
+        }
+    }
 }
 
 /// One encoding: its byte-pair tables and its pre-tokenizer.
@@ -94,6 +105,9 @@ pub(crate) struct Encoding {
     lookahead: Vec<bool>,
     /// Whether text is NFC-normalized first.
     nfc: bool,
+    /// The pre-token at the start of a text when its characters decide it without the
+    /// regex (`None` from it: ask the regex).
+    scanner: Option<Scanner>,
 }
 
 static CL100K: OnceLock<Encoding> = OnceLock::new();
@@ -138,6 +152,7 @@ impl Encoding {
             splitter,
             lookahead,
             nfc: table.nfc(),
+            scanner: table.scanner(),
         }
     }
 
@@ -157,6 +172,16 @@ impl Encoding {
             encoding: self,
             text,
             at: 0,
+            scanner: self.scanner,
+        }
+    }
+
+    /// [`Encoding::split`] with the regex alone, as the scanner is checked against.
+    #[cfg(test)]
+    pub(crate) fn split_by_regex<'a>(&'a self, text: &'a str) -> Pieces<'a> {
+        Pieces {
+            scanner: None,
+            ..self.split(text)
         }
     }
 
@@ -184,6 +209,8 @@ pub(crate) struct Pieces<'a> {
     text: &'a str,
     /// Where the next pre-token starts.
     at: usize,
+    /// The encoding's scanner, tried before the regex.
+    scanner: Option<Scanner>,
 }
 
 impl<'a> Iterator for Pieces<'a> {
@@ -193,6 +220,12 @@ impl<'a> Iterator for Pieces<'a> {
         let rest = self.text.get(self.at..)?;
         if rest.is_empty() {
             return None;
+        }
+        if let Some(len) = self.scanner.and_then(|scan| scan(rest.as_bytes())) {
+            // An ASCII piece: it ends at a character boundary.
+            let piece = rest.get(..len)?;
+            self.at += len;
+            return Some(piece);
         }
         let found = self
             .encoding

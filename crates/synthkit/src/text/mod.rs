@@ -4,6 +4,7 @@ pub mod abstention;
 mod bpe;
 pub mod normalized;
 pub mod plain;
+mod pretoken;
 pub mod printable;
 pub mod splitter;
 pub mod thinking;
