@@ -10,7 +10,6 @@
 //! one with the `stop` and the usage. The key is sent as `Authorization: Bearer`. It has
 //! no exact prompt counter.
 
-use reqwest::header::{AUTHORIZATION, HeaderMap};
 use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -18,8 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::backend::http::clock::ServedModel;
 use crate::backend::http::server::{model_name, parse_reply};
 use crate::backend::http::sse::{Emitted, EventParser, event_json, stream_end};
-use crate::backend::http::{HttpApi, HttpConfig, HttpModel, body_with_extra, key_headers};
-use crate::layer::stack::CacheIdentity;
+use crate::backend::http::{HttpApi, HttpConfig, HttpModel, body_with_extra};
 use crate::model::{
     Completion, FinishReason, ModelError, ModelFuture, ModelRequest, PromptCounter, StreamEvent,
     Usage,
@@ -140,14 +138,6 @@ impl HttpApi for Echo {
         config.api_url("/echo")
     }
 
-    fn models_url(config: &EchoConfig) -> String {
-        config.api_url("/models")
-    }
-
-    fn headers(config: &EchoConfig) -> Result<HeaderMap, ModelError> {
-        key_headers(AUTHORIZATION, "Bearer ", config.transport.api_key.as_ref())
-    }
-
     fn body(config: &EchoConfig, request: &ModelRequest, stream: bool) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), json!(config.model));
@@ -182,15 +172,6 @@ impl HttpApi for Echo {
             served,
             deltas: 0,
         }
-    }
-
-    fn cache_identity(config: &EchoConfig) -> CacheIdentity {
-        let params = format!(
-            "extra_body={}{}",
-            Value::Object(config.extra_body.clone()),
-            config.sampling.identity_tail()
-        );
-        CacheIdentity::new(format!("echo {}", config.endpoint()), params)
     }
 
     async fn probe_counter(_: &EchoConfig) -> Option<NoCounter> {

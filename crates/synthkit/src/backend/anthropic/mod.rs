@@ -60,7 +60,6 @@ use crate::backend::http::reuse::{HintSet, Hints};
 use crate::backend::http::server::parse_reply;
 use crate::backend::http::verdict::Held;
 use crate::backend::http::{HttpApi, HttpModel, key_headers};
-use crate::layer::stack::CacheIdentity;
 use crate::model::{Completion, ModelError, ModelRequest};
 
 mod config;
@@ -160,17 +159,12 @@ impl HttpApi for Anthropic {
         stream::MessageParser::new(key, served)
     }
 
-    /// The endpoint, the API version and the sampling parameters (those not set are
-    /// left out).
-    fn cache_identity(config: &AnthropicConfig) -> CacheIdentity {
-        let params = format!(
-            "version={} temperature={:?} extra_body={}{}",
-            config.api.version,
-            config.sampling.temperature,
-            Value::Object(config.extra_body.clone()),
-            config.sampling.identity_tail()
-        );
-        CacheIdentity::new(format!("anthropic {}", config.endpoint()), params)
+    /// The API version and the temperature.
+    fn cache_params(config: &AnthropicConfig) -> String {
+        format!(
+            "version={} temperature={:?} ",
+            config.api.version, config.sampling.temperature
+        )
     }
 
     async fn probe_counter(config: &AnthropicConfig) -> Option<CountTokens> {

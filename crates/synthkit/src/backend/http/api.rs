@@ -11,15 +11,14 @@
 use std::fmt;
 use std::future::Future;
 
-use reqwest::header::HeaderMap;
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use secrecy::SecretString;
 use serde_json::Value;
 
-use super::HttpConfig;
 use super::clock::ServedModel;
 use super::reuse::{HintSet, Hints};
 use super::sse::EventParser;
-use crate::layer::stack::CacheIdentity;
+use super::{HttpConfig, key_headers};
 use crate::model::{Completion, ModelError, ModelRequest, PromptCounter};
 
 /// One HTTP API: its defaults and its own options (the settings) and how it is spoken
@@ -74,8 +73,11 @@ pub trait HttpApi: Sized + Send + Sync + 'static {
     /// Where model calls go (`{base}/chat/completions`, `{root}/v1/messages`).
     fn endpoint(config: &HttpConfig<Self>) -> String;
 
-    /// Where the server lists its models ([`Self::MODELS_PATH`] as a URL).
-    fn models_url(config: &HttpConfig<Self>) -> String;
+    /// Where the server lists its models ([`Self::MODELS_PATH`] as a URL): by default
+    /// the path under the base URL ([`HttpConfig::api_url`]).
+    fn models_url(config: &HttpConfig<Self>) -> String {
+        config.api_url(Self::MODELS_PATH)
+    }
 
     /// Refuses, before any request, a config whose API options cannot be sent (none by
     /// default).
@@ -85,8 +87,11 @@ pub trait HttpApi: Sized + Send + Sync + 'static {
     }
 
     /// The headers of every request: the key as the API carries it (a secret header)
-    /// and the API's own.
-    fn headers(config: &HttpConfig<Self>) -> Result<HeaderMap, ModelError>;
+    /// and the API's own; by default the `Authorization: Bearer` header when there is a
+    /// key.
+    fn headers(config: &HttpConfig<Self>) -> Result<HeaderMap, ModelError> {
+        key_headers(AUTHORIZATION, "Bearer ", config.transport.api_key.as_ref())
+    }
 
     /// The JSON body of one model call, streamed or not (the config's extra body fields
     /// added last).
@@ -131,9 +136,14 @@ pub trait HttpApi: Sized + Send + Sync + 'static {
         true
     }
 
-    /// What replies depend on beyond the request, for response-cache keys: the API's
-    /// name and endpoint, the sampling, the API's options and the extra body fields.
-    fn cache_identity(config: &HttpConfig<Self>) -> CacheIdentity;
+    /// The API's own part of the cache identity's parameters
+    /// ([`HttpConfig::cache_identity`]): the options replies depend on, as `name=value`
+    /// pairs each followed by a space (`version=2023-06-01 `), in front of the extra
+    /// body fields and the sampling parameters every API has; none by default.
+    fn cache_params(config: &HttpConfig<Self>) -> String {
+        let _ = config;
+        String::new()
+    }
 
     /// Asks the server whether its exact prompt counter works; `None` when it does not.
     fn probe_counter(

@@ -272,7 +272,13 @@ impl<A: HttpApi> HttpConfig<A> {
     /// set), the API's options and the extra body fields. The model's name is part of
     /// every key already.
     pub fn cache_identity(&self) -> CacheIdentity {
-        A::cache_identity(self)
+        let params = format!(
+            "{}extra_body={}{}",
+            A::cache_params(self),
+            Value::Object(self.extra_body.clone()),
+            self.sampling.identity_tail()
+        );
+        CacheIdentity::new(format!("{} {}", A::NAME, self.endpoint()), params)
     }
 
     /// The model's facts: the name, the window (the config's, else `discovered`, else

@@ -47,7 +47,6 @@
 //!   [`OpenAiModel::served_model`] is the name the server gave in its latest reply.
 //! - **Server counter** ([`ServerCounter`]) counts prompts with the server's own vocabulary.
 
-use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::Value;
 
 use crate::backend::http::clock::ServedModel;
@@ -55,8 +54,7 @@ use crate::backend::http::errors::clip;
 use crate::backend::http::reuse::{HintSet, Hints, put};
 use crate::backend::http::server::parse_reply;
 use crate::backend::http::verdict::Held;
-use crate::backend::http::{HttpApi, HttpModel, key_headers};
-use crate::layer::stack::CacheIdentity;
+use crate::backend::http::{HttpApi, HttpModel};
 use crate::model::{Completion, ModelError, ModelRequest};
 
 mod config;
@@ -97,6 +95,8 @@ impl HttpApi for OpenAi {
     type Options = OpenAiOptions;
     type Counter = ServerCounter;
     type StreamParser = stream::ChunkParser;
+    /// `{base}/models` (llama.cpp, vLLM, Ollama, LM Studio and OpenAI answer it); the
+    /// key goes in the default `Authorization: Bearer` header.
     const MODELS_PATH: &'static str = "/models";
     const WINDOW_FROM_LISTING: bool = true;
     const COUNTER_PATH: &'static str = "/tokenize";
@@ -108,16 +108,6 @@ impl HttpApi for OpenAi {
         } else {
             config.api_url("/completions")
         }
-    }
-
-    /// `{base}/models` (llama.cpp, vLLM, Ollama, LM Studio and OpenAI answer it).
-    fn models_url(config: &OpenAiConfig) -> String {
-        config.api_url("/models")
-    }
-
-    /// The `Authorization: Bearer` header when there is a key.
-    fn headers(config: &OpenAiConfig) -> Result<HeaderMap, ModelError> {
-        key_headers(AUTHORIZATION, "Bearer ", config.transport.api_key.as_ref())
     }
 
     fn body(config: &OpenAiConfig, request: &ModelRequest, stream: bool) -> Value {
@@ -190,16 +180,12 @@ impl HttpApi for OpenAi {
         config.api.is_chat
     }
 
-    /// The endpoint, the sampling parameters, schema mode and extra body fields.
-    fn cache_identity(config: &OpenAiConfig) -> CacheIdentity {
-        let params = format!(
-            "temperature={:?} json_schema={} extra_body={}{}",
-            config.sampling.temperature,
-            config.api.json_schema,
-            Value::Object(config.extra_body.clone()),
-            config.sampling.identity_tail()
-        );
-        CacheIdentity::new(format!("openai {}", config.endpoint()), params)
+    /// The temperature and the schema mode.
+    fn cache_params(config: &OpenAiConfig) -> String {
+        format!(
+            "temperature={:?} json_schema={} ",
+            config.sampling.temperature, config.api.json_schema
+        )
     }
 
     async fn probe_counter(config: &OpenAiConfig) -> Option<ServerCounter> {
