@@ -41,6 +41,19 @@ pub(crate) enum Outcome {
     Composite(Box<dyn Composite>),
 }
 
+impl Outcome {
+    /// One last call read `how`, with no fallback, truncation or guard.
+    pub(crate) fn final_call(request: ModelRequest, how: FinalHow) -> Self {
+        Outcome::Final {
+            request,
+            fallback: None,
+            how,
+            truncation: None,
+            guard: None,
+        }
+    }
+}
+
 /// An answer a mode produces from many calls at the end (accumulate's numbered answers):
 /// whole, or as a stream. Its markers are checked call by call.
 pub(crate) trait Composite: Send {

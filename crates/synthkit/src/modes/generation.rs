@@ -22,11 +22,5 @@ pub(crate) async fn run(job: &Job) -> Result<Outcome, SynthError> {
         )
         .await?;
     let how = FinalHow::for_schema(schema.as_deref());
-    Ok(Outcome::Final {
-        request,
-        fallback: None,
-        how,
-        truncation: None,
-        guard: None,
-    })
+    Ok(Outcome::final_call(request, how))
 }

@@ -25,10 +25,11 @@ use serde_json::{Value, json};
 use crate::engine::fanout::{Prebuilt, Reply, RequestSource};
 use crate::engine::origins::{Origin, Sourced};
 use crate::engine::packed::{LevelStep, PackedLevel};
-use crate::engine::{FinalHow, Job, Outcome};
+use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, parse_json_reply};
+use crate::modes::Tree;
 use crate::observe::SynthEvent;
 use crate::prompt::TemplateKind;
 use crate::text::abstention::ReplyReading;
@@ -269,20 +270,17 @@ pub(crate) async fn reduce(
     mut current: Vec<(String, Origin)>,
     mut level: u32,
 ) -> Result<Outcome, SynthError> {
-    current.retain(|(t, _)| !t.trim().is_empty());
-    if current.is_empty() {
+    let Some(Tree {
+        template,
+        schema: output,
+        how,
+    }) = Tree::start(job, &mut current, TemplateKind::Reduce)
+    else {
         return Ok(Outcome::Text(job.empty()));
-    }
-    let template = job.template(TemplateKind::Reduce);
-    let output = job.output_schema();
-    let how = FinalHow::for_schema(output.as_deref());
+    };
     let record = Arc::new(record_schema());
     loop {
-        let joined = Sourced::packing_join(
-            current
-                .iter()
-                .map(|(t, origin)| (t.as_str(), origin.clone())),
-        );
+        let joined = Tree::join(&current);
         // The final call, when the records fit one prompt (re-measured each level, as a
         // context correction may have lowered the limit).
         let size = job.room(&template, output.as_deref())?;
@@ -298,13 +296,7 @@ pub(crate) async fn reduce(
         let fits = first.is_some() && last.next_request().await?.is_none();
         drop(last);
         if let (true, Some(request)) = (fits, first) {
-            return Ok(Outcome::Final {
-                request,
-                fallback: None,
-                how,
-                truncation: None,
-                guard: None,
-            });
+            return Ok(Outcome::final_call(request, how));
         }
         // A collapse level: packed whole first, so that a level that does not reduce
         // stops before any of its calls.

@@ -3,14 +3,18 @@
 //! dispatches a synthesis to its mode, and resumes a final step the server rejected.
 
 use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde_json::Value;
 
 use crate::engine::grounding_guard::GroundingGuard;
 use crate::engine::origins::{Origin, PromptNodes, Sourced};
-use crate::engine::{Job, Outcome};
+use crate::engine::{FinalHow, Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::ResponseMode;
 use crate::model::ModelRequest;
 use crate::node::Node;
+use crate::prompt::{PromptTemplate, TemplateKind};
 
 pub(crate) mod accumulate;
 pub(crate) mod compact;
@@ -59,6 +63,48 @@ pub(crate) async fn run(
         ResponseMode::NoText => Ok(no_text::run()),
         ResponseMode::ContextOnly => Ok(context_only::run(texts)),
         ResponseMode::MapReduce => map_reduce::run(job, texts).await,
+    }
+}
+
+/// What the levels of a tree (tree_summarize's summaries, map_reduce's reduce) are
+/// built with.
+pub(crate) struct Tree {
+    /// The template of the level calls.
+    pub(crate) template: PromptTemplate,
+    /// The output schema, which the final call's reply follows.
+    pub(crate) schema: Option<Arc<Value>>,
+    /// How the final call's reply is read.
+    pub(crate) how: FinalHow,
+}
+
+impl Tree {
+    /// Drops the blank texts of `current` (each with where it came from) and starts a
+    /// tree over the rest with the template of `kind`; `None` when no text is left, for
+    /// which the caller answers with the empty response and no call.
+    pub(crate) fn start(
+        job: &Job,
+        current: &mut Vec<(String, Origin)>,
+        kind: TemplateKind,
+    ) -> Option<Self> {
+        current.retain(|(t, _)| !t.trim().is_empty());
+        if current.is_empty() {
+            return None;
+        }
+        let schema = job.output_schema();
+        Some(Self {
+            template: job.template(kind),
+            how: FinalHow::for_schema(schema.as_deref()),
+            schema,
+        })
+    }
+
+    /// The texts of one level, joined for packing ([`Sourced::packing_join`]).
+    pub(crate) fn join(current: &[(String, Origin)]) -> Sourced {
+        Sourced::packing_join(
+            current
+                .iter()
+                .map(|(t, origin)| (t.as_str(), origin.clone())),
+        )
     }
 }
 

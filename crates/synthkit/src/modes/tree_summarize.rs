@@ -9,12 +9,13 @@
 use std::borrow::Cow;
 
 use crate::engine::fanout::{Prebuilt, RequestSource};
-use crate::engine::origins::{Origin, PromptNodes, Sourced};
+use crate::engine::origins::{Origin, PromptNodes};
 use crate::engine::packed::{LevelStep, PackedLevel};
-use crate::engine::{FinalHow, Job, Outcome};
+use crate::engine::{Job, Outcome};
 use crate::error::SynthError;
 use crate::mode::{ResponseMode, Step};
 use crate::model::{ModelRequest, StepInfo};
+use crate::modes::Tree;
 use crate::observe::SynthEvent;
 use crate::prompt::TemplateKind;
 
@@ -51,23 +52,20 @@ pub(crate) async fn summarize(
     job: &Job,
     mut current: Vec<(String, Origin)>,
 ) -> Result<Outcome, SynthError> {
-    current.retain(|(t, _)| !t.trim().is_empty());
-    if current.is_empty() {
+    let Some(Tree {
+        template,
+        schema,
+        how,
+    }) = Tree::start(job, &mut current, TemplateKind::Summary)
+    else {
         return Ok(Outcome::Text(job.empty()));
-    }
-    let template = job.template(TemplateKind::Summary);
-    let schema = job.output_schema();
-    let how = FinalHow::for_schema(schema.as_deref());
+    };
     let mut level: u32 = 0;
     loop {
         // Pack this level's texts into as few prompts as fit (re-measured each level, as
         // a context correction may have lowered the limit).
         let size = job.room(&template, schema.as_deref())?;
-        let joined = Sourced::packing_join(
-            current
-                .iter()
-                .map(|(t, origin)| (t.as_str(), origin.clone())),
-        );
+        let joined = Tree::join(&current);
         let at = LevelStep {
             mode: ResponseMode::TreeSummarize,
             step: Step::Summary,
@@ -94,13 +92,7 @@ pub(crate) async fn summarize(
                         .await?
                 }
             };
-            return Ok(Outcome::Final {
-                request,
-                fallback: None,
-                how,
-                truncation: None,
-                guard: None,
-            });
+            return Ok(Outcome::final_call(request, how));
         }
         let answers = if level == 0 {
             // The first level is built as calls free up, so packing overlaps the calls.
