@@ -11,6 +11,10 @@
 //! (`\s+(?!\S)`: a whitespace run that does not end right before a non-space), which a
 //! linear-time regex engine cannot express. It is written here as its own pattern that
 //! matches one character more (`\s+\s`), and that last character is given back.
+//!
+//! For `cl100k_base`, pre-tokens of ASCII text are read by a hand-written scanner
+//! ([`super::pretoken`]) that gives the same pieces several times faster; the regex reads
+//! wherever a character outside ASCII decides a piece.
 
 use std::io::Read;
 use std::sync::OnceLock;
