@@ -136,7 +136,7 @@ struct Verdict {
 /// The most bytes of a reply and the current step's text together that the guard's
 /// first check reads on the runtime's thread ([`Job::grounding_reading`]); longer ones
 /// are read on a blocking thread.
-pub(crate) const INLINE_CHECK_BYTES: usize = 8 * 1024;
+const INLINE_CHECK_BYTES: usize = 8 * 1024;
 
 /// The rule, on texts: the reply is set aside when it is unsupported by `shown` and
 /// `previous` is not (`known`: it was found grounded already). `here` is the reply's

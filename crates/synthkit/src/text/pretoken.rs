@@ -75,7 +75,8 @@ fn is_space(c: Class) -> bool {
     matches!(c, Class::Space | Class::Newline)
 }
 
-/// The length of the contraction at the start of `text` (which starts with `'`).
+/// The length of the contraction at the start of `text` (which starts with `'`):
+/// `Some(None)` when there is none, `None` when a character outside ASCII decides it.
 fn contraction(text: &[u8]) -> Option<Option<usize>> {
     let lower = |i: usize| text.get(i).map(u8::to_ascii_lowercase);
     // A byte outside ASCII right after the quote may fold to a contraction's letter.
