@@ -101,6 +101,14 @@ if PATH="$no_rust_path" command -v cargo >/dev/null 2>&1; then
 fi
 
 declare -A extra_venv extra_pid extra_log extra_deps_of
+# Whatever way the script ends (a failed wheel build included), the main suite still running
+# is stopped and the logs it made go.
+main_pid="" main_log=""
+cleanup() {
+  [ -z "$main_pid" ] || kill "$main_pid" 2>/dev/null || true
+  rm -f "$main_log" "${extra_log[@]}"
+}
+trap cleanup EXIT
 for extra in $extras; do
   # shellcheck disable=SC2206 # a list of pins, no spaces inside one
   test_deps=("${extra_test_deps[@]}" ${extra_more_deps[$extra]:-})
@@ -148,7 +156,6 @@ env PATH="$no_rust_path" SYNTHKIT_TEST_WHEEL="$wheel" "$venv/bin/python" -m pyte
   -p no:cacheprovider --timeout=300 --ignore=tests/extras --ignore=tests/test_ray_batch.py --ignore=tests/test_ray_processor.py \
   tests "$@" >"$main_log" 2>&1 &
 main_pid=$!
-trap 'kill "$main_pid" 2>/dev/null || true; rm -f "$main_log"' EXIT
 
 for extra in $extras; do
   ev="${extra_venv[$extra]}"
