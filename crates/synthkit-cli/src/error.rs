@@ -1,10 +1,12 @@
 //! Errors and exit codes: 0 success, 2 usage errors, 1 everything else.
 //!
 //! A usage error is made where a flag is checked ([`crate::flags::usage`]); the verbs make
-//! theirs through this module too (a file named on the command line that cannot be read).
+//! theirs through this module too (a file named on the command line that cannot be read),
+//! and the retriever its [`InputError`]s (a path that does not exist, a file too large).
 
 use crate::flags::UsageError;
 pub use crate::flags::usage;
+use synthkit_frontend::retrieval::InputError;
 
 /// Exit code of a usage error (bad flags, unreadable arguments), as clap uses.
 pub const EXIT_USAGE: u8 = 2;
@@ -13,7 +15,10 @@ pub const EXIT_FAILURE: u8 = 1;
 
 /// The exit code for `err`.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<UsageError>()) {
+    if err
+        .chain()
+        .any(|e| e.is::<UsageError>() || e.is::<InputError>())
+    {
         EXIT_USAGE
     } else {
         EXIT_FAILURE

@@ -11,7 +11,7 @@
 //! mode and system, and the same case and answers line: each row keeps their hashes) are
 //! kept and not run again: a stopped evaluation resumes, and an edited case or answers
 //! line is run or scored again. `paths` are read under `--paths-root`
-//! ([`crate::paths_root`]). The results: a table on standard output, or `--json`, and
+//! ([`synthkit_frontend::retrieval::paths`]). The results: a table on standard output, or `--json`, and
 //! `--html FILE`.
 
 use std::collections::{HashMap, HashSet};
@@ -27,14 +27,14 @@ use synthkit_frontend::eval::{
     AnswerLine, Case, CaseInput, RegexBudget, Row, nodes_text, parse_answer_line,
     parse_case_within, run_case,
 };
+use synthkit_frontend::retrieval::paths::{PathsReader, PathsRoot};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend};
 use crate::error::usage;
 use crate::observe::Fanout;
-use crate::output::{note, warn};
+use crate::output::{Stderr, note, warn};
 use crate::pages::{BatchReports, batch_report_path};
-use crate::paths_root::{PathsReader, PathsRoot};
 use crate::progress::BatchProgress;
 use crate::settings::eval::{CaseRuns, EvalRun};
 use synthkit_frontend::batch::{self as batch_io, LineReader, RawLine};
@@ -242,7 +242,9 @@ impl Runner {
             CaseInput::Paths(paths) => paths.clone(),
             _ => return Err("this kind of case input is not supported".into()),
         };
-        self.paths.read(paths, case.query.clone(), case.top_k).await
+        self.paths
+            .read(paths, case.query.clone(), case.top_k, Arc::new(Stderr))
+            .await
     }
 
     /// The synthesizer of one run, observed by the progress and `recorder`.
@@ -554,7 +556,7 @@ pub async fn run(args: EvalRun<'_>) -> Result<()> {
     if !todo.is_empty() {
         let backend = backend::connect_with(args.stack).await?;
         let paths = PathsReader::new(
-            &args.paths,
+            &args.paths.reading(),
             Arc::clone(&root),
             backend.split_tokenizer.clone(),
         )?;

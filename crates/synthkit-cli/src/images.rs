@@ -8,9 +8,9 @@ use anyhow::Result;
 use synthkit::Node;
 
 use crate::error::usage;
-use crate::input::read_capped;
 use crate::output::{note, warn};
 use crate::settings::run::ImageSettings;
+use synthkit_frontend::retrieval::read::read_capped;
 
 /// Who says whether the model takes images: what a hint may claim depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,9 +24,7 @@ mod say;
 // The services the verbs share: reading (input, nodes), the model and its
 // stack, plans, progress, output, traces, report pages, JSON-lines files, errors.
 mod backend;
-mod chunks;
 mod error;
-mod folder_index;
 mod images;
 mod input;
 mod logging;
@@ -35,10 +33,8 @@ mod observe;
 mod output;
 mod pace;
 mod pages;
-mod paths_root;
 mod plan;
 mod progress;
-mod rank;
 mod spinner;
 mod trace;
 

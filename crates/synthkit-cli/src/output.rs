@@ -18,7 +18,7 @@ pub const MAX_TEXT_SOURCES: usize = 10;
 pub const EXTRACTIVE_NOTE: &str = "extractive answer: sentences selected from your documents, no language model \
      (use --base-url URL or SYNTHKIT_BASE_URL for an OpenAI-compatible model)";
 
-pub use crate::say::{note, warn};
+pub use crate::say::{Stderr, note, warn};
 
 /// The text on one line (whitespace collapsed), cut to [`EXCERPT_CHARS`] characters with
 /// `…` when longer. Leading Markdown heading lines are left out (the source's `section`

@@ -88,17 +88,21 @@ fn reading_message(files: usize, bytes: u64, path: &Path) -> String {
     )
 }
 
-/// `12,345`.
-pub fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
+pub use synthkit_frontend::retrieval::thousands;
+
+/// The retriever's progress on this spinner.
+impl synthkit_frontend::retrieval::Progress for Spinner {
+    fn set(&self, what: &str) {
+        Spinner::set(self, what);
     }
-    out
+
+    fn clear(&self) {
+        Spinner::clear(self);
+    }
+
+    fn reading(&self) -> Option<synthkit_documents::ProgressFn> {
+        self.bar.is_some().then(|| Spinner::reading(self))
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ use synthkit::{Node, Observer, Response, ResponseMode, SynthError, SynthesisInpu
 use synthkit_extractive::ExtractiveModel;
 
 use crate::backend::{self, Backend};
-use crate::chunks::{self, ChunkSource, Chunks};
 use crate::error::usage;
 use crate::flags::JsonFormat;
 use crate::input;
@@ -22,12 +21,13 @@ use crate::output::{self, EXTRACTIVE_NOTE, note, warn};
 use crate::pace;
 use crate::plan::{self, Estimate};
 use crate::progress::Progress;
-use crate::rank;
 use crate::settings::SynthRun;
 use crate::settings::run::SourceSettings;
 use crate::spinner::{Spinner, thousands};
 use crate::trace::Trace;
 use synthkit_frontend::AnswerChecks;
+use synthkit_frontend::retrieval::chunks::{self, ChunkSource, Chunks};
+use synthkit_frontend::retrieval::rank;
 
 /// One synthesis of `ask` or `summarize`: the backend and the run (mode, query, options,
 /// templates), the nodes given beside it. Its run, its estimate and its `--plan` build
@@ -159,7 +159,7 @@ pub(crate) fn gather_nodes(
             splitter: &splitter,
             naming: "",
             rename: None,
-            say: input::Say::new(sources.quiet),
+            say: input::say(sources.quiet),
         };
         // No path: standard input, read as a file is (never through the index).
         let read = chunks::read_chunks(&source, spinner)?;

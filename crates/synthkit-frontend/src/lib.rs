@@ -15,6 +15,9 @@
 //! - [`batch`]: the job runner's rules for JSON lines (ids, hashes, resumes, compaction).
 //! - [`eval`]: the benchmark harness (cases, answers of any system, judge-free scores,
 //!   intervals and paired tests).
+//! - [`retrieval`]: the retriever: files and folders read into chunks, ranked for a
+//!   question with BM25, kept in an on-disk folder index; a request's `paths` read under
+//!   a root.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), synthkit::backend::connect::ConnectError> {
@@ -34,6 +37,7 @@ pub mod answer;
 pub mod batch;
 pub mod eval;
 pub mod request;
+pub mod retrieval;
 pub mod setup;
 
 pub use answer::{

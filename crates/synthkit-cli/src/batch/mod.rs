@@ -31,13 +31,13 @@ use synthkit_frontend::batch::{
     line_id, parse_line, transient_cause,
 };
 use synthkit_frontend::request::{ErrorDetail, RequestDefaults, error_kind};
+use synthkit_frontend::retrieval::paths::{PathsReader, PathsRoot};
 use synthkit_report::RunRecord;
 
 use crate::backend::{self, Backend};
 use crate::error::usage;
-use crate::output::note;
+use crate::output::{Stderr, note};
 use crate::pages::BatchReports;
-use crate::paths_root::{PathsReader, PathsRoot};
 use crate::progress::BatchProgress;
 use crate::settings::batch::{BatchRun, LinePaths};
 
@@ -461,14 +461,18 @@ pub async fn run(args: &BatchRun<'_>) -> Result<()> {
 }
 
 /// How the `paths` of a line are read ([`PathsReader`]), under `--paths-root` (by default
-/// IN's folder: [`crate::paths_root`]).
+/// IN's folder: [`synthkit_frontend::retrieval::paths`]).
 fn line_files(settings: &LinePaths, input: &Path, backend: &Backend) -> Result<PathsReader> {
     let root = PathsRoot::for_input(
         input,
         settings.paths_root.as_deref(),
         settings.allow_paths_outside,
     )?;
-    PathsReader::new(settings, Arc::new(root), backend.split_tokenizer.clone())
+    PathsReader::new(
+        &settings.reading(),
+        Arc::new(root),
+        backend.split_tokenizer.clone(),
+    )
 }
 
 /// An input line to run: its number, id, request hash, request (or why it cannot run),
@@ -549,7 +553,7 @@ fn start_line(
         let mut run = run;
         if let Some((paths, top_k)) = paths {
             let query = run.input.query.clone();
-            match files.read(paths, query, top_k).await {
+            match files.read(paths, query, top_k, Arc::new(Stderr)).await {
                 Ok(nodes) => run.input.nodes = nodes,
                 Err(why) => {
                     let failure = Failure::from(ErrorDetail {

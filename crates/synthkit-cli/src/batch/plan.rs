@@ -2,6 +2,7 @@
 //! ([`synthkit::Synthesizer::plan`], no model call), the plans summed by step and level.
 
 use std::io::{self, BufRead, Write};
+use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use synthkit::Plan;
@@ -10,6 +11,7 @@ use synthkit_frontend::request::RequestDefaults;
 use synthkit_frontend::batch::{LineReader, Parsed, parse_line};
 
 use crate::backend::Backend;
+use crate::output::Stderr;
 use crate::plan::TextPlan;
 use crate::settings::batch::BatchRun;
 
@@ -43,7 +45,7 @@ pub async fn run<R: BufRead>(
                         Some(paths) => {
                             let query = run.input.query.clone();
                             files
-                                .read(paths, query, line.top_k)
+                                .read(paths, query, line.top_k, Arc::new(Stderr))
                                 .await
                                 .map(|nodes| run.input.nodes = nodes)
                                 .map_err(|why| format!("line {number}: cannot read `paths`: {why}"))

@@ -20,20 +20,7 @@ pub const ASK_DEFAULT_MODE: ResponseMode = ResponseMode::Compact;
 pub const SUMMARIZE_DEFAULT_MODE: ResponseMode = ResponseMode::TreeSummarize;
 /// The default question of `summarize`.
 pub const DEFAULT_SUMMARY_QUERY: &str = "Summarize the text.";
-/// The default chunk size (tokens) when files are split into nodes.
-pub const DEFAULT_CHUNK_SIZE: usize = 1024;
-/// The default overlap (tokens) between the chunks of one file.
-pub const DEFAULT_CHUNK_OVERLAP: usize = 20;
-/// The default overlap between the chunks of a file: 20 tokens, capped below the size.
-pub fn default_overlap(chunk_size: usize) -> usize {
-    DEFAULT_CHUNK_OVERLAP.min(chunk_size.saturating_sub(1))
-}
-
-/// `ask`'s default `--top-k` when a folder is read: the chunks most relevant to the
-/// question (BM25). Chosen on the 33-question trial of issue 23 (docs/command-line.md,
-/// "Ranking"): the answer's chunk is among the best 20 for 28 of the 33 questions (40 add one
-/// more), and 20 chunks take one call of about 5,000 prompt tokens at an 8k window.
-pub const DEFAULT_FOLDER_TOP_K: usize = 20;
+pub use synthkit_frontend::retrieval::{DEFAULT_CHUNK_SIZE, DEFAULT_FOLDER_TOP_K, default_overlap};
 /// The default `--max-calls`: a run planning more model calls asks for `--yes` first.
 pub const DEFAULT_MAX_CALLS: usize = 40;
 /// The default `--max-total-prompt-tokens`: a run planning more prompt tokens (all its

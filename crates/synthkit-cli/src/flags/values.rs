@@ -30,13 +30,7 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 pub const DEFAULT_MAX_FILE_SIZE: &str = "64M";
 
 /// `--top-k`: a number of chunks, or all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TopK {
-    /// Keep every chunk.
-    All,
-    /// Keep the N best.
-    Best(usize),
-}
+pub use synthkit_frontend::retrieval::TopK;
 
 /// `--max-file-size`: a limit in bytes, or none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

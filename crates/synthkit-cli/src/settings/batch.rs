@@ -11,7 +11,9 @@ use synthkit_frontend::batch::HashDefaults;
 use super::checks::CheckSettings;
 use super::cost::CostSettings;
 use super::model::StackFlags;
-use crate::flags::{BatchArgs, PathsArgs, TopK, default_overlap};
+use synthkit_frontend::retrieval::paths::PathsSettings;
+
+use crate::flags::{BatchArgs, PathsArgs, TopK};
 
 /// One `synthkit batch`, as its flags ask for it.
 #[derive(Debug, Clone)]
@@ -63,15 +65,13 @@ pub struct RequestFlags {
     pub escalate: Option<u32>,
 }
 
-/// How the `paths` of a line (or an eval case) are read: `--chunk-size` (and its default
-/// overlap), `--top-k`, `--paths-root` and `--allow-paths-outside`, alike for `batch` and
+/// How the `paths` of a line (or an eval case) are read: `--chunk-size` (with the default
+/// overlap for it), `--top-k`, `--paths-root` and `--allow-paths-outside`, alike for `batch` and
 /// `eval`.
 #[derive(Debug, Clone)]
 pub struct LinePaths {
     /// `--chunk-size`.
     pub chunk_size: usize,
-    /// The overlap of chunks: the default for the chunk size.
-    pub chunk_overlap: usize,
     /// `--top-k`, for lines that set no `top_k`.
     pub top_k: Option<TopK>,
     /// `--paths-root`.
@@ -87,12 +87,19 @@ impl LinePaths {
     pub fn of(paths: &PathsArgs) -> Self {
         Self {
             chunk_size: paths.chunk_size,
-            chunk_overlap: default_overlap(paths.chunk_size),
             top_k: paths.top_k,
             paths_root: paths.paths_root.clone(),
             allow_paths_outside: paths.allow_paths_outside,
             index_dir: super::run::index_dir(&paths.index),
         }
+    }
+
+    /// What the retriever reads `paths` with (the root is made from the input's folder).
+    pub fn reading(&self) -> PathsSettings {
+        PathsSettings::default()
+            .with_chunk_size(self.chunk_size)
+            .with_top_k(self.top_k)
+            .with_index_dir(self.index_dir.clone())
     }
 }
 

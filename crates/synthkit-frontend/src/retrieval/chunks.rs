@@ -18,11 +18,9 @@ use synthkit::Node;
 use synthkit::text::TokenTextSplitter;
 use synthkit_documents::ReadOptions;
 
-use crate::folder_index::{self, FolderIndex, Pieces, Snapshot};
-use crate::input::{self, Say};
-use crate::rank;
-use crate::say::note;
-use crate::spinner::{Spinner, thousands};
+use super::index::{self as folder_index, FolderIndex, Pieces, Snapshot};
+use super::read as input;
+use super::{Progress, Say, rank, thousands};
 
 /// What to read and how.
 pub struct ChunkSource<'a> {
@@ -41,7 +39,7 @@ pub struct ChunkSource<'a> {
     /// its root); `None`: as found.
     pub rename: Option<&'a dyn Fn(&str) -> String>,
     /// How much to say.
-    pub say: Say,
+    pub say: Say<'a>,
 }
 
 /// The chunks read: in memory, or in the folder index (nothing changed since it was
@@ -99,7 +97,7 @@ pub struct ReadChunks {
 }
 
 /// Reads the chunks of `source` (see the [module documentation](self)).
-pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadChunks> {
+pub fn read_chunks(source: &ChunkSource<'_>, spinner: &dyn Progress) -> Result<ReadChunks> {
     let index = open_index(source, spinner);
     let hit = index
         .as_ref()
@@ -114,13 +112,10 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
         spinner.clear();
         input::say_told(&snapshot.told, source.say);
         if source.say.verbose {
-            note(
-                source.say.quiet,
-                &format!(
-                    "folder index {}: no file changed since the last read; none read",
-                    ix.file().display()
-                ),
-            );
+            source.say.note(&format!(
+                "folder index {}: no file changed since the last read; none read",
+                ix.file().display()
+            ));
         }
         return Ok(ReadChunks {
             from_folder: snapshot.from_folder,
@@ -153,7 +148,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
         }
     }
     if read.docs.len() > 1 {
-        spinner.set(format!(
+        spinner.set(&format!(
             "splitting {} files into chunks",
             thousands(read.docs.len())
         ));
@@ -176,7 +171,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
                 ix.abandon();
                 Chunks::Memory(Vec::new())
             } else {
-                spinner.set(format!(
+                spinner.set(&format!(
                     "indexing {} chunks",
                     thousands(pieces.pieces.len())
                 ));
@@ -216,7 +211,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &Spinner) -> Result<ReadCh
 /// and the paths are read without it).
 fn open_index(
     source: &ChunkSource<'_>,
-    spinner: &Spinner,
+    spinner: &dyn Progress,
 ) -> Option<(Arc<FolderIndex>, (String, bool), String)> {
     let dir = source.index_dir?;
     let applies = source.paths.iter().all(|p| p.as_os_str() != "-")
@@ -233,24 +228,23 @@ fn open_index(
         tokenizer.name(),
         source.naming
     );
-    let opened = FolderIndex::open(dir, source.paths, source.options).and_then(|ix| {
+    let opened = FolderIndex::open(dir, source.paths, source.options, source.say).and_then(|ix| {
         let fp = folder_index::fingerprint(source.paths, source.options, &chunking)?;
         Ok((Arc::new(ix), fp, chunking))
     });
     match opened {
         Ok(opened) => Some(opened),
         Err(e) => {
-            note(
-                source.say.quiet,
-                &format!("the folder index cannot be used ({e:#}); reading without it"),
-            );
+            source.say.note(&format!(
+                "the folder index cannot be used ({e:#}); reading without it"
+            ));
             None
         }
     }
 }
 
 /// Says that the index at hand cannot be used; the paths are read without it.
-fn unusable(say: Say, ix: &FolderIndex, e: &anyhow::Error) {
+fn unusable(say: Say<'_>, ix: &FolderIndex, e: &anyhow::Error) {
     let busy = e
         .downcast_ref::<rusqlite::Error>()
         .and_then(rusqlite::Error::sqlite_error_code)
@@ -260,13 +254,10 @@ fn unusable(say: Say, ix: &FolderIndex, e: &anyhow::Error) {
     } else {
         format!("{e:#}")
     };
-    note(
-        say.quiet,
-        &format!(
-            "the folder index {} cannot be used ({why}); reading without it",
-            ix.file().display()
-        ),
-    );
+    say.note(&format!(
+        "the folder index {} cannot be used ({why}); reading without it",
+        ix.file().display()
+    ));
 }
 
 /// Keeps a read in its index, and gives back the snapshot kept; a failure is said and
@@ -276,7 +267,7 @@ fn save(
     fingerprint: Option<&str>,
     snapshot: Snapshot,
     pieces: &Pieces,
-    say: Say,
+    say: Say<'_>,
 ) -> Option<Snapshot> {
     let saved = ix.save(fingerprint, snapshot, pieces);
     match &saved {
@@ -287,25 +278,21 @@ fn save(
             } else {
                 ""
             };
-            note(
-                say.quiet,
-                &format!(
-                    "folder index {}: read {read} file{}, {reused} unchanged taken from the index; \
+            say.note(&format!(
+                "folder index {}: read {read} file{}, {reused} unchanged taken from the index; \
                      split {} document{}, reused {} split{}{racy}",
-                    ix.file().display(),
-                    if read == 1 { "" } else { "s" },
-                    pieces.split,
-                    if pieces.split == 1 { "" } else { "s" },
-                    pieces.reused,
-                    if pieces.reused == 1 { "" } else { "s" },
-                ),
-            );
+                ix.file().display(),
+                if read == 1 { "" } else { "s" },
+                pieces.split,
+                if pieces.split == 1 { "" } else { "s" },
+                pieces.reused,
+                if pieces.reused == 1 { "" } else { "s" },
+            ));
         }
         Ok(_) => {}
         Err(e) => {
             ix.abandon();
-            note(
-                say.quiet,
+            say.note(
                 &format!(
                     "the folder index {} was not saved ({e:#}); the next question reads the folders again",
                     ix.file().display()

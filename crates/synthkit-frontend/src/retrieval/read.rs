@@ -1,4 +1,4 @@
-//! Reading input: files, folders, standard input and pre-retrieved nodes.
+//! Reading files, folders and standard input into documents.
 //!
 //! Files and folders are read by the library (`synthkit-documents`): folders are walked
 //! like ripgrep does (.gitignore/.ignore and hidden files respected unless `--no-ignore` /
@@ -11,8 +11,8 @@
 //! named on the command line is read even when hidden or ignored.
 //!
 //! Image files (PNG, JPEG, WebP, GIF: a known name whose first bytes are that image) are
-//! set apart from the binary files skipped: [`image_nodes`] makes them image nodes when
-//! `--images` and the model allow (`auto`: a model known to take images).
+//! set apart from the binary files skipped ([`Documents::images`]): a front end makes them
+//! image nodes when the model takes images.
 
 use std::fs;
 use std::io::{self, IsTerminal, Read};
@@ -26,11 +26,7 @@ use synthkit_documents::{
     Format, LeftOut, LeftOutReason, ReadNote, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
 };
 
-use crate::error::usage;
-use crate::output::{note, warn};
-use crate::paths_root::{PathsRoot, Resolved};
-use crate::settings::templates::decode;
-use crate::spinner::Spinner;
+use super::{Progress, Say, input_error as usage};
 
 /// How a document read from standard input is named.
 pub const STDIN_NAME: &str = "<stdin>";
@@ -53,7 +49,7 @@ pub struct Document {
 }
 
 /// Whether `path` means standard input.
-fn is_stdin(path: &Path) -> bool {
+pub fn is_stdin(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
@@ -70,44 +66,6 @@ pub fn read_capped(reader: impl Read, max: Option<u64>) -> io::Result<Vec<u8>> {
 /// Standard input, read up to one byte past `max` ([`read_capped`]).
 pub fn read_stdin(max: Option<u64>) -> Result<Vec<u8>> {
     read_capped(io::stdin().lock(), max).context("cannot read standard input")
-}
-
-/// Reads one file, or standard input for `None` or `-` (for `tokens` and `split`), as
-/// `ask` reads a file: `.gz` unpacked, HTML and PDF as text, the size limit applied; a
-/// binary or empty file is an error.
-pub fn read_single(path: Option<&Path>, max_file_size: Option<u64>) -> Result<String> {
-    let reader = Reader::new(ReadOptions::new().max_file_size(max_file_size));
-    let (name, read) = match path {
-        Some(p) if !is_stdin(p) => {
-            fs::metadata(p).map_err(|e| usage(format!("cannot read `{}`: {e}", p.display())))?;
-            (p.display().to_string(), reader.read_file(p))
-        }
-        _ => (
-            STDIN_NAME.to_string(),
-            reader.read_bytes(Path::new(STDIN_NAME), read_stdin(max_file_size)?),
-        ),
-    };
-    match read {
-        Ok(read) => {
-            if let Some(n) = &read.note {
-                warn(&format!("{name} {n}"));
-            }
-            Ok(read.document.text)
-        }
-        Err(SkipReason::Empty) => Ok(String::new()),
-        Err(SkipReason::Binary) => Err(anyhow!(
-            "{name} is a binary file, not text: nothing to count or split"
-        )),
-        Err(reason @ SkipReason::TooLarge { .. }) => {
-            Err(usage(format!("{name} is {reason} (see --max-file-size)")))
-        }
-        Err(reason) => Err(anyhow!("cannot read {name}: {reason}")),
-    }
-}
-
-/// Whether `-v` (or a `RUST_LOG` at info or more) asked for every step's notes.
-fn verbose() -> bool {
-    crate::logging::verbose()
 }
 
 /// The documents read, and whether a folder was among the paths.
@@ -143,37 +101,18 @@ pub fn is_image_file(path: &Path) -> bool {
         && synthkit::node::ImageFormat::sniff(&head).is_some()
 }
 
-/// How much to say on standard error.
-#[derive(Debug, Clone, Copy)]
-pub struct Say {
-    /// `--quiet`: no notes.
-    pub quiet: bool,
-    /// `-v`: every file named.
-    pub verbose: bool,
-}
-
-impl Say {
-    /// As `--quiet` and `-v` (or `RUST_LOG`) say.
-    pub fn new(quiet: bool) -> Self {
-        Self {
-            quiet,
-            verbose: verbose(),
-        }
-    }
-}
-
 /// Says what was read imperfectly (text not valid UTF-8, decoded as windows-1252 or with
 /// U+FFFD): the first [`NAMED_READ_NOTES`] named, then one line counting the rest by what
 /// became of them (all named with -v). A documentation folder may hold dozens of legacy
 /// 8-bit files; one warning each buries the rest of standard error.
-fn say_read_notes(notes: &[ReadNote], say: Say) {
+fn say_read_notes(notes: &[ReadNote], say: Say<'_>) {
     let named = if say.verbose {
         notes.len()
     } else {
         NAMED_READ_NOTES.min(notes.len())
     };
     for n in &notes[..named] {
-        warn(&n.to_string());
+        say.warn(&n.to_string());
     }
     let rest = &notes[named..];
     if rest.is_empty() {
@@ -197,7 +136,7 @@ fn say_read_notes(notes: &[ReadNote], say: Say) {
         .iter()
         .map(|(outcome, n)| format!("{n} {outcome}"))
         .collect();
-    warn(&format!(
+    say.warn(&format!(
         "{} more file{} decoded imperfectly ({}; -v names them all)",
         rest.len(),
         plural(rest.len()),
@@ -206,23 +145,24 @@ fn say_read_notes(notes: &[ReadNote], say: Say) {
 }
 
 /// What is said about skipped files: each named until [`NAMED_SKIPS`] (all when verbose).
-struct SkipNotes {
-    say: Say,
+struct SkipNotes<'a> {
+    say: Say<'a>,
     named: usize,
     unnamed: usize,
 }
 
-impl SkipNotes {
+impl SkipNotes<'_> {
     fn say(&mut self, skipped: &Skipped) {
         let path = skipped.path.display();
         if let SkipReason::Unreadable(e) = &skipped.reason {
             // A file that should have been read and was not: always shown.
-            warn(&format!("cannot read {path}: {e}; skipped"));
+            self.say.warn(&format!("cannot read {path}: {e}; skipped"));
             return;
         }
         if let SkipReason::OutsideRoot { .. } = &skipped.reason {
             // A link out of the folder `paths` are read under: always shown.
-            warn(&format!("not reading {path}: {}", skipped.reason));
+            self.say
+                .warn(&format!("not reading {path}: {}", skipped.reason));
             return;
         }
         // Left out as not prose (an asset, a minified or generated page) or as a copy:
@@ -238,17 +178,14 @@ impl SkipNotes {
         if !self.allowed(expected) {
             return;
         }
-        note(
-            false,
-            &match &skipped.reason {
-                SkipReason::Binary => format!("skipping binary file {path}"),
-                SkipReason::Empty => format!("skipping empty file {path}"),
-                too_large @ SkipReason::TooLarge { .. } => {
-                    format!("skipping {path}: {too_large}; --max-file-size raises the limit")
-                }
-                other => format!("skipping {path}: {other}"),
-            },
-        );
+        self.say.to.note(&match &skipped.reason {
+            SkipReason::Binary => format!("skipping binary file {path}"),
+            SkipReason::Empty => format!("skipping empty file {path}"),
+            too_large @ SkipReason::TooLarge { .. } => {
+                format!("skipping {path}: {too_large}; --max-file-size raises the limit")
+            }
+            other => format!("skipping {path}: {other}"),
+        });
     }
 
     fn say_left_out(&mut self, left: &LeftOut) {
@@ -260,13 +197,10 @@ impl SkipNotes {
             _ => ("ignored", "--no-ignore"),
         };
         let kind = if left.folder { "folder" } else { "file" };
-        note(
-            false,
-            &format!(
-                "not visiting {what} {kind} {} ({flag} reads it)",
-                left.path.display()
-            ),
-        );
+        self.say.to.note(&format!(
+            "not visiting {what} {kind} {} ({flag} reads it)",
+            left.path.display()
+        ));
     }
 
     /// Whether to name one more file: always with -v; else the first [`NAMED_SKIPS`],
@@ -292,10 +226,13 @@ pub fn read_documents(
     paths: &[PathBuf],
     options: &ReadOptions,
     cache: Option<std::sync::Arc<dyn synthkit_documents::ReadCache>>,
-    say: Say,
-    spinner: &Spinner,
+    say: Say<'_>,
+    spinner: &dyn Progress,
 ) -> Result<Documents> {
-    let mut reader = Reader::new(options.clone()).on_progress(spinner.reading());
+    let mut reader = Reader::new(options.clone());
+    if let Some(progress) = spinner.reading() {
+        reader = reader.on_progress(progress);
+    }
     if let Some(cache) = cache {
         reader = reader.with_cache(cache);
     }
@@ -305,9 +242,7 @@ pub fn read_documents(
                 "no input: give files or folders to read, `-` for standard input, or --nodes FILE",
             ));
         }
-        let docs = read_stdin_document(&reader, say.quiet)?
-            .into_iter()
-            .collect();
+        let docs = read_stdin_document(&reader, say)?.into_iter().collect();
         return Ok(Documents {
             docs,
             ..Documents::default()
@@ -321,7 +256,7 @@ pub fn read_documents(
     let mut images = Vec::new();
     for path in paths {
         if is_stdin(path) {
-            if let Some(doc) = read_stdin_document(&reader, say.quiet)? {
+            if let Some(doc) = read_stdin_document(&reader, say)? {
                 all.documents.push(synthkit_documents::Document::new(
                     STDIN_NAME, doc.text, doc.format,
                 ));
@@ -400,7 +335,7 @@ pub struct Told {
 }
 
 /// Says what `told` holds as [`read_documents`] says it.
-pub fn say_told(told: &Told, say: Say) {
+pub fn say_told(told: &Told, say: Say<'_>) {
     say_read_notes(&told.notes, say);
     let mut notes = SkipNotes {
         say,
@@ -429,10 +364,7 @@ pub fn say_told(told: &Told, say: Say) {
     };
     let files = told.files;
     if say.verbose || !summary.is_empty() {
-        note(
-            say.quiet,
-            &format!("read {files} file{}{summary}", plural(files)),
-        );
+        say.note(&format!("read {files} file{}{summary}", plural(files)));
     }
 }
 
@@ -485,12 +417,12 @@ fn nothing_found(path: &Path, report: &ReadReport, options: &ReadOptions) -> any
 
 /// Standard input as a document, read by its content like a file (HTML converted, binary
 /// skipped). Empty input is kept, so that the error says `<stdin> is empty`.
-fn read_stdin_document(reader: &Reader, quiet: bool) -> Result<Option<Document>> {
+fn read_stdin_document(reader: &Reader, say: Say<'_>) -> Result<Option<Document>> {
     let bytes = read_stdin(reader.options().size_limit())?;
     match reader.read_bytes(Path::new(STDIN_NAME), bytes) {
         Ok(read) => {
             if let Some(n) = &read.note {
-                warn(&format!("{STDIN_NAME} {n}"));
+                say.warn(&format!("{STDIN_NAME} {n}"));
             }
             Ok(Some(Document {
                 path: STDIN_NAME.to_string(),
@@ -504,7 +436,7 @@ fn read_stdin_document(reader: &Reader, quiet: bool) -> Result<Option<Document>>
             format: Format::Plain,
         })),
         Err(SkipReason::Binary) => {
-            note(quiet, &format!("skipping binary input {STDIN_NAME}"));
+            say.note(&format!("skipping binary input {STDIN_NAME}"));
             Ok(None)
         }
         Err(reason) => Err(anyhow!("cannot read standard input: {reason}")),
@@ -524,137 +456,6 @@ pub fn nodes_from_documents(docs: &[Document], splitter: &TokenTextSplitter) -> 
     docs.iter()
         .flat_map(|doc| chunk_nodes(&doc.path, &doc.text, doc.format, splitter))
         .collect()
-}
-
-/// What one request (a `batch` line, an `eval` case) may read through `paths`: at most
-/// this many files...
-pub const MAX_PATHS_FILES: usize = 10_000;
-/// ... and at most this many bytes of files in all (64 MiB), counted before any is read.
-pub const MAX_PATHS_BYTES: u64 = 64 << 20;
-
-/// Refuses `paths` that hold more than [`MAX_PATHS_FILES`] files or [`MAX_PATHS_BYTES`]
-/// bytes (the files the walk would read, by their size on disk), before reading any.
-fn within_paths_bound(paths: &[PathBuf], options: &ReadOptions) -> std::result::Result<(), String> {
-    let (mut files, mut bytes) = (0usize, 0u64);
-    let mut add = |path: &Path| -> std::result::Result<(), String> {
-        files += 1;
-        bytes = bytes.saturating_add(fs::metadata(path).map_or(0, |m| m.len()));
-        if files > MAX_PATHS_FILES || bytes > MAX_PATHS_BYTES {
-            return Err(format!(
-                "`paths` hold more than {MAX_PATHS_FILES} files or {} MiB, the most one line \
-                 may read: name fewer files or a smaller folder",
-                MAX_PATHS_BYTES >> 20
-            ));
-        }
-        Ok(())
-    };
-    for path in paths {
-        if !path.is_dir() {
-            add(path)?;
-            continue;
-        }
-        let walker = synthkit_documents::walk::walk(path, options.walk_options())
-            .map_err(|e| e.to_string())?;
-        for found in walker {
-            if let synthkit_documents::walk::Found::File(file) = found {
-                add(&file)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Reads `paths` (files and folders, as a `batch` line or an `eval` case writes them)
-/// under `root` ([`PathsRoot`]: confined to it unless paths outside are allowed, named
-/// pipes and the like skipped with a note, folders at most
-/// [`MAX_PATHS_DEPTH`](crate::paths_root::MAX_PATHS_DEPTH) deep, at most
-/// [`MAX_PATHS_FILES`] files and [`MAX_PATHS_BYTES`] bytes, counted first) into nodes as
-/// `ask` does (the same reader and chunking; node ids `PATH#N` with `PATH` as written,
-/// relative to the root), then ranks them for `query` as `ask` does: `top_k` (a line's
-/// or a case's), else `flag` (`--top-k`), else the
-/// [`DEFAULT_FOLDER_TOP_K`](crate::flags::DEFAULT_FOLDER_TOP_K) best when a folder was
-/// read, else every chunk. The error says why there is nothing to read; no chunk
-/// relevant to `query` gives no nodes.
-pub fn nodes_from_paths(
-    paths: &[String],
-    root: &PathsRoot,
-    query: &str,
-    top_k: Option<usize>,
-    flag: Option<crate::flags::TopK>,
-    splitter: &TokenTextSplitter,
-    index_dir: Option<&Path>,
-) -> std::result::Result<Vec<Node>, String> {
-    use crate::flags::TopK;
-    if paths.iter().any(|p| is_stdin(Path::new(p))) {
-        return Err("`-` (standard input) is not a path a line can read".into());
-    }
-    let mut read_these = Vec::with_capacity(paths.len());
-    let mut skipped = Vec::new();
-    for path in paths {
-        match root.resolve(path)? {
-            Resolved::Read(full) => read_these.push(full),
-            Resolved::Skipped(note) => {
-                warn(&note);
-                skipped.push(note);
-            }
-        }
-    }
-    if read_these.is_empty() {
-        return Err(format!("nothing to read: {}", skipped.join("; ")));
-    }
-    let options = root.read_options();
-    within_paths_bound(&read_these, &options)?;
-    let spinner = Spinner::new(false);
-    let rename = |path: &str| root.name(path);
-    let source = crate::chunks::ChunkSource {
-        paths: &read_these,
-        options: &options,
-        index_dir,
-        splitter,
-        naming: &format!("paths root {}", root.dir().display()),
-        rename: Some(&rename),
-        say: Say::new(true),
-    };
-    let read = crate::chunks::read_chunks(&source, &spinner).map_err(|e| format!("{e:#}"))?;
-    let total = read.chunks.len();
-    if read.chunks.is_empty() {
-        return Err("no text to work on: every file of `paths` is empty or skipped".into());
-    }
-    let k = match (top_k, flag) {
-        (Some(k), _) | (None, Some(TopK::Best(k))) => Some(k),
-        (None, Some(TopK::All)) => None,
-        // As `ask`: a folder of no more chunks than the default top-k goes whole.
-        (None, None) => read
-            .from_folder
-            .then_some(crate::flags::DEFAULT_FOLDER_TOP_K)
-            .filter(|&k| k < total),
-    };
-    let nodes = match k {
-        // None kept (no chunk shares a word with the question): no nodes, whose
-        // synthesis says the sources do not answer.
-        Some(k) => read.chunks.top_k(query, k),
-        None => read.chunks.into_nodes(),
-    };
-    nodes.map_err(|e| format!("{e:#}"))
-}
-/// Reads pre-retrieved nodes from a file (`-`: standard input), refusing one larger than
-/// `max` bytes (`--max-file-size`; `None`: no limit) before reading past it.
-pub fn read_nodes(path: &Path, max: Option<u64>) -> Result<Vec<Node>> {
-    let (bytes, name) = if is_stdin(path) {
-        (read_stdin(max)?, STDIN_NAME.to_string())
-    } else {
-        let name = path.display().to_string();
-        let cannot = |e: io::Error| usage(format!("cannot read --nodes `{name}`: {e}"));
-        let file = fs::File::open(path).map_err(cannot)?;
-        (read_capped(file, max).map_err(cannot)?, name)
-    };
-    if let Some(max) = max.filter(|&m| bytes.len() as u64 > m) {
-        return Err(usage(format!(
-            "--nodes {name} is larger than {max} bytes: raise --max-file-size (or `none`), or send fewer nodes"
-        )));
-    }
-    let text = decode(&bytes, &name);
-    crate::node_json::parse_nodes(&text, &name)
 }
 
 #[cfg(test)]
@@ -685,13 +486,5 @@ mod tests {
             nodes[0].llm_text(),
             "file_path: a.md\n\none two three four five"
         );
-    }
-
-    #[test]
-    fn lossy_decoding_and_bom() {
-        assert_eq!(decode(b"\xEF\xBB\xBFhi", "x"), "hi");
-        // Legacy 8-bit text is windows-1252; damaged UTF-8 keeps U+FFFD.
-        assert_eq!(decode(b"a\xFFb", "x"), "a\u{FF}b");
-        assert_eq!(decode(b"\xC3\xA9 \xFF", "x"), "\u{E9} \u{FFFD}");
     }
 }

@@ -2,7 +2,7 @@
 //! on disk so that asking again reads only what changed.
 //!
 //! One SQLite file per set of paths (as given, from the same working folder) and reading
-//! options, under the index folder (`--index-dir`; [`SourceSettings::index_dir`]). It
+//! options, under the index folder (the command line's `--index-dir`). It
 //! holds:
 //!
 //! - every document read from those folders (keyed by path, size and modification time),
@@ -41,8 +41,9 @@ use synthkit::Node;
 use synthkit_documents::walk::{Found, walk};
 use synthkit_documents::{ReadCache, ReadFile, ReadOptions};
 
-use crate::input::Told;
-use crate::rank::{self, Analyzer, Corpus, Query};
+use super::Say;
+use super::rank::{self, Analyzer, Corpus, Query};
+use super::read::Told;
 
 mod bytes;
 mod room;
@@ -108,8 +109,14 @@ pub struct Snapshot {
 }
 
 impl FolderIndex {
-    /// Opens (or creates) the index of `paths` read with `options` under `dir`.
-    pub fn open(dir: &Path, paths: &[PathBuf], options: &ReadOptions) -> Result<Self> {
+    /// Opens (or creates) the index of `paths` read with `options` under `dir`; a damaged
+    /// one is said (`say`) and built anew.
+    pub fn open(
+        dir: &Path,
+        paths: &[PathBuf],
+        options: &ReadOptions,
+        say: Say<'_>,
+    ) -> Result<Self> {
         fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the index folder {}", dir.display()))?;
         let cwd = std::env::current_dir().unwrap_or_default();
@@ -124,7 +131,7 @@ impl FolderIndex {
         let conn = match prepare(&file) {
             Ok(conn) => conn,
             Err(e) if is_damage(&e) => {
-                crate::say::warn(&format!(
+                say.warn(&format!(
                     "the folder index {} was damaged ({e}); it is built anew",
                     file.display()
                 ));
@@ -531,7 +538,7 @@ fn stamp(meta: &fs::Metadata) -> Option<(i64, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::Document;
+    use crate::retrieval::read::Document;
     use synthkit::text::{BpeTokenizer, TokenTextSplitter};
     use synthkit_documents::Format;
 
@@ -572,7 +579,13 @@ mod tests {
     fn each_node_is_kept_once_and_goes_with_its_document() {
         let dir = tempfile::tempdir().unwrap();
         let open = || {
-            FolderIndex::open(dir.path(), &[dir.path().into()], &ReadOptions::default()).unwrap()
+            FolderIndex::open(
+                dir.path(),
+                &[dir.path().into()],
+                &ReadOptions::default(),
+                super::super::Say::new(&super::super::Quiet),
+            )
+            .unwrap()
         };
         let words = "one two three four five six seven eight nine ten eleven twelve";
         let docs = [

@@ -21,8 +21,8 @@ use synthkit_documents::chunk::chunk_nodes;
 
 use super::bytes::{deflate, inflate, read_varint, varint};
 use super::{FolderIndex, LAYOUT};
-use crate::input::Document;
-use crate::rank::{self, Analyzer, Terms};
+use crate::retrieval::rank::{self, Analyzer, Terms};
+use crate::retrieval::read::Document;
 
 /// One chunk as the index keeps it.
 pub struct Piece {
