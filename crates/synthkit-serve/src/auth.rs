@@ -42,7 +42,7 @@ impl fmt::Debug for ApiKeys {
 }
 
 /// Which key made a request: the SHA-256 digest of the key (never the key). Set in the
-/// request's extensions by [`require_key`] when the service has keys.
+/// request's extensions by `require_key` when the service has keys.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct KeyId([u8; 32]);
 

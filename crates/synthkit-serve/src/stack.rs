@@ -23,7 +23,7 @@
 //! 1. `auth::require_key`: `Authorization: Bearer KEY` when there are keys (401), before
 //!    any byte of the body is read;
 //! 2. `admit`, in this order:
-//!    - the body ([`crate::body`]): `Content-Type: application/json` (415), then the body
+//!    - the body (`crate::body`): `Content-Type: application/json` (415), then the body
 //!      read whole within `body_timeout` of the headers (408 `body_timeout`),
 //!      `max_body_bytes` (413; a body declared over it is read and dropped, up to twice
 //!      the limit, so that a client that sends its whole body before reading sees the

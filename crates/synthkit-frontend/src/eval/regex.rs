@@ -12,8 +12,9 @@ pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
 pub const MAX_REGEX_BYTES: usize = 64 << 20;
 
 /// What the answer regexes read so far take, against a bound ([`MAX_REGEX_BYTES`] by
-/// default): one budget for a whole cases file ([`parse_case_within`]). A regex is
-/// charged what it takes compiled (`regex_automata`'s `memory_usage`) and its pattern.
+/// default): one budget for a whole cases file
+/// ([`parse_case_within`](super::case::parse_case_within)). A regex is charged what it
+/// takes compiled (`regex_automata`'s `memory_usage`) and its pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegexBudget {
     limit: usize,

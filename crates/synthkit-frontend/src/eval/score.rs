@@ -1,4 +1,5 @@
-//! The scores of one answer ([`Row`]) and of each system and mode ([`Totals`]).
+//! The scores of one answer ([`Row`]) and of each system and mode
+//! ([`Totals`](super::totals::Totals)).
 //!
 //! A row is **correct** when an answerable case's answer holds an accepted alternative
 //! (and the run did not fail), or when an unanswerable case's answer abstains. Its F1 is

@@ -124,7 +124,7 @@ pub fn table(totals: &[Totals], paired: &[super::noise::Paired]) -> String {
 
 impl Totals {
     /// `wrong in SYSTEM/MODE (N): id, id, ... and M more`: the cases answered wrong, the
-    /// first [`NAMED_WRONG`] by id; `None` when none was.
+    /// first [`NAMED_WRONG`](super::totals::NAMED_WRONG) by id; `None` when none was.
     pub fn wrong_line(&self) -> Option<String> {
         let wrong = self.cases.saturating_sub(self.correct);
         if wrong == 0 {

@@ -2,7 +2,7 @@
 //!
 //! Every front end (the CLI's `ask`/`summarize`/`batch`, `synthkit serve`, the Python
 //! bindings) turns its own flags or arguments into an [`OpenAiConfig`] or an
-//! [`AnthropicConfig`] and hands it to [`Connect`], which does the rest the same way for
+//! `AnthropicConfig` and hands it to [`Connect`], which does the rest the same way for
 //! all of them: it refuses the API's own server without a key ([`ConnectError::NoKey`]),
 //! connects (discovery: the model, the window, the slots, as the config asks), chooses how
 //! prompts are counted ([`Counting`]) and returns a [`ConnectedServer`]: the model, its

@@ -2,7 +2,7 @@
 //!
 //! - [`openai`] (cargo feature `openai`, on by default): any OpenAI-compatible server
 //!   (OpenAI, vLLM, llama.cpp's `llama-server`, Ollama), with its exact prompt counter.
-//! - [`anthropic`] (cargo feature `anthropic`): Anthropic's Messages API
+//! - `anthropic` (cargo feature `anthropic`): Anthropic's Messages API
 //!   (`POST /v1/messages`: Anthropic, and llama.cpp's `llama-server`, which serves it too),
 //!   with its exact prompt counter (`/v1/messages/count_tokens`).
 //! - [`http`]: what both share: [`http::Transport`] (where the server is, the key, the

@@ -7,7 +7,7 @@
 //! ([`Sharing::apply`]), so the choices mean the same everywhere:
 //!
 //! - **rates** (requests and tokens per minute, 0: none): with a Redis URL, one budget
-//!   for every process on `{prefix}:budget:*` ([`super::redis::RedisBudget`]); without,
+//!   for every process on `{prefix}:budget:*` (`redis::RedisBudget`); without,
 //!   the in-process limiter ([`super::limit::Limiter`]);
 //! - **cache** ([`CacheLocation`]): none, in memory (bounded in bytes), an SQLite file
 //!   (feature `sqlite-cache`), or Redis (feature `redis`, entries under
@@ -145,7 +145,7 @@ impl SharingOptions {
         self
     }
 
-    /// Shares the rates (and a [`CacheLocation::Redis`] cache) through Redis at `url`,
+    /// Shares the rates (and a `CacheLocation::Redis` cache) through Redis at `url`,
     /// under keys starting with `prefix` (`None`: [`DEFAULT_REDIS_PREFIX`]).
     pub fn with_redis(mut self, url: impl Into<String>, prefix: Option<String>) -> Self {
         self.redis_url = Some(url.into());

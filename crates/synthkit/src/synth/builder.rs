@@ -407,7 +407,7 @@ impl SynthesizerBuilder {
         self
     }
 
-    /// Turns evidence off (after [`SynthesizerBuilder::to_builder`], say).
+    /// Turns evidence off (after [`Synthesizer::to_builder`], say).
     pub fn without_evidence(mut self) -> Self {
         self.evidence = None;
         self

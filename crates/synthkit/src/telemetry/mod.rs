@@ -1,6 +1,6 @@
 //! Spans of a synthesis, for tracing UIs: one per synthesis, one per step, one per model
 //! call, made with `tracing` and named with OpenTelemetry's GenAI semantic conventions
-//! ([`genai`]). With the feature `otel`, [`otel`] exports them over OTLP/HTTP (Arize
+//! ([`genai`]). With the feature `otel`, its module `otel` exports them over OTLP/HTTP (Arize
 //! Phoenix, Jaeger, an OpenTelemetry Collector); without it they go to whatever `tracing`
 //! subscriber the program installs (a log formatter shows them as context).
 //!

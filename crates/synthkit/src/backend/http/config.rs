@@ -16,7 +16,7 @@ use crate::model::ModelInfo;
 
 /// How to reach a server of the API `A` and what to ask of it. The backends name it:
 /// [`OpenAiConfig`](crate::backend::openai::OpenAiConfig),
-/// [`AnthropicConfig`](crate::backend::anthropic::AnthropicConfig).
+/// `anthropic::AnthropicConfig` (feature `anthropic`).
 ///
 /// Build with [`HttpConfig::new`] or [`HttpConfig::from_env`] and the `with_*` methods.
 /// Where the server is and how to reach it is its [`Transport`] (the same for every

@@ -27,7 +27,7 @@ use crate::text::SharedTokenizer;
 
 /// A model behind the HTTP API `A`. Implements [`LanguageModel`]. The backends name it:
 /// [`OpenAiModel`](crate::backend::openai::OpenAiModel),
-/// [`AnthropicModel`](crate::backend::anthropic::AnthropicModel).
+/// `anthropic::AnthropicModel` (feature `anthropic`).
 ///
 /// Each call makes exactly one HTTP attempt (retries are a layer around any
 /// [`LanguageModel`]); `Debug` shows the config (never the key), what discovery found,

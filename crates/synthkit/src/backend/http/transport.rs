@@ -12,7 +12,7 @@ use crate::secret::redact_url;
 /// How to reach a model server: where it is, the key, the timeouts, the HTTP client and
 /// the cap on a reply. Shared by every HTTP backend
 /// ([`OpenAiConfig::transport`](crate::backend::openai::OpenAiConfig::transport),
-/// [`AnthropicConfig::transport`](crate::backend::anthropic::AnthropicConfig::transport));
+/// `anthropic::AnthropicConfig::transport`, feature `anthropic`);
 /// what to ask of the server is each backend's own.
 ///
 /// The API key is a [`SecretString`]: it never appears in `Debug` output, logs or
