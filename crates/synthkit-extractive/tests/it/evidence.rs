@@ -7,7 +7,7 @@ use synthkit::evidence::{DEFAULT_EXTRACT_COVERAGE, Evidence};
 use synthkit::grounding::{GroundingStatus, OnUnsupported};
 use synthkit::model::ModelInfo;
 use synthkit::testing::ScriptedModel;
-use synthkit::{Node, Synthesizer};
+use synthkit::{Node, Response, Synthesizer};
 use synthkit_extractive::ExtractiveEvidence;
 
 use crate::common::repo_path;
@@ -43,6 +43,11 @@ fn synthesizer(model: Arc<ScriptedModel>, evidence: Evidence) -> Synthesizer {
         .evidence(evidence)
         .build()
         .unwrap()
+}
+
+/// What `synth` answers to `question` over the sample nodes.
+async fn ask(synth: &Synthesizer, question: &str) -> Response {
+    synth.synthesize(question, sample_nodes()).await.unwrap()
 }
 
 /// A model that always replies `reply`.
@@ -116,10 +121,7 @@ async fn nothing_bearing_on_the_question_is_answered_without_a_call() {
         .not_in_sources_answer("Not in the documents.")
         .build()
         .unwrap();
-    let r = synth
-        .synthesize("Who won the 1998 World Cup?", sample_nodes())
-        .await
-        .unwrap();
+    let r = ask(&synth, "Who won the 1998 World Cup?").await;
     assert!(model.requests().is_empty());
     assert!(!r.answerable);
     assert_eq!(r.text, "Not in the documents.");
@@ -130,10 +132,7 @@ async fn nothing_bearing_on_the_question_is_answered_without_a_call() {
         .evidence(evidence().with_abstain(false))
         .build()
         .unwrap();
-    synth
-        .synthesize("Who won the 1998 World Cup?", sample_nodes())
-        .await
-        .unwrap();
+    ask(&synth, "Who won the 1998 World Cup?").await;
     assert!(!model.requests().is_empty());
 }
 
@@ -146,12 +145,7 @@ async fn an_answer_stating_a_number_no_source_holds_is_unsupported() {
         if evidence_on {
             builder = builder.evidence(evidence());
         }
-        let r = builder
-            .build()
-            .unwrap()
-            .synthesize(question, sample_nodes())
-            .await
-            .unwrap();
+        let r = ask(&builder.build().unwrap(), question).await;
         let g = r.grounding.unwrap();
         assert!(
             g.unsupported.iter().any(|u| u.contains("Helga Brandt")),
@@ -176,7 +170,7 @@ async fn an_answer_stating_a_number_no_source_holds_is_unsupported() {
         .on_unsupported(OnUnsupported::Abstain)
         .build()
         .unwrap();
-    let r = synth.synthesize(question, sample_nodes()).await.unwrap();
+    let r = ask(&synth, question).await;
     assert!(!r.answerable);
     assert_eq!(
         r.text,
@@ -195,13 +189,11 @@ async fn an_answer_stating_a_number_no_source_holds_is_unsupported() {
         .unwrap_err();
     assert!(e.to_string().contains("\"9\""), "{e}");
     // A supported answer is left alone, and names the node holding its facts.
-    let r = checking(
+    let synth = checking(
         "Every three months, in March, June, September and December.",
         OnUnsupported::Error,
-    )
-    .synthesize(question, sample_nodes())
-    .await
-    .unwrap();
+    );
+    let r = ask(&synth, question).await;
     let g = r.grounding.unwrap();
     assert_eq!(g.status, GroundingStatus::Supported, "{g:?}");
     assert!(
@@ -252,10 +244,7 @@ async fn a_bare_marker_becomes_a_verified_quote_of_its_evidence() {
         .evidence(evidence())
         .build()
         .unwrap();
-    let r = synth
-        .synthesize("How often is the mirror cleaned?", sample_nodes())
-        .await
-        .unwrap();
+    let r = ask(&synth, "How often is the mirror cleaned?").await;
     assert_eq!(r.text, "It is cleaned every three months [1].");
     let c = r.citations.unwrap();
     assert_eq!(c.quotes.len(), 1, "{:?}", c.quotes);
@@ -287,10 +276,7 @@ async fn without_evidence_a_bare_marker_gets_no_quote() {
         .citation_style(synthkit::CitationStyle::Quotes)
         .build()
         .unwrap();
-    let r = synth
-        .synthesize("How often is the mirror cleaned?", sample_nodes())
-        .await
-        .unwrap();
+    let r = ask(&synth, "How often is the mirror cleaned?").await;
     let c = r.citations.unwrap();
     assert!(c.quotes.is_empty(), "{:?}", c.quotes);
     assert_eq!(c.markers.len(), 1);
@@ -305,10 +291,7 @@ fn declines() -> Arc<ScriptedModel> {
 async fn a_declined_question_the_evidence_covers_is_answered_from_its_sentences() {
     let model = declines();
     let synth = synthesizer(model.clone(), evidence());
-    let r = synth
-        .synthesize("How often is the primary mirror cleaned?", sample_nodes())
-        .await
-        .unwrap();
+    let r = ask(&synth, "How often is the primary mirror cleaned?").await;
     assert_eq!(model.requests().len(), 1, "the model was asked");
     assert!(r.answerable, "{}", r.text);
     assert!(r.text.contains("every three months"), "{}", r.text);
@@ -344,23 +327,14 @@ async fn a_declined_question_stays_declined_when_told_or_the_evidence_covers_too
     // Told to keep the model's words.
     let model = declines();
     let synth = synthesizer(model.clone(), evidence().with_extract_when_declined(None));
-    let r = synth
-        .synthesize("How often is the primary mirror cleaned?", sample_nodes())
-        .await
-        .unwrap();
+    let r = ask(&synth, "How often is the primary mirror cleaned?").await;
     assert!(!r.answerable, "{}", r.text);
     assert!(r.evidence.as_ref().unwrap().extracted.is_none());
     // The default floor (0.75) above what the best sentence covers (about 0.68: nothing
     // says "winter"), though it covers enough for the model to be asked.
     let model = declines();
     let synth = synthesizer(model.clone(), evidence());
-    let r = synth
-        .synthesize(
-            "How often is the primary mirror cleaned in winter?",
-            sample_nodes(),
-        )
-        .await
-        .unwrap();
+    let r = ask(&synth, "How often is the primary mirror cleaned in winter?").await;
     assert_eq!(model.requests().len(), 1, "the model was asked");
     let evidence = r.evidence.as_ref().unwrap();
     assert!(evidence.coverage < DEFAULT_EXTRACT_COVERAGE, "{evidence:?}");
