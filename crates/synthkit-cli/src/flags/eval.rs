@@ -7,8 +7,7 @@ use synthkit::ResponseMode;
 
 use super::batch::PathsArgs;
 use super::limits::LimitArgs;
-use super::model::ModelArgs;
-use super::synth::{CiteStyle, PromptArgs, WindowArgs};
+use super::synth::{AnsweringArgs, CiteStyle, PromptArgs, WindowArgs};
 use super::values::parse_mode;
 
 impl EvalArgs {
@@ -103,12 +102,9 @@ pub struct EvalArgs {
     #[command(flatten)]
     pub prices: super::cost::PriceArgs,
 
-    /// Evidence first and the grounding check.
+    /// The backend and the checks of its answers, as `ask` has them.
     #[command(flatten)]
-    pub checks: super::answer::CheckArgs,
-    /// The backend and how to reach and sample the model.
-    #[command(flatten)]
-    pub model_args: ModelArgs,
+    pub answering: AnsweringArgs,
     /// Keep every model reply in the SQLite file FILE and answer repeated calls from it.
     #[arg(long, value_name = "FILE", help_heading = "Model")]
     pub cache: Option<PathBuf>,

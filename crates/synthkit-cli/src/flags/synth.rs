@@ -229,13 +229,9 @@ pub struct SynthArgs {
     )]
     pub output_schema: Option<PathBuf>,
 
-    /// Evidence first and the grounding check.
+    /// The backend and the checks of its answers.
     #[command(flatten)]
-    pub checks: super::answer::CheckArgs,
-
-    /// The backend and how to reach and sample the model.
-    #[command(flatten)]
-    pub model_args: ModelArgs,
+    pub answering: AnsweringArgs,
     // --- cache (layer::cache): begin
     /// Keep every model reply in the SQLite file FILE and answer repeats from it.
     ///
@@ -375,6 +371,19 @@ fn parse_image_size(s: &str) -> Result<usize, String> {
         )),
         FileSize(None) => Err("images have a size limit: give a size such as 20M".into()),
     }
+}
+
+/// The model that answers and the checks of its answers: evidence first, the grounding
+/// check, the backend and how to reach and sample it; shared by `ask`, `summarize` and
+/// `eval`, so that eval measures what `ask` runs.
+#[derive(Debug, Clone, Args)]
+pub struct AnsweringArgs {
+    /// Evidence first and the grounding check.
+    #[command(flatten)]
+    pub checks: super::answer::CheckArgs,
+    /// The backend and how to reach and sample the model.
+    #[command(flatten)]
+    pub model_args: ModelArgs,
 }
 
 /// How each call uses the model's window: the overlap of packed chunks, the cap on one

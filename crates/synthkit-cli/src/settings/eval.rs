@@ -85,7 +85,7 @@ impl<'a> EvalRun<'a> {
                 cites: args.cites(),
                 synthesis: SynthesisSettings::of_eval(args),
                 templates: CustomTemplates::read(&args.prompts)?,
-                checks: CheckSettings::for_questions(&args.checks),
+                checks: CheckSettings::for_questions(&args.answering.checks),
                 report_dir: args.report_dir.clone(),
             },
             prices: super::cost::prices(&args.prices)?,
@@ -93,7 +93,7 @@ impl<'a> EvalRun<'a> {
             html: args.html.clone(),
             quiet: args.quiet,
             stack: StackFlags {
-                model_args: &args.model_args,
+                model_args: &args.answering.model_args,
                 limits: &args.limits,
                 concurrency: args.concurrency,
                 syntheses: args.jobs as usize,

@@ -113,7 +113,7 @@ impl<'a> StackFlags<'a> {
     /// The flags of `ask` and `summarize`.
     pub fn of(args: &'a SynthArgs) -> Self {
         Self {
-            model_args: &args.model_args,
+            model_args: &args.answering.model_args,
             limits: &args.limits,
             concurrency: args.concurrency,
             syntheses: 1,

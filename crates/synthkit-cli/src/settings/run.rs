@@ -56,7 +56,7 @@ impl<'a> SynthRun<'a> {
             &args.question,
             ASK_DEFAULT_MODE,
             Some(DEFAULT_FOLDER_TOP_K),
-            CheckSettings::for_questions(&args.synth.checks),
+            CheckSettings::for_questions(&args.synth.answering.checks),
             &args.synth,
         )
     }
@@ -74,7 +74,7 @@ impl<'a> SynthRun<'a> {
             &args.query,
             SUMMARIZE_DEFAULT_MODE,
             None,
-            CheckSettings::for_summaries(&args.synth.checks),
+            CheckSettings::for_summaries(&args.synth.answering.checks),
             &args.synth,
         )
     }
@@ -108,7 +108,7 @@ impl<'a> SynthRun<'a> {
             output,
             plan: args.dry_run.plan,
             stack: StackFlags::of(args),
-            base_url: args.model_args.base_url(),
+            base_url: args.answering.model_args.base_url(),
         })
     }
 }
@@ -160,7 +160,7 @@ impl SourceSettings {
             nodes: args.nodes.clone(),
             read: read_options(&args.walk),
             max_file_size: args.walk.max_file_size.0,
-            images: ImageSettings::of(&args.walk, args.model_args.vision_override()),
+            images: ImageSettings::of(&args.walk, args.answering.model_args.vision_override()),
             chunk_size: args.chunk_size,
             chunk_overlap: args
                 .chunk_overlap

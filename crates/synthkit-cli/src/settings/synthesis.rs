@@ -59,7 +59,7 @@ impl SynthesisSettings {
             return_steps: !args.dry_run.plan && args.report.steps,
             system_prompt: args.prompts.system_prompt.clone(),
             not_in_sources: args.not_in_sources.clone(),
-            vision: args.model_args.vision_override(),
+            vision: args.answering.model_args.vision_override(),
             escalate: args.escalation.escalate,
             output_schema: args
                 .output_schema
@@ -79,7 +79,7 @@ impl SynthesisSettings {
             return_steps: false,
             system_prompt: args.prompts.system_prompt.clone(),
             not_in_sources: None,
-            vision: args.model_args.vision_override(),
+            vision: args.answering.model_args.vision_override(),
             escalate: args.escalation.escalate,
             output_schema: None,
         }
