@@ -18,7 +18,9 @@
 # The main suite runs beside the extras' tests, which run one after another.
 #
 # Venvs are created once and reused; the wheel is reinstalled when it changed. The first run
-# compiles synthkit in release (10-20 minutes on two cores) and installs the extras (Ray is
+# compiles synthkit in release (10-20 minutes on two cores; CI builds it in the dev profile
+# in its test build's target folder instead, reusing what that compiled: scripts/build-wheel.sh)
+# and installs the extras (Ray is
 # the largest); later runs take seconds plus pytest's time. Arguments go to the main suite's
 # pytest. SYNTHKIT_PYTHON_EXTRAS="" skips the extras (never in CI); "openai ray" runs those.
 #

@@ -6,7 +6,8 @@
 //! virtual environments outside the repository (`~/.cache/synthkit-python-venv`, and one per
 //! extra under `~/.cache/synthkit-python-extras`, reused) and runs the tests against it with
 //! no Rust toolchain on PATH: the first run compiles synthkit in release (10-20 minutes on two
-//! cores) and installs the extras; later runs take seconds plus pytest's time.
+//! cores; `.ci/run` has it built in the dev profile in its own target folder, whose compiled
+//! dependencies it reuses) and installs the extras; later runs take seconds plus pytest's time.
 //!
 //! When python3, venv or pip is not available (the script exits 77) the test prints a skip
 //! message and passes, unless `CI` is set: then it fails. `SYNTHKIT_SKIP_PYTHON=1` skips it
