@@ -33,8 +33,10 @@ Backends: ``--base-url`` (an OpenAI-compatible server), ``--api anthropic`` with
 The budget: every model call of every actor is charged its prompt tokens plus its whole
 output reserve against ``--tpm`` (and one request against ``--rpm``) in Redis. The cache:
 a request any actor answered before is answered from Redis, so a Ray task that is retried
-makes no model call twice. ``paths`` lines are ``synthkit batch``'s only (an error line
-here).
+makes no model call twice. ``paths`` lines are read as ``synthkit batch`` reads them: under
+``--paths-root`` (default INPUT's folder; on a cluster, a folder every node sees), confined
+to it unless ``--allow-paths-outside``, chunked (``--chunk-size``) and ranked (a line's
+``top_k``, else ``--top-k``, else the 20 best of a folder).
 
 With ``--address`` it joins a running Ray cluster; otherwise it starts a local one with
 ``--num-cpus`` CPUs. Summary on standard error: lines, answered, failed, kept, seconds,
@@ -58,7 +60,8 @@ def processor_config(args: argparse.Namespace) -> SynthkitProcessorConfig:
     extractive backend)."""
     options: Dict[str, Any] = {}
     for name in ("base_url", "model", "rpm", "tpm", "redis_url", "redis_prefix", "cache",
-                 "num_output", "context_window", "max_prompt_tokens"):
+                 "num_output", "context_window", "max_prompt_tokens", "paths_root", "top_k",
+                 "index_dir"):
         value = getattr(args, name)
         if value is not None:
             options[name] = value
@@ -67,6 +70,7 @@ def processor_config(args: argparse.Namespace) -> SynthkitProcessorConfig:
         synthesizer_options={"concurrency": args.concurrency},
         jobs=args.jobs, retries=args.retries, batch_size=args.batch_size,
         concurrency=args.actors, num_cpus=args.actor_cpus,
+        allow_paths_outside=args.allow_paths_outside, chunk_size=args.chunk_size,
     )
 
 
@@ -105,6 +109,15 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--redis-url", help="redis://host:port/: the shared budget and cache")
     p.add_argument("--redis-prefix", help="the prefix of the Redis keys (default synthkit)")
     p.add_argument("--cache", help='"redis" (shared), "memory" (per actor) or an SQLite path')
+    p.add_argument("--paths-root",
+                   help="the folder lines' `paths` are read under (default: INPUT's folder)")
+    p.add_argument("--allow-paths-outside", action="store_true",
+                   help="read absolute paths, `..` and links out of the root too")
+    p.add_argument("--chunk-size", type=int, default=1024,
+                   help="tokens a chunk of `paths` holds at most")
+    p.add_argument("--top-k", type=lambda v: v if v == "all" else int(v),
+                   help="chunks of `paths` kept for a line that sets no top_k (N or all)")
+    p.add_argument("--index-dir", help="where folder indexes are kept (default: none)")
     p.add_argument("--no-retry-failed", action="store_true",
                    help="on a resume, keep the error lines already in OUT")
     p.add_argument("--retries", type=int, default=2, choices=range(0, MAX_RETRIES + 1),

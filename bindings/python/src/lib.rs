@@ -19,6 +19,7 @@ mod errors;
 mod eval;
 mod many;
 mod nodes;
+mod paths;
 mod pyllm;
 mod response;
 mod sharing;

@@ -9,6 +9,10 @@
 //! system prompt, budget, citations); its `concurrency` is capped at the synthesizer's.
 //! Nodes take every shape `synthesize` takes.
 //!
+//! A dict may name files and folders to read instead of `nodes` (`paths`, and `top_k`, as
+//! a `synthkit batch` line does) when `paths_root=` says the folder they are read under
+//! ([`crate::paths`]).
+//!
 //! A dict with `"plan": true` is planned, as the service plans it: its slot holds the plan
 //! (`Synthesizer.plan`'s dict: the calls and prompt tokens by step and level) and no model
 //! is called.
@@ -19,15 +23,20 @@
 //! [`FailedRequest`] in its slot; an exception raised by the iterable itself, or a
 //! `KeyboardInterrupt`, stops the whole call (and cancels the syntheses in flight).
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyString, PyTuple};
 use serde_json::Value;
 use synthkit::many::{Order, Window};
 use synthkit::{Concurrency, SynthesisInput};
+use synthkit_frontend::batch::take_paths;
 use synthkit_frontend::request::{RequestDefaults, RequestError, SynthesizeRequest, error_kind};
+use synthkit_frontend::retrieval::paths::PathsReader;
 
 use crate::errors::to_py;
 use crate::nodes::{from_json, nodes_from, to_json};
+use crate::paths::{PythonLogging, reader_of};
 use crate::response::Response;
 use crate::synthesizer::Synthesizer;
 use crate::truncation::TruncationPolicy;
@@ -100,15 +109,18 @@ impl Synthesizer {
     /// Answers every request of `requests` (an iterable of `(query, nodes)` pairs or
     /// request dicts), at most `jobs` at once, and returns a list in input order: a
     /// `Response`, or a `FailedRequest` where that request failed. Blocks with the GIL
-    /// released; Ctrl-C cancels the model calls in flight.
-    #[pyo3(signature = (requests, jobs = 4))]
+    /// released; Ctrl-C cancels the model calls in flight. `paths_root=DIR` (with
+    /// `allow_paths_outside`, `chunk_size`, `top_k`, `index_dir`) reads the `paths` a
+    /// request dict names, as `synthkit batch` does.
+    #[pyo3(signature = (requests, jobs = 4, **paths))]
     fn synthesize_many(
         &self,
         py: Python<'_>,
         requests: &Bound<'_, PyAny>,
         jobs: usize,
+        paths: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyList>> {
-        let run = Many::new(self, requests, jobs, false)?;
+        let run = Many::new(self, requests, jobs, false, reader_of(paths)?)?;
         let outcomes = block_on(py, run.drive())?;
         warn_truncated(py, self.truncation_policy(), &outcomes)?;
         outcomes_to_list(py, outcomes)
@@ -116,14 +128,15 @@ impl Synthesizer {
 
     /// Like `synthesize_many`, as an awaitable (asyncio). Cancelling the awaiting task
     /// cancels the syntheses in flight.
-    #[pyo3(signature = (requests, jobs = 4))]
+    #[pyo3(signature = (requests, jobs = 4, **paths))]
     fn asynthesize_many<'py>(
         &self,
         py: Python<'py>,
         requests: &Bound<'py, PyAny>,
         jobs: usize,
+        paths: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let run = Many::new(self, requests, jobs, true)?;
+        let run = Many::new(self, requests, jobs, true, reader_of(paths)?)?;
         let policy = self.truncation_policy();
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
@@ -153,6 +166,8 @@ struct Many {
     /// The synthesizer's `citations=`, as a request's `citations`.
     citations: Value,
     jobs: usize,
+    /// How requests' `paths` are read (`paths_root=`); `None`: they are refused.
+    paths: Option<PathsReader>,
 }
 
 /// A request's result, before it becomes a Python object.
@@ -177,7 +192,20 @@ enum Started {
     Run(synthkit::Synthesizer, SynthesisInput, Option<Value>),
     /// A `"plan": true` request: planned, never run.
     Plan(synthkit::Synthesizer, SynthesisInput, Option<Value>),
+    /// A request whose `paths` are read first, then run or planned.
+    Read(Box<ToRead>),
     Failed(Failure),
+}
+
+/// A request with `paths`: the files to read into its nodes, then its synthesis.
+struct ToRead {
+    synth: synthkit::Synthesizer,
+    input: SynthesisInput,
+    id: Option<Value>,
+    paths: Vec<String>,
+    top_k: Option<usize>,
+    plan: bool,
+    reader: PathsReader,
 }
 
 impl Many {
@@ -186,6 +214,7 @@ impl Many {
         requests: &Bound<'_, PyAny>,
         jobs: usize,
         asyncio: bool,
+        paths: Option<PathsReader>,
     ) -> PyResult<Self> {
         if !(1..=MAX_JOBS).contains(&jobs) {
             return Err(InputError::new_err(format!(
@@ -217,6 +246,7 @@ impl Many {
             citations: synth.citations_value(),
             base,
             jobs,
+            paths,
         })
     }
 
@@ -354,6 +384,18 @@ impl Many {
                 }
             }
         }
+        let has_nodes = d.contains("nodes").unwrap_or(false);
+        let (paths, top_k) = take_paths(&mut body, has_nodes).map_err(|why| invalid(why.into()))?;
+        let reader = match (&paths, &self.paths) {
+            (Some(_), None) => {
+                return Err(invalid(
+                    "`paths` names files to read: give synthesize_many(..., paths_root=DIR), \
+                     the folder they are read under, or give `nodes`"
+                        .into(),
+                ));
+            }
+            (_, reader) => reader.clone(),
+        };
         body.entry("citations")
             .or_insert_with(|| self.citations.clone());
         let request: SynthesizeRequest =
@@ -371,6 +413,17 @@ impl Many {
             })?;
         let mut input = prepared.input;
         input.nodes = nodes;
+        if let (Some(paths), Some(reader)) = (paths, reader) {
+            return Ok(Started::Read(Box::new(ToRead {
+                synth: prepared.synthesizer,
+                input,
+                id,
+                paths,
+                top_k,
+                plan,
+                reader,
+            })));
+        }
         Ok(if plan {
             Started::Plan(prepared.synthesizer, input, id)
         } else {
@@ -406,6 +459,7 @@ fn start(window: &mut Window<Done>, index: usize, started: Started) {
     let (synth, input, id) = match started {
         Started::Run(synth, input, id) => (synth, input, id),
         Started::Plan(synth, input, id) => return start_plan(window, index, synth, input, id),
+        Started::Read(read) => return start_read(window, index, *read),
         Started::Failed(f) => return window.ready(Done::Ready(Outcome::Failed(f))),
     };
     let id_again = id.clone();
@@ -433,6 +487,54 @@ fn start_plan(
             Done::Planned(index, id, plan)
         },
         move |e| Done::Planned(index, id_again, Err(e)),
+    );
+}
+
+/// Starts a request with `paths` in `window`: its files read on a blocking thread (what
+/// the read warns of goes to Python's logging), then its synthesis or plan; a read that
+/// gives nothing fails the request as `synthkit batch` fails the line.
+fn start_read(window: &mut Window<Done>, index: usize, read: ToRead) {
+    let (id_again, plan) = (read.id.clone(), read.plan);
+    window.spawn(
+        async move {
+            let ToRead {
+                synth,
+                mut input,
+                id,
+                paths,
+                top_k,
+                plan,
+                reader,
+            } = read;
+            let query = input.query.clone();
+            match reader
+                .read(paths, query, top_k, Arc::new(PythonLogging))
+                .await
+            {
+                Err(why) => Done::Ready(Outcome::Failed(failure(
+                    index,
+                    id,
+                    "invalid_request",
+                    InputError::new_err(format!("requests[{index}]: cannot read `paths`: {why}")),
+                ))),
+                Ok(nodes) if plan => {
+                    input.nodes = nodes;
+                    Done::Planned(index, id, synth.plan_input(&input).await.map(Box::new))
+                }
+                Ok(nodes) => {
+                    input.nodes = nodes;
+                    let result = synth.synthesize_input(input).await;
+                    Done::Ran(index, id, result.map(Box::new).map_err(Lost::Synthesis))
+                }
+            }
+        },
+        move |e| {
+            if plan {
+                Done::Planned(index, id_again, Err(e))
+            } else {
+                Done::Ran(index, id_again, Err(Lost::Task(e)))
+            }
+        },
     );
 }
 

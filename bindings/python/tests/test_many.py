@@ -168,3 +168,73 @@ def test_asynthesize_many_runs_on_asyncio(fake_server: FakeOpenAI) -> None:
     assert len(results) == 10
     assert all(isinstance(r, synthkit_rs.Response) for r in results)
     assert fake_server.calls == 10
+
+
+@pytest.fixture()
+def docs_root(tmp_path):  # type: ignore[no-untyped-def]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "mirror.md").write_text("# Mirror\n\nThe primary mirror is cleaned every six months.\n")
+    (docs / "dome.md").write_text("# Dome\n\nThe dome opens at dusk and closes at dawn.\n")
+    (tmp_path / "secret.txt").write_text("The vault code is 1234.")
+    return tmp_path
+
+
+def test_paths_are_read_under_paths_root_as_a_batch_line_reads_them(docs_root) -> None:  # type: ignore[no-untyped-def]
+    synth = synthkit_rs.Synthesizer("compact")
+    requests = [
+        {"id": "folder", "query": "How often is the primary mirror cleaned?", "paths": ["docs"],
+         "top_k": 1},
+        {"id": "file", "query": "When does the dome open?", "paths": ["docs/dome.md"]},
+        {"id": "up", "query": "What is the vault code?", "paths": ["../secret.txt"]},
+        {"id": "abs", "query": "q", "paths": [str(docs_root / "secret.txt")]},
+        {"id": "both", "query": "q", "paths": ["docs"], "nodes": NODES},
+        {"id": "plan", "query": "When does the dome open?", "paths": ["docs"], "plan": True},
+    ]
+    results = synth.synthesize_many(requests, jobs=2, paths_root=docs_root)
+    folder, file, up, absolute, both, plan = results
+    assert "six months" in folder.response
+    # Ranked (top_k 1), and named relative to the root.
+    assert [n.id for n in folder.source_nodes] == ["docs/mirror.md#1"]
+    assert [n.id for n in file.source_nodes] == ["docs/dome.md#1"]
+    assert "dusk" in file.response
+    assert (up.kind, absolute.kind, both.kind) == ("invalid_request",) * 3
+    assert "goes up a folder" in up.message and "allow_paths_outside=True" in up.message
+    assert up.message.startswith("requests[2]: cannot read `paths`: "), up.message
+    assert "is an absolute path" in absolute.message
+    assert "give `nodes` or `paths`" in both.message
+    # A plan reads the files too (its prompts hold them) and calls no model.
+    assert isinstance(plan, dict) and plan["calls"] == 1, plan
+    # Outside the root, once allowed.
+    [outside] = synth.synthesize_many(requests[2:3], paths_root=docs_root / "docs",
+                                      allow_paths_outside=True)
+    assert "1234" in outside.response
+
+
+def test_paths_without_paths_root_say_what_to_give() -> None:
+    synth = synthkit_rs.Synthesizer("compact")
+    [failed] = synth.synthesize_many([{"query": "q", "paths": ["docs"]}])
+    assert failed.kind == "invalid_request"
+    assert "paths_root=" in failed.message, failed.message
+    with pytest.raises(synthkit_rs.InputError, match="give paths_root= too"):
+        synth.synthesize_many([], top_k=3)
+    with pytest.raises(synthkit_rs.InputError, match="paths_root="):
+        synth.synthesize_many([], paths_root="/nowhere/at/all")
+    with pytest.raises(synthkit_rs.InputError, match="top_k must be"):
+        synth.synthesize_many([], paths_root=".", top_k=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'paths_rot'"):
+        synth.synthesize_many([], paths_rot=".")
+
+
+def test_asynthesize_many_reads_paths_too(docs_root) -> None:  # type: ignore[no-untyped-def]
+    synth = synthkit_rs.Synthesizer("compact")
+
+    async def main() -> list:
+        return await synth.asynthesize_many(
+            [{"query": "When does the dome open?", "paths": ["docs"], "top_k": 1}],
+            paths_root=str(docs_root), index_dir=str(docs_root / "index"))
+
+    [answer] = asyncio.run(main())
+    assert [n.id for n in answer.source_nodes] == ["docs/dome.md#1"]
+    # The folder index was written where index_dir says.
+    assert any((docs_root / "index").iterdir())

@@ -307,3 +307,36 @@ def test_transient_failures_are_retried_in_the_run_and_on_resume(tmp_path: pathl
         after = _results(out)
         assert sorted(r["id"] for r in after) == list(range(1, 7))
         assert all("response" in r for r in after)
+
+
+def test_paths_lines_are_read_under_the_input_folder_as_synthkit_batch_reads_them(
+        tmp_path: pathlib.Path) -> None:
+    need_ray()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "mirror.md").write_text("# Mirror\n\nThe primary mirror is cleaned every six months.\n")
+    (docs / "dome.md").write_text("# Dome\n\nThe dome opens at dusk and closes at dawn.\n")
+    (tmp_path / "secret.txt").write_text("outside the folder of paths")
+    inp = _write(tmp_path / "in.jsonl", [
+        {"id": "mirror", "query": "How often is the primary mirror cleaned?", "paths": ["docs"]},
+        {"id": "one", "query": "When does the dome open?", "paths": ["docs/dome.md"],
+         "top_k": 1},
+        {"id": "up", "query": "What is outside?", "paths": ["../secret.txt"]},
+        {"id": "none", "query": "Who painted the ceiling?", "paths": ["docs"], "top_k": 2},
+    ])
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run(_recipe(inp, out, "--actors", "1"), capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    by_id = {r["id"]: r for r in _results(out)}
+    mirror = by_id["mirror"]["response"]
+    assert "six months" in mirror["text"], mirror
+    # Named as a batch line's paths are: relative to the root (the input's folder).
+    assert "docs/mirror.md#1" in [n["id"] for n in mirror["source_nodes"]], mirror
+    one = by_id["one"]["response"]
+    assert [n["id"] for n in one["source_nodes"]] == ["docs/dome.md#1"], one
+    assert by_id["up"]["error"]["kind"] == "invalid_request"
+    assert "goes up a folder" in by_id["up"]["error"]["message"], by_id["up"]
+    assert by_id["up"]["error"]["message"].startswith("line 3: "), by_id["up"]
+    # Ranked (top_k) and nothing in the folder bears on the question: no nodes.
+    assert by_id["none"]["response"]["source_nodes"] == [], by_id["none"]

@@ -107,6 +107,32 @@ def test_plan_rows_call_no_model_and_rows_keep_their_columns(local_ray: Any) -> 
         assert server.calls == 3
 
 
+def test_paths_rows_are_read_under_the_configs_root(local_ray: Any, tmp_path: Any) -> None:
+    from synthkit_rs.ray import SynthkitProcessorConfig, build_processor
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "mirror.md").write_text("# Mirror\n\nThe primary mirror is cleaned every six months.\n")
+    config = SynthkitProcessorConfig(batch_size=2, concurrency=1, should_continue_on_error=True,
+                                     paths_root=str(tmp_path))
+    rows = [{"qid": "q0", "question": "How often is the primary mirror cleaned?", "kind": "paths"},
+            {"qid": "q1", "question": "How often is the primary mirror cleaned?", "kind": "answer"}]
+    out = {r["id"]: r for r in
+           build_processor(config, preprocess=_question)(local_ray.data.from_items(rows)).take_all()}
+    read = out["q0"]["response"]
+    assert "six months" in read["text"], read
+    # Named as a batch line's paths are: relative to the root.
+    assert [n["id"] for n in read["source_nodes"]] == ["docs/mirror.md#1"], read
+    assert out["q1"]["__inference_error__"] == "", out["q1"]
+
+
+def test_a_paths_root_that_is_no_folder_is_refused_before_ray_runs(tmp_path: Any) -> None:
+    from synthkit_rs.ray import SynthkitProcessorConfig, build_processor
+
+    with pytest.raises(synthkit_rs.InputError, match="the folder `paths` are read under.*paths_root="):
+        build_processor(SynthkitProcessorConfig(paths_root=str(tmp_path / "nowhere")))
+
+
 def test_a_failed_row_raises_without_should_continue_on_error(local_ray: Any) -> None:
     from synthkit_rs.ray import SynthkitProcessorConfig, build_processor
 
@@ -125,6 +151,8 @@ def test_a_failed_row_raises_without_should_continue_on_error(local_ray: Any) ->
     ("mode", "fastest", "unknown mode 'fastest'"),
     ("retries", 11, "retries must be between 0 and 10"),
     ("synthesizer_options", {"mode": "refine"}, "repeats mode"),
+    ("chunk_size", 0, "chunk_size must be a positive int"),
+    ("top_k", 0, "top_k must be a positive int"),
 ])
 def test_bad_configs_say_what_to_change(field: str, value: Any, message: str) -> None:
     from synthkit_rs.ray import SynthkitProcessorConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple, Type, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple, Type, Union
 
 __version__: str
 MODES: list[str]
@@ -307,13 +307,31 @@ class Synthesizer:
     def asynthesize(self, query: str, nodes: Iterable[NodeLike]) -> Awaitable[Response]: ...
     def stream(self, query: str, nodes: Iterable[NodeLike]) -> ResponseStream: ...
     def synthesize_many(
-        self, requests: Iterable[RequestLike], jobs: int = 4
+        self,
+        requests: Iterable[RequestLike],
+        jobs: int = 4,
+        *,
+        paths_root: Optional[Union[str, os.PathLike[str]]] = None,
+        allow_paths_outside: bool = False,
+        chunk_size: int = 1024,
+        top_k: Optional[Union[int, Literal["all"]]] = None,
+        index_dir: Optional[Union[str, os.PathLike[str]]] = None,
     ) -> list[Union[Response, FailedRequest, dict[str, Any]]]:
         """A ``Response`` or ``FailedRequest`` per request, in input order; a dict request
         with ``"plan": True`` gets its plan (``{"rows", "calls", "prompt_tokens",
-        "max_completion_tokens", "exact"}``), and no model is called for it."""
+        "max_completion_tokens", "exact"}``), and no model is called for it. With
+        ``paths_root``, a dict request's ``paths`` (and ``top_k``) are read under that
+        folder as ``synthkit batch`` reads a line's."""
     def asynthesize_many(
-        self, requests: Iterable[RequestLike], jobs: int = 4
+        self,
+        requests: Iterable[RequestLike],
+        jobs: int = 4,
+        *,
+        paths_root: Optional[Union[str, os.PathLike[str]]] = None,
+        allow_paths_outside: bool = False,
+        chunk_size: int = 1024,
+        top_k: Optional[Union[int, Literal["all"]]] = None,
+        index_dir: Optional[Union[str, os.PathLike[str]]] = None,
     ) -> Awaitable[list[Union[Response, FailedRequest, dict[str, Any]]]]: ...
     @property
     def mode(self) -> str: ...

@@ -17,7 +17,12 @@
 without it the row is the request. ``postprocess`` gets the row with its own columns and
 ``id``, ``response`` (the response as ``synthkit batch`` writes it: ``text``,
 ``source_nodes``, ``usage``, ...) and ``plan`` (the plan of a ``"plan": true`` request, which
-calls no model; ``response`` is then ``None``). Each actor builds one
+calls no model; ``response`` is then ``None``). A request may name files and folders to
+read instead of ``nodes`` (``paths``, and ``top_k``, as a ``synthkit batch`` line does) when
+the config's ``paths_root`` says the folder they are read under: each actor reads them with
+``synthkit batch``'s reader and rules (confined to the root unless
+``allow_paths_outside=True``, at most 10,000 files and 64 MiB a request, chunks of
+``chunk_size`` tokens ranked for the query). Each actor builds one
 ``synthkit_rs.Synthesizer`` from the config and answers its batches with
 ``synthesize_many``, sending a request that failed for a transient cause again up to
 ``retries`` times.
@@ -82,6 +87,13 @@ class SynthkitProcessorConfig:
     ``retries`` sends again of a request that failed for a transient cause (2, at most 10;
     1 s, then 2 s, ... apart).
 
+    A request's ``paths``, as ``synthkit batch`` reads them: ``paths_root`` (the folder
+    they are read under, on every node of the cluster; ``None``: a request with ``paths``
+    is an error), ``allow_paths_outside`` (absolute paths, ``..`` and links out of the
+    root read too), ``chunk_size`` (tokens, 1024), ``top_k`` (the chunks kept for a
+    request that sets none: a number or ``"all"``; ``None``: the 20 best of a folder) and
+    ``index_dir`` (where folder indexes are kept; ``None``: none).
+
     Bad values raise ``synthkit_rs.InputError`` saying what to change.
     """
 
@@ -106,6 +118,11 @@ class SynthkitProcessorConfig:
     concurrency: Union[int, Tuple[int, int]] = 1
     num_cpus: float = 0.5
     should_continue_on_error: bool = False
+    paths_root: Optional[str] = None
+    allow_paths_outside: bool = False
+    chunk_size: int = 1024
+    top_k: Optional[Union[int, str]] = None
+    index_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
         def refuse(message: str) -> None:
@@ -131,6 +148,10 @@ class SynthkitProcessorConfig:
             refuse(f"num_cpus must be above 0, got {self.num_cpus!r}")
         if self.api != "openai" and not self.base_url:
             refuse(f"api={self.api!r} needs base_url (the server's address)")
+        if not _positive_int(self.chunk_size):
+            refuse(f"chunk_size must be a positive int (tokens), got {self.chunk_size!r}")
+        if not (self.top_k is None or _positive_int(self.top_k) or self.top_k == "all"):
+            refuse(f"top_k must be a positive int, \"all\" or None, got {self.top_k!r}")
         clash = sorted(set(_SYNTHESIZER_FIELDS) & set(self.synthesizer_options))
         if clash:
             refuse(f"synthesizer_options repeats {', '.join(clash)}: set them as the config's own fields")
@@ -143,6 +164,18 @@ class SynthkitProcessorConfig:
             if value is not None and value is not False and (name, value) != ("api", "openai"):
                 kwargs[name] = value
         kwargs.update(self.synthesizer_options)
+        return kwargs
+
+    def paths_kwargs(self) -> Dict[str, Any]:
+        """The keyword arguments of ``synthesize_many`` that read requests' ``paths``
+        (none without ``paths_root``)."""
+        if self.paths_root is None:
+            return {}
+        kwargs: Dict[str, Any] = {"paths_root": os.fspath(self.paths_root),
+                                  "allow_paths_outside": self.allow_paths_outside,
+                                  "chunk_size": self.chunk_size, "top_k": self.top_k}
+        if self.index_dir is not None:
+            kwargs["index_dir"] = os.fspath(self.index_dir)
         return kwargs
 
 
@@ -177,30 +210,34 @@ class _SynthkitStage:
     "plan" | "error"}``) in ``__synthkit_result``. ``plans=False`` (the files of
     :func:`run_batch`, as ``synthkit batch``) makes a ``"plan": true`` request an error."""
 
-    def __init__(self, options: Dict[str, Any], jobs: int, retries: int, plans: bool = True) -> None:
+    def __init__(self, options: Dict[str, Any], jobs: int, retries: int, plans: bool = True,
+                 paths: Optional[Dict[str, Any]] = None) -> None:
         self._synth = synthkit_rs.Synthesizer(**options)
         self._jobs = jobs
         self._retries = retries
         self._plans = plans
+        self._paths = dict(paths or {})
 
     def _answer(self, requests: List[Row]) -> List[Any]:
-        results: List[Any] = list(self._synth.synthesize_many(requests, jobs=self._jobs))
+        results: List[Any] = list(self._synth.synthesize_many(requests, jobs=self._jobs,
+                                                              **self._paths))
         for attempt in range(self._retries):
             again = [i for i, r in enumerate(results)
                      if isinstance(r, synthkit_rs.FailedRequest) and r.transient]
             if not again:
                 break
             time.sleep(RETRY_BACKOFF_S * (2 ** attempt))
-            retried = self._synth.synthesize_many([requests[i] for i in again], jobs=self._jobs)
+            retried = self._synth.synthesize_many([requests[i] for i in again], jobs=self._jobs,
+                                                  **self._paths)
             for i, r in zip(again, retried):
                 results[i] = r
         return results
 
     def _refused(self, request: Row) -> Optional[str]:
         """Why ``request`` is not run, as ``synthkit batch`` says it, or ``None``."""
-        if "paths" in request:
-            return ("`paths` is read by `synthkit batch` (this package reads no files): "
-                    "give `nodes`")
+        if request.get("paths") is not None and not self._paths:
+            return ("`paths` names files to read: set the config's paths_root (the folder "
+                    "they are read under, as `synthkit batch --paths-root`), or give `nodes`")
         if request.get("plan") is True and not self._plans:
             return ("`plan` asks for a plan, which a batch's lines do not hold: plan the "
                     "file with `synthkit batch --plan`, or a dataset with "
@@ -328,9 +365,11 @@ class SynthkitProcessor:
         self.postprocess = postprocess
         self.preprocess_map_kwargs = dict(map_kwargs[0] or {})
         self.postprocess_map_kwargs = dict(map_kwargs[1] or {})
-        # Built once here, so that a bad option is refused before Ray starts an actor (on
-        # the driver: a cache file or a Redis connection is opened there too).
-        synthkit_rs.Synthesizer(**config.synthesizer_kwargs())
+        # Built once here, so that a bad option (or a paths_root that is no folder) is
+        # refused before Ray starts an actor (on the driver: a cache file or a Redis
+        # connection is opened there too).
+        synth = synthkit_rs.Synthesizer(**config.synthesizer_kwargs())
+        synth.synthesize_many([], **config.paths_kwargs())
 
     def __call__(self, dataset: Any) -> Any:
         dataset = dataset.map(_Preprocess(self.preprocess), **self.preprocess_map_kwargs)
@@ -351,7 +390,8 @@ class SynthkitProcessor:
         return dataset.map_batches(
             _SynthkitStage,
             fn_constructor_kwargs={"options": config.synthesizer_kwargs(), "jobs": config.jobs,
-                                   "retries": config.retries, "plans": plans},
+                                   "retries": config.retries, "plans": plans,
+                                   "paths": config.paths_kwargs()},
             batch_size=config.batch_size,
             compute=pool,
             num_cpus=config.num_cpus,
@@ -407,9 +447,11 @@ def run_batch(
     removed; one line per id at the end). The lines to run go to a file beside ``output``
     (``.OUT.ray-pending.jsonl``, removed at the end) that Ray Data reads, and are answered by
     the processor's stage (``config``'s actors, batches and retries). A ``"plan": true``
-    line is an error line, as in ``synthkit batch`` (which plans a file with ``--plan``),
-    and so is a ``paths`` line (this package reads no files). A line that fails is an
-    error line whatever ``should_continue_on_error`` says (a batch goes on). ``start_ray`` is called once before Ray Data runs, only when there are lines
+    line is an error line, as in ``synthkit batch`` (which plans a file with ``--plan``).
+    A ``paths`` line is read under ``config.paths_root``, by default ``input``'s folder (as
+    ``synthkit batch --paths-root``). A line that fails is an error line whatever
+    ``should_continue_on_error`` says (a batch goes on). ``start_ray`` is called once before
+    Ray Data runs, only when there are lines
     to run (``lambda: ray.init(...)``; without it Ray Data starts a local Ray unless one
     was started). ``log`` takes the resume's and the summary's lines (standard error).
 
@@ -418,6 +460,9 @@ def run_batch(
     import ray.data
 
     start = time.monotonic()
+    if config.paths_root is None:
+        config = dataclasses.replace(config,
+                                     paths_root=os.path.dirname(os.path.abspath(input)))
     files = synthkit_rs.BatchFiles(input, output, mode=config.mode,
                                    max_prompt_tokens=config.max_prompt_tokens,
                                    retry_failed=retry_failed)

@@ -99,7 +99,8 @@ pub fn parse_line(number: usize, raw: RawLine, max: usize, defaults: HashDefault
             return Parsed::Bad(Value::from(number), invalid(number, why), Some(hash));
         }
     };
-    let (paths, top_k) = match files_of(&mut fields) {
+    let has_nodes = !matches!(fields.get("nodes"), None | Some(Value::Null));
+    let (paths, top_k) = match take_paths(&mut fields, has_nodes) {
         Ok(files) => files,
         Err(why) => return Parsed::Bad(id, invalid(number, why), Some(hash)),
     };
@@ -120,10 +121,13 @@ pub fn parse_line(number: usize, raw: RawLine, max: usize, defaults: HashDefault
     }
 }
 
-/// Takes a line's `paths` and `top_k` out of its fields: a list of non-empty strings,
-/// never with `nodes`; `top_k` a number of 1 or more, only with `paths`.
-fn files_of(
+/// Takes a request's `paths` and `top_k` out of its fields: a list of non-empty strings,
+/// never with `nodes` (`has_nodes`: the request gives them); `top_k` a number of 1 or
+/// more, only with `paths`. The rules of a `batch` line, for every front end that reads
+/// a request's `paths`.
+pub fn take_paths(
     fields: &mut Map<String, Value>,
+    has_nodes: bool,
 ) -> Result<(Option<Vec<String>>, Option<usize>), &'static str> {
     let paths = match fields.remove("paths") {
         None | Some(Value::Null) => None,
@@ -149,7 +153,6 @@ fn files_of(
             _ => return Err("`top_k` must be a number of 1 or more"),
         },
     };
-    let has_nodes = !matches!(fields.get("nodes"), None | Some(Value::Null));
     match (&paths, top_k) {
         (Some(_), _) if has_nodes => {
             Err("give `nodes` or `paths` (files and folders to read), not both")

@@ -14,7 +14,9 @@ pub use files::{
     Compacted, Entry, Existing, Held, LineReader, RawLine, Verdict, append_line, compact,
     compact_path, count_lines, fields_sha256, id_key, open_output, request_hash, text_hash,
 };
-pub use lines::{DuplicateId, HashDefaults, LineRequest, Parsed, SeenIds, line_id, parse_line};
+pub use lines::{
+    DuplicateId, HashDefaults, LineRequest, Parsed, SeenIds, line_id, parse_line, take_paths,
+};
 
 use synthkit::SynthError;
 use synthkit::model::ModelError;
