@@ -18,7 +18,25 @@ pub const MAX_TEXT_SOURCES: usize = 10;
 pub const EXTRACTIVE_NOTE: &str = "extractive answer: sentences selected from your documents, no language model \
      (use --base-url URL or SYNTHKIT_BASE_URL for an OpenAI-compatible model)";
 
-pub use crate::say::{Stderr, note, warn};
+pub use crate::say::{note, warn};
+
+/// The retriever's notes and warnings ([`synthkit_frontend::retrieval::Tell`]) as this
+/// command's own lines on standard error.
+pub struct Stderr;
+
+impl synthkit_frontend::retrieval::Tell for Stderr {
+    fn note(&self, message: &str) {
+        crate::say::note(false, message);
+    }
+
+    fn warn(&self, message: &str) {
+        crate::say::warn(message);
+    }
+
+    fn verbose(&self) -> bool {
+        crate::logging::verbose()
+    }
+}
 
 /// The text on one line (whitespace collapsed), cut to [`EXCERPT_CHARS`] characters with
 /// `…` when longer. Leading Markdown heading lines are left out (the source's `section`

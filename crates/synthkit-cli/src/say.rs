@@ -12,17 +12,3 @@ pub fn note(quiet: bool, message: &str) {
 pub fn warn(message: &str) {
     eprintln!("warning: {message}");
 }
-
-/// The retriever's notes and warnings ([`synthkit_frontend::retrieval::Tell`]) as this
-/// command's own lines on standard error.
-pub struct Stderr;
-
-impl synthkit_frontend::retrieval::Tell for Stderr {
-    fn note(&self, message: &str) {
-        note(false, message);
-    }
-
-    fn warn(&self, message: &str) {
-        warn(message);
-    }
-}

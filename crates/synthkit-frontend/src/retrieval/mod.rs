@@ -74,6 +74,11 @@ pub trait Tell: Sync {
     fn note(&self, message: &str);
     /// A warning: something was read imperfectly or left out that should not have been.
     fn warn(&self, message: &str);
+    /// Whether every file skipped or left out is to be named (the command line's `-v`),
+    /// for the reads that make their own [`Say`] ([`paths::PathsReader::read`]).
+    fn verbose(&self) -> bool {
+        false
+    }
 }
 
 /// Nothing said: notes and warnings dropped.

@@ -319,7 +319,7 @@ impl PathsReader {
 
     /// The nodes of `paths` for `query` ([`PathsReader::read_now`]), read on a blocking thread
     /// (never a runtime's); the error says why there is nothing to read. Warnings go to
-    /// `tell`.
+    /// `tell` (notes do not), every file skipped named when it says it is verbose.
     pub async fn read(
         &self,
         paths: Vec<String>,
@@ -329,7 +329,8 @@ impl PathsReader {
     ) -> std::result::Result<Vec<Node>, String> {
         let reader = self.clone();
         tokio::task::spawn_blocking(move || {
-            reader.read_now(&paths, &query, top_k, Say::new(&*tell).quiet(true))
+            let say = Say::new(&*tell).quiet(true).verbose(tell.verbose());
+            reader.read_now(&paths, &query, top_k, say)
         })
         .await
         .unwrap_or_else(|e| Err(format!("the reading stopped: {e}")))
