@@ -238,3 +238,20 @@ def test_asynthesize_many_reads_paths_too(docs_root) -> None:  # type: ignore[no
     assert [n.id for n in answer.source_nodes] == ["docs/dome.md#1"]
     # The folder index was written where index_dir says.
     assert any((docs_root / "index").iterdir())
+
+
+def test_what_a_read_warns_of_goes_to_the_synthkit_rs_logger(docs_root, caplog) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes here")
+    os.mkfifo(docs_root / "pipe")
+    synth = synthkit_rs.Synthesizer("compact")
+    with caplog.at_level("WARNING", logger="synthkit_rs"):
+        [answer] = synth.synthesize_many(
+            [{"query": "When does the dome open?", "paths": ["docs", "pipe"], "top_k": 1}],
+            paths_root=docs_root)
+    # The pipe is never opened (it would block the read): skipped, and said so.
+    assert [n.id for n in answer.source_nodes] == ["docs/dome.md#1"]
+    warned = [r for r in caplog.records if r.name == "synthkit_rs"]
+    assert any("`pipe`" in r.getMessage() and "not a file" in r.getMessage() for r in warned), warned
