@@ -7,10 +7,9 @@ use std::sync::LazyLock;
 
 use rustc_hash::FxHashSet;
 
+use super::chars::{char_at, char_before, is_word_char};
 use super::dates::date_at;
-use super::lookup::{
-    Key, char_at, char_before, is_word_char, leading_punctuation, trailing_punctuation,
-};
+use super::lookup::{Key, leading_punctuation, trailing_punctuation};
 use super::numbers::{Number, is_tens_word, number_word, scan_numbers};
 use super::{Fact, FactKind, MAX_CANDIDATES, MAX_NAME_WORDS, MAX_PHRASE_CHARS, MAX_SPAN_CHARS};
 

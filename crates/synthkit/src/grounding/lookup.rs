@@ -7,13 +7,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 use super::MAX_OPERANDS;
+use super::chars::{char_at, char_before, is_word_char, starts_word};
 use super::dates::{DateKey, date_at};
 use super::numbers::{Number, is_tens_word, scan_numbers, source_number_word};
-
-/// Whether `c` is part of a word: a letter, a digit or `_`.
-pub(super) fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
 
 /// `c` with typographic quote marks and hyphens straightened.
 fn straighten(c: char) -> char {
@@ -80,29 +76,6 @@ fn normalized(len: usize, chars: impl Iterator<Item = char>) -> String {
         out.extend(straighten(c).to_lowercase());
     }
     out
-}
-
-/// The char before byte `at` of `text`.
-pub(super) fn char_before(text: &str, at: usize) -> Option<char> {
-    text.get(..at).and_then(|t| t.chars().next_back())
-}
-
-/// The char at byte `at` of `text`.
-pub(super) fn char_at(text: &str, at: usize) -> Option<char> {
-    text.get(at..).and_then(|t| t.chars().next())
-}
-
-/// Whether a word-like needle may start at byte `at`: no word char before it, or a `v`
-/// alone before a digit (`v2.3` holds `2.3`).
-pub(super) fn starts_word(text: &str, at: usize, first: char) -> bool {
-    match char_before(text, at) {
-        None => true,
-        Some(c) if !is_word_char(c) => true,
-        Some('v' | 'V') if first.is_ascii_digit() => {
-            !char_before(text, at - 1).is_some_and(is_word_char)
-        }
-        Some(_) => false,
-    }
 }
 
 /// Whether the needle found at `start..end` of `text` stands on word boundaries: a word

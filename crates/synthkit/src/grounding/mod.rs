@@ -48,6 +48,7 @@
 //! assert_eq!(g.sources, [1, 0]); // both hold 7; source 1 also derives 3.2
 //! ```
 
+mod chars;
 mod dates;
 mod facts;
 pub(crate) mod gate;

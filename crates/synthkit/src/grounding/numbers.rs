@@ -1,7 +1,7 @@
 //! Numbers as answers and sources write them: digits (with thousands separators and
 //! decimals) and number words, each read as the [`Number`] lookups compare.
 
-use super::lookup::starts_word;
+use super::chars::starts_word;
 
 /// Decimal places kept exact in the arithmetic of derived numbers.
 const SCALE_DIGITS: usize = 6;
