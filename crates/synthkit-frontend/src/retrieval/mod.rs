@@ -170,15 +170,7 @@ pub(crate) fn input_error(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(message.into()))
 }
 
-/// `n` with thousands separated by commas: `1,204`.
+/// `n` with thousands separated by commas: `1,204` ([`synthkit::text::thousands`]).
 pub fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    synthkit::text::thousands(u64::try_from(n).unwrap_or(u64::MAX))
 }

@@ -13,6 +13,24 @@ pub mod tokenizer;
 pub use splitter::{Chunk, ChunkCursor, SplitError, TokenTextSplitter};
 pub use tokenizer::{BpeTokenizer, SharedTokenizer, Tokenizer, TokenizerError};
 
+/// `n` with a comma every three digits (`12,345`), as messages and pages show counts.
+///
+/// ```
+/// assert_eq!(synthkit::text::thousands(1_234_567), "1,234,567");
+/// assert_eq!(synthkit::text::thousands(12), "12");
+/// ```
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// At most `max` bytes of `text`, cut at a character boundary, and whether it was cut.
 pub fn cap_text(text: &str, max: usize) -> (&str, bool) {
     if text.len() <= max {
