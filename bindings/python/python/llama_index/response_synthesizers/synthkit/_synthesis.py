@@ -6,9 +6,10 @@ deltas as the generators LlamaIndex's streaming responses take (``_deltas``,
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Generator, Iterator, List, Optional, Sequence
+from typing import Any, AsyncGenerator, Generator, Iterator, List, Optional, Protocol, Sequence
 
 from llama_index.core.base.response.schema import RESPONSE_TYPE
+from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.instrumentation.events.synthesis import (
     SynthesizeEndEvent,
@@ -21,8 +22,28 @@ import llama_index.core.instrumentation as instrument
 
 import synthkit_rs
 
-if TYPE_CHECKING:
-    from llama_index.response_synthesizers.synthkit.base import SynthkitSynthesizer
+
+class _Owner(Protocol):
+    """What a synthesis asks of the synthesizer that runs it (``SynthkitSynthesizer``
+    has each member): named here so that this module needs nothing from ``base``."""
+
+    _callback_manager: CallbackManager
+    _streaming: bool
+    _synth: synthkit_rs.Synthesizer
+    last_response: Optional[synthkit_rs.Response]
+
+    def _empty(self, query: QueryTextType, is_async: bool) -> RESPONSE_TYPE: ...
+
+    def _synthkit_nodes(self, nodes: List[NodeWithScore]) -> Any: ...
+
+    def _prepare_response_output(
+        self, response_str: RESPONSE_TEXT_TYPE, source_nodes: List[NodeWithScore]
+    ) -> RESPONSE_TYPE: ...
+
+    def _finished(
+        self, result: synthkit_rs.Response, source_nodes: List[NodeWithScore]
+    ) -> RESPONSE_TYPE: ...
+
 
 #: The events go through the synthesizer module's dispatcher (the one its spans use), as
 #: LlamaIndex's synthesizers send theirs from their own module.
@@ -41,7 +62,7 @@ class _Synthesis:
 
     def __init__(
         self,
-        synthesizer: "SynthkitSynthesizer",
+        synthesizer: _Owner,
         query: QueryTextType,
         nodes: List[NodeWithScore],
         additional_source_nodes: Optional[Sequence[NodeWithScore]],
