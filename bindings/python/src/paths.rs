@@ -124,7 +124,8 @@ fn top_k_of(value: &Bound<'_, PyAny>) -> Result<Option<TopK>, ()> {
 }
 
 /// What the read says, as records of the `synthkit_rs` logger: warnings (a file decoded
-/// imperfectly, a link out of the root skipped) at `WARNING`, notes at `INFO`.
+/// imperfectly, a link out of the root skipped) at `WARNING`, notes at `INFO`; with the
+/// logger at `DEBUG`, every file skipped is named. Its hints name the keyword arguments.
 pub(crate) struct PythonLogging;
 
 impl PythonLogging {
@@ -149,5 +150,24 @@ impl Tell for PythonLogging {
 
     fn warn(&self, message: &str) {
         Self::log("warning", message);
+    }
+
+    /// The logger at `DEBUG` names every file skipped (the command line's `-v`).
+    fn verbose(&self) -> bool {
+        Python::attach(|py| {
+            py.import("logging")
+                .and_then(|logging| {
+                    let debug = logging.getattr("DEBUG")?;
+                    logging
+                        .call_method1("getLogger", ("synthkit_rs",))?
+                        .call_method1("isEnabledFor", (debug,))?
+                        .extract::<bool>()
+                })
+                .unwrap_or(false)
+        })
+    }
+
+    fn names(&self) -> &'static OptionNames {
+        &OptionNames::PYTHON
     }
 }

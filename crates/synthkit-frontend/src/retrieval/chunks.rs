@@ -19,6 +19,7 @@ use synthkit::text::TokenTextSplitter;
 use synthkit_documents::ReadOptions;
 
 use super::index::{self as folder_index, FolderIndex, Pieces, Snapshot};
+use super::paths::OptionNames;
 use super::read as input;
 use super::{Progress, Say, rank, thousands};
 
@@ -47,8 +48,9 @@ pub struct ChunkSource<'a> {
 pub enum Chunks {
     /// Every chunk, in order.
     Memory(Vec<Node>),
-    /// The index's snapshot, ranked there (its chunks loaded from it when wanted).
-    Indexed(Arc<FolderIndex>, Snapshot),
+    /// The index's snapshot, ranked there (its chunks loaded from it when wanted), and
+    /// what the front end calls its options (for the error of a damaged index).
+    Indexed(Arc<FolderIndex>, Snapshot, &'static OptionNames),
 }
 
 impl Chunks {
@@ -56,7 +58,7 @@ impl Chunks {
     pub fn len(&self) -> usize {
         match self {
             Chunks::Memory(nodes) => nodes.len(),
-            Chunks::Indexed(_, s) => usize::try_from(s.corpus.chunks).unwrap_or(usize::MAX),
+            Chunks::Indexed(_, s, _) => usize::try_from(s.corpus.chunks).unwrap_or(usize::MAX),
         }
     }
 
@@ -69,9 +71,9 @@ impl Chunks {
     pub fn top_k(self, query: &str, k: usize) -> Result<Vec<Node>> {
         match self {
             Chunks::Memory(nodes) => Ok(rank::top_k(nodes, query, k)),
-            Chunks::Indexed(ix, snapshot) => {
-                ix.top_k(&snapshot, query, k).map_err(|e| damaged(&ix, e))
-            }
+            Chunks::Indexed(ix, snapshot, names) => ix
+                .top_k(&snapshot, query, k)
+                .map_err(|e| damaged(&ix, e, names)),
         }
     }
 
@@ -79,7 +81,7 @@ impl Chunks {
     pub fn into_nodes(self) -> Result<Vec<Node>> {
         match self {
             Chunks::Memory(nodes) => Ok(nodes),
-            Chunks::Indexed(ix, _) => ix.nodes().map_err(|e| damaged(&ix, e)),
+            Chunks::Indexed(ix, _, names) => ix.nodes().map_err(|e| damaged(&ix, e, names)),
         }
     }
 }
@@ -120,7 +122,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &dyn Progress) -> Result<R
         return Ok(ReadChunks {
             from_folder: snapshot.from_folder,
             images: snapshot.images.clone(),
-            chunks: Chunks::Indexed(ix.clone(), snapshot),
+            chunks: Chunks::Indexed(ix.clone(), snapshot, source.say.to.names()),
             names: Vec::new(),
         });
     }
@@ -187,7 +189,7 @@ pub fn read_chunks(source: &ChunkSource<'_>, spinner: &dyn Progress) -> Result<R
                 // Not kept (a racy file, a failed save): from memory (the nodes split
                 // before read back from the index), split again should one not load.
                 match save(ix, fp, snapshot, &pieces, source.say) {
-                    Some(snapshot) => Chunks::Indexed(ix.clone(), snapshot),
+                    Some(snapshot) => Chunks::Indexed(ix.clone(), snapshot, source.say.to.names()),
                     None => Chunks::Memory(pieces.nodes(ix).unwrap_or_else(|_| {
                         input::nodes_from_documents(&read.docs, source.splitter)
                     })),
@@ -305,10 +307,11 @@ fn save(
 
 /// The error for an index that could not be read back: removed, so that the next
 /// question builds it again.
-fn damaged(ix: &FolderIndex, e: anyhow::Error) -> anyhow::Error {
+fn damaged(ix: &FolderIndex, e: anyhow::Error, names: &OptionNames) -> anyhow::Error {
     let file = ix.file().display().to_string();
     folder_index::remove(ix.file());
     anyhow::anyhow!(
-        "the folder index {file} could not be read ({e:#}); it was removed: ask again to build it anew, or give --no-index"
+        "the folder index {file} could not be read ({e:#}); it was removed: ask again to build it anew, or {}",
+        names.no_index
     )
 }

@@ -79,6 +79,11 @@ pub trait Tell: Sync {
     fn verbose(&self) -> bool {
         false
     }
+    /// What the front end calls the options the notes name (the command line's flags
+    /// unless it says otherwise).
+    fn names(&self) -> &'static paths::OptionNames {
+        &paths::OptionNames::COMMAND_LINE
+    }
 }
 
 /// Nothing said: notes and warnings dropped.

@@ -36,8 +36,11 @@ use super::{
     input_error as usage,
 };
 
-/// What a front end calls the options of reading `paths`, for the messages that name them.
+/// What a front end calls the options its messages name: the ones of reading `paths`, and
+/// the hints of a read's notes (`None`: the front end has no such option, and the note
+/// names none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OptionNames {
     /// The root: `--paths-root`.
     pub root: &'static str,
@@ -45,6 +48,18 @@ pub struct OptionNames {
     pub outside: &'static str,
     /// The chunk size: `--chunk-size`.
     pub chunk_size: &'static str,
+    /// What names every file skipped, not only the first few: `-v`.
+    pub verbose: &'static str,
+    /// How a read goes without the folder index: `give --no-index`.
+    pub no_index: &'static str,
+    /// The size limit of a file: `--max-file-size`.
+    pub max_file_size: Option<&'static str>,
+    /// Hidden files read: `--hidden`.
+    pub hidden: Option<&'static str>,
+    /// Ignored files read: `--no-ignore`.
+    pub no_ignore: Option<&'static str>,
+    /// Stylesheets, scripts, SVG and JSON read: `--keep-all`.
+    pub keep_all: Option<&'static str>,
 }
 
 impl OptionNames {
@@ -53,12 +68,25 @@ impl OptionNames {
         root: "--paths-root",
         outside: "--allow-paths-outside",
         chunk_size: "--chunk-size",
+        verbose: "-v",
+        no_index: "give --no-index",
+        max_file_size: Some("--max-file-size"),
+        hidden: Some("--hidden"),
+        no_ignore: Some("--no-ignore"),
+        keep_all: Some("--keep-all"),
     };
-    /// The Python package's keyword arguments.
+    /// The Python package's keyword arguments (its reads keep the default walk: no
+    /// option reads hidden or ignored files there).
     pub const PYTHON: Self = Self {
         root: "paths_root=",
         outside: "allow_paths_outside=True",
         chunk_size: "chunk_size=",
+        verbose: "the synthkit_rs logger at DEBUG",
+        no_index: "leave out index_dir=",
+        max_file_size: None,
+        hidden: None,
+        no_ignore: None,
+        keep_all: None,
     };
 }
 

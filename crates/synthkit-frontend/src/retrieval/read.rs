@@ -26,6 +26,7 @@ use synthkit_documents::{
     Format, LeftOut, LeftOutReason, ReadNote, ReadOptions, ReadReport, Reader, SkipReason, Skipped,
 };
 
+use super::paths::OptionNames;
 use super::{Progress, Say, input_error as usage};
 
 /// How a document read from standard input is named.
@@ -137,10 +138,11 @@ fn say_read_notes(notes: &[ReadNote], say: Say<'_>) {
         .map(|(outcome, n)| format!("{n} {outcome}"))
         .collect();
     say.warn(&format!(
-        "{} more file{} decoded imperfectly ({}; -v names them all)",
+        "{} more file{} decoded imperfectly ({}; {} names them all)",
         rest.len(),
         plural(rest.len()),
-        counts.join(", ")
+        counts.join(", "),
+        say.to.names().verbose
     ));
 }
 
@@ -181,9 +183,10 @@ impl SkipNotes<'_> {
         self.say.to.note(&match &skipped.reason {
             SkipReason::Binary => format!("skipping binary file {path}"),
             SkipReason::Empty => format!("skipping empty file {path}"),
-            too_large @ SkipReason::TooLarge { .. } => {
-                format!("skipping {path}: {too_large}; --max-file-size raises the limit")
-            }
+            too_large @ SkipReason::TooLarge { .. } => match self.say.to.names().max_file_size {
+                Some(flag) => format!("skipping {path}: {too_large}; {flag} raises the limit"),
+                None => format!("skipping {path}: {too_large}"),
+            },
             other => format!("skipping {path}: {other}"),
         });
     }
@@ -192,13 +195,15 @@ impl SkipNotes<'_> {
         if !self.allowed(true) {
             return;
         }
+        let names = self.say.to.names();
         let (what, flag) = match left.reason {
-            LeftOutReason::Hidden => ("hidden", "--hidden"),
-            _ => ("ignored", "--no-ignore"),
+            LeftOutReason::Hidden => ("hidden", names.hidden),
+            _ => ("ignored", names.no_ignore),
         };
         let kind = if left.folder { "folder" } else { "file" };
+        let hint = flag.map_or_else(String::new, |flag| format!(" ({flag} reads it)"));
         self.say.to.note(&format!(
-            "not visiting {what} {kind} {} ({flag} reads it)",
+            "not visiting {what} {kind} {}{hint}",
             left.path.display()
         ));
     }
@@ -287,7 +292,7 @@ pub fn read_documents(
         let has_images = images.len() > before;
         if meta.is_dir() && report.documents.is_empty() && !read_elsewhere && !has_images {
             spinner.clear();
-            return Err(nothing_found(path, &report, options));
+            return Err(nothing_found(path, &report, options, say.to.names()));
         }
         from_folder |= meta.is_dir();
         all.extend(report);
@@ -359,7 +364,7 @@ pub fn say_told(told: &Told, say: Say<'_>) {
     }
     let summary = match parts.join("; ") {
         s if s.is_empty() => String::new(),
-        s if notes.unnamed > 0 => format!(" ({s}; -v names them all)"),
+        s if notes.unnamed > 0 => format!(" ({s}; {} names them all)", say.to.names().verbose),
         s => format!(" ({s})"),
     };
     let files = told.files;
@@ -369,7 +374,12 @@ pub fn say_told(told: &Told, say: Say<'_>) {
 }
 
 /// The error for a folder that gave no document.
-fn nothing_found(path: &Path, report: &ReadReport, options: &ReadOptions) -> anyhow::Error {
+fn nothing_found(
+    path: &Path,
+    report: &ReadReport,
+    options: &ReadOptions,
+    names: &OptionNames,
+) -> anyhow::Error {
     let empties: Vec<String> = report
         .skipped
         .iter()
@@ -381,21 +391,32 @@ fn nothing_found(path: &Path, report: &ReadReport, options: &ReadOptions) -> any
         return anyhow!("no text to work on: {} {verb} empty", empties.join(", "));
     }
     let walk = options.walk_options();
+    let with_flag = |what: &str, flag: Option<&str>| match flag {
+        Some(flag) => format!("{what} ({flag})"),
+        None => what.to_string(),
+    };
     let mut left_out = Vec::new();
     if !walk.is_hidden() {
-        left_out.push("hidden files (--hidden)");
+        left_out.push(with_flag("hidden files", names.hidden));
     }
     if !walk.is_no_ignore() {
-        left_out.push("files ignored by .gitignore or .ignore (--no-ignore)");
+        left_out.push(with_flag(
+            "files ignored by .gitignore or .ignore",
+            names.no_ignore,
+        ));
     }
+    // Only the command line has --include and --exclude: set, they are its flags.
     if !walk.includes().is_empty() {
-        left_out.push("files not matching --include");
+        left_out.push("files not matching --include".to_string());
     }
     if !walk.excludes().is_empty() {
-        left_out.push("files matching --exclude");
+        left_out.push("files matching --exclude".to_string());
     }
     if !options.keeps_all() {
-        left_out.push("stylesheets, scripts, SVG and JSON (--keep-all)");
+        left_out.push(with_flag(
+            "stylesheets, scripts, SVG and JSON",
+            names.keep_all,
+        ));
     }
     let mut detail = Vec::new();
     if let Some(s) = report.skip_summary() {
