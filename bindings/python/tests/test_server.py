@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import contextlib
 import os
 import threading
 import time
+from typing import Iterator
 
 import pytest
 
@@ -133,56 +135,57 @@ def test_api_key_from_env_never_shown(fake_server: FakeOpenAI, monkeypatch: pyte
 SAFETY_S = 60.0
 
 
-def test_asyncio_cancel_stops_the_call() -> None:
-    # The server holds its answer until the test ends: a cancelled call that returns at
-    # all did not wait for it (ordering, not timing).
+@contextlib.contextmanager
+def held_server() -> Iterator[tuple[FakeOpenAI, threading.Event]]:
+    """A fake server that holds its answers until the event it yields with it is set: at
+    the latest after SAFETY_S, and when the block ends (after the server stops)."""
     release = threading.Event()
     safety = threading.Timer(SAFETY_S, release.set)
     safety.start()
     try:
         with FakeOpenAI(hold=release) as server:
-            synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
-
-            async def main() -> None:
-                task = asyncio.ensure_future(synth.asynthesize(QUERY, NODES))
-                while server.calls == 0 and not release.is_set():  # at the server
-                    await asyncio.sleep(0.01)
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-
-            asyncio.run(main())
-            assert server.answered == 0, "the call waited for the server's answer"
+            yield server, release
     finally:
         release.set()
         safety.cancel()
+
+
+def test_asyncio_cancel_stops_the_call() -> None:
+    # The server holds its answer until the test ends: a cancelled call that returns at
+    # all did not wait for it (ordering, not timing).
+    with held_server() as (server, release):
+        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
+
+        async def main() -> None:
+            task = asyncio.ensure_future(synth.asynthesize(QUERY, NODES))
+            while server.calls == 0 and not release.is_set():  # at the server
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        assert server.answered == 0, "the call waited for the server's answer"
 
 
 @pytest.mark.skipif(os.name != "posix", reason="interrupt_main delivers SIGINT handling on POSIX")
 def test_ctrl_c_interrupts_a_blocking_call(ctrl_c_raises: None) -> None:
     # As above: the server holds its answer, so KeyboardInterrupt before the answer is an
     # interrupted call (the safety release lets an uninterrupted one return, and fail).
-    release = threading.Event()
-    safety = threading.Timer(SAFETY_S, release.set)
-    safety.start()
-    try:
-        with FakeOpenAI(hold=release) as server:
-            synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
+    with held_server() as (server, release):
+        synth = synthkit_rs.Synthesizer(base_url=server.base_url, model="m", context_window=4096)
 
-            def interrupt_once_at_the_server() -> None:
-                while server.calls == 0 and not release.is_set():
-                    time.sleep(0.01)
-                _thread.interrupt_main()
+        def interrupt_once_at_the_server() -> None:
+            while server.calls == 0 and not release.is_set():
+                time.sleep(0.01)
+            _thread.interrupt_main()
 
-            timer = threading.Thread(target=interrupt_once_at_the_server, daemon=True)
-            timer.start()
-            with pytest.raises(KeyboardInterrupt):
-                synth.synthesize(QUERY, NODES)
-            timer.join()
-            assert server.answered == 0, "the call waited for the server's answer"
-    finally:
-        release.set()
-        safety.cancel()
+        timer = threading.Thread(target=interrupt_once_at_the_server, daemon=True)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            synth.synthesize(QUERY, NODES)
+        timer.join()
+        assert server.answered == 0, "the call waited for the server's answer"
 
 
 def test_gil_released_while_waiting() -> None:
