@@ -17,7 +17,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{Service, openai_backend, slow_fake};
+use common::{Service, arg, openai_backend, slow_fake};
 use serde_json::{Value, json};
 use synthkit_serve::ServiceLimits;
 
@@ -52,15 +52,6 @@ impl Outcome {
         let i = ((l.len() as f64 - 1.0) * p).round() as usize;
         l[i.min(l.len() - 1)]
     }
-}
-
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// The process's peak resident set, in MiB.

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, Service, nodes, wait_until};
+use common::{DEADLINE, Service, arg, nodes, wait_until};
 use serde_json::json;
 use synthkit_serve::ServiceLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,15 +31,6 @@ use tokio::net::TcpStream;
 const SLOW_BODY_BYTES: usize = 10_000;
 /// How long the slow bodies are watched after the ordinary clients stop.
 const WATCH_AFTER: Duration = Duration::from_secs(45);
-
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// One slow body: the head, then a byte every `drip` until the service answers or
 /// `until` passes. The status the service answered with (`None`: none by then).

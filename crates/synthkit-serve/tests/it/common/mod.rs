@@ -1,6 +1,7 @@
 //! Shared test helpers: a running service, the backend for a fake model, requests and
-//! their answers (JSON or SSE), polling with a deadline. Also compiled into the load
-//! program (`examples/load.rs`), which uses only part of it.
+//! their answers (JSON or SSE), polling with a deadline, the examples' numeric flags.
+//! Also compiled into the example programs (`examples/load.rs`, `examples/slow_bodies.rs`),
+//! which use only part of it.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 pub mod raw;
@@ -220,4 +221,15 @@ pub fn nodes() -> Value {
                   "metadata": {}}, "score": 0.7},
         {"id_": "ccd", "text": "The camera is cooled to minus 100 degrees Celsius."}
     ])
+}
+
+/// The number after the program's flag `name` (`--secs 10`), or `default` when the flag
+/// is not given or what follows it is not a number.
+pub fn arg(name: &str, default: f64) -> f64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
