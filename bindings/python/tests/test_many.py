@@ -257,26 +257,29 @@ def test_what_a_read_warns_of_goes_to_the_synthkit_rs_logger(docs_root, caplog) 
     assert any("`pipe`" in r.getMessage() and "not a file" in r.getMessage() for r in warned), warned
 
 
-def test_a_reads_notes_name_pythons_options_and_debug_names_every_file(docs_root, caplog) -> None:  # type: ignore[no-untyped-def]
-    # A hidden folder is not visited: at INFO the read's summary counts it and says how to
-    # see every file (the logger at DEBUG, not the command line's -v); at DEBUG it is
-    # named, with no command-line flag offered as the way to read it.
-    hidden = docs_root / "docs" / ".drafts"
-    hidden.mkdir()
-    (hidden / "draft.md").write_text("# Draft\n\nThe dome may open earlier in winter.\n")
+def test_a_reads_warnings_name_pythons_logger_and_debug_names_every_file(docs_root, caplog) -> None:  # type: ignore[no-untyped-def]
+    # Six legacy 8-bit files: at WARNING the first three are named, then one line counts
+    # the rest and says how to see them all (the logger at DEBUG, not the command line's
+    # -v); with the logger at DEBUG every one is named.
+    legacy = docs_root / "legacy"
+    legacy.mkdir()
+    for i, word in enumerate(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]):
+        text = f"The caf\u00e9 of {word} opens at {i} o'clock, after the {word} market.\n"
+        (legacy / f"{word}.txt").write_bytes(text.encode("latin-1"))
     synth = synthkit_rs.Synthesizer("compact")
-    request = {"query": "When does the dome open?", "paths": ["docs"], "top_k": 1}
+    request = {"query": "When does the alpha cafe open?", "paths": ["legacy"], "top_k": 1}
 
-    with caplog.at_level("INFO", logger="synthkit_rs"):
+    with caplog.at_level("WARNING", logger="synthkit_rs"):
         synth.synthesize_many([request], paths_root=docs_root)
     said = [r.getMessage() for r in caplog.records if r.name == "synthkit_rs"]
-    assert any("1 hidden" in m and "the synthkit_rs logger at DEBUG names them all" in m
-               for m in said), said
-    assert not any("-v " in m or "--" in m for m in said), said
+    assert sum("not valid UTF-8" in m for m in said) == 3, said
+    assert any("3 more files decoded imperfectly" in m
+               and "the synthkit_rs logger at DEBUG names them all" in m for m in said), said
+    assert not any("-v " in m for m in said), said
 
     caplog.clear()
     with caplog.at_level("DEBUG", logger="synthkit_rs"):
         synth.synthesize_many([request], paths_root=docs_root)
     said = [r.getMessage() for r in caplog.records if r.name == "synthkit_rs"]
-    named = [m for m in said if "not visiting hidden folder" in m]
-    assert named and all(".drafts" in m and "--" not in m for m in named), said
+    assert sum("not valid UTF-8" in m for m in said) == 6, said
+    assert not any("more files decoded imperfectly" in m for m in said), said
