@@ -19,7 +19,13 @@ pub(crate) struct Gate {
     sources: Arc<Vec<String>>,
     policy: OnUnsupported,
     not_in_sources: String,
+    /// What of an answer the model wrote (`None`: all of it): a mode that adds text of
+    /// its own (accumulate's labels) takes it out, so that only claims are looked up.
+    model_text: Option<ModelText>,
 }
+
+/// The model's part of an answer, from the whole answer.
+pub(crate) type ModelText = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl Gate {
     /// The gate of a synthesis of `question` over `shown` (the nodes as the model saw
@@ -36,6 +42,15 @@ impl Gate {
             sources: Arc::new(shown.iter().map(|n| n.llm_text().into_owned()).collect()),
             policy,
             not_in_sources,
+            model_text: None,
+        }
+    }
+
+    /// The gate, checking what `model_text` gives of an answer instead of all of it.
+    pub(crate) fn with_model_text(self, model_text: ModelText) -> Self {
+        Self {
+            model_text: Some(model_text),
+            ..self
         }
     }
 
@@ -48,7 +63,10 @@ impl Gate {
         {
             return Ok(());
         }
-        let answer = response.text.clone();
+        let answer = match &self.model_text {
+            Some(model_text) => model_text(&response.text),
+            None => response.text.clone(),
+        };
         let question = self.question.clone();
         let sources = Arc::clone(&self.sources);
         let run = move || grounding::check(&answer, &question, &sources);

@@ -87,8 +87,37 @@ fn numbered(job: &Job, answers: &[String]) -> String {
         if i > 0 {
             out.push_str(job.separator());
         }
-        out.push_str(&format!("Response {}: ", i + 1));
+        out.push_str(&label(i + 1));
         out.push_str(if a.is_empty() { &empty } else { a });
+    }
+    out
+}
+
+/// The label of the `n`th answer (from 1).
+fn label(n: usize) -> String {
+    format!("Response {n}: ")
+}
+
+/// What the model wrote of a numbered answer (one [`numbered`] or streamed with
+/// `separator`): each part without the label this mode put before it, the parts on lines
+/// of their own, a part that is the `empty` answer (a call that gave nothing) left out.
+/// The labels, separators and empty answers are the engine's text, not claims: the
+/// grounding check reads this instead (else every `Response N` is a number to look up).
+/// A part whose label is not the expected one is kept whole.
+pub(crate) fn model_text(answer: &str, separator: &str, empty: &str) -> String {
+    if separator.is_empty() {
+        return answer.to_string();
+    }
+    let mut out = String::with_capacity(answer.len());
+    for (i, part) in answer.split(separator).enumerate() {
+        let part = part.strip_prefix(label(i + 1).as_str()).unwrap_or(part);
+        if part == empty {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(part);
     }
     out
 }
@@ -315,9 +344,9 @@ impl Numbering {
         self.number += 1;
         self.any = false;
         if self.number == 1 {
-            format!("Response {}: ", self.number)
+            label(self.number)
         } else {
-            format!("{separator}Response {}: ", self.number)
+            format!("{separator}{}", label(self.number))
         }
     }
 
@@ -380,5 +409,31 @@ impl Numbering {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_text;
+
+    const SEP: &str = "\n---------------------\n";
+
+    #[test]
+    fn the_model_text_of_a_numbered_answer_has_no_label_or_separator() {
+        let answer = format!("Response 1: Six months.{SEP}Response 2: At dusk.");
+        assert_eq!(
+            model_text(&answer, SEP, "Empty Response"),
+            "Six months.\n\nAt dusk."
+        );
+    }
+
+    #[test]
+    fn empty_answers_are_left_out_and_an_unexpected_label_is_kept() {
+        let answer = format!("Response 1: Empty Response{SEP}Response 7: At dusk.");
+        assert_eq!(
+            model_text(&answer, SEP, "Empty Response"),
+            "Response 7: At dusk."
+        );
+        assert_eq!(model_text("Response 1: x", "", "e"), "Response 1: x");
     }
 }

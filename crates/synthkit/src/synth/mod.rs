@@ -208,12 +208,21 @@ impl Synthesizer {
             .run_job::<E>(&input, shown, kept, abstain, span)
             .await?;
         if self.s.mode.asks_sources() && self.s.output_schema.is_none() {
-            let gate = Gate::new(
+            let mut gate = Gate::new(
                 &input.query,
                 shown,
                 self.s.on_unsupported,
                 self.s.not_in_sources.clone(),
             );
+            if matches!(
+                self.s.mode,
+                ResponseMode::Accumulate | ResponseMode::CompactAccumulate
+            ) {
+                let (separator, empty) = (self.s.separator.clone(), self.s.empty_response.clone());
+                gate = gate.with_model_text(Arc::new(move |answer: &str| {
+                    modes::accumulate::model_text(answer, &separator, &empty)
+                }));
+            }
             ended = ended.ground(gate).await?;
         }
         if let (Some(e), Some(r), Some(response)) =

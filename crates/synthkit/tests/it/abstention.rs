@@ -496,3 +496,41 @@ async fn not_in_the_sources_through_a_loopback_server() {
     assert!(!r.answerable);
     assert_eq!(r.text, "No idea, sorry.");
 }
+
+#[tokio::test]
+async fn accumulates_labels_are_not_claims_the_grounding_check_looks_up() {
+    // Each answer is in its source; the labels `Response 1:`, `Response 2:` (numbers no
+    // source holds) are the engine's text, not the model's claims.
+    let model = by_index(&[GROUNDED, "The dome opens at dusk."]);
+    let synth = build(&model, ResponseMode::Accumulate, |b| {
+        b.on_unsupported(synthkit::grounding::OnUnsupported::Abstain)
+    });
+    let r = both(&synth, &[CLEANED, DOME]).await;
+    assert!(r.answerable, "{}", r.text);
+    assert!(r.text.starts_with("Response 1: "), "{}", r.text);
+    let g = r.grounding.expect("checked");
+    assert_eq!(
+        g.status,
+        synthkit::grounding::GroundingStatus::Supported,
+        "{g:?}"
+    );
+    assert!(g.unsupported.is_empty(), "{g:?}");
+
+    // A claim in no source is still found among the labels.
+    let model = by_index(&[GROUNDED, UNGROUNDED]);
+    let synth = build(&model, ResponseMode::Accumulate, |b| b);
+    let g = both(&synth, &[CLEANED, DOME])
+        .await
+        .grounding
+        .expect("checked");
+    assert_eq!(
+        g.status,
+        synthkit::grounding::GroundingStatus::Partly,
+        "{g:?}"
+    );
+    assert!(g.unsupported.iter().any(|u| u.contains("14")), "{g:?}");
+    assert!(
+        !g.unsupported.iter().any(|u| u == "2" || u == "Response"),
+        "{g:?}"
+    );
+}
