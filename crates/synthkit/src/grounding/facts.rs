@@ -3,6 +3,7 @@
 //! citation markers; then each chunk is read as a date, a version, a number, a name (and
 //! the run of names it opens), code or nothing.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use rustc_hash::FxHashSet;
@@ -287,13 +288,22 @@ fn is_list_number(text: &str, chunk: &Chunk) -> bool {
         && matches!(trail(text, chunk), "." | ")")
 }
 
-/// `lower` with typographic apostrophes straightened.
-fn lower(word: &str) -> String {
-    word.to_lowercase().replace('\u{2019}', "'")
+/// `word` in lower case with typographic apostrophes straightened (borrowed when it is
+/// so already, as most words are).
+fn lower(word: &str) -> Cow<'_, str> {
+    if !word.bytes().any(|b| b.is_ascii_uppercase() || b >= 0x80) {
+        return Cow::Borrowed(word);
+    }
+    let lower = word.to_lowercase();
+    Cow::Owned(if lower.contains('\u{2019}') {
+        lower.replace('\u{2019}', "'")
+    } else {
+        lower
+    })
 }
 
 fn is_opener(word: &str) -> bool {
-    OPENERS.contains(lower(word).as_str())
+    OPENERS.contains(&*lower(word))
 }
 
 /// A capitalised word (`Drummelo`, `MSRV`, `Jean-Paul`, `O'Brien`, `COVID-19`).
@@ -307,7 +317,7 @@ fn is_name_word(word: &str) -> bool {
             .chars()
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '\'' | '\u{2019}'))
         && !shout
-        && !NEVER_NAMES.contains(&lower(word).as_str())
+        && !NEVER_NAMES.contains(&&*lower(word))
 }
 
 fn is_title(text: &str, chunk: &Chunk) -> bool {
@@ -343,6 +353,10 @@ fn version(word: &str) -> Option<&str> {
 /// `--features=bundled`, `a/b.c`, `https://…`, `snake_case`, `Cargo.toml`, `iPhone`,
 /// `C#`, `C++`, `user@host`.
 fn is_code(word: &str) -> bool {
+    // A word of lower-case letters alone is none of these (most words of an answer).
+    if word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return false;
+    }
     let between_words = |sep: char| {
         word.match_indices(sep).any(|(i, _)| {
             char_before(word, i).is_some_and(is_word_char)

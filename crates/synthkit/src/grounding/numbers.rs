@@ -153,6 +153,10 @@ const ORDINAL_WORDS: [&str; 12] = [
 
 /// The value of a lower-case unit word (`six`), teen or ten (`forty`).
 fn simple_number_word(word: &str) -> Option<u32> {
+    // Unit and tens words are 3 to 9 lower-case ASCII letters: most words are not.
+    if !(3..=9).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
     if let Some(n) = UNIT_WORDS.iter().position(|&w| w == word) {
         return u32::try_from(n).ok();
     }
