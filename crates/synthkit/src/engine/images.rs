@@ -38,10 +38,17 @@ fn index_of(c: char) -> Option<usize> {
         .then(|| (v - MARKER_BASE) as usize)
 }
 
+/// Whether `text` holds a marker. Every marker (U+F0000 to U+FFFFD) is written in UTF-8
+/// from the byte 0xF3, which most text never holds: a byte search first, the characters
+/// decoded only when it finds one.
+fn holds_marker(text: &str) -> bool {
+    text.as_bytes().contains(&0xF3) && text.chars().any(|c| index_of(c).is_some())
+}
+
 /// `text` with every marker character replaced by U+FFFD (a node's own text never
 /// stands for an image).
 pub(crate) fn sanitize(text: Cow<'_, str>) -> Cow<'_, str> {
-    if !text.chars().any(|c| index_of(c).is_some()) {
+    if !holds_marker(&text) {
         return text;
     }
     Cow::Owned(
@@ -53,7 +60,7 @@ pub(crate) fn sanitize(text: Cow<'_, str>) -> Cow<'_, str> {
 
 /// `text` without its markers (what a person is shown of a model-visible text).
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| index_of(c).is_some()) {
+    if !holds_marker(text) {
         return Cow::Borrowed(text);
     }
     Cow::Owned(text.chars().filter(|c| index_of(*c).is_none()).collect())
@@ -126,7 +133,7 @@ impl ImageTable {
     /// messages; a completion prompt with markers becomes one user message.
     pub(crate) fn attach(&self, prompt: RenderedPrompt) -> RenderedPrompt {
         match prompt {
-            RenderedPrompt::Text(t) if t.chars().any(|c| index_of(c).is_some()) => {
+            RenderedPrompt::Text(t) if holds_marker(&t) => {
                 RenderedPrompt::Chat(vec![self.attach_message(ChatMessage::new(Role::User, t))])
             }
             RenderedPrompt::Chat(messages) => RenderedPrompt::Chat(
@@ -140,7 +147,7 @@ impl ImageTable {
     }
 
     fn attach_message(&self, mut m: ChatMessage) -> ChatMessage {
-        if !m.content.chars().any(|c| index_of(c).is_some()) {
+        if !holds_marker(&m.content) {
             return m;
         }
         let mut text = String::with_capacity(m.content.len());
@@ -329,6 +336,10 @@ mod tests {
         let text = format!("a{m0}b");
         assert_eq!(sanitize(Cow::Borrowed(&text)), "a\u{FFFD}b");
         assert_eq!(strip(&text), "ab");
+        // Other characters written from the byte 0xF3 (U+C0000, U+FFFFE) are kept.
+        let other = "a\u{C0000}b\u{FFFFE}";
+        assert!(matches!(sanitize(Cow::Borrowed(other)), Cow::Borrowed(t) if t == other));
+        assert_eq!(strip(other), other);
         assert_eq!(marker(MAX_IMAGES), None);
         assert_eq!(
             index_of(marker(MAX_IMAGES - 1).unwrap()),
