@@ -17,9 +17,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use synthkit::many::{Order, Window};
 use synthkit_frontend::eval::{
-    AnswerLine, Case, CaseError, Paired, RegexBudget, Row, Totals, nodes_text, paired,
+    AnswerLine, Case, CaseError, CaseInput, Paired, RegexBudget, Row, Totals, nodes_text, paired,
     parse_answer_line, parse_case_within, run_case, score, table, totals,
 };
+use synthkit_frontend::retrieval::paths::PathsReader;
 
 use crate::nodes::{from_json, to_json, type_name};
 use crate::synthesizer::Synthesizer;
@@ -133,14 +134,16 @@ fn as_list<'py>(
 /// `citations=True`, the node ids it cites; `name` is the rows' `mode`. `system` names the
 /// results' column of synthesizers' runs and of answers that name none.
 ///
-/// Cases with `paths` can be scored from `answers` but not run: the package reads no
-/// files (give the case's `nodes`, or use `synthkit eval`). Returns an `EvalResult`:
+/// A case's `paths` are read as `synthkit eval` reads them, under the cases file's folder
+/// or `paths_root=DIR` (required when `cases` is a list), with `allow_paths_outside`,
+/// `chunk_size`, `top_k` and `index_dir` as `synthesize_many` takes them; a case whose
+/// files cannot be read is a row with its `error`. Returns an `EvalResult`:
 /// `rows` and `totals` as lists of dicts, `table()` (also `str()`). Raises `InputError`
 /// for a bad case or answer (naming its line, or its number and index in the list), a
 /// repeated case id, an answer to an unknown case, or the same case, mode and system
 /// scored twice; a failed synthesis is a row with its `error`, scored wrong.
 #[pyfunction]
-#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit", jobs = 1))]
+#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit", jobs = 1, **paths))]
 pub(crate) fn evaluate(
     py: Python<'_>,
     cases: &Bound<'_, PyAny>,
@@ -148,8 +151,11 @@ pub(crate) fn evaluate(
     synthesizers: Option<&Bound<'_, PyAny>>,
     system: &str,
     jobs: usize,
+    paths: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<EvalResult> {
-    let plan = Plan::read(py, cases, answers, synthesizers, system, jobs, false)?;
+    let reader = paths_reader(cases, paths, "evaluate")?;
+    let plan =
+        Plan::read(py, cases, answers, synthesizers, system, jobs, false)?.reading(reader)?;
     let runs = plan.runs();
     let lines = block_on(py, runs.run())?;
     plan.finish(lines)
@@ -159,7 +165,7 @@ pub(crate) fn evaluate(
 /// event loop does other work; cancelling the awaiting task cancels the model calls in
 /// flight.
 #[pyfunction]
-#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit", jobs = 1))]
+#[pyo3(signature = (cases, answers = None, *, synthesizers = None, system = "synthkit", jobs = 1, **paths))]
 pub(crate) fn aevaluate<'py>(
     py: Python<'py>,
     cases: &Bound<'py, PyAny>,
@@ -167,13 +173,30 @@ pub(crate) fn aevaluate<'py>(
     synthesizers: Option<&Bound<'py, PyAny>>,
     system: &str,
     jobs: usize,
+    paths: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let plan = Plan::read(py, cases, answers, synthesizers, system, jobs, true)?;
+    let reader = paths_reader(cases, paths, "aevaluate")?;
+    let plan = Plan::read(py, cases, answers, synthesizers, system, jobs, true)?.reading(reader)?;
     runtime()?;
     pyo3_async_runtimes::tokio::future_into_py(py, async move {
         let lines = plan.runs().run().await?;
         plan.finish(lines)
     })
+}
+
+/// How the cases' `paths` are read: as `paths` (the keyword arguments) say, under the
+/// cases file's folder unless `paths_root` names another; `None` for a list of cases
+/// without `paths_root`.
+fn paths_reader(
+    cases: &Bound<'_, PyAny>,
+    paths: Option<&Bound<'_, PyDict>>,
+    function: &str,
+) -> PyResult<Option<PathsReader>> {
+    let folder = as_path(cases)?.map(|file| match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    });
+    crate::paths::reader_of(paths, function, folder)
 }
 
 /// The most runs `jobs` may put in flight (as `synthkit eval --jobs`).
@@ -188,6 +211,8 @@ struct Plan {
     /// Each synthesizer's name (the rows' mode), its synthesizer and whether it cites.
     runners: Arc<Vec<(String, synthkit::Synthesizer, bool)>>,
     jobs: usize,
+    /// How cases' `paths` are read (`None`: a case with `paths` is not run).
+    reader: Option<PathsReader>,
 }
 
 /// The synthesizers' runs of a plan, owned so they can move into a task.
@@ -195,7 +220,12 @@ struct Runs {
     cases: Arc<Vec<Case>>,
     runners: Arc<Vec<(String, synthkit::Synthesizer, bool)>>,
     jobs: usize,
+    reader: Option<PathsReader>,
 }
+
+/// A run's answer line, with the text of the nodes it was given (what its answer is
+/// scored against) when they were read from the case's `paths`.
+type RunLine = (usize, AnswerLine, Option<String>);
 
 impl Plan {
     /// Reads and checks the arguments; `asyncio`: the runs will be awaited from a
@@ -236,15 +266,6 @@ impl Plan {
                 "nothing to score: give answers (a path or a list of answer dicts) and/or synthesizers",
             ));
         }
-        if !named.is_empty()
-            && let Some((n, case)) = cases.iter().enumerate().find(|(_, c)| c.nodes().is_none())
-        {
-            return Err(InputError::new_err(format!(
-                "case {} (`{}`) gives `paths`: the Python package reads no files, so it cannot run it; give the case's `nodes` (read the files yourself, e.g. with LlamaIndex's SimpleDirectoryReader and a splitter), or run `synthkit eval`",
-                n + 1,
-                case.id
-            )));
-        }
         let mut runners = Vec::new();
         for (label, synth) in &named {
             let synth = synth.bind(py).borrow();
@@ -260,7 +281,28 @@ impl Plan {
             answers,
             runners: Arc::new(runners),
             jobs,
+            reader: None,
         })
+    }
+
+    /// The plan with its cases' `paths` read by `reader`; an error when a case to run
+    /// gives `paths` and there is no reader.
+    fn reading(self, reader: Option<PathsReader>) -> PyResult<Plan> {
+        if !self.runners.is_empty()
+            && reader.is_none()
+            && let Some((n, case)) = self
+                .cases
+                .iter()
+                .enumerate()
+                .find(|(_, c)| c.nodes().is_none())
+        {
+            return Err(InputError::new_err(format!(
+                "case {} (`{}`) gives `paths`: give paths_root= (the folder they are read under; a cases file's own folder is the default) or the case's `nodes`",
+                n + 1,
+                case.id
+            )));
+        }
+        Ok(Plan { reader, ..self })
     }
 
     fn runs(&self) -> Runs {
@@ -268,11 +310,12 @@ impl Plan {
             cases: self.cases.clone(),
             runners: self.runners.clone(),
             jobs: self.jobs,
+            reader: self.reader.clone(),
         }
     }
 
     /// Scores the answers given and the runs' lines (each with its case's index).
-    fn finish(&self, lines: Vec<(usize, AnswerLine)>) -> PyResult<EvalResult> {
+    fn finish(&self, lines: Vec<RunLine>) -> PyResult<EvalResult> {
         let cases = &self.cases;
         let index = case_index(cases);
         let mut rows: Vec<Row> = Vec::new();
@@ -297,9 +340,9 @@ impl Plan {
                 from.clone(),
             )?;
         }
-        for (i, line) in lines {
+        for (i, line, read) in lines {
             let case = &cases[i];
-            let text = case.nodes().map(nodes_text);
+            let text = read.or_else(|| case.nodes().map(nodes_text));
             let from = format!("synthesizer `{}`", line.mode);
             add(score(case, &self.system, &line, text.as_deref()), from)?;
         }
@@ -320,11 +363,12 @@ impl Runs {
     /// in flight, each on its own task, all aborted when the evaluation is dropped), the
     /// lines in case order (each case's in the synthesizers' order), each with its case's
     /// index. A run whose task is lost is a line with its error, scored wrong.
-    async fn run(self) -> PyResult<Vec<(usize, AnswerLine)>> {
+    async fn run(self) -> PyResult<Vec<RunLine>> {
         let Runs {
             cases,
             runners,
             jobs,
+            reader,
         } = self;
         let mut todo = (0..cases.len()).flat_map(|i| (0..runners.len()).map(move |r| (i, r)));
         let mut window = Window::new(jobs, Order::Input);
@@ -335,17 +379,25 @@ impl Runs {
                 let case = cases[i].clone();
                 let (label, synth, cite) = runners[r].clone();
                 let lost = AnswerLine::new(case.id.clone(), label.clone(), "");
+                let reader = reader.clone();
                 window.spawn(
                     async move {
-                        let nodes = case.nodes().unwrap_or_default().to_vec();
+                        let (nodes, read) = match case_nodes(&case, reader.as_ref()).await {
+                            Ok(nodes) => nodes,
+                            Err(e) => {
+                                let mut line = AnswerLine::new(case.id.clone(), label, "");
+                                line.error = Some(e);
+                                return (i, line, None);
+                            }
+                        };
                         let mut run = run_case(&synth, &case, nodes, cite).await;
                         run.line.mode = label;
-                        (i, run.line)
+                        (i, run.line, read)
                     },
                     move |e| {
                         let mut line = lost;
                         line.error = Some(format!("the run was lost: {e}"));
-                        (i, line)
+                        (i, line, None)
                     },
                 );
             }
@@ -355,6 +407,29 @@ impl Runs {
             }
         }
         Ok(out)
+    }
+}
+
+/// A case's nodes: its own, or its `paths` read by `reader` (on a blocking thread) with
+/// their text, what the answer is scored against.
+async fn case_nodes(
+    case: &Case,
+    reader: Option<&PathsReader>,
+) -> Result<(Vec<synthkit::Node>, Option<String>), String> {
+    match (&case.input, reader) {
+        (CaseInput::Paths(paths), Some(reader)) => {
+            let nodes = reader
+                .read(
+                    paths.clone(),
+                    case.query.clone(),
+                    case.top_k,
+                    Arc::new(crate::paths::PythonLogging),
+                )
+                .await?;
+            let text = nodes_text(&nodes);
+            Ok((nodes, Some(text)))
+        }
+        _ => Ok((case.nodes().unwrap_or_default().to_vec(), None)),
     }
 }
 

@@ -120,7 +120,13 @@ impl Synthesizer {
         jobs: usize,
         paths: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyList>> {
-        let run = Many::new(self, requests, jobs, false, reader_of(paths)?)?;
+        let run = Many::new(
+            self,
+            requests,
+            jobs,
+            false,
+            reader_of(paths, "synthesize_many", None)?,
+        )?;
         let outcomes = block_on(py, run.drive())?;
         warn_truncated(py, self.truncation_policy(), &outcomes)?;
         outcomes_to_list(py, outcomes)
@@ -136,7 +142,13 @@ impl Synthesizer {
         jobs: usize,
         paths: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let run = Many::new(self, requests, jobs, true, reader_of(paths)?)?;
+        let run = Many::new(
+            self,
+            requests,
+            jobs,
+            true,
+            reader_of(paths, "asynthesize_many", None)?,
+        )?;
         let policy = self.truncation_policy();
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {

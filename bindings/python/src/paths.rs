@@ -17,7 +17,7 @@ use synthkit_frontend::retrieval::{Tell, TopK};
 
 use crate::InputError;
 
-/// The keyword arguments of `synthesize_many` that say how `paths` are read.
+/// The keyword arguments of `synthesize_many` and `evaluate` that say how `paths` are read.
 const KEYWORDS: [&str; 5] = [
     "paths_root",
     "allow_paths_outside",
@@ -26,17 +26,19 @@ const KEYWORDS: [&str; 5] = [
     "index_dir",
 ];
 
-/// The reader that `options` (`synthesize_many`'s extra keyword arguments) ask for;
-/// `None` when no `paths_root` is given (a request with `paths` is then refused).
-pub(crate) fn reader_of(options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<PathsReader>> {
-    let Some(options) = options else {
-        return Ok(None);
-    };
+/// The reader that `options` (the extra keyword arguments of `function`) ask for; without
+/// `paths_root`, under `default_root` (`evaluate`'s: the cases file's folder); `None`
+/// when neither is given (a request or case with `paths` is then refused).
+pub(crate) fn reader_of(
+    options: Option<&Bound<'_, PyDict>>,
+    function: &str,
+    default_root: Option<PathBuf>,
+) -> PyResult<Option<PathsReader>> {
     let mut root: Option<PathBuf> = None;
     let mut outside = false;
     let mut settings = PathsSettings::default();
     let mut others = Vec::new();
-    for (key, value) in options.iter() {
+    for (key, value) in options.iter().flat_map(|o| o.iter()) {
         let key: String = key.extract()?;
         let bad = |what: &str| InputError::new_err(format!("{key} must be {what}"));
         match key.as_str() {
@@ -75,20 +77,20 @@ pub(crate) fn reader_of(options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<
             }
             _ => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "synthesize_many() got an unexpected keyword argument '{key}' (it takes \
-                     jobs and, for requests' `paths`, {})",
+                    "{function}() got an unexpected keyword argument '{key}' (it takes, for \
+                     `paths`, {})",
                     KEYWORDS.join(", ")
                 )));
             }
         }
     }
-    let Some(root) = root else {
+    let Some(root) = root.or(default_root) else {
         if others.is_empty() {
             return Ok(None);
         }
         return Err(InputError::new_err(format!(
-            "{} say how requests' `paths` are read: give paths_root= too (the folder they \
-             are read under)",
+            "{} say how `paths` are read: give paths_root= too (the folder they are read \
+             under)",
             others.join(", ")
         )));
     };

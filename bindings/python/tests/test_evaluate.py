@@ -182,15 +182,35 @@ def test_extractive_synthesizers_run_on_every_case() -> None:
         synthkit_rs.evaluate(CASES, ANSWERS, synthesizers=[plain])
 
 
-def test_paths_cases_are_scored_but_not_run() -> None:
+def test_paths_cases_are_scored_and_run_under_paths_root(tmp_path: Path) -> None:
     cases = [dict(CASES[0]), dict(CASES[1])]
     del cases[1]["nodes"]
     cases[1]["paths"] = ["docs/dome.md"]
+    # Scored from answers alone, no file is read.
     result = synthkit_rs.evaluate(cases, ANSWERS[:2])
     q2 = by_id(result, "compact")["q2"]
     assert q2["in_nodes"] is None and q2["in_prompts"] is False
-    with pytest.raises(synthkit_rs.InputError, match=r"case 2 \(`q2`\) gives `paths`: the Python package reads no files"):
+    # Run: a list of cases has no folder of its own, so paths_root names it.
+    with pytest.raises(synthkit_rs.InputError, match=r"case 2 \(`q2`\) gives `paths`: give paths_root="):
         synthkit_rs.evaluate(cases, synthesizers=[synthkit_rs.Synthesizer()])
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "dome.md").write_text("# Dome\n\nThe telescope dome opens at dusk.\n")
+    ran = synthkit_rs.evaluate(cases, synthesizers=[synthkit_rs.Synthesizer()], paths_root=tmp_path)
+    q2 = by_id(ran, "compact")["q2"]
+    assert q2["error"] is None and q2["correct"] is True and q2["in_nodes"] is True, q2
+    # A cases file's paths are read under its own folder, as `synthkit eval` reads them.
+    file = tmp_path / "cases.jsonl"
+    file.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    from_file = synthkit_rs.evaluate(file, synthesizers=[synthkit_rs.Synthesizer()])
+    assert by_id(from_file, "compact")["q2"]["correct"] is True
+    # A path that is not there is that case's error row; the other case still runs.
+    cases[1]["paths"] = ["docs/missing.md"]
+    failed = synthkit_rs.evaluate(cases, synthesizers=[synthkit_rs.Synthesizer()], paths_root=tmp_path)
+    rows = by_id(failed, "compact")
+    assert rows["q2"]["error"] and "missing.md" in rows["q2"]["error"], rows["q2"]
+    assert rows["q1"]["error"] is None
+    with pytest.raises(TypeError, match="evaluate\\(\\) got an unexpected keyword argument 'root'"):
+        synthkit_rs.evaluate(cases, synthesizers=[synthkit_rs.Synthesizer()], root=tmp_path)
 
 
 def test_a_server_synthesizer_records_calls_tokens_and_prompts(fake_server: FakeOpenAI) -> None:

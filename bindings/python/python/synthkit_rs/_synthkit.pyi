@@ -185,6 +185,11 @@ def evaluate(
     synthesizers: Union[Mapping[str, "Synthesizer"], Iterable["Synthesizer"], None] = None,
     system: str = "synthkit",
     jobs: int = 1,
+    paths_root: Optional[Union[str, os.PathLike[str]]] = None,
+    allow_paths_outside: bool = False,
+    chunk_size: int = 1024,
+    top_k: Optional[Union[int, Literal["all"]]] = None,
+    index_dir: Optional[Union[str, os.PathLike[str]]] = None,
 ) -> EvalResult:
     """Scores answers to a benchmark's cases without a judge, as ``synthkit eval`` does.
 
@@ -197,8 +202,10 @@ def evaluate(
     Synthesizer}`` or a list of Synthesizers (named by their modes), each run on every
     case with its calls, tokens, prompts and (with ``citations=True``) cited node ids
     recorded; the name is the rows' ``mode``. ``system`` names synthesizers' rows and
-    answers without ``system``. Cases with ``paths`` can be scored but not run (the
-    package reads no files). ``jobs``: syntheses in flight at once (1 to 256; rows stay in
+    answers without ``system``. A case's ``paths`` are read as ``synthkit eval`` reads
+    them: under the cases file's folder, or ``paths_root`` (required for a list of
+    cases), with ``allow_paths_outside``, ``chunk_size``, ``top_k`` and ``index_dir`` as
+    ``synthesize_many`` takes them. ``jobs``: syntheses in flight at once (1 to 256; rows stay in
     case order; above one they share the server, so compare calls and tokens, not wall
     time). Bad input raises ``InputError`` naming the case or answer.
     """
@@ -210,6 +217,11 @@ def aevaluate(
     synthesizers: Union[Mapping[str, "Synthesizer"], Iterable["Synthesizer"], None] = None,
     system: str = "synthkit",
     jobs: int = 1,
+    paths_root: Optional[Union[str, os.PathLike[str]]] = None,
+    allow_paths_outside: bool = False,
+    chunk_size: int = 1024,
+    top_k: Optional[Union[int, Literal["all"]]] = None,
+    index_dir: Optional[Union[str, os.PathLike[str]]] = None,
 ) -> Awaitable[EvalResult]:
     """Like ``evaluate``, awaited from a coroutine: cancelling the awaiting task cancels the
     model calls in flight."""
