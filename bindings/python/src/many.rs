@@ -120,13 +120,8 @@ impl Synthesizer {
         jobs: usize,
         paths: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyList>> {
-        let run = Many::new(
-            self,
-            requests,
-            jobs,
-            false,
-            reader_of(paths, "synthesize_many", None)?,
-        )?;
+        let reader = reader_of(paths, "synthesize_many", None)?;
+        let run = Many::new(self, requests, jobs, false, reader)?;
         let outcomes = block_on(py, run.drive())?;
         warn_truncated(py, self.truncation_policy(), &outcomes)?;
         outcomes_to_list(py, outcomes)
@@ -142,13 +137,8 @@ impl Synthesizer {
         jobs: usize,
         paths: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let run = Many::new(
-            self,
-            requests,
-            jobs,
-            true,
-            reader_of(paths, "asynthesize_many", None)?,
-        )?;
+        let reader = reader_of(paths, "asynthesize_many", None)?;
+        let run = Many::new(self, requests, jobs, true, reader)?;
         let policy = self.truncation_policy();
         runtime()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
