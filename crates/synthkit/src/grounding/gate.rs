@@ -63,13 +63,18 @@ impl Gate {
         {
             return Ok(());
         }
-        let answer = match &self.model_text {
-            Some(model_text) => model_text(&response.text),
-            None => response.text.clone(),
-        };
+        let answer = response.text.clone();
+        let model_text = self.model_text.clone();
         let question = self.question.clone();
         let sources = Arc::clone(&self.sources);
-        let run = move || grounding::check(&answer, &question, &sources);
+        // Off the runtime's threads, with the check: the answer may be long.
+        let run = move || {
+            let answer = match model_text {
+                Some(model_text) => model_text(&answer),
+                None => answer,
+            };
+            grounding::check(&answer, &question, &sources)
+        };
         let mut g = match tokio::runtime::Handle::try_current() {
             Ok(runtime) => match runtime.spawn_blocking(run).await {
                 Ok(g) => g,
